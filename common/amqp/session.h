@@ -1,0 +1,111 @@
+// Session: one AMQP connection with one channel, as syncbus uses it. The real implementation
+// (session_impl.h) sits on rabbitmq-c 0.11; FakeSession (fake_session.h) is an in-memory broker
+// for unit tests. NOT thread-safe: one Session per thread (rabbitmq-c connections must not be
+// shared). Heartbeats are serviced inside every call that waits (Publish*, Next, Get).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/amqp/topology.h"
+#include "common/json.h"
+#include "common/status.h"
+
+namespace syncbus::amqp {
+
+// Where and how to connect. Parsed from the daemons' YAML config.
+struct ConnectionOptions {
+  std::string host = "127.0.0.1";
+  int port = 5672;
+  std::string vhost = "/";
+  std::string user = "guest";
+  std::string password = "guest";
+  std::string connection_name;            // shown in the management UI
+  int heartbeat_seconds = 30;
+  std::chrono::milliseconds connect_timeout{5000};
+  bool tls = false;
+  std::string tls_ca_file, tls_cert_file, tls_key_file;
+  bool tls_verify_peer = true;
+};
+
+// Message properties and body. Headers are an AMQP field table expressed as a JSON object
+// (strings, integers, booleans, doubles, arrays, nested tables, e.g. x-death).
+struct Message {
+  std::string body;
+  std::string content_type = "application/json";
+  std::string message_id;
+  std::string app_id;
+  std::string type;
+  int64_t timestamp = 0;          // seconds since the epoch
+  bool persistent = true;         // delivery_mode 2
+  std::string expiration;         // per-message TTL in ms as a string, empty = none
+  Json headers = Json::object();
+};
+
+struct Publication {
+  std::string exchange;
+  std::string routing_key;
+  Message message;
+  bool mandatory = true;          // unroutable -> returned -> Publish fails with kNotFound
+};
+
+struct Delivery {
+  uint64_t delivery_tag = 0;
+  bool redelivered = false;
+  std::string exchange;
+  std::string routing_key;
+  std::string consumer_tag;
+  std::string queue;              // the queue this consumer tag was registered for
+  Message message;
+};
+
+struct QueueInfo {
+  uint32_t messages = 0;          // ready messages
+  uint32_t consumers = 0;
+};
+
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  // Opens (or re-opens after a failure) the connection and channel, advertising the
+  // connection.blocked and consumer_cancel_notify capabilities, and enables publisher confirms.
+  // Any previous consumers are gone after a reconnect: Consume() again.
+  virtual Status Connect() = 0;
+  virtual bool connected() const = 0;
+  // Closes cleanly (channel.close, connection.close). Unacked deliveries return to their queues.
+  virtual void Close() = 0;
+
+  // Declares exchanges, queues (with arguments) and bindings. Idempotent; a declaration that
+  // clashes with an existing one (other arguments) is kConflict naming the object.
+  virtual Status Declare(const Topology& topology) = 0;
+
+  // Publishes and waits until the broker confirms (basic.ack). nack, reject-publish overflow
+  // -> kUnavailable; unroutable mandatory message (basic.return) -> kNotFound; timeout -> kTimeout.
+  virtual Status Publish(const Publication& publication, std::chrono::milliseconds timeout) = 0;
+  // Pipelines many publishes and waits for every confirm; one Status per publication, in order.
+  virtual std::vector<Status> PublishAll(const std::vector<Publication>& publications,
+                                         std::chrono::milliseconds timeout) = 0;
+
+  // Starts consuming `queue` with manual acks. `prefetch` is the channel-wide basic.qos limit
+  // (the last call wins). Returns the consumer tag.
+  virtual Result<std::string> Consume(const std::string& queue, uint16_t prefetch) = 0;
+  virtual Status Cancel(const std::string& consumer_tag) = 0;
+  // Waits up to `timeout` for a delivery. nullopt on timeout. A broker-side consumer cancel or a
+  // lost connection is an error (kUnavailable), after which connected() is false.
+  virtual Result<std::optional<Delivery>> Next(std::chrono::milliseconds timeout) = 0;
+
+  virtual Status Ack(uint64_t delivery_tag) = 0;
+  virtual Status Nack(uint64_t delivery_tag, bool requeue) = 0;
+  virtual Status Reject(uint64_t delivery_tag, bool requeue) = 0;
+
+  // basic.get with manual ack: one message or nullopt when the queue is empty.
+  virtual Result<std::optional<Delivery>> Get(const std::string& queue) = 0;
+  // Passive declare: exact counts, at once (management API numbers lag).
+  virtual Result<QueueInfo> Inspect(const std::string& queue) = 0;
+};
+
+}  // namespace syncbus::amqp

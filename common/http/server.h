@@ -1,0 +1,62 @@
+// Server: a small non-blocking HTTP/1.1 server on libevent, used for the daemons' admin
+// endpoints (/metrics, /healthz, /readyz) and by the Kubernetes simulator. Requests are handled on
+// the server's event-loop thread(s); handlers must not block (defer with RunAfter).
+// ResponseWriter methods are thread-safe: calls from other threads are marshalled onto the loop.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/http/types.h"
+#include "common/status.h"
+
+namespace syncbus::http {
+
+struct ServerRequest {
+  std::string method;
+  std::string path;            // decoded path without the query
+  std::string query;           // raw query string (after '?'), percent-encoded
+  Headers headers;
+  std::string body;
+  // The first value of query parameter `name`, percent-decoded.
+  std::optional<std::string> QueryParam(std::string_view name) const;
+};
+
+// Answers one request: either Respond() once, or StartStream() + WriteChunk()* + EndStream().
+class ResponseWriter {
+ public:
+  virtual ~ResponseWriter() = default;
+  virtual void Respond(int status, Headers headers, std::string body) = 0;
+  virtual void StartStream(int status, Headers headers) = 0;   // chunked transfer encoding
+  // Queues one chunk. False once the client has gone (the stream is over).
+  virtual bool WriteChunk(std::string data) = 0;
+  virtual void EndStream() = 0;
+  // Drops the connection without a response (fault injection: "connection reset").
+  virtual void Abort() = 0;
+  // `callback` runs once, on the loop thread, if the client disconnects before the end.
+  virtual void OnClientClose(std::function<void()> callback) = 0;
+};
+
+using Handler = std::function<void(const ServerRequest&, std::shared_ptr<ResponseWriter>)>;
+
+class Server {
+ public:
+  struct Options {
+    std::string host = "127.0.0.1";
+    int port = 0;                       // 0 = pick a free port (see port())
+    int threads = 1;                    // event-loop threads sharing the listening socket
+    size_t max_body_bytes = 16 << 20;
+  };
+  virtual ~Server() = default;
+  static Result<std::unique_ptr<Server>> Start(const Options& options, Handler handler);
+
+  virtual int port() const = 0;
+  // Runs `fn` on a loop thread after `delay` (latency injection, deferred answers).
+  virtual void RunAfter(std::chrono::milliseconds delay, std::function<void()> fn) = 0;
+  // Stops accepting, closes every connection, joins the loop threads. Idempotent.
+  virtual void Stop() = 0;
+};
+
+}  // namespace syncbus::http

@@ -1,0 +1,50 @@
+// Transport: the seam between HTTP clients (the Kubernetes client) and the network.
+// The real implementation (CurlTransport, curl_transport.h) drives libcurl multi on its own event
+// loop thread, reusing connections (keep-alive, HTTP/2 when offered); the in-process fake
+// (tests/fakes/in_process_transport.h) routes requests straight into the Kubernetes simulator.
+// Thread-safe: Send/Stream may be called from any thread; callbacks run on the transport's thread
+// and must not block.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string_view>
+
+#include "common/http/types.h"
+#include "common/status.h"
+
+namespace syncbus::http {
+
+// Cancels an in-flight stream when destroyed or Cancel()ed. Thread-safe.
+class StreamHandle {
+ public:
+  virtual ~StreamHandle() = default;
+  virtual void Cancel() = 0;
+};
+
+class Transport {
+ public:
+  using DoneCallback = std::function<void(Result<Response>)>;
+  // Stream callbacks: on_headers once with the status and headers, on_data for each body chunk
+  // (arbitrary boundaries), on_done exactly once (OK at a clean end, an error otherwise, Cancelled
+  // after Cancel()).
+  struct StreamCallbacks {
+    std::function<void(int status, const Headers& headers)> on_headers;
+    std::function<void(std::string_view chunk)> on_data;
+    std::function<void(Status)> on_done;
+  };
+
+  virtual ~Transport() = default;
+
+  // Sends one request; `done` runs exactly once. Connection failures and timeouts are errors
+  // (kUnavailable / kTimeout); any HTTP status is a Response.
+  virtual void Send(Request request, DoneCallback done) = 0;
+
+  // Sends one request whose body is consumed as it arrives (Kubernetes watches).
+  virtual std::unique_ptr<StreamHandle> Stream(Request request, StreamCallbacks callbacks) = 0;
+
+  // Blocking convenience over Send. Must not be called from the transport's own thread.
+  Result<Response> Call(Request request);
+};
+
+}  // namespace syncbus::http

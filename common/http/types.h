@@ -1,0 +1,43 @@
+// Plain HTTP request/response values shared by the client transport, the admin server and the
+// Kubernetes simulator. Value types; thread-compatible.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace syncbus::http {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// Returns the first header named `name` (case-insensitive), if any.
+std::optional<std::string> FindHeader(const Headers& headers, std::string_view name);
+
+// TLS settings for one peer. Files or in-memory PEM; PEM wins when both are set.
+struct TlsOptions {
+  std::string ca_file, ca_pem;                  // trust anchors; empty = system store
+  std::string client_cert_file, client_cert_pem;
+  std::string client_key_file, client_key_pem;
+  bool insecure_skip_verify = false;
+  std::string server_name;                      // SNI / verification name override
+};
+
+struct Request {
+  std::string method = "GET";
+  std::string url;                 // absolute: https://host:port/prefix/api/v1/...
+  Headers headers;
+  std::string body;
+  std::chrono::milliseconds timeout{30000};  // whole request; 0 = none (watches)
+  std::shared_ptr<const TlsOptions> tls;     // null = defaults
+};
+
+struct Response {
+  int status = 0;
+  Headers headers;
+  std::string body;
+};
+
+}  // namespace syncbus::http

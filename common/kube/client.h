@@ -1,0 +1,93 @@
+// Client: the Kubernetes REST API as syncbus uses it (one API server: the hub or one target).
+// ClientImpl (client_impl.h) speaks HTTP(S) through an http::Transport; tests use the same
+// ClientImpl over the in-process transport into the simulator, so every request is real REST.
+// Implementations are thread-safe; blocking calls must not run on the transport's thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/kube/resource.h"
+#include "common/status.h"
+
+namespace syncbus::kube {
+
+struct ListOptions {
+  std::string label_selector;
+  std::string field_selector;
+  int limit = 500;              // page size; List follows `continue` until the end
+};
+
+struct ObjectList {
+  std::vector<Json> items;
+  std::string resource_version;  // the list's resourceVersion: start a watch from here
+};
+
+enum class WatchEventType { kAdded, kModified, kDeleted, kBookmark, kError };
+const char* WatchEventTypeName(WatchEventType t);
+
+struct WatchEvent {
+  WatchEventType type;
+  Json object;   // the object; for kError the metav1.Status
+};
+
+struct WatchOptions {
+  std::string resource_version;      // start after this version (from a list or a bookmark)
+  bool allow_bookmarks = true;
+  int timeout_seconds = 300;         // server-side watch timeout
+  std::string label_selector;
+};
+
+// One open watch. Next() is called from a single consumer thread. Destroying it cancels.
+class WatchStream {
+ public:
+  virtual ~WatchStream() = default;
+  // Waits up to `timeout` for the next event. nullopt: nothing yet. Errors end the stream:
+  // kGone (410, from the response or an ERROR event: relist), kUnavailable (connection ended or
+  // the server closed the watch: rewatch from the last seen resourceVersion), others.
+  virtual Result<std::optional<WatchEvent>> Next(std::chrono::milliseconds timeout) = 0;
+};
+
+enum class PatchType { kJson, kMerge, kStrategicMerge };
+const char* PatchContentType(PatchType t);
+
+struct ApplyOptions {
+  std::string field_manager = "syncbus";
+  bool force = true;
+};
+
+struct DeleteOptions {
+  std::string precondition_uid;               // empty = none
+  std::string precondition_resource_version;  // empty = none
+  std::string propagation_policy;             // "", "Background", "Foreground", "Orphan"
+};
+
+class Client {
+ public:
+  virtual ~Client() = default;
+
+  virtual Result<Json> Get(const ObjectRef& object) = 0;
+  // All pages of a collection, consistent at the returned resourceVersion. A continue token that
+  // expired mid-list is kGone: the caller lists again.
+  virtual Result<ObjectList> List(const ObjectRef& collection, const ListOptions& options) = 0;
+  virtual Result<std::unique_ptr<WatchStream>> Watch(const ObjectRef& collection,
+                                                     const WatchOptions& options) = 0;
+  // POST to the collection of `object.resource` in `object.ns`; returns the stored object.
+  virtual Result<Json> Create(const ObjectRef& collection, const Json& object) = 0;
+  // PUT; `object.metadata.resourceVersion`, when set, is a precondition (kConflict on mismatch).
+  // With ref.subresource == "status" this is the status update.
+  virtual Result<Json> Update(const ObjectRef& ref, const Json& object) = 0;
+  // Server-side apply (PATCH application/apply-patch+yaml with fieldManager and force).
+  virtual Result<Json> Apply(const ObjectRef& ref, const Json& object, const ApplyOptions& options) = 0;
+  virtual Result<Json> Patch(const ObjectRef& ref, PatchType type, const std::string& body) = 0;
+  // NotFound is returned as kNotFound (callers that treat it as success check for it).
+  virtual Status Delete(const ObjectRef& ref, const DeleteOptions& options) = 0;
+  // GET of an arbitrary API path (discovery: "/api", "/apis", "/apis/apps/v1").
+  virtual Result<Json> GetPath(const std::string& path) = 0;
+};
+
+}  // namespace syncbus::kube
