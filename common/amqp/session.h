@@ -1,7 +1,8 @@
 // Session: one AMQP connection with one channel, as syncbus uses it. The real implementation
 // (session_impl.h) sits on rabbitmq-c 0.11; FakeSession (fake_session.h) is an in-memory broker
 // for unit tests. NOT thread-safe: one Session per thread (rabbitmq-c connections must not be
-// shared). Heartbeats are serviced inside every call that waits (Publish*, Next, Get).
+// shared). Heartbeats are serviced only inside calls (Publish*, Next, Get, Poll, ...): a caller
+// busy elsewhere for longer than the heartbeat interval must call Poll() in between.
 #pragma once
 
 #include <chrono>
@@ -26,6 +27,9 @@ struct ConnectionOptions {
   std::string connection_name;            // shown in the management UI
   int heartbeat_seconds = 30;
   std::chrono::milliseconds connect_timeout{5000};
+  // Limit for each synchronous broker round trip (declare, consume, get, ...); exceeding it
+  // drops the connection (kTimeout, then connected() is false).
+  std::chrono::milliseconds rpc_timeout{30000};
   bool tls = false;
   std::string tls_ca_file, tls_cert_file, tls_key_file;
   bool tls_verify_peer = true;
@@ -52,6 +56,9 @@ struct Publication {
   bool mandatory = true;          // unroutable -> returned -> Publish fails with kNotFound
 };
 
+// Delivery tags are unique for the Session's lifetime. After the channel was reopened or the
+// connection re-established, the broker has requeued everything unacked: acking an older tag
+// fails with kUnavailable and the message comes back redelivered.
 struct Delivery {
   uint64_t delivery_tag = 0;
   bool redelivered = false;
@@ -90,8 +97,9 @@ class Session {
   virtual std::vector<Status> PublishAll(const std::vector<Publication>& publications,
                                          std::chrono::milliseconds timeout) = 0;
 
-  // Starts consuming `queue` with manual acks. `prefetch` is the channel-wide basic.qos limit
-  // (the last call wins). Returns the consumer tag.
+  // Starts consuming `queue` with manual acks and at most `prefetch` unacked deliveries for this
+  // consumer (basic.qos per consumer; quorum queues refuse a global qos; 0 = unlimited).
+  // Returns the consumer tag; kNotFound when the queue does not exist.
   virtual Result<std::string> Consume(const std::string& queue, uint16_t prefetch) = 0;
   virtual Status Cancel(const std::string& consumer_tag) = 0;
   // Waits up to `timeout` for a delivery. nullopt on timeout. A broker-side consumer cancel or a
@@ -106,6 +114,10 @@ class Session {
   virtual Result<std::optional<Delivery>> Get(const std::string& queue) = 0;
   // Passive declare: exact counts, at once (management API numbers lag).
   virtual Result<QueueInfo> Inspect(const std::string& queue) = 0;
+
+  // Services heartbeats and takes in whatever the broker sent (deliveries are kept for Next)
+  // without waiting. An error means the connection is gone.
+  virtual Status Poll() = 0;
 };
 
 }  // namespace syncbus::amqp
