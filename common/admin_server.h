@@ -1,0 +1,36 @@
+// AdminServer: each daemon's operations endpoint — /metrics (Prometheus text format from the
+// process registry), /healthz (liveness: event loops responsive) and /readyz (readiness: e.g.
+// connected and consuming). Probes run on the server's loop thread and must be quick and
+// thread-safe. Owns its http::Server; stops it on destruction.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include <prometheus/registry.h>
+
+#include "common/config.h"
+#include "common/http/server.h"
+#include "common/status.h"
+
+namespace syncbus {
+
+class AdminServer {
+ public:
+  struct Probes {
+    std::function<Status()> healthy;   // null = always healthy
+    std::function<Status()> ready;     // null = always ready
+  };
+
+  static Result<std::unique_ptr<AdminServer>> Start(const AdminConfig& config,
+                                                    std::shared_ptr<prometheus::Registry> registry,
+                                                    Probes probes);
+  ~AdminServer();
+  int port() const { return server_->port(); }
+
+ private:
+  AdminServer() = default;
+  std::unique_ptr<http::Server> server_;
+};
+
+}  // namespace syncbus

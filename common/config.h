@@ -1,0 +1,78 @@
+// Config: the one YAML file every syncbus binary reads (sections per component), with defaults,
+// validation and errors that name the bad key ("config.yaml: publisher.resyncInterval: invalid
+// duration ..."). Unknown keys are errors (typos must not silently fall back to defaults).
+// Value types; thread-compatible. Every knob is documented in docs/configuration.md.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "common/amqp/session.h"
+#include "common/amqp/syncbus_topology.h"
+#include "common/status.h"
+
+namespace syncbus {
+
+struct LogConfig {
+  std::string level = "info";      // trace, debug, info, warn, error
+  std::string format = "text";     // text (logfmt-style) or json
+};
+
+struct AdminConfig {
+  std::string host = "0.0.0.0";    // /metrics, /healthz, /readyz
+  int port = 8080;                 // 0 = pick a free port (tests); -1 = disabled
+};
+
+struct HubConfig {
+  std::string kubeconfig;          // empty = in-cluster service account
+  std::string context;
+  double qps = 0;                  // client-side rate limit to the hub; 0 = none
+};
+
+struct LeaderElectionConfig {
+  bool enabled = true;
+  std::string ns = "syncbus";
+  std::string name = "syncbus-publisher";
+  std::chrono::milliseconds lease_duration{15000};
+  std::chrono::milliseconds renew_deadline{10000};
+  std::chrono::milliseconds retry_period{2000};
+};
+
+struct PublisherConfig {
+  std::string ns;                                   // watch one namespace; empty = all
+  std::chrono::milliseconds resync_interval{std::chrono::hours(2)};
+  double resync_jitter = 0.1;                       // fraction of the interval, stable per cluster
+  double max_publish_rate = 500;                    // messages per second
+  int max_outstanding = 10000;                      // requests published but not yet processed
+  std::chrono::milliseconds outstanding_timeout{std::chrono::minutes(30)};  // then re-sent
+  LeaderElectionConfig leader_election;
+};
+
+struct ConsumerConfig {
+  int prefetch = 20;
+  int parallel_sync_sets = 8;                       // sets of one cluster applied at once
+  int max_in_flight = 2000;                         // target API requests across all clusters
+  int per_cluster_in_flight = 20;
+  double per_cluster_qps = 50;
+  std::chrono::milliseconds request_timeout{30000};
+  std::chrono::milliseconds cluster_deadline{std::chrono::minutes(10)};
+  int max_attempts = 8;                             // then the dead-letter queue
+  std::chrono::milliseconds shutdown_grace{25000};
+};
+
+struct Config {
+  LogConfig log;
+  AdminConfig admin;
+  amqp::ConnectionOptions amqp;
+  HubConfig hub;
+  amqp::TopologyOptions topology;
+  PublisherConfig publisher;
+  ConsumerConfig consumer;
+};
+
+// `source` names the input in errors (a file name). Empty text = all defaults.
+Result<Config> ParseConfig(const std::string& yaml_text, const std::string& source = "config");
+// Reads `path`; password files referenced by the config are read too.
+Result<Config> LoadConfigFile(const std::string& path);
+
+}  // namespace syncbus

@@ -1,0 +1,145 @@
+// Hive API types syncbus reads and writes, matching upstream Hive's CRDs (hive.openshift.io/v1
+// SyncSet, SelectorSyncSet, ClusterDeployment; hiveinternal.openshift.io/v1alpha1 ClusterSync,
+// ClusterSyncLease) field for field, with their defaults. Parsing never throws: malformed input is
+// an InvalidArgument naming the field. Value types; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/hive/label_selector.h"
+#include "common/json.h"
+#include "common/status.h"
+
+namespace syncbus::hive {
+
+inline constexpr char kHiveApiVersion[] = "hive.openshift.io/v1";
+inline constexpr char kHiveInternalApiVersion[] = "hiveinternal.openshift.io/v1alpha1";
+inline constexpr char kSyncSetPauseAnnotation[] = "hive.openshift.io/syncset-pause";
+inline constexpr char kManagedLabel[] = "hive.openshift.io/managed";
+
+struct ObjectMeta {
+  std::string name;
+  std::string ns;
+  std::string uid;
+  std::string resource_version;
+  int64_t generation = 0;
+  Labels labels;
+  Labels annotations;
+  bool deleting = false;  // metadata.deletionTimestamp is set
+
+  static Result<ObjectMeta> FromJson(const Json& object);
+  std::string Key() const { return ns.empty() ? name : ns + "/" + name; }
+};
+
+enum class ResourceApplyMode { kUpsert, kSync };          // anything but "Sync" is Upsert
+enum class ApplyBehavior { kApply, kCreateOnly, kCreateOrUpdate };  // "" is Apply
+enum class PatchType { kStrategic, kMerge, kJson };       // "" is strategic
+
+struct SyncObjectPatch {
+  std::string api_version, kind, name, ns, patch;
+  PatchType patch_type = PatchType::kStrategic;
+};
+
+struct SecretReference {
+  std::string name, ns;
+};
+
+struct SecretMapping {
+  SecretReference source, target;
+};
+
+// The spec shared by SyncSet and SelectorSyncSet.
+struct SyncSetCommonSpec {
+  std::vector<Json> resources;
+  ResourceApplyMode resource_apply_mode = ResourceApplyMode::kUpsert;
+  std::vector<SyncObjectPatch> patches;
+  std::vector<SecretMapping> secret_mappings;
+  ApplyBehavior apply_behavior = ApplyBehavior::kApply;
+  bool enable_resource_templates = false;
+  bool enable_patch_templates = false;
+};
+
+struct SyncSet {
+  ObjectMeta meta;
+  SyncSetCommonSpec spec;
+  std::vector<std::string> cluster_deployment_refs;   // names in meta.ns
+  static Result<SyncSet> FromJson(const Json& object);
+};
+
+struct SelectorSyncSet {
+  ObjectMeta meta;
+  SyncSetCommonSpec spec;
+  LabelSelector selector;
+  static Result<SelectorSyncSet> FromJson(const Json& object);
+};
+
+struct Condition {
+  std::string type, status, reason, message, last_transition_time, last_probe_time;
+  static Result<Condition> FromJson(const Json& c);
+  Json ToJson() const;
+};
+
+struct ClusterDeployment {
+  ObjectMeta meta;
+  bool installed = false;
+  std::string admin_kubeconfig_secret;   // spec.clusterMetadata.adminKubeconfigSecretRef.name
+  std::vector<Condition> conditions;
+
+  static Result<ClusterDeployment> FromJson(const Json& object);
+  bool paused() const;
+  // Condition Unreachable is True or Unknown.
+  bool unreachable() const;
+  // Why syncing is skipped (upstream's rules), or empty when the cluster is eligible.
+  std::string SkipReason() const;
+};
+
+// resourcesToDelete entry.
+struct SyncResourceReference {
+  std::string api_version, kind, name, ns;
+  Json ToJson() const;
+  static Result<SyncResourceReference> FromJson(const Json& j);
+};
+
+enum class SyncResult { kSuccess, kFailure };
+
+// One entry of status.syncSets / status.selectorSyncSets.
+struct SyncStatus {
+  std::string name;
+  int64_t observed_generation = 0;
+  std::vector<SyncResourceReference> resources_to_delete;
+  SyncResult result = SyncResult::kSuccess;
+  std::string failure_message;
+  std::string last_transition_time;
+  std::string first_success_time;   // empty = never succeeded
+  Json ToJson() const;
+  static Result<SyncStatus> FromJson(const Json& j);
+};
+
+struct ClusterSyncStatus {
+  std::vector<SyncStatus> sync_sets;
+  std::vector<SyncStatus> selector_sync_sets;
+  std::vector<Condition> conditions;
+  std::string first_success_time;
+  std::optional<int64_t> controlled_by_replica;
+  Json ToJson() const;
+  static Result<ClusterSyncStatus> FromJson(const Json& status);
+};
+
+struct ClusterSync {
+  ObjectMeta meta;
+  ClusterSyncStatus status;
+  static Result<ClusterSync> FromJson(const Json& object);
+};
+
+struct ClusterSyncLease {
+  ObjectMeta meta;
+  std::string renew_time;
+  static Result<ClusterSyncLease> FromJson(const Json& object);
+};
+
+const char* SyncResultName(SyncResult r);
+
+}  // namespace syncbus::hive

@@ -1,0 +1,124 @@
+#include "common/sync_message.h"
+
+#include "common/time_format.h"
+
+namespace syncbus {
+namespace {
+
+bool IsAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+Result<std::string> RequireString(const Json& obj, const char* key, size_t max_len) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return InvalidArgument(std::string("missing field \"") + key + "\"");
+  if (!it->is_string()) return InvalidArgument(std::string("field \"") + key + "\" must be a string");
+  std::string v = it->get<std::string>();
+  if (v.size() > max_len) {
+    return InvalidArgument(std::string("field \"") + key + "\" is longer than " +
+                           std::to_string(max_len) + " characters");
+  }
+  return v;
+}
+
+}  // namespace
+
+bool IsDnsLabel(std::string_view s) {
+  if (s.empty() || s.size() > 63 || !IsAlnum(s.front()) || !IsAlnum(s.back())) return false;
+  for (char c : s) {
+    if (!IsAlnum(c) && c != '-') return false;
+  }
+  return true;
+}
+
+bool IsDnsSubdomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  size_t start = 0;
+  while (true) {
+    size_t dot = s.find('.', start);
+    if (!IsDnsLabel(s.substr(start, dot == std::string_view::npos ? dot : dot - start))) return false;
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+std::string EncodeSyncRequest(const SyncRequest& r) {
+  Json j = {{"version", kSyncRequestVersion},
+            {"cluster", {{"namespace", r.cluster_namespace}, {"name", r.cluster_name}}},
+            {"revision", r.revision},
+            {"lane", amqp::LaneName(r.lane)},
+            {"reason", r.reason},
+            {"fullReapply", r.full_reapply},
+            {"enqueuedAt", r.enqueued_at}};
+  return j.dump();
+}
+
+Result<SyncRequest> DecodeSyncRequest(std::string_view body) {
+  auto fail = [](const Status& s) { return InvalidArgument("sync request: " + s.message()); };
+  if (body.size() > kMaxSyncRequestBytes) {
+    return InvalidArgument("sync request: body of " + std::to_string(body.size()) +
+                           " bytes exceeds the limit of " + std::to_string(kMaxSyncRequestBytes));
+  }
+  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("sync request: body is not valid JSON");
+  if (!j.is_object()) return InvalidArgument("sync request: body is not a JSON object");
+  auto v = j.find("version");
+  if (v == j.end()) return InvalidArgument("sync request: missing field \"version\"");
+  if (!v->is_number_integer()) return InvalidArgument("sync request: field \"version\" must be an integer");
+  if (v->get<int64_t>() != kSyncRequestVersion) {
+    return InvalidArgument("sync request: unsupported version " + v->dump() + " (this build reads " +
+                           std::to_string(kSyncRequestVersion) + ")");
+  }
+  auto c = j.find("cluster");
+  if (c == j.end() || !c->is_object()) {
+    return InvalidArgument("sync request: field \"cluster\" must be an object with namespace and name");
+  }
+  SyncRequest r;
+  auto ns = RequireString(*c, "namespace", 253);
+  if (!ns.ok()) return fail(ns.status().Annotate("cluster"));
+  auto name = RequireString(*c, "name", 253);
+  if (!name.ok()) return fail(name.status().Annotate("cluster"));
+  if (!IsDnsLabel(*ns)) return InvalidArgument("sync request: cluster.namespace \"" + *ns + "\" is not a valid namespace name");
+  if (!IsDnsSubdomain(*name)) return InvalidArgument("sync request: cluster.name \"" + *name + "\" is not a valid object name");
+  r.cluster_namespace = std::move(*ns);
+  r.cluster_name = std::move(*name);
+
+  auto revision = RequireString(j, "revision", 128);
+  if (!revision.ok()) return fail(revision.status());
+  r.revision = std::move(*revision);
+  auto lane = RequireString(j, "lane", 16);
+  if (!lane.ok()) return fail(lane.status());
+  if (*lane == "change") r.lane = amqp::Lane::kChange;
+  else if (*lane == "resync") r.lane = amqp::Lane::kResync;
+  else return InvalidArgument("sync request: unknown lane \"" + *lane + "\"");
+  auto reason = RequireString(j, "reason", 64);
+  if (!reason.ok()) return fail(reason.status());
+  r.reason = std::move(*reason);
+  auto full = j.find("fullReapply");
+  if (full != j.end()) {
+    if (!full->is_boolean()) return InvalidArgument("sync request: field \"fullReapply\" must be a boolean");
+    r.full_reapply = full->get<bool>();
+  }
+  auto at = RequireString(j, "enqueuedAt", 64);
+  if (!at.ok()) return fail(at.status());
+  if (!ParseRfc3339(*at).ok()) return InvalidArgument("sync request: field \"enqueuedAt\" is not an RFC 3339 time");
+  r.enqueued_at = std::move(*at);
+  return r;
+}
+
+amqp::Message ToAmqpMessage(const SyncRequest& request, const std::string& app_id,
+                            const std::string& message_id, WallTime now) {
+  amqp::Message m;
+  m.body = EncodeSyncRequest(request);
+  m.content_type = "application/json";
+  m.message_id = message_id;
+  m.app_id = app_id;
+  m.type = "syncbus.sync-request.v1";
+  m.timestamp = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  m.persistent = true;
+  m.headers = Json{{kClusterHeader, request.ClusterKey()},
+                   {kAttemptHeader, 0},
+                   {kLaneHeader, amqp::LaneName(request.lane)},
+                   {kRevisionHeader, request.revision}};
+  return m;
+}
+
+}  // namespace syncbus

@@ -1,0 +1,57 @@
+// SyncRequest: the message on the work queues. A trigger, never a payload: it names a cluster
+// and the desired revision the publisher computed; consumers read the actual desired state from
+// the hub, so a stale, duplicated or forged message can only cause a (cheap) re-check.
+// Body: small versioned JSON. Decoding is strict and says exactly what is wrong.
+// Value types and pure functions; thread-compatible.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/amqp/session.h"
+#include "common/amqp/syncbus_topology.h"
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace syncbus {
+
+inline constexpr int kSyncRequestVersion = 1;
+inline constexpr size_t kMaxSyncRequestBytes = 4096;
+
+// Headers on every sync message (visible in the management UI).
+inline constexpr char kClusterHeader[] = "x-syncbus-cluster";       // "namespace/name"
+inline constexpr char kAttemptHeader[] = "x-syncbus-attempt";       // 0 on first publish
+inline constexpr char kLaneHeader[] = "x-syncbus-lane";
+inline constexpr char kRevisionHeader[] = "x-syncbus-revision";
+inline constexpr char kFirstFailureHeader[] = "x-syncbus-first-failure";  // RFC 3339
+inline constexpr char kLastErrorHeader[] = "x-syncbus-last-error";        // short, no secrets
+inline constexpr char kDeadReasonHeader[] = "x-syncbus-dead-reason";
+
+struct SyncRequest {
+  std::string cluster_namespace;
+  std::string cluster_name;
+  std::string revision;          // the publisher's desired-state digest ("" = unknown)
+  amqp::Lane lane = amqp::Lane::kChange;
+  std::string reason;            // why it was enqueued: "syncset-changed", "startup", ...
+  bool full_reapply = false;     // reapply every set even if its status shows Success
+  std::string enqueued_at;       // RFC 3339 with milliseconds
+
+  std::string ClusterKey() const { return cluster_namespace + "/" + cluster_name; }
+  bool operator==(const SyncRequest&) const = default;
+};
+
+std::string EncodeSyncRequest(const SyncRequest& request);
+// Rejects: not JSON, not an object, over kMaxSyncRequestBytes, missing or mistyped fields,
+// unsupported version, names that are not valid Kubernetes names, unknown lane.
+Result<SyncRequest> DecodeSyncRequest(std::string_view body);
+
+// The AMQP message for a request: JSON body, content_type, message_id, timestamp, app_id,
+// persistent delivery, and the cluster/attempt/lane/revision headers.
+amqp::Message ToAmqpMessage(const SyncRequest& request, const std::string& app_id,
+                            const std::string& message_id, WallTime now);
+
+// True when `name` is a DNS-1123 subdomain (Kubernetes object names), `label` a DNS-1123 label.
+bool IsDnsSubdomain(std::string_view name);
+bool IsDnsLabel(std::string_view label);
+
+}  // namespace syncbus

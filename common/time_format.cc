@@ -1,0 +1,126 @@
+#include "common/time_format.h"
+
+#include <cctype>
+#include <cstdio>
+#include <ctime>
+
+namespace syncbus {
+namespace {
+
+std::string Format(WallTime t, bool millis) {
+  auto secs = std::chrono::floor<std::chrono::seconds>(t);
+  std::time_t tt = std::chrono::system_clock::to_time_t(secs);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[40];
+  size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::string out(buf, n);
+  if (millis) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - secs).count();
+    char frac[8];
+    std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(ms));
+    out += frac;
+  }
+  out += 'Z';
+  return out;
+}
+
+bool ReadInt(std::string_view s, size_t pos, size_t len, int& out) {
+  if (pos + len > s.size()) return false;
+  out = 0;
+  for (size_t i = pos; i < pos + len; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+    out = out * 10 + (s[i] - '0');
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string FormatRfc3339(WallTime t) { return Format(t, false); }
+std::string FormatRfc3339Millis(WallTime t) { return Format(t, true); }
+
+Result<WallTime> ParseRfc3339(std::string_view s) {
+  int y, mo, d, h, mi, sec;
+  auto bad = [&] { return InvalidArgument("invalid RFC 3339 time \"" + std::string(s) + "\""); };
+  if (s.size() < 20 || !ReadInt(s, 0, 4, y) || s[4] != '-' || !ReadInt(s, 5, 2, mo) ||
+      s[7] != '-' || !ReadInt(s, 8, 2, d) || (s[10] != 'T' && s[10] != 't') ||
+      !ReadInt(s, 11, 2, h) || s[13] != ':' || !ReadInt(s, 14, 2, mi) || s[16] != ':' ||
+      !ReadInt(s, 17, 2, sec)) {
+    return bad();
+  }
+  size_t pos = 19;
+  std::chrono::nanoseconds frac{0};
+  if (pos < s.size() && s[pos] == '.') {
+    ++pos;
+    long long scale = 100000000, ns = 0;
+    size_t start = pos;
+    while (pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos]))) {
+      ns += (s[pos] - '0') * scale;
+      scale /= 10;
+      ++pos;
+    }
+    if (pos == start) return bad();
+    frac = std::chrono::nanoseconds(ns);
+  }
+  std::chrono::minutes offset{0};
+  if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
+    ++pos;
+  } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
+    int oh, om;
+    if (!ReadInt(s, pos + 1, 2, oh) || pos + 3 >= s.size() || s[pos + 3] != ':' ||
+        !ReadInt(s, pos + 4, 2, om)) {
+      return bad();
+    }
+    offset = std::chrono::minutes(oh * 60 + om) * (s[pos] == '-' ? -1 : 1);
+    pos += 6;
+  } else {
+    return bad();
+  }
+  if (pos != s.size()) return bad();
+  std::chrono::year_month_day ymd{std::chrono::year{y}, std::chrono::month{static_cast<unsigned>(mo)},
+                                  std::chrono::day{static_cast<unsigned>(d)}};
+  if (!ymd.ok() || h > 23 || mi > 59 || sec > 60) return bad();
+  auto tp = std::chrono::sys_days{ymd} + std::chrono::hours(h) + std::chrono::minutes(mi) +
+            std::chrono::seconds(sec) + frac - offset;
+  return std::chrono::time_point_cast<WallTime::duration>(tp);
+}
+
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument("invalid duration \"" + std::string(text) + "\": " + why +
+                           " (use e.g. 500ms, 30s, 2m, 2h, 1h30m)");
+  };
+  if (text.empty()) return bad("empty");
+  std::chrono::milliseconds total{0};
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t start = pos;
+    long long value = 0;
+    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+      value = value * 10 + (text[pos] - '0');
+      if (value > 1'000'000'000LL) return bad("too large");
+      ++pos;
+    }
+    if (pos == start) return bad("expected a number");
+    size_t unit_start = pos;
+    while (pos < text.size() && std::isalpha(static_cast<unsigned char>(text[pos]))) ++pos;
+    std::string_view unit = text.substr(unit_start, pos - unit_start);
+    if (unit == "ms") total += std::chrono::milliseconds(value);
+    else if (unit == "s") total += std::chrono::seconds(value);
+    else if (unit == "m") total += std::chrono::minutes(value);
+    else if (unit == "h") total += std::chrono::hours(value);
+    else return bad(unit.empty() ? "missing unit" : "unknown unit \"" + std::string(unit) + "\"");
+  }
+  return total;
+}
+
+std::string FormatDuration(std::chrono::milliseconds d) {
+  auto ms = d.count();
+  if (ms % 3600000 == 0 && ms != 0) return std::to_string(ms / 3600000) + "h";
+  if (ms % 60000 == 0 && ms != 0) return std::to_string(ms / 60000) + "m";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
+}  // namespace syncbus

@@ -1,0 +1,24 @@
+// RFC 3339 timestamps as the Kubernetes API writes them ("2026-01-02T03:04:05Z"), and the
+// project's duration syntax ("500ms", "30s", "2m", "2h", "1h30m"). Pure functions.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace syncbus {
+
+// Seconds precision, UTC, trailing Z (metav1.Time).
+std::string FormatRfc3339(WallTime t);
+// Millisecond precision (for logs and message timestamps): "2026-01-02T03:04:05.123Z".
+std::string FormatRfc3339Millis(WallTime t);
+// Accepts "Z" or "+hh:mm" offsets and optional fractional seconds.
+Result<WallTime> ParseRfc3339(std::string_view text);
+
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
+std::string FormatDuration(std::chrono::milliseconds d);
+
+}  // namespace syncbus

@@ -1,0 +1,44 @@
+// Desired state of one cluster: which SyncSets and SelectorSyncSets apply to it (at which
+// generation), whether syncing is skipped, and a stable revision digest summarising it.
+// Pure functions over hive types; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/hive/types.h"
+
+namespace syncbus::publisher {
+
+enum class SetKind { kSyncSet, kSelectorSyncSet };
+
+struct DesiredSet {
+  SetKind kind;
+  std::string name;
+  int64_t generation = 0;
+  bool operator==(const DesiredSet&) const = default;
+};
+
+struct DesiredState {
+  std::string cluster_key;          // "namespace/name"
+  std::vector<DesiredSet> sets;     // SyncSets then SelectorSyncSets, each by name
+  std::string skip_reason;          // non-empty: paused, deleting, not-installed, unreachable
+  std::string revision;             // digest of cluster identity + sets (+ secret versions)
+};
+
+// Secret versions that the sets' secretMappings read ("ns/name" -> resourceVersion); a changed
+// source Secret changes the revision.
+using SecretVersions = std::vector<std::pair<std::string, std::string>>;
+
+// `syncsets`: the SyncSets of the cluster's namespace (those not referencing it are ignored);
+// `selector_syncsets`: all SelectorSyncSets (those not matching its labels are ignored).
+DesiredState ComputeDesired(const hive::ClusterDeployment& cd,
+                            const std::vector<const hive::SyncSet*>& syncsets,
+                            const std::vector<const hive::SelectorSyncSet*>& selector_syncsets,
+                            const SecretVersions& secrets = {});
+
+bool AppliesTo(const hive::SyncSet& ss, const hive::ClusterDeployment& cd);
+bool AppliesTo(const hive::SelectorSyncSet& sss, const hive::ClusterDeployment& cd);
+
+}  // namespace syncbus::publisher

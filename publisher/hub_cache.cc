@@ -1,0 +1,238 @@
+#include "publisher/hub_cache.h"
+
+#include "common/log.h"
+
+namespace syncbus::publisher {
+namespace {
+
+std::string KeyOf(const Json& object) {
+  const Json& m = object.contains("metadata") ? object["metadata"] : Json::object();
+  std::string ns = m.value("namespace", "");
+  std::string name = m.value("name", "");
+  return ns.empty() ? name : ns + "/" + name;
+}
+
+}  // namespace
+
+const char* HubKindName(HubKind kind) {
+  switch (kind) {
+    case HubKind::kClusterDeployment: return "ClusterDeployment";
+    case HubKind::kSyncSet: return "SyncSet";
+    case HubKind::kSelectorSyncSet: return "SelectorSyncSet";
+    case HubKind::kClusterSync: return "ClusterSync";
+    case HubKind::kClusterSyncLease: return "ClusterSyncLease";
+  }
+  return "?";
+}
+
+void HubCache::MarkDirtyLocked(const std::string& key) {
+  dirty_.insert(key);
+  dirty_cv_.notify_all();
+}
+
+void HubCache::MarkAllDirtyLocked() {
+  for (const auto& [key, cd] : cds_) dirty_.insert(key);
+  dirty_cv_.notify_all();
+}
+
+void HubCache::DirtyForSyncSet(const hive::SyncSet& ss) {
+  for (const auto& ref : ss.cluster_deployment_refs) MarkDirtyLocked(ss.meta.ns + "/" + ref);
+}
+
+void HubCache::DirtyForSelectorSyncSet(const hive::SelectorSyncSet& sss) {
+  for (const auto& [key, cd] : cds_) {
+    if (sss.selector.Matches(cd.meta.labels)) MarkDirtyLocked(key);
+  }
+}
+
+Status HubCache::ApplyUpsertLocked(HubKind kind, const Json& object) {
+  std::string key = KeyOf(object);
+  switch (kind) {
+    case HubKind::kClusterDeployment: {
+      auto cd = hive::ClusterDeployment::FromJson(object);
+      if (!cd.ok()) return cd.status();
+      // A label change can start or stop SelectorSyncSet matches: the desired-state revision
+      // covers it, so marking this cluster is enough.
+      cds_[key] = std::move(*cd);
+      MarkDirtyLocked(key);
+      return Status::Ok();
+    }
+    case HubKind::kSyncSet: {
+      auto ss = hive::SyncSet::FromJson(object);
+      if (!ss.ok()) return ss.status();
+      if (auto old = syncsets_.find(key); old != syncsets_.end()) DirtyForSyncSet(old->second);
+      DirtyForSyncSet(*ss);
+      syncsets_[key] = std::move(*ss);
+      return Status::Ok();
+    }
+    case HubKind::kSelectorSyncSet: {
+      auto sss = hive::SelectorSyncSet::FromJson(object);
+      if (!sss.ok()) return sss.status();
+      if (auto old = selector_syncsets_.find(key); old != selector_syncsets_.end()) {
+        DirtyForSelectorSyncSet(old->second);
+      }
+      DirtyForSelectorSyncSet(*sss);
+      selector_syncsets_[key] = std::move(*sss);
+      return Status::Ok();
+    }
+    case HubKind::kClusterSync: {
+      auto cs = hive::ClusterSync::FromJson(object);
+      if (!cs.ok()) return cs.status();
+      statuses_[key] = std::move(*cs);
+      MarkDirtyLocked(key);
+      return Status::Ok();
+    }
+    case HubKind::kClusterSyncLease: {
+      auto lease = hive::ClusterSyncLease::FromJson(object);
+      if (!lease.ok()) return lease.status();
+      leases_[key] = std::move(*lease);
+      MarkDirtyLocked(key);
+      return Status::Ok();
+    }
+  }
+  return Internal("unknown kind");
+}
+
+void HubCache::ApplyDeleteLocked(HubKind kind, const Json& object) {
+  std::string key = KeyOf(object);
+  switch (kind) {
+    case HubKind::kClusterDeployment:
+      cds_.erase(key);
+      MarkDirtyLocked(key);
+      break;
+    case HubKind::kSyncSet:
+      if (auto it = syncsets_.find(key); it != syncsets_.end()) {
+        DirtyForSyncSet(it->second);
+        syncsets_.erase(it);
+      }
+      break;
+    case HubKind::kSelectorSyncSet:
+      if (auto it = selector_syncsets_.find(key); it != selector_syncsets_.end()) {
+        DirtyForSelectorSyncSet(it->second);
+        selector_syncsets_.erase(it);
+      }
+      break;
+    case HubKind::kClusterSync:
+      statuses_.erase(key);
+      MarkDirtyLocked(key);
+      break;
+    case HubKind::kClusterSyncLease:
+      leases_.erase(key);
+      MarkDirtyLocked(key);
+      break;
+  }
+}
+
+void HubCache::Replace(HubKind kind, const std::vector<Json>& items) {
+  std::lock_guard lock(mu_);
+  switch (kind) {
+    case HubKind::kClusterDeployment: cds_.clear(); break;
+    case HubKind::kSyncSet: syncsets_.clear(); break;
+    case HubKind::kSelectorSyncSet: selector_syncsets_.clear(); break;
+    case HubKind::kClusterSync: statuses_.clear(); break;
+    case HubKind::kClusterSyncLease: leases_.clear(); break;
+  }
+  for (const auto& item : items) {
+    Status s = ApplyUpsertLocked(kind, item);
+    if (!s.ok()) {
+      ++invalid_;
+      log::Warn("ignoring invalid object", {{"kind", HubKindName(kind)}, {"object", KeyOf(item)},
+                                            {"error", s.message()}});
+    }
+  }
+  listed_[static_cast<int>(kind)] = true;
+  // After a relist anything may have changed (including deletions we never saw).
+  MarkAllDirtyLocked();
+}
+
+void HubCache::Upsert(HubKind kind, const Json& object) {
+  std::lock_guard lock(mu_);
+  Status s = ApplyUpsertLocked(kind, object);
+  if (!s.ok()) {
+    ++invalid_;
+    log::Warn("ignoring invalid object", {{"kind", HubKindName(kind)}, {"object", KeyOf(object)},
+                                          {"error", s.message()}});
+  }
+}
+
+void HubCache::Delete(HubKind kind, const Json& object) {
+  std::lock_guard lock(mu_);
+  ApplyDeleteLocked(kind, object);
+}
+
+bool HubCache::synced() const {
+  std::lock_guard lock(mu_);
+  for (bool listed : listed_) {
+    if (!listed) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> HubCache::TakeDirty(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  dirty_cv_.wait_for(lock, timeout, [&] { return !dirty_.empty() || woken_; });
+  woken_ = false;
+  std::vector<std::string> out(dirty_.begin(), dirty_.end());
+  dirty_.clear();
+  return out;
+}
+
+void HubCache::MarkDirty(const std::string& cluster_key) {
+  std::lock_guard lock(mu_);
+  MarkDirtyLocked(cluster_key);
+}
+
+void HubCache::MarkAllDirty() {
+  std::lock_guard lock(mu_);
+  MarkAllDirtyLocked();
+}
+
+void HubCache::Wake() {
+  std::lock_guard lock(mu_);
+  woken_ = true;
+  dirty_cv_.notify_all();
+}
+
+void HubCache::Plan(const std::vector<std::string>& cluster_keys,
+                    const std::function<void(const std::string&, const ClusterView&)>& fn) const {
+  std::lock_guard lock(mu_);
+  std::vector<const hive::SelectorSyncSet*> all_sss;
+  all_sss.reserve(selector_syncsets_.size());
+  for (const auto& [k, s] : selector_syncsets_) all_sss.push_back(&s);
+  for (const auto& key : cluster_keys) {
+    ClusterView view;
+    auto cd = cds_.find(key);
+    if (cd != cds_.end()) {
+      view.cd = &cd->second;
+      std::vector<const hive::SyncSet*> ns_sets;
+      std::string prefix = cd->second.meta.ns + "/";
+      for (auto it = syncsets_.lower_bound(prefix); it != syncsets_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+        ns_sets.push_back(&it->second);
+      }
+      view.desired = ComputeDesired(cd->second, ns_sets, all_sss);
+    }
+    if (auto s = statuses_.find(key); s != statuses_.end()) view.status = &s->second;
+    if (auto l = leases_.find(key); l != leases_.end()) view.lease = &l->second;
+    fn(key, view);
+  }
+}
+
+size_t HubCache::cluster_count() const {
+  std::lock_guard lock(mu_);
+  return cds_.size();
+}
+
+uint64_t HubCache::invalid_objects() const {
+  std::lock_guard lock(mu_);
+  return invalid_;
+}
+
+std::vector<std::string> HubCache::AllClusterKeys() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  out.reserve(cds_.size());
+  for (const auto& [k, v] : cds_) out.push_back(k);
+  return out;
+}
+
+}  // namespace syncbus::publisher

@@ -1,0 +1,81 @@
+// HubCache: the publisher's in-memory view of the hub (ClusterDeployments, SyncSets,
+// SelectorSyncSets, ClusterSyncs, ClusterSyncLeases), fed by one reflector per resource, and the
+// set of clusters whose decision may have changed ("dirty"). Thread-safe: reflector threads
+// write, the planning loop reads under the same lock via Plan().
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/hive/types.h"
+#include "common/json.h"
+#include "publisher/desired_state.h"
+
+namespace syncbus::publisher {
+
+enum class HubKind { kClusterDeployment, kSyncSet, kSelectorSyncSet, kClusterSync, kClusterSyncLease };
+inline constexpr int kHubKinds = 5;
+const char* HubKindName(HubKind kind);
+
+// What the planner sees of one cluster, valid only inside a Plan() callback.
+struct ClusterView {
+  const hive::ClusterDeployment* cd = nullptr;   // null: the cluster no longer exists
+  const hive::ClusterSync* status = nullptr;
+  const hive::ClusterSyncLease* lease = nullptr;
+  DesiredState desired;
+};
+
+class HubCache {
+ public:
+  // Reflector callbacks. Replace() is a full relist: objects absent from `items` are gone.
+  // Objects that fail to parse are skipped and counted (invalid_objects()).
+  void Replace(HubKind kind, const std::vector<Json>& items);
+  void Upsert(HubKind kind, const Json& object);
+  void Delete(HubKind kind, const Json& object);
+
+  // True once every kind has had its first Replace (the initial list).
+  bool synced() const;
+
+  // Waits until some cluster is dirty or `timeout` passes; returns the dirty keys (cleared).
+  std::vector<std::string> TakeDirty(std::chrono::milliseconds timeout);
+  void MarkDirty(const std::string& cluster_key);
+  void MarkAllDirty();
+  // Wakes TakeDirty without marking anything (shutdown).
+  void Wake();
+
+  // Runs `fn` for each key under the cache lock with the cluster's current view.
+  void Plan(const std::vector<std::string>& cluster_keys,
+            const std::function<void(const std::string& key, const ClusterView& view)>& fn) const;
+
+  size_t cluster_count() const;
+  uint64_t invalid_objects() const;
+  std::vector<std::string> AllClusterKeys() const;
+
+ private:
+  void MarkDirtyLocked(const std::string& key);
+  void MarkAllDirtyLocked();
+  void DirtyForSyncSet(const hive::SyncSet& ss);
+  void DirtyForSelectorSyncSet(const hive::SelectorSyncSet& sss);
+  Status ApplyUpsertLocked(HubKind kind, const Json& object);
+  void ApplyDeleteLocked(HubKind kind, const Json& object);
+
+  mutable std::mutex mu_;
+  std::condition_variable dirty_cv_;
+  std::map<std::string, hive::ClusterDeployment> cds_;
+  std::map<std::string, hive::SyncSet> syncsets_;                 // "ns/name"
+  std::map<std::string, hive::SelectorSyncSet> selector_syncsets_;  // "name"
+  std::map<std::string, hive::ClusterSync> statuses_;
+  std::map<std::string, hive::ClusterSyncLease> leases_;
+  std::set<std::string> dirty_;
+  bool woken_ = false;
+  bool listed_[kHubKinds] = {};
+  uint64_t invalid_ = 0;
+};
+
+}  // namespace syncbus::publisher

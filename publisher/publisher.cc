@@ -1,0 +1,251 @@
+#include "publisher/publisher.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+#include "common/time_format.h"
+
+namespace syncbus::publisher {
+namespace {
+
+const prometheus::Histogram::BucketBoundaries kLatencyBuckets = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+
+}  // namespace
+
+Publisher::Publisher(PublisherOptions options, HubCache& cache, amqp::Session& session, Clock& clock,
+                     prometheus::Registry& registry)
+    : options_(std::move(options)),
+      cache_(cache),
+      session_(session),
+      clock_(clock),
+      tokens_(options_.max_publish_rate),
+      tokens_at_(clock.Now()),
+      enqueued_(prometheus::BuildCounter()
+                    .Name("syncbus_publisher_enqueued_total")
+                    .Help("Sync requests published and confirmed, by lane and reason")
+                    .Register(registry)),
+      outstanding_gauge_(prometheus::BuildGauge()
+                             .Name("syncbus_publisher_outstanding")
+                             .Help("Clusters with a published request not yet processed")
+                             .Register(registry)
+                             .Add({})),
+      pending_gauge_(prometheus::BuildGauge()
+                         .Name("syncbus_publisher_pending")
+                         .Help("Clusters that need a request not yet sent (rate limit, cap, broker down)")
+                         .Register(registry)
+                         .Add({})),
+      resent_(prometheus::BuildCounter()
+                  .Name("syncbus_publisher_resent_total")
+                  .Help("Requests re-sent because they stayed outstanding longer than the timeout")
+                  .Register(registry)
+                  .Add({})),
+      confirm_latency_(prometheus::BuildHistogram()
+                           .Name("syncbus_publisher_confirm_seconds")
+                           .Help("Time from publish to broker confirm, per batch")
+                           .Register(registry)
+                           .Add({}, kLatencyBuckets)),
+      clusters_(prometheus::BuildGauge()
+                    .Name("syncbus_publisher_clusters")
+                    .Help("Clusters by state at their last evaluation")
+                    .Register(registry)),
+      reconcile_seconds_(prometheus::BuildHistogram()
+                             .Name("syncbus_publisher_reconcile_seconds")
+                             .Help("Duration of one decision round")
+                             .Register(registry)
+                             .Add({}, kLatencyBuckets)) {}
+
+bool Publisher::TakeToken() {
+  SteadyTime now = clock_.Now();
+  double elapsed = std::chrono::duration<double>(now - tokens_at_).count();
+  tokens_at_ = now;
+  tokens_ = std::min(options_.max_publish_rate, tokens_ + elapsed * options_.max_publish_rate);
+  if (tokens_ < 1) return false;
+  tokens_ -= 1;
+  return true;
+}
+
+std::vector<std::string> Publisher::DueKeys() {
+  std::vector<std::string> due;
+  WallTime now = clock_.WallNow();
+  while (!reapply_queue_.empty() && reapply_queue_.begin()->first <= now) {
+    auto [when, key] = *reapply_queue_.begin();
+    reapply_queue_.erase(reapply_queue_.begin());
+    reapply_due_.erase(key);
+    due.push_back(key);
+  }
+  SteadyTime steady = clock_.Now();
+  for (const auto& [key, o] : outstanding_) {
+    if (steady - o.published_at >= options_.outstanding_timeout) due.push_back(key);
+  }
+  return due;
+}
+
+void Publisher::Schedule(const std::string& key, const ClusterView& view) {
+  if (auto it = reapply_due_.find(key); it != reapply_due_.end()) {
+    reapply_queue_.erase({it->second, key});
+    reapply_due_.erase(it);
+  }
+  if (!view.cd || !view.desired.skip_reason.empty()) return;
+  auto due = ReapplyDueAt(key, view.lease, options_.reapply);
+  if (!due) return;  // never applied: the decision already asked for a sync
+  reapply_due_[key] = *due;
+  reapply_queue_.insert({*due, key});
+}
+
+bool Publisher::Processed(const Outstanding& o, const ClusterView& view) const {
+  if (!SnapshotProcessed(o.snapshot, view.status)) return false;
+  if (!o.full_reapply) return true;
+  if (!view.lease) return false;
+  auto renewed = ParseRfc3339(view.lease->renew_time);
+  // renewTime has one-second precision: compare against the publish second.
+  return renewed.ok() && *renewed >= std::chrono::floor<std::chrono::seconds>(o.published_wall);
+}
+
+Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys, bool startup) {
+  SteadyTime started = clock_.Now();
+  ReconcileStats stats;
+  std::set<std::string> work(keys.begin(), keys.end());
+  work.insert(pending_.begin(), pending_.end());
+  for (auto& key : DueKeys()) work.insert(std::move(key));
+  std::vector<std::string> work_keys(work.begin(), work.end());
+
+  std::vector<ToSend> to_send;
+  WallTime now_wall = clock_.WallNow();
+  SteadyTime now = clock_.Now();
+  cache_.Plan(work_keys, [&](const std::string& key, const ClusterView& view) {
+    ++stats.evaluated;
+    pending_.erase(key);
+    if (!view.cd) {  // cluster deleted: forget it
+      cluster_state_.erase(key);
+      outstanding_.erase(key);
+      last_published_.erase(key);
+      Schedule(key, view);
+      return;
+    }
+    Schedule(key, view);
+    auto out = outstanding_.find(key);
+    if (out != outstanding_.end() && Processed(out->second, view)) {
+      outstanding_.erase(out);
+      out = outstanding_.end();
+    }
+    SyncNeed need = DecideSync(view.desired, view.status, view.lease, now_wall, options_.reapply);
+    cluster_state_[key] = need.kind == NeedKind::kNone
+                              ? (view.desired.skip_reason.empty() ? "in_sync"
+                                 : view.desired.skip_reason == "paused" ? "paused" : "skipped")
+                              : need.kind == NeedKind::kFailed ? "failing" : "pending";
+    if (need.kind == NeedKind::kNone) {
+      if (need.reason.rfind("skipped:", 0) == 0) ++stats.skipped; else ++stats.in_sync;
+      outstanding_.erase(key);
+      return;
+    }
+    bool timed_out = out != outstanding_.end() && now - out->second.published_at >= options_.outstanding_timeout;
+    if (out != outstanding_.end() && !timed_out) {
+      ++stats.coalesced;
+      return;
+    }
+    if (need.kind == NeedKind::kFailed) {
+      // The consumer's retry chain owns failures; re-send only when it has had its full chance.
+      auto last = last_published_.find(key);
+      if (last != last_published_.end() && now - last->second < options_.outstanding_timeout) return;
+    }
+    if (outstanding_.size() >= options_.max_outstanding && !timed_out) {
+      ++stats.deferred;
+      pending_.insert(key);
+      return;
+    }
+    SyncRequest r;
+    auto slash = key.find('/');
+    r.cluster_namespace = key.substr(0, slash);
+    r.cluster_name = key.substr(slash + 1);
+    r.revision = view.desired.revision;
+    r.full_reapply = need.kind == NeedKind::kReapply;
+    r.lane = (startup || r.full_reapply) ? amqp::Lane::kResync : amqp::Lane::kChange;
+    r.reason = startup ? "startup" : (timed_out ? "resend" : need.reason);
+    r.enqueued_at = FormatRfc3339Millis(now_wall);
+    to_send.push_back({key, std::move(r), view.desired});
+  });
+
+  // Rate limit: whatever gets no token waits for the next round.
+  std::vector<ToSend> batch;
+  for (auto& item : to_send) {
+    if (!TakeToken()) {
+      ++stats.deferred;
+      pending_.insert(item.key);
+      continue;
+    }
+    batch.push_back(std::move(item));
+    if (batch.size() >= options_.batch_size) {
+      Status s = Send(batch, stats);
+      if (!s.ok()) return s;
+    }
+  }
+  Status s = Send(batch, stats);
+  outstanding_gauge_.Set(static_cast<double>(outstanding_.size()));
+  pending_gauge_.Set(static_cast<double>(pending_.size()));
+  std::map<std::string, int> counts = {{"in_sync", 0}, {"pending", 0}, {"failing", 0}, {"paused", 0}, {"skipped", 0}};
+  for (const auto& [key, state] : cluster_state_) ++counts[state];
+  for (const auto& [state, n] : counts) clusters_.Add({{"state", state}}).Set(n);
+  reconcile_seconds_.Observe(std::chrono::duration<double>(clock_.Now() - started).count());
+  if (!s.ok()) return s;
+  if (stats.published > 0 || stats.deferred > 0) {
+    log::Info("decision round", {{"evaluated", stats.evaluated}, {"published", stats.published},
+                                 {"coalesced", stats.coalesced}, {"deferred", stats.deferred},
+                                 {"in_sync", stats.in_sync}, {"skipped", stats.skipped},
+                                 {"outstanding", outstanding_.size()}});
+  }
+  return stats;
+}
+
+Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
+  if (batch.empty()) return Status::Ok();
+  std::vector<amqp::Publication> pubs;
+  pubs.reserve(batch.size());
+  WallTime wall = clock_.WallNow();
+  for (const auto& item : batch) {
+    amqp::Publication p;
+    p.exchange = amqp::kWorkExchange;
+    p.routing_key = amqp::LaneName(item.request.lane);
+    p.message = ToAmqpMessage(item.request, options_.app_id,
+                              item.request.ClusterKey() + "/" + item.request.revision.substr(0, 12) + "/" +
+                                  std::to_string(++sequence_),
+                              wall);
+    pubs.push_back(std::move(p));
+  }
+  SteadyTime start = clock_.Now();
+  std::vector<Status> results = session_.PublishAll(pubs, options_.confirm_timeout);
+  confirm_latency_.Observe(std::chrono::duration<double>(clock_.Now() - start).count());
+  Status first_error;
+  SteadyTime now = clock_.Now();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto& item = batch[i];
+    const Status& r = i < results.size() ? results[i] : first_error;
+    if (!r.ok() || i >= results.size()) {
+      pending_.insert(item.key);
+      if (first_error.ok()) first_error = r.ok() ? Unavailable("publish not confirmed") : r;
+      continue;
+    }
+    bool resend = outstanding_.count(item.key) > 0;
+    if (resend) resent_.Increment();
+    outstanding_[item.key] = {item.snapshot, now, wall, item.request.full_reapply};
+    last_published_[item.key] = now;
+    ++stats.published;
+    enqueued_.Add({{"lane", amqp::LaneName(item.request.lane)}, {"reason", item.request.reason}}).Increment();
+    log::Debug("enqueued", {{"cluster", item.key}, {"reason", item.request.reason},
+                            {"lane", amqp::LaneName(item.request.lane)},
+                            {"revision", item.request.revision}});
+  }
+  batch.clear();
+  return first_error;
+}
+
+void Publisher::Reset() {
+  outstanding_.clear();
+  last_published_.clear();
+  pending_.clear();
+  reapply_due_.clear();
+  reapply_queue_.clear();
+  cluster_state_.clear();
+}
+
+}  // namespace syncbus::publisher

@@ -1,0 +1,110 @@
+// Publisher: turns the hub cache's dirty clusters into sync requests. For each cluster it
+// computes the desired state, decides whether a sync is needed (sync_decision.h), coalesces
+// (at most one outstanding request per cluster: latest wins, the consumer reads the newest
+// state anyway), rate-limits, and publishes with publisher confirms — a request counts as sent
+// only once confirmed; anything unconfirmed stays pending and is retried.
+// Not thread-safe: one Publisher runs on one thread with its own amqp::Session.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "common/amqp/session.h"
+#include "common/clock.h"
+#include "common/sync_message.h"
+#include "publisher/hub_cache.h"
+#include "publisher/sync_decision.h"
+
+namespace syncbus::publisher {
+
+struct PublisherOptions {
+  ReapplyPolicy reapply;
+  double max_publish_rate = 500;      // messages per second (token bucket, burst = 1 s worth)
+  size_t max_outstanding = 10000;
+  std::chrono::milliseconds outstanding_timeout{std::chrono::minutes(30)};
+  std::chrono::milliseconds confirm_timeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds tick{std::chrono::milliseconds(500)};
+  size_t batch_size = 500;            // publishes pipelined per confirm wait
+  std::string app_id = "syncbus-publisher";
+};
+
+struct ReconcileStats {
+  size_t evaluated = 0;
+  size_t published = 0;
+  size_t coalesced = 0;      // needed, but a request is already outstanding
+  size_t deferred = 0;       // needed, but held back by the rate limit or the outstanding cap
+  size_t in_sync = 0;
+  size_t skipped = 0;
+};
+
+class Publisher {
+ public:
+  Publisher(PublisherOptions options, HubCache& cache, amqp::Session& session, Clock& clock,
+            prometheus::Registry& registry);
+
+  // One round over `keys` plus everything pending, due for reapply, or outstanding too long.
+  // `startup` sends what is needed on the resync lane with reason "startup" (the first round
+  // after start or after becoming leader). Broker failures return an error; nothing is lost:
+  // unconfirmed clusters stay pending.
+  Result<ReconcileStats> Reconcile(const std::vector<std::string>& keys, bool startup);
+
+  // Forgets outstanding/pending state (on losing leadership: the next leader recomputes).
+  void Reset();
+
+  size_t outstanding() const { return outstanding_.size(); }
+  size_t pending() const { return pending_.size(); }
+
+ private:
+  struct Outstanding {
+    DesiredState snapshot;
+    SteadyTime published_at;
+    WallTime published_wall;
+    bool full_reapply = false;
+  };
+  struct ToSend {
+    std::string key;
+    SyncRequest request;
+    DesiredState snapshot;
+  };
+
+  bool TakeToken();
+  std::vector<std::string> DueKeys();
+  void Schedule(const std::string& key, const ClusterView& view);
+  bool Processed(const Outstanding& o, const ClusterView& view) const;
+  Status Send(std::vector<ToSend>& batch, ReconcileStats& stats);
+
+  PublisherOptions options_;
+  HubCache& cache_;
+  amqp::Session& session_;
+  Clock& clock_;
+
+  std::map<std::string, Outstanding> outstanding_;
+  std::map<std::string, SteadyTime> last_published_;
+  std::set<std::string> pending_;
+  std::map<std::string, std::string> cluster_state_;     // in_sync, pending, failing, paused, skipped
+  std::map<std::string, WallTime> reapply_due_;           // key -> due
+  std::set<std::pair<WallTime, std::string>> reapply_queue_;
+  double tokens_;
+  SteadyTime tokens_at_;
+  uint64_t sequence_ = 0;
+
+  prometheus::Family<prometheus::Counter>& enqueued_;
+  prometheus::Gauge& outstanding_gauge_;
+  prometheus::Gauge& pending_gauge_;
+  prometheus::Counter& resent_;
+  prometheus::Histogram& confirm_latency_;
+  prometheus::Family<prometheus::Gauge>& clusters_;
+  prometheus::Histogram& reconcile_seconds_;
+};
+
+}  // namespace syncbus::publisher

@@ -1,0 +1,82 @@
+#include "publisher/sync_decision.h"
+
+#include <algorithm>
+
+#include "common/digest.h"
+#include "common/time_format.h"
+
+namespace syncbus::publisher {
+namespace {
+
+const hive::SyncStatus* FindEntry(const hive::ClusterSync& cs, const DesiredSet& set) {
+  const auto& list = set.kind == SetKind::kSyncSet ? cs.status.sync_sets : cs.status.selector_sync_sets;
+  for (const auto& e : list) {
+    if (e.name == set.name) return &e;
+  }
+  return nullptr;
+}
+
+bool HasEntryOutside(const DesiredState& desired, const hive::ClusterSync& cs) {
+  auto outside = [&](const std::vector<hive::SyncStatus>& entries, SetKind kind) {
+    for (const auto& e : entries) {
+      bool found = std::any_of(desired.sets.begin(), desired.sets.end(), [&](const DesiredSet& s) {
+        return s.kind == kind && s.name == e.name;
+      });
+      if (!found) return true;
+    }
+    return false;
+  };
+  return outside(cs.status.sync_sets, SetKind::kSyncSet) ||
+         outside(cs.status.selector_sync_sets, SetKind::kSelectorSyncSet);
+}
+
+}  // namespace
+
+std::chrono::milliseconds ReapplyJitter(const std::string& cluster_key, const ReapplyPolicy& policy) {
+  double span = policy.jitter * static_cast<double>(policy.interval.count());
+  if (span < 1) return std::chrono::milliseconds(0);
+  double frac = static_cast<double>(StableHash64("reapply-jitter|" + cluster_key) >> 11) /
+                static_cast<double>(1ULL << 53);
+  return std::chrono::milliseconds(static_cast<long long>(frac * span));
+}
+
+std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key, const hive::ClusterSyncLease* lease,
+                                     const ReapplyPolicy& policy) {
+  if (!lease || lease->renew_time.empty()) return std::nullopt;
+  auto renewed = ParseRfc3339(lease->renew_time);
+  if (!renewed.ok()) return std::nullopt;
+  return *renewed + policy.interval + ReapplyJitter(cluster_key, policy);
+}
+
+SyncNeed DecideSync(const DesiredState& desired, const hive::ClusterSync* status,
+                    const hive::ClusterSyncLease* lease, WallTime now, const ReapplyPolicy& policy) {
+  if (!desired.skip_reason.empty()) return {NeedKind::kNone, "skipped:" + desired.skip_reason};
+  if (!status) {
+    return desired.sets.empty() ? SyncNeed{NeedKind::kNone, "in-sync"}
+                                : SyncNeed{NeedKind::kChange, "missing-status"};
+  }
+  bool failed = false;
+  for (const auto& set : desired.sets) {
+    const hive::SyncStatus* e = FindEntry(*status, set);
+    if (!e) return {NeedKind::kChange, "missing-status"};
+    if (e->observed_generation != set.generation) return {NeedKind::kChange, "generation-changed"};
+    if (e->result != hive::SyncResult::kSuccess) failed = true;
+  }
+  if (HasEntryOutside(desired, *status)) return {NeedKind::kChange, "set-removed"};
+  if (failed) return {NeedKind::kFailed, "failed"};
+  if (desired.sets.empty()) return {NeedKind::kNone, "in-sync"};
+  auto due = ReapplyDueAt(desired.cluster_key, lease, policy);
+  if (!due || *due <= now) return {NeedKind::kReapply, "reapply-due"};
+  return {NeedKind::kNone, "in-sync"};
+}
+
+bool SnapshotProcessed(const DesiredState& snapshot, const hive::ClusterSync* status) {
+  if (!status) return snapshot.sets.empty();
+  for (const auto& set : snapshot.sets) {
+    const hive::SyncStatus* e = FindEntry(*status, set);
+    if (!e || e->observed_generation < set.generation) return false;
+  }
+  return !HasEntryOutside(snapshot, *status);
+}
+
+}  // namespace syncbus::publisher

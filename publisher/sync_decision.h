@@ -1,0 +1,48 @@
+// Whether a cluster needs a sync request, and why: its desired state compared with what its
+// ClusterSync reports, and whether its periodic full reapply is due (ClusterSyncLease renewTime
+// + interval + a jitter that is stable per cluster, so a due reapply is never skipped by a
+// re-drawn jitter). Pure functions; thread-compatible.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "common/clock.h"
+#include "common/hive/types.h"
+#include "publisher/desired_state.h"
+
+namespace syncbus::publisher {
+
+enum class NeedKind {
+  kNone,          // in sync (or skipped): nothing to send
+  kChange,        // a set is new, changed, or removed: change lane
+  kFailed,        // everything processed but some set failed: the consumer's retries own it
+  kReapply,       // periodic full reapply due: resync lane, full_reapply
+};
+
+struct SyncNeed {
+  NeedKind kind = NeedKind::kNone;
+  std::string reason;   // "skipped:paused", "missing-status", "generation-changed", "set-removed",
+                        // "failed", "reapply-due", "in-sync"
+};
+
+struct ReapplyPolicy {
+  std::chrono::milliseconds interval{std::chrono::hours(2)};
+  double jitter = 0.1;   // fraction of the interval
+};
+
+// The cluster's reapply offset in [0, jitter * interval), derived from its identity.
+std::chrono::milliseconds ReapplyJitter(const std::string& cluster_key, const ReapplyPolicy& policy);
+// When the next full reapply is due; nullopt when never applied (due now).
+std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key, const hive::ClusterSyncLease* lease,
+                                     const ReapplyPolicy& policy);
+
+SyncNeed DecideSync(const DesiredState& desired, const hive::ClusterSync* status,
+                    const hive::ClusterSyncLease* lease, WallTime now, const ReapplyPolicy& policy);
+
+// Whether a request published for `snapshot` has been processed according to `status`: every
+// set of the snapshot reported at (at least) its generation and no entry for a set outside it.
+bool SnapshotProcessed(const DesiredState& snapshot, const hive::ClusterSync* status);
+
+}  // namespace syncbus::publisher

@@ -1,0 +1,84 @@
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "common/config.h"
+
+using namespace syncbus;
+using namespace std::chrono_literals;
+
+TEST_CASE("empty config gives the documented defaults") {
+  auto c = ParseConfig("");
+  REQUIRE(c.ok());
+  CHECK(c->publisher.resync_interval == std::chrono::hours(2));
+  CHECK(c->publisher.leader_election.lease_duration == 15s);
+  CHECK(c->topology.retry_tiers.size() == 4);
+  CHECK(c->consumer.prefetch == 20);
+  CHECK(c->admin.port == 8080);
+}
+
+TEST_CASE("a full config is read") {
+  auto c = ParseConfig(R"(
+log: {level: debug, format: json}
+admin: {listen: "127.0.0.1:9090"}
+amqp: {host: rabbit, port: 5671, vhost: prod, user: u, password: p, heartbeatSeconds: 10}
+hub: {kubeconfig: /etc/kubeconfig, context: hub}
+topology: {retryTiers: [1s, 10s], deliveryLimit: 3, maxLength: 1000}
+publisher:
+  resyncInterval: 30m
+  maxPublishRate: 100
+  leaderElection: {leaseDuration: 20s, renewDeadline: 12s, retryPeriod: 3s}
+consumer: {prefetch: 5, maxAttempts: 4, requestTimeout: 10s}
+)");
+  REQUIRE(c.ok());
+  CHECK(c->log.format == "json");
+  CHECK(c->admin.host == "127.0.0.1");
+  CHECK(c->admin.port == 9090);
+  CHECK(c->amqp.host == "rabbit");
+  CHECK(c->amqp.port == 5671);
+  CHECK(c->topology.retry_tiers == std::vector<std::chrono::seconds>{1s, 10s});
+  CHECK(c->publisher.resync_interval == 30min);
+  CHECK(c->publisher.leader_election.retry_period == 3s);
+  CHECK(c->consumer.max_attempts == 4);
+}
+
+TEST_CASE("config errors name the bad key") {
+  struct Case {
+    const char* yaml;
+    const char* expect;
+  };
+  Case cases[] = {
+      {"publisher: {resyncIntreval: 1h}", "publisher.resyncIntreval: unknown key"},
+      {"amqp: {port: abc}", "amqp.port: expected an integer"},
+      {"amqp: {port: 70000}", "amqp.port: must be between"},
+      {"publisher: {resyncInterval: soon}", "publisher.resyncInterval: invalid duration"},
+      {"log: {level: loud}", "log.level"},
+      {"topology: {retryTiers: [30s, 5s]}", "topology.retryTiers[1]: tiers must increase"},
+      {"publisher: {leaderElection: {leaseDuration: 5s, renewDeadline: 10s}}", "renewDeadline"},
+      {"admin: {listen: nowhere}", "admin.listen"},
+      {"amqp: [1, 2]", "amqp: expected a mapping"},
+      {"a: b: c", "invalid YAML"},
+      {"bogus: 1", "bogus: unknown key"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.yaml);
+    auto r = ParseConfig(c.yaml, "test.yaml");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find(c.expect) != std::string::npos);
+    CHECK(r.status().message().rfind("test.yaml", 0) == 0);
+  }
+}
+
+TEST_CASE("password file is read and trimmed") {
+  char path[] = "/tmp/syncbus-pw-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  std::ofstream(path) << "s3cret\n";
+  auto c = ParseConfig(std::string("amqp: {passwordFile: ") + path + "}");
+  std::remove(path);
+  REQUIRE(c.ok());
+  CHECK(c->amqp.password == "s3cret");
+  CHECK_FALSE(ParseConfig("amqp: {passwordFile: /nonexistent/pw}").ok());
+}

@@ -1,0 +1,81 @@
+#include <doctest/doctest.h>
+
+#include "common/fake_clock.h"
+#include "common/sync_message.h"
+
+using namespace syncbus;
+
+namespace {
+SyncRequest Sample() {
+  SyncRequest r;
+  r.cluster_namespace = "cluster-0001";
+  r.cluster_name = "cluster-0001";
+  r.revision = "0123456789abcdef0123456789abcdef";
+  r.lane = amqp::Lane::kResync;
+  r.reason = "startup";
+  r.full_reapply = true;
+  r.enqueued_at = "2026-01-01T00:00:00.000Z";
+  return r;
+}
+}  // namespace
+
+TEST_CASE("sync request encodes and decodes losslessly") {
+  SyncRequest r = Sample();
+  auto decoded = DecodeSyncRequest(EncodeSyncRequest(r));
+  REQUIRE(decoded.ok());
+  CHECK(*decoded == r);
+}
+
+TEST_CASE("sync request decoding names what is wrong") {
+  struct Case {
+    const char* body;
+    const char* expect;
+  };
+  Case cases[] = {
+      {"not json", "not valid JSON"},
+      {"[1]", "not a JSON object"},
+      {R"({"cluster":{}})", "missing field \"version\""},
+      {R"({"version":2})", "unsupported version 2"},
+      {R"({"version":"1"})", "must be an integer"},
+      {R"({"version":1})", "\"cluster\" must be an object"},
+      {R"({"version":1,"cluster":{"namespace":"a"}})", "missing field \"name\""},
+      {R"({"version":1,"cluster":{"namespace":"A_B","name":"x"}})", "not a valid namespace"},
+      {R"({"version":1,"cluster":{"namespace":"a","name":"x/y"}})", "not a valid object name"},
+      {R"({"version":1,"cluster":{"namespace":"a","name":"x"},"revision":"r","lane":"fast","reason":"x","enqueuedAt":"2026-01-01T00:00:00Z"})", "unknown lane"},
+      {R"({"version":1,"cluster":{"namespace":"a","name":"x"},"revision":"r","lane":"change","reason":"x","enqueuedAt":"yesterday"})", "enqueuedAt"},
+      {R"({"version":1,"cluster":{"namespace":"a","name":"x"},"revision":"r","lane":"change","reason":"x","fullReapply":"yes","enqueuedAt":"2026-01-01T00:00:00Z"})", "fullReapply"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.body);
+    auto r = DecodeSyncRequest(c.body);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == Code::kInvalidArgument);
+    CHECK(r.status().message().find(c.expect) != std::string::npos);
+  }
+  std::string huge(kMaxSyncRequestBytes + 1, ' ');
+  CHECK(DecodeSyncRequest(huge).status().message().find("exceeds the limit") != std::string::npos);
+}
+
+TEST_CASE("AMQP message carries readable properties and headers") {
+  FakeClock clock;
+  amqp::Message m = ToAmqpMessage(Sample(), "syncbus-publisher", "id-1", clock.WallNow());
+  CHECK(m.content_type == "application/json");
+  CHECK(m.message_id == "id-1");
+  CHECK(m.app_id == "syncbus-publisher");
+  CHECK(m.persistent);
+  CHECK(m.timestamp == 1767225600);
+  CHECK(m.headers[kClusterHeader] == "cluster-0001/cluster-0001");
+  CHECK(m.headers[kAttemptHeader] == 0);
+  CHECK(m.headers[kLaneHeader] == "resync");
+}
+
+TEST_CASE("DNS name rules") {
+  CHECK(IsDnsLabel("cluster-1"));
+  CHECK_FALSE(IsDnsLabel("-a"));
+  CHECK_FALSE(IsDnsLabel("a-"));
+  CHECK_FALSE(IsDnsLabel("Upper"));
+  CHECK_FALSE(IsDnsLabel(std::string(64, 'a')));
+  CHECK(IsDnsSubdomain("a.b-c.d"));
+  CHECK_FALSE(IsDnsSubdomain("a..b"));
+  CHECK_FALSE(IsDnsSubdomain(""));
+}

@@ -1,0 +1,39 @@
+#include <doctest/doctest.h>
+
+#include "common/time_format.h"
+
+using namespace syncbus;
+using namespace std::chrono_literals;
+
+TEST_CASE("RFC 3339 round trip and offsets") {
+  auto t = ParseRfc3339("2026-03-04T05:06:07Z");
+  REQUIRE(t.ok());
+  CHECK(FormatRfc3339(*t) == "2026-03-04T05:06:07Z");
+  auto offset = ParseRfc3339("2026-03-04T07:06:07.250+02:00");
+  REQUIRE(offset.ok());
+  CHECK(FormatRfc3339Millis(*offset) == "2026-03-04T05:06:07.250Z");
+  CHECK(*offset - *t == 250ms);
+}
+
+TEST_CASE("RFC 3339 rejects malformed input") {
+  for (const char* bad : {"", "2026-03-04", "2026-03-04T05:06:07", "2026-13-04T05:06:07Z",
+                          "2026-02-30T05:06:07Z", "2026-03-04T05:06:07Zjunk", "2026-03-04T05:06:07.Z",
+                          "2026-03-04 05:06:07Z"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(ParseRfc3339(bad).ok());
+  }
+}
+
+TEST_CASE("durations parse and format") {
+  CHECK(*ParseDuration("500ms") == 500ms);
+  CHECK(*ParseDuration("30s") == 30s);
+  CHECK(*ParseDuration("2h") == 2h);
+  CHECK(*ParseDuration("1h30m") == 90min);
+  CHECK_FALSE(ParseDuration("").ok());
+  CHECK_FALSE(ParseDuration("10").ok());
+  CHECK_FALSE(ParseDuration("5d").ok());
+  CHECK_FALSE(ParseDuration("s").ok());
+  CHECK(FormatDuration(2h) == "2h");
+  CHECK(FormatDuration(90s) == "90s");
+  CHECK(FormatDuration(1500ms) == "1500ms");
+}

@@ -1,0 +1,79 @@
+#include <doctest/doctest.h>
+
+#include "common/hive/types.h"
+
+using namespace syncbus;
+using namespace syncbus::hive;
+
+TEST_CASE("SyncSet parses with upstream defaults") {
+  auto ss = SyncSet::FromJson(Json::parse(R"({
+    "apiVersion":"hive.openshift.io/v1","kind":"SyncSet",
+    "metadata":{"name":"s","namespace":"ns","generation":3},
+    "spec":{"clusterDeploymentRefs":[{"name":"c1"},{"name":"c2"}],
+            "resources":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}],
+            "patches":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","patch":"{}"}],
+            "secretMappings":[{"sourceRef":{"name":"a"},"targetRef":{"name":"b","namespace":"t"}}]}})"));
+  REQUIRE(ss.ok());
+  CHECK(ss->meta.generation == 3);
+  CHECK(ss->cluster_deployment_refs == std::vector<std::string>{"c1", "c2"});
+  CHECK(ss->spec.resource_apply_mode == ResourceApplyMode::kUpsert);
+  CHECK(ss->spec.apply_behavior == ApplyBehavior::kApply);
+  REQUIRE(ss->spec.patches.size() == 1);
+  CHECK(ss->spec.patches[0].patch_type == PatchType::kStrategic);
+  CHECK(ss->spec.secret_mappings[0].target.ns == "t");
+}
+
+TEST_CASE("SyncSet modes and behaviours") {
+  auto ss = SyncSet::FromJson(Json::parse(R"({"metadata":{"name":"s","namespace":"n"},
+    "spec":{"clusterDeploymentRefs":[],"resourceApplyMode":"Sync","applyBehavior":"CreateOnly",
+            "patches":[{"apiVersion":"v1","kind":"K","name":"x","patch":"[]","patchType":"json"}]}})"));
+  REQUIRE(ss.ok());
+  CHECK(ss->spec.resource_apply_mode == ResourceApplyMode::kSync);
+  CHECK(ss->spec.apply_behavior == ApplyBehavior::kCreateOnly);
+  CHECK(ss->spec.patches[0].patch_type == PatchType::kJson);
+  auto bad = SyncSet::FromJson(Json::parse(R"({"metadata":{"name":"s","namespace":"n"},
+    "spec":{"clusterDeploymentRefs":[],"applyBehavior":"Sometimes"}})"));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("spec.applyBehavior") != std::string::npos);
+  auto wrong_type = SyncSet::FromJson(Json::parse(R"({"metadata":{"name":"s","namespace":"n"},
+    "spec":{"clusterDeploymentRefs":"c1"}})"));
+  REQUIRE_FALSE(wrong_type.ok());
+  CHECK(wrong_type.status().message().find("spec.clusterDeploymentRefs") != std::string::npos);
+}
+
+TEST_CASE("ClusterDeployment skip rules") {
+  auto parse = [](const char* extra_meta, const char* spec, const char* status) {
+    std::string j = std::string(R"({"metadata":{"name":"c","namespace":"c")") + extra_meta + "},\"spec\":" + spec +
+                    ",\"status\":" + status + "}";
+    auto cd = ClusterDeployment::FromJson(Json::parse(j));
+    REQUIRE(cd.ok());
+    return *cd;
+  };
+  const char* installed = R"({"installed":true,"clusterMetadata":{"adminKubeconfigSecretRef":{"name":"k"}}})";
+  CHECK(parse("", installed, "{}").SkipReason().empty());
+  CHECK(parse("", installed, "{}").admin_kubeconfig_secret == "k");
+  CHECK(parse(R"(,"annotations":{"hive.openshift.io/syncset-pause":"true"})", installed, "{}").SkipReason() == "paused");
+  CHECK(parse(R"(,"annotations":{"hive.openshift.io/syncset-pause":"false"})", installed, "{}").SkipReason().empty());
+  CHECK(parse(R"(,"deletionTimestamp":"2026-01-01T00:00:00Z")", installed, "{}").SkipReason() == "deleting");
+  CHECK(parse("", R"({"installed":false})", "{}").SkipReason() == "not-installed");
+  CHECK(parse("", installed, R"({"conditions":[{"type":"Unreachable","status":"True"}]})").SkipReason() == "unreachable");
+  CHECK(parse("", installed, R"({"conditions":[{"type":"Unreachable","status":"Unknown"}]})").SkipReason() == "unreachable");
+  CHECK(parse("", installed, R"({"conditions":[{"type":"Unreachable","status":"False"}]})").SkipReason().empty());
+}
+
+TEST_CASE("ClusterSync status round-trips in upstream's shape") {
+  Json status = Json::parse(R"({
+    "syncSets":[{"name":"a","observedGeneration":2,"result":"Success","lastTransitionTime":"2026-01-01T00:00:00Z",
+                 "firstSuccessTime":"2026-01-01T00:00:00Z",
+                 "resourcesToDelete":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","namespace":"d"}]}],
+    "selectorSyncSets":[{"name":"b","observedGeneration":1,"result":"Failure","failureMessage":"boom",
+                         "lastTransitionTime":"2026-01-01T00:00:00Z"}],
+    "conditions":[{"type":"Failed","status":"True","reason":"Failure","message":"SelectorSyncSet b is failing",
+                   "lastTransitionTime":"2026-01-01T00:00:00Z","lastProbeTime":"2026-01-01T00:00:00Z"}],
+    "firstSuccessTime":"2026-01-01T00:00:00Z"})");
+  auto parsed = ClusterSyncStatus::FromJson(status);
+  REQUIRE(parsed.ok());
+  CHECK(parsed->sync_sets[0].resources_to_delete[0].kind == "ConfigMap");
+  CHECK(parsed->selector_sync_sets[0].result == SyncResult::kFailure);
+  CHECK(parsed->ToJson() == status);
+}

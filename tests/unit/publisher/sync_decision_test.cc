@@ -1,0 +1,112 @@
+#include <doctest/doctest.h>
+
+#include "common/fake_clock.h"
+#include "common/time_format.h"
+#include "publisher/sync_decision.h"
+
+using namespace syncbus;
+using namespace syncbus::hive;
+using namespace syncbus::publisher;
+using namespace std::chrono_literals;
+
+namespace {
+
+DesiredState Desired(std::vector<DesiredSet> sets) {
+  DesiredState d;
+  d.cluster_key = "c1/c1";
+  d.sets = std::move(sets);
+  return d;
+}
+
+ClusterSync StatusWith(std::vector<SyncStatus> ss, std::vector<SyncStatus> sss = {}) {
+  ClusterSync cs;
+  cs.meta.name = "c1";
+  cs.status.sync_sets = std::move(ss);
+  cs.status.selector_sync_sets = std::move(sss);
+  return cs;
+}
+
+SyncStatus Entry(const std::string& name, int64_t gen, SyncResult r = SyncResult::kSuccess) {
+  SyncStatus e;
+  e.name = name;
+  e.observed_generation = gen;
+  e.result = r;
+  return e;
+}
+
+ClusterSyncLease Lease(WallTime t) {
+  ClusterSyncLease l;
+  l.renew_time = FormatRfc3339(t);
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("decision: missing, changed, removed, failed, in sync") {
+  FakeClock clock;
+  ReapplyPolicy policy;
+  auto lease = Lease(clock.WallNow());
+  auto d = Desired({{SetKind::kSyncSet, "a", 2}, {SetKind::kSelectorSyncSet, "b", 1}});
+  CHECK(DecideSync(d, nullptr, &lease, clock.WallNow(), policy).reason == "missing-status");
+  auto missing = StatusWith({Entry("a", 2)});
+  CHECK(DecideSync(d, &missing, &lease, clock.WallNow(), policy).reason == "missing-status");
+  auto old = StatusWith({Entry("a", 1)}, {Entry("b", 1)});
+  CHECK(DecideSync(d, &old, &lease, clock.WallNow(), policy).kind == NeedKind::kChange);
+  CHECK(DecideSync(d, &old, &lease, clock.WallNow(), policy).reason == "generation-changed");
+  auto extra = StatusWith({Entry("a", 2), Entry("gone", 1)}, {Entry("b", 1)});
+  CHECK(DecideSync(d, &extra, &lease, clock.WallNow(), policy).reason == "set-removed");
+  auto failed = StatusWith({Entry("a", 2, SyncResult::kFailure)}, {Entry("b", 1)});
+  CHECK(DecideSync(d, &failed, &lease, clock.WallNow(), policy).kind == NeedKind::kFailed);
+  auto good = StatusWith({Entry("a", 2)}, {Entry("b", 1)});
+  CHECK(DecideSync(d, &good, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
+}
+
+TEST_CASE("decision: skipped clusters need nothing") {
+  FakeClock clock;
+  auto d = Desired({{SetKind::kSyncSet, "a", 1}});
+  d.skip_reason = "unreachable";
+  auto s = DecideSync(d, nullptr, nullptr, clock.WallNow(), {});
+  CHECK(s.kind == NeedKind::kNone);
+  CHECK(s.reason == "skipped:unreachable");
+}
+
+TEST_CASE("reapply: due after interval plus a jitter stable per cluster") {
+  FakeClock clock;
+  ReapplyPolicy policy{2h, 0.1};
+  auto j1 = ReapplyJitter("ns/c1", policy);
+  CHECK(j1 == ReapplyJitter("ns/c1", policy));   // never re-drawn
+  CHECK(j1 >= 0ms);
+  CHECK(j1 < 12min);
+  int distinct = 0;
+  for (int i = 0; i < 50; ++i) distinct += ReapplyJitter("ns/c" + std::to_string(i), policy) != j1;
+  CHECK(distinct >= 45);                          // spread across clusters
+
+  auto d = Desired({{SetKind::kSyncSet, "a", 1}});
+  d.cluster_key = "ns/c1";
+  auto good = StatusWith({Entry("a", 1)});
+  auto lease = Lease(clock.WallNow());
+  CHECK(DecideSync(d, &good, nullptr, clock.WallNow(), policy).reason == "reapply-due");
+  CHECK(DecideSync(d, &good, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
+  clock.Advance(2h + j1 - 1s);
+  CHECK(DecideSync(d, &good, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
+  clock.Advance(1s);
+  CHECK(DecideSync(d, &good, &lease, clock.WallNow(), policy).kind == NeedKind::kReapply);
+  // Evaluating repeatedly after the due time never un-dues it.
+  for (int i = 0; i < 10; ++i) {
+    clock.Advance(1s);
+    CHECK(DecideSync(d, &good, &lease, clock.WallNow(), policy).kind == NeedKind::kReapply);
+  }
+}
+
+TEST_CASE("snapshot processed when status reaches its generations") {
+  auto snap = Desired({{SetKind::kSyncSet, "a", 2}});
+  auto before = StatusWith({Entry("a", 1)});
+  auto after = StatusWith({Entry("a", 2, SyncResult::kFailure)});
+  auto newer = StatusWith({Entry("a", 3)});
+  auto with_stale = StatusWith({Entry("a", 2), Entry("old", 1)});
+  CHECK_FALSE(SnapshotProcessed(snap, nullptr));
+  CHECK_FALSE(SnapshotProcessed(snap, &before));
+  CHECK(SnapshotProcessed(snap, &after));
+  CHECK(SnapshotProcessed(snap, &newer));
+  CHECK_FALSE(SnapshotProcessed(snap, &with_stale));
+}
