@@ -1,0 +1,49 @@
+# Shared helpers for the scripts in scripts/: messages, repository paths, timing.
+# Sourced by bash scripts that run with `set -euo pipefail`; defines functions and SYNCBUS_ROOT only.
+
+SYNCBUS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+
+# Name of the calling script, used as the prefix of every message.
+syncbus_script_name="$(basename "$0")"
+
+note() { printf '%s: %s\n' "$syncbus_script_name" "$*" >&2; }
+
+die() {
+  printf '%s: error: %s\n' "$syncbus_script_name" "$*" >&2
+  exit 1
+}
+
+# die_usage MESSAGE: a usage error (exit 2), as opposed to a runtime failure (exit 1).
+die_usage() {
+  printf '%s: %s\n' "$syncbus_script_name" "$*" >&2
+  printf "Run '%s --help' for usage.\n" "$syncbus_script_name" >&2
+  exit 2
+}
+
+# now_seconds: wall-clock time with microseconds (bash 5 EPOCHREALTIME).
+now_seconds() { printf '%s\n' "${EPOCHREALTIME/,/.}"; }
+
+# elapsed_since START: seconds since START (from now_seconds), one decimal.
+elapsed_since() {
+  local start="$1" now
+  now="$(now_seconds)"
+  awk -v a="$start" -v b="$now" 'BEGIN { printf "%.1f", b - a }'
+}
+
+# format_duration SECONDS: "12.3s" or "4m05s".
+format_duration() {
+  awk -v s="$1" 'BEGIN {
+    if (s < 60) { printf "%.1fs", s } else { printf "%dm%02ds", int(s / 60), int(s) % 60 }
+  }'
+}
+
+# run_as_root CMD...: run CMD as root, through sudo when the caller is not root.
+run_as_root() {
+  if [[ $EUID -eq 0 ]]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    die "'$*' needs root and sudo is not available; run this script as root"
+  fi
+}
