@@ -44,8 +44,10 @@ Topology SyncbusTopology(const TopologyOptions& options) {
         {"x-overflow", "reject-publish"},
     };
     t.queues.push_back({RetryQueueName(delay), true, std::move(args)});
+    // "all-with-x": RabbitMQ's plain "all" ignores binding keys starting with "x-", which
+    // would route every retry into every tier.
     t.bindings.push_back({kRetryExchange, RetryQueueName(delay), "",
-                          Json{{"x-match", "all"}, {kRetryTierHeader, TierName(delay)}}});
+                          Json{{"x-match", "all-with-x"}, {kRetryTierHeader, TierName(delay)}}});
   }
   t.queues.push_back({kDeadQueue, true, Json{{"x-queue-type", "quorum"}}});
   t.bindings.push_back({kDeadExchange, kDeadQueue, ""});
