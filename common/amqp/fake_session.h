@@ -1,0 +1,90 @@
+// FakeBroker and FakeSession: an in-memory AMQP broker behaving like RabbitMQ 3.10 where syncbus
+// depends on it (routing, confirms, TTL and dead-lettering with x-death, quorum delivery limits,
+// prefetch, requeue), for unit tests. FakeBroker is thread-safe and shared by any number of
+// FakeSessions; a FakeSession is one connection used by one thread, like the real Session.
+// Message TTL follows the injected Clock (a FakeClock in tests); nothing sleeps.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/amqp/session.h"
+#include "common/clock.h"
+
+namespace syncbus::amqp {
+
+class FakeBroker {
+ public:
+  struct Options {
+    // What Next(timeout) and a blocked Publish do when they would have to wait: false returns
+    // at once as if the timeout had passed (single-threaded tests step time with a FakeClock);
+    // true blocks up to `timeout` of real time for another thread (publisher and consumer
+    // threads sharing one broker).
+    bool wait_in_real_time = false;
+  };
+
+  explicit FakeBroker(const Clock& clock);
+  FakeBroker(const Clock& clock, Options options);
+  ~FakeBroker();
+  FakeBroker(const FakeBroker&) = delete;
+  FakeBroker& operator=(const FakeBroker&) = delete;
+
+  // While unavailable, Connect() fails with kUnavailable; becoming unavailable drops every
+  // connection.
+  void SetAvailable(bool available);
+  // Drops every live connection as a broker restart or a forced close would: their unacked
+  // messages go back to their queues as redelivered and their next call fails (kUnavailable).
+  void DropConnections();
+  // connection.blocked: publishing waits, then fails with kTimeout, until unblocked.
+  void SetBlocked(bool blocked);
+  // Deletes a queue with its bindings and messages; its consumers are cancelled (their
+  // session's Next() fails with kUnavailable naming the queue).
+  void DeleteQueue(const std::string& name);
+
+  // Inspection for tests. Each first applies the TTL expiry due at the clock's time.
+  bool HasExchange(const std::string& name);
+  bool HasQueue(const std::string& name);
+  std::vector<Message> ReadyMessages(const std::string& queue);  // in delivery order
+  size_t UnackedCount(const std::string& queue);
+  size_t LiveConnections();
+
+ private:
+  friend class FakeSession;
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+class FakeSession final : public Session {
+ public:
+  explicit FakeSession(FakeBroker& broker, std::string connection_name = "fake");
+  ~FakeSession() override;
+  FakeSession(const FakeSession&) = delete;
+  FakeSession& operator=(const FakeSession&) = delete;
+
+  Status Connect() override;
+  bool connected() const override;
+  void Close() override;
+  Status Declare(const Topology& topology) override;
+  Status Publish(const Publication& publication, std::chrono::milliseconds timeout) override;
+  std::vector<Status> PublishAll(const std::vector<Publication>& publications,
+                                 std::chrono::milliseconds timeout) override;
+  Result<std::string> Consume(const std::string& queue, uint16_t prefetch) override;
+  Status Cancel(const std::string& consumer_tag) override;
+  Result<std::optional<Delivery>> Next(std::chrono::milliseconds timeout) override;
+  Status Ack(uint64_t delivery_tag) override;
+  Status Nack(uint64_t delivery_tag, bool requeue) override;
+  Status Reject(uint64_t delivery_tag, bool requeue) override;
+  Result<std::optional<Delivery>> Get(const std::string& queue) override;
+  Result<QueueInfo> Inspect(const std::string& queue) override;
+  Status Poll() override;
+
+ private:
+  FakeBroker::State& broker_;
+  std::string name_;
+  uint64_t connection_ = 0;      // the broker's id of this session's connection, 0 = none
+  uint64_t first_tag_ = 0;       // delivery tags below this belong to earlier connections
+};
+
+}  // namespace syncbus::amqp
