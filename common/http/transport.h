@@ -25,9 +25,9 @@ class StreamHandle {
 class Transport {
  public:
   using DoneCallback = std::function<void(Result<Response>)>;
-  // Stream callbacks: on_headers once with the status and headers, on_data for each body chunk
-  // (arbitrary boundaries), on_done exactly once (OK at a clean end, an error otherwise, Cancelled
-  // after Cancel()).
+  // Stream callbacks: on_headers once with the status and headers (not at all when no response
+  // arrived), on_data for each body chunk (arbitrary boundaries), on_done exactly once (OK at a
+  // clean end, an error otherwise, Cancelled after Cancel()).
   struct StreamCallbacks {
     std::function<void(int status, const Headers& headers)> on_headers;
     std::function<void(std::string_view chunk)> on_data;

@@ -40,7 +40,7 @@ struct ObjectRef {
 
   // "/apis/hive.openshift.io/v1/namespaces/ns/syncsets/name/status" (no server prefix, no query).
   std::string Path() const;
-  // "ns/name" or "name", for logs and errors.
+  // "ns/name" or "name" ("syncsets in ns" / "syncsets" for a collection), for logs and errors.
   std::string Describe() const;
 };
 

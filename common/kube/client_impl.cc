@@ -1,0 +1,552 @@
+#include "common/kube/client_impl.h"
+
+#include <sys/stat.h>
+
+#include <cctype>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <future>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "common/kube/api_error.h"
+
+namespace syncbus::kube {
+
+const char* WatchEventTypeName(WatchEventType t) {
+  switch (t) {
+    case WatchEventType::kAdded:
+      return "ADDED";
+    case WatchEventType::kModified:
+      return "MODIFIED";
+    case WatchEventType::kDeleted:
+      return "DELETED";
+    case WatchEventType::kBookmark:
+      return "BOOKMARK";
+    case WatchEventType::kError:
+      return "ERROR";
+  }
+  return "UNKNOWN";
+}
+
+const char* PatchContentType(PatchType t) {
+  switch (t) {
+    case PatchType::kJson:
+      return "application/json-patch+json";
+    case PatchType::kMerge:
+      return "application/merge-patch+json";
+    case PatchType::kStrategicMerge:
+      return "application/strategic-merge-patch+json";
+  }
+  return "application/merge-patch+json";
+}
+
+namespace {
+
+constexpr size_t kMaxWatchLine = 64 << 20;
+constexpr size_t kMaxErrorBody = 64 << 10;
+
+std::string PercentEncode(std::string_view in) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(in.size());
+  for (unsigned char c : in) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+std::string TrimTrailingSlash(std::string s) {
+  while (!s.empty() && s.back() == '/') s.pop_back();
+  return s;
+}
+
+Result<WatchEvent> ParseWatchLine(std::string_view line) {
+  Json event = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+  auto malformed = [&] {
+    return Internal("watch: malformed event: " + std::string(line.substr(0, 200)));
+  };
+  if (!event.is_object() || !event.contains("type") || !event["type"].is_string() ||
+      !event.contains("object") || !event["object"].is_object()) {
+    return malformed();
+  }
+  const std::string& type = event["type"].get_ref<const std::string&>();
+  WatchEvent out{WatchEventType::kAdded, std::move(event["object"])};
+  if (type == "ADDED") {
+    out.type = WatchEventType::kAdded;
+  } else if (type == "MODIFIED") {
+    out.type = WatchEventType::kModified;
+  } else if (type == "DELETED") {
+    out.type = WatchEventType::kDeleted;
+  } else if (type == "BOOKMARK") {
+    out.type = WatchEventType::kBookmark;
+  } else if (type == "ERROR") {
+    return ApiErrorFromStatus(out.object).Annotate("watch");
+  } else {
+    return malformed();
+  }
+  return out;
+}
+
+// Interprets a transport result: 2xx with a JSON body, or the mapped API error.
+Result<Json> ToJson(Result<http::Response> result) {
+  if (!result.ok()) return result.status();
+  const http::Response& response = *result;
+  if (response.status < 200 || response.status > 299) {
+    return ApiError(response.status, response.body, response.headers);
+  }
+  if (response.body.empty()) return Json::object();
+  Json body = Json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    return Internal("invalid JSON in HTTP " + std::to_string(response.status) + " response");
+  }
+  return body;
+}
+
+template <typename T>
+Result<T> Await(const std::function<void(std::function<void(Result<T>)>)>& start) {
+  auto promise = std::make_shared<std::promise<Result<T>>>();
+  std::future<Result<T>> future = promise->get_future();
+  start([promise](Result<T> result) { promise->set_value(std::move(result)); });
+  return future.get();
+}
+
+// What a watch's transport callbacks feed and Next() drains.
+struct WatchState {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<WatchEvent> events;
+  std::optional<Status> end;  // terminal status, delivered after the queued events
+  int http_status = 0;
+  http::Headers headers;
+  std::string error_body;
+  WatchDecoder decoder;
+
+  void EndWith(Status status) {
+    if (!end) end = std::move(status);
+  }
+};
+
+class WatchStreamImpl final : public WatchStream {
+ public:
+  explicit WatchStreamImpl(std::shared_ptr<WatchState> state) : state_(std::move(state)) {}
+  ~WatchStreamImpl() override { Cancel(); }
+  void Attach(std::unique_ptr<http::StreamHandle> handle) { handle_ = std::move(handle); }
+
+  Result<std::optional<WatchEvent>> Next(std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(state_->mu);
+    state_->cv.wait_for(lock, timeout, [&] { return !state_->events.empty() || state_->end; });
+    if (!state_->events.empty()) {
+      WatchEvent event = std::move(state_->events.front());
+      state_->events.pop_front();
+      return std::optional<WatchEvent>(std::move(event));
+    }
+    if (state_->end) return *state_->end;
+    return std::optional<WatchEvent>();
+  }
+
+  void Cancel() override {
+    {
+      std::lock_guard lock(state_->mu);
+      state_->events.clear();
+      state_->EndWith(Status(Code::kCancelled, "watch cancelled"));
+      state_->cv.notify_all();
+    }
+    if (handle_ != nullptr) handle_->Cancel();
+  }
+
+ private:
+  std::shared_ptr<WatchState> state_;
+  std::unique_ptr<http::StreamHandle> handle_;
+};
+
+}  // namespace
+
+void WatchDecoder::Feed(std::string_view chunk, std::vector<Result<WatchEvent>>& out) {
+  if (failed_) return;
+  size_t scanned = partial_.size();
+  partial_.append(chunk);
+  size_t start = 0;
+  for (size_t newline = partial_.find('\n', scanned); newline != std::string::npos;
+       newline = partial_.find('\n', start)) {
+    std::string_view line(partial_.data() + start, newline - start);
+    start = newline + 1;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    Result<WatchEvent> event = ParseWatchLine(line);
+    bool ok = event.ok();
+    out.push_back(std::move(event));
+    if (!ok) {
+      failed_ = true;
+      partial_.clear();
+      return;
+    }
+  }
+  partial_.erase(0, start);
+  if (partial_.size() > kMaxWatchLine) {
+    failed_ = true;
+    partial_.clear();
+    out.push_back(Internal("watch: event larger than " + std::to_string(kMaxWatchLine) + " bytes"));
+  }
+}
+
+Duration TokenBucket::Reserve(SteadyTime now) {
+  double elapsed = std::chrono::duration<double>(now - last_).count();
+  if (elapsed > 0) {
+    tokens_ = std::min(burst_, tokens_ + elapsed * qps_);
+    last_ = now;
+  }
+  tokens_ -= 1;
+  if (tokens_ >= 0) return Duration::zero();
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(-tokens_ / qps_));
+}
+
+// The bearer token: fixed, or re-read from token_file whenever the file changes.
+struct ClientImpl::TokenSource {
+  std::mutex mu;
+  std::string file;
+  std::string token;
+  struct stat seen {};
+  bool loaded = false;
+
+  std::string Current() {
+    std::lock_guard lock(mu);
+    if (file.empty()) return token;
+    struct stat now {};
+    if (stat(file.c_str(), &now) != 0) return token;  // keep the last good token
+    if (loaded && now.st_ino == seen.st_ino && now.st_size == seen.st_size &&
+        now.st_mtim.tv_sec == seen.st_mtim.tv_sec && now.st_mtim.tv_nsec == seen.st_mtim.tv_nsec) {
+      return token;
+    }
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return token;
+    std::ostringstream content;
+    content << in.rdbuf();
+    std::string fresh = content.str();
+    while (!fresh.empty() && std::isspace(static_cast<unsigned char>(fresh.back())))
+      fresh.pop_back();
+    if (!fresh.empty()) token = std::move(fresh);
+    seen = now;
+    loaded = true;
+    return token;
+  }
+};
+
+// Holds requests back until the token bucket allows them; sends them from its own thread.
+class ClientImpl::Pacer {
+ public:
+  explicit Pacer(double qps)
+      : bucket_(qps, std::max(1.0, std::ceil(qps)), std::chrono::steady_clock::now()) {}
+  ~Pacer() {
+    std::deque<Item> pending;
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+      pending.swap(queue_);
+      cv_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+    for (Item& item : pending) item.cancel();
+  }
+
+  // Runs `send` now if a token is free and nothing waits, else later from the pacing thread;
+  // runs `cancel` instead if the pacer is destroyed first.
+  void Submit(std::function<void()> send, std::function<void()> cancel) {
+    std::unique_lock lock(mu_);
+    SteadyTime now = std::chrono::steady_clock::now();
+    Duration delay = bucket_.Reserve(now);
+    if (delay <= Duration::zero() && queue_.empty()) {
+      lock.unlock();
+      send();
+      return;
+    }
+    queue_.push_back({now + delay, std::move(send), std::move(cancel)});
+    if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+    cv_.notify_all();
+  }
+
+  // Takes a token for a blocking caller; returns how long it must wait.
+  Duration Reserve() {
+    std::lock_guard lock(mu_);
+    return bucket_.Reserve(std::chrono::steady_clock::now());
+  }
+
+ private:
+  struct Item {
+    SteadyTime due;
+    std::function<void()> send;
+    std::function<void()> cancel;
+  };
+
+  void Run() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      SteadyTime due = queue_.front().due;
+      if (cv_.wait_until(lock, due, [this] { return stop_; })) return;
+      Item item = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      item.send();
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  TokenBucket bucket_;
+  std::deque<Item> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+ClientImpl::ClientImpl(ClusterConfig config, std::shared_ptr<http::Transport> transport)
+    : config_(std::move(config)),
+      base_url_(TrimTrailingSlash(config_.server)),
+      transport_(std::move(transport)),
+      token_(std::make_unique<TokenSource>()) {
+  token_->file = config_.token_file;
+  token_->token = config_.bearer_token;
+  if (config_.qps > 0) pacer_ = std::make_unique<Pacer>(config_.qps);
+}
+
+ClientImpl::~ClientImpl() = default;
+
+std::string ClientImpl::Url(const std::string& path, const Query& query) const {
+  std::string url = base_url_ + path;
+  char separator = '?';
+  for (const auto& [key, value] : query) {
+    url += separator;
+    url += PercentEncode(key);
+    url += '=';
+    url += PercentEncode(value);
+    separator = '&';
+  }
+  return url;
+}
+
+http::Request ClientImpl::NewRequest(std::string method, std::string url, std::string content_type,
+                                     std::string body) const {
+  http::Request request;
+  request.method = std::move(method);
+  request.url = std::move(url);
+  request.headers.emplace_back("Accept", "application/json");
+  request.headers.emplace_back("User-Agent", config_.user_agent);
+  if (std::string token = token_->Current(); !token.empty()) {
+    request.headers.emplace_back("Authorization", "Bearer " + token);
+  }
+  if (!content_type.empty()) request.headers.emplace_back("Content-Type", std::move(content_type));
+  request.body = std::move(body);
+  request.tls = config_.tls;
+  return request;
+}
+
+void ClientImpl::CallJson(http::Request request, Callback<Json> done) {
+  auto shared_done = std::make_shared<Callback<Json>>(std::move(done));
+  auto send = [transport = transport_, request = std::move(request), shared_done]() mutable {
+    transport->Send(std::move(request), [shared_done](Result<http::Response> result) {
+      (*shared_done)(ToJson(std::move(result)));
+    });
+  };
+  if (pacer_ == nullptr) {
+    send();
+    return;
+  }
+  pacer_->Submit(std::move(send),
+                 [shared_done] { (*shared_done)(Status(Code::kCancelled, "client shut down")); });
+}
+
+void ClientImpl::GetAsync(const ObjectRef& ref, Callback<Json> done) {
+  CallJson(NewRequest("GET", Url(ref.Path()), {}, {}), std::move(done));
+}
+
+void ClientImpl::CreateAsync(const ObjectRef& collection, const Json& object, Callback<Json> done) {
+  ObjectRef target{collection.resource, collection.ns, {}, {}};
+  CallJson(NewRequest("POST", Url(target.Path()), "application/json", object.dump()),
+           std::move(done));
+}
+
+void ClientImpl::UpdateAsync(const ObjectRef& ref, const Json& object, Callback<Json> done) {
+  CallJson(NewRequest("PUT", Url(ref.Path()), "application/json", object.dump()), std::move(done));
+}
+
+void ClientImpl::ApplyAsync(const ObjectRef& ref, const Json& object, const ApplyOptions& options,
+                            Callback<Json> done) {
+  Query query{{"fieldManager", options.field_manager}};
+  if (options.force) query.emplace_back("force", "true");
+  // JSON is YAML: the apply body is the object as JSON.
+  CallJson(
+      NewRequest("PATCH", Url(ref.Path(), query), "application/apply-patch+yaml", object.dump()),
+      std::move(done));
+}
+
+void ClientImpl::PatchAsync(const ObjectRef& ref, PatchType type, std::string body,
+                            Callback<Json> done) {
+  CallJson(NewRequest("PATCH", Url(ref.Path()), PatchContentType(type), std::move(body)),
+           std::move(done));
+}
+
+void ClientImpl::DeleteAsync(const ObjectRef& ref, const DeleteOptions& options,
+                             StatusCallback done) {
+  std::string body;
+  if (!options.precondition_uid.empty() || !options.precondition_resource_version.empty() ||
+      !options.propagation_policy.empty()) {
+    Json delete_options = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
+    if (!options.precondition_uid.empty()) {
+      delete_options["preconditions"]["uid"] = options.precondition_uid;
+    }
+    if (!options.precondition_resource_version.empty()) {
+      delete_options["preconditions"]["resourceVersion"] = options.precondition_resource_version;
+    }
+    if (!options.propagation_policy.empty()) {
+      delete_options["propagationPolicy"] = options.propagation_policy;
+    }
+    body = delete_options.dump();
+  }
+  std::string content_type = body.empty() ? "" : "application/json";
+  CallJson(NewRequest("DELETE", Url(ref.Path()), std::move(content_type), std::move(body)),
+           [done = std::move(done)](Result<Json> result) { done(result.status()); });
+}
+
+Result<Json> ClientImpl::Get(const ObjectRef& object) {
+  return Await<Json>([&](Callback<Json> done) { GetAsync(object, std::move(done)); });
+}
+
+Result<Json> ClientImpl::Create(const ObjectRef& collection, const Json& object) {
+  return Await<Json>(
+      [&](Callback<Json> done) { CreateAsync(collection, object, std::move(done)); });
+}
+
+Result<Json> ClientImpl::Update(const ObjectRef& ref, const Json& object) {
+  return Await<Json>([&](Callback<Json> done) { UpdateAsync(ref, object, std::move(done)); });
+}
+
+Result<Json> ClientImpl::Apply(const ObjectRef& ref, const Json& object,
+                               const ApplyOptions& options) {
+  return Await<Json>(
+      [&](Callback<Json> done) { ApplyAsync(ref, object, options, std::move(done)); });
+}
+
+Result<Json> ClientImpl::Patch(const ObjectRef& ref, PatchType type, const std::string& body) {
+  return Await<Json>([&](Callback<Json> done) { PatchAsync(ref, type, body, std::move(done)); });
+}
+
+Status ClientImpl::Delete(const ObjectRef& ref, const DeleteOptions& options) {
+  Result<Json> result = Await<Json>([&](Callback<Json> done) {
+    DeleteAsync(ref, options, [done = std::move(done)](Status status) {
+      if (status.ok()) {
+        done(Json::object());
+      } else {
+        done(std::move(status));
+      }
+    });
+  });
+  return result.status();
+}
+
+Result<Json> ClientImpl::GetPath(const std::string& path) {
+  return Await<Json>([&](Callback<Json> done) {
+    CallJson(NewRequest("GET", Url(path), {}, {}), std::move(done));
+  });
+}
+
+Result<ObjectList> ClientImpl::List(const ObjectRef& collection, const ListOptions& options) {
+  ObjectRef target{collection.resource, collection.ns, {}, {}};
+  ObjectList list;
+  std::string continue_token;
+  bool first = true;
+  do {
+    Query query;
+    if (options.limit > 0) query.emplace_back("limit", std::to_string(options.limit));
+    if (!options.label_selector.empty())
+      query.emplace_back("labelSelector", options.label_selector);
+    if (!options.field_selector.empty())
+      query.emplace_back("fieldSelector", options.field_selector);
+    if (!continue_token.empty()) query.emplace_back("continue", continue_token);
+    Result<Json> page = Await<Json>([&](Callback<Json> done) {
+      CallJson(NewRequest("GET", Url(target.Path(), query), {}, {}), std::move(done));
+    });
+    if (!page.ok()) return page.status().Annotate("listing " + target.Describe());
+    Json metadata = page->value("metadata", Json::object());
+    if (first) list.resource_version = metadata.value("resourceVersion", "");
+    first = false;
+    continue_token = metadata.value("continue", "");
+    if (page->contains("items") && (*page)["items"].is_array()) {
+      for (Json& item : (*page)["items"]) {
+        // Items of a list omit apiVersion/kind; fill them so each item stands alone.
+        if (!item.contains("apiVersion")) item["apiVersion"] = collection.resource.ApiVersion();
+        if (!item.contains("kind")) item["kind"] = collection.resource.kind;
+        list.items.push_back(std::move(item));
+      }
+    }
+  } while (!continue_token.empty());
+  return list;
+}
+
+Result<std::unique_ptr<WatchStream>> ClientImpl::Watch(const ObjectRef& collection,
+                                                       const WatchOptions& options) {
+  if (pacer_ != nullptr) std::this_thread::sleep_for(pacer_->Reserve());
+  ObjectRef target{collection.resource, collection.ns, {}, {}};
+  Query query{{"watch", "1"}};
+  if (!options.resource_version.empty())
+    query.emplace_back("resourceVersion", options.resource_version);
+  if (options.allow_bookmarks) query.emplace_back("allowWatchBookmarks", "true");
+  if (options.timeout_seconds > 0)
+    query.emplace_back("timeoutSeconds", std::to_string(options.timeout_seconds));
+  if (!options.label_selector.empty()) query.emplace_back("labelSelector", options.label_selector);
+  http::Request request = NewRequest("GET", Url(target.Path(), query), {}, {});
+  request.timeout = std::chrono::milliseconds(0);
+
+  auto state = std::make_shared<WatchState>();
+  http::Transport::StreamCallbacks callbacks;
+  callbacks.on_headers = [state](int status, const http::Headers& headers) {
+    std::lock_guard lock(state->mu);
+    state->http_status = status;
+    state->headers = headers;
+  };
+  callbacks.on_data = [state](std::string_view chunk) {
+    std::lock_guard lock(state->mu);
+    if (state->end) return;
+    if (state->http_status != 200) {
+      size_t room = kMaxErrorBody - std::min(kMaxErrorBody, state->error_body.size());
+      state->error_body.append(chunk.substr(0, room));
+      return;
+    }
+    std::vector<Result<WatchEvent>> decoded;
+    state->decoder.Feed(chunk, decoded);
+    for (Result<WatchEvent>& event : decoded) {
+      if (event.ok()) {
+        state->events.push_back(std::move(event).value());
+      } else {
+        state->EndWith(event.status());
+      }
+    }
+    if (!decoded.empty()) state->cv.notify_all();
+  };
+  callbacks.on_done = [state](Status status) {
+    std::lock_guard lock(state->mu);
+    if (state->http_status != 0 && state->http_status != 200) {
+      state->EndWith(
+          ApiError(state->http_status, state->error_body, state->headers).Annotate("watch"));
+    } else if (status.ok()) {
+      state->EndWith(Unavailable("watch closed"));
+    } else {
+      state->EndWith(std::move(status));
+    }
+    state->cv.notify_all();
+  };
+  auto stream = std::make_unique<WatchStreamImpl>(state);
+  stream->Attach(transport_->Stream(std::move(request), std::move(callbacks)));
+  return std::unique_ptr<WatchStream>(std::move(stream));
+}
+
+}  // namespace syncbus::kube

@@ -1,0 +1,105 @@
+// ClientImpl: kube::Client over an http::Transport (REST + JSON), plus a non-blocking API for the
+// apply engine. Thread-safe; in-flight async calls keep working after the client is destroyed,
+// except requests still held back by the QPS limit, which get kCancelled.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/http/transport.h"
+#include "common/kube/client.h"
+#include "common/kube/config.h"
+
+namespace syncbus::kube {
+
+// Splits a watch response body, arriving in chunks with arbitrary boundaries, into events
+// (newline-delimited JSON). An ERROR event or a malformed line becomes one terminal error (an
+// ERROR event carrying a 410 Status is kGone); input after it is ignored. Not thread-safe.
+class WatchDecoder {
+ public:
+  void Feed(std::string_view chunk, std::vector<Result<WatchEvent>>& out);
+
+ private:
+  std::string partial_;  // bytes after the last complete line
+  bool failed_ = false;
+};
+
+// A token bucket: `qps` tokens per second, at most `burst` stored, starting full. Not thread-safe.
+class TokenBucket {
+ public:
+  TokenBucket(double qps, double burst, SteadyTime now)
+      : qps_(qps), burst_(burst), tokens_(burst), last_(now) {}
+  // Takes one token (possibly going into debt); returns how long to wait before using it.
+  Duration Reserve(SteadyTime now);
+
+ private:
+  double qps_, burst_, tokens_;
+  SteadyTime last_;
+};
+
+// Query parameters in order; values are percent-encoded when the URL is built.
+using Query = std::vector<std::pair<std::string, std::string>>;
+
+class ClientImpl final : public Client {
+ public:
+  template <typename T>
+  using Callback = std::function<void(Result<T>)>;
+  using StatusCallback = std::function<void(Status)>;
+
+  // With config.qps > 0 requests are paced by a token bucket (burst: one second's worth) and
+  // held-back requests are sent from a pacing thread.
+  ClientImpl(ClusterConfig config, std::shared_ptr<http::Transport> transport);
+  ~ClientImpl() override;
+  ClientImpl(const ClientImpl&) = delete;
+  ClientImpl& operator=(const ClientImpl&) = delete;
+
+  // Client. Blocking: must not run on the transport's thread.
+  Result<Json> Get(const ObjectRef& object) override;
+  Result<ObjectList> List(const ObjectRef& collection, const ListOptions& options) override;
+  Result<std::unique_ptr<WatchStream>> Watch(const ObjectRef& collection,
+                                             const WatchOptions& options) override;
+  Result<Json> Create(const ObjectRef& collection, const Json& object) override;
+  Result<Json> Update(const ObjectRef& ref, const Json& object) override;
+  Result<Json> Apply(const ObjectRef& ref, const Json& object,
+                     const ApplyOptions& options) override;
+  Result<Json> Patch(const ObjectRef& ref, PatchType type, const std::string& body) override;
+  Status Delete(const ObjectRef& ref, const DeleteOptions& options) override;
+  Result<Json> GetPath(const std::string& path) override;
+
+  // Non-blocking forms. `done` runs exactly once, on the transport's thread (kCancelled from the
+  // destructor's thread for requests the QPS limit still held back), and must not block.
+  void GetAsync(const ObjectRef& ref, Callback<Json> done);
+  void CreateAsync(const ObjectRef& collection, const Json& object, Callback<Json> done);
+  void UpdateAsync(const ObjectRef& ref, const Json& object, Callback<Json> done);
+  void ApplyAsync(const ObjectRef& ref, const Json& object, const ApplyOptions& options,
+                  Callback<Json> done);
+  void PatchAsync(const ObjectRef& ref, PatchType type, std::string body, Callback<Json> done);
+  void DeleteAsync(const ObjectRef& ref, const DeleteOptions& options, StatusCallback done);
+
+  // The absolute URL of an API path: server (with its path prefix) + path + encoded query.
+  std::string Url(const std::string& path, const Query& query = {}) const;
+
+ private:
+  class Pacer;
+  struct TokenSource;
+
+  http::Request NewRequest(std::string method, std::string url, std::string content_type,
+                           std::string body) const;
+  // Sends through the QPS limit; `done` gets the parsed body of a 2xx answer, the mapped error
+  // otherwise.
+  void CallJson(http::Request request, Callback<Json> done);
+
+  const ClusterConfig config_;
+  const std::string base_url_;
+  std::shared_ptr<http::Transport> transport_;
+  std::unique_ptr<TokenSource> token_;
+  std::unique_ptr<Pacer> pacer_;  // null without a QPS limit
+};
+
+}  // namespace syncbus::kube

@@ -1,0 +1,99 @@
+// Reflector: mirrors one collection into a handler with list+watch on its own thread: paged list,
+// watch from the list's resourceVersion with bookmarks, rewatch from the last seen resourceVersion
+// when a watch ends, relist and full replace on 410, exponential backoff on failures.
+// Start/Stop/accessors are thread-safe; handler calls come from the reflector's thread only.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/backoff.h"
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/kube/client.h"
+#include "common/random.h"
+
+namespace syncbus::kube {
+
+class ReflectorHandler {
+ public:
+  virtual ~ReflectorHandler() = default;
+  // The whole collection as of a list: the first one and every relist after a 410.
+  virtual void OnReplace(std::vector<Json> items) = 0;
+  virtual void OnUpsert(Json object) = 0;
+  virtual void OnDelete(Json object) = 0;
+  // Right after each OnReplace: the mirror is complete as of that list.
+  virtual void OnSynced() = 0;
+};
+
+class Reflector {
+ public:
+  struct Options {
+    ListOptions list;                             // label selector (list and watch), page size
+    Backoff::Options backoff;                     // list/watch failures: 800 ms -> 30 s
+    std::chrono::seconds min_watch_timeout{300};  // each watch's timeoutSeconds is drawn
+    std::chrono::seconds max_watch_timeout{600};  // uniformly from [min, max]
+    // A watch that delivered an event or stayed open this long resets the backoff; a shorter,
+    // silent one counts as a failure.
+    std::chrono::seconds healthy_watch{30};
+    Clock* clock = nullptr;    // null: RealClock()
+    Random* random = nullptr;  // null: RealRandom()
+    // Waits out one backoff delay. Null: a timed wait that Stop() cuts short. Tests inject one
+    // that records the delay (and advances a FakeClock) without sleeping.
+    std::function<void(std::chrono::milliseconds)> wait;
+  };
+
+  // `client` and `handler` must outlive the reflector.
+  Reflector(Client& client, ObjectRef collection, ReflectorHandler& handler, Options options);
+  ~Reflector();  // Stop()s
+  Reflector(const Reflector&) = delete;
+  Reflector& operator=(const Reflector&) = delete;
+
+  void Start();
+  // Cancels the open watch or backoff wait and joins; a list page in flight finishes first
+  // (bounded by the request timeout). Idempotent. Not from a handler callback.
+  void Stop();
+
+  uint64_t lists() const { return lists_.load(); }      // successful lists
+  uint64_t relists() const { return relists_.load(); }  // lists after the first
+  uint64_t watch_restarts() const {
+    return watch_restarts_.load();
+  }                                      // watch opens not after a list
+  std::string resource_version() const;  // last seen
+
+ private:
+  void Run();
+  bool Stopping();
+  void Wait(std::chrono::milliseconds delay);
+  int NextWatchTimeoutSeconds();
+  // Runs one watch (opened at `started`) to its end; returns the status that ended it and
+  // whether the watch was healthy.
+  Status RunWatch(WatchStream& stream, SteadyTime started, bool& healthy);
+
+  Client& client_;
+  const ObjectRef collection_;
+  ReflectorHandler& handler_;
+  Options options_;
+  Clock& clock_;
+  Random& random_;
+  Backoff backoff_;  // reflector thread only
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;           // guarded by mu_
+  WatchStream* current_ = nullptr;  // guarded by mu_
+  std::string resource_version_;    // guarded by mu_
+  std::thread thread_;
+
+  std::atomic<uint64_t> lists_{0};
+  std::atomic<uint64_t> relists_{0};
+  std::atomic<uint64_t> watch_restarts_{0};
+};
+
+}  // namespace syncbus::kube
