@@ -168,19 +168,17 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
 
   // Rate limit: whatever gets no token waits for the next round.
   std::vector<ToSend> batch;
+  Status s;
   for (auto& item : to_send) {
-    if (!TakeToken()) {
+    if (!s.ok() || !TakeToken()) {   // after a broker failure everything left stays pending
       ++stats.deferred;
       pending_.insert(item.key);
       continue;
     }
     batch.push_back(std::move(item));
-    if (batch.size() >= options_.batch_size) {
-      Status s = Send(batch, stats);
-      if (!s.ok()) return s;
-    }
+    if (batch.size() >= options_.batch_size) s = Send(batch, stats);
   }
-  Status s = Send(batch, stats);
+  if (s.ok()) s = Send(batch, stats);
   outstanding_gauge_.Set(static_cast<double>(outstanding_.size()));
   pending_gauge_.Set(static_cast<double>(pending_.size()));
   std::map<std::string, int> counts = {{"in_sync", 0}, {"pending", 0}, {"failing", 0}, {"paused", 0}, {"skipped", 0}};

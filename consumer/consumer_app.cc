@@ -1,0 +1,67 @@
+#include "consumer/consumer_app.h"
+
+#include "common/amqp/syncbus_topology.h"
+#include "common/backoff.h"
+#include "common/daemon.h"
+#include "common/log.h"
+#include "common/random.h"
+#include "consumer/cluster_syncer.h"
+#include "consumer/delivery_loop.h"
+#include "consumer/target_clients.h"
+
+namespace syncbus::consumer {
+
+ConsumerApp::ConsumerApp(Config config, ConsumerDeps deps) : config_(std::move(config)), deps_(std::move(deps)) {}
+
+Status ConsumerApp::ready() const {
+  return consuming_.load() ? Status::Ok() : Unavailable("not consuming from the broker");
+}
+
+Status ConsumerApp::Run(const std::atomic<bool>& stop) {
+  Clock& clock = *deps_.clock;
+  TargetClients targets(deps_.transport, config_.consumer.per_cluster_qps);
+  SyncerOptions syncer_options;
+  syncer_options.parallel_sync_sets = config_.consumer.parallel_sync_sets;
+  ClusterSyncer syncer(syncer_options, *deps_.hub, targets, clock, *deps_.registry);
+  DeliveryOptions options;
+  options.prefetch = static_cast<uint16_t>(config_.consumer.prefetch);
+  options.workers = config_.consumer.prefetch;
+  options.retry = {config_.topology.retry_tiers, config_.consumer.max_attempts};
+  std::unique_ptr<amqp::Session> session = deps_.new_session();
+  DeliveryLoop loop(options, *session, syncer, clock, *deps_.registry);
+  Backoff backoff({}, RealRandom());
+  while (!stop.load()) {
+    if (!consuming_.load()) {
+      Status s = session->Connect();
+      if (s.ok()) s = session->Declare(amqp::SyncbusTopology(config_.topology));
+      if (s.ok()) s = loop.Subscribe();
+      if (!s.ok()) {
+        auto delay = backoff.Next();
+        log::Warn("broker unavailable, retrying", {{"error", s.message()}, {"in_ms", delay.count()}});
+        session->Close();
+        SleepUnlessStopped(delay, stop);
+        continue;
+      }
+      consuming_.store(true);
+      backoff.Reset();
+      log::Info("consuming", {{"host", config_.amqp.host}, {"vhost", config_.amqp.vhost},
+                              {"prefetch", config_.consumer.prefetch}});
+    }
+    Status s = loop.Step(std::chrono::milliseconds(50));
+    if (!s.ok()) {
+      // In-flight results of this connection are dropped; the broker redelivers them.
+      log::Warn("broker connection lost; reconnecting", {{"error", s.message()}});
+      consuming_.store(false);
+      session->Close();
+    }
+  }
+  if (consuming_.load()) {
+    size_t left = loop.Drain(config_.consumer.shutdown_grace);
+    log::Info("stopped consuming", {{"unsettled", left}});
+  }
+  consuming_.store(false);
+  session->Close();
+  return Status::Ok();
+}
+
+}  // namespace syncbus::consumer

@@ -1,0 +1,41 @@
+// ConsumerApp: the syncbus-consumer process minus main(): (re)connects its broker session with
+// backoff, declares the topology, consumes both lanes through a DeliveryLoop whose workers run
+// ClusterSyncer, and on stop drains in-flight work within the grace period. Run() blocks until
+// `stop`; ready() is thread-safe (admin probe).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include <prometheus/registry.h>
+
+#include "common/amqp/session.h"
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/http/transport.h"
+#include "common/kube/client.h"
+
+namespace syncbus::consumer {
+
+struct ConsumerDeps {
+  std::shared_ptr<kube::Client> hub;
+  std::shared_ptr<http::Transport> transport;     // for target clusters
+  std::function<std::unique_ptr<amqp::Session>()> new_session;
+  Clock* clock = nullptr;
+  std::shared_ptr<prometheus::Registry> registry;
+};
+
+class ConsumerApp {
+ public:
+  ConsumerApp(Config config, ConsumerDeps deps);
+  Status Run(const std::atomic<bool>& stop);
+  Status ready() const;
+
+ private:
+  Config config_;
+  ConsumerDeps deps_;
+  std::atomic<bool> consuming_{false};
+};
+
+}  // namespace syncbus::consumer

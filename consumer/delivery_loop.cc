@@ -1,0 +1,224 @@
+#include "consumer/delivery_loop.h"
+
+#include "common/amqp/syncbus_topology.h"
+#include "common/log.h"
+#include "common/time_format.h"
+
+namespace syncbus::consumer {
+
+DeliveryLoop::DeliveryLoop(DeliveryOptions options, amqp::Session& session, ClusterSyncer& syncer,
+                           Clock& clock, prometheus::Registry& registry)
+    : options_(std::move(options)),
+      session_(session),
+      syncer_(syncer),
+      clock_(clock),
+      deliveries_(prometheus::BuildCounter()
+                      .Name("syncbus_consumer_deliveries_total")
+                      .Help("Deliveries settled, by lane and outcome")
+                      .Register(registry)),
+      retries_(prometheus::BuildCounter()
+                   .Name("syncbus_consumer_retries_total")
+                   .Help("Requests sent to a delay queue, by tier")
+                   .Register(registry)),
+      dead_lettered_(prometheus::BuildCounter()
+                         .Name("syncbus_consumer_dead_lettered_total")
+                         .Help("Requests parked in the dead-letter queue, by reason")
+                         .Register(registry)),
+      redeliveries_(prometheus::BuildCounter()
+                        .Name("syncbus_consumer_redeliveries_total")
+                        .Help("Deliveries the broker marked as redelivered")
+                        .Register(registry)
+                        .Add({})),
+      in_flight_gauge_(prometheus::BuildGauge()
+                           .Name("syncbus_consumer_in_flight_clusters")
+                           .Help("Requests received and not yet settled")
+                           .Register(registry)
+                           .Add({})),
+      enqueue_to_ack_(prometheus::BuildHistogram()
+                          .Name("syncbus_consumer_enqueue_to_ack_seconds")
+                          .Help("Time from the publisher's enqueue to this consumer's ack")
+                          .Register(registry)
+                          .Add({}, prometheus::Histogram::BucketBoundaries{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+                                                                           30, 60, 300, 900})) {
+  for (int i = 0; i < std::max(1, options_.workers); ++i) workers_.emplace_back([this] { WorkerMain(); });
+}
+
+DeliveryLoop::~DeliveryLoop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+size_t DeliveryLoop::in_flight() const {
+  std::lock_guard lock(mu_);
+  size_t waiting = 0;
+  for (const auto& [k, q] : waiting_) waiting += q.size();
+  return ready_.size() + running_ + finished_.size() + waiting;
+}
+
+Status DeliveryLoop::Subscribe() {
+  {
+    // Work of an older connection can no longer be acked: drop it (the broker redelivers).
+    std::lock_guard lock(mu_);
+    ++generation_;
+    for (const auto& job : ready_) active_.erase(job.request.ClusterKey());
+    ready_.clear();
+    waiting_.clear();
+    finished_.clear();
+  }
+  consumer_tags_.clear();
+  for (amqp::Lane lane : {amqp::Lane::kChange, amqp::Lane::kResync}) {
+    auto tag = session_.Consume(amqp::WorkQueueName(lane), options_.prefetch);
+    if (!tag.ok()) return tag.status().Annotate("consuming " + amqp::WorkQueueName(lane));
+    consumer_tags_.push_back(*tag);
+  }
+  return Status::Ok();
+}
+
+void DeliveryLoop::WorkerMain() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    work_cv_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
+    if (stopping_) return;
+    Job job = std::move(ready_.front());
+    ready_.pop_front();
+    ++running_;
+    lock.unlock();
+    Result<SyncOutcome> outcome = syncer_.Sync(job.request);
+    lock.lock();
+    --running_;
+    std::string key = job.request.ClusterKey();
+    finished_.push_back({std::move(job), std::move(outcome)});
+    // The next delivery for the same cluster may run now.
+    auto w = waiting_.find(key);
+    if (w == waiting_.end()) {
+      active_.erase(key);
+    } else {
+      ready_.push_back(std::move(w->second.front()));
+      w->second.pop_front();
+      if (w->second.empty()) waiting_.erase(w);
+      work_cv_.notify_one();
+    }
+  }
+}
+
+void DeliveryLoop::Enqueue(Job job) {
+  std::lock_guard lock(mu_);
+  std::string key = job.request.ClusterKey();
+  if (!active_.insert(key).second) {   // the cluster is ready or running: queue behind it
+    waiting_[key].push_back(std::move(job));
+    return;
+  }
+  ready_.push_back(std::move(job));
+  work_cv_.notify_one();
+}
+
+void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
+  if (delivery.redelivered) redeliveries_.Increment();
+  auto request = DecodeSyncRequest(delivery.message.body);
+  if (!request.ok()) {
+    log::Warn("undecodable message parked", {{"queue", delivery.queue}, {"message_id", delivery.message.message_id},
+                                             {"error", request.status().message()}});
+    Status s = Park(delivery, DeadLetter(delivery, "undecodable", request.status().message(), clock_.WallNow()),
+                    "dead-lettered");
+    if (!s.ok()) log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
+    return;
+  }
+  Enqueue({generation_, std::move(delivery), std::move(*request), clock_.Now()});
+}
+
+Status DeliveryLoop::Park(const amqp::Delivery& delivery, const amqp::Publication& publication,
+                          const char* outcome) {
+  Status published = session_.Publish(publication, options_.confirm_timeout);
+  if (!published.ok()) return published.Annotate("publishing to " + publication.exchange);
+  // Confirmed: only now may the original go.
+  Status acked = session_.Ack(delivery.delivery_tag);
+  if (!acked.ok()) return acked;
+  std::string lane = delivery.routing_key.empty() ? "unknown" : delivery.routing_key;
+  deliveries_.Add({{"lane", lane}, {"outcome", outcome}}).Increment();
+  if (publication.exchange == amqp::kDeadExchange) {
+    dead_lettered_.Add({{"reason", publication.message.headers.value(kDeadReasonHeader, "unknown")}}).Increment();
+  } else {
+    retries_.Add({{"tier", publication.message.headers.value(amqp::kRetryTierHeader, "")}}).Increment();
+  }
+  return Status::Ok();
+}
+
+Status DeliveryLoop::Settle(Done& done) {
+  const amqp::Delivery& d = done.job.delivery;
+  const SyncRequest& r = done.job.request;
+  std::string lane = amqp::LaneName(r.lane);
+  if (done.outcome.ok() && done.outcome->failed_sets.empty()) {
+    Status acked = session_.Ack(d.delivery_tag);
+    if (!acked.ok()) return acked;
+    const char* outcome = done.outcome->kind == SyncOutcome::Kind::kSynced    ? "applied"
+                          : done.outcome->kind == SyncOutcome::Kind::kUpToDate ? "skipped-stale"
+                                                                                : "skipped";
+    deliveries_.Add({{"lane", lane}, {"outcome", outcome}}).Increment();
+    if (auto enq = ParseRfc3339(r.enqueued_at); enq.ok()) {
+      enqueue_to_ack_.Observe(std::max(0.0, std::chrono::duration<double>(clock_.WallNow() - *enq).count()));
+    }
+    log::Debug("settled", {{"cluster", r.ClusterKey()}, {"outcome", outcome},
+                           {"applies", done.outcome->applies}, {"detail", done.outcome->detail}});
+    return Status::Ok();
+  }
+  std::string error;
+  bool permanent;
+  if (!done.outcome.ok()) {
+    error = done.outcome.status().ToString();
+    permanent = !IsTransient(done.outcome.status().code()) && done.outcome.status().code() != Code::kUnavailable;
+  } else {
+    error = done.outcome->detail;
+    permanent = !done.outcome->transient;
+  }
+  amqp::Publication next = NextAttempt(d, options_.retry, error, permanent, clock_.WallNow());
+  bool dead = next.exchange == amqp::kDeadExchange;
+  log::Info(dead ? "request parked after its last attempt" : "request scheduled for retry",
+            {{"cluster", r.ClusterKey()}, {"attempt", AttemptOf(next.message)},
+             {"tier", next.message.headers.value(amqp::kRetryTierHeader, "")}, {"error", SanitizeError(error)}});
+  return Park(d, next, dead ? "dead-lettered" : "retried");
+}
+
+Status DeliveryLoop::SettleFinished() {
+  std::vector<Done> finished;
+  {
+    std::lock_guard lock(mu_);
+    finished.swap(finished_);
+  }
+  Status first;
+  for (auto& done : finished) {
+    if (done.job.generation != generation_) continue;   // from a dead connection: redelivered
+    Status s = Settle(done);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  in_flight_gauge_.Set(static_cast<double>(in_flight()));
+  return first;
+}
+
+Status DeliveryLoop::Step(std::chrono::milliseconds timeout) {
+  Status settled = SettleFinished();
+  if (!settled.ok()) return settled;
+  auto next = session_.Next(timeout);
+  if (!next.ok()) return next.status();
+  if (next->has_value()) Dispatch(std::move(**next));
+  return Status::Ok();
+}
+
+size_t DeliveryLoop::Drain(std::chrono::milliseconds grace) {
+  for (const auto& tag : consumer_tags_) session_.Cancel(tag);
+  consumer_tags_.clear();
+  SteadyTime deadline = clock_.Now() + grace;
+  while (in_flight() > 0 && clock_.Now() < deadline) {
+    if (!SettleFinished().ok()) break;
+    // Keep the connection serviced (heartbeats) while workers finish; deliveries that still
+    // arrive after the cancel are left unacked and return to the queue on close.
+    auto polled = session_.Next(std::chrono::milliseconds(20));
+    if (!polled.ok()) break;
+  }
+  return in_flight();
+}
+
+}  // namespace syncbus::consumer

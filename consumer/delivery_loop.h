@@ -1,0 +1,102 @@
+// DeliveryLoop: consumes both work lanes and hands each request to a pool of workers running
+// ClusterSyncer, then settles it on the session's thread: ack once the status is stored; on
+// failure publish the next attempt to its delay queue (or the dead-letter queue) and ack the
+// original only after that publish is confirmed, so a request is never in neither queue.
+// Undecodable messages are parked at once with the reason. Deliveries for a cluster already in
+// progress in this process wait for it. Step()/Drain() run on one thread (the session's owner);
+// workers are internal.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "common/amqp/session.h"
+#include "common/clock.h"
+#include "consumer/cluster_syncer.h"
+#include "consumer/retry_policy.h"
+
+namespace syncbus::consumer {
+
+struct DeliveryOptions {
+  uint16_t prefetch = 20;             // per lane
+  int workers = 20;                   // clusters processed at once
+  RetryPolicy retry;
+  std::chrono::milliseconds confirm_timeout{30000};
+};
+
+class DeliveryLoop {
+ public:
+  DeliveryLoop(DeliveryOptions options, amqp::Session& session, ClusterSyncer& syncer, Clock& clock,
+               prometheus::Registry& registry);
+  ~DeliveryLoop();   // stops and joins the workers (in-flight results are dropped: redelivered)
+
+  // Starts consuming both lanes (again after a reconnect; results of the old connection are
+  // dropped — the broker redelivers those messages).
+  Status Subscribe();
+  // Settles finished work, then waits up to `timeout` for one delivery and dispatches it.
+  // An error means the broker connection is gone: reconnect, Subscribe() again.
+  Status Step(std::chrono::milliseconds timeout);
+  // Stops consuming and settles in-flight work for up to `grace`; returns how many were left
+  // unsettled (they return to the queue when the connection closes).
+  size_t Drain(std::chrono::milliseconds grace);
+
+  size_t in_flight() const;
+
+ private:
+  struct Job {
+    uint64_t generation = 0;     // subscription the delivery belongs to
+    amqp::Delivery delivery;
+    SyncRequest request;
+    SteadyTime received;
+  };
+  struct Done {
+    Job job;
+    Result<SyncOutcome> outcome;
+  };
+
+  void Dispatch(amqp::Delivery delivery);
+  void Enqueue(Job job);
+  void WorkerMain();
+  Status SettleFinished();
+  Status Settle(Done& done);
+  Status Park(const amqp::Delivery& delivery, const amqp::Publication& publication, const char* outcome);
+
+  DeliveryOptions options_;
+  amqp::Session& session_;
+  ClusterSyncer& syncer_;
+  Clock& clock_;
+  uint64_t generation_ = 0;   // session thread only
+  std::vector<std::string> consumer_tags_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::deque<Job> ready_;                               // runnable jobs
+  std::set<std::string> active_;                       // clusters with a ready or running job
+  std::map<std::string, std::deque<Job>> waiting_;      // cluster busy: jobs queued behind it
+  std::vector<Done> finished_;
+  size_t running_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+
+  prometheus::Family<prometheus::Counter>& deliveries_;
+  prometheus::Family<prometheus::Counter>& retries_;
+  prometheus::Family<prometheus::Counter>& dead_lettered_;
+  prometheus::Counter& redeliveries_;
+  prometheus::Gauge& in_flight_gauge_;
+  prometheus::Histogram& enqueue_to_ack_;
+};
+
+}  // namespace syncbus::consumer

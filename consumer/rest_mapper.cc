@@ -1,0 +1,48 @@
+#include "consumer/rest_mapper.h"
+
+namespace syncbus::consumer {
+
+Result<RestMapper::Kinds> RestMapper::Discover(const std::string& api_version) {
+  auto slash = api_version.find('/');
+  std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
+  std::string version = slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+  std::string path = group.empty() ? "/api/" + version : "/apis/" + group + "/" + version;
+  auto list = client_.GetPath(path);
+  if (!list.ok()) {
+    if (list.status().code() == Code::kNotFound) {
+      return NotFound("the cluster does not serve " + api_version);
+    }
+    return list.status().Annotate("discovery of " + api_version);
+  }
+  Kinds kinds;
+  if (!list->contains("resources") || !(*list)["resources"].is_array()) {
+    return Unavailable("discovery of " + api_version + ": no resources list in the answer");
+  }
+  for (const auto& r : (*list)["resources"]) {
+    std::string name = r.value("name", "");
+    if (name.empty() || name.find('/') != std::string::npos) continue;   // subresources
+    kube::Resource res{group, version, name, r.value("kind", ""), r.value("namespaced", false)};
+    kinds.emplace(res.kind, std::move(res));
+  }
+  return kinds;
+}
+
+Result<kube::Resource> RestMapper::Map(const std::string& api_version, const std::string& kind) {
+  {
+    std::lock_guard lock(mu_);
+    auto gv = cache_.find(api_version);
+    if (gv != cache_.end()) {
+      auto k = gv->second.find(kind);
+      if (k != gv->second.end()) return k->second;
+    }
+  }
+  auto kinds = Discover(api_version);   // unknown or uncached: (re)discover once
+  if (!kinds.ok()) return kinds.status();
+  std::lock_guard lock(mu_);
+  auto& entry = cache_[api_version] = std::move(*kinds);
+  auto k = entry.find(kind);
+  if (k == entry.end()) return NotFound("no resource of kind " + kind + " in " + api_version);
+  return k->second;
+}
+
+}  // namespace syncbus::consumer

@@ -1,0 +1,31 @@
+// RestMapper: maps an object's apiVersion + kind to its REST resource (plural, namespaced) on one
+// target cluster through the discovery API, caching each group-version and refreshing it once
+// when a kind is unknown (a CRD installed since). Thread-safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "common/kube/client.h"
+#include "common/status.h"
+
+namespace syncbus::consumer {
+
+class RestMapper {
+ public:
+  explicit RestMapper(kube::Client& client) : client_(client) {}
+
+  // kNotFound when the cluster serves no such kind (after one refresh).
+  Result<kube::Resource> Map(const std::string& api_version, const std::string& kind);
+
+ private:
+  using Kinds = std::map<std::string, kube::Resource>;   // kind -> resource
+  Result<Kinds> Discover(const std::string& api_version);
+
+  kube::Client& client_;
+  std::mutex mu_;
+  std::map<std::string, Kinds> cache_;   // apiVersion -> kinds
+};
+
+}  // namespace syncbus::consumer

@@ -1,0 +1,41 @@
+// TargetClients: one Kubernetes client (and REST mapper) per target cluster, built from the
+// cluster's admin kubeconfig (read from the hub at processing time) and rebuilt when that
+// kubeconfig changes. Connections are pooled by the shared transport. Thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/http/transport.h"
+#include "common/kube/client.h"
+#include "consumer/rest_mapper.h"
+
+namespace syncbus::consumer {
+
+struct Target {
+  std::shared_ptr<kube::Client> client;
+  std::shared_ptr<RestMapper> mapper;
+};
+
+class TargetClients {
+ public:
+  TargetClients(std::shared_ptr<http::Transport> transport, double per_cluster_qps)
+      : transport_(std::move(transport)), qps_(per_cluster_qps) {}
+
+  // kInvalidArgument (permanent until someone fixes the Secret) for a bad kubeconfig.
+  Result<Target> Get(const std::string& cluster_key, const std::string& kubeconfig_yaml);
+
+ private:
+  struct Entry {
+    std::string kubeconfig_digest;
+    Target target;
+  };
+  std::shared_ptr<http::Transport> transport_;
+  double qps_;
+  std::mutex mu_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace syncbus::consumer
