@@ -208,15 +208,21 @@ struct FakeBroker::State {
   }
 
   // Puts a message into a queue. false when the queue refuses it (x-overflow reject-publish).
+  // Quorum queues notice that overflow only after the message that crosses the limit, so
+  // max_length + 1 messages fit (as on RabbitMQ 3.10).
   bool Enqueue(QueueState& q, StoredMessage m) {
-    if (q.max_length && static_cast<int64_t>(q.ready.size()) >= *q.max_length) {
-      if (q.reject_publish) return false;
-      while (!q.ready.empty() && static_cast<int64_t>(q.ready.size()) >= *q.max_length) {
-        StoredMessage head = std::move(q.ready.front());
-        q.ready.pop_front();
-        DeadLetter(q, std::move(head), "maxlen");
+    if (q.max_length) {
+      const int64_t limit = *q.max_length;
+      if (q.reject_publish) {
+        if (static_cast<int64_t>(q.ready.size()) >= limit + (q.quorum ? 1 : 0)) return false;
+      } else {
+        while (!q.ready.empty() && static_cast<int64_t>(q.ready.size()) >= limit) {
+          StoredMessage head = std::move(q.ready.front());
+          q.ready.pop_front();
+          DeadLetter(q, std::move(head), "maxlen");
+        }
+        if (limit == 0) return true;
       }
-      if (*q.max_length == 0) return true;
     }
     m.seq = next_seq++;
     m.expires_at = ExpiryFor(q, m.message);
@@ -413,7 +419,8 @@ struct FakeBroker::State {
     d.consumer_tag = consumer_tag;
     d.queue = queue;
     d.message = m.message;
-    if (queues.at(queue).quorum && m.delivery_count > 0) {
+    // Quorum queues report returns so far; basic.get reports 0 too, basic.deliver omits it.
+    if (queues.at(queue).quorum && (m.delivery_count > 0 || consumer_tag.empty())) {
       d.message.headers["x-delivery-count"] = m.delivery_count;
     }
     return d;

@@ -286,11 +286,20 @@ TEST_CASE("reject-publish overflow nacks the publish") {
   TopologyOptions options;
   options.max_length = 1;
   REQUIRE(f.session.Declare(SyncbusTopology(options)).ok());
+  // Quorum queues take one message past the limit before refusing.
   CHECK(f.session.Publish(Pub(kWorkExchange, "change", "1"), kTimeout).ok());
-  Status full = f.session.Publish(Pub(kWorkExchange, "change", "2"), kTimeout);
+  CHECK(f.session.Publish(Pub(kWorkExchange, "change", "2"), kTimeout).ok());
+  Status full = f.session.Publish(Pub(kWorkExchange, "change", "3"), kTimeout);
   CHECK(full.code() == Code::kUnavailable);
   CHECK(full.message().find("syncbus.work.change") != std::string::npos);
-  CHECK(f.Ready(WorkQueueName(Lane::kChange)) == 1);
+  CHECK(f.Ready(WorkQueueName(Lane::kChange)) == 2);
+
+  // Classic queues refuse at the limit.
+  Topology classic;
+  classic.queues = {{"tiny", true, Json{{"x-max-length", 1}, {"x-overflow", "reject-publish"}}}};
+  REQUIRE(f.session.Declare(classic).ok());
+  CHECK(f.session.Publish(Pub("", "tiny", "1"), kTimeout).ok());
+  CHECK(f.session.Publish(Pub("", "tiny", "2"), kTimeout).code() == Code::kUnavailable);
 }
 
 TEST_CASE("classic queue drop-head overflow dead-letters the oldest as maxlen") {
@@ -400,6 +409,7 @@ TEST_CASE("basic.get and inspect see exact counts; missing queues are NotFound")
   REQUIRE(got->has_value());
   CHECK((*got)->message.body == "m");
   CHECK((*got)->queue == work);
+  CHECK((*got)->message.headers["x-delivery-count"] == 0);  // basic.get on a quorum queue
   auto empty = f.session.Get(work);
   REQUIRE(empty.ok());
   CHECK(!empty->has_value());

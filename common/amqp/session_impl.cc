@@ -1,0 +1,854 @@
+#include "common/amqp/session_impl.h"
+
+#include <amqp_ssl_socket.h>
+#include <amqp_tcp_socket.h>
+#include <spdlog/spdlog.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "common/amqp/field_table.h"
+
+namespace syncbus::amqp {
+namespace {
+
+using std::chrono::milliseconds;
+using Steady = std::chrono::steady_clock;
+
+constexpr int kFrameMax = 131072;
+constexpr size_t kMaxInFlight = 2000;     // unconfirmed publications before waiting
+constexpr size_t kPumpEvery = 128;        // publications between non-blocking reads
+
+amqp_bytes_t Bytes(const std::string& s) {
+  return amqp_bytes_t{s.size(), const_cast<char*>(s.data())};
+}
+
+std::string Str(amqp_bytes_t b) {
+  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
+}
+
+timeval ToTimeval(Duration d) {
+  auto us = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+  return timeval{static_cast<time_t>(us / 1000000), static_cast<suseconds_t>(us % 1000000)};
+}
+
+std::string Quote(const std::string& name) { return "'" + name + "'"; }
+
+// A failure reported by rabbitmq-c itself (socket, timeout, protocol decoding).
+Status LibraryError(int rc, const std::string& what) {
+  Code code = Code::kUnavailable;
+  switch (rc) {
+    case AMQP_STATUS_TIMEOUT: code = Code::kTimeout; break;
+    case AMQP_STATUS_NO_MEMORY:
+    case AMQP_STATUS_BAD_AMQP_DATA:
+    case AMQP_STATUS_UNKNOWN_CLASS:
+    case AMQP_STATUS_UNKNOWN_METHOD:
+    case AMQP_STATUS_UNEXPECTED_STATE:
+    case AMQP_STATUS_INVALID_PARAMETER:
+    case AMQP_STATUS_TABLE_TOO_BIG:
+    case AMQP_STATUS_TIMER_FAILURE:
+      code = Code::kInternal;
+      break;
+    default: break;
+  }
+  return Status(code, what + ": " + amqp_error_string2(rc));
+}
+
+// A channel.close or connection.close from the broker, e.g. 404 NOT_FOUND.
+Status ServerError(uint16_t reply_code, const std::string& text, const std::string& what) {
+  Code code;
+  switch (reply_code) {
+    case AMQP_CONTENT_TOO_LARGE: code = Code::kInvalidArgument; break;
+    case AMQP_NO_ROUTE: code = Code::kNotFound; break;
+    case AMQP_ACCESS_REFUSED:
+    case AMQP_NOT_ALLOWED:
+      code = Code::kUnauthorized;
+      break;
+    case AMQP_NOT_FOUND: code = Code::kNotFound; break;
+    case AMQP_RESOURCE_LOCKED: code = Code::kConflict; break;
+    case AMQP_PRECONDITION_FAILED:
+      // "inequivalent arg ..." is a clash with an existing declaration; the rest (unknown
+      // delivery tag, invalid argument values) is a malformed request.
+      code = text.find("inequivalent") != std::string::npos ? Code::kConflict
+                                                             : Code::kInvalidArgument;
+      break;
+    case AMQP_CONNECTION_FORCED:
+    case AMQP_NO_CONSUMERS:
+    case AMQP_RESOURCE_ERROR:
+    case AMQP_INTERNAL_ERROR:
+      code = Code::kUnavailable;
+      break;
+    default: code = Code::kInternal; break;
+  }
+  return Status(code, what + ": " + std::to_string(reply_code) + " " + text);
+}
+
+// The result of a library call that returns amqp_rpc_reply_t (only login here).
+Status ReplyError(const amqp_rpc_reply_t& reply, const std::string& what) {
+  switch (reply.reply_type) {
+    case AMQP_RESPONSE_NORMAL: return Status::Ok();
+    case AMQP_RESPONSE_NONE: return Internal(what + ": no reply");
+    case AMQP_RESPONSE_LIBRARY_EXCEPTION: return LibraryError(reply.library_error, what);
+    case AMQP_RESPONSE_SERVER_EXCEPTION:
+      if (reply.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+        auto* m = static_cast<amqp_connection_close_t*>(reply.reply.decoded);
+        return ServerError(m->reply_code, Str(m->reply_text), what);
+      }
+      if (reply.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+        auto* m = static_cast<amqp_channel_close_t*>(reply.reply.decoded);
+        return ServerError(m->reply_code, Str(m->reply_text), what);
+      }
+      return Internal(what + ": unexpected method " + std::to_string(reply.reply.id));
+  }
+  return Internal(what + ": unknown reply type");
+}
+
+Message DecodeProperties(const amqp_basic_properties_t& p) {
+  Message m;
+  m.content_type = (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG) ? Str(p.content_type) : "";
+  m.message_id = (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? Str(p.message_id) : "";
+  m.app_id = (p._flags & AMQP_BASIC_APP_ID_FLAG) ? Str(p.app_id) : "";
+  m.type = (p._flags & AMQP_BASIC_TYPE_FLAG) ? Str(p.type) : "";
+  m.timestamp = (p._flags & AMQP_BASIC_TIMESTAMP_FLAG) ? static_cast<int64_t>(p.timestamp) : 0;
+  m.persistent = (p._flags & AMQP_BASIC_DELIVERY_MODE_FLAG) && p.delivery_mode == 2;
+  m.expiration = (p._flags & AMQP_BASIC_EXPIRATION_FLAG) ? Str(p.expiration) : "";
+  if (p._flags & AMQP_BASIC_HEADERS_FLAG) {
+    auto headers = TableToJson(p.headers);
+    if (headers.ok()) {
+      m.headers = std::move(*headers);
+    } else {
+      spdlog::warn("AMQP: dropping undecodable message headers: {}", headers.status().ToString());
+    }
+  }
+  return m;
+}
+
+bool SameMessage(const Publication& p, const std::string& exchange,
+                 const std::string& routing_key, const Message& m) {
+  return p.exchange == exchange && p.routing_key == routing_key &&
+         p.message.message_id == m.message_id && p.message.body == m.body &&
+         p.message.headers == m.headers;
+}
+
+}  // namespace
+
+// The publications of one PublishAll call. Sequence numbers first_seq .. first_seq+sent-1 map
+// to publications through index_of.
+struct RabbitmqSession::Batch {
+  std::span<const Publication> publications;
+  std::vector<Status> results;
+  std::vector<size_t> index_of;           // seq - first_seq -> publication index
+  std::vector<char> resolved;             // by seq - first_seq
+  std::vector<std::string> returned;      // by seq - first_seq: the basic.return reason, if any
+  uint64_t first_seq = 0;
+  size_t low = 0;                         // every offset below this is resolved
+  size_t outstanding = 0;
+  std::optional<Status> aborted;
+
+  void Resolve(size_t offset, Status status) {
+    if (resolved[offset]) return;
+    resolved[offset] = 1;
+    results[index_of[offset]] = std::move(status);
+    --outstanding;
+  }
+  void Abort(const Status& why) {
+    for (size_t off = low; off < index_of.size(); ++off) Resolve(off, why);
+    aborted = why;
+  }
+};
+
+void RabbitmqSession::ConnectionDeleter::operator()(amqp_connection_state_t_* conn) const {
+  amqp_destroy_connection(conn);
+}
+
+RabbitmqSession::RabbitmqSession(ConnectionOptions options) : options_(std::move(options)) {
+  if (options_.connection_name.empty()) options_.connection_name = "syncbus";
+}
+
+RabbitmqSession::~RabbitmqSession() { Close(); }
+
+Status RabbitmqSession::Connect() {
+  Close();
+  ResetChannelState();
+  consumers_.clear();
+  cancelled_.reset();
+  blocked_ = false;
+  const std::string where = options_.host + ":" + std::to_string(options_.port);
+
+  conn_.reset(amqp_new_connection());
+  if (!conn_) return Internal("rabbitmq-c could not allocate a connection");
+  amqp_socket_t* socket = options_.tls ? amqp_ssl_socket_new(conn_.get())
+                                       : amqp_tcp_socket_new(conn_.get());
+  if (socket == nullptr) {
+    conn_.reset();
+    return Internal("rabbitmq-c could not create a socket");
+  }
+  if (options_.tls) {
+    if (!options_.tls_ca_file.empty() &&
+        amqp_ssl_socket_set_cacert(socket, options_.tls_ca_file.c_str()) != AMQP_STATUS_OK) {
+      conn_.reset();
+      return InvalidArgument("cannot load TLS CA file " + options_.tls_ca_file);
+    }
+    if (!options_.tls_cert_file.empty() &&
+        amqp_ssl_socket_set_key(socket, options_.tls_cert_file.c_str(),
+                                options_.tls_key_file.c_str()) != AMQP_STATUS_OK) {
+      conn_.reset();
+      return InvalidArgument("cannot load TLS client certificate " + options_.tls_cert_file +
+                             " / key " + options_.tls_key_file);
+    }
+    amqp_ssl_socket_set_verify_peer(socket, options_.tls_verify_peer ? 1 : 0);
+    amqp_ssl_socket_set_verify_hostname(socket, options_.tls_verify_peer ? 1 : 0);
+  }
+
+  timeval connect_tv = ToTimeval(options_.connect_timeout);
+  int rc = amqp_socket_open_noblock(socket, options_.host.c_str(), options_.port, &connect_tv);
+  if (rc != AMQP_STATUS_OK) {
+    conn_.reset();
+    return LibraryError(rc, "connecting to AMQP broker " + where);
+  }
+  amqp_set_handshake_timeout(conn_.get(), &connect_tv);
+
+  Json properties = {
+      {"product", "syncbus"},
+      {"connection_name", options_.connection_name},
+      {"capabilities",
+       {{"connection.blocked", true},
+        {"consumer_cancel_notify", true},
+        {"publisher_confirms", true},
+        {"basic.nack", true},
+        {"authentication_failure_close", true}}},
+  };
+  auto table = FieldTable::FromJson(properties);
+  if (!table.ok()) {
+    conn_.reset();
+    return table.status().Annotate("encoding client properties");
+  }
+  amqp_rpc_reply_t reply = amqp_login_with_properties(
+      conn_.get(), options_.vhost.c_str(), AMQP_DEFAULT_MAX_CHANNELS, kFrameMax,
+      options_.heartbeat_seconds, &table->table(), AMQP_SASL_METHOD_PLAIN,
+      options_.user.c_str(), options_.password.c_str());
+  Status login = ReplyError(reply, "logging in to " + where + " vhost " + Quote(options_.vhost) +
+                                       " as " + Quote(options_.user));
+  if (!login.ok()) {
+    conn_.reset();
+    return login;
+  }
+
+  channel_max_ = std::max(1, amqp_get_channel_max(conn_.get()));
+  int heartbeat = amqp_get_heartbeat(conn_.get());
+  slice_ = heartbeat > 0 ? std::clamp(milliseconds(heartbeat * 1000 / 4), milliseconds(50),
+                                      milliseconds(1000))
+                         : milliseconds(1000);
+  connected_ = true;
+  if (Status st = OpenChannel(); !st.ok()) return Drop(st);
+  spdlog::info("AMQP connection {} to {} vhost {} open (heartbeat {} s)",
+               options_.connection_name, where, options_.vhost, heartbeat);
+  return Status::Ok();
+}
+
+void RabbitmqSession::Close() {
+  if (!conn_) return;
+  if (connected_) {
+    closing_ = true;
+    amqp_channel_close_t ch{AMQP_REPLY_SUCCESS, amqp_cstring_bytes("closing"), 0, 0};
+    auto r = Rpc(channel_, AMQP_CHANNEL_CLOSE_METHOD, &ch, {AMQP_CHANNEL_CLOSE_OK_METHOD},
+                 "closing the channel");
+    if (r.ok()) {
+      amqp_connection_close_t cc{AMQP_REPLY_SUCCESS, amqp_cstring_bytes("closing"), 0, 0};
+      (void)Rpc(0, AMQP_CONNECTION_CLOSE_METHOD, &cc, {AMQP_CONNECTION_CLOSE_OK_METHOD},
+                "closing the connection");
+    }
+    closing_ = false;
+  }
+  conn_.reset();
+  connected_ = false;
+  ResetChannelState();
+  consumers_.clear();
+}
+
+void RabbitmqSession::ResetChannelState() {
+  deliveries_.clear();
+  tag_offset_ = max_tag_;
+  next_seq_ = 1;
+}
+
+Status RabbitmqSession::Drop(Status why) {
+  if (conn_) {
+    spdlog::warn("AMQP connection {} lost: {}", options_.connection_name, why.ToString());
+  }
+  conn_.reset();
+  connected_ = false;
+  blocked_ = false;
+  consumers_.clear();
+  ResetChannelState();
+  if (batch_ != nullptr) batch_->Abort(why);
+  return why;
+}
+
+Status RabbitmqSession::OpenChannel() {
+  channel_ = static_cast<amqp_channel_t>(channel_ % channel_max_ + 1);
+  amqp_channel_open_t open{amqp_empty_bytes};
+  SYNCBUS_RETURN_IF_ERROR(Rpc(channel_, AMQP_CHANNEL_OPEN_METHOD, &open,
+                              {AMQP_CHANNEL_OPEN_OK_METHOD}, "opening a channel"));
+  amqp_confirm_select_t select{0};
+  SYNCBUS_RETURN_IF_ERROR(Rpc(channel_, AMQP_CONFIRM_SELECT_METHOD, &select,
+                              {AMQP_CONFIRM_SELECT_OK_METHOD}, "enabling publisher confirms"));
+  ResetChannelState();
+  return Status::Ok();
+}
+
+// After the broker closed the channel: a fresh channel with the same consumers (same tags).
+// Everything unacked on the old channel has been requeued by the broker.
+Status RabbitmqSession::RestoreChannel() {
+  SYNCBUS_RETURN_IF_ERROR(OpenChannel());
+  auto consumers = std::exchange(consumers_, {});
+  for (const auto& [tag, consumer] : consumers) {
+    auto restored = StartConsumer(consumer.queue, consumer.prefetch, tag);
+    if (!restored.ok()) {
+      if (!connected_) return restored.status();
+      cancelled_ = Unavailable("consumer " + tag + " on queue " + Quote(consumer.queue) +
+                               " could not be restored: " + restored.status().message());
+    }
+  }
+  return Status::Ok();
+}
+
+Result<bool> RabbitmqSession::WaitFrame(SteadyTime deadline, amqp_frame_t* frame) {
+  if (!connected_) return Unavailable("not connected to the AMQP broker");
+  for (;;) {
+    auto remaining = deadline - Steady::now();
+    timeval tv = ToTimeval(std::clamp<Duration>(remaining, Duration::zero(), slice_));
+    int rc = amqp_simple_wait_frame_noblock(conn_.get(), frame, &tv);
+    if (rc == AMQP_STATUS_OK) return true;
+    if (rc != AMQP_STATUS_TIMEOUT) return Drop(LibraryError(rc, "reading from the AMQP broker"));
+    if (Steady::now() >= deadline) return false;
+  }
+}
+
+void RabbitmqSession::ReleaseBuffers() {
+  if (conn_) amqp_maybe_release_buffers(conn_.get());
+}
+
+Result<amqp_method_t> RabbitmqSession::Rpc(amqp_channel_t channel, amqp_method_number_t method,
+                                           void* args,
+                                           std::initializer_list<amqp_method_number_t> replies,
+                                           const std::string& what) {
+  if (!connected_) return Unavailable(what + ": not connected to the AMQP broker");
+  int rc = amqp_send_method(conn_.get(), channel, method, args);
+  if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, what));
+  const SteadyTime deadline = Steady::now() + options_.rpc_timeout;
+  for (;;) {
+    amqp_frame_t f;
+    auto got = WaitFrame(deadline, &f);
+    if (!got.ok()) return got.status().Annotate(what);
+    if (!*got) {
+      return Drop(Status(Code::kTimeout, what + ": no reply from the broker within " +
+                                             std::to_string(options_.rpc_timeout.count()) +
+                                             " ms"));
+    }
+    if (f.frame_type == AMQP_FRAME_METHOD && f.channel == channel &&
+        std::find(replies.begin(), replies.end(), f.payload.method.id) != replies.end()) {
+      return f.payload.method;
+    }
+    Status st = Dispatch(f);  // a close of `channel` is an error here
+    if (!st.ok()) return st.Annotate(what);
+    ReleaseBuffers();
+  }
+}
+
+Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
+  if (f.frame_type != AMQP_FRAME_METHOD) {
+    // Content of a message on a channel we no longer use.
+    return Status::Ok();
+  }
+  const amqp_method_t& method = f.payload.method;
+  if (f.channel == 0) {
+    switch (method.id) {
+      case AMQP_CONNECTION_CLOSE_METHOD: {
+        auto* m = static_cast<amqp_connection_close_t*>(method.decoded);
+        Status why = ServerError(m->reply_code, Str(m->reply_text),
+                                 "connection closed by the broker");
+        amqp_connection_close_ok_t ok{0};
+        amqp_send_method(conn_.get(), 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+        return Drop(why);
+      }
+      case AMQP_CONNECTION_BLOCKED_METHOD: {
+        auto* m = static_cast<amqp_connection_blocked_t*>(method.decoded);
+        blocked_ = true;
+        blocked_reason_ = Str(m->reason);
+        spdlog::warn("AMQP connection {} blocked by the broker: {}", options_.connection_name,
+                     blocked_reason_);
+        return Status::Ok();
+      }
+      case AMQP_CONNECTION_UNBLOCKED_METHOD:
+        blocked_ = false;
+        spdlog::info("AMQP connection {} unblocked", options_.connection_name);
+        return Status::Ok();
+      default:
+        return Status::Ok();
+    }
+  }
+  if (f.channel != channel_) return Status::Ok();
+
+  switch (method.id) {
+    case AMQP_BASIC_DELIVER_METHOD: {
+      auto* m = static_cast<amqp_basic_deliver_t*>(method.decoded);
+      Delivery d;
+      d.delivery_tag = tag_offset_ + m->delivery_tag;
+      d.redelivered = m->redelivered != 0;
+      d.exchange = Str(m->exchange);
+      d.routing_key = Str(m->routing_key);
+      d.consumer_tag = Str(m->consumer_tag);
+      auto content = ReadContent(f.channel);
+      if (!content.ok()) return content.status();
+      d.message = std::move(*content);
+      auto it = consumers_.find(d.consumer_tag);
+      if (it != consumers_.end()) d.queue = it->second.queue;
+      max_tag_ = std::max(max_tag_, d.delivery_tag);
+      deliveries_.push_back(std::move(d));
+      return Status::Ok();
+    }
+    case AMQP_BASIC_ACK_METHOD: {
+      auto* m = static_cast<amqp_basic_ack_t*>(method.decoded);
+      Confirm(m->delivery_tag, m->multiple != 0, true);
+      return Status::Ok();
+    }
+    case AMQP_BASIC_NACK_METHOD: {
+      auto* m = static_cast<amqp_basic_nack_t*>(method.decoded);
+      Confirm(m->delivery_tag, m->multiple != 0, false);
+      return Status::Ok();
+    }
+    case AMQP_BASIC_RETURN_METHOD: {
+      auto* m = static_cast<amqp_basic_return_t*>(method.decoded);
+      std::string exchange = Str(m->exchange), routing_key = Str(m->routing_key);
+      std::string reason = std::to_string(m->reply_code) + " " + Str(m->reply_text);
+      auto content = ReadContent(f.channel);
+      if (!content.ok()) return content.status();
+      MatchReturn(exchange, routing_key, *content, reason);
+      return Status::Ok();
+    }
+    case AMQP_BASIC_CANCEL_METHOD: {
+      auto* m = static_cast<amqp_basic_cancel_t*>(method.decoded);
+      std::string tag = Str(m->consumer_tag);
+      if (!m->nowait) {
+        amqp_basic_cancel_ok_t ok{m->consumer_tag};
+        int rc = amqp_send_method(conn_.get(), channel_, AMQP_BASIC_CANCEL_OK_METHOD, &ok);
+        if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, "acknowledging a cancel"));
+      }
+      auto it = consumers_.find(tag);
+      std::string queue = it != consumers_.end() ? it->second.queue : "?";
+      if (it != consumers_.end()) consumers_.erase(it);
+      cancelled_ = Unavailable("consumer " + tag + " on queue " + Quote(queue) +
+                               " was cancelled by the broker (queue deleted or moved)");
+      spdlog::warn("AMQP connection {}: {}", options_.connection_name, cancelled_->message());
+      return Status::Ok();
+    }
+    case AMQP_CHANNEL_FLOW_METHOD: {
+      auto* m = static_cast<amqp_channel_flow_t*>(method.decoded);
+      amqp_channel_flow_ok_t ok{m->active};
+      int rc = amqp_send_method(conn_.get(), channel_, AMQP_CHANNEL_FLOW_OK_METHOD, &ok);
+      if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, "acknowledging channel.flow"));
+      return Status::Ok();
+    }
+    case AMQP_CHANNEL_CLOSE_METHOD: {
+      auto* m = static_cast<amqp_channel_close_t*>(method.decoded);
+      Status why = ServerError(m->reply_code, Str(m->reply_text), "channel closed by the broker");
+      amqp_channel_close_ok_t ok{0};
+      int rc = amqp_send_method(conn_.get(), channel_, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+      if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, "acknowledging channel.close"));
+      if (batch_ != nullptr) batch_->Abort(why);
+      if (!closing_) {
+        spdlog::info("AMQP connection {}: {}; reopening the channel", options_.connection_name,
+                     why.message());
+        Status restored = RestoreChannel();
+        if (!restored.ok()) return restored;
+      }
+      return why;
+    }
+    default:
+      return Status::Ok();
+  }
+}
+
+Result<Message> RabbitmqSession::ReadContent(amqp_channel_t channel) {
+  const SteadyTime deadline = Steady::now() + options_.rpc_timeout;
+  Message message;
+  bool have_header = false;
+  uint64_t body_size = 0;
+  for (;;) {
+    amqp_frame_t f;
+    auto got = WaitFrame(deadline, &f);
+    if (!got.ok()) return got.status();
+    if (!*got) return Drop(Status(Code::kTimeout, "incomplete message from the broker"));
+    if (f.channel == 0) {
+      SYNCBUS_RETURN_IF_ERROR(Dispatch(f));
+      continue;
+    }
+    if (f.channel != channel) continue;
+    if (!have_header) {
+      if (f.frame_type != AMQP_FRAME_HEADER) {
+        return Drop(Internal("protocol error: expected a content header, got frame type " +
+                             std::to_string(f.frame_type)));
+      }
+      message = DecodeProperties(
+          *static_cast<const amqp_basic_properties_t*>(f.payload.properties.decoded));
+      body_size = f.payload.properties.body_size;
+      message.body.reserve(body_size);
+      have_header = true;
+    } else {
+      if (f.frame_type != AMQP_FRAME_BODY) {
+        return Drop(Internal("protocol error: expected a content body, got frame type " +
+                             std::to_string(f.frame_type)));
+      }
+      message.body.append(static_cast<const char*>(f.payload.body_fragment.bytes),
+                          f.payload.body_fragment.len);
+    }
+    if (have_header && message.body.size() >= body_size) return message;
+  }
+}
+
+void RabbitmqSession::Confirm(uint64_t seq, bool multiple, bool ack) {
+  Batch* b = batch_;
+  if (b == nullptr || seq < b->first_seq) return;  // a confirm for an abandoned publication
+  size_t end = std::min<size_t>(seq - b->first_seq + 1, b->index_of.size());
+  size_t begin = multiple ? b->low : seq - b->first_seq;
+  for (size_t off = begin; off < end; ++off) {
+    if (b->resolved[off]) continue;
+    const Publication& p = b->publications[b->index_of[off]];
+    if (!ack) {
+      b->Resolve(off, Unavailable("the broker refused the message to exchange " +
+                                  Quote(p.exchange) + " with routing key " +
+                                  Quote(p.routing_key) +
+                                  " (basic.nack: a queue is full or unavailable)"));
+    } else if (!b->returned[off].empty()) {
+      b->Resolve(off, NotFound("unroutable message to exchange " + Quote(p.exchange) +
+                               " with routing key " + Quote(p.routing_key) +
+                               " was returned: " + b->returned[off]));
+    } else {
+      b->Resolve(off, Status::Ok());
+    }
+  }
+  while (b->low < b->index_of.size() && b->resolved[b->low]) ++b->low;
+}
+
+void RabbitmqSession::MatchReturn(const std::string& exchange, const std::string& routing_key,
+                                  const Message& message, const std::string& reason) {
+  Batch* b = batch_;
+  if (b == nullptr) return;
+  for (size_t off = b->low; off < b->index_of.size(); ++off) {
+    if (b->resolved[off] || !b->returned[off].empty()) continue;
+    if (SameMessage(b->publications[b->index_of[off]], exchange, routing_key, message)) {
+      b->returned[off] = reason;
+      return;
+    }
+  }
+}
+
+Status RabbitmqSession::WaitUnblocked(SteadyTime deadline) {
+  while (blocked_) {
+    amqp_frame_t f;
+    auto got = WaitFrame(deadline, &f);
+    if (!got.ok()) return got.status();
+    if (!*got) {
+      return Status(Code::kTimeout,
+                    "publishing is blocked by the broker (" + blocked_reason_ + ")");
+    }
+    SYNCBUS_RETURN_IF_ERROR(Dispatch(f));
+    ReleaseBuffers();
+  }
+  return Status::Ok();
+}
+
+Status RabbitmqSession::Declare(const Topology& topology) {
+  for (const auto& e : topology.exchanges) {
+    const std::string what = "declaring exchange " + Quote(e.name);
+    auto args = FieldTable::FromJson(e.arguments);
+    if (!args.ok()) return args.status().Annotate(what);
+    amqp_exchange_declare_t m{0, Bytes(e.name), Bytes(e.type), 0, e.durable ? 1 : 0, 0, 0, 0,
+                              args->table()};
+    SYNCBUS_RETURN_IF_ERROR(
+        Rpc(channel_, AMQP_EXCHANGE_DECLARE_METHOD, &m, {AMQP_EXCHANGE_DECLARE_OK_METHOD}, what));
+  }
+  for (const auto& q : topology.queues) {
+    const std::string what = "declaring queue " + Quote(q.name);
+    auto args = FieldTable::FromJson(q.arguments);
+    if (!args.ok()) return args.status().Annotate(what);
+    amqp_queue_declare_t m{0, Bytes(q.name), 0, q.durable ? 1 : 0, 0, 0, 0, args->table()};
+    SYNCBUS_RETURN_IF_ERROR(
+        Rpc(channel_, AMQP_QUEUE_DECLARE_METHOD, &m, {AMQP_QUEUE_DECLARE_OK_METHOD}, what));
+  }
+  for (const auto& b : topology.bindings) {
+    const std::string what = "binding queue " + Quote(b.destination) + " to exchange " +
+                             Quote(b.source) + " with routing key " + Quote(b.routing_key);
+    auto args = FieldTable::FromJson(b.arguments);
+    if (!args.ok()) return args.status().Annotate(what);
+    amqp_queue_bind_t m{0, Bytes(b.destination), Bytes(b.source), Bytes(b.routing_key), 0,
+                        args->table()};
+    SYNCBUS_RETURN_IF_ERROR(
+        Rpc(channel_, AMQP_QUEUE_BIND_METHOD, &m, {AMQP_QUEUE_BIND_OK_METHOD}, what));
+  }
+  ReleaseBuffers();
+  return Status::Ok();
+}
+
+Status RabbitmqSession::Publish(const Publication& publication, milliseconds timeout) {
+  return PublishSpan(std::span<const Publication>(&publication, 1), timeout)[0];
+}
+
+std::vector<Status> RabbitmqSession::PublishAll(const std::vector<Publication>& publications,
+                                                milliseconds timeout) {
+  return PublishSpan(publications, timeout);
+}
+
+std::vector<Status> RabbitmqSession::PublishSpan(std::span<const Publication> publications,
+                                                 milliseconds timeout) {
+  const SteadyTime deadline = Steady::now() + timeout;
+  Batch b;
+  b.publications = publications;
+  b.results.assign(publications.size(),
+                   Unavailable("not published: not connected to the AMQP broker"));
+  if (!connected_ || publications.empty()) return std::move(b.results);
+  if (Status st = WaitUnblocked(deadline); !st.ok()) {
+    b.results.assign(publications.size(), st);
+    return std::move(b.results);
+  }
+  b.first_seq = next_seq_;
+  b.index_of.reserve(publications.size());
+  batch_ = &b;
+  struct Detach {
+    Batch*& slot;
+    ~Detach() { slot = nullptr; }
+  } detach{batch_};
+
+  // Reads whatever has arrived; with `wait`, until the in-flight window has room again.
+  auto pump = [&](bool wait) -> Status {
+    for (;;) {
+      bool full = b.outstanding >= kMaxInFlight;
+      amqp_frame_t f;
+      auto got = WaitFrame(wait && full ? deadline : Steady::now(), &f);
+      if (!got.ok()) return got.status();
+      if (!*got) {
+        if (wait && full) return Status(Code::kTimeout, "no confirms from the broker");
+        return Status::Ok();
+      }
+      Status st = Dispatch(f);
+      ReleaseBuffers();
+      if (!st.ok()) return st;
+    }
+  };
+
+  for (size_t i = 0; i < publications.size(); ++i) {
+    const Publication& p = publications[i];
+    const Message& m = p.message;
+    auto headers = FieldTable::FromJson(m.headers);
+    if (!headers.ok()) {
+      b.results[i] = headers.status().Annotate("message headers");
+      continue;
+    }
+    if (blocked_ || b.outstanding >= kMaxInFlight || i % kPumpEvery == kPumpEvery - 1) {
+      Status st = blocked_ ? WaitUnblocked(deadline) : pump(true);
+      if (!st.ok() || b.aborted) {
+        Status why = b.aborted ? *b.aborted : st;
+        for (size_t j = i; j < publications.size(); ++j) b.results[j] = why;
+        break;
+      }
+    }
+    amqp_basic_properties_t props{};
+    props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
+    props.delivery_mode = m.persistent ? 2 : 1;
+    if (!m.content_type.empty()) {
+      props._flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
+      props.content_type = Bytes(m.content_type);
+    }
+    if (!m.message_id.empty()) {
+      props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
+      props.message_id = Bytes(m.message_id);
+    }
+    if (!m.app_id.empty()) {
+      props._flags |= AMQP_BASIC_APP_ID_FLAG;
+      props.app_id = Bytes(m.app_id);
+    }
+    if (!m.type.empty()) {
+      props._flags |= AMQP_BASIC_TYPE_FLAG;
+      props.type = Bytes(m.type);
+    }
+    if (m.timestamp != 0) {
+      props._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
+      props.timestamp = static_cast<uint64_t>(m.timestamp);
+    }
+    if (!m.expiration.empty()) {
+      props._flags |= AMQP_BASIC_EXPIRATION_FLAG;
+      props.expiration = Bytes(m.expiration);
+    }
+    if (headers->table().num_entries > 0) {
+      props._flags |= AMQP_BASIC_HEADERS_FLAG;
+      props.headers = headers->table();
+    }
+    int rc = amqp_basic_publish(conn_.get(), channel_, Bytes(p.exchange), Bytes(p.routing_key),
+                                p.mandatory ? 1 : 0, 0, &props, Bytes(m.body));
+    if (rc != AMQP_STATUS_OK) {
+      Status why = LibraryError(rc, "publishing to exchange " + Quote(p.exchange));
+      Drop(why);
+      for (size_t j = i; j < publications.size(); ++j) b.results[j] = why;
+      break;
+    }
+    b.index_of.push_back(i);
+    b.resolved.push_back(0);
+    b.returned.emplace_back();
+    ++b.outstanding;
+    ++next_seq_;
+  }
+
+  while (b.outstanding > 0) {
+    amqp_frame_t f;
+    auto got = WaitFrame(deadline, &f);
+    if (!got.ok()) break;  // Drop() has resolved everything outstanding
+    if (!*got) {
+      Status late(Code::kTimeout, "no confirm from the broker within " +
+                                      std::to_string(timeout.count()) + " ms");
+      for (size_t off = b.low; off < b.index_of.size(); ++off) b.Resolve(off, late);
+      break;
+    }
+    (void)Dispatch(f);  // a channel or connection close resolves the batch through Abort()
+    ReleaseBuffers();
+  }
+  return std::move(b.results);
+}
+
+Result<std::string> RabbitmqSession::StartConsumer(const std::string& queue, uint16_t prefetch,
+                                                   const std::string& tag) {
+  const std::string what = "consuming from queue " + Quote(queue);
+  amqp_basic_qos_t qos{0, prefetch, 0};
+  SYNCBUS_RETURN_IF_ERROR(Rpc(channel_, AMQP_BASIC_QOS_METHOD, &qos, {AMQP_BASIC_QOS_OK_METHOD},
+                              what + " (basic.qos)"));
+  amqp_basic_consume_t consume{0, Bytes(queue), Bytes(tag), 0, 0, 0, 0, amqp_empty_table};
+  auto reply = Rpc(channel_, AMQP_BASIC_CONSUME_METHOD, &consume,
+                   {AMQP_BASIC_CONSUME_OK_METHOD}, what);
+  if (!reply.ok()) return reply.status();
+  std::string consumer_tag =
+      Str(static_cast<amqp_basic_consume_ok_t*>(reply->decoded)->consumer_tag);
+  consumers_[consumer_tag] = Consumer{queue, prefetch};
+  return consumer_tag;
+}
+
+Result<std::string> RabbitmqSession::Consume(const std::string& queue, uint16_t prefetch) {
+  auto tag = StartConsumer(queue, prefetch, "");
+  ReleaseBuffers();
+  return tag;
+}
+
+Status RabbitmqSession::Cancel(const std::string& consumer_tag) {
+  amqp_basic_cancel_t cancel{Bytes(consumer_tag), 0};
+  SYNCBUS_RETURN_IF_ERROR(Rpc(channel_, AMQP_BASIC_CANCEL_METHOD, &cancel,
+                              {AMQP_BASIC_CANCEL_OK_METHOD}, "cancelling consumer " + consumer_tag));
+  consumers_.erase(consumer_tag);
+  ReleaseBuffers();
+  return Status::Ok();
+}
+
+Result<std::optional<Delivery>> RabbitmqSession::Next(milliseconds timeout) {
+  const SteadyTime deadline = Steady::now() + timeout;
+  for (;;) {
+    if (!deliveries_.empty()) {
+      Delivery d = std::move(deliveries_.front());
+      deliveries_.pop_front();
+      return std::optional<Delivery>(std::move(d));
+    }
+    if (!connected_) return Unavailable("not connected to the AMQP broker");
+    if (cancelled_) {
+      Status why = *std::exchange(cancelled_, std::nullopt);
+      Close();
+      return why;
+    }
+    amqp_frame_t f;
+    auto got = WaitFrame(deadline, &f);
+    if (!got.ok()) return got.status();
+    if (!*got) return std::optional<Delivery>();
+    Status st = Dispatch(f);
+    ReleaseBuffers();
+    if (!st.ok()) return st;
+  }
+}
+
+Status RabbitmqSession::Settle(Settlement how, uint64_t delivery_tag, bool requeue) {
+  static constexpr const char* kNames[] = {"ack", "nack", "reject"};
+  const std::string what =
+      std::string(kNames[static_cast<int>(how)]) + " of delivery " + std::to_string(delivery_tag);
+  if (!connected_) return Unavailable(what + ": not connected to the AMQP broker");
+  if (delivery_tag <= tag_offset_) {
+    return Unavailable(what + ": the tag belongs to a closed channel; the broker has requeued "
+                              "the message");
+  }
+  uint64_t tag = delivery_tag - tag_offset_;
+  int rc = AMQP_STATUS_OK;
+  switch (how) {
+    case Settlement::kAck: rc = amqp_basic_ack(conn_.get(), channel_, tag, 0); break;
+    case Settlement::kNack: rc = amqp_basic_nack(conn_.get(), channel_, tag, 0, requeue); break;
+    case Settlement::kReject: rc = amqp_basic_reject(conn_.get(), channel_, tag, requeue); break;
+  }
+  if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, what));
+  return Status::Ok();
+}
+
+Status RabbitmqSession::Ack(uint64_t delivery_tag) {
+  return Settle(Settlement::kAck, delivery_tag, false);
+}
+
+Status RabbitmqSession::Nack(uint64_t delivery_tag, bool requeue) {
+  return Settle(Settlement::kNack, delivery_tag, requeue);
+}
+
+Status RabbitmqSession::Reject(uint64_t delivery_tag, bool requeue) {
+  return Settle(Settlement::kReject, delivery_tag, requeue);
+}
+
+Result<std::optional<Delivery>> RabbitmqSession::Get(const std::string& queue) {
+  const std::string what = "getting a message from queue " + Quote(queue);
+  amqp_basic_get_t get{0, Bytes(queue), 0};
+  auto reply = Rpc(channel_, AMQP_BASIC_GET_METHOD, &get,
+                   {AMQP_BASIC_GET_OK_METHOD, AMQP_BASIC_GET_EMPTY_METHOD}, what);
+  if (!reply.ok()) return reply.status();
+  if (reply->id == AMQP_BASIC_GET_EMPTY_METHOD) {
+    ReleaseBuffers();
+    return std::optional<Delivery>();
+  }
+  auto* m = static_cast<amqp_basic_get_ok_t*>(reply->decoded);
+  Delivery d;
+  d.delivery_tag = tag_offset_ + m->delivery_tag;
+  d.redelivered = m->redelivered != 0;
+  d.exchange = Str(m->exchange);
+  d.routing_key = Str(m->routing_key);
+  d.queue = queue;
+  auto content = ReadContent(channel_);
+  if (!content.ok()) return content.status().Annotate(what);
+  d.message = std::move(*content);
+  max_tag_ = std::max(max_tag_, d.delivery_tag);
+  ReleaseBuffers();
+  return std::optional<Delivery>(std::move(d));
+}
+
+Result<QueueInfo> RabbitmqSession::Inspect(const std::string& queue) {
+  amqp_queue_declare_t m{0, Bytes(queue), 1, 0, 0, 0, 0, amqp_empty_table};
+  auto reply = Rpc(channel_, AMQP_QUEUE_DECLARE_METHOD, &m, {AMQP_QUEUE_DECLARE_OK_METHOD},
+                   "inspecting queue " + Quote(queue));
+  if (!reply.ok()) return reply.status();
+  auto* ok = static_cast<amqp_queue_declare_ok_t*>(reply->decoded);
+  QueueInfo info{ok->message_count, ok->consumer_count};
+  ReleaseBuffers();
+  return info;
+}
+
+Status RabbitmqSession::Poll() {
+  for (;;) {
+    amqp_frame_t f;
+    auto got = WaitFrame(Steady::now(), &f);
+    if (!got.ok()) return got.status();
+    if (!*got) return Status::Ok();
+    Status st = Dispatch(f);
+    ReleaseBuffers();
+    if (!st.ok()) return st;
+  }
+}
+
+}  // namespace syncbus::amqp

@@ -1,0 +1,182 @@
+// Consuming on a real RabbitMQ 3.10: prefetch, requeue, deliveries interleaved with confirms,
+// broker-side consumer cancellation.
+#include <doctest/doctest.h>
+
+#include <set>
+#include <thread>
+
+#include "common/amqp/session_impl.h"
+#include "common/amqp/syncbus_topology.h"
+#include "tests/support/test_broker.h"
+
+namespace syncbus::amqp {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::ManagementApi;
+using testing::TestVhost;
+
+constexpr milliseconds kTimeout{10000};
+
+TestVhost NewVhost() {
+  auto vhost = TestVhost::Create();
+  REQUIRE_MESSAGE(vhost.ok(), vhost.status().ToString());
+  return std::move(*vhost);
+}
+
+Publication Work(const std::string& lane, const std::string& body) {
+  Publication p{kWorkExchange, lane, Message{}};
+  p.message.body = body;
+  p.message.message_id = body;
+  return p;
+}
+
+// Requeues reach a quorum queue asynchronously: poll its depth.
+bool WaitForDepth(Session& session, const std::string& queue, uint32_t depth) {
+  const auto deadline = std::chrono::steady_clock::now() + kTimeout;
+  for (;;) {
+    auto info = session.Inspect(queue);
+    if (info.ok() && info->messages == depth) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+}
+
+Delivery NextOrFail(Session& session, milliseconds timeout = kTimeout) {
+  auto d = session.Next(timeout);
+  REQUIRE_MESSAGE(d.ok(), d.status().ToString());
+  REQUIRE_MESSAGE(d->has_value(), "no delivery within the timeout");
+  return **d;
+}
+
+TEST_CASE("a consumer with prefetch N holds at most N unacked deliveries") {
+  TestVhost vhost = NewVhost();
+  RabbitmqSession session(vhost.Options("prefetch"));
+  REQUIRE(session.Connect().ok());
+  REQUIRE(session.Declare(SyncbusTopology()).ok());
+  const std::string work = WorkQueueName(Lane::kChange);
+  std::vector<Publication> batch;
+  for (int i = 0; i < 10; ++i) batch.push_back(Work("change", std::to_string(i)));
+  for (const auto& r : session.PublishAll(batch, kTimeout)) REQUIRE(r.ok());
+
+  auto tag = session.Consume(work, 3);
+  REQUIRE_MESSAGE(tag.ok(), tag.status().ToString());
+  std::vector<Delivery> held;
+  for (int i = 0; i < 3; ++i) held.push_back(NextOrFail(session));
+  CHECK(held[0].message.body == "0");
+  CHECK(held[0].consumer_tag == *tag);
+  CHECK(held[0].queue == work);
+  auto more = session.Next(milliseconds(1500));
+  REQUIRE(more.ok());
+  CHECK(!more->has_value());
+  CHECK(session.Inspect(work)->messages == 7);
+
+  REQUIRE(session.Ack(held[0].delivery_tag).ok());
+  Delivery next = NextOrFail(session);
+  CHECK(next.message.body == "3");
+  more = session.Next(milliseconds(500));
+  REQUIRE(more.ok());
+  CHECK(!more->has_value());
+}
+
+TEST_CASE("nack with requeue redelivers with the redelivered flag and a delivery count") {
+  TestVhost vhost = NewVhost();
+  RabbitmqSession session(vhost.Options("requeue"));
+  REQUIRE(session.Connect().ok());
+  REQUIRE(session.Declare(SyncbusTopology()).ok());
+  const std::string work = WorkQueueName(Lane::kResync);
+  REQUIRE(session.Publish(Work("resync", "again"), kTimeout).ok());
+  REQUIRE(session.Consume(work, 1).ok());
+  Delivery first = NextOrFail(session);
+  CHECK(!first.redelivered);
+  CHECK(!first.message.headers.contains("x-delivery-count"));  // set from the first return on
+  REQUIRE(session.Nack(first.delivery_tag, true).ok());
+  Delivery second = NextOrFail(session);
+  CHECK(second.message.body == "again");
+  CHECK(second.redelivered);
+  CHECK(second.message.headers.value("x-delivery-count", -1) == 1);
+  CHECK(second.delivery_tag != first.delivery_tag);
+  REQUIRE(session.Reject(second.delivery_tag, true).ok());
+  Delivery third = NextOrFail(session);
+  CHECK(third.redelivered);
+  CHECK(third.message.headers.value("x-delivery-count", -1) == 2);
+  REQUIRE(session.Ack(third.delivery_tag).ok());
+  CHECK(WaitForDepth(session, work, 0));
+}
+
+TEST_CASE("deliveries that arrive while waiting for confirms are kept for Next") {
+  TestVhost vhost = NewVhost();
+  RabbitmqSession session(vhost.Options("interleave"));
+  REQUIRE(session.Connect().ok());
+  REQUIRE(session.Declare(SyncbusTopology()).ok());
+  REQUIRE(session.Consume(WorkQueueName(Lane::kChange), 0).ok());
+
+  std::vector<Publication> batch;
+  for (int i = 0; i < 2000; ++i) batch.push_back(Work("change", std::to_string(i)));
+  for (const auto& r : session.PublishAll(batch, milliseconds(30000))) REQUIRE(r.ok());
+  std::set<std::string> seen;
+  for (int i = 0; i < 2000; ++i) {
+    Delivery d = NextOrFail(session);
+    seen.insert(d.message.body);
+    REQUIRE(session.Ack(d.delivery_tag).ok());
+  }
+  CHECK(seen.size() == 2000);
+  // Confirms that arrive while Next waits are taken in too.
+  CHECK(session.Publish(Work("change", "last"), kTimeout).ok());
+  CHECK(NextOrFail(session).message.body == "last");
+}
+
+TEST_CASE("deleting the consumed queue cancels the consumer: Next fails naming the queue") {
+  TestVhost vhost = NewVhost();
+  RabbitmqSession session(vhost.Options("cancel"));
+  REQUIRE(session.Connect().ok());
+  REQUIRE(session.Declare(SyncbusTopology()).ok());
+  const std::string work = WorkQueueName(Lane::kResync);
+  REQUIRE(session.Consume(work, 1).ok());
+  auto deleted = vhost.api().Call("DELETE", "/api/queues/" + ManagementApi::Escape(vhost.name()) +
+                                                "/" + ManagementApi::Escape(work));
+  REQUIRE(deleted.ok());
+  REQUIRE(deleted->status / 100 == 2);
+  auto next = session.Next(kTimeout);
+  CHECK(next.status().code() == Code::kUnavailable);
+  CHECK(next.status().message().find(work) != std::string::npos);
+  CHECK(!session.connected());
+
+  // Reconnecting and redeclaring brings the queue back.
+  REQUIRE(session.Connect().ok());
+  REQUIRE(session.Declare(SyncbusTopology()).ok());
+  CHECK(session.Consume(work, 1).ok());
+}
+
+TEST_CASE("cancelling our own consumer stops deliveries; Get and unknown queues") {
+  TestVhost vhost = NewVhost();
+  RabbitmqSession session(vhost.Options("get"));
+  REQUIRE(session.Connect().ok());
+  REQUIRE(session.Declare(SyncbusTopology()).ok());
+  const std::string work = WorkQueueName(Lane::kChange);
+  auto tag = session.Consume(work, 1);
+  REQUIRE(tag.ok());
+  REQUIRE(session.Cancel(*tag).ok());
+  REQUIRE(session.Publish(Work("change", "m"), kTimeout).ok());
+  auto none = session.Next(milliseconds(500));
+  REQUIRE(none.ok());
+  CHECK(!none->has_value());
+
+  auto got = session.Get(work);
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  CHECK((*got)->message.body == "m");
+  auto empty = session.Get(work);
+  REQUIRE(empty.ok());
+  CHECK(!empty->has_value());
+  CHECK((*got)->message.headers.value("x-delivery-count", -1) == 0);  // basic.get sets it
+  REQUIRE(session.Nack((*got)->delivery_tag, true).ok());
+  CHECK(WaitForDepth(session, work, 1));
+
+  CHECK(session.Consume("no-such-queue", 1).status().code() == Code::kNotFound);
+  CHECK(session.Get("no-such-queue").status().code() == Code::kNotFound);
+  CHECK(session.connected());
+}
+
+}  // namespace
+}  // namespace syncbus::amqp
