@@ -1,0 +1,68 @@
+#include <doctest/doctest.h>
+
+#include "common/amqp/syncbus_topology.h"
+#include "common/fake_clock.h"
+#include "common/sync_message.h"
+#include "consumer/retry_policy.h"
+
+using namespace syncbus;
+using namespace syncbus::consumer;
+using namespace std::chrono_literals;
+
+namespace {
+amqp::Delivery Fresh(const std::string& lane = "change") {
+  amqp::Delivery d;
+  d.routing_key = lane;
+  d.message.body = "{}";
+  d.message.headers = Json{{kAttemptHeader, 0}, {kLaneHeader, lane}, {kClusterHeader, "a/b"}};
+  return d;
+}
+}  // namespace
+
+TEST_CASE("attempts walk the tiers, then the dead-letter queue") {
+  FakeClock clock;
+  RetryPolicy policy{{5s, 30s, 120s, 360s}, 6};
+  amqp::Delivery d = Fresh("resync");
+  std::vector<std::string> tiers;
+  for (int i = 0; i < 5; ++i) {
+    amqp::Publication p = NextAttempt(d, policy, "connection refused", false, clock.WallNow());
+    REQUIRE(p.exchange == amqp::kRetryExchange);
+    CHECK(p.routing_key == "resync");   // back to its own lane
+    CHECK(AttemptOf(p.message) == i + 1);
+    tiers.push_back(p.message.headers[amqp::kRetryTierHeader]);
+    d.message = p.message;
+    clock.Advance(1min);
+  }
+  CHECK(tiers == std::vector<std::string>{"5s", "30s", "2m", "6m", "6m"});
+  CHECK(d.message.headers[kFirstFailureHeader] == "2026-01-01T00:00:00Z");   // kept from the first failure
+  amqp::Publication last = NextAttempt(d, policy, "still refused", false, clock.WallNow());
+  CHECK(last.exchange == amqp::kDeadExchange);
+  CHECK(last.message.headers[kDeadReasonHeader] == "max-attempts");
+  CHECK(last.message.headers[kLastErrorHeader] == "still refused");
+  CHECK_FALSE(last.message.headers.contains(amqp::kRetryTierHeader));
+}
+
+TEST_CASE("permanent failures go straight to the slow tier") {
+  FakeClock clock;
+  RetryPolicy policy{{5s, 30s, 120s, 360s}, 8};
+  auto p = NextAttempt(Fresh(), policy, "422 Invalid", true, clock.WallNow());
+  CHECK(p.message.headers[amqp::kRetryTierHeader] == "6m");
+}
+
+TEST_CASE("error headers are short, single-line and never carry tokens") {
+  std::string e = SanitizeError("401 Unauthorized\nAuthorization: Bearer abc.def.ghi rejected");
+  CHECK(e.find('\n') == std::string::npos);
+  CHECK(e.find("abc.def") == std::string::npos);
+  CHECK(e.find("<redacted>") != std::string::npos);
+  CHECK(SanitizeError(std::string(2000, 'e')).size() <= kMaxErrorHeaderBytes);
+}
+
+TEST_CASE("undecodable messages are parked with their reason") {
+  FakeClock clock;
+  amqp::Delivery d = Fresh();
+  d.message.headers = Json::object();   // a foreign message: no syncbus headers at all
+  auto p = DeadLetter(d, "undecodable", "sync request: body is not valid JSON", clock.WallNow());
+  CHECK(p.exchange == amqp::kDeadExchange);
+  CHECK(p.message.headers[kDeadReasonHeader] == "undecodable");
+  CHECK(p.message.headers[kLastErrorHeader] == "sync request: body is not valid JSON");
+}
