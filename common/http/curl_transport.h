@@ -1,0 +1,57 @@
+// CurlTransport: the real http::Transport on libcurl multi, driven by one event-loop thread (epoll
+// + curl_multi_socket_action), so thousands of requests share one thread and a pool of kept-alive
+// connections (HTTP/2 multiplexing over TLS when the server offers it). Thread-safe; callbacks run
+// on the loop thread. Destroying it cancels every request (callbacks get kCancelled) and joins;
+// it must not be destroyed from one of its own callbacks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "common/http/transport.h"
+#include "common/status.h"
+
+namespace syncbus::http {
+
+class CurlTransport final : public Transport {
+ public:
+  struct Options {
+    long max_host_connections = 0;   // per host:port; 0 = unlimited (extra requests queue)
+    long max_total_connections = 0;  // 0 = unlimited (extra requests queue)
+    std::chrono::milliseconds connect_timeout{10000};
+    std::chrono::seconds keepalive_idle{30};  // TCP keepalive probes after this idle time
+    std::chrono::seconds keepalive_interval{10};
+    bool http2 = true;  // negotiate HTTP/2 over TLS (ALPN) and multiplex on it
+  };
+  struct Stats {
+    uint64_t completed = 0;    // requests and streams that ended (any outcome)
+    uint64_t connections = 0;  // connections opened (a reused connection does not count)
+    uint64_t in_flight = 0;    // submitted and not yet ended
+  };
+
+  // Also raises this process's RLIMIT_NOFILE soft limit to the hard limit (thousands of sockets).
+  static Result<std::unique_ptr<CurlTransport>> Create(const Options& options);
+  ~CurlTransport() override;
+  CurlTransport(const CurlTransport&) = delete;
+  CurlTransport& operator=(const CurlTransport&) = delete;
+
+  // Errors: connection refused/reset, DNS failures, TLS handshake failures -> kUnavailable;
+  // timeouts -> kTimeout; peer verification failures -> kUnauthorized; unusable local TLS
+  // material or URL -> kInvalidArgument; shutdown -> kCancelled. Messages carry curl's text.
+  void Send(Request request, DoneCallback done) override;
+  // Cancel() (or destroying the handle) from a thread other than the loop thread returns once
+  // the stream's on_done has run: no callback of that stream runs afterwards. From the loop
+  // thread (inside a callback) it only requests the cancellation.
+  std::unique_ptr<StreamHandle> Stream(Request request, StreamCallbacks callbacks) override;
+
+  Stats stats() const;
+
+ private:
+  class Loop;
+  class LoopStreamHandle;
+  explicit CurlTransport(std::shared_ptr<Loop> loop);
+  std::shared_ptr<Loop> loop_;
+};
+
+}  // namespace syncbus::http
