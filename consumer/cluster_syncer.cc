@@ -136,9 +136,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request) {
       log::Warn("ignoring invalid SyncSet", {{"cluster", key}, {"error", ss.status().message()}});
       continue;
     }
-    bool refs = std::find(ss->cluster_deployment_refs.begin(), ss->cluster_deployment_refs.end(),
-                          cd->meta.name) != ss->cluster_deployment_refs.end();
-    if (refs && !ss->meta.deleting) syncsets.push_back(std::move(*ss));
+    if (!ss->meta.deleting && hive::AppliesTo(*ss, *cd)) syncsets.push_back(std::move(*ss));
   }
   for (const auto& item : sss_list->items) {
     auto sss = hive::SelectorSyncSet::FromJson(item);
@@ -146,7 +144,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request) {
       log::Warn("ignoring invalid SelectorSyncSet", {{"cluster", key}, {"error", sss.status().message()}});
       continue;
     }
-    if (!sss->meta.deleting && sss->selector.Matches(cd->meta.labels)) selector_syncsets.push_back(std::move(*sss));
+    if (!sss->meta.deleting && hive::AppliesTo(*sss, *cd)) selector_syncsets.push_back(std::move(*sss));
   }
   auto by_name = [](const auto& a, const auto& b) { return a.meta.name < b.meta.name; };
   std::sort(syncsets.begin(), syncsets.end(), by_name);

@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/hive/desired_state.h"
 #include "common/hive/types.h"
 
 namespace syncbus::consumer {
 
-enum class SetKind { kSyncSet, kSelectorSyncSet };
+using hive::SetKind;
 
 inline constexpr size_t kMaxFailureMessageBytes = 1024;
 

@@ -209,7 +209,7 @@ void HubCache::Plan(const std::vector<std::string>& cluster_keys,
       for (auto it = syncsets_.lower_bound(prefix); it != syncsets_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
         ns_sets.push_back(&it->second);
       }
-      view.desired = ComputeDesired(cd->second, ns_sets, all_sss);
+      view.desired = hive::ComputeDesired(cd->second, ns_sets, all_sss);
     }
     if (auto s = statuses_.find(key); s != statuses_.end()) view.status = &s->second;
     if (auto l = leases_.find(key); l != leases_.end()) view.lease = &l->second;

@@ -15,7 +15,7 @@
 
 #include "common/hive/types.h"
 #include "common/json.h"
-#include "publisher/desired_state.h"
+#include "common/hive/desired_state.h"
 
 namespace syncbus::publisher {
 
@@ -28,7 +28,7 @@ struct ClusterView {
   const hive::ClusterDeployment* cd = nullptr;   // null: the cluster no longer exists
   const hive::ClusterSync* status = nullptr;
   const hive::ClusterSyncLease* lease = nullptr;
-  DesiredState desired;
+  hive::DesiredState desired;
 };
 
 class HubCache {

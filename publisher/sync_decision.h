@@ -10,9 +10,13 @@
 
 #include "common/clock.h"
 #include "common/hive/types.h"
-#include "publisher/desired_state.h"
+#include "common/hive/desired_state.h"
 
 namespace syncbus::publisher {
+
+using hive::DesiredSet;
+using hive::DesiredState;
+using hive::SetKind;
 
 enum class NeedKind {
   kNone,          // in sync (or skipped): nothing to send

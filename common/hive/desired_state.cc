@@ -1,10 +1,10 @@
-#include "publisher/desired_state.h"
+#include "common/hive/desired_state.h"
 
 #include <algorithm>
 
 #include "common/digest.h"
 
-namespace syncbus::publisher {
+namespace syncbus::hive {
 
 bool AppliesTo(const hive::SyncSet& ss, const hive::ClusterDeployment& cd) {
   if (ss.meta.ns != cd.meta.ns) return false;
@@ -52,4 +52,4 @@ DesiredState ComputeDesired(const hive::ClusterDeployment& cd,
   return d;
 }
 
-}  // namespace syncbus::publisher
+}  // namespace syncbus::hive

@@ -9,7 +9,7 @@
 
 #include "common/hive/types.h"
 
-namespace syncbus::publisher {
+namespace syncbus::hive {
 
 enum class SetKind { kSyncSet, kSelectorSyncSet };
 
@@ -41,4 +41,4 @@ DesiredState ComputeDesired(const hive::ClusterDeployment& cd,
 bool AppliesTo(const hive::SyncSet& ss, const hive::ClusterDeployment& cd);
 bool AppliesTo(const hive::SelectorSyncSet& sss, const hive::ClusterDeployment& cd);
 
-}  // namespace syncbus::publisher
+}  // namespace syncbus::hive

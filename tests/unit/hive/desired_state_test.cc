@@ -1,10 +1,10 @@
 #include <doctest/doctest.h>
 
-#include "publisher/desired_state.h"
+#include "common/hive/desired_state.h"
 
 using namespace syncbus;
 using namespace syncbus::hive;
-using namespace syncbus::publisher;
+
 
 namespace {
 
