@@ -4,75 +4,13 @@
 #include <limits>
 #include <string_view>
 
+#include "common/base64.h"
+
 namespace syncbus::amqp {
 namespace {
 
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxShortString = 255;
-constexpr char kBase64Alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string Base64Encode(std::string_view in) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t n = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    out += kBase64Alphabet[(n >> 18) & 63];
-    out += kBase64Alphabet[(n >> 12) & 63];
-    out += kBase64Alphabet[(n >> 6) & 63];
-    out += kBase64Alphabet[n & 63];
-  }
-  if (i + 1 == in.size()) {
-    uint32_t n = uint8_t(in[i]) << 16;
-    out += kBase64Alphabet[(n >> 18) & 63];
-    out += kBase64Alphabet[(n >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == in.size()) {
-    uint32_t n = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += kBase64Alphabet[(n >> 18) & 63];
-    out += kBase64Alphabet[(n >> 12) & 63];
-    out += kBase64Alphabet[(n >> 6) & 63];
-    out += '=';
-  }
-  return out;
-}
-
-int Base64Digit(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-
-Result<std::string> Base64Decode(std::string_view in) {
-  if (in.size() % 4 != 0) return InvalidArgument("base64 length is not a multiple of 4");
-  std::string out;
-  out.reserve(in.size() / 4 * 3);
-  for (size_t i = 0; i < in.size(); i += 4) {
-    bool last = i + 4 == in.size();
-    int pad = 0;
-    uint32_t n = 0;
-    for (size_t j = 0; j < 4; ++j) {
-      char c = in[i + j];
-      if (c == '=' && last && j >= 2) {
-        ++pad;
-        n <<= 6;
-        continue;
-      }
-      int d = Base64Digit(c);
-      if (d < 0 || pad > 0) return InvalidArgument("invalid base64");
-      n = (n << 6) | uint32_t(d);
-    }
-    out += char((n >> 16) & 0xff);
-    if (pad < 2) out += char((n >> 8) & 0xff);
-    if (pad < 1) out += char(n & 0xff);
-  }
-  return out;
-}
-
 bool IsValidUtf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
@@ -158,8 +96,8 @@ class Encoder {
     }
     if (tag == kBytesTag) {
       if (!v.is_string()) return InvalidArgument("$bytes must be a base64 string");
-      auto raw = Base64Decode(v.get_ref<const std::string&>());
-      if (!raw.ok()) return raw.status().Annotate("$bytes");
+      auto raw = DecodeBase64(v.get_ref<const std::string&>());
+      if (!raw) return InvalidArgument("$bytes is not valid base64");
       out->kind = AMQP_FIELD_KIND_BYTES;
       out->value.bytes = Bytes(*raw);
       return Status::Ok();
@@ -285,9 +223,9 @@ Result<Json> DecodeValue(const amqp_field_value_t& v, int depth) {
     case AMQP_FIELD_KIND_UTF8: {
       std::string_view s = View(v.value.bytes);
       if (IsValidUtf8(s)) return Json(std::string(s));
-      return Json{{kBytesTag, Base64Encode(s)}};
+      return Json{{kBytesTag, EncodeBase64(s)}};
     }
-    case AMQP_FIELD_KIND_BYTES: return Json{{kBytesTag, Base64Encode(View(v.value.bytes))}};
+    case AMQP_FIELD_KIND_BYTES: return Json{{kBytesTag, EncodeBase64(View(v.value.bytes))}};
     case AMQP_FIELD_KIND_TIMESTAMP: return TimestampValue(static_cast<int64_t>(v.value.u64));
     case AMQP_FIELD_KIND_VOID: return Json(nullptr);
     case AMQP_FIELD_KIND_TABLE: return DecodeTable(v.value.table, depth + 1);

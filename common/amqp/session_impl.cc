@@ -2,13 +2,13 @@
 
 #include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
-#include <spdlog/spdlog.h>
 #include <sys/time.h>
 
 #include <algorithm>
 #include <utility>
 
 #include "common/amqp/field_table.h"
+#include "common/log.h"
 
 namespace syncbus::amqp {
 namespace {
@@ -118,7 +118,8 @@ Message DecodeProperties(const amqp_basic_properties_t& p) {
     if (headers.ok()) {
       m.headers = std::move(*headers);
     } else {
-      spdlog::warn("AMQP: dropping undecodable message headers: {}", headers.status().ToString());
+      log::Warn("amqp: dropping undecodable message headers",
+                {{"error", headers.status().message()}});
     }
   }
   return m;
@@ -242,8 +243,10 @@ Status RabbitmqSession::Connect() {
                          : milliseconds(1000);
   connected_ = true;
   if (Status st = OpenChannel(); !st.ok()) return Drop(st);
-  spdlog::info("AMQP connection {} to {} vhost {} open (heartbeat {} s)",
-               options_.connection_name, where, options_.vhost, heartbeat);
+  log::Info("amqp: connection open", {{"connection", options_.connection_name},
+                                      {"broker", where},
+                                      {"vhost", options_.vhost},
+                                      {"heartbeat_s", heartbeat}});
   return Status::Ok();
 }
 
@@ -275,7 +278,8 @@ void RabbitmqSession::ResetChannelState() {
 
 Status RabbitmqSession::Drop(Status why) {
   if (conn_) {
-    spdlog::warn("AMQP connection {} lost: {}", options_.connection_name, why.ToString());
+    log::Warn("amqp: connection lost",
+              {{"connection", options_.connection_name}, {"error", why.ToString()}});
   }
   conn_.reset();
   connected_ = false;
@@ -377,13 +381,13 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
         auto* m = static_cast<amqp_connection_blocked_t*>(method.decoded);
         blocked_ = true;
         blocked_reason_ = Str(m->reason);
-        spdlog::warn("AMQP connection {} blocked by the broker: {}", options_.connection_name,
-                     blocked_reason_);
+        log::Warn("amqp: connection blocked by the broker",
+                  {{"connection", options_.connection_name}, {"reason", blocked_reason_}});
         return Status::Ok();
       }
       case AMQP_CONNECTION_UNBLOCKED_METHOD:
         blocked_ = false;
-        spdlog::info("AMQP connection {} unblocked", options_.connection_name);
+        log::Info("amqp: connection unblocked", {{"connection", options_.connection_name}});
         return Status::Ok();
       default:
         return Status::Ok();
@@ -441,7 +445,8 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
       if (it != consumers_.end()) consumers_.erase(it);
       cancelled_ = Unavailable("consumer " + tag + " on queue " + Quote(queue) +
                                " was cancelled by the broker (queue deleted or moved)");
-      spdlog::warn("AMQP connection {}: {}", options_.connection_name, cancelled_->message());
+      log::Warn("amqp: consumer cancelled by the broker",
+                {{"connection", options_.connection_name}, {"error", cancelled_->message()}});
       return Status::Ok();
     }
     case AMQP_CHANNEL_FLOW_METHOD: {
@@ -459,8 +464,8 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
       if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, "acknowledging channel.close"));
       if (batch_ != nullptr) batch_->Abort(why);
       if (!closing_) {
-        spdlog::info("AMQP connection {}: {}; reopening the channel", options_.connection_name,
-                     why.message());
+        log::Info("amqp: reopening the channel after a channel error",
+                  {{"connection", options_.connection_name}, {"error", why.message()}});
         Status restored = RestoreChannel();
         if (!restored.ok()) return restored;
       }
