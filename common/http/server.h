@@ -7,7 +7,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/http/types.h"
 #include "common/status.h"
@@ -20,11 +22,14 @@ struct ServerRequest {
   std::string query;           // raw query string (after '?'), percent-encoded
   Headers headers;
   std::string body;
-  // The first value of query parameter `name`, percent-decoded.
+  // The first value of query parameter `name`, percent-decoded ('+' is a space).
   std::optional<std::string> QueryParam(std::string_view name) const;
 };
 
 // Answers one request: either Respond() once, or StartStream() + WriteChunk()* + EndStream().
+// Calls are applied in the order they were made (per writer), whichever threads make them; calls
+// after the answer is complete or the connection is gone do nothing. A writer dropped without an
+// answer leaves the request pending until the client gives up (or the server stops).
 class ResponseWriter {
  public:
   virtual ~ResponseWriter() = default;
@@ -35,7 +40,9 @@ class ResponseWriter {
   virtual void EndStream() = 0;
   // Drops the connection without a response (fault injection: "connection reset").
   virtual void Abort() = 0;
-  // `callback` runs once, on the loop thread, if the client disconnects before the end.
+  // `callback` runs once, on the loop thread, if the connection goes away before the answer is
+  // complete: the client disconnected, Abort() was called, or the server stopped. Registered after
+  // that has happened, it still runs (soon, on the loop thread); after a complete answer, never.
   virtual void OnClientClose(std::function<void()> callback) = 0;
 };
 
@@ -47,15 +54,20 @@ class Server {
     std::string host = "127.0.0.1";
     int port = 0;                       // 0 = pick a free port (see port())
     int threads = 1;                    // event-loop threads sharing the listening socket
-    size_t max_body_bytes = 16 << 20;
+    size_t max_body_bytes = 16 << 20;   // larger request bodies are answered 413
+    // A connection that stays idle (or does not read what we write) this long is closed.
+    std::chrono::seconds io_timeout{300};
   };
   virtual ~Server() = default;
   static Result<std::unique_ptr<Server>> Start(const Options& options, Handler handler);
 
   virtual int port() const = 0;
-  // Runs `fn` on a loop thread after `delay` (latency injection, deferred answers).
+  // Runs `fn` on a loop thread after `delay` (latency injection, deferred answers): the calling
+  // loop's thread when called from one, else the first loop. Timers fire in deadline order; a zero
+  // delay queues `fn` behind work already queued. Dropped (never run) once the server stops.
   virtual void RunAfter(std::chrono::milliseconds delay, std::function<void()> fn) = 0;
-  // Stops accepting, closes every connection, joins the loop threads. Idempotent.
+  // Stops accepting, closes every connection, joins the loop threads. Idempotent. Must not be
+  // called from a loop thread.
   virtual void Stop() = 0;
 };
 
