@@ -1,7 +1,11 @@
 // syncbus-publisher: watches the hub and enqueues one sync request per cluster that needs one.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
+#include <random>
 
 #include "common/admin_server.h"
 #include "common/amqp/session_impl.h"
@@ -11,6 +15,20 @@
 #include "common/kube/client_impl.h"
 #include "common/log.h"
 #include "publisher/publisher_app.h"
+
+namespace {
+
+// The pod name (or host name) plus a random suffix: unique even for two processes on one host.
+std::string ElectionIdentity() {
+  const char* pod = std::getenv("POD_NAME");
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "_%08x", static_cast<unsigned>(std::random_device{}()));
+  return std::string(pod && *pod ? pod : host) + suffix;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace syncbus;
@@ -39,7 +57,7 @@ int main(int argc, char** argv) {
   amqp_options.connection_name = "syncbus-publisher";
   publisher::PublisherApp app(*config, {std::make_shared<kube::ClientImpl>(*hub_config, shared_transport),
                                         [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
-                                        &RealClock(), registry});
+                                        &RealClock(), registry, ElectionIdentity()});
   std::unique_ptr<AdminServer> admin;
   if (config->admin.port >= 0) {
     auto started = AdminServer::Start(config->admin, registry, {nullptr, [&app] { return app.ready(); }});

@@ -197,6 +197,12 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
 
 Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
   if (batch.empty()) return Status::Ok();
+  if (options_.may_publish && !options_.may_publish()) {
+    for (const auto& item : batch) pending_.insert(item.key);
+    stats.deferred += batch.size();
+    batch.clear();
+    return Status(Code::kCancelled, "not the leader any more");
+  }
   std::vector<amqp::Publication> pubs;
   pubs.reserve(batch.size());
   WallTime wall = clock_.WallNow();

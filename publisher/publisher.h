@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -36,6 +37,9 @@ struct PublisherOptions {
   std::chrono::milliseconds tick{std::chrono::milliseconds(500)};
   size_t batch_size = 500;            // publishes pipelined per confirm wait
   std::string app_id = "syncbus-publisher";
+  // Checked right before every publish: a leader whose lease lapsed must not publish, even in
+  // the middle of a round. Null = always allowed.
+  std::function<bool()> may_publish;
 };
 
 struct ReconcileStats {

@@ -9,6 +9,7 @@
 #include "common/kube/reflector.h"
 #include "common/log.h"
 #include "common/random.h"
+#include "publisher/leader_elector.h"
 #include "publisher/publisher.h"
 
 namespace syncbus::publisher {
@@ -33,7 +34,13 @@ class CacheFeeder final : public kube::ReflectorHandler {
 }  // namespace
 
 PublisherApp::PublisherApp(Config config, PublisherDeps deps)
-    : config_(std::move(config)), deps_(std::move(deps)) {}
+    : config_(std::move(config)),
+      deps_(std::move(deps)),
+      leader_gauge_(&prometheus::BuildGauge()
+                         .Name("syncbus_publisher_leader")
+                         .Help("1 while this replica holds the leader lease and may publish")
+                         .Register(*deps_.registry)
+                         .Add({})) {}
 
 Status PublisherApp::ready() const {
   if (!cache_.synced()) return Unavailable("hub cache not synced yet");
@@ -76,13 +83,43 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
   options.max_publish_rate = config_.publisher.max_publish_rate;
   options.max_outstanding = static_cast<size_t>(config_.publisher.max_outstanding);
   options.outstanding_timeout = config_.publisher.outstanding_timeout;
+  std::unique_ptr<LeaderElector> elector;
+  std::thread election;
+  const auto& le = config_.publisher.leader_election;
+  if (le.enabled) {
+    elector = std::make_unique<LeaderElector>(*deps_.hub, le, deps_.identity, clock);
+    options.may_publish = [&elector] { return elector->is_leader(); };
+    election = std::thread([&] {
+      while (!stop.load()) {
+        leader_gauge_->Set(elector->Tick() ? 1 : 0);
+        SleepUnlessStopped(le.retry_period, stop);
+      }
+    });
+  } else {
+    leader_gauge_->Set(1);
+  }
+
   Backoff backoff({}, RealRandom());
   // One session object for the process: Connect() re-opens it after a failure, and the
   // publisher keeps its outstanding/pending state across reconnects.
   std::unique_ptr<amqp::Session> session = deps_.new_session();
   Publisher publisher(options, cache_, *session, clock, *deps_.registry);
   bool startup = true;
+  bool leading = false;
   while (!stop.load()) {
+    if (elector && !elector->is_leader()) {
+      if (leading) {
+        log::Warn("not the leader any more: stopped publishing");
+        publisher.Reset();   // the next leader recomputes everything from its own cache
+        leading = false;
+      }
+      cache_.TakeDirty(options.tick);   // stay warm; decisions wait for leadership
+      continue;
+    }
+    if (!leading) {
+      leading = true;
+      startup = true;   // a new leader compares the whole fleet (without a storm: only what is needed)
+    }
     if (!session->connected()) {
       connected_.store(false);
       Status connected = session->Connect();
@@ -101,6 +138,7 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     std::vector<std::string> keys = startup ? cache_.AllClusterKeys() : cache_.TakeDirty(options.tick);
     auto stats = publisher.Reconcile(keys, startup);
     if (!stats.ok()) {
+      if (stats.status().code() == Code::kCancelled) continue;   // lost the lease mid-round
       // Nothing is lost: unconfirmed clusters stay pending in the publisher.
       log::Warn("publishing failed; reconnecting", {{"error", stats.status().message()}});
       session->Close();
@@ -110,7 +148,13 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     startup = false;
   }
   connected_.store(false);
-  session->Close();
+  session->Close();   // every confirm was awaited inside Reconcile: nothing left to flush
+  if (election.joinable()) election.join();
+  if (elector) {
+    Status released = elector->Release();
+    if (!released.ok()) log::Warn("could not release the lease", {{"error", released.message()}});
+  }
+  leader_gauge_->Set(0);
   cache_.Wake();
   for (auto& r : reflectors) r->Stop();
   return Status::Ok();

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 
+#include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
 #include "common/amqp/session.h"
@@ -23,6 +24,7 @@ struct PublisherDeps {
   std::function<std::unique_ptr<amqp::Session>()> new_session;
   Clock* clock = nullptr;
   std::shared_ptr<prometheus::Registry> registry;
+  std::string identity;   // leader-election identity (pod name + a unique suffix)
 };
 
 class PublisherApp {
@@ -38,6 +40,7 @@ class PublisherApp {
   PublisherDeps deps_;
   HubCache cache_;
   std::atomic<bool> connected_{false};
+  prometheus::Gauge* leader_gauge_;
 };
 
 }  // namespace syncbus::publisher

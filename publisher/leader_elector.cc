@@ -1,0 +1,124 @@
+#include "publisher/leader_elector.h"
+
+#include "common/log.h"
+#include "common/time_format.h"
+
+namespace syncbus::publisher {
+namespace {
+
+std::string MicroTime(WallTime t) {
+  // metav1.MicroTime: RFC 3339 with microseconds.
+  std::string ms = FormatRfc3339Millis(t);   // ...SS.mmmZ
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count() % 1000;
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%03lld", static_cast<long long>(micros));
+  return ms.substr(0, ms.size() - 1) + buf + "Z";
+}
+
+}  // namespace
+
+LeaderElector::LeaderElector(kube::Client& client, LeaderElectionConfig config, std::string identity, Clock& clock)
+    : client_(client), config_(std::move(config)), identity_(std::move(identity)), clock_(clock) {}
+
+bool LeaderElector::is_leader() const {
+  int64_t renewed = renewed_at_ns_.load();
+  if (renewed < 0) return false;
+  auto since = clock_.Now().time_since_epoch() - std::chrono::nanoseconds(renewed);
+  return since < config_.renew_deadline;
+}
+
+Json LeaderElector::LeaseFor(const Json& existing, bool take_over) const {
+  std::string now = MicroTime(clock_.WallNow());
+  Json lease = existing.is_object() ? existing : Json::object();
+  lease["apiVersion"] = "coordination.k8s.io/v1";
+  lease["kind"] = "Lease";
+  lease["metadata"]["name"] = config_.name;
+  lease["metadata"]["namespace"] = config_.ns;
+  Json& spec = lease["spec"];
+  if (!spec.is_object()) spec = Json::object();
+  int64_t transitions = spec.value("leaseTransitions", 0);
+  if (take_over) {
+    spec["acquireTime"] = now;
+    if (spec.value("holderIdentity", "") != identity_ && existing.is_object()) ++transitions;
+  }
+  spec["holderIdentity"] = identity_;
+  spec["leaseDurationSeconds"] =
+      std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(config_.lease_duration).count());
+  spec["renewTime"] = now;
+  spec["leaseTransitions"] = transitions;
+  return lease;
+}
+
+bool LeaderElector::Tick() {
+  const kube::Resource& leases = kube::resources::kLeases;
+  auto current = client_.Get(kube::Object(leases, config_.ns, config_.name));
+  SteadyTime now = clock_.Now();
+  if (!current.ok()) {
+    if (current.status().code() != Code::kNotFound) {
+      log::Warn("leader election: cannot read the lease", {{"error", current.status().message()}});
+      return is_leader();
+    }
+    auto created = client_.Create(kube::Collection(leases, config_.ns), LeaseFor(nullptr, true));
+    if (created.ok()) {
+      renewed_at_ns_.store(std::chrono::nanoseconds(now.time_since_epoch()).count());
+      held_ = true;
+      ++transitions_;
+      log::Info("leader election: acquired a new lease", {{"identity", identity_}});
+    }
+    return is_leader();
+  }
+  const Json& spec = (*current).contains("spec") ? (*current)["spec"] : Json::object();
+  std::string holder = spec.value("holderIdentity", "");
+  std::string record = holder + "|" + spec.value("renewTime", "");
+  if (record != observed_record_) {
+    observed_record_ = record;
+    observed_at_ = now;
+  }
+  bool mine = holder == identity_;
+  if (!mine && !holder.empty()) {
+    auto duration = std::chrono::seconds(spec.value("leaseDurationSeconds", 15));
+    if (now - observed_at_ < duration) {
+      if (held_) log::Warn("leader election: lost the lease", {{"holder", holder}});
+      held_ = false;
+      renewed_at_ns_.store(-1);
+      return false;
+    }
+  }
+  auto written = client_.Update(kube::Object(leases, config_.ns, config_.name), LeaseFor(*current, !mine));
+  if (!written.ok()) {
+    // Someone else renewed or took it in between (409), or the hub is unreachable: leadership
+    // lapses by itself once renewDeadline passes without a renewal.
+    log::Debug("leader election: renew failed", {{"error", written.status().message()}});
+    return is_leader();
+  }
+  if (!mine) {
+    ++transitions_;
+    log::Info("leader election: became leader", {{"identity", identity_}, {"previous", holder}});
+  }
+  held_ = true;
+  const Json& new_spec = (*written)["spec"];
+  observed_record_ = identity_ + "|" + new_spec.value("renewTime", "");
+  observed_at_ = now;
+  renewed_at_ns_.store(std::chrono::nanoseconds(now.time_since_epoch()).count());
+  return true;
+}
+
+Status LeaderElector::Release() {
+  if (!held_) return Status::Ok();
+  const kube::Resource& leases = kube::resources::kLeases;
+  auto current = client_.Get(kube::Object(leases, config_.ns, config_.name));
+  if (!current.ok()) return current.status();
+  if ((*current)["spec"].value("holderIdentity", "") != identity_) return Status::Ok();
+  Json lease = *current;
+  lease["spec"]["holderIdentity"] = "";
+  lease["spec"]["leaseDurationSeconds"] = 1;
+  lease["spec"]["renewTime"] = MicroTime(clock_.WallNow());
+  auto written = client_.Update(kube::Object(leases, config_.ns, config_.name), lease);
+  renewed_at_ns_.store(-1);
+  held_ = false;
+  if (!written.ok()) return written.status().Annotate("releasing the lease");
+  log::Info("leader election: released the lease", {{"identity", identity_}});
+  return Status::Ok();
+}
+
+}  // namespace syncbus::publisher

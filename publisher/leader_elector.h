@@ -1,0 +1,47 @@
+// LeaderElector: leader election on a coordination.k8s.io/v1 Lease with client-go's rules —
+// acquire when the lease is free or its holder has not renewed within leaseDuration (measured
+// on this process's clock from when the record was last seen to change, so clock skew between
+// replicas does not matter), renew every retryPeriod, and consider leadership lost as soon as no
+// renewal succeeded for renewDeadline (< leaseDuration), i.e. before anyone else can acquire.
+// Not thread-safe: one thread calls Tick(); is_leader() may be read from others.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/kube/client.h"
+
+namespace syncbus::publisher {
+
+class LeaderElector {
+ public:
+  LeaderElector(kube::Client& client, LeaderElectionConfig config, std::string identity, Clock& clock);
+
+  // One acquire-or-renew attempt (one or two API calls). Returns is_leader() afterwards.
+  bool Tick();
+  // True while the last successful renewal is younger than renewDeadline.
+  bool is_leader() const;
+  // Gives the lease up (holder cleared) so a standby takes over at once. Only if we hold it.
+  Status Release();
+
+  const std::string& identity() const { return identity_; }
+  uint64_t transitions() const { return transitions_.load(); }
+
+ private:
+  Json LeaseFor(const Json& existing, bool take_over) const;
+
+  kube::Client& client_;
+  LeaderElectionConfig config_;
+  std::string identity_;
+  Clock& clock_;
+
+  std::string observed_record_;         // holder + renewTime last seen
+  SteadyTime observed_at_{};            // when observed_record_ last changed (our clock)
+  std::atomic<int64_t> renewed_at_ns_{-1};   // steady ns of our last successful renew; -1 none
+  bool held_ = false;                   // we wrote the current record
+  std::atomic<uint64_t> transitions_{0};
+};
+
+}  // namespace syncbus::publisher
