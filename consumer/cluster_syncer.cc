@@ -60,9 +60,17 @@ ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, TargetCli
                          .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                                                           0.5, 1, 2.5, 5, 10, 30})) {}
 
-ClusterSyncer::SetResult ClusterSyncer::ApplySet(const SetWork& set, const Target& target) {
+ClusterSyncer::SetResult ClusterSyncer::ApplySet(const SetWork& set, const Target& target,
+                                                 const SyncFence& fence) {
   SetResult result;
   for (size_t i = 0; i < set.spec->resources.size(); ++i) {
+    if (fence) {
+      if (Status owned = fence(); !owned.ok()) {
+        result.success = false;
+        result.failure = owned.message();
+        return result;
+      }
+    }
     Json obj = set.spec->resources[i];
     std::string api_version = obj.value("apiVersion", "");
     std::string kind = obj.value("kind", "");
@@ -104,7 +112,7 @@ ClusterSyncer::SetResult ClusterSyncer::ApplySet(const SetWork& set, const Targe
   return result;
 }
 
-Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request) {
+Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFence& fence) {
   const std::string key = request.ClusterKey();
   SyncOutcome outcome;
   auto cd_json = hub_.Get(kube::Object(res::kClusterDeployments, request.cluster_namespace, request.cluster_name));
@@ -206,7 +214,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request) {
       if (work[i].needs_apply) order.push_back(i);
     }
     auto launch = [&](size_t idx) {
-      running[idx] = std::async(std::launch::async, [this, &work, idx, t = *target] { return ApplySet(work[idx], t); });
+      running[idx] = std::async(std::launch::async, [this, &work, &fence, idx, t = *target] { return ApplySet(work[idx], t, fence); });
     };
     for (; next < order.size() && next < limit; ++next) launch(order[next]);
     for (size_t done = 0; done < order.size(); ++done) {
@@ -225,6 +233,9 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request) {
         outcome.transient = outcome.failed_sets.size() == 1 ? r.transient : (outcome.transient && r.transient);
       }
     }
+  }
+  if (fence) {
+    if (Status owned = fence(); !owned.ok()) return owned;   // another consumer owns it now
   }
   Status stored = StoreStatus(*cd, outcomes);
   if (!stored.ok()) return stored;

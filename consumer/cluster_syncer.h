@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct SyncOutcome {
   bool transient = false;              // every failure may heal by itself (retry soon)
 };
 
+// Checked before every write (to a target or to the hub): a non-OK status means this process
+// no longer owns the cluster (its per-cluster lease was lost) and must stop writing at once.
+using SyncFence = std::function<Status()>;
+
 class ClusterSyncer {
  public:
   ClusterSyncer(SyncerOptions options, kube::Client& hub, TargetClients& targets, Clock& clock,
@@ -49,7 +54,7 @@ class ClusterSyncer {
 
   // Errors are failures to read the hub or store the status (the request must be retried);
   // apply failures on the target are recorded in the status and reported in the outcome.
-  Result<SyncOutcome> Sync(const SyncRequest& request);
+  Result<SyncOutcome> Sync(const SyncRequest& request, const SyncFence& fence = nullptr);
 
  private:
   struct SetWork {
@@ -67,7 +72,7 @@ class ClusterSyncer {
     std::vector<hive::SyncResourceReference> applied;
   };
 
-  SetResult ApplySet(const SetWork& set, const Target& target);
+  SetResult ApplySet(const SetWork& set, const Target& target, const SyncFence& fence);
   Status StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes);
   Status RenewLease(const hive::ClusterDeployment& cd);
 
