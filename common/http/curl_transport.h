@@ -17,7 +17,12 @@ namespace syncbus::http {
 class CurlTransport final : public Transport {
  public:
   struct Options {
-    long max_host_connections = 0;   // per host:port; 0 = unlimited (extra requests queue)
+    // Connections per host:port; 0 = unlimited. Requests beyond what the connections carry
+    // queue inside the transport. Over HTTP/2 each connection carries up to 100 streams; without
+    // a cap a burst beyond the server's stream limit opens (and TLS-handshakes) about one
+    // connection per extra request. Over HTTP/1.1 it is also the number of concurrent requests
+    // per host, open watches included.
+    long max_host_connections = 32;
     long max_total_connections = 0;  // 0 = unlimited (extra requests queue)
     std::chrono::milliseconds connect_timeout{10000};
     std::chrono::seconds keepalive_idle{30};  // TCP keepalive probes after this idle time
