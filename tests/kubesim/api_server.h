@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/http/types.h"
 #include "common/json.h"
 
@@ -47,6 +48,7 @@ class ApiServer {
     std::string name;                        // "hub" or the cluster's name (logs, errors)
     std::vector<std::string> crd_files;      // CRD YAML files to serve (the hub: Hive's CRDs)
     size_t watch_history = 100000;           // events kept for resuming watches; older -> 410
+    const Clock* clock = nullptr;            // timestamps and watch timeouts; null = real clock
   };
   explicit ApiServer(Options options);
   ~ApiServer();
@@ -57,9 +59,12 @@ class ApiServer {
 
   // Any request that is not a watch.
   ApiResponse Handle(const ApiRequest& request);
-  // A watch request: an error response (e.g. 410 Gone for an expired resourceVersion), or the
-  // id of a registered watch whose events go to `sink` until StopWatch or End. The caller sends
-  // the 200 headers itself before events flow.
+  // A watch request: an error response (unknown resource, bad selector or resourceVersion), or
+  // the id of a registered watch whose events go to `sink` until StopWatch or End. As in
+  // kube-apiserver, a resourceVersion older than the history is not an error response: the
+  // watch starts and its only event is an ERROR carrying a 410 Expired Status, then End().
+  // `sink` may receive events (the initial ADDED list) before StartWatch returns, so it must be
+  // ready to write (or buffer) from the moment it is passed in.
   std::variant<ApiResponse, uint64_t> StartWatch(const ApiRequest& request,
                                                  std::shared_ptr<WatchSink> sink);
   void StopWatch(uint64_t watch_id);

@@ -1,0 +1,389 @@
+#include "tests/kubesim/api_server.h"
+
+#include <atomic>
+#include <stdexcept>
+
+#include "tests/kubesim/json_util.h"
+#include "tests/kubesim/names.h"
+#include "tests/kubesim/object_store.h"
+#include "tests/kubesim/request_target.h"
+#include "tests/kubesim/resource_registry.h"
+#include "tests/kubesim/responses.h"
+#include "tests/kubesim/watch_hub.h"
+#include "tests/kubesim/write_path.h"
+
+namespace syncbus::kubesim {
+namespace {
+
+constexpr auto kDefaultWatchTimeout = std::chrono::seconds(1800);
+
+StatusError PathNotFound() {
+  StatusError e;
+  e.code = 404;
+  e.reason = "NotFound";
+  e.message = "the server could not find the requested resource";
+  return e;
+}
+
+ApiResponse NotFoundPath() { return ErrorResponse(PathNotFound()); }
+
+struct ContinueToken {
+  uint64_t rv = 0;
+  std::string start;
+};
+
+std::string EncodeContinue(uint64_t rv, const std::string& start) {
+  Json token = {{"v", "meta.k8s.io/v1"}, {"rv", rv}, {"start", start}};
+  return Base64Encode(token.dump());
+}
+
+Outcome<ContinueToken> DecodeContinue(const std::string& text) {
+  std::string raw;
+  if (!Base64Decode(text, &raw)) {
+    return BadRequest("continue key is not valid: illegal base64 data");
+  }
+  Json token = Json::parse(raw, nullptr, false);
+  if (token.is_discarded() || !token.is_object() || !token.contains("rv") ||
+      !token["rv"].is_number_unsigned() || !token.contains("start") ||
+      !token["start"].is_string()) {
+    return BadRequest("continue key is not valid: incorrect encoded start resourceVersion "
+                      "(version meta.k8s.io/v1)");
+  }
+  return ContinueToken{token["rv"].get<uint64_t>(), token["start"].get<std::string>()};
+}
+
+bool ParseRv(const std::string& text, uint64_t* out) {
+  if (text.empty()) return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+std::vector<std::string> FieldLabels(const ResourceType& type) {
+  std::vector<std::string> out = {"metadata.name"};
+  if (type.namespaced) out.push_back("metadata.namespace");
+  out.insert(out.end(), type.field_selectors.begin(), type.field_selectors.end());
+  return out;
+}
+
+}  // namespace
+
+struct ApiServer::State {
+  explicit State(Options o)
+      : options(std::move(o)),
+        clock(options.clock != nullptr ? options.clock : &RealClock()),
+        hub(*clock, options.watch_history),
+        store(&hub, registry.Namespaces(), [this] { return FormatNow(); }),
+        writes(&registry, &store, clock) {}
+
+  std::string FormatNow() const;
+
+  Options options;
+  const Clock* clock;
+  ResourceRegistry registry;
+  WatchHub hub;
+  ObjectStore store;
+  WritePath writes;
+  std::atomic<uint64_t> requests{0};
+};
+
+std::string ApiServer::State::FormatNow() const { return FormatTime(clock->WallNow()); }
+
+ApiServer::ApiServer(Options options) : state_(std::make_unique<State>(std::move(options))) {
+  for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
+    Call("POST", "/api/v1/namespaces",
+         {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}});
+  }
+  for (const auto& path : state_->options.crd_files) {
+    auto crd = LoadCrdFile(path);
+    if (!crd.ok()) throw std::invalid_argument(crd.status().ToString());
+    auto created = state_->writes.CreateCrd(*crd);
+    if (!created.ok()) {
+      throw std::invalid_argument(path + ": " + created.error().message);
+    }
+  }
+}
+
+ApiServer::~ApiServer() = default;
+
+bool ApiServer::IsWatch(const ApiRequest& request) {
+  return request.method == "GET" && QueryParams(request.query).Flag("watch");
+}
+
+ApiResponse ApiServer::Call(const std::string& method, const std::string& path, const Json& body,
+                            const std::string& content_type, const std::string& query) {
+  ApiRequest request;
+  request.method = method;
+  request.path = path;
+  request.query = query;
+  if (!body.is_null()) {
+    request.body = body.dump();
+    request.headers.emplace_back("Content-Type", content_type);
+  }
+  return Handle(request);
+}
+
+namespace {
+
+// Where a resource request goes, once its type is known.
+struct Resolved {
+  TypePtr type;
+  RequestTarget target;
+};
+
+Outcome<Resolved> Resolve(const ResourceRegistry& registry, const RequestTarget& target) {
+  StatusError not_found = PathNotFound();
+  TypePtr type = registry.Find(target.group, target.version, target.plural);
+  if (!type) return not_found;
+  bool bad = (target.namespaced_path && !type->namespaced) ||
+             (!target.namespaced_path && type->namespaced && !target.name.empty());
+  if (!target.subresource.empty()) {
+    bool known = (target.subresource == "status" && type->status_subresource) ||
+                 (target.subresource == "finalize" && type->plural == "namespaces");
+    if (!known || target.name.empty()) bad = true;
+  }
+  if (bad) return not_found;
+  return Resolved{type, target};
+}
+
+ApiResponse ListObjects(const ObjectStore& store, const WatchHub& hub, const TypePtr& type,
+                        const std::string& ns, const QueryParams& query) {
+  auto labels = LabelSelector::Parse(query.Get("labelSelector").value_or(""));
+  if (!labels.ok()) return ErrorResponse(labels.error());
+  auto fields = FieldSelector::Parse(query.Get("fieldSelector").value_or(""), FieldLabels(*type));
+  if (!fields.ok()) return ErrorResponse(fields.error());
+  size_t limit = 0;
+  if (auto l = query.Get("limit"); l && !l->empty()) {
+    uint64_t v = 0;
+    if (!ParseRv(*l, &v)) return ErrorResponse(BadRequest("invalid limit: " + *l));
+    limit = static_cast<size_t>(v);
+  }
+  std::string rv_text = query.Get("resourceVersion").value_or("");
+  std::string match_mode = query.Get("resourceVersionMatch").value_or("");
+  uint64_t at_rv = 0;
+  std::string after;
+  uint64_t current = store.CurrentRv();
+  if (auto cont = query.Get("continue"); cont && !cont->empty()) {
+    if (!rv_text.empty()) {
+      return ErrorResponse(BadRequest("specifying resource version is not allowed when using "
+                                      "continue"));
+    }
+    auto token = DecodeContinue(*cont);
+    if (!token.ok()) return ErrorResponse(token.error());
+    at_rv = token->rv;
+    after = token->start;
+    if (at_rv > current) {
+      return ErrorResponse(TooLargeResourceVersion(at_rv, current));
+    }
+  } else if (!rv_text.empty()) {
+    uint64_t requested = 0;
+    if (!ParseRv(rv_text, &requested)) {
+      return ErrorResponse(BadRequest("invalid resource version: " + rv_text));
+    }
+    if (requested > current) return ErrorResponse(TooLargeResourceVersion(requested, current));
+    if (requested == 0) {
+      limit = 0;  // served from the watch cache, which ignores limit
+    } else if (match_mode == "Exact") {
+      if (requested < hub.HistoryStart()) {
+        return ErrorResponse(Expired("The resourceVersion for the provided list is too old."));
+      }
+      at_rv = requested;
+    }
+  }
+  auto match = [&](const StoredObject& o) {
+    return labels->Matches(o.index.labels) &&
+           fields->Matches([&](const std::string& f) { return FieldValue(o, f); });
+  };
+  auto page = store.List(type, ns, match, limit, after, at_rv);
+  if (!page.ok()) {
+    StatusError e = page.error();
+    e.list_continue = EncodeContinue(0, after);
+    return ErrorResponse(e);
+  }
+  std::string body;
+  body.reserve(256 + page->items.size() * 512);
+  body += "{\"apiVersion\":\"";
+  body += type->api_version;
+  body += "\",\"items\":[";
+  bool first = true;
+  for (const auto& obj : page->items) {
+    if (!first) body += ',';
+    first = false;
+    if (type->custom) {
+      body += FullJson(*type, *obj);
+    } else {
+      body += obj->body;
+    }
+  }
+  body += "],\"kind\":\"";
+  body += type->list_kind;
+  body += "\",\"metadata\":{";
+  if (!page->last_key.empty()) {
+    body += "\"continue\":\"" + EncodeContinue(page->rv, page->last_key) + "\",";
+    if (labels->empty() && fields->empty()) {
+      body += "\"remainingItemCount\":" + std::to_string(page->remaining) + ",";
+    }
+  }
+  body += "\"resourceVersion\":\"" + std::to_string(page->rv) + "\"}}";
+  return JsonResponse(200, std::move(body));
+}
+
+}  // namespace
+
+ApiResponse ApiServer::Handle(const ApiRequest& request) {
+  ++state_->requests;
+  RequestTarget target = ParseTarget(request.path);
+  ResourceRegistry& registry = state_->registry;
+  bool get = request.method == "GET";
+  switch (target.kind) {
+    case RequestTarget::Kind::kUnknown:
+      return NotFoundPath();
+    case RequestTarget::Kind::kCoreVersions:
+      if (!get) return ErrorResponse(MethodNotAllowed());
+      return JsonResponse(200, registry.ApiVersions().dump());
+    case RequestTarget::Kind::kGroupList:
+      if (!get) return ErrorResponse(MethodNotAllowed());
+      return JsonResponse(200, registry.ApiGroupList().dump());
+    case RequestTarget::Kind::kGroup: {
+      if (!get) return ErrorResponse(MethodNotAllowed());
+      auto group = registry.ApiGroup(target.group);
+      return group ? JsonResponse(200, group->dump()) : NotFoundPath();
+    }
+    case RequestTarget::Kind::kResourceList: {
+      if (!get) return ErrorResponse(MethodNotAllowed());
+      if (target.group.empty() && target.version != "v1") return NotFoundPath();
+      auto list = registry.ResourceList(target.group, target.version);
+      return list ? JsonResponse(200, list->dump()) : NotFoundPath();
+    }
+    case RequestTarget::Kind::kVersion: {
+      Json version = {{"major", "1"},
+                      {"minor", "26"},
+                      {"gitVersion", "v1.26.15"},
+                      {"gitCommit", "1649f592f1909b97aa3c2a0a8f968a3fd05a7b8b"},
+                      {"gitTreeState", "clean"},
+                      {"buildDate", "2024-03-14T00:54:27Z"},
+                      {"goVersion", "go1.21.8"},
+                      {"compiler", "gc"},
+                      {"platform", "linux/amd64"}};
+      return JsonResponse(200, version.dump());
+    }
+    case RequestTarget::Kind::kHealth: {
+      ApiResponse ok;
+      ok.status = 200;
+      ok.headers.emplace_back("Content-Type", "text/plain; charset=utf-8");
+      ok.body = "ok";
+      return ok;
+    }
+    case RequestTarget::Kind::kResource:
+      break;
+  }
+  auto resolved = Resolve(registry, target);
+  if (!resolved.ok()) return ErrorResponse(resolved.error());
+  const TypePtr& type = resolved->type;
+  QueryParams query(request.query);
+  WriteRequest write{type, target.ns, target.name, target.subresource, &request, &query};
+  const std::string& m = request.method;
+  if (m == "GET") {
+    if (query.Flag("watch")) {
+      return ErrorResponse(BadRequest("watch requests are served as streams"));
+    }
+    if (!target.name.empty()) {
+      ObjectPtr obj = state_->store.Get(*type, target.ns, target.name);
+      if (!obj) return ErrorResponse(NotFoundError(type->plural, type->group, target.name));
+      return JsonResponse(200, FullJson(*type, *obj));
+    }
+    return ListObjects(state_->store, state_->hub, type, target.ns, query);
+  }
+  if (m == "POST") {
+    if (!target.name.empty()) return ErrorResponse(MethodNotAllowed());
+    if (type->namespaced && target.ns.empty()) return NotFoundPath();
+    return state_->writes.Create(write);
+  }
+  if (m == "PUT") {
+    if (target.name.empty()) return ErrorResponse(MethodNotAllowed());
+    return state_->writes.Update(write);
+  }
+  if (m == "PATCH") {
+    if (target.name.empty()) return ErrorResponse(MethodNotAllowed());
+    if (target.subresource == "finalize") return ErrorResponse(MethodNotAllowed());
+    return state_->writes.Patch(write);
+  }
+  if (m == "DELETE") {
+    if (!target.subresource.empty()) return ErrorResponse(MethodNotAllowed());
+    if (!target.name.empty()) return state_->writes.Delete(write);
+    auto labels = LabelSelector::Parse(query.Get("labelSelector").value_or(""));
+    if (!labels.ok()) return ErrorResponse(labels.error());
+    auto fields = FieldSelector::Parse(query.Get("fieldSelector").value_or(""), FieldLabels(*type));
+    if (!fields.ok()) return ErrorResponse(fields.error());
+    return state_->writes.DeleteCollection(write, *labels, *fields);
+  }
+  return ErrorResponse(MethodNotAllowed());
+}
+
+std::variant<ApiResponse, uint64_t> ApiServer::StartWatch(const ApiRequest& request,
+                                                          std::shared_ptr<WatchSink> sink) {
+  ++state_->requests;
+  RequestTarget target = ParseTarget(request.path);
+  if (target.kind != RequestTarget::Kind::kResource) return NotFoundPath();
+  if (request.method != "GET") return ErrorResponse(MethodNotAllowed());
+  auto resolved = Resolve(state_->registry, target);
+  if (!resolved.ok()) return ErrorResponse(resolved.error());
+  const TypePtr& type = resolved->type;
+  QueryParams query(request.query);
+  std::string field_text = query.Get("fieldSelector").value_or("");
+  if (!target.name.empty()) {
+    field_text += (field_text.empty() ? "" : ",") + std::string("metadata.name=") + target.name;
+  }
+  auto labels = LabelSelector::Parse(query.Get("labelSelector").value_or(""));
+  if (!labels.ok()) return ErrorResponse(labels.error());
+  auto fields = FieldSelector::Parse(field_text, FieldLabels(*type));
+  if (!fields.ok()) return ErrorResponse(fields.error());
+  WatchHub::Spec spec;
+  spec.type = type;
+  spec.ns = target.ns;
+  spec.labels = std::move(labels).value();
+  spec.fields = std::move(fields).value();
+  spec.bookmarks = query.Flag("allowWatchBookmarks");
+  auto timeout = std::chrono::seconds(kDefaultWatchTimeout);
+  if (auto t = query.Get("timeoutSeconds"); t && !t->empty()) {
+    uint64_t seconds = 0;
+    if (!ParseRv(*t, &seconds)) return ErrorResponse(BadRequest("invalid timeoutSeconds: " + *t));
+    timeout = std::chrono::seconds(seconds);
+  }
+  spec.deadline = state_->clock->Now() + timeout;
+  std::string rv_text = query.Get("resourceVersion").value_or("");
+  std::optional<uint64_t> from;
+  std::optional<StatusError> failure;
+  if (!rv_text.empty() && rv_text != "0") {
+    uint64_t rv = 0;
+    if (!ParseRv(rv_text, &rv)) {
+      return ErrorResponse(BadRequest("invalid resource version: " + rv_text));
+    }
+    uint64_t current = state_->store.CurrentRv();
+    if (rv > current) failure = TooLargeResourceVersion(rv, current);
+    from = rv;
+  }
+  return state_->store.StartWatch(std::move(spec), std::move(sink), from, std::move(failure));
+}
+
+void ApiServer::StopWatch(uint64_t watch_id) { state_->hub.Stop(watch_id); }
+
+void ApiServer::SendBookmarks() { state_->hub.RequestBookmarks(); }
+
+void ApiServer::ExpireHistory() { state_->store.ExpireHistory(); }
+
+void ApiServer::CloseAllWatches() { state_->hub.CloseAll(); }
+
+ApiServer::Stats ApiServer::stats() const {
+  Stats s;
+  s.requests = state_->requests.load();
+  s.objects = state_->store.Count();
+  s.open_watches = state_->hub.open();
+  return s;
+}
+
+}  // namespace syncbus::kubesim
