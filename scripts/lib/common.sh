@@ -1,6 +1,8 @@
 # Shared helpers for the scripts in scripts/: messages, repository paths, timing.
 # Sourced by bash scripts that run with `set -euo pipefail`; defines functions and SYNCBUS_ROOT only.
+# shellcheck shell=bash
 
+# shellcheck disable=SC2034  # used by the scripts that source this file
 SYNCBUS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
 # Name of the calling script, used as the prefix of every message.
