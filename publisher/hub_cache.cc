@@ -1,6 +1,9 @@
 #include "publisher/hub_cache.h"
 
+#include <algorithm>
+
 #include "common/log.h"
+#include "common/time_format.h"
 
 namespace syncbus::publisher {
 namespace {
@@ -12,6 +15,34 @@ std::string KeyOf(const Json& object) {
   return ns.empty() ? name : ns + "/" + name;
 }
 
+// The Secret a mapping reads: a SyncSet's sourceRef defaults to the SyncSet's namespace.
+std::string SourceKey(const hive::SecretMapping& m, const std::string& set_ns) {
+  return (m.source.ns.empty() ? set_ns : m.source.ns) + "/" + m.source.name;
+}
+
+bool ReadsSecret(const hive::SyncSetCommonSpec& spec, const std::string& set_ns, const std::string& key) {
+  return std::any_of(spec.secret_mappings.begin(), spec.secret_mappings.end(),
+                     [&](const hive::SecretMapping& m) { return SourceKey(m, set_ns) == key; });
+}
+
+// When the Secret was last written, as far as its metadata tells (creationTimestamp and the
+// managedFields times); the hub's clock.
+std::optional<WallTime> WrittenAt(const Json& metadata) {
+  std::optional<WallTime> latest;
+  auto consider = [&](const Json& t) {
+    if (!t.is_string()) return;
+    auto parsed = ParseRfc3339(t.get<std::string>());
+    if (parsed.ok() && (!latest || *parsed > *latest)) latest = *parsed;
+  };
+  if (metadata.contains("creationTimestamp")) consider(metadata["creationTimestamp"]);
+  if (metadata.contains("managedFields") && metadata["managedFields"].is_array()) {
+    for (const auto& f : metadata["managedFields"]) {
+      if (f.is_object() && f.contains("time")) consider(f["time"]);
+    }
+  }
+  return latest;
+}
+
 }  // namespace
 
 const char* HubKindName(HubKind kind) {
@@ -21,6 +52,7 @@ const char* HubKindName(HubKind kind) {
     case HubKind::kSelectorSyncSet: return "SelectorSyncSet";
     case HubKind::kClusterSync: return "ClusterSync";
     case HubKind::kClusterSyncLease: return "ClusterSyncLease";
+    case HubKind::kSecret: return "Secret";
   }
   return "?";
 }
@@ -42,6 +74,16 @@ void HubCache::DirtyForSyncSet(const hive::SyncSet& ss) {
 void HubCache::DirtyForSelectorSyncSet(const hive::SelectorSyncSet& sss) {
   for (const auto& [key, cd] : cds_) {
     if (sss.selector.Matches(cd.meta.labels)) MarkDirtyLocked(key);
+  }
+}
+
+void HubCache::DirtyForSecret(const std::string& secret_key) {
+  if (replacing_) return;   // a relist marks every cluster anyway
+  for (const auto& [key, ss] : syncsets_) {
+    if (ReadsSecret(ss.spec, ss.meta.ns, secret_key)) DirtyForSyncSet(ss);
+  }
+  for (const auto& [key, sss] : selector_syncsets_) {
+    if (ReadsSecret(sss.spec, "", secret_key)) DirtyForSelectorSyncSet(sss);
   }
 }
 
@@ -89,6 +131,18 @@ Status HubCache::ApplyUpsertLocked(HubKind kind, const Json& object) {
       MarkDirtyLocked(key);
       return Status::Ok();
     }
+    case HubKind::kSecret: {
+      if (!object.contains("metadata") || !object["metadata"].is_object()) {
+        return InvalidArgument("metadata: missing");
+      }
+      const Json& meta = object["metadata"];
+      SecretInfo info{meta.value("resourceVersion", ""), WrittenAt(meta)};
+      auto old = secrets_.find(key);
+      bool changed = old == secrets_.end() || old->second.resource_version != info.resource_version;
+      secrets_[key] = std::move(info);
+      if (changed) DirtyForSecret(key);
+      return Status::Ok();
+    }
   }
   return Internal("unknown kind");
 }
@@ -120,6 +174,9 @@ void HubCache::ApplyDeleteLocked(HubKind kind, const Json& object) {
       leases_.erase(key);
       MarkDirtyLocked(key);
       break;
+    case HubKind::kSecret:
+      if (secrets_.erase(key) > 0) DirtyForSecret(key);
+      break;
   }
 }
 
@@ -131,7 +188,9 @@ void HubCache::Replace(HubKind kind, const std::vector<Json>& items) {
     case HubKind::kSelectorSyncSet: selector_syncsets_.clear(); break;
     case HubKind::kClusterSync: statuses_.clear(); break;
     case HubKind::kClusterSyncLease: leases_.clear(); break;
+    case HubKind::kSecret: secrets_.clear(); break;
   }
+  replacing_ = true;
   for (const auto& item : items) {
     Status s = ApplyUpsertLocked(kind, item);
     if (!s.ok()) {
@@ -140,6 +199,7 @@ void HubCache::Replace(HubKind kind, const std::vector<Json>& items) {
                                             {"error", s.message()}});
     }
   }
+  replacing_ = false;
   listed_[static_cast<int>(kind)] = true;
   // After a relist anything may have changed (including deletions we never saw).
   MarkAllDirtyLocked();
@@ -209,7 +269,28 @@ void HubCache::Plan(const std::vector<std::string>& cluster_keys,
       for (auto it = syncsets_.lower_bound(prefix); it != syncsets_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
         ns_sets.push_back(&it->second);
       }
-      view.desired = hive::ComputeDesired(cd->second, ns_sets, all_sss);
+      std::set<std::string> read;
+      for (const auto* ss : ns_sets) {
+        if (ss->meta.deleting || !hive::AppliesTo(*ss, cd->second)) continue;
+        for (const auto& m : ss->spec.secret_mappings) read.insert(SourceKey(m, ss->meta.ns));
+      }
+      for (const auto* sss : all_sss) {
+        if (sss->meta.deleting || !hive::AppliesTo(*sss, cd->second)) continue;
+        for (const auto& m : sss->spec.secret_mappings) read.insert(SourceKey(m, ""));
+      }
+      for (const auto& secret_key : read) {
+        auto secret = secrets_.find(secret_key);
+        if (secret == secrets_.end()) {
+          view.secrets.emplace_back(secret_key, "");
+          continue;
+        }
+        view.secrets.emplace_back(secret_key, secret->second.resource_version);
+        const auto& written = secret->second.written_at;
+        if (written && (!view.secrets_written_at || *written > *view.secrets_written_at)) {
+          view.secrets_written_at = written;
+        }
+      }
+      view.desired = hive::ComputeDesired(cd->second, ns_sets, all_sss, view.secrets);
     }
     if (auto s = statuses_.find(key); s != statuses_.end()) view.status = &s->second;
     if (auto l = leases_.find(key); l != leases_.end()) view.lease = &l->second;

@@ -1,7 +1,7 @@
 // HubCache: the publisher's in-memory view of the hub (ClusterDeployments, SyncSets,
-// SelectorSyncSets, ClusterSyncs, ClusterSyncLeases), fed by one reflector per resource, and the
-// set of clusters whose decision may have changed ("dirty"). Thread-safe: reflector threads
-// write, the planning loop reads under the same lock via Plan().
+// SelectorSyncSets, ClusterSyncs, ClusterSyncLeases, and the versions of Secrets), fed by one
+// reflector per resource, and the set of clusters whose decision may have changed ("dirty").
+// Thread-safe: reflector threads write, the planning loop reads under the same lock via Plan().
 #pragma once
 
 #include <chrono>
@@ -9,18 +9,22 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/hive/desired_state.h"
 #include "common/hive/types.h"
 #include "common/json.h"
-#include "common/hive/desired_state.h"
 
 namespace syncbus::publisher {
 
-enum class HubKind { kClusterDeployment, kSyncSet, kSelectorSyncSet, kClusterSync, kClusterSyncLease };
-inline constexpr int kHubKinds = 5;
+enum class HubKind {
+  kClusterDeployment, kSyncSet, kSelectorSyncSet, kClusterSync, kClusterSyncLease, kSecret
+};
+inline constexpr int kHubKinds = 6;
 const char* HubKindName(HubKind kind);
 
 // What the planner sees of one cluster, valid only inside a Plan() callback.
@@ -28,7 +32,13 @@ struct ClusterView {
   const hive::ClusterDeployment* cd = nullptr;   // null: the cluster no longer exists
   const hive::ClusterSync* status = nullptr;
   const hive::ClusterSyncLease* lease = nullptr;
+  // The desired state; its revision covers the versions of the Secrets its sets' secretMappings
+  // read, so a changed source Secret changes the revision.
   hive::DesiredState desired;
+  // Those Secrets, "ns/name" -> resourceVersion ("" for a missing one), sorted.
+  hive::SecretVersions secrets;
+  // The latest time any of them was written (creation or a managedFields entry), if known.
+  std::optional<WallTime> secrets_written_at;
 };
 
 class HubCache {
@@ -62,6 +72,7 @@ class HubCache {
   void MarkAllDirtyLocked();
   void DirtyForSyncSet(const hive::SyncSet& ss);
   void DirtyForSelectorSyncSet(const hive::SelectorSyncSet& sss);
+  void DirtyForSecret(const std::string& secret_key);
   Status ApplyUpsertLocked(HubKind kind, const Json& object);
   void ApplyDeleteLocked(HubKind kind, const Json& object);
 
@@ -72,8 +83,14 @@ class HubCache {
   std::map<std::string, hive::SelectorSyncSet> selector_syncsets_;  // "name"
   std::map<std::string, hive::ClusterSync> statuses_;
   std::map<std::string, hive::ClusterSyncLease> leases_;
+  struct SecretInfo {
+    std::string resource_version;
+    std::optional<WallTime> written_at;
+  };
+  std::map<std::string, SecretInfo> secrets_;   // only metadata: never the data
   std::set<std::string> dirty_;
   bool woken_ = false;
+  bool replacing_ = false;   // inside Replace(): per-object dirty marking is skipped
   bool listed_[kHubKinds] = {};
   uint64_t invalid_ = 0;
 };

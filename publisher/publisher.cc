@@ -11,6 +11,9 @@ namespace {
 const prometheus::Histogram::BucketBoundaries kLatencyBuckets = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 
+constexpr std::chrono::milliseconds kFirstRejectHoldOff{500};
+constexpr std::chrono::milliseconds kMaxRejectHoldOff{30000};
+
 }  // namespace
 
 Publisher::Publisher(PublisherOptions options, HubCache& cache, amqp::Session& session, Clock& clock,
@@ -40,6 +43,12 @@ Publisher::Publisher(PublisherOptions options, HubCache& cache, amqp::Session& s
                   .Help("Requests re-sent because they stayed outstanding longer than the timeout")
                   .Register(registry)
                   .Add({})),
+      rejected_(prometheus::BuildCounter()
+                    .Name("syncbus_publisher_rejected_total")
+                    .Help("Publishes the broker refused (nack: a work queue at its length limit); "
+                          "the cluster stays pending")
+                    .Register(registry)
+                    .Add({})),
       confirm_latency_(prometheus::BuildHistogram()
                            .Name("syncbus_publisher_confirm_seconds")
                            .Help("Time from publish to broker confirm, per batch")
@@ -102,6 +111,18 @@ bool Publisher::Processed(const Outstanding& o, const ClusterView& view) const {
   return renewed.ok() && *renewed >= std::chrono::floor<std::chrono::seconds>(o.published_wall);
 }
 
+const hive::SecretVersions& Publisher::AppliedSecrets(const std::string& key, const ClusterView& view) {
+  auto it = secrets_applied_.find(key);
+  if (it != secrets_applied_.end()) return it->second;
+  hive::SecretVersions known = view.secrets;
+  if (view.lease && view.secrets_written_at) {
+    auto renewed = ParseRfc3339(view.lease->renew_time);
+    // Written after the last full reapply (while no publisher watched): not applied yet.
+    if (renewed.ok() && *view.secrets_written_at > *renewed) known.clear();
+  }
+  return secrets_applied_.emplace(key, std::move(known)).first->second;
+}
+
 Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys, bool startup) {
   SteadyTime started = clock_.Now();
   ReconcileStats stats;
@@ -116,20 +137,29 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
   cache_.Plan(work_keys, [&](const std::string& key, const ClusterView& view) {
     ++stats.evaluated;
     pending_.erase(key);
+    bool as_startup = startup_pending_.erase(key) > 0 || startup;
     if (!view.cd) {  // cluster deleted: forget it
       cluster_state_.erase(key);
       outstanding_.erase(key);
       last_published_.erase(key);
+      secrets_applied_.erase(key);
       Schedule(key, view);
       return;
     }
     Schedule(key, view);
     auto out = outstanding_.find(key);
     if (out != outstanding_.end() && Processed(out->second, view)) {
+      if (out->second.full_reapply) secrets_applied_[key] = out->second.secrets;
       outstanding_.erase(out);
       out = outstanding_.end();
     }
     SyncNeed need = DecideSync(view.desired, view.status, view.lease, now_wall, options_.reapply);
+    // A changed source Secret is invisible to generations: the consumer re-reads it only on a
+    // full reapply, which goes on the change lane like any other edit.
+    bool secrets_changed = view.desired.skip_reason.empty() && AppliedSecrets(key, view) != view.secrets;
+    if (secrets_changed && (need.kind == NeedKind::kNone || need.kind == NeedKind::kFailed)) {
+      need = {NeedKind::kChange, "secret-changed"};
+    }
     cluster_state_[key] = need.kind == NeedKind::kNone
                               ? (view.desired.skip_reason.empty() ? "in_sync"
                                  : view.desired.skip_reason == "paused" ? "paused" : "skipped")
@@ -151,7 +181,7 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
     }
     if (outstanding_.size() >= options_.max_outstanding && !timed_out) {
       ++stats.deferred;
-      pending_.insert(key);
+      KeepPending(key, as_startup);
       return;
     }
     SyncRequest r;
@@ -159,20 +189,22 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
     r.cluster_namespace = key.substr(0, slash);
     r.cluster_name = key.substr(slash + 1);
     r.revision = view.desired.revision;
-    r.full_reapply = need.kind == NeedKind::kReapply;
-    r.lane = (startup || r.full_reapply) ? amqp::Lane::kResync : amqp::Lane::kChange;
-    r.reason = startup ? "startup" : (timed_out ? "resend" : need.reason);
+    r.full_reapply = need.kind == NeedKind::kReapply || secrets_changed;
+    r.lane = (as_startup || need.kind == NeedKind::kReapply) ? amqp::Lane::kResync : amqp::Lane::kChange;
+    r.reason = as_startup ? "startup" : (timed_out ? "resend" : need.reason);
     r.enqueued_at = FormatRfc3339Millis(now_wall);
-    to_send.push_back({key, std::move(r), view.desired});
+    to_send.push_back({key, std::move(r), view.desired, view.secrets});
   });
 
-  // Rate limit: whatever gets no token waits for the next round.
+  // Rate limit: whatever gets no token waits for the next round; after the broker refused
+  // publishes (a full queue), nothing goes out until the hold-off has passed.
   std::vector<ToSend> batch;
   Status s;
+  bool holding_off = RejectHoldOff(now);
   for (auto& item : to_send) {
-    if (!s.ok() || !TakeToken()) {   // after a broker failure everything left stays pending
+    if (!s.ok() || holding_off || !TakeToken()) {   // after a broker failure everything left stays pending
       ++stats.deferred;
-      pending_.insert(item.key);
+      KeepPending(item.key, item.request.reason == "startup");
       continue;
     }
     batch.push_back(std::move(item));
@@ -186,9 +218,10 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
   for (const auto& [state, n] : counts) clusters_.Add({{"state", state}}).Set(n);
   reconcile_seconds_.Observe(std::chrono::duration<double>(clock_.Now() - started).count());
   if (!s.ok()) return s;
-  if (stats.published > 0 || stats.deferred > 0) {
+  if (stats.published > 0 || stats.deferred > 0 || stats.rejected > 0) {
     log::Info("decision round", {{"evaluated", stats.evaluated}, {"published", stats.published},
                                  {"coalesced", stats.coalesced}, {"deferred", stats.deferred},
+                                 {"rejected", stats.rejected},
                                  {"in_sync", stats.in_sync}, {"skipped", stats.skipped},
                                  {"outstanding", outstanding_.size()}});
   }
@@ -198,7 +231,7 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
 Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
   if (batch.empty()) return Status::Ok();
   if (options_.may_publish && !options_.may_publish()) {
-    for (const auto& item : batch) pending_.insert(item.key);
+    for (const auto& item : batch) KeepPending(item.key, item.request.reason == "startup");
     stats.deferred += batch.size();
     batch.clear();
     return Status(Code::kCancelled, "not the leader any more");
@@ -221,17 +254,24 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
   confirm_latency_.Observe(std::chrono::duration<double>(clock_.Now() - start).count());
   Status first_error;
   SteadyTime now = clock_.Now();
+  size_t rejected = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     auto& item = batch[i];
     const Status& r = i < results.size() ? results[i] : first_error;
     if (!r.ok() || i >= results.size()) {
-      pending_.insert(item.key);
+      KeepPending(item.key, item.request.reason == "startup");
+      if (!r.ok() && r.code() == Code::kUnavailable && session_.connected()) {
+        // basic.nack on a live channel: the queue is full (reject-publish). The connection is
+        // fine; the cluster stays pending and goes out once the hold-off has passed.
+        ++rejected;
+        continue;
+      }
       if (first_error.ok()) first_error = r.ok() ? Unavailable("publish not confirmed") : r;
       continue;
     }
     bool resend = outstanding_.count(item.key) > 0;
     if (resend) resent_.Increment();
-    outstanding_[item.key] = {item.snapshot, now, wall, item.request.full_reapply};
+    outstanding_[item.key] = {item.snapshot, item.secrets, now, wall, item.request.full_reapply};
     last_published_[item.key] = now;
     ++stats.published;
     enqueued_.Add({{"lane", amqp::LaneName(item.request.lane)}, {"reason", item.request.reason}}).Increment();
@@ -240,16 +280,34 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
                             {"revision", item.request.revision}});
   }
   batch.clear();
+  if (rejected > 0) {
+    rejected_.Increment(static_cast<double>(rejected));
+    stats.rejected += rejected;
+    reject_holdoff_ = std::min(kMaxRejectHoldOff, reject_holdoff_.count() == 0 ? kFirstRejectHoldOff
+                                                                                : reject_holdoff_ * 2);
+    rejected_until_ = now + reject_holdoff_;
+    log::Warn("the broker refused publishes (work queue full); holding off",
+              {{"rejected", rejected}, {"hold_off_ms", reject_holdoff_.count()}});
+  } else if (first_error.ok()) {
+    reject_holdoff_ = std::chrono::milliseconds(0);
+  }
   return first_error;
 }
 
+void Publisher::KeepPending(const std::string& key, bool startup) {
+  pending_.insert(key);
+  if (startup) startup_pending_.insert(key);
+}
+
 void Publisher::Reset() {
+  startup_pending_.clear();
   outstanding_.clear();
   last_published_.clear();
   pending_.clear();
   reapply_due_.clear();
   reapply_queue_.clear();
   cluster_state_.clear();
+  secrets_applied_.clear();
 }
 
 }  // namespace syncbus::publisher

@@ -2,7 +2,8 @@
 // computes the desired state, decides whether a sync is needed (sync_decision.h), coalesces
 // (at most one outstanding request per cluster: latest wins, the consumer reads the newest
 // state anyway), rate-limits, and publishes with publisher confirms — a request counts as sent
-// only once confirmed; anything unconfirmed stays pending and is retried.
+// only once confirmed; anything unconfirmed or refused (a full work queue nacks) stays pending
+// and is retried.
 // Not thread-safe: one Publisher runs on one thread with its own amqp::Session.
 #pragma once
 
@@ -49,6 +50,7 @@ struct ReconcileStats {
   size_t deferred = 0;       // needed, but held back by the rate limit or the outstanding cap
   size_t in_sync = 0;
   size_t skipped = 0;
+  size_t rejected = 0;       // refused by the broker (nack: a work queue at its length limit)
 };
 
 class Publisher {
@@ -71,6 +73,7 @@ class Publisher {
  private:
   struct Outstanding {
     DesiredState snapshot;
+    hive::SecretVersions secrets;   // the source Secrets' versions when it was published
     SteadyTime published_at;
     WallTime published_wall;
     bool full_reapply = false;
@@ -79,13 +82,21 @@ class Publisher {
     std::string key;
     SyncRequest request;
     DesiredState snapshot;
+    hive::SecretVersions secrets;
   };
 
   bool TakeToken();
   std::vector<std::string> DueKeys();
   void Schedule(const std::string& key, const ClusterView& view);
   bool Processed(const Outstanding& o, const ClusterView& view) const;
+  // The source-Secret versions a cluster is known to run; a cluster seen for the first time is
+  // assumed current unless a Secret was written after its last full reapply.
+  const hive::SecretVersions& AppliedSecrets(const std::string& key, const ClusterView& view);
+  bool RejectHoldOff(SteadyTime now) const { return now < rejected_until_; }
   Status Send(std::vector<ToSend>& batch, ReconcileStats& stats);
+  // Keeps a cluster that could not be sent pending; start-up work stays start-up work (resync
+  // lane) until it goes out, so a deferred start-up round never floods the change lane.
+  void KeepPending(const std::string& key, bool startup);
 
   PublisherOptions options_;
   HubCache& cache_;
@@ -95,9 +106,15 @@ class Publisher {
   std::map<std::string, Outstanding> outstanding_;
   std::map<std::string, SteadyTime> last_published_;
   std::set<std::string> pending_;
+  std::set<std::string> startup_pending_;   // pending keys left over from a start-up round
   std::map<std::string, std::string> cluster_state_;     // in_sync, pending, failing, paused, skipped
   std::map<std::string, WallTime> reapply_due_;           // key -> due
   std::set<std::pair<WallTime, std::string>> reapply_queue_;
+  // Source-Secret versions applied by the last processed full reapply, per cluster.
+  std::map<std::string, hive::SecretVersions> secrets_applied_;
+  // After the broker refused publishes, nothing is sent before this (doubling hold-off).
+  SteadyTime rejected_until_{};
+  std::chrono::milliseconds reject_holdoff_{0};
   double tokens_;
   SteadyTime tokens_at_;
   uint64_t sequence_ = 0;
@@ -106,6 +123,7 @@ class Publisher {
   prometheus::Gauge& outstanding_gauge_;
   prometheus::Gauge& pending_gauge_;
   prometheus::Counter& resent_;
+  prometheus::Counter& rejected_;
   prometheus::Histogram& confirm_latency_;
   prometheus::Family<prometheus::Gauge>& clusters_;
   prometheus::Histogram& reconcile_seconds_;

@@ -31,6 +31,36 @@ class CacheFeeder final : public kube::ReflectorHandler {
   HubKind kind_;
 };
 
+// Mirrors a reflector's cumulative counters into Prometheus counters, labelled by resource.
+class ReflectorMetrics {
+ public:
+  ReflectorMetrics(prometheus::Registry& registry, const kube::Reflector& reflector, const std::string& resource)
+      : reflector_(reflector),
+        relists_(prometheus::BuildCounter()
+                     .Name("syncbus_publisher_relists_total")
+                     .Help("Hub lists after the first one (a 410 or an ERROR event), by resource")
+                     .Register(registry)
+                     .Add({{"resource", resource}})),
+        restarts_(prometheus::BuildCounter()
+                      .Name("syncbus_publisher_watch_restarts_total")
+                      .Help("Hub watches re-opened without a relist (timeout, dropped), by resource")
+                      .Register(registry)
+                      .Add({{"resource", resource}})) {}
+  void Update() {
+    uint64_t relists = reflector_.relists(), restarts = reflector_.watch_restarts();
+    relists_.Increment(static_cast<double>(relists - seen_relists_));
+    restarts_.Increment(static_cast<double>(restarts - seen_restarts_));
+    seen_relists_ = relists;
+    seen_restarts_ = restarts;
+  }
+
+ private:
+  const kube::Reflector& reflector_;
+  prometheus::Counter& relists_;
+  prometheus::Counter& restarts_;
+  uint64_t seen_relists_ = 0, seen_restarts_ = 0;
+};
+
 }  // namespace
 
 PublisherApp::PublisherApp(Config config, PublisherDeps deps)
@@ -40,7 +70,30 @@ PublisherApp::PublisherApp(Config config, PublisherDeps deps)
                          .Name("syncbus_publisher_leader")
                          .Help("1 while this replica holds the leader lease and may publish")
                          .Register(*deps_.registry)
-                         .Add({})) {}
+                         .Add({})),
+      heartbeat_gauge_(&prometheus::BuildGauge()
+                            .Name("syncbus_publisher_loop_heartbeat_seconds")
+                            .Help("Unix time of the decision loop's last iteration (/healthz fails "
+                                  "when it stalls)")
+                            .Register(*deps_.registry)
+                            .Add({})) {}
+
+void PublisherApp::Beat() {
+  Clock& clock = *deps_.clock;
+  heartbeat_ns_.store(std::chrono::nanoseconds(clock.Now().time_since_epoch()).count());
+  heartbeat_gauge_->Set(std::chrono::duration<double>(clock.WallNow().time_since_epoch()).count());
+}
+
+Status PublisherApp::healthy() const {
+  int64_t beat = heartbeat_ns_.load();
+  if (beat < 0) return Status::Ok();   // still starting
+  auto since = deps_.clock->Now().time_since_epoch() - std::chrono::nanoseconds(beat);
+  if (since > kStallLimit) {
+    return Unavailable("decision loop stalled for " +
+                       std::to_string(std::chrono::duration_cast<std::chrono::seconds>(since).count()) + "s");
+  }
+  return Status::Ok();
+}
 
 Status PublisherApp::ready() const {
   if (!cache_.synced()) return Unavailable("hub cache not synced yet");
@@ -62,6 +115,7 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
       {res::kSelectorSyncSets, HubKind::kSelectorSyncSet, false},
       {res::kClusterSyncs, HubKind::kClusterSync, true},
       {res::kClusterSyncLeases, HubKind::kClusterSyncLease, true},
+      {res::kSecrets, HubKind::kSecret, true},   // secretMappings' sources (versions only)
   };
   std::vector<std::unique_ptr<CacheFeeder>> feeders;
   std::vector<std::unique_ptr<kube::Reflector>> reflectors;
@@ -73,8 +127,19 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
         *deps_.hub, kube::Collection(w.resource, w.namespaced ? ns : ""), *feeders.back(), options));
     reflectors.back()->Start();
   }
+  std::vector<ReflectorMetrics> reflector_metrics;
+  for (size_t i = 0; i < watched.size(); ++i) {
+    reflector_metrics.emplace_back(*deps_.registry, *reflectors[i], watched[i].resource.resource);
+  }
+  auto beat = [&] {
+    Beat();
+    for (auto& m : reflector_metrics) m.Update();
+  };
   log::Info("watching the hub", {{"namespace", ns.empty() ? "(all)" : ns}});
-  while (!stop.load() && !cache_.synced()) SleepUnlessStopped(std::chrono::milliseconds(100), stop);
+  while (!stop.load() && !cache_.synced()) {
+    beat();
+    SleepUnlessStopped(std::chrono::milliseconds(100), stop);
+  }
   if (stop.load()) return Status::Ok();
   log::Info("hub cache synced", {{"clusters", cache_.cluster_count()}});
 
@@ -107,6 +172,7 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
   bool startup = true;
   bool leading = false;
   while (!stop.load()) {
+    beat();
     if (elector && !elector->is_leader()) {
       if (leading) {
         log::Warn("not the leader any more: stopped publishing");

@@ -1,10 +1,12 @@
 // PublisherApp: the syncbus-publisher process minus main(): mirrors the hub into a HubCache with
 // one reflector per resource, waits for the initial lists, then runs decision rounds and
 // publishes through a broker session that it (re)connects with backoff, declaring the topology
-// each time. Run() blocks until `stop`; ready()/healthy() are thread-safe (admin probes).
+// each time. On stop: the last round's confirms are awaited, the lease is released. Run() blocks
+// until `stop`; ready()/healthy() are thread-safe (admin probes).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -33,14 +35,24 @@ class PublisherApp {
   Status Run(const std::atomic<bool>& stop);
 
   Status ready() const;     // hub cache synced and broker connected
+  // The decision loop is alive: it went round (or waited, leading or not) within stall_limit.
+  Status healthy() const;
   const HubCache& cache() const { return cache_; }
+
+  // Longer than any single wait of the loop (confirm and broker round-trip timeouts, the
+  // reconnect backoff's 30 s ceiling).
+  static constexpr std::chrono::seconds kStallLimit{120};
 
  private:
   Config config_;
   PublisherDeps deps_;
   HubCache cache_;
+  void Beat();
+
   std::atomic<bool> connected_{false};
+  std::atomic<int64_t> heartbeat_ns_{-1};   // steady time of the loop's last beat; -1 not started
   prometheus::Gauge* leader_gauge_;
+  prometheus::Gauge* heartbeat_gauge_;
 };
 
 }  // namespace syncbus::publisher

@@ -36,6 +36,28 @@ Json Lease(const std::string& name, WallTime t) {
   return {{"metadata", {{"name", name}, {"namespace", name}}}, {"spec", {{"renewTime", FormatRfc3339(t)}}}};
 }
 
+// A SelectorSyncSet whose secretMapping reads Secret src/<secret>.
+Json SssWithSecret(const std::string& name, int gen, const std::string& secret) {
+  Json sss = Sss(name, gen);
+  sss["spec"]["secretMappings"] = Json::array({{{"sourceRef", {{"name", secret}, {"namespace", "src"}}},
+                                                {"targetRef", {{"name", secret}, {"namespace", "dst"}}}}});
+  return sss;
+}
+
+Json Secret(const std::string& name, const std::string& rv, WallTime written) {
+  return {{"metadata", {{"name", name}, {"namespace", "src"}, {"resourceVersion", rv},
+                        {"creationTimestamp", "2025-01-01T00:00:00Z"},
+                        {"managedFields", Json::array({{{"manager", "kubectl"}, {"time", FormatRfc3339(written)}}})}}},
+          {"data", {{"k", "dg=="}}}};
+}
+
+Json CdWith(const std::string& name, Json labels, Json annotations, bool installed = true) {
+  Json cd = Cd(name, std::move(labels));
+  cd["metadata"]["annotations"] = std::move(annotations);
+  cd["spec"]["installed"] = installed;
+  return cd;
+}
+
 struct Fixture {
   FakeClock clock;
   amqp::FakeBroker broker{clock};
@@ -45,12 +67,12 @@ struct Fixture {
   PublisherOptions options;
   std::unique_ptr<Publisher> publisher;
 
-  Fixture() {
+  explicit Fixture(amqp::TopologyOptions topology = {}) {
     REQUIRE(session.Connect().ok());
-    REQUIRE(session.Declare(amqp::SyncbusTopology()).ok());
+    REQUIRE(session.Declare(amqp::SyncbusTopology(topology)).ok());
     options.max_publish_rate = 1000;
     for (HubKind k : {HubKind::kClusterDeployment, HubKind::kSyncSet, HubKind::kSelectorSyncSet,
-                      HubKind::kClusterSync, HubKind::kClusterSyncLease}) {
+                      HubKind::kClusterSync, HubKind::kClusterSyncLease, HubKind::kSecret}) {
       cache.Replace(k, {});
     }
   }
@@ -185,7 +207,12 @@ TEST_CASE("rate limit and outstanding cap defer work without losing it") {
   f.clock.Advance(1s);
   CHECK(f.Round().published == 5);
   CHECK(f.pub().pending() == 0);
-  CHECK(f.Queue(amqp::Lane::kResync).size() + f.Queue(amqp::Lane::kChange).size() == 25);
+  // Start-up work deferred by the rate limit is still start-up work: all of it on the resync
+  // lane, none flooding the change lane.
+  auto resync = f.Queue(amqp::Lane::kResync);
+  CHECK(resync.size() == 25);
+  for (const auto& r : resync) CHECK(r.reason == "startup");
+  CHECK(f.Queue(amqp::Lane::kChange).empty());
 }
 
 TEST_CASE("a broker outage loses nothing: unconfirmed clusters are published after reconnecting") {
@@ -230,4 +257,113 @@ TEST_CASE("a lapsed leader publishes nothing") {
   CHECK(f.Queue(amqp::Lane::kResync).empty());
   leader = true;
   CHECK(f.Round().published == 1);
+}
+
+TEST_CASE("a source Secret change is a change: full reapply on the change lane, until processed") {
+  Fixture f;
+  f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "b"}})});
+  f.cache.Replace(HubKind::kSelectorSyncSet, {SssWithSecret("s", 1, "pull")});
+  f.cache.Replace(HubKind::kSecret, {Secret("pull", "10", f.clock.WallNow() - 1h)});
+  f.cache.Replace(HubKind::kClusterSync, {Cs("a", "s", 1)});
+  f.cache.Replace(HubKind::kClusterSyncLease, {Lease("a", f.clock.WallNow())});
+  CHECK(f.Round(true).published == 0);   // in sync, Secret older than the last full reapply
+
+  f.clock.Advance(1min);
+  f.cache.Upsert(HubKind::kSecret, Secret("pull", "11", f.clock.WallNow()));
+  auto stats = f.Round();
+  CHECK(stats.evaluated == 1);   // only the cluster whose set reads it
+  CHECK(stats.published == 1);
+  auto q = f.Queue(amqp::Lane::kChange);
+  REQUIRE(q.size() == 1);
+  CHECK(q[0].cluster_name == "a");
+  CHECK(q[0].reason == "secret-changed");
+  CHECK(q[0].full_reapply);
+  // More writes while it is outstanding coalesce.
+  f.cache.Upsert(HubKind::kSecret, Secret("pull", "12", f.clock.WallNow()));
+  CHECK(f.Round().coalesced == 1);
+  // The consumer's full reapply renews the lease: processed, but version 12 came after the
+  // published snapshot (11), so one more request goes out; once that is processed, nothing.
+  f.clock.Advance(5s);
+  f.cache.Upsert(HubKind::kClusterSyncLease, Lease("a", f.clock.WallNow()));
+  CHECK(f.Round().published == 1);
+  f.clock.Advance(5s);
+  f.cache.Upsert(HubKind::kClusterSyncLease, Lease("a", f.clock.WallNow()));
+  CHECK(f.Round().published == 0);
+  CHECK(f.pub().outstanding() == 0);
+  CHECK(f.Queue(amqp::Lane::kChange).size() == 2);
+  // A Secret nobody maps changes nothing.
+  f.cache.Upsert(HubKind::kSecret, Secret("other", "1", f.clock.WallNow()));
+  CHECK(f.Round().evaluated == 0);
+}
+
+TEST_CASE("a Secret written after the last full reapply while no publisher ran is reapplied at startup") {
+  Fixture f;
+  f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}})});
+  f.cache.Replace(HubKind::kSelectorSyncSet, {SssWithSecret("s", 1, "pull")});
+  f.cache.Replace(HubKind::kSecret, {Secret("pull", "10", f.clock.WallNow() - 10min)});
+  f.cache.Replace(HubKind::kClusterSync, {Cs("a", "s", 1), Cs("b", "s", 1)});
+  f.cache.Replace(HubKind::kClusterSyncLease,
+                  {Lease("a", f.clock.WallNow() - 20min), Lease("b", f.clock.WallNow() - 5min)});
+  CHECK(f.Round(true).published == 1);
+  auto q = f.Queue(amqp::Lane::kResync);
+  REQUIRE(q.size() == 1);
+  CHECK(q[0].cluster_name == "a");   // b's last full reapply came after the write
+  CHECK(q[0].full_reapply);
+}
+
+TEST_CASE("a skipped cluster that becomes eligible is enqueued at once") {
+  Fixture f;
+  Json pause = {{"hive.openshift.io/syncset-pause", "true"}};
+  f.cache.Replace(HubKind::kClusterDeployment,
+                  {CdWith("a", {{"fleet", "a"}}, pause), CdWith("b", {{"fleet", "a"}}, Json::object(), false)});
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
+  auto start = f.Round(true);
+  CHECK(start.published == 0);
+  CHECK(start.skipped == 2);
+  f.cache.Upsert(HubKind::kSelectorSyncSet, Sss("s", 2));   // edits while skipped: nothing
+  CHECK(f.Round().published == 0);
+  f.cache.Upsert(HubKind::kClusterDeployment, CdWith("a", {{"fleet", "a"}}, Json::object()));
+  f.cache.Upsert(HubKind::kClusterDeployment, CdWith("b", {{"fleet", "a"}}, Json::object(), true));
+  auto stats = f.Round();   // the very next round, no time passing
+  CHECK(stats.published == 2);
+  auto q = f.Queue(amqp::Lane::kChange);
+  REQUIRE(q.size() == 2);
+  CHECK(q[0].reason == "missing-status");
+}
+
+TEST_CASE("publishes refused by a full work queue keep the cluster pending, are counted, and go out later") {
+  amqp::TopologyOptions topology;
+  topology.max_length = 3;
+  Fixture f(topology);
+  std::vector<Json> cds;
+  for (int i = 0; i < 6; ++i) cds.push_back(Cd("c" + std::to_string(i), {{"fleet", "a"}}));
+  f.cache.Replace(HubKind::kClusterDeployment, cds);
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
+  auto first = f.pub().Reconcile(f.cache.AllClusterKeys(), true);
+  REQUIRE_MESSAGE(first.ok(), first.status().ToString());   // not a broker failure
+  CHECK(first->rejected > 0);
+  CHECK(first->published + first->rejected == 6);
+  CHECK(f.session.connected());                             // the connection was kept
+  CHECK(f.pub().pending() == first->rejected);
+  double rejected_metric = 0;
+  for (const auto& fam : f.registry.Collect()) {
+    if (fam.name == "syncbus_publisher_rejected_total") rejected_metric = fam.metric[0].counter.value;
+  }
+  CHECK(rejected_metric == static_cast<double>(first->rejected));
+  // Held off: nothing is tried at once.
+  CHECK(f.Round().published == 0);
+  // Consumers drain the queue; after the hold-off the pending clusters go out.
+  size_t drained = 0;
+  while (true) {
+    auto d = f.session.Get(amqp::WorkQueueName(amqp::Lane::kResync));
+    REQUIRE(d.ok());
+    if (!d->has_value()) break;
+    REQUIRE(f.session.Ack((*d)->delivery_tag).ok());
+    ++drained;
+  }
+  CHECK(drained == first->published);
+  f.clock.Advance(1s);
+  auto second = f.Round();
+  CHECK(second.published == first->rejected);
+  CHECK(f.pub().pending() == 0);
 }

@@ -1,0 +1,134 @@
+// LeaderElector against the in-process Kubernetes simulator (real REST on a coordination.k8s.io/v1
+// Lease), with time driven by a FakeClock: nothing sleeps.
+#include <doctest/doctest.h>
+
+#include "common/fake_clock.h"
+#include "common/kube/client_impl.h"
+#include "publisher/leader_elector.h"
+#include "tests/fakes/in_process_transport.h"
+#include "tests/kubesim/sim_simulation.h"
+
+using namespace syncbus;
+using namespace syncbus::publisher;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Hub {
+  std::unique_ptr<kubesim::Simulation> sim;
+  std::shared_ptr<fakes::InProcessTransport> transport;
+  std::unique_ptr<kube::ClientImpl> client;
+  FakeClock clock;
+  LeaderElectionConfig config;
+
+  Hub() {
+    auto created = kubesim::Simulation::Create({});
+    REQUIRE_MESSAGE(created.ok(), created.status().ToString());
+    sim = std::move(*created);
+    transport = std::make_shared<fakes::InProcessTransport>(*sim);
+    kube::ClusterConfig cc;
+    cc.server = "http://hub.invalid";
+    client = std::make_unique<kube::ClientImpl>(cc, transport);
+    config.ns = "syncbus";
+    config.name = "syncbus-publisher";
+    REQUIRE(client->Create(kube::Collection(kube::resources::kNamespaces),
+                           Json{{"apiVersion", "v1"}, {"kind", "Namespace"},
+                                {"metadata", {{"name", "syncbus"}}}}).ok());
+  }
+  LeaderElector Elector(const std::string& id) { return LeaderElector(*client, config, id, clock); }
+  Json Lease() {
+    auto got = client->Get(kube::Object(kube::resources::kLeases, config.ns, config.name));
+    REQUIRE_MESSAGE(got.ok(), got.status().ToString());
+    return *got;
+  }
+  void HubDown(bool down) {
+    kubesim::FaultSpec spec;
+    spec.error_rate = down ? 1.0 : 0.0;
+    REQUIRE(sim->faults().Set("hub", spec).ok());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("leader election: the first replica creates the Lease and renews it") {
+  Hub hub;
+  auto a = hub.Elector("a");
+  CHECK_FALSE(a.is_leader());
+  CHECK(a.Tick());
+  Json lease = hub.Lease();
+  CHECK(lease["spec"]["holderIdentity"] == "a");
+  CHECK(lease["spec"]["leaseDurationSeconds"] == 15);
+  std::string first_renew = lease["spec"]["renewTime"];
+  hub.clock.Advance(2s);
+  CHECK(a.Tick());
+  CHECK(hub.Lease()["spec"]["renewTime"] != first_renew);
+  CHECK(hub.Lease()["spec"]["holderIdentity"] == "a");
+  CHECK(a.transitions() == 1);
+}
+
+TEST_CASE("leader election: a standby waits out the whole lease, then takes over") {
+  Hub hub;
+  auto a = hub.Elector("a");
+  auto b = hub.Elector("b");
+  REQUIRE(a.Tick());
+  CHECK_FALSE(b.Tick());
+  // While a keeps renewing, b never takes over, however long it waits.
+  for (int i = 0; i < 20; ++i) {
+    hub.clock.Advance(2s);
+    CHECK(a.Tick());
+    CHECK_FALSE(b.Tick());
+  }
+  // a stops renewing (killed). b measures the lease on its own clock from when it last saw the
+  // record change (just now): not before 15 s.
+  hub.clock.Advance(2s);
+  CHECK_FALSE(b.Tick());
+  hub.clock.Advance(12s);
+  CHECK_FALSE(b.Tick());
+  hub.clock.Advance(2s);
+  CHECK(b.Tick());         // 16 s without a change: expired
+  Json lease = hub.Lease();
+  CHECK(lease["spec"]["holderIdentity"] == "b");
+  CHECK(lease["spec"]["leaseTransitions"] == 1);
+  // The old leader comes back: it sees b holding a live lease and stays a follower.
+  CHECK_FALSE(a.Tick());
+  CHECK_FALSE(a.is_leader());
+}
+
+TEST_CASE("leader election: a leader that cannot renew stops leading before its lease can expire") {
+  Hub hub;
+  auto a = hub.Elector("a");
+  auto b = hub.Elector("b");
+  REQUIRE(a.Tick());
+  CHECK_FALSE(b.Tick());   // b saw the record at t=0
+  hub.HubDown(true);
+  for (int i = 0; i < 4; ++i) {
+    hub.clock.Advance(2s);
+    a.Tick();
+    CHECK(a.is_leader());  // up to t=8 s: still within the 10 s renew deadline
+  }
+  hub.clock.Advance(2s + 1ms);
+  a.Tick();
+  CHECK_FALSE(a.is_leader());   // t=10 s: no renewal for renewDeadline -> not leader
+  // Nobody else could have taken over yet: the lease is valid until 15 s after b saw it.
+  hub.HubDown(false);
+  CHECK_FALSE(b.Tick());
+  hub.clock.Advance(5s);
+  CHECK(b.Tick());
+  CHECK_FALSE(a.Tick());
+}
+
+TEST_CASE("leader election: release hands over at once") {
+  Hub hub;
+  auto a = hub.Elector("a");
+  auto b = hub.Elector("b");
+  REQUIRE(a.Tick());
+  CHECK_FALSE(b.Tick());
+  REQUIRE(a.Release().ok());
+  CHECK_FALSE(a.is_leader());
+  CHECK(hub.Lease()["spec"]["holderIdentity"] == "");
+  CHECK(b.Tick());   // no waiting: the holder is empty
+  CHECK(hub.Lease()["spec"]["holderIdentity"] == "b");
+  // Releasing a lease someone else holds changes nothing.
+  REQUIRE(a.Release().ok());
+  CHECK(hub.Lease()["spec"]["holderIdentity"] == "b");
+}
