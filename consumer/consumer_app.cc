@@ -5,6 +5,7 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/random.h"
+#include "consumer/cluster_lease.h"
 #include "consumer/cluster_syncer.h"
 #include "consumer/delivery_loop.h"
 #include "consumer/target_clients.h"
@@ -27,8 +28,16 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   options.prefetch = static_cast<uint16_t>(config_.consumer.prefetch);
   options.workers = config_.consumer.prefetch;
   options.retry = {config_.topology.retry_tiers, config_.consumer.max_attempts};
+  options.delivery_limit = config_.topology.delivery_limit;
+  LeaseOptions lease_options;
+  lease_options.identity = deps_.identity;
+  ClusterLeases leases(lease_options, *deps_.hub, clock, *deps_.registry);
+  leases.StartRenewing();
   std::unique_ptr<amqp::Session> session = deps_.new_session();
-  DeliveryLoop loop(options, *session, syncer, clock, *deps_.registry);
+  DeliveryLoop loop(
+      options, *session,
+      [&syncer](const SyncRequest& request, const SyncFence& fence) { return syncer.Sync(request, fence); },
+      &leases, clock, *deps_.registry);
   Backoff backoff({}, RealRandom());
   while (!stop.load()) {
     if (!consuming_.load()) {

@@ -1,6 +1,7 @@
 // ConsumerApp: the syncbus-consumer process minus main(): (re)connects its broker session with
 // backoff, declares the topology, consumes both lanes through a DeliveryLoop whose workers run
-// ClusterSyncer, and on stop drains in-flight work within the grace period. Run() blocks until
+// ClusterSyncer under per-cluster hub leases, and on stop drains in-flight work within the
+// grace period. Run() blocks until
 // `stop`; ready() is thread-safe (admin probe).
 #pragma once
 
@@ -24,6 +25,7 @@ struct ConsumerDeps {
   std::function<std::unique_ptr<amqp::Session>()> new_session;
   Clock* clock = nullptr;
   std::shared_ptr<prometheus::Registry> registry;
+  std::string identity;                           // lease holder identity, unique per process
 };
 
 class ConsumerApp {

@@ -6,11 +6,12 @@
 
 namespace syncbus::consumer {
 
-DeliveryLoop::DeliveryLoop(DeliveryOptions options, amqp::Session& session, ClusterSyncer& syncer,
-                           Clock& clock, prometheus::Registry& registry)
+DeliveryLoop::DeliveryLoop(DeliveryOptions options, amqp::Session& session, SyncFunction sync,
+                           ClusterLeases* leases, Clock& clock, prometheus::Registry& registry)
     : options_(std::move(options)),
       session_(session),
-      syncer_(syncer),
+      sync_(std::move(sync)),
+      leases_(leases),
       clock_(clock),
       deliveries_(prometheus::BuildCounter()
                       .Name("syncbus_consumer_deliveries_total")
@@ -44,6 +45,7 @@ DeliveryLoop::DeliveryLoop(DeliveryOptions options, amqp::Session& session, Clus
 }
 
 DeliveryLoop::~DeliveryLoop() {
+  abandon_.store(true);
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
@@ -56,7 +58,7 @@ size_t DeliveryLoop::in_flight() const {
   std::lock_guard lock(mu_);
   size_t waiting = 0;
   for (const auto& [k, q] : waiting_) waiting += q.size();
-  return ready_.size() + running_ + finished_.size() + waiting;
+  return ready_change_.size() + ready_resync_.size() + running_ + finished_.size() + waiting;
 }
 
 Status DeliveryLoop::Subscribe() {
@@ -64,8 +66,10 @@ Status DeliveryLoop::Subscribe() {
     // Work of an older connection can no longer be acked: drop it (the broker redelivers).
     std::lock_guard lock(mu_);
     ++generation_;
-    for (const auto& job : ready_) active_.erase(job.request.ClusterKey());
-    ready_.clear();
+    for (auto* ready : {&ready_change_, &ready_resync_}) {
+      for (const auto& job : *ready) active_.erase(job.request.ClusterKey());
+      ready->clear();
+    }
     waiting_.clear();
     finished_.clear();
   }
@@ -78,28 +82,53 @@ Status DeliveryLoop::Subscribe() {
   return Status::Ok();
 }
 
+DeliveryLoop::Done DeliveryLoop::Run(Job job) {
+  std::shared_ptr<ClusterLease> lease;
+  if (leases_ != nullptr) {
+    auto acquired = leases_->Acquire(job.request.cluster_namespace, job.request.cluster_name);
+    if (!acquired.ok()) {
+      bool busy = acquired.status().code() == Code::kConflict;
+      return {std::move(job), acquired.status(), busy};
+    }
+    lease = std::move(*acquired);
+  }
+  // Writes stop when the lease is lost, or when shutdown gave up waiting for this job.
+  SyncFence fence = [lease, this] {
+    if (abandon_.load()) return Status(Code::kCancelled, "shutting down: the delivery is left to the broker");
+    return lease ? lease->Check(clock_) : Status::Ok();
+  };
+  Result<SyncOutcome> outcome = sync_(job.request, fence);
+  bool lost = lease && !lease->Check(clock_).ok();
+  if (lease) leases_->Release(lease);
+  // A failure after the lease was lost is the new owner's business: defer without an attempt.
+  bool failed = !outcome.ok() || !outcome->failed_sets.empty();
+  return {std::move(job), std::move(outcome), lost && failed};
+}
+
 void DeliveryLoop::WorkerMain() {
   std::unique_lock lock(mu_);
   while (true) {
-    work_cv_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
+    work_cv_.wait(lock, [&] { return stopping_ || !ready_change_.empty() || !ready_resync_.empty(); });
     if (stopping_) return;
-    Job job = std::move(ready_.front());
-    ready_.pop_front();
+    std::deque<Job>& ready = ready_change_.empty() ? ready_resync_ : ready_change_;
+    Job job = std::move(ready.front());
+    ready.pop_front();
     ++running_;
     lock.unlock();
-    Result<SyncOutcome> outcome = syncer_.Sync(job.request);
+    Done done = Run(std::move(job));
     lock.lock();
     --running_;
-    std::string key = job.request.ClusterKey();
-    finished_.push_back({std::move(job), std::move(outcome)});
+    std::string key = done.job.request.ClusterKey();
+    finished_.push_back(std::move(done));
     // The next delivery for the same cluster may run now.
     auto w = waiting_.find(key);
     if (w == waiting_.end()) {
       active_.erase(key);
     } else {
-      ready_.push_back(std::move(w->second.front()));
+      Job next = std::move(w->second.front());
       w->second.pop_front();
       if (w->second.empty()) waiting_.erase(w);
+      (next.request.lane == amqp::Lane::kChange ? ready_change_ : ready_resync_).push_back(std::move(next));
       work_cv_.notify_one();
     }
   }
@@ -112,7 +141,7 @@ void DeliveryLoop::Enqueue(Job job) {
     waiting_[key].push_back(std::move(job));
     return;
   }
-  ready_.push_back(std::move(job));
+  (job.request.lane == amqp::Lane::kChange ? ready_change_ : ready_resync_).push_back(std::move(job));
   work_cv_.notify_one();
 }
 
@@ -123,6 +152,18 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
     log::Warn("undecodable message parked", {{"queue", delivery.queue}, {"message_id", delivery.message.message_id},
                                              {"error", request.status().message()}});
     Status s = Park(delivery, DeadLetter(delivery, "undecodable", request.status().message(), clock_.WallNow()),
+                    "dead-lettered");
+    if (!s.ok()) log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
+    return;
+  }
+  if (int unsettled = UnsettledDeliveries(delivery.message);
+      options_.delivery_limit > 0 && unsettled > options_.delivery_limit) {
+    log::Warn("poison request parked", {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}});
+    Status s = Park(delivery,
+                    DeadLetter(delivery, "delivery_limit",
+                               "delivered " + std::to_string(unsettled) +
+                                   " times without being settled (consumers crashed or were killed)",
+                               clock_.WallNow()),
                     "dead-lettered");
     if (!s.ok()) log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
     return;
@@ -141,7 +182,7 @@ Status DeliveryLoop::Park(const amqp::Delivery& delivery, const amqp::Publicatio
   deliveries_.Add({{"lane", lane}, {"outcome", outcome}}).Increment();
   if (publication.exchange == amqp::kDeadExchange) {
     dead_lettered_.Add({{"reason", publication.message.headers.value(kDeadReasonHeader, "unknown")}}).Increment();
-  } else {
+  } else if (std::string_view(outcome) == "retried") {
     retries_.Add({{"tier", publication.message.headers.value(amqp::kRetryTierHeader, "")}}).Increment();
   }
   return Status::Ok();
@@ -151,6 +192,11 @@ Status DeliveryLoop::Settle(Done& done) {
   const amqp::Delivery& d = done.job.delivery;
   const SyncRequest& r = done.job.request;
   std::string lane = amqp::LaneName(r.lane);
+  if (done.busy) {
+    log::Debug("cluster busy on another consumer; deferred",
+               {{"cluster", r.ClusterKey()}, {"detail", done.outcome.ok() ? done.outcome->detail : done.outcome.status().message()}});
+    return Park(d, Defer(d, options_.retry), "busy");
+  }
   if (done.outcome.ok() && done.outcome->failed_sets.empty()) {
     Status acked = session_.Ack(d.delivery_tag);
     if (!acked.ok()) return acked;
@@ -167,14 +213,18 @@ Status DeliveryLoop::Settle(Done& done) {
   }
   std::string error;
   bool permanent;
+  std::chrono::milliseconds at_least{0};
   if (!done.outcome.ok()) {
-    error = done.outcome.status().ToString();
-    permanent = !IsTransient(done.outcome.status().code()) && done.outcome.status().code() != Code::kUnavailable;
+    const Status& failure = done.outcome.status();
+    error = failure.ToString();
+    // Hub conflicts, throttling, timeouts and outages heal by themselves; so does a shutdown.
+    permanent = !IsTransient(failure.code()) && failure.code() != Code::kCancelled;
+    at_least = failure.retry_after();
   } else {
     error = done.outcome->detail;
     permanent = !done.outcome->transient;
   }
-  amqp::Publication next = NextAttempt(d, options_.retry, error, permanent, clock_.WallNow());
+  amqp::Publication next = NextAttempt(d, options_.retry, error, permanent, clock_.WallNow(), at_least);
   bool dead = next.exchange == amqp::kDeadExchange;
   log::Info(dead ? "request parked after its last attempt" : "request scheduled for retry",
             {{"cluster", r.ClusterKey()}, {"attempt", AttemptOf(next.message)},
@@ -218,7 +268,10 @@ size_t DeliveryLoop::Drain(std::chrono::milliseconds grace) {
     auto polled = session_.Next(std::chrono::milliseconds(20));
     if (!polled.ok()) break;
   }
-  return in_flight();
+  size_t left = in_flight();
+  // What is still running stops at its next write; the broker redelivers it once we close.
+  if (left > 0) abandon_.store(true);
+  return left;
 }
 
 }  // namespace syncbus::consumer

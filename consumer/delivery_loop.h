@@ -1,16 +1,18 @@
-// DeliveryLoop: consumes both work lanes and hands each request to a pool of workers running
-// ClusterSyncer, then settles it on the session's thread: ack once the status is stored; on
-// failure publish the next attempt to its delay queue (or the dead-letter queue) and ack the
-// original only after that publish is confirmed, so a request is never in neither queue.
-// Undecodable messages are parked at once with the reason. Deliveries for a cluster already in
-// progress in this process wait for it. Step()/Drain() run on one thread (the session's owner);
-// workers are internal.
+// DeliveryLoop: consumes both work lanes and hands each request to a pool of workers (change
+// lane first) that take the cluster's lease and run the sync under its fence, then settles it on
+// the session's thread: ack once the status is stored; on failure publish the next attempt to
+// its delay queue (or the dead-letter queue) and ack the original only after that publish is
+// confirmed, so a request is never in neither queue. A cluster busy on another consumer goes to
+// the shortest delay tier without counting an attempt. Undecodable messages are parked at once.
+// Deliveries for a cluster already in progress in this process wait for it. Step()/Drain() run
+// on one thread (the session's owner); workers are internal.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -25,6 +27,7 @@
 
 #include "common/amqp/session.h"
 #include "common/clock.h"
+#include "consumer/cluster_lease.h"
 #include "consumer/cluster_syncer.h"
 #include "consumer/retry_policy.h"
 
@@ -34,14 +37,24 @@ struct DeliveryOptions {
   uint16_t prefetch = 20;             // per lane
   int workers = 20;                   // clusters processed at once
   RetryPolicy retry;
+  // The work queues' x-delivery-limit: a request whose deliveries ended unsettled more often
+  // than this, counted across busy deferrals, is parked as poison (0 = the broker alone).
+  int delivery_limit = 0;
   std::chrono::milliseconds confirm_timeout{30000};
 };
 
+// Processes one request (ClusterSyncer::Sync in production), checking `fence` before each write.
+using SyncFunction = std::function<Result<SyncOutcome>(const SyncRequest&, const SyncFence&)>;
+
 class DeliveryLoop {
  public:
-  DeliveryLoop(DeliveryOptions options, amqp::Session& session, ClusterSyncer& syncer, Clock& clock,
-               prometheus::Registry& registry);
-  ~DeliveryLoop();   // stops and joins the workers (in-flight results are dropped: redelivered)
+  // `leases` may be null (a single consumer needs no cross-process exclusion); it must outlive
+  // the loop, as must `session` and `clock`.
+  DeliveryLoop(DeliveryOptions options, amqp::Session& session, SyncFunction sync, ClusterLeases* leases,
+               Clock& clock, prometheus::Registry& registry);
+  // Fences off running syncs, stops and joins the workers (their results are dropped: the
+  // broker redelivers them).
+  ~DeliveryLoop();
 
   // Starts consuming both lanes (again after a reconnect; results of the old connection are
   // dropped — the broker redelivers those messages).
@@ -50,7 +63,8 @@ class DeliveryLoop {
   // An error means the broker connection is gone: reconnect, Subscribe() again.
   Status Step(std::chrono::milliseconds timeout);
   // Stops consuming and settles in-flight work for up to `grace`; returns how many were left
-  // unsettled (they return to the queue when the connection closes).
+  // unsettled (they return to the queue when the connection closes; syncs still running stop
+  // writing at their next fence check).
   size_t Drain(std::chrono::milliseconds grace);
 
   size_t in_flight() const;
@@ -65,30 +79,34 @@ class DeliveryLoop {
   struct Done {
     Job job;
     Result<SyncOutcome> outcome;
+    bool busy = false;   // the cluster's lease is held elsewhere (or was lost): defer
   };
 
   void Dispatch(amqp::Delivery delivery);
   void Enqueue(Job job);
   void WorkerMain();
+  Done Run(Job job);
   Status SettleFinished();
   Status Settle(Done& done);
   Status Park(const amqp::Delivery& delivery, const amqp::Publication& publication, const char* outcome);
 
   DeliveryOptions options_;
   amqp::Session& session_;
-  ClusterSyncer& syncer_;
+  SyncFunction sync_;
+  ClusterLeases* leases_;
   Clock& clock_;
   uint64_t generation_ = 0;   // session thread only
   std::vector<std::string> consumer_tags_;
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
-  std::deque<Job> ready_;                               // runnable jobs
+  std::deque<Job> ready_change_, ready_resync_;         // runnable jobs; change lane first
   std::set<std::string> active_;                       // clusters with a ready or running job
   std::map<std::string, std::deque<Job>> waiting_;      // cluster busy: jobs queued behind it
   std::vector<Done> finished_;
   size_t running_ = 0;
   bool stopping_ = false;
+  std::atomic<bool> abandon_{false};   // running syncs fail their next fence check
   std::vector<std::thread> workers_;
 
   prometheus::Family<prometheus::Counter>& deliveries_;

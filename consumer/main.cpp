@@ -1,6 +1,8 @@
 // syncbus-consumer: takes sync requests, applies SyncSets to target clusters, writes ClusterSync.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <iostream>
 
 #include "common/admin_server.h"
@@ -11,6 +13,18 @@
 #include "common/kube/client_impl.h"
 #include "common/log.h"
 #include "consumer/consumer_app.h"
+
+namespace {
+
+// Unique per process: "<name>-<host>-<pid>", so a restarted consumer never mistakes an old
+// lease for its own.
+std::string LeaseIdentity(const std::string& name) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return name + "-" + host + "-" + std::to_string(getpid());
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace syncbus;
@@ -42,7 +56,7 @@ int main(int argc, char** argv) {
   consumer::ConsumerApp app(*config, {std::make_shared<kube::ClientImpl>(*hub_config, shared_transport),
                                       shared_transport,
                                       [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
-                                      &RealClock(), registry});
+                                      &RealClock(), registry, LeaseIdentity(name)});
   std::unique_ptr<AdminServer> admin;
   if (config->admin.port >= 0) {
     auto started = AdminServer::Start(config->admin, registry, {nullptr, [&app] { return app.ready(); }});

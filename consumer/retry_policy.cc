@@ -9,10 +9,20 @@
 
 namespace syncbus::consumer {
 
-int AttemptOf(const amqp::Message& message) {
-  auto it = message.headers.find(kAttemptHeader);
+namespace {
+
+int IntHeader(const amqp::Message& message, const char* name) {
+  auto it = message.headers.find(name);
   if (it == message.headers.end() || !it->is_number_integer()) return 0;
   return static_cast<int>(std::clamp<int64_t>(it->get<int64_t>(), 0, 1000000));
+}
+
+}  // namespace
+
+int AttemptOf(const amqp::Message& message) { return IntHeader(message, kAttemptHeader); }
+
+int UnsettledDeliveries(const amqp::Message& message) {
+  return IntHeader(message, kUnsettledHeader) + IntHeader(message, kDeliveryCountHeader);
 }
 
 std::string SanitizeError(const std::string& error) {
@@ -39,6 +49,8 @@ amqp::Publication Base(const amqp::Delivery& delivery, const std::string& error,
   Json& h = p.message.headers;
   if (!h.is_object()) h = Json::object();
   h.erase("x-death");   // the broker's own history; ours travels in x-syncbus-* headers
+  h.erase(kDeliveryCountHeader);
+  h.erase(kUnsettledHeader);   // a consumer settled this copy: it is not crashing consumers
   if (!h.contains(kFirstFailureHeader)) h[kFirstFailureHeader] = FormatRfc3339(now);
   h[kLastErrorHeader] = SanitizeError(error);
   // The lane travels as the routing key so that a retry returns to the lane it came from.
@@ -51,17 +63,41 @@ amqp::Publication Base(const amqp::Delivery& delivery, const std::string& error,
 }  // namespace
 
 amqp::Publication NextAttempt(const amqp::Delivery& delivery, const RetryPolicy& policy,
-                              const std::string& error, bool permanent, WallTime now) {
+                              const std::string& error, bool permanent, WallTime now,
+                              std::chrono::milliseconds at_least) {
   int attempt = AttemptOf(delivery.message) + 1;
   if (attempt >= policy.max_attempts || policy.tiers.empty()) {
-    return DeadLetter(delivery, "max-attempts", error, now);
+    amqp::Publication dead = DeadLetter(delivery, "max-attempts", error, now);
+    dead.message.headers[kAttemptHeader] = attempt;
+    return dead;
   }
   amqp::Publication p = Base(delivery, error, now);
   p.message.headers[kAttemptHeader] = attempt;
-  size_t tier = std::min<size_t>(attempt - 1, policy.tiers.size() - 1);
-  if (permanent) tier = policy.tiers.size() - 1;   // slow tier only
+  size_t last = policy.tiers.size() - 1;
+  size_t tier = std::min<size_t>(attempt - 1, last);
+  if (permanent) tier = last;   // slow tier only
+  while (tier < last && policy.tiers[tier] < at_least) ++tier;
   p.exchange = amqp::kRetryExchange;
   p.message.headers[amqp::kRetryTierHeader] = amqp::TierName(policy.tiers[tier]);
+  return p;
+}
+
+amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& policy) {
+  amqp::Publication p;
+  p.message = delivery.message;
+  p.message.persistent = true;
+  if (!p.message.headers.is_object()) p.message.headers = Json::object();
+  p.message.headers.erase("x-death");
+  p.message.headers[kUnsettledHeader] = UnsettledDeliveries(delivery.message);
+  p.message.headers.erase(kDeliveryCountHeader);
+  p.routing_key = Base(delivery, "", WallTime{}).routing_key;
+  if (policy.tiers.empty()) {   // no delay queues: straight back to the work queue
+    p.exchange = amqp::kWorkExchange;
+    return p;
+  }
+  p.exchange = amqp::kRetryExchange;
+  p.message.headers[amqp::kRetryTierHeader] =
+      amqp::TierName(*std::min_element(policy.tiers.begin(), policy.tiers.end()));
   return p;
 }
 
@@ -70,6 +106,7 @@ amqp::Publication DeadLetter(const amqp::Delivery& delivery, const std::string& 
   amqp::Publication p = Base(delivery, error, now);
   p.exchange = amqp::kDeadExchange;
   p.message.headers[kDeadReasonHeader] = reason;
+  p.message.headers[kDeadAtHeader] = FormatRfc3339(now);
   p.message.headers.erase(amqp::kRetryTierHeader);
   return p;
 }

@@ -19,15 +19,31 @@ struct RetryPolicy {
 };
 
 inline constexpr size_t kMaxErrorHeaderBytes = 256;
+// When a message was parked (RFC 3339), for `syncbusctl dlq` ages.
+inline constexpr char kDeadAtHeader[] = "x-syncbus-dead-at";
+// Deliveries of earlier copies that ended unsettled (a consumer crashed or was killed holding
+// them), carried across busy deferrals so a poison message is still parked by the limit.
+inline constexpr char kUnsettledHeader[] = "x-syncbus-unsettled";
+// The quorum queue's count of earlier unsettled deliveries of this copy.
+inline constexpr char kDeliveryCountHeader[] = "x-delivery-count";
 
 // The attempt number recorded on a delivery (0 for a fresh request).
 int AttemptOf(const amqp::Message& message);
+// Unsettled deliveries so far: the carried count plus the broker's count for this copy.
+int UnsettledDeliveries(const amqp::Message& message);
 
 // The publication that retries `message` after one more failed attempt with `error`, or, when
 // the attempts are used up, parks it in the dead-letter queue with reason "max-attempts".
-// `permanent` failures skip the short tiers (they need an edit, not a quick retry).
+// `permanent` failures skip the short tiers (they need an edit, not a quick retry); a tier
+// shorter than `at_least` (a server's Retry-After) is skipped too.
 amqp::Publication NextAttempt(const amqp::Delivery& delivery, const RetryPolicy& policy,
-                              const std::string& error, bool permanent, WallTime now);
+                              const std::string& error, bool permanent, WallTime now,
+                              std::chrono::milliseconds at_least = std::chrono::milliseconds(0));
+
+// Sends a delivery that could not run now (its cluster is busy on another consumer) to the
+// shortest tier without counting an attempt or touching its failure history; its unsettled
+// deliveries travel along.
+amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& policy);
 
 // Parks a message in the dead-letter queue at once with `reason` and `error`.
 amqp::Publication DeadLetter(const amqp::Delivery& delivery, const std::string& reason,

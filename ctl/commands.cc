@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <iostream>
+#include <string_view>
 #include <thread>
 
+#include "common/amqp/session_impl.h"
 #include "common/amqp/syncbus_topology.h"
 #include "common/config.h"
 #include "common/daemon.h"
@@ -112,6 +114,102 @@ int RunTopology(const std::string& config_file, const std::string& vhost) {
   for (const char* k : {"exchanges", "queues", "bindings"}) out[k] = defs[k];
   std::cout << out.dump(2) << std::endl;
   return 0;
+}
+
+namespace {
+
+const char* Verb(DlqAction action) {
+  return action == DlqAction::kReplay ? "replay" : action == DlqAction::kPurge ? "purge" : "list";
+}
+
+void PrintLetters(const std::vector<DeadLetter>& letters, bool json, WallTime now, std::ostream& out) {
+  if (json) {
+    Json array = Json::array();
+    for (const auto& d : letters) array.push_back(d.ToJson(now));
+    out << array.dump(2) << std::endl;
+  } else {
+    out << FormatDeadLetterTable(letters, now) << std::flush;
+  }
+}
+
+}  // namespace
+
+int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock, std::istream& in,
+           std::ostream& out, std::ostream& err) {
+  DlqScanOptions scan;
+  scan.action = options.action;
+  scan.filter = options.filter;
+  scan.dry_run = options.dry_run;
+  scan.rate_per_second = options.rate_per_second;
+  scan.limit = options.limit;
+  if (options.action == DlqAction::kPurge && !options.yes && !options.dry_run) {
+    DlqScanOptions count = scan;
+    count.action = DlqAction::kList;
+    auto counted = ScanDeadLetters(session, count, clock);
+    if (!counted.ok()) {
+      err << "syncbusctl: " << counted.status().message() << std::endl;
+      return 1;
+    }
+    size_t n = counted->matched.size();
+    if (n == 0) {
+      err << "dlq purge: nothing matches" << std::endl;
+      return 0;
+    }
+    err << "purge " << n << " dead-lettered message" << (n == 1 ? "" : "s") << "? [y/N] " << std::flush;
+    std::string answer;
+    std::getline(in, answer);
+    if (answer != "y" && answer != "Y" && answer != "yes") {
+      err << "dlq purge: cancelled" << std::endl;
+      return 1;
+    }
+    scan.limit = options.limit == 0 ? n : std::min(options.limit, n);   // no more than agreed to
+  }
+  auto last_report = std::chrono::steady_clock::now();
+  scan.progress = [&](const DlqProgress& p) {
+    if (options.quiet || p.total < 50) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_report < std::chrono::seconds(1) && p.scanned != p.total) return;
+    last_report = now;
+    err << "dlq " << Verb(options.action) << ": scanned " << p.scanned << "/" << p.total << " matched " << p.matched
+        << " done " << p.done << std::endl;
+  };
+  auto result = ScanDeadLetters(session, scan, clock);
+  if (!result.ok()) {
+    err << "syncbusctl: " << result.status().message() << std::endl;
+    return 1;
+  }
+  WallTime now = clock.WallNow();
+  if (options.action == DlqAction::kList || options.dry_run) PrintLetters(result->matched, options.json, now, out);
+  const DlqProgress& p = result->progress;
+  if (options.action != DlqAction::kList) {
+    const char* done = options.action == DlqAction::kReplay ? "replayed" : "purged";
+    err << "dlq " << Verb(options.action) << ": " << (options.dry_run ? "would have " : "") << done << " "
+        << (options.dry_run ? p.matched : p.done) << " of " << p.matched << " matching (scanned " << p.scanned
+        << " of " << p.total << ")" << std::endl;
+  }
+  if (!result->error.ok()) {
+    err << "syncbusctl: stopped early: " << result->error.message() << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+int RunDlq(const DlqOptions& options) {
+  auto config = LoadOptionalConfig(options.config_file);
+  if (!config.ok()) {
+    std::cerr << "syncbusctl: " << config.status().message() << "\n";
+    return 2;
+  }
+  amqp::ConnectionOptions amqp_options = config->amqp;
+  amqp_options.connection_name = std::string("syncbusctl dlq ") + Verb(options.action);
+  amqp::RabbitmqSession session(amqp_options);
+  if (Status s = session.Connect(); !s.ok()) {
+    std::cerr << "syncbusctl: connecting to the broker: " << s.message() << "\n";
+    return 1;
+  }
+  int code = RunDlq(options, session, RealClock(), std::cin, std::cout, std::cerr);
+  session.Close();
+  return code;
 }
 
 }  // namespace syncbus::ctl

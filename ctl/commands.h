@@ -3,8 +3,13 @@
 #pragma once
 
 #include <chrono>
+#include <iosfwd>
 #include <string>
 #include <vector>
+
+#include "common/amqp/session.h"
+#include "common/clock.h"
+#include "ctl/dead_letters.h"
 
 namespace syncbus::ctl {
 
@@ -24,6 +29,26 @@ struct WaitOptions {
 // The barrier: waits until every eligible cluster reports every applicable set at its current
 // generation with Success. Progress on stderr; the summary line (or JSON) on stdout.
 int RunWait(const WaitOptions& options);
+
+struct DlqOptions {
+  std::string config_file;                // syncbus.yaml: the amqp section (same as the daemons)
+  DlqAction action = DlqAction::kList;
+  DeadLetterFilter filter;
+  bool json = false;
+  bool dry_run = false;
+  bool yes = false;                       // purge without asking
+  double rate_per_second = 0;
+  size_t limit = 0;
+  bool quiet = false;                     // no progress lines
+};
+
+// `syncbusctl dlq list|replay|purge` over `session` (connected): the listing or the matches
+// (dry run) on `out` as a table or JSON, progress and the summary on `err`; purge asks on `in`
+// unless options.yes.
+int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock, std::istream& in,
+           std::ostream& out, std::ostream& err);
+// The same with a broker connection made from the config file.
+int RunDlq(const DlqOptions& options);
 
 // Prints the topology as `rabbitmqctl import_definitions` JSON for `vhost`.
 int RunTopology(const std::string& config_file, const std::string& vhost);

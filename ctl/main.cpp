@@ -6,7 +6,7 @@
 
 int main(int argc, char** argv) {
   using namespace syncbus;
-  CLI::App cli{"syncbusctl: operate syncbus (fleet barrier, topology)"};
+  CLI::App cli{"syncbusctl: operate syncbus (fleet barrier, dead-letter queue, topology)"};
   cli.require_subcommand(1);
 
   ctl::WaitOptions wait;
@@ -28,7 +28,43 @@ int main(int argc, char** argv) {
   t->add_option("-c,--config", topo_config, "syncbus YAML config (retry tiers, limits)");
   t->add_option("--vhost", vhost, "vhost to put in the definitions");
 
+  ctl::DlqOptions dlq;
+  std::string older_than, newer_than;
+  auto* d = cli.add_subcommand("dlq", "inspect, replay or purge the dead-letter queue (syncbus.dead)");
+  d->require_subcommand(1);
+  auto* dlq_list = d->add_subcommand("list", "show parked messages (cluster, reason, attempts, first failure, age, last error)");
+  auto* dlq_replay = d->add_subcommand("replay", "republish matching messages to the work exchange with attempts reset");
+  auto* dlq_purge = d->add_subcommand("purge", "delete matching messages (asks first unless --yes)");
+  for (auto* sub : {dlq_list, dlq_replay, dlq_purge}) {
+    sub->add_option("-c,--config", dlq.config_file, "syncbus YAML config (its amqp section)")->required();
+    sub->add_option("--cluster", dlq.filter.cluster, "only this cluster: ns/name, or a name in any namespace");
+    sub->add_option("--reason", dlq.filter.reason, "only this reason: max-attempts, undecodable, delivery_limit");
+    sub->add_option("--older-than", older_than, "only messages parked at least this long ago (e.g. 10m)");
+    sub->add_option("--newer-than", newer_than, "only messages parked less than this long ago");
+    sub->add_option("--limit", dlq.limit, "act on at most this many matches");
+    sub->add_flag("--json", dlq.json, "print the messages as JSON");
+    sub->add_flag("-q,--quiet", dlq.quiet, "no progress lines");
+  }
+  for (auto* sub : {dlq_replay, dlq_purge}) sub->add_flag("--dry-run", dlq.dry_run, "show what would be done");
+  dlq_replay->add_option("--rate", dlq.rate_per_second, "at most this many replays per second (0 = no limit)");
+  dlq_purge->add_flag("-y,--yes", dlq.yes, "do not ask for confirmation");
+
   CLI11_PARSE(cli, argc, argv);
+  if (d->parsed()) {
+    for (auto [text, field] : {std::pair{&older_than, &dlq.filter.older_than}, std::pair{&newer_than, &dlq.filter.newer_than}}) {
+      if (text->empty()) continue;
+      auto parsed = ParseDuration(*text);
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "syncbusctl: %s\n", parsed.status().message().c_str());
+        return 2;
+      }
+      *field = *parsed;
+    }
+    dlq.action = dlq_replay->parsed() ? ctl::DlqAction::kReplay
+                 : dlq_purge->parsed() ? ctl::DlqAction::kPurge
+                                       : ctl::DlqAction::kList;
+    return ctl::RunDlq(dlq);
+  }
   if (w->parsed()) {
     auto t1 = ParseDuration(timeout), t2 = ParseDuration(interval);
     if (!t1.ok() || !t2.ok()) {

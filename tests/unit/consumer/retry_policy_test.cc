@@ -66,3 +66,58 @@ TEST_CASE("undecodable messages are parked with their reason") {
   CHECK(p.message.headers[kDeadReasonHeader] == "undecodable");
   CHECK(p.message.headers[kLastErrorHeader] == "sync request: body is not valid JSON");
 }
+
+TEST_CASE("a Retry-After longer than the tier moves the retry to a tier at least that long") {
+  FakeClock clock;
+  RetryPolicy policy{{5s, 30s, 120s, 360s}, 8};
+  auto p = NextAttempt(Fresh(), policy, "429 Too Many Requests", false, clock.WallNow(), 20s);
+  CHECK(p.message.headers[amqp::kRetryTierHeader] == "30s");
+  CHECK(AttemptOf(p.message) == 1);
+  auto longest = NextAttempt(Fresh(), policy, "429", false, clock.WallNow(), 1h);
+  CHECK(longest.message.headers[amqp::kRetryTierHeader] == "6m");
+  auto shorter = NextAttempt(Fresh(), policy, "429", false, clock.WallNow(), 1s);
+  CHECK(shorter.message.headers[amqp::kRetryTierHeader] == "5s");
+}
+
+TEST_CASE("a busy cluster is deferred to the shortest tier without counting an attempt") {
+  FakeClock clock;
+  RetryPolicy policy{{30s, 5s, 120s}, 8};
+  amqp::Delivery d = Fresh("resync");
+  d.message.headers[kAttemptHeader] = 3;
+  d.message.headers[kFirstFailureHeader] = "2025-12-31T00:00:00Z";
+  d.message.headers["x-death"] = Json::array({Json{{"reason", "expired"}}});
+  auto p = Defer(d, policy);
+  CHECK(p.exchange == amqp::kRetryExchange);
+  CHECK(p.routing_key == "resync");
+  CHECK(p.message.headers[amqp::kRetryTierHeader] == "5s");
+  CHECK(AttemptOf(p.message) == 3);
+  CHECK(p.message.headers[kFirstFailureHeader] == "2025-12-31T00:00:00Z");
+  CHECK_FALSE(p.message.headers.contains("x-death"));
+}
+
+TEST_CASE("the dead letter after the last attempt says why, when and after how many") {
+  FakeClock clock;
+  RetryPolicy policy{{1s, 2s}, 3};
+  amqp::Delivery d = Fresh();
+  d.message.headers[kAttemptHeader] = 2;
+  auto p = NextAttempt(d, policy, "503 Service Unavailable", false, clock.WallNow());
+  CHECK(p.exchange == amqp::kDeadExchange);
+  CHECK(p.message.headers[kDeadReasonHeader] == "max-attempts");
+  CHECK(AttemptOf(p.message) == 3);
+  CHECK(p.message.headers[kDeadAtHeader] == "2026-01-01T00:00:00Z");
+  CHECK(p.message.headers[kLastErrorHeader] == "503 Service Unavailable");
+}
+
+TEST_CASE("unsettled deliveries are carried across deferrals and forgotten once a consumer settles") {
+  FakeClock clock;
+  RetryPolicy policy{{1s, 2s}, 5};
+  amqp::Delivery d = Fresh();
+  d.message.headers[kDeliveryCountHeader] = 2;   // the broker: two earlier copies were never settled
+  d.message.headers[kUnsettledHeader] = 1;
+  CHECK(UnsettledDeliveries(d.message) == 3);
+  auto deferred = Defer(d, policy);
+  CHECK(deferred.message.headers[kUnsettledHeader] == 3);
+  CHECK_FALSE(deferred.message.headers.contains(kDeliveryCountHeader));
+  auto retried = NextAttempt(d, policy, "503", false, clock.WallNow());
+  CHECK(UnsettledDeliveries(retried.message) == 0);
+}

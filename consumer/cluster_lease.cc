@@ -1,0 +1,201 @@
+#include "consumer/cluster_lease.h"
+
+#include <cstdio>
+
+#include "common/log.h"
+#include "common/time_format.h"
+
+namespace syncbus::consumer {
+namespace {
+
+// metav1.MicroTime: RFC 3339 with microseconds.
+std::string MicroTime(WallTime t) {
+  std::string ms = FormatRfc3339Millis(t);
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count() % 1000;
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%03lld", static_cast<long long>(micros));
+  return ms.substr(0, ms.size() - 1) + buf + "Z";
+}
+
+int64_t SteadyNs(SteadyTime t) { return std::chrono::nanoseconds(t.time_since_epoch()).count(); }
+
+kube::ObjectRef LeaseRef(const std::string& ns, const std::string& name) {
+  return kube::Object(kube::resources::kLeases, ns, name);
+}
+
+bool LostTheRace(Code code) { return code == Code::kConflict || code == Code::kAlreadyExists; }
+
+}  // namespace
+
+Status ClusterLease::Check(const Clock& clock) const {
+  if (lost_.load()) return {Code::kConflict, "the lease of " + ns_ + "/" + name_ + " was lost"};
+  if (SteadyNs(clock.Now()) >= valid_until_ns_.load()) {
+    return {Code::kConflict, "the lease of " + ns_ + "/" + name_ + " was not renewed in time"};
+  }
+  return Status::Ok();
+}
+
+ClusterLeases::ClusterLeases(LeaseOptions options, kube::Client& hub, Clock& clock, prometheus::Registry& registry)
+    : options_(std::move(options)),
+      hub_(hub),
+      clock_(clock),
+      events_(prometheus::BuildCounter()
+                  .Name("syncbus_consumer_leases_total")
+                  .Help("Per-cluster lease events: acquired, lost (taken over or not renewed in time), busy")
+                  .Register(registry)),
+      acquired_(events_.Add({{"event", "acquired"}})),
+      lost_(events_.Add({{"event", "lost"}})),
+      busy_(events_.Add({{"event", "busy"}})) {}
+
+ClusterLeases::~ClusterLeases() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+}
+
+size_t ClusterLeases::held() const {
+  std::lock_guard lock(mu_);
+  return held_.size();
+}
+
+Json ClusterLeases::LeaseObject(const Json& existing, const std::string& ns, const std::string& name,
+                                bool take_over) const {
+  std::string now = MicroTime(clock_.WallNow());
+  Json lease = existing.is_object() ? existing : Json::object();
+  lease["apiVersion"] = "coordination.k8s.io/v1";
+  lease["kind"] = "Lease";
+  lease["metadata"]["name"] = name;
+  lease["metadata"]["namespace"] = ns;
+  lease["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "syncbus";
+  Json& spec = lease["spec"];
+  if (!spec.is_object()) spec = Json::object();
+  if (take_over) {
+    spec["acquireTime"] = now;
+    spec["leaseTransitions"] = spec.value("leaseTransitions", 0) + (existing.is_object() ? 1 : 0);
+  }
+  spec["holderIdentity"] = options_.identity;
+  spec["leaseDurationSeconds"] = std::max<int64_t>(1, options_.duration.count());
+  spec["renewTime"] = now;
+  return lease;
+}
+
+Result<std::shared_ptr<ClusterLease>> ClusterLeases::Acquire(const std::string& ns, const std::string& name) {
+  SteadyTime start = clock_.Now();
+  auto current = hub_.Get(LeaseRef(ns, name));
+  if (!current.ok() && current.status().code() != Code::kNotFound) {
+    return current.status().Annotate("reading the cluster lease");
+  }
+  bool take_over = true;
+  if (current.ok()) {
+    const Json spec = current->value("spec", Json::object());
+    std::string holder = spec.value("holderIdentity", "");
+    take_over = holder != options_.identity;
+    if (!holder.empty() && take_over) {
+      auto renewed = ParseRfc3339(spec.value("renewTime", ""));
+      auto duration = std::chrono::seconds(spec.value("leaseDurationSeconds", 0));
+      if (renewed.ok() && *renewed + duration > clock_.WallNow()) {
+        busy_.Increment();
+        return Status(Code::kConflict, "cluster " + ns + "/" + name + " is being synced by " + holder);
+      }
+      log::Info("taking over an expired cluster lease", {{"cluster", ns + "/" + name}, {"holder", holder}});
+    }
+  }
+  Result<Json> written =
+      current.ok() ? hub_.Update(LeaseRef(ns, name), LeaseObject(*current, ns, name, take_over))
+                   : hub_.Create(kube::Collection(kube::resources::kLeases, ns), LeaseObject(nullptr, ns, name, true));
+  if (!written.ok()) {
+    if (LostTheRace(written.status().code())) {
+      busy_.Increment();
+      return Status(Code::kConflict, "another consumer took the lease of " + ns + "/" + name + " first");
+    }
+    return written.status().Annotate("writing the cluster lease");
+  }
+  auto lease = std::make_shared<ClusterLease>(ns, name);
+  lease->record_ = std::move(*written);
+  lease->valid_until_ns_.store(SteadyNs(start + options_.duration - options_.safety_margin));
+  {
+    std::lock_guard lock(mu_);
+    held_[ns + "/" + name] = lease;
+  }
+  acquired_.Increment();
+  return lease;
+}
+
+void ClusterLeases::MarkLost(ClusterLease& lease, const std::string& why) {
+  if (lease.lost_.exchange(true)) return;
+  lost_.Increment();
+  log::Warn("cluster lease lost; writes for the cluster stop", {{"cluster", lease.ns_ + "/" + lease.name_}, {"why", why}});
+}
+
+void ClusterLeases::Renew(const std::shared_ptr<ClusterLease>& lease) {
+  std::lock_guard write(lease->write_mu_);
+  if (lease->released_ || lease->lost_.load()) return;
+  SteadyTime start = clock_.Now();
+  if (SteadyNs(start) >= lease->valid_until_ns_.load()) {
+    MarkLost(*lease, "not renewed in time");
+    return;
+  }
+  Json object = lease->record_;
+  object["spec"]["renewTime"] = MicroTime(clock_.WallNow());
+  auto written = hub_.Update(LeaseRef(lease->ns_, lease->name_), object);
+  if (written.ok()) {
+    lease->record_ = std::move(*written);
+    lease->valid_until_ns_.store(SteadyNs(start + options_.duration - options_.safety_margin));
+    return;
+  }
+  Code code = written.status().code();
+  if (code == Code::kConflict || code == Code::kNotFound) {
+    MarkLost(*lease, written.status().message());
+  } else {
+    log::Debug("cluster lease renewal failed; retrying", {{"cluster", lease->ns_ + "/" + lease->name_},
+                                                         {"error", written.status().message()}});
+  }
+}
+
+void ClusterLeases::RenewHeld() {
+  std::vector<std::shared_ptr<ClusterLease>> held;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, lease] : held_) held.push_back(lease);
+  }
+  for (const auto& lease : held) Renew(lease);
+}
+
+void ClusterLeases::Release(const std::shared_ptr<ClusterLease>& lease) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = held_.find(lease->ns_ + "/" + lease->name_);
+    if (it != held_.end() && it->second == lease) held_.erase(it);
+  }
+  std::lock_guard write(lease->write_mu_);
+  if (lease->released_) return;
+  lease->released_ = true;
+  if (lease->lost_.load()) return;
+  Json object = lease->record_;
+  object["spec"]["holderIdentity"] = "";
+  object["spec"]["renewTime"] = MicroTime(clock_.WallNow());
+  auto written = hub_.Update(LeaseRef(lease->ns_, lease->name_), object);
+  // A failed release only delays the next sync of this cluster until the lease expires.
+  if (!written.ok()) {
+    log::Debug("cluster lease release failed", {{"cluster", lease->ns_ + "/" + lease->name_},
+                                               {"error", written.status().message()}});
+  }
+}
+
+void ClusterLeases::StartRenewing() {
+  renewer_ = std::thread([this] {
+    std::unique_lock lock(mu_);
+    while (!stopping_) {
+      stop_cv_.wait_for(lock, options_.renew_interval, [&] { return stopping_; });
+      if (stopping_) break;
+      lock.unlock();
+      RenewHeld();
+      lock.lock();
+    }
+  });
+}
+
+}  // namespace syncbus::consumer

@@ -1,0 +1,206 @@
+#include "ctl/dead_letters.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+#include "common/amqp/field_table.h"
+#include "common/amqp/syncbus_topology.h"
+#include "common/sync_message.h"
+#include "common/time_format.h"
+#include "consumer/retry_policy.h"
+
+namespace syncbus::ctl {
+namespace {
+
+std::string StringHeader(const Json& headers, const char* name) {
+  auto it = headers.find(name);
+  return it != headers.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::optional<WallTime> TimestampOf(const Json& value) {
+  if (value.is_object() && value.contains(amqp::kTimestampTag) && value[amqp::kTimestampTag].is_number_integer()) {
+    return WallTime(std::chrono::seconds(value[amqp::kTimestampTag].get<int64_t>()));
+  }
+  return std::nullopt;
+}
+
+std::string FormatAge(std::optional<WallTime> dead_at, WallTime now) {
+  if (!dead_at) return "-";
+  auto s = std::chrono::duration_cast<std::chrono::seconds>(now - *dead_at).count();
+  if (s < 0) s = 0;
+  char buf[32];
+  if (s < 120) std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(s));
+  else if (s < 7200) std::snprintf(buf, sizeof buf, "%lldm", static_cast<long long>(s / 60));
+  else if (s < 172800) std::snprintf(buf, sizeof buf, "%lldh", static_cast<long long>(s / 3600));
+  else std::snprintf(buf, sizeof buf, "%lldd", static_cast<long long>(s / 86400));
+  return buf;
+}
+
+}  // namespace
+
+Json DeadLetter::ToJson(WallTime now) const {
+  Json out = {{"cluster", cluster}, {"lane", lane}, {"reason", reason}, {"attempts", attempts},
+              {"firstFailure", first_failure}, {"lastError", last_error}, {"messageId", message_id}};
+  if (dead_at) {
+    out["deadAt"] = FormatRfc3339(*dead_at);
+    out["ageSeconds"] = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::seconds>(now - *dead_at).count());
+  } else {
+    out["deadAt"] = nullptr;
+    out["ageSeconds"] = nullptr;
+  }
+  return out;
+}
+
+DeadLetter DescribeDeadLetter(const amqp::Delivery& delivery) {
+  const Json& h = delivery.message.headers.is_object() ? delivery.message.headers : Json::object();
+  DeadLetter d;
+  d.delivery_tag = delivery.delivery_tag;
+  d.message_id = delivery.message.message_id;
+  d.cluster = StringHeader(h, kClusterHeader);
+  d.lane = StringHeader(h, kLaneHeader);
+  auto request = DecodeSyncRequest(delivery.message.body);
+  if (request.ok()) {
+    if (d.cluster.empty()) d.cluster = request->ClusterKey();
+    if (d.lane.empty()) d.lane = amqp::LaneName(request->lane);
+  }
+  if (d.lane != "change" && d.lane != "resync") d.lane = "change";
+  d.reason = StringHeader(h, kDeadReasonHeader);
+  d.attempts = consumer::AttemptOf(delivery.message);
+  d.first_failure = StringHeader(h, kFirstFailureHeader);
+  d.last_error = StringHeader(h, kLastErrorHeader);
+  if (auto at = ParseRfc3339(StringHeader(h, consumer::kDeadAtHeader)); at.ok()) d.dead_at = *at;
+  // Parked by the broker (the work queue's delivery limit): the newest x-death entry says so.
+  auto deaths = h.find("x-death");
+  if (deaths != h.end() && deaths->is_array() && !deaths->empty()) {
+    const Json& newest = deaths->front();
+    if (d.reason.empty()) d.reason = newest.value("reason", "");
+    if (!d.dead_at && newest.contains("time")) d.dead_at = TimestampOf(newest["time"]);
+  }
+  if (d.reason.empty()) d.reason = "unknown";
+  return d;
+}
+
+bool DeadLetterFilter::Matches(const DeadLetter& letter, WallTime now) const {
+  if (!cluster.empty()) {
+    bool qualified = cluster.find('/') != std::string::npos;
+    std::string name = letter.cluster.substr(letter.cluster.find('/') + 1);
+    if (qualified ? letter.cluster != cluster : name != cluster) return false;
+  }
+  if (!reason.empty() && letter.reason != reason) return false;
+  if (older_than || newer_than) {
+    if (!letter.dead_at) return false;
+    auto age = now - *letter.dead_at;
+    if (older_than && age < *older_than) return false;
+    if (newer_than && age >= *newer_than) return false;
+  }
+  return true;
+}
+
+amqp::Publication ReplayPublication(const amqp::Delivery& delivery) {
+  DeadLetter d = DescribeDeadLetter(delivery);
+  amqp::Publication p;
+  p.exchange = amqp::kWorkExchange;
+  p.routing_key = d.lane;
+  p.message = delivery.message;
+  p.message.persistent = true;
+  p.message.expiration.clear();
+  Json& h = p.message.headers;
+  if (!h.is_object()) h = Json::object();
+  for (const char* name : {"x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason",
+                           "x-last-death-exchange", "x-last-death-queue", "x-last-death-reason",
+                           kFirstFailureHeader, kLastErrorHeader, kDeadReasonHeader, consumer::kDeadAtHeader,
+                           amqp::kRetryTierHeader, consumer::kUnsettledHeader, consumer::kDeliveryCountHeader}) {
+    h.erase(name);
+  }
+  h[kAttemptHeader] = 0;
+  return p;
+}
+
+Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& options, const Clock& clock) {
+  auto info = session.Inspect(amqp::kDeadQueue);
+  if (!info.ok()) return info.status().Annotate("inspecting " + std::string(amqp::kDeadQueue));
+  DlqResult result;
+  result.progress.total = info->messages;
+  std::vector<uint64_t> keep;   // unacked until the end, then requeued in order
+  bool acting = options.action != DlqAction::kList && !options.dry_run;
+  bool published_before = false;
+  auto pause = options.rate_per_second > 0
+                   ? std::chrono::milliseconds(static_cast<int64_t>(1000.0 / options.rate_per_second))
+                   : std::chrono::milliseconds(0);
+  while (result.progress.scanned < result.progress.total) {
+    auto got = session.Get(amqp::kDeadQueue);
+    if (!got.ok()) {
+      result.error = got.status();
+      break;
+    }
+    if (!got->has_value()) break;
+    const amqp::Delivery& delivery = **got;
+    ++result.progress.scanned;
+    DeadLetter letter = DescribeDeadLetter(delivery);
+    bool matches = options.filter.Matches(letter, clock.WallNow()) &&
+                   (options.limit == 0 || result.matched.size() < options.limit);
+    if (!matches) {
+      keep.push_back(delivery.delivery_tag);
+    } else {
+      result.matched.push_back(letter);
+      ++result.progress.matched;
+      if (!acting) {
+        keep.push_back(delivery.delivery_tag);
+      } else {
+        if (options.action == DlqAction::kReplay) {
+          if (published_before && pause.count() > 0) {
+            if (options.sleep) options.sleep(pause);
+            else std::this_thread::sleep_for(pause);
+          }
+          published_before = true;
+          Status published = session.Publish(ReplayPublication(delivery), options.confirm_timeout);
+          if (!published.ok()) {
+            // Not confirmed: the dead copy stays (requeued below).
+            keep.push_back(delivery.delivery_tag);
+            result.error = published.Annotate("replaying " + letter.cluster);
+            break;
+          }
+        }
+        Status acked = session.Ack(delivery.delivery_tag);
+        if (!acked.ok()) {
+          result.error = acked.Annotate("removing the dead copy of " + letter.cluster);
+          break;
+        }
+        ++result.progress.done;
+      }
+    }
+    if (options.progress) options.progress(result.progress);
+  }
+  for (uint64_t tag : keep) {
+    if (!session.connected()) break;   // the broker requeues them with the connection
+    Status s = session.Nack(tag, true);
+    if (!s.ok() && result.error.ok()) result.error = s.Annotate("requeueing");
+  }
+  return result;
+}
+
+std::string FormatDeadLetterTable(const std::vector<DeadLetter>& letters, WallTime now) {
+  std::vector<std::vector<std::string>> rows = {{"CLUSTER", "LANE", "REASON", "ATTEMPTS", "FIRST-FAILURE", "AGE", "LAST-ERROR"}};
+  for (const auto& d : letters) {
+    rows.push_back({d.cluster.empty() ? "-" : d.cluster, d.lane, d.reason, std::to_string(d.attempts),
+                    d.first_failure.empty() ? "-" : d.first_failure, FormatAge(d.dead_at, now),
+                    d.last_error.empty() ? "-" : d.last_error});
+  }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t i = 0; i + 1 < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      out << row[i];
+      if (i + 1 < row.size()) out << std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace syncbus::ctl

@@ -1,0 +1,370 @@
+#include <doctest/doctest.h>
+
+#include <map>
+#include <thread>
+
+#include "common/amqp/fake_session.h"
+#include "common/amqp/syncbus_topology.h"
+#include "common/fake_clock.h"
+#include "common/sync_message.h"
+#include "consumer/delivery_loop.h"
+#include "tests/unit/consumer/fake_object_store.h"
+
+using namespace syncbus;
+using namespace syncbus::consumer;
+using namespace std::chrono_literals;
+
+namespace {
+
+SyncRequest Request(const std::string& name, amqp::Lane lane = amqp::Lane::kChange) {
+  SyncRequest r;
+  r.cluster_namespace = "ns1";
+  r.cluster_name = name;
+  r.revision = "rev-1";
+  r.lane = lane;
+  r.reason = "syncset-changed";
+  r.enqueued_at = "2026-01-01T00:00:00.000Z";
+  return r;
+}
+
+SyncOutcome Applied() {
+  SyncOutcome o;
+  o.applies = 3;
+  return o;
+}
+
+SyncOutcome FailedSets(bool transient) {
+  SyncOutcome o;
+  o.failed_sets = {"set-a"};
+  o.transient = transient;
+  o.detail = transient ? "resources[0] ConfigMap default/a: 503 Service Unavailable"
+                       : "resources[0] ConfigMap default/a: 422 Invalid";
+  return o;
+}
+
+// Runs scripted outcomes per cluster (the last one repeats) and records what ran.
+struct Script {
+  std::mutex mu;
+  std::map<std::string, std::vector<Result<SyncOutcome>>> outcomes;
+  std::vector<std::string> ran;
+  std::function<void(const SyncRequest&)> during;   // runs inside the "sync"
+  int fence_failures = 0;
+
+  SyncFunction Function() {
+    return [this](const SyncRequest& r, const SyncFence& fence) -> Result<SyncOutcome> {
+      {
+        std::lock_guard lock(mu);
+        ran.push_back(r.cluster_name);
+      }
+      if (during) during(r);
+      std::lock_guard lock(mu);
+      if (fence && !fence().ok()) {
+        ++fence_failures;
+        return fence();
+      }
+      auto& list = outcomes[r.cluster_name];
+      if (list.empty()) return Applied();
+      Result<SyncOutcome> next = list.front();
+      if (list.size() > 1) list.erase(list.begin());
+      return next;
+    };
+  }
+  size_t runs() {
+    std::lock_guard lock(mu);
+    return ran.size();
+  }
+};
+
+struct Harness {
+  FakeClock clock;
+  amqp::FakeBroker broker{clock};
+  amqp::FakeSession publisher{broker, "publisher"};
+  amqp::FakeSession session{broker, "consumer"};
+  testing::FakeObjectStore hub;
+  prometheus::Registry registry;
+  std::unique_ptr<ClusterLeases> leases;
+  Script script;
+  std::unique_ptr<DeliveryLoop> loop;
+  amqp::TopologyOptions topology;
+
+  explicit Harness(int workers = 4, bool with_leases = true) {
+    topology.retry_tiers = {1s, 2s, 4s};
+    REQUIRE(publisher.Connect().ok());
+    REQUIRE(publisher.Declare(amqp::SyncbusTopology(topology)).ok());
+    REQUIRE(session.Connect().ok());
+    if (with_leases) {
+      LeaseOptions o;
+      o.identity = "consumer-1";
+      leases = std::make_unique<ClusterLeases>(o, hub, clock, registry);
+    }
+    DeliveryOptions options;
+    options.prefetch = 10;
+    options.workers = workers;
+    options.retry = {topology.retry_tiers, 4};
+    options.delivery_limit = 2;
+    loop = std::make_unique<DeliveryLoop>(options, session, script.Function(), leases.get(), clock, registry);
+    REQUIRE(loop->Subscribe().ok());
+  }
+
+  void Send(const SyncRequest& r, const std::string& id = "m") {
+    amqp::Publication p{amqp::kWorkExchange, amqp::LaneName(r.lane),
+                        ToAmqpMessage(r, "syncbus-publisher", id, clock.WallNow())};
+    REQUIRE(publisher.Publish(p, 1s).ok());
+  }
+  void SendRaw(const std::string& body) {
+    amqp::Publication p{amqp::kWorkExchange, "change", {}};
+    p.message.body = body;
+    REQUIRE(publisher.Publish(p, 1s).ok());
+  }
+
+  // Steps until nothing is queued, running or unsettled (workers are real threads).
+  void StepUntilIdle() {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      REQUIRE(loop->Step(0ms).ok());
+      bool queued = !broker.ReadyMessages(amqp::WorkQueueName(amqp::Lane::kChange)).empty() ||
+                    !broker.ReadyMessages(amqp::WorkQueueName(amqp::Lane::kResync)).empty();
+      if (loop->in_flight() == 0 && !queued && Unacked() == 0) return;
+      std::this_thread::yield();
+    }
+    FAIL("the delivery loop did not settle");
+  }
+  size_t Unacked() {
+    return broker.UnackedCount(amqp::WorkQueueName(amqp::Lane::kChange)) +
+           broker.UnackedCount(amqp::WorkQueueName(amqp::Lane::kResync));
+  }
+  double Counter(const std::string& family, const std::map<std::string, std::string>& labels) {
+    for (const auto& f : registry.Collect()) {
+      if (f.name != family) continue;
+      for (const auto& m : f.metric) {
+        std::map<std::string, std::string> got;
+        for (const auto& l : m.label) got[l.name] = l.value;
+        bool match = true;
+        for (const auto& [k, v] : labels) match = match && got[k] == v;
+        if (match) return m.counter.value;
+      }
+    }
+    return 0;
+  }
+  std::vector<amqp::Message> Retrying(const std::string& tier) { return broker.ReadyMessages("syncbus.retry." + tier); }
+  std::vector<amqp::Message> Dead() { return broker.ReadyMessages(amqp::kDeadQueue); }
+};
+
+}  // namespace
+
+TEST_CASE("a delivery is acked once its sync succeeded and nothing is left in any queue") {
+  Harness h;
+  for (const char* c : {"c1", "c2", "c3"}) h.Send(Request(c));
+  h.StepUntilIdle();
+  CHECK(h.script.runs() == 3);
+  CHECK(h.Unacked() == 0);
+  CHECK(h.Retrying("1s").empty());
+  CHECK(h.Dead().empty());
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "applied"}}) == 3);
+  CHECK(h.Counter("syncbus_consumer_leases_total", {{"event", "acquired"}}) == 3);
+  CHECK(h.leases->held() == 0);   // released after each sync
+}
+
+TEST_CASE("transient failures walk the delay tiers, then park with headers saying why") {
+  Harness h;
+  h.script.outcomes["c1"] = {FailedSets(true)};
+  h.Send(Request("c1", amqp::Lane::kResync));
+  h.StepUntilIdle();
+  auto r1 = h.Retrying("1s");
+  REQUIRE(r1.size() == 1);
+  CHECK(r1[0].headers[kAttemptHeader] == 1);
+  CHECK(r1[0].headers[kLastErrorHeader].get<std::string>().find("503") != std::string::npos);
+  CHECK(h.Unacked() == 0);   // the original was acked after the retry was confirmed
+
+  // The tier's TTL returns it to its own lane; the next failure goes one tier up.
+  h.clock.Advance(1100ms);
+  CHECK(h.broker.ReadyMessages(amqp::WorkQueueName(amqp::Lane::kResync)).size() == 1);
+  h.StepUntilIdle();
+  REQUIRE(h.Retrying("2s").size() == 1);
+  h.clock.Advance(2100ms);
+  h.StepUntilIdle();
+  REQUIRE(h.Retrying("4s").size() == 1);
+  h.clock.Advance(4100ms);
+  h.StepUntilIdle();
+  auto dead = h.Dead();
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].headers[kDeadReasonHeader] == "max-attempts");
+  CHECK(dead[0].headers[kAttemptHeader] == 4);
+  CHECK(dead[0].headers[kFirstFailureHeader] == "2026-01-01T00:00:00Z");
+  CHECK(h.script.runs() == 4);
+  CHECK(h.Counter("syncbus_consumer_retries_total", {{"tier", "1s"}}) == 1);
+  CHECK(h.Counter("syncbus_consumer_retries_total", {{"tier", "4s"}}) == 1);
+  CHECK(h.Counter("syncbus_consumer_dead_lettered_total", {{"reason", "max-attempts"}}) == 1);
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "resync"}, {"outcome", "retried"}}) == 3);
+}
+
+TEST_CASE("a request that recovers after a retry ends acked") {
+  Harness h;
+  h.script.outcomes["c1"] = {Result<SyncOutcome>(Status(Code::kTimeout, "hub read timed out")), Applied()};
+  h.Send(Request("c1"));
+  h.StepUntilIdle();
+  REQUIRE(h.Retrying("1s").size() == 1);
+  h.clock.Advance(1100ms);
+  h.StepUntilIdle();
+  CHECK(h.Retrying("1s").empty());
+  CHECK(h.Dead().empty());
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "applied"}}) == 1);
+}
+
+TEST_CASE("429 with Retry-After skips tiers shorter than asked; permanent failures use the slow tier") {
+  Harness h;
+  h.script.outcomes["throttled"] = {
+      Result<SyncOutcome>(Status(Code::kTooManyRequests, "429 Too Many Requests").WithRetryAfter(1500ms))};
+  h.script.outcomes["invalid"] = {FailedSets(false)};
+  h.script.outcomes["forbidden"] = {Result<SyncOutcome>(Status(Code::kUnauthorized, "403 Forbidden"))};
+  h.Send(Request("throttled"));
+  h.Send(Request("invalid"));
+  h.Send(Request("forbidden"));
+  h.StepUntilIdle();
+  REQUIRE(h.Retrying("2s").size() == 1);
+  CHECK(h.Retrying("2s")[0].headers[kClusterHeader] == "ns1/throttled");
+  CHECK(h.Retrying("4s").size() == 2);
+}
+
+TEST_CASE("an undecodable message is parked at once without running anything") {
+  Harness h;
+  h.SendRaw("{not json");
+  h.StepUntilIdle();
+  auto dead = h.Dead();
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].headers[kDeadReasonHeader] == "undecodable");
+  CHECK(dead[0].headers.contains(kLastErrorHeader));
+  CHECK(h.script.runs() == 0);
+  CHECK(h.Unacked() == 0);
+}
+
+TEST_CASE("a cluster busy on another consumer is deferred without counting an attempt") {
+  Harness h;
+  LeaseOptions other;
+  other.identity = "consumer-2";
+  ClusterLeases elsewhere(other, h.hub, h.clock, h.registry);
+  auto held = elsewhere.Acquire("ns1", "c1");
+  REQUIRE(held.ok());
+  h.Send(Request("c1"));
+  h.StepUntilIdle();
+  CHECK(h.script.runs() == 0);
+  auto deferred = h.Retrying("1s");
+  REQUIRE(deferred.size() == 1);
+  CHECK(deferred[0].headers[kAttemptHeader] == 0);
+  CHECK_FALSE(deferred[0].headers.contains(kFirstFailureHeader));
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "busy"}}) == 1);
+  CHECK(h.Counter("syncbus_consumer_retries_total", {{"tier", "1s"}}) == 0);
+
+  elsewhere.Release(*held);
+  h.clock.Advance(1100ms);
+  h.StepUntilIdle();
+  CHECK(h.script.runs() == 1);
+  CHECK(h.Retrying("1s").empty());
+}
+
+TEST_CASE("losing the lease mid-sync fences the writes and defers the delivery") {
+  Harness h;
+  // The sync stalls past the lease's safe period (no renewals happen in this test).
+  h.script.during = [&](const SyncRequest&) { h.clock.Advance(25s); };
+  h.script.outcomes["c1"] = {FailedSets(true)};
+  h.Send(Request("c1"));
+  h.StepUntilIdle();
+  CHECK(h.script.fence_failures == 1);
+  auto deferred = h.Retrying("1s");
+  REQUIRE(deferred.size() == 1);
+  CHECK(deferred[0].headers[kAttemptHeader] == 0);
+}
+
+TEST_CASE("the change lane is served before the resync lane") {
+  Harness h(1);
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  bool open = false;
+  h.script.during = [&](const SyncRequest& r) {
+    if (r.cluster_name != "first") return;
+    std::unique_lock lock(gate_mu);
+    gate_cv.wait(lock, [&] { return open; });
+  };
+  h.Send(Request("first", amqp::Lane::kResync));
+  // Wait until the single worker is busy with "first", then queue the rest behind it.
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (h.script.runs() == 0 && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
+  for (const char* c : {"r1", "r2", "r3"}) h.Send(Request(c, amqp::Lane::kResync));
+  h.Send(Request("edit", amqp::Lane::kChange));
+  while (h.loop->in_flight() < 5 && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
+  REQUIRE(h.loop->in_flight() == 5);
+  {
+    std::lock_guard lock(gate_mu);
+    open = true;
+  }
+  gate_cv.notify_all();
+  h.StepUntilIdle();
+  REQUIRE(h.script.ran.size() == 5);
+  CHECK(h.script.ran[0] == "first");
+  CHECK(h.script.ran[1] == "edit");
+}
+
+TEST_CASE("deliveries for one cluster never run at the same time in one process") {
+  Harness h(4, false);
+  std::atomic<int> running{0}, peak{0};
+  h.script.during = [&](const SyncRequest&) {
+    int now = ++running;
+    peak = std::max(peak.load(), now);
+    std::this_thread::yield();
+    --running;
+  };
+  for (int i = 0; i < 8; ++i) h.Send(Request("same"), "m" + std::to_string(i));
+  h.StepUntilIdle();
+  CHECK(h.script.runs() == 8);
+  CHECK(peak.load() == 1);
+  CHECK(h.Unacked() == 0);
+}
+
+TEST_CASE("after a lost connection the old result is dropped and the redelivery is processed") {
+  Harness h(2, false);
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  bool open = false;
+  h.script.during = [&](const SyncRequest&) {
+    std::unique_lock lock(gate_mu);
+    gate_cv.wait(lock, [&] { return open; });
+  };
+  h.Send(Request("c1"));
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (h.script.runs() == 0 && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
+  h.broker.DropConnections();
+  CHECK_FALSE(h.loop->Step(0ms).ok());
+  REQUIRE(h.session.Connect().ok());
+  REQUIRE(h.loop->Subscribe().ok());
+  {
+    std::lock_guard lock(gate_mu);
+    open = true;
+  }
+  gate_cv.notify_all();
+  h.StepUntilIdle();
+  CHECK(h.script.runs() == 2);
+  CHECK(h.Unacked() == 0);
+  CHECK(h.Counter("syncbus_consumer_redeliveries_total", {}) == 1);
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "applied"}}) == 1);
+}
+
+TEST_CASE("a request whose deliveries keep ending unsettled is parked as poison across deferrals") {
+  Harness h;
+  SyncRequest r = Request("poison");
+  amqp::Publication p{amqp::kWorkExchange, "change", ToAmqpMessage(r, "syncbus-publisher", "m", h.clock.WallNow())};
+  p.message.headers[kUnsettledHeader] = 2;   // two consumers died holding earlier copies
+  REQUIRE(h.publisher.Publish(p, 1s).ok());
+  h.Send(Request("healthy"));
+  h.StepUntilIdle();
+  CHECK(h.Dead().empty());                   // 2 is within the limit: it runs
+  CHECK(h.script.runs() == 2);
+
+  // One more consumer died holding it: over the limit, parked without running.
+  p.message.headers[kUnsettledHeader] = 3;
+  REQUIRE(h.publisher.Publish(p, 1s).ok());
+  h.StepUntilIdle();
+  auto dead = h.Dead();
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].headers[kDeadReasonHeader] == "delivery_limit");
+  CHECK(h.script.runs() == 2);
+}

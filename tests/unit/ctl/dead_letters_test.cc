@@ -1,0 +1,224 @@
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include "common/amqp/fake_session.h"
+#include "common/amqp/field_table.h"
+#include "common/amqp/syncbus_topology.h"
+#include "common/fake_clock.h"
+#include "common/sync_message.h"
+#include "common/time_format.h"
+#include "consumer/retry_policy.h"
+#include "ctl/commands.h"
+#include "ctl/dead_letters.h"
+
+using namespace syncbus;
+using namespace syncbus::ctl;
+using namespace std::chrono_literals;
+
+namespace {
+
+SyncRequest Request(const std::string& ns, const std::string& name, amqp::Lane lane) {
+  SyncRequest r;
+  r.cluster_namespace = ns;
+  r.cluster_name = name;
+  r.lane = lane;
+  r.reason = "syncset-changed";
+  r.enqueued_at = "2026-01-01T00:00:00.000Z";
+  return r;
+}
+
+struct Dlq {
+  FakeClock clock;
+  amqp::FakeBroker broker{clock};
+  amqp::FakeSession session{broker, "ctl"};
+
+  Dlq() {
+    REQUIRE(session.Connect().ok());
+    amqp::TopologyOptions t;
+    t.retry_tiers = {1s};
+    REQUIRE(session.Declare(amqp::SyncbusTopology(t)).ok());
+  }
+  // Parks a request as the consumer would after its last attempt.
+  void Park(const std::string& ns, const std::string& name, amqp::Lane lane, const std::string& reason, int attempts) {
+    amqp::Delivery d;
+    d.routing_key = amqp::LaneName(lane);
+    d.message = ToAmqpMessage(Request(ns, name, lane), "syncbus-publisher", name, clock.WallNow());
+    d.message.headers[kAttemptHeader] = attempts;
+    amqp::Publication p = consumer::DeadLetter(d, reason, "503 Service Unavailable", clock.WallNow());
+    p.message.headers[kAttemptHeader] = attempts;
+    REQUIRE(session.Publish(p, 1s).ok());
+  }
+  size_t Dead() { return broker.ReadyMessages(amqp::kDeadQueue).size(); }
+  std::vector<amqp::Message> Work(amqp::Lane lane) { return broker.ReadyMessages(amqp::WorkQueueName(lane)); }
+};
+
+}  // namespace
+
+TEST_CASE("a parked request is described from its headers") {
+  Dlq q;
+  q.Park("ns1", "c1", amqp::Lane::kResync, "max-attempts", 5);
+  auto got = q.session.Get(amqp::kDeadQueue);
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  q.clock.Advance(90s);
+  DeadLetter d = DescribeDeadLetter(**got);
+  CHECK(d.cluster == "ns1/c1");
+  CHECK(d.lane == "resync");
+  CHECK(d.reason == "max-attempts");
+  CHECK(d.attempts == 5);
+  CHECK(d.last_error == "503 Service Unavailable");
+  CHECK(d.first_failure == "2026-01-01T00:00:00Z");
+  Json j = d.ToJson(q.clock.WallNow());
+  CHECK(j["ageSeconds"] == 90);
+  std::string table = FormatDeadLetterTable({d}, q.clock.WallNow());
+  CHECK(table.find("CLUSTER") == 0);
+  CHECK(table.find("ns1/c1") != std::string::npos);
+  CHECK(table.find("90s") != std::string::npos);
+}
+
+TEST_CASE("a poison message parked by the broker is described from x-death") {
+  amqp::Delivery d;
+  d.message = ToAmqpMessage(Request("ns1", "c9", amqp::Lane::kChange), "p", "m", WallTime{});
+  d.message.headers["x-death"] = Json::array(
+      {Json{{"reason", "delivery_limit"}, {"queue", "syncbus.work.change"}, {"count", 1},
+            {"time", amqp::TimestampValue(1767225600)}}});
+  DeadLetter letter = DescribeDeadLetter(d);
+  CHECK(letter.reason == "delivery_limit");
+  CHECK(letter.cluster == "ns1/c9");
+  REQUIRE(letter.dead_at.has_value());
+  CHECK(FormatRfc3339(*letter.dead_at) == "2026-01-01T00:00:00Z");
+}
+
+TEST_CASE("filters by cluster, reason and age") {
+  DeadLetter d;
+  d.cluster = "ns1/c1";
+  d.reason = "max-attempts";
+  WallTime now = WallTime(std::chrono::hours(1000));
+  d.dead_at = now - 10min;
+  CHECK(DeadLetterFilter{}.Matches(d, now));
+  CHECK(DeadLetterFilter{"ns1/c1", "", {}, {}}.Matches(d, now));
+  CHECK(DeadLetterFilter{"c1", "", {}, {}}.Matches(d, now));
+  CHECK_FALSE(DeadLetterFilter{"ns2/c1", "", {}, {}}.Matches(d, now));
+  CHECK_FALSE(DeadLetterFilter{"c", "", {}, {}}.Matches(d, now));
+  CHECK_FALSE(DeadLetterFilter{"", "undecodable", {}, {}}.Matches(d, now));
+  CHECK(DeadLetterFilter{"", "", 5min, {}}.Matches(d, now));
+  CHECK_FALSE(DeadLetterFilter{"", "", 15min, {}}.Matches(d, now));
+  CHECK(DeadLetterFilter{"", "", {}, 15min}.Matches(d, now));
+  CHECK_FALSE(DeadLetterFilter{"", "", {}, 5min}.Matches(d, now));
+}
+
+TEST_CASE("a replayed message goes to its lane with its attempt history reset") {
+  amqp::Delivery d;
+  d.message = ToAmqpMessage(Request("ns1", "c1", amqp::Lane::kResync), "p", "m", WallTime{});
+  d.message.headers[kAttemptHeader] = 5;
+  d.message.headers[kDeadReasonHeader] = "max-attempts";
+  d.message.headers[kFirstFailureHeader] = "2026-01-01T00:00:00Z";
+  d.message.headers[kLastErrorHeader] = "boom";
+  d.message.headers[consumer::kDeadAtHeader] = "2026-01-01T00:00:00Z";
+  d.message.headers["x-death"] = Json::array();
+  amqp::Publication p = ReplayPublication(d);
+  CHECK(p.exchange == amqp::kWorkExchange);
+  CHECK(p.routing_key == "resync");
+  CHECK(p.message.body == d.message.body);
+  CHECK(p.message.headers[kAttemptHeader] == 0);
+  for (const char* gone : {kDeadReasonHeader, kFirstFailureHeader, kLastErrorHeader, consumer::kDeadAtHeader, "x-death"}) {
+    CHECK_FALSE(p.message.headers.contains(gone));
+  }
+  CHECK(p.message.headers[kClusterHeader] == "ns1/c1");
+}
+
+TEST_CASE("list leaves the queue as it was; replay moves only the matches, confirmed, then acked") {
+  Dlq q;
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
+  q.Park("ns1", "c2", amqp::Lane::kResync, "max-attempts", 5);
+  q.Park("ns2", "c3", amqp::Lane::kChange, "undecodable", 0);
+
+  DlqScanOptions list;
+  auto listed = ScanDeadLetters(q.session, list, q.clock);
+  REQUIRE(listed.ok());
+  CHECK(listed->matched.size() == 3);
+  CHECK(q.Dead() == 3);
+  CHECK(q.broker.UnackedCount(amqp::kDeadQueue) == 0);
+
+  DlqScanOptions dry;
+  dry.action = DlqAction::kReplay;
+  dry.dry_run = true;
+  auto would = ScanDeadLetters(q.session, dry, q.clock);
+  REQUIRE(would.ok());
+  CHECK(would->matched.size() == 3);
+  CHECK(would->progress.done == 0);
+  CHECK(q.Dead() == 3);
+
+  DlqScanOptions replay;
+  replay.action = DlqAction::kReplay;
+  replay.filter.reason = "max-attempts";
+  replay.rate_per_second = 4;
+  std::vector<std::chrono::milliseconds> slept;
+  replay.sleep = [&](std::chrono::milliseconds d) { slept.push_back(d); };
+  auto replayed = ScanDeadLetters(q.session, replay, q.clock);
+  REQUIRE(replayed.ok());
+  CHECK(replayed->error.ok());
+  CHECK(replayed->progress.done == 2);
+  CHECK(q.Dead() == 1);
+  CHECK(slept == std::vector<std::chrono::milliseconds>{250ms});
+  auto change = q.Work(amqp::Lane::kChange), resync = q.Work(amqp::Lane::kResync);
+  REQUIRE(change.size() == 1);
+  REQUIRE(resync.size() == 1);
+  CHECK(change[0].headers[kClusterHeader] == "ns1/c1");
+  CHECK(change[0].headers[kAttemptHeader] == 0);
+  CHECK(resync[0].headers[kClusterHeader] == "ns1/c2");
+}
+
+TEST_CASE("a replay that cannot publish keeps the dead copy") {
+  Dlq q;
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
+  q.broker.DeleteQueue(amqp::WorkQueueName(amqp::Lane::kChange));   // unroutable now
+  DlqScanOptions replay;
+  replay.action = DlqAction::kReplay;
+  auto replayed = ScanDeadLetters(q.session, replay, q.clock);
+  REQUIRE(replayed.ok());
+  CHECK_FALSE(replayed->error.ok());
+  CHECK(replayed->progress.done == 0);
+  CHECK(q.Dead() == 1);
+}
+
+TEST_CASE("purge asks first and removes only what was agreed to") {
+  Dlq q;
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
+  q.Park("ns1", "c2", amqp::Lane::kChange, "undecodable", 0);
+  DlqOptions options;
+  options.action = DlqAction::kPurge;
+  options.filter.reason = "undecodable";
+  std::ostringstream out, err;
+  std::istringstream no("n\n");
+  CHECK(RunDlq(options, q.session, q.clock, no, out, err) == 1);
+  CHECK(err.str().find("purge 1 dead-lettered message?") != std::string::npos);
+  CHECK(q.Dead() == 2);
+
+  std::istringstream yes("y\n");
+  CHECK(RunDlq(options, q.session, q.clock, yes, out, err) == 0);
+  CHECK(q.Dead() == 1);
+  CHECK(err.str().find("purged 1 of 1 matching") != std::string::npos);
+
+  options.filter.reason.clear();
+  options.yes = true;
+  std::istringstream unused;
+  CHECK(RunDlq(options, q.session, q.clock, unused, out, err) == 0);
+  CHECK(q.Dead() == 0);
+}
+
+TEST_CASE("list prints a table or JSON") {
+  Dlq q;
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
+  DlqOptions options;
+  options.json = true;
+  std::ostringstream out, err;
+  std::istringstream in;
+  REQUIRE(RunDlq(options, q.session, q.clock, in, out, err) == 0);
+  Json listed = Json::parse(out.str());
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0]["cluster"] == "ns1/c1");
+  CHECK(listed[0]["attempts"] == 5);
+  CHECK(listed[0]["reason"] == "max-attempts");
+}
