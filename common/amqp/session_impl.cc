@@ -19,6 +19,7 @@ using Steady = std::chrono::steady_clock;
 constexpr int kFrameMax = 131072;
 constexpr size_t kMaxInFlight = 2000;     // unconfirmed publications before waiting
 constexpr size_t kPumpEvery = 128;        // publications between non-blocking reads
+constexpr milliseconds kCloseTimeout{2000};
 
 amqp_bytes_t Bytes(const std::string& s) {
   return amqp_bytes_t{s.size(), const_cast<char*>(s.data())};
@@ -40,6 +41,10 @@ Status LibraryError(int rc, const std::string& what) {
   Code code = Code::kUnavailable;
   switch (rc) {
     case AMQP_STATUS_TIMEOUT: code = Code::kTimeout; break;
+    case AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED:
+    case AMQP_STATUS_SSL_PEER_VERIFY_FAILED:
+      code = Code::kUnauthorized;  // the broker's certificate is not the one we trust
+      break;
     case AMQP_STATUS_NO_MEMORY:
     case AMQP_STATUS_BAD_AMQP_DATA:
     case AMQP_STATUS_UNKNOWN_CLASS:
@@ -341,14 +346,17 @@ Result<amqp_method_t> RabbitmqSession::Rpc(amqp_channel_t channel, amqp_method_n
   if (!connected_) return Unavailable(what + ": not connected to the AMQP broker");
   int rc = amqp_send_method(conn_.get(), channel, method, args);
   if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, what));
-  const SteadyTime deadline = Steady::now() + options_.rpc_timeout;
+  // Closing must not hang on a dead peer for a full RPC timeout.
+  const milliseconds timeout =
+      closing_ ? std::min(options_.rpc_timeout, kCloseTimeout) : options_.rpc_timeout;
+  const SteadyTime deadline = Steady::now() + timeout;
   for (;;) {
     amqp_frame_t f;
     auto got = WaitFrame(deadline, &f);
     if (!got.ok()) return got.status().Annotate(what);
     if (!*got) {
       return Drop(Status(Code::kTimeout, what + ": no reply from the broker within " +
-                                             std::to_string(options_.rpc_timeout.count()) +
+                                             std::to_string(timeout.count()) +
                                              " ms"));
     }
     if (f.frame_type == AMQP_FRAME_METHOD && f.channel == channel &&
@@ -710,8 +718,10 @@ std::vector<Status> RabbitmqSession::PublishSpan(std::span<const Publication> pu
     auto got = WaitFrame(deadline, &f);
     if (!got.ok()) break;  // Drop() has resolved everything outstanding
     if (!*got) {
-      Status late(Code::kTimeout, "no confirm from the broker within " +
-                                      std::to_string(timeout.count()) + " ms");
+      Status late(Code::kTimeout,
+                  "no confirm from the broker within " + std::to_string(timeout.count()) +
+                      " ms" +
+                      (blocked_ ? " (connection blocked: " + blocked_reason_ + ")" : ""));
       for (size_t off = b.low; off < b.index_of.size(); ++off) b.Resolve(off, late);
       break;
     }

@@ -73,6 +73,30 @@ TEST_CASE("a confirmed publish arrives with every property and nested header int
   CHECK(session.Inspect(WorkQueueName(Lane::kChange))->messages == 0);
 }
 
+TEST_CASE("bodies larger than a frame and empty bodies arrive intact") {
+  TestVhost vhost = NewVhost();
+  RabbitmqSession session(vhost.Options("sizes"));
+  REQUIRE(session.Connect().ok());
+  Topology t;
+  t.queues = {{"sizes", true, Json{{"x-queue-type", "quorum"}}}};
+  REQUIRE(session.Declare(t).ok());
+  std::string big(1 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + i / 4096);
+  std::vector<Publication> batch(3, Publication{"", "sizes", Message{}});
+  batch[0].message.body = big;
+  batch[1].message.body = "";
+  batch[2].message.body = big.substr(0, 131072 - 8);  // exactly one full frame of payload
+  for (const auto& r : session.PublishAll(batch, kTimeout)) REQUIRE_MESSAGE(r.ok(), r.ToString());
+  REQUIRE(session.Consume("sizes", 0).ok());
+  for (const auto& p : batch) {
+    auto d = session.Next(kTimeout);
+    REQUIRE(d.ok());
+    REQUIRE(d->has_value());
+    CHECK((*d)->message.body.size() == p.message.body.size());
+    CHECK((*d)->message.body == p.message.body);
+  }
+}
+
 TEST_CASE("PublishAll pipelines 10,000 messages and every one is confirmed") {
   TestVhost vhost = NewVhost();
   RabbitmqSession session(vhost.Options("bulk"));
