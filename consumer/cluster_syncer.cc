@@ -1,7 +1,10 @@
 #include "consumer/cluster_syncer.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <future>
+#include <mutex>
+#include <set>
 
 #include "common/base64.h"
 #include "common/log.h"
@@ -34,13 +37,6 @@ Json OwnerReference(const hive::ClusterDeployment& cd) {
                        {"blockOwnerDeletion", true}}});
 }
 
-std::string Describe(const Json& obj) {
-  std::string kind = obj.value("kind", "?");
-  const Json& m = obj.contains("metadata") ? obj["metadata"] : Json::object();
-  std::string ns = m.value("namespace", "");
-  return kind + " " + (ns.empty() ? "" : ns + "/") + m.value("name", "?");
-}
-
 }  // namespace
 
 ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, TargetClients& targets,
@@ -49,6 +45,7 @@ ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, TargetCli
       hub_(hub),
       targets_(targets),
       clock_(clock),
+      limiter_({options_.max_in_flight, options_.per_cluster_in_flight, options_.per_cluster_qps}, clock),
       applied_(prometheus::BuildCounter()
                    .Name("syncbus_consumer_resources_applied_total")
                    .Help("Object applies to target clusters by result")
@@ -60,62 +57,55 @@ ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, TargetCli
                          .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                                                           0.5, 1, 2.5, 5, 10, 30})) {}
 
-ClusterSyncer::SetResult ClusterSyncer::ApplySet(const SetWork& set, const Target& target,
-                                                 const SyncFence& fence) {
-  SetResult result;
-  for (size_t i = 0; i < set.spec->resources.size(); ++i) {
-    if (fence) {
-      if (Status owned = fence(); !owned.ok()) {
-        result.success = false;
-        result.failure = owned.message();
-        return result;
+std::vector<SetRunResult> ClusterSyncer::RunAll(const TargetSession& session, std::vector<SetPlan> plans) {
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<SetRunResult> results;
+    std::vector<SetPlan> plans;
+    size_t next = 0, done = 0;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->results.resize(plans.size());
+  shared->plans = std::move(plans);
+  const size_t total = shared->plans.size();
+  // Starts the next plan; each finished run starts another, so at most `limit` are active.
+  std::function<void()> launch_next = [shared, &session, &launch_next, total] {
+    size_t idx;
+    {
+      std::lock_guard lock(shared->mu);
+      if (shared->next >= total) return;
+      idx = shared->next++;
+    }
+    auto run = SetRun::Create(session, std::move(shared->plans[idx]), [shared, idx, &launch_next](SetRunResult r) {
+      shared->results[idx] = std::move(r);
+      launch_next();   // before counting this one done: RunAll (and launch_next) outlive it
+      {
+        std::lock_guard lock(shared->mu);
+        ++shared->done;
       }
-    }
-    Json obj = set.spec->resources[i];
-    std::string api_version = obj.value("apiVersion", "");
-    std::string kind = obj.value("kind", "");
-    auto fail = [&](const Status& s, bool transient) {
-      result.success = false;
-      result.transient = transient;
-      result.failure = "resources[" + std::to_string(i) + "] " + Describe(obj) + ": " + s.message();
-      applied_.Add({{"result", "failure"}}).Increment();
-    };
-    auto mapping = target.mapper->Map(api_version, kind);
-    if (!mapping.ok()) {
-      fail(mapping.status(), IsTransient(mapping.status().code()));
-      return result;
-    }
-    Json& meta = obj["metadata"];
-    if (!meta.is_object()) meta = Json::object();
-    std::string ns = meta.value("namespace", "");
-    if (mapping->namespaced && ns.empty()) {
-      ns = "default";   // as the kubeconfig's default namespace would be for kubectl apply
-      meta["namespace"] = ns;
-    } else if (!mapping->namespaced) {
-      ns.clear();
-      meta.erase("namespace");
-    }
-    meta["labels"][hive::kManagedLabel] = "true";
-    std::string name = meta.value("name", "");
-    SteadyTime start = clock_.Now();
-    auto applied = target.client->Apply(kube::Object(*mapping, ns, name), obj,
-                                        {options_.field_manager, /*force=*/true});
-    apply_seconds_.Observe(std::chrono::duration<double>(clock_.Now() - start).count());
-    if (!applied.ok()) {
-      fail(applied.status(), IsTransient(applied.status().code()));
-      return result;
-    }
-    applied_.Add({{"result", "success"}}).Increment();
-    ++result.applies;
-    result.applied.push_back({api_version, kind, name, ns});
-  }
-  return result;
+      shared->cv.notify_all();
+    });
+    run->Start();
+  };
+  size_t limit = static_cast<size_t>(std::max(1, options_.parallel_sync_sets));
+  for (size_t i = 0; i < std::min(limit, total); ++i) launch_next();
+  std::unique_lock lock(shared->mu);
+  shared->cv.wait(lock, [&] { return shared->done == total; });
+  return std::move(shared->results);
 }
 
 Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFence& fence) {
   const std::string key = request.ClusterKey();
   SyncOutcome outcome;
-  auto cd_json = hub_.Get(kube::Object(res::kClusterDeployments, request.cluster_namespace, request.cluster_name));
+  // The four hub reads go out at once (each is one round trip to the hub).
+  const std::string& ns = request.cluster_namespace;
+  auto ss_future = std::async(std::launch::async, [&] { return hub_.List(kube::Collection(res::kSyncSets, ns), {}); });
+  auto sss_future = std::async(std::launch::async, [&] { return hub_.List(kube::Collection(res::kSelectorSyncSets), {}); });
+  auto cs_future = std::async(std::launch::async, [&] {
+    return hub_.Get(kube::Object(res::kClusterSyncs, ns, request.cluster_name));
+  });
+  auto cd_json = hub_.Get(kube::Object(res::kClusterDeployments, ns, request.cluster_name));
   if (!cd_json.ok()) {
     if (cd_json.status().code() == Code::kNotFound) {
       outcome.kind = SyncOutcome::Kind::kSkipped;
@@ -132,9 +122,9 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     return outcome;
   }
 
-  auto ss_list = hub_.List(kube::Collection(res::kSyncSets, cd->meta.ns), {});
+  auto ss_list = ss_future.get();
   if (!ss_list.ok()) return ss_list.status().Annotate("listing SyncSets in " + cd->meta.ns);
-  auto sss_list = hub_.List(kube::Collection(res::kSelectorSyncSets), {});
+  auto sss_list = sss_future.get();
   if (!sss_list.ok()) return sss_list.status().Annotate("listing SelectorSyncSets");
   std::vector<hive::SyncSet> syncsets;
   std::vector<hive::SelectorSyncSet> selector_syncsets;
@@ -159,7 +149,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
   std::sort(selector_syncsets.begin(), selector_syncsets.end(), by_name);
 
   hive::ClusterSyncStatus current;
-  auto cs_json = hub_.Get(kube::Object(res::kClusterSyncs, cd->meta.ns, cd->meta.name));
+  auto cs_json = cs_future.get();
   if (cs_json.ok()) {
     auto cs = hive::ClusterSync::FromJson(*cs_json);
     if (cs.ok()) current = std::move(cs->status);
@@ -169,20 +159,33 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
 
   std::vector<SetWork> work;
   for (const auto& ss : syncsets) {
-    work.push_back({SetKind::kSyncSet, ss.meta.name, ss.meta.generation, &ss.spec,
+    work.push_back({SetKind::kSyncSet, ss.meta.name, ss.meta.ns, ss.meta.generation, &ss.spec,
                     request.full_reapply || NeedsApply(current, SetKind::kSyncSet, ss.meta.name, ss.meta.generation)});
   }
   for (const auto& sss : selector_syncsets) {
-    work.push_back({SetKind::kSelectorSyncSet, sss.meta.name, sss.meta.generation, &sss.spec,
+    work.push_back({SetKind::kSelectorSyncSet, sss.meta.name, "", sss.meta.generation, &sss.spec,
                     request.full_reapply ||
                         NeedsApply(current, SetKind::kSelectorSyncSet, sss.meta.name, sss.meta.generation)});
   }
+  // Entries of sets no longer applicable; those tracking Sync-mode objects must delete them.
+  std::vector<const hive::SyncStatus*> removed;
+  for (SetKind kind : {SetKind::kSyncSet, SetKind::kSelectorSyncSet}) {
+    for (const auto& e : kind == SetKind::kSyncSet ? current.sync_sets : current.selector_sync_sets) {
+      bool applicable = std::any_of(work.begin(), work.end(), [&](const SetWork& w) {
+        return w.kind == kind && w.name == e.name;
+      });
+      if (!applicable) removed.push_back(&e);
+    }
+  }
+  auto removed_kind = [&](const hive::SyncStatus* e) {
+    return e >= current.sync_sets.data() && e < current.sync_sets.data() + current.sync_sets.size()
+               ? SetKind::kSyncSet
+               : SetKind::kSelectorSyncSet;
+  };
   bool any_apply = std::any_of(work.begin(), work.end(), [](const SetWork& w) { return w.needs_apply; });
-  size_t entries = current.sync_sets.size() + current.selector_sync_sets.size();
-  size_t kept = std::count_if(work.begin(), work.end(), [&](const SetWork& w) {
-    return FindEntry(current, w.kind, w.name) != nullptr;
-  });
-  if (!any_apply && kept == entries && !request.full_reapply) {
+  bool any_delete = std::any_of(removed.begin(), removed.end(),
+                                [](const hive::SyncStatus* e) { return !e->resources_to_delete.empty(); });
+  if (!any_apply && removed.empty() && !request.full_reapply) {
     outcome.kind = SyncOutcome::Kind::kUpToDate;
     return outcome;
   }
@@ -191,7 +194,12 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
   for (size_t i = 0; i < work.size(); ++i) {
     outcomes[i] = {work[i].kind, work[i].name, work[i].generation, false, false, "", {}};
   }
-  if (any_apply) {
+  for (const hive::SyncStatus* e : removed) {
+    SetOutcome gone{removed_kind(e), e->name, e->observed_generation, false, true, "", {}};
+    gone.removed = true;
+    outcomes.push_back(std::move(gone));
+  }
+  if (any_apply || any_delete) {
     auto secret = hub_.Get(kube::Object(res::kSecrets, cd->meta.ns, cd->admin_kubeconfig_secret));
     if (!secret.ok()) return secret.status().Annotate("reading admin kubeconfig Secret of " + key);
     std::optional<std::string> kubeconfig;
@@ -203,41 +211,114 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
       return InvalidArgument("admin kubeconfig Secret " + cd->meta.ns + "/" + cd->admin_kubeconfig_secret +
                              " has no valid data.kubeconfig");
     }
-    auto target = targets_.Get(key, *kubeconfig);
+    auto target = targets_.Get(key, *kubeconfig, options_.request_timeout);
     if (!target.ok()) return target.status();
 
-    // Sets in parallel (bounded), each set's own steps in order.
-    std::vector<std::future<SetResult>> running(work.size());
-    size_t next = 0, limit = static_cast<size_t>(std::max(1, options_.parallel_sync_sets));
-    std::vector<size_t> order;
-    for (size_t i = 0; i < work.size(); ++i) {
-      if (work[i].needs_apply) order.push_back(i);
-    }
-    auto launch = [&](size_t idx) {
-      running[idx] = std::async(std::launch::async, [this, &work, &fence, idx, t = *target] { return ApplySet(work[idx], t, fence); });
+    TargetSession session;
+    session.cluster = key;
+    session.client = target->client;
+    session.mapper = target->mapper;
+    session.limiter = &limiter_;
+    session.clock = &clock_;
+    session.deadline = clock_.Now() + options_.cluster_deadline;
+    session.fence = fence;
+    session.field_manager = options_.field_manager;
+    session.observe = [this](bool ok, double seconds) {
+      applied_.Add({{"result", ok ? "success" : "failure"}}).Increment();
+      apply_seconds_.Observe(seconds);
     };
-    for (; next < order.size() && next < limit; ++next) launch(order[next]);
-    for (size_t done = 0; done < order.size(); ++done) {
-      size_t idx = order[done];
-      SetResult r = running[idx].get();
-      if (next < order.size()) launch(order[next++]);
+
+    // Source Secrets of the secretMappings, read fresh.
+    SecretSources secrets;
+    for (const SetWork& w : work) {
+      if (!w.needs_apply) continue;
+      for (const auto& m : w.spec->secret_mappings) {
+        std::string ns = m.source.ns.empty() ? w.ns : m.source.ns;
+        std::string source_key = ns + "/" + m.source.name;
+        if (secrets.count(source_key) > 0) continue;
+        auto source = hub_.Get(kube::Object(res::kSecrets, ns, m.source.name));
+        if (!source.ok() && source.status().code() != Code::kNotFound) {
+          return source.status().Annotate("reading source Secret " + source_key);
+        }
+        secrets.emplace(source_key, std::move(source));
+      }
+    }
+
+    // Objects every applicable set lists now: they are never deleted (moved between sets).
+    auto plan_input = [&](const SetWork& w) {
+      PlanInput in;
+      in.spec = w.spec;
+      in.set_namespace = w.ns;
+      in.cd_labels = &cd->meta.labels;
+      in.secrets = &secrets;
+      if (const hive::SyncStatus* e = FindEntry(current, w.kind, w.name)) in.previously_tracked = e->resources_to_delete;
+      return in;
+    };
+    bool need_listing = any_delete || std::any_of(work.begin(), work.end(), [&](const SetWork& w) {
+      const hive::SyncStatus* e = FindEntry(current, w.kind, w.name);
+      return w.needs_apply && e != nullptr && !e->resources_to_delete.empty();
+    });
+    std::set<std::string> listed;
+    if (need_listing) {
+      for (const SetWork& w : work) listed.merge(ListedObjects(plan_input(w), *target->mapper));
+    }
+
+    const SteadyTime target_start = clock_.Now();
+    // Deletions first: the objects of sets no longer applicable.
+    if (any_delete) {
+      std::vector<SetPlan> plans;
+      std::vector<size_t> which;
+      for (size_t i = work.size(); i < outcomes.size(); ++i) {
+        const hive::SyncStatus* e = removed[i - work.size()];
+        if (e->resources_to_delete.empty()) continue;
+        plans.push_back(PlanRemoval(e->resources_to_delete, listed, *target->mapper));
+        which.push_back(i);
+      }
+      std::vector<SetRunResult> results = RunAll(session, std::move(plans));
+      for (size_t k = 0; k < which.size(); ++k) {
+        SetOutcome& o = outcomes[which[k]];
+        o.applied = true;
+        o.success = results[k].success;
+        o.failure_message = results[k].failure;
+        o.resources_to_delete = std::move(results[k].tracked);
+        if (!o.success) {
+          outcome.failed_sets.push_back(o.name);
+          outcome.transient = outcome.failed_sets.size() == 1 ? results[k].transient
+                                                              : (outcome.transient && results[k].transient);
+        }
+      }
+    }
+
+    std::vector<SetPlan> plans;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < work.size(); ++i) {
+      if (!work[i].needs_apply) continue;
+      PlanInput in = plan_input(work[i]);
+      in.listed_elsewhere = &listed;
+      plans.push_back(PlanSet(in, *target->mapper));
+      which.push_back(i);
+    }
+    std::vector<SetRunResult> results = RunAll(session, std::move(plans));
+    for (size_t k = 0; k < which.size(); ++k) {
+      size_t idx = which[k];
+      SetRunResult& r = results[k];
       outcomes[idx].applied = true;
       outcomes[idx].success = r.success;
       outcomes[idx].failure_message = r.failure;
-      if (work[idx].spec->resource_apply_mode == hive::ResourceApplyMode::kSync) {
-        outcomes[idx].resources_to_delete = std::move(r.applied);
-      }
+      outcomes[idx].resources_to_delete = std::move(r.tracked);
       outcome.applies += r.applies;
+      outcome.slowest_set_serial_seconds = std::max(outcome.slowest_set_serial_seconds, r.serial_seconds);
       if (!r.success) {
         outcome.failed_sets.push_back(work[idx].name);
         outcome.transient = outcome.failed_sets.size() == 1 ? r.transient : (outcome.transient && r.transient);
       }
     }
+    outcome.target_seconds = std::chrono::duration<double>(clock_.Now() - target_start).count();
   }
   if (fence) {
     if (Status owned = fence(); !owned.ok()) return owned;   // another consumer owns it now
   }
-  Status stored = StoreStatus(*cd, outcomes);
+  Status stored = StoreStatus(*cd, outcomes, std::move(cs_json));
   if (!stored.ok()) return stored;
   if (request.full_reapply && outcome.failed_sets.empty()) {
     Status renewed = RenewLease(*cd);
@@ -251,10 +332,13 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
   return outcome;
 }
 
-Status ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes) {
+Status ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes,
+                                  Result<Json> first_read) {
   const std::string key = cd.meta.Key();
   for (int attempt = 0; attempt < 5; ++attempt) {
-    auto current = hub_.Get(kube::Object(res::kClusterSyncs, cd.meta.ns, cd.meta.name));
+    // The first attempt merges into what Sync read (a conflict means someone wrote since).
+    auto current = attempt == 0 ? std::move(first_read)
+                                : hub_.Get(kube::Object(res::kClusterSyncs, cd.meta.ns, cd.meta.name));
     if (!current.ok() && current.status().code() == Code::kNotFound) {
       Json fresh = {{"apiVersion", hive::kHiveInternalApiVersion},
                     {"kind", "ClusterSync"},

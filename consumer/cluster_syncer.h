@@ -1,10 +1,11 @@
 // ClusterSyncer: processes one sync request end to end — reads the cluster's ClusterDeployment,
-// applicable SyncSets/SelectorSyncSets and admin kubeconfig fresh from the hub, applies the sets
-// that need it to the target cluster (SyncSets then SelectorSyncSets by name; each set's
-// resources in order, a failure stops the rest of that set; different sets in parallel), then
-// stores the ClusterSync status (and the ClusterSyncLease after a full reapply). Returns only
-// once the status is stored, so the caller may ack. Thread-safe: Sync() may run concurrently
-// for different clusters; the caller keeps one cluster on one thread at a time.
+// applicable SyncSets/SelectorSyncSets, their source Secrets and the admin kubeconfig fresh from
+// the hub, deletes the Sync-mode objects of sets no longer applicable, applies the sets that need
+// it to the target cluster (SyncSets then SelectorSyncSets by name; see set_applier.h), then
+// stores the ClusterSync status (and the ClusterSyncLease after a full reapply). Target requests
+// are non-blocking and shared by all clusters through one RequestLimiter; Sync() blocks its
+// caller until the status is stored, so the caller may ack. Thread-safe: Sync() may run
+// concurrently for different clusters; the caller keeps one cluster on one thread at a time.
 #pragma once
 
 #include <chrono>
@@ -20,6 +21,8 @@
 #include "common/hive/types.h"
 #include "common/kube/client.h"
 #include "common/sync_message.h"
+#include "consumer/request_limiter.h"
+#include "consumer/set_applier.h"
 #include "consumer/status_builder.h"
 #include "consumer/target_clients.h"
 
@@ -27,7 +30,12 @@ namespace syncbus::consumer {
 
 struct SyncerOptions {
   std::string field_manager = "syncbus";
-  int parallel_sync_sets = 8;
+  int parallel_sync_sets = 8;                  // sets of one cluster in progress at once
+  int max_in_flight = 2000;                    // target requests across all clusters
+  int per_cluster_in_flight = 20;
+  double per_cluster_qps = 50;                 // 0 = no rate limit
+  std::chrono::milliseconds request_timeout{30000};
+  std::chrono::milliseconds cluster_deadline{std::chrono::minutes(10)};   // one Sync's target work
 };
 
 struct SyncOutcome {
@@ -39,13 +47,11 @@ struct SyncOutcome {
   Kind kind = Kind::kSynced;
   std::string detail;                  // skip reason or failure summary
   int applies = 0;                     // successful object applies
+  double slowest_set_serial_seconds = 0;   // the largest sum of one set's request latencies
+  double target_seconds = 0;               // wall time of the target work (deletions + applies)
   std::vector<std::string> failed_sets;
   bool transient = false;              // every failure may heal by itself (retry soon)
 };
-
-// Checked before every write (to a target or to the hub): a non-OK status means this process
-// no longer owns the cluster (its per-cluster lease was lost) and must stop writing at once.
-using SyncFence = std::function<Status()>;
 
 class ClusterSyncer {
  public:
@@ -54,32 +60,33 @@ class ClusterSyncer {
 
   // Errors are failures to read the hub or store the status (the request must be retried);
   // apply failures on the target are recorded in the status and reported in the outcome.
+  // `fence` (see set_applier.h) is checked before every write, to the target or the hub.
   Result<SyncOutcome> Sync(const SyncRequest& request, const SyncFence& fence = nullptr);
+
+  RequestLimiter::Stats limiter_stats() const { return limiter_.stats(); }
 
  private:
   struct SetWork {
     SetKind kind;
     std::string name;
+    std::string ns;                          // SyncSet: its namespace
     int64_t generation;
     const hive::SyncSetCommonSpec* spec;
     bool needs_apply;
   };
-  struct SetResult {
-    bool success = true;
-    bool transient = true;
-    int applies = 0;
-    std::string failure;
-    std::vector<hive::SyncResourceReference> applied;
-  };
 
-  SetResult ApplySet(const SetWork& set, const Target& target, const SyncFence& fence);
-  Status StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes);
+  // Runs `plans` (at most options_.parallel_sync_sets at once) and waits for all of them.
+  std::vector<SetRunResult> RunAll(const TargetSession& session, std::vector<SetPlan> plans);
+  // `first_read`: the ClusterSync as Sync read it (or its error), merged into first.
+  Status StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes,
+                     Result<Json> first_read);
   Status RenewLease(const hive::ClusterDeployment& cd);
 
   SyncerOptions options_;
   kube::Client& hub_;
   TargetClients& targets_;
   Clock& clock_;
+  RequestLimiter limiter_;
   prometheus::Family<prometheus::Counter>& applied_;
   prometheus::Histogram& apply_seconds_;
 };

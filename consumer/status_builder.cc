@@ -41,7 +41,14 @@ hive::ClusterSyncStatus BuildStatus(const hive::ClusterSyncStatus& previous,
     auto& out_list = set.kind == SetKind::kSyncSet ? out.sync_sets : out.selector_sync_sets;
     const hive::SyncStatus* prev = Find(prev_list, set.name);
     hive::SyncStatus entry;
-    if (!set.applied) {
+    if (set.removed && (!prev || !set.applied || set.success)) continue;   // gone for good
+    if (set.removed && set.applied) {
+      entry = *prev;
+      entry.result = hive::SyncResult::kFailure;
+      entry.failure_message = TruncateMessage(set.failure_message);
+      entry.resources_to_delete = set.resources_to_delete;
+      if (prev->result != entry.result) entry.last_transition_time = ts;
+    } else if (!set.applied) {
       if (!prev) continue;   // never applied and not applied now: nothing to report yet
       entry = *prev;
     } else {

@@ -1,8 +1,9 @@
 // Builds a cluster's new ClusterSync status from its previous status and this round's results,
 // with upstream Hive's rules: one entry per applicable set; lastTransitionTime changes only when
 // the result changes; firstSuccessTime is set once; the `Failed` condition names the failing
-// sets; entries of sets no longer applicable are dropped; failure messages are truncated so the
-// object stays far below etcd's size limit. Pure functions; thread-compatible.
+// sets; entries of sets no longer applicable are dropped once their Sync-mode objects are
+// deleted; failure messages are truncated so the object stays far below etcd's size limit.
+// Pure functions; thread-compatible.
 #pragma once
 
 #include <optional>
@@ -28,6 +29,9 @@ struct SetOutcome {
   bool success = false;
   std::string failure_message;
   std::vector<hive::SyncResourceReference> resources_to_delete;   // Sync mode tracking
+  // No longer applicable; `applied` means its tracked objects were deleted this round. A
+  // removed set's entry is dropped once that succeeded and kept (Failure) while it fails.
+  bool removed = false;
 };
 
 // Cuts `message` to at most `max_bytes` (UTF-8 safe), marking the cut.

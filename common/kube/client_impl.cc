@@ -347,6 +347,7 @@ http::Request ClientImpl::NewRequest(std::string method, std::string url, std::s
   if (!content_type.empty()) request.headers.emplace_back("Content-Type", std::move(content_type));
   request.body = std::move(body);
   request.tls = config_.tls;
+  request.timeout = config_.request_timeout;
   return request;
 }
 

@@ -2,6 +2,7 @@
 // Value type; thread-compatible.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,7 @@ struct ClusterConfig {
   std::shared_ptr<const http::TlsOptions> tls = std::make_shared<http::TlsOptions>();
   std::string user_agent = "syncbus";
   double qps = 0;              // client-side rate limit; 0 = unlimited
+  std::chrono::milliseconds request_timeout{30000};   // per request (watches: none)
 };
 
 // Parses kubeconfig YAML and picks `context` (empty = current-context). Supports token,

@@ -1,0 +1,37 @@
+#include <doctest/doctest.h>
+
+#include "common/kube/client_impl.h"
+#include "consumer/rest_mapper.h"
+#include "tests/unit/consumer/apply_test_fixture.h"
+
+using namespace syncbus;
+using namespace syncbus::consumer;
+using namespace syncbus::consumer::testing;
+
+TEST_CASE("rest mapper: discovery is cached per group-version and refreshed once for an unknown kind") {
+  ApplyFixture f;
+  kube::ClusterConfig cc;
+  cc.server = std::string("http://sim.invalid/clusters/") + kCluster;
+  kube::ClientImpl client(cc, f.transport);
+  RestMapper mapper(client);
+
+  uint64_t before = f.target().stats().requests;
+  auto cm = mapper.Map("v1", "ConfigMap");
+  REQUIRE(cm.ok());
+  CHECK(cm->resource == "configmaps");
+  CHECK(cm->namespaced);
+  auto ns = mapper.Map("v1", "Namespace");
+  REQUIRE(ns.ok());
+  CHECK_FALSE(ns->namespaced);
+  CHECK(f.target().stats().requests == before + 1);   // one discovery for v1
+
+  auto unknown = mapper.Map("v1", "Nope");
+  CHECK(unknown.status().code() == Code::kNotFound);
+  CHECK(f.target().stats().requests == before + 2);   // refreshed once
+
+  auto group = mapper.Map("apps/v1", "Deployment");
+  REQUIRE(group.ok());
+  CHECK(group->group == "apps");
+  CHECK(group->resource == "deployments");
+  CHECK(mapper.Map("example.com/v1", "Widget").status().code() == Code::kNotFound);
+}

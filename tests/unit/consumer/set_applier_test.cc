@@ -1,0 +1,316 @@
+// Hive SyncSet semantics, end to end through ClusterSyncer against a simulated target cluster.
+#include <doctest/doctest.h>
+
+#include "common/base64.h"
+#include "tests/unit/consumer/apply_test_fixture.h"
+
+using namespace syncbus;
+using namespace syncbus::consumer;
+using namespace syncbus::consumer::testing;
+
+namespace {
+
+bool ManagedBy(const Json& obj, const std::string& manager) {
+  for (const auto& f : obj["metadata"].value("managedFields", Json::array())) {
+    if (f.value("manager", "") == manager) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("apply: server-side apply with field manager syncbus, managed label, Success status") {
+  ApplyFixture f;
+  f.PutSyncSet("base", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}}),
+                                                  ConfigMap("b", {{"k", "w"}}, "kube-system")})}});
+  SyncOutcome out = f.Sync();
+  CHECK(out.kind == SyncOutcome::Kind::kSynced);
+  CHECK(out.applies == 2);
+  CHECK(out.failed_sets.empty());
+  Json a = f.ConfigMapOnTarget("a");
+  REQUIRE_FALSE(a.is_null());
+  CHECK(a["data"]["k"] == "v");
+  CHECK(a["metadata"]["labels"]["hive.openshift.io/managed"] == "true");
+  CHECK(ManagedBy(a, "syncbus"));
+  CHECK(f.ConfigMapOnTarget("b", "kube-system")["data"]["k"] == "w");
+  Json cs = f.ClusterSync();
+  REQUIRE_FALSE(cs.is_null());
+  CHECK(cs["metadata"]["ownerReferences"][0]["kind"] == "ClusterDeployment");
+  Json e = f.Entry("base");
+  CHECK(e["result"] == "Success");
+  CHECK(e["observedGeneration"] == 1);
+  CHECK_FALSE(e.contains("resourcesToDelete"));
+
+  SUBCASE("a second request with nothing new is up to date and sends nothing to the target") {
+    uint64_t before = f.target().stats().requests;
+    CHECK(f.Sync().kind == SyncOutcome::Kind::kUpToDate);
+    CHECK(f.target().stats().requests == before);
+  }
+  SUBCASE("a full reapply applies again") {
+    CHECK(f.Sync(true).applies == 2);
+  }
+}
+
+TEST_CASE("order: resources, then secretMappings, then patches; a failure stops the rest of the set") {
+  ApplyFixture f;
+  f.PutHub(std::string("/api/v1/namespaces/") + kCluster + "/secrets",
+           {{"apiVersion", "v1"}, {"kind", "Secret"}, {"type", "kubernetes.io/tls"},
+            {"metadata", {{"name", "src"}, {"namespace", kCluster}, {"labels", {{"l", "1"}}},
+                          {"annotations", {{"an", "x"}}}, {"finalizers", Json::array({"keep/me"})}}},
+            {"data", {{"tls.crt", EncodeBase64("C")}, {"tls.key", EncodeBase64("K")}}}});
+
+  SUBCASE("patches run after the resources they patch; the secret is copied") {
+    f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})},
+                       {"secretMappings", Json::array({{{"sourceRef", {{"name", "src"}}},
+                                                        {"targetRef", {{"name", "copy"}, {"namespace", "kube-system"}}}}})},
+                       {"patches", Json::array({{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "a"},
+                                                 {"namespace", "default"}, {"patchType", "merge"},
+                                                 {"patch", R"({"data":{"patched":"yes"}})"}}})}});
+    SyncOutcome out = f.Sync();
+    CHECK(out.failed_sets.empty());
+    CHECK(f.ConfigMapOnTarget("a")["data"]["patched"] == "yes");
+    Json secret = f.TargetGet("/api/v1/namespaces/kube-system/secrets/copy");
+    REQUIRE_FALSE(secret.is_null());
+    CHECK(secret["type"] == "kubernetes.io/tls");
+    CHECK(secret["data"]["tls.crt"] == EncodeBase64("C"));
+    CHECK(secret["metadata"]["labels"]["l"] == "1");
+    CHECK(secret["metadata"]["labels"]["hive.openshift.io/managed"] == "true");
+    CHECK(secret["metadata"]["annotations"]["an"] == "x");
+    CHECK_FALSE(secret["metadata"].contains("finalizers"));
+  }
+  SUBCASE("a failing resource stops later resources, secretMappings and patches") {
+    f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}}),
+                                                  {{"apiVersion", "example.com/v1"}, {"kind", "Nope"},
+                                                   {"metadata", {{"name", "x"}}}},
+                                                  ConfigMap("c", {{"k", "v"}})})},
+                       {"secretMappings", Json::array({{{"sourceRef", {{"name", "src"}}},
+                                                        {"targetRef", {{"name", "copy"}, {"namespace", "default"}}}}})},
+                       {"patches", Json::array({{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "a"},
+                                                 {"namespace", "default"}, {"patchType", "merge"},
+                                                 {"patch", R"({"data":{"patched":"yes"}})"}}})}});
+    SyncOutcome out = f.Sync();
+    REQUIRE(out.failed_sets.size() == 1);
+    CHECK_FALSE(f.ConfigMapOnTarget("a").is_null());
+    CHECK(f.ConfigMapOnTarget("c").is_null());
+    CHECK(f.TargetGet("/api/v1/namespaces/default/secrets/copy").is_null());
+    CHECK_FALSE(f.ConfigMapOnTarget("a")["data"].contains("patched"));
+    Json e = f.Entry("s");
+    CHECK(e["result"] == "Failure");
+    CHECK(e["failureMessage"].get<std::string>().find("resources[1]") != std::string::npos);
+    Json cond = f.ClusterSync()["status"]["conditions"][0];
+    CHECK(cond["type"] == "Failed");
+    CHECK(cond["status"] == "True");
+    CHECK(cond["message"] == "SyncSet s is failing");
+  }
+  SUBCASE("a missing source Secret fails the set at its secretMapping") {
+    f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})},
+                       {"secretMappings", Json::array({{{"sourceRef", {{"name", "absent"}}},
+                                                        {"targetRef", {{"name", "copy"}, {"namespace", "default"}}}}})}});
+    SyncOutcome out = f.Sync();
+    CHECK(out.failed_sets.size() == 1);
+    CHECK(f.Entry("s")["failureMessage"].get<std::string>().find("secretMappings[0]") != std::string::npos);
+  }
+}
+
+TEST_CASE("applyBehavior CreateOnly creates absent objects and leaves present ones alone") {
+  ApplyFixture f;
+  f.PutTarget("/api/v1/namespaces/default/configmaps", ConfigMap("present", {{"k", "theirs"}}, "default"));
+  f.PutSyncSet("s", {{"applyBehavior", "CreateOnly"},
+                     {"resources", Json::array({ConfigMap("present", {{"k", "ours"}}), ConfigMap("absent", {{"k", "ours"}})})}});
+  SyncOutcome out = f.Sync();
+  CHECK(out.failed_sets.empty());
+  CHECK(f.ConfigMapOnTarget("present")["data"]["k"] == "theirs");
+  CHECK(f.ConfigMapOnTarget("absent")["data"]["k"] == "ours");
+  CHECK(f.ConfigMapOnTarget("absent")["metadata"]["labels"]["hive.openshift.io/managed"] == "true");
+}
+
+TEST_CASE("applyBehavior CreateOrUpdate updates our fields and keeps fields we do not set") {
+  ApplyFixture f;
+  f.PutTarget("/api/v1/namespaces/default/configmaps",
+              ConfigMap("present", {{"k", "old"}, {"theirs", "kept"}}, "default"));
+  f.PutSyncSet("s", {{"applyBehavior", "CreateOrUpdate"},
+                     {"resources", Json::array({ConfigMap("present", {{"k", "new"}}), ConfigMap("absent", {{"k", "new"}})})}});
+  SyncOutcome out = f.Sync();
+  CHECK(out.failed_sets.empty());
+  Json present = f.ConfigMapOnTarget("present");
+  CHECK(present["data"]["k"] == "new");
+  CHECK(present["data"]["theirs"] == "kept");
+  CHECK(present["metadata"]["labels"]["hive.openshift.io/managed"] == "true");
+  CHECK(f.ConfigMapOnTarget("absent")["data"]["k"] == "new");
+}
+
+TEST_CASE("patches: strategic, merge and json, namespace defaulting to the SyncSet's") {
+  ApplyFixture f;
+  f.PutTarget("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kCluster}}}});
+  f.PutTarget(std::string("/api/v1/namespaces/") + kCluster + "/configmaps", ConfigMap("p", {{"a", "1"}}, kCluster));
+  f.PutSyncSet("s", {{"patches", Json::array({
+      {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "p"}, {"patch", R"({"data":{"s":"strategic"}})"}},
+      {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "p"}, {"patchType", "merge"},
+       {"patch", R"({"data":{"m":"merge"}})"}},
+      {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "p"}, {"patchType", "json"},
+       {"patch", R"([{"op":"add","path":"/data/j","value":"json"}])"}}})}});
+  SyncOutcome out = f.Sync();
+  CHECK(out.failed_sets.empty());
+  CHECK(out.applies == 3);
+  Json p = f.ConfigMapOnTarget("p", kCluster);
+  CHECK(p["data"]["a"] == "1");
+  CHECK(p["data"]["s"] == "strategic");
+  CHECK(p["data"]["m"] == "merge");
+  CHECK(p["data"]["j"] == "json");
+
+  SUBCASE("a patch of an absent object fails the set") {
+    f.PutSyncSet("s", {{"patches", Json::array({{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "nope"},
+                                                 {"patchType", "merge"}, {"patch", "{}"}}})}});
+    CHECK(f.Sync().failed_sets.size() == 1);
+  }
+}
+
+TEST_CASE("Sync mode: tracking, deletion of dropped objects and of a deleted set's objects") {
+  ApplyFixture f;
+  f.PutSyncSet("s", {{"resourceApplyMode", "Sync"},
+                     {"resources", Json::array({ConfigMap("a", {{"k", "v"}}), ConfigMap("b", {{"k", "v"}})})}});
+  f.Sync();
+  Json e = f.Entry("s");
+  REQUIRE(e["resourcesToDelete"].size() == 2);
+  CHECK(e["resourcesToDelete"][0]["kind"] == "ConfigMap");
+  CHECK(e["resourcesToDelete"][0]["namespace"] == "default");
+
+  // b dropped from the set: deleted from the target.
+  f.PutSyncSet("s", {{"resourceApplyMode", "Sync"}, {"resources", Json::array({ConfigMap("a", {{"k", "v"}})})}});
+  f.Sync();
+  CHECK(f.ConfigMapOnTarget("b").is_null());
+  CHECK_FALSE(f.ConfigMapOnTarget("a").is_null());
+  CHECK(f.Entry("s")["resourcesToDelete"].size() == 1);
+  CHECK(f.Entry("s")["observedGeneration"] == 2);
+
+  SUBCASE("the set deleted: all its objects deleted and its entry dropped") {
+    f.DeleteSyncSet("s");
+    f.Sync();
+    CHECK(f.ConfigMapOnTarget("a").is_null());
+    CHECK(f.Entry("s").is_null());
+  }
+  SUBCASE("an object already gone counts as deleted") {
+    REQUIRE(f.target().Call("DELETE", "/api/v1/namespaces/default/configmaps/a").status == 200);
+    f.DeleteSyncSet("s");
+    f.Sync();
+    CHECK(f.Entry("s").is_null());
+  }
+  SUBCASE("an object that moves to another set is not deleted") {
+    f.PutSyncSet("t", {{"resourceApplyMode", "Sync"}, {"resources", Json::array({ConfigMap("a", {{"k", "t"}})})}});
+    f.PutSyncSet("s", {{"resourceApplyMode", "Sync"}, {"resources", Json::array()}});
+    f.Sync();
+    CHECK(f.ConfigMapOnTarget("a")["data"]["k"] == "t");
+    CHECK_FALSE(f.Entry("s").contains("resourcesToDelete"));
+    CHECK(f.Entry("t")["resourcesToDelete"].size() == 1);
+    f.DeleteSyncSet("s");
+    f.Sync();
+    CHECK_FALSE(f.ConfigMapOnTarget("a").is_null());
+  }
+  SUBCASE("switching to Upsert clears tracking and deletes nothing") {
+    f.PutSyncSet("s", {{"resourceApplyMode", "Upsert"}, {"resources", Json::array()}});
+    f.Sync();
+    CHECK_FALSE(f.ConfigMapOnTarget("a").is_null());
+    CHECK_FALSE(f.Entry("s").contains("resourcesToDelete"));
+    f.DeleteSyncSet("s");
+    f.Sync();
+    CHECK_FALSE(f.ConfigMapOnTarget("a").is_null());
+  }
+  SUBCASE("a failing deletion keeps the removed set's entry as Failure with what is left") {
+    kubesim::FaultSpec down;
+    down.error_rate = 1.0;
+    REQUIRE(f.sim->faults().Set(kCluster, down).ok());
+    f.DeleteSyncSet("s");
+    SyncOutcome out = f.Sync();
+    CHECK(out.failed_sets.size() == 1);
+    Json left = f.Entry("s");
+    REQUIRE_FALSE(left.is_null());
+    CHECK(left["result"] == "Failure");
+    CHECK(left["resourcesToDelete"].size() == 1);
+    REQUIRE(f.sim->faults().Set(kCluster, kubesim::FaultSpec{}).ok());
+    f.Sync();
+    CHECK(f.Entry("s").is_null());
+    CHECK(f.ConfigMapOnTarget("a").is_null());
+  }
+}
+
+TEST_CASE("templates: fromCDLabel in resources and patches when enabled") {
+  ApplyFixture f;
+  f.PutTarget("/api/v1/namespaces/default/configmaps", ConfigMap("p", {{"a", "1"}}, "default"));
+  f.PutSyncSet("s", {{"enableResourceTemplates", true},
+                     {"enablePatchTemplates", true},
+                     {"resources", Json::array({ConfigMap("t", {{"region", R"({{ fromCDLabel "region" }})"},
+                                                                {"missing", R"(x{{fromCDLabel "nope"}}y)"}})})},
+                     {"patches", Json::array({{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "p"},
+                                               {"namespace", "default"}, {"patchType", "merge"},
+                                               {"patch", R"({"data":{"tier":"{{ fromCDLabel "tier" }}"}})"}}})}});
+  SyncOutcome out = f.Sync();
+  CHECK(out.failed_sets.empty());
+  Json t = f.ConfigMapOnTarget("t");
+  CHECK(t["data"]["region"] == "us-east-1");
+  CHECK(t["data"]["missing"] == "xy");
+  CHECK(f.ConfigMapOnTarget("p")["data"]["tier"] == "gold");
+
+  SUBCASE("disabled: the text is applied as it is") {
+    f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("t", {{"region", R"({{ fromCDLabel "region" }})"}})})}});
+    f.Sync();
+    CHECK(f.ConfigMapOnTarget("t")["data"]["region"] == R"({{ fromCDLabel "region" }})");
+  }
+  SUBCASE("an unknown function fails the set") {
+    f.PutSyncSet("s", {{"enableResourceTemplates", true},
+                       {"resources", Json::array({ConfigMap("t", {{"x", R"({{ env "HOME" }})"}})})}});
+    CHECK(f.Sync().failed_sets.size() == 1);
+  }
+}
+
+TEST_CASE("discovery: cluster-scoped kinds carry no namespace; a kind installed by an earlier resource is found") {
+  ApplyFixture f;
+  Json crd = {{"apiVersion", "apiextensions.k8s.io/v1"},
+              {"kind", "CustomResourceDefinition"},
+              {"metadata", {{"name", "widgets.example.com"}}},
+              {"spec", {{"group", "example.com"},
+                        {"scope", "Namespaced"},
+                        {"names", {{"plural", "widgets"}, {"singular", "widget"}, {"kind", "Widget"}, {"listKind", "WidgetList"}}},
+                        {"versions", Json::array({{{"name", "v1"}, {"served", true}, {"storage", true},
+                                                   {"schema", {{"openAPIV3Schema", {{"type", "object"},
+                                                       {"x-kubernetes-preserve-unknown-fields", true}}}}}}})}}}};
+  f.PutSyncSet("s", {{"resources", Json::array({
+      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "team"}, {"namespace", "ignored"}}}},
+      crd,
+      {{"apiVersion", "example.com/v1"}, {"kind", "Widget"}, {"metadata", {{"name", "w"}, {"namespace", "team"}}},
+       {"size", 3}}})}});
+  SyncOutcome out = f.Sync();
+  CHECK_MESSAGE(out.failed_sets.empty(), f.Entry("s").dump());
+  CHECK_FALSE(f.TargetGet("/api/v1/namespaces/team").is_null());
+  Json w = f.TargetGet("/apis/example.com/v1/namespaces/team/widgets/w");
+  REQUIRE_FALSE(w.is_null());
+  CHECK(w["size"] == 3);
+}
+
+TEST_CASE("sets of one cluster: SyncSets and SelectorSyncSets each get their entry, a failure in one leaves the others") {
+  ApplyFixture f;
+  f.PutSyncSet("a-good", {{"resources", Json::array({ConfigMap("g", {{"k", "v"}})})}});
+  f.PutSyncSet("b-bad", {{"resources", Json::array({{{"apiVersion", "v1"}, {"kind", "Nope"}, {"metadata", {{"name", "x"}}}}})}});
+  f.PutHub("/apis/hive.openshift.io/v1/selectorsyncsets",
+           {{"apiVersion", "hive.openshift.io/v1"}, {"kind", "SelectorSyncSet"},
+            {"metadata", {{"name", "fleet"}}},
+            {"spec", {{"clusterDeploymentSelector", {{"matchLabels", {{"region", "us-east-1"}}}}},
+                      {"resources", Json::array({ConfigMap("sel", {{"k", "v"}})})}}}});
+  SyncOutcome out = f.Sync();
+  CHECK(out.failed_sets == std::vector<std::string>{"b-bad"});
+  CHECK_FALSE(f.ConfigMapOnTarget("g").is_null());
+  CHECK_FALSE(f.ConfigMapOnTarget("sel").is_null());
+  Json cs = f.ClusterSync();
+  CHECK(cs["status"]["selectorSyncSets"][0]["result"] == "Success");
+  CHECK(cs["status"]["conditions"][0]["message"] == "SyncSet b-bad is failing");
+}
+
+TEST_CASE("a lost fence stops writes before they reach the target") {
+  ApplyFixture f;
+  f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})}});
+  SyncRequest req;
+  req.cluster_namespace = kCluster;
+  req.cluster_name = kCluster;
+  auto out = f.syncer->Sync(req, [] { return Status(Code::kConflict, "lease lost"); });
+  CHECK_FALSE(out.ok());
+  CHECK(f.ConfigMapOnTarget("a").is_null());
+}
