@@ -123,6 +123,7 @@ TEST_CASE("client: GET sends Accept, User-Agent, bearer token and the TLS option
         return JsonResponse(200, {{"kind", "SyncSet"}, {"metadata", {{"name", "a"}}}});
       });
   ClusterConfig config = Config();
+  config.request_timeout = milliseconds(1234);
   auto tls = std::make_shared<http::TlsOptions>();
   tls->ca_pem = "pem";
   config.tls = tls;
@@ -140,7 +141,7 @@ TEST_CASE("client: GET sends Accept, User-Agent, bearer token and the TLS option
   CHECK(Header(sent, "Authorization") == "Bearer tok");
   CHECK(Header(sent, "Content-Type") == "<none>");
   CHECK(sent.tls == tls);
-  CHECK(sent.timeout > milliseconds(0));
+  CHECK(sent.timeout == config.request_timeout);
 }
 
 TEST_CASE("client: content types and queries per verb") {
