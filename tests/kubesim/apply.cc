@@ -24,7 +24,12 @@ std::string ItemElement(const Json& item, const Schema& list, size_t index) {
     Json key = Json::object();
     for (const auto& k : list.list_map_keys()) {
       auto it = item.find(k);
-      if (it != item.end()) key[k] = *it;
+      Json fallback;
+      if (it != item.end()) {
+        key[k] = *it;
+      } else if (list.Items().Field(k).DefaultValue(&fallback)) {
+        key[k] = std::move(fallback);  // keys with defaults (protocol: TCP) count as set
+      }
     }
     if (!key.empty()) return KeyElement(key);
   }

@@ -56,7 +56,8 @@ constexpr char kContainer[] = R"json({
               "x-kubernetes-list-type": "map",
               "x-kubernetes-list-map-keys": ["containerPort", "protocol"],
               "items": {"type": "object", "properties": {
-                "containerPort": {"type": "integer"}, "protocol": {"type": "string"},
+                "containerPort": {"type": "integer"},
+                "protocol": {"type": "string", "default": "TCP"},
                 "name": {"type": "string"}, "hostPort": {"type": "integer"},
                 "hostIP": {"type": "string"}}}},
     "volumeMounts": {"type": "array", "x-kubernetes-patch-strategy": "merge",
@@ -121,7 +122,7 @@ Json ServiceSchema() {
   Json port = {{"type", "object"},
                {"properties",
                 {{"name", {{"type", "string"}}},
-                 {"protocol", {{"type", "string"}}},
+                 {"protocol", {{"type", "string"}, {"default", "TCP"}}},
                  {"appProtocol", {{"type", "string"}}},
                  {"port", {{"type", "integer"}}},
                  {"targetPort", {{"x-kubernetes-int-or-string", true}}},

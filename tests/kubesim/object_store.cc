@@ -35,13 +35,13 @@ size_t ObjectStore::Count() const {
 }
 
 const ObjectStore::Bucket* ObjectStore::FindBucket(const ResourceType& type) const {
-  auto it = buckets_.find(&type);
+  auto it = buckets_.find(type.key);
   return it == buckets_.end() ? nullptr : &it->second;
 }
 
 ObjectStore::Bucket& ObjectStore::BucketFor(const TypePtr& type) {
-  Bucket& b = buckets_[type.get()];
-  if (!b.type) b.type = type;
+  Bucket& b = buckets_[type->key];
+  b.type = type;  // the latest registration (a CRD may have been updated)
   return b;
 }
 
@@ -75,7 +75,7 @@ Outcome<ObjectStore::Page> ObjectStore::List(
       snapshot.emplace(it->first, it->second);
     }
     std::map<std::string, ObjectPtr> before;
-    for (const auto& e : hub_->EventsSince(at_rv, type.get())) {
+    for (const auto& e : hub_->EventsSince(at_rv, type->key)) {
       const std::string& key = e.object->index.key;
       if (!InRange(key, prefix)) continue;
       before.emplace(key, e.prev);  // the first event after at_rv holds the state at at_rv
@@ -113,8 +113,8 @@ ObjectStore::Code ObjectStore::CheckNamespace(const ResourceType& type,
   return Code::kOk;
 }
 
-void ObjectStore::IndexLocked(const ResourceType* type, const ObjectPtr& object, bool add) {
-  Ref ref{type, object->index.key};
+void ObjectStore::IndexLocked(const ResourceType& type, const ObjectPtr& object, bool add) {
+  Ref ref{type.key, object->index.key};
   if (add) {
     if (!object->index.uid.empty()) by_uid_[object->index.uid] = ref;
     for (const auto& owner : object->index.owner_uids) dependents_[owner].insert(ref);
@@ -132,11 +132,11 @@ void ObjectStore::IndexLocked(const ResourceType* type, const ObjectPtr& object,
 
 void ObjectStore::StoreLocked(Bucket& bucket, ObjectPtr object, const ObjectPtr& prev) {
   if (prev) {
-    IndexLocked(bucket.type.get(), prev, false);
+    IndexLocked(*bucket.type, prev, false);
   } else {
     ++count_;
   }
-  IndexLocked(bucket.type.get(), object, true);
+  IndexLocked(*bucket.type, object, true);
   bucket.objects[object->index.key] = object;
   hub_->Append({object->rv, prev ? StoreEvent::Type::kModified : StoreEvent::Type::kAdded,
                 bucket.type, object, prev});
@@ -155,11 +155,11 @@ ObjectPtr ObjectStore::RemoveLocked(Bucket& bucket, const ObjectPtr& object, Pro
   TypePtr type = bucket.type;
   ObjectPtr last = WithResourceVersion(*type, *object, ++rv_);
   bucket.objects.erase(object->index.key);
-  IndexLocked(type.get(), object, false);
+  IndexLocked(*type, object, false);
   --count_;
   hub_->Append({last->rv, StoreEvent::Type::kDeleted, type, last, object});
   if (!object->index.uid.empty()) CollectDependentsLocked(object->index.uid, policy);
-  if (type.get() == namespaces_.get()) EmptyNamespaceLocked(object->index.name);
+  if (type->key == namespaces_->key) EmptyNamespaceLocked(object->index.name);
   if (type->namespaced) FinishNamespaceLocked(object->index.ns);
   return last;
 }
@@ -224,8 +224,8 @@ void ObjectStore::CollectDependentsLocked(const std::string& owner_uid, Propagat
 
 void ObjectStore::EmptyNamespaceLocked(const std::string& ns) {
   std::string prefix = ns + "/";
-  for (auto& [type, bucket] : buckets_) {
-    if (!type->namespaced) continue;
+  for (auto& [type_key, bucket] : buckets_) {
+    if (!bucket.type->namespaced) continue;
     std::vector<ObjectPtr> contents;
     for (auto it = bucket.objects.lower_bound(prefix);
          it != bucket.objects.end() && InRange(it->first, prefix); ++it) {
@@ -241,15 +241,15 @@ void ObjectStore::EmptyNamespaceLocked(const std::string& ns) {
 }
 
 void ObjectStore::FinishNamespaceLocked(const std::string& ns) {
-  auto nb = buckets_.find(namespaces_.get());
+  auto nb = buckets_.find(namespaces_->key);
   if (nb == buckets_.end()) return;
   auto it = nb->second.objects.find(ns);
   if (it == nb->second.objects.end()) return;
   ObjectPtr namespace_object = it->second;
   if (!namespace_object->index.deleting || namespace_object->index.has_finalizers) return;
   std::string prefix = ns + "/";
-  for (const auto& [type, bucket] : buckets_) {
-    if (!type->namespaced) continue;
+  for (const auto& [type_key, bucket] : buckets_) {
+    if (!bucket.type->namespaced) continue;
     auto first = bucket.objects.lower_bound(prefix);
     if (first != bucket.objects.end() && InRange(first->first, prefix)) return;
   }
@@ -308,7 +308,7 @@ ObjectStore::Committed ObjectStore::Delete(const TypePtr& type, const ObjectPtr&
       out.code = Code::kStale;
       return out;
     }
-    if (type.get() == namespaces_.get()) {
+    if (type->key == namespaces_->key) {
       ObjectPtr terminating = expected;
       if (!expected->index.deleting) {
         std::string now = now_();
@@ -343,7 +343,7 @@ ObjectStore::Committed ObjectStore::Delete(const TypePtr& type, const ObjectPtr&
 void ObjectStore::RemoveAll(const TypePtr& type) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = buckets_.find(type.get());
+    auto it = buckets_.find(type->key);
     if (it == buckets_.end()) return;
     std::vector<ObjectPtr> all;
     for (const auto& [key, obj] : it->second.objects) all.push_back(obj);

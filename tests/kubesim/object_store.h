@@ -81,13 +81,13 @@ class ObjectStore {
     std::map<std::string, ObjectPtr> objects;
   };
   struct Ref {
-    const ResourceType* type;
-    std::string key;
+    std::string type;  // ResourceType::key
+    std::string key;   // the object's key in its bucket
     bool operator==(const Ref&) const = default;
   };
   struct RefHash {
     size_t operator()(const Ref& r) const {
-      return std::hash<const void*>()(r.type) ^ std::hash<std::string>()(r.key);
+      return std::hash<std::string>()(r.type) * 31 + std::hash<std::string>()(r.key);
     }
   };
 
@@ -102,7 +102,7 @@ class ObjectStore {
   void CollectDependentsLocked(const std::string& owner_uid, Propagation policy);
   void EmptyNamespaceLocked(const std::string& ns);
   void FinishNamespaceLocked(const std::string& ns);
-  void IndexLocked(const ResourceType* type, const ObjectPtr& object, bool add);
+  void IndexLocked(const ResourceType& type, const ObjectPtr& object, bool add);
 
   WatchHub* hub_;
   TypePtr namespaces_;
@@ -110,7 +110,7 @@ class ObjectStore {
   mutable std::mutex mu_;
   uint64_t rv_ = 0;
   size_t count_ = 0;
-  std::unordered_map<const ResourceType*, Bucket> buckets_;
+  std::unordered_map<std::string, Bucket> buckets_;  // by ResourceType::key
   std::unordered_map<std::string, Ref> by_uid_;
   std::unordered_map<std::string, std::unordered_set<Ref, RefHash>> dependents_;
 };

@@ -11,6 +11,7 @@
 namespace syncbus::kubesim {
 
 void ResourceType::Finish() {
+  key = group + "/" + version + "/" + plural;
   api_version = group.empty() ? version : group + "/" + version;
   group_resource = group.empty() ? plural : plural + "." + group;
   group_kind = group.empty() ? kind : kind + "." + group;

@@ -46,11 +46,12 @@ struct ResourceType {
   const BuiltinBehavior* behavior = nullptr;     // built-ins only
   std::string crd_name;                          // custom resources: the CRD's name
 
+  std::string key;             // "group/version/plural": identity across re-registrations
   std::string api_version;     // "v1", "hive.openshift.io/v1"
   std::string group_resource;  // "configmaps", "syncsets.hive.openshift.io"
   std::string group_kind;      // "ConfigMap", "SyncSet.hive.openshift.io"
 
-  // Fills api_version, group_resource, group_kind.
+  // Fills key, api_version, group_resource, group_kind.
   void Finish();
 };
 

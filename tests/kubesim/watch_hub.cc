@@ -50,13 +50,13 @@ uint64_t WatchHub::HistoryStart() const {
   return history_start_;
 }
 
-std::vector<StoreEvent> WatchHub::EventsSince(uint64_t rv, const ResourceType* type) const {
+std::vector<StoreEvent> WatchHub::EventsSince(uint64_t rv, const std::string& type_key) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<StoreEvent> out;
   auto it = std::upper_bound(history_.begin(), history_.end(), rv,
                              [](uint64_t v, const StoreEvent& e) { return v < e.rv; });
   for (; it != history_.end(); ++it) {
-    if (it->resource.get() == type) out.push_back(*it);
+    if (it->resource->key == type_key) out.push_back(*it);
   }
   return out;
 }
@@ -137,7 +137,7 @@ std::vector<WatchHub::Delivery> WatchHub::CollectLocked() {
         auto ev = std::upper_bound(history_.begin(), history_.end(), w.cursor,
                                    [](uint64_t v, const StoreEvent& e) { return v < e.rv; });
         for (; ev != history_.end(); ++ev) {
-          if (ev->resource.get() != &type) continue;
+          if (ev->resource->key != type.key) continue;
           bool now_matches = ev->type != StoreEvent::Type::kDeleted && Matches(w, *ev->object);
           bool was_matching = ev->prev != nullptr && Matches(w, *ev->prev);
           if (ev->type == StoreEvent::Type::kDeleted) {

@@ -42,7 +42,7 @@ class WatchHub {
   // Every event with a resourceVersion above this is retained.
   uint64_t HistoryStart() const;
   // Retained events of `type` after `rv`, oldest first (for list snapshots).
-  std::vector<StoreEvent> EventsSince(uint64_t rv, const ResourceType* type) const;
+  std::vector<StoreEvent> EventsSince(uint64_t rv, const std::string& type_key) const;
   // Registers a watch that first receives ADDED for `initial` (already filtered by type and
   // namespace), then every event after `cursor`. With `failure`, it only sends that ERROR and
   // ends.

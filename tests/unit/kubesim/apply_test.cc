@@ -189,6 +189,35 @@ TEST_CASE("apply on the status subresource and required fieldManager") {
   CHECK((*entry)["fieldsV1"] == Json::parse(R"({"f:status":{"f:controlledByReplica":{}}})"));
 }
 
+TEST_CASE("apply merges associative lists by key, with defaulted keys, and reapplies as no-ops") {
+  Fixture f;
+  ApiServer& s = *f.server;
+  const std::string path = "/apis/apps/v1/namespaces/default/deployments/d";
+  const std::string deploy = R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},
+    "spec":{"selector":{"matchLabels":{"app":"d"}},"template":{"metadata":{"labels":{"app":"d"}},
+    "spec":{"containers":[{"name":"web","image":"nginx:1","ports":[{"containerPort":80}]}]}}}})";
+  auto created = Apply(s, path, deploy, "ci");
+  REQUIRE(created.status == 201);
+  Json obj = Body(created);
+  CHECK(obj["spec"]["template"]["spec"]["containers"][0]["ports"][0]["protocol"] == "TCP");
+  auto again = Apply(s, path, deploy, "ci");
+  REQUIRE(again.status == 200);
+  CHECK(Rv(Body(again)) == Rv(obj));
+  CHECK(Body(again)["spec"]["template"]["spec"]["containers"][0]["ports"].size() == 1);
+  const Json* entry = Entry(obj, "ci", "Apply");
+  REQUIRE(entry != nullptr);
+  Json containers =
+      entry->at("fieldsV1").at("f:spec").at("f:template").at("f:spec").at("f:containers");
+  CHECK(containers["k:{\"name\":\"web\"}"]["."] == Json::object());
+  CHECK(containers["k:{\"name\":\"web\"}"]["f:ports"].contains(
+      "k:{\"containerPort\":80,\"protocol\":\"TCP\"}"));
+  // A second manager adds a container without disturbing the first one's.
+  auto sidecar = Apply(s, path, R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},
+    "spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"busybox:1"}]}}}})", "mesh");
+  REQUIRE(sidecar.status == 200);
+  CHECK(Body(sidecar)["spec"]["template"]["spec"]["containers"].size() == 2);
+}
+
 TEST_CASE("ten thousand config map applies") {
   Fixture f;
   ApiServer& s = *f.server;

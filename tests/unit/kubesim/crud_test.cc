@@ -473,6 +473,20 @@ TEST_CASE("custom resource definitions can be created at runtime") {
   widget["spec"]["size"] = 3;
   CHECK(f.server->Call("POST", "/apis/example.com/v1/namespaces/default/widgets", widget).status ==
         201);
+  // Updating the CRD (a new optional field) keeps the stored objects.
+  stored["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["color"] = {{"type", "string"}};
+  REQUIRE(f.server->Call("PUT",
+                         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                         "widgets.example.com",
+                         stored)
+              .status == 200);
+  Json kept = Body(f.server->Call("GET", "/apis/example.com/v1/namespaces/default/widgets/w"));
+  CHECK(kept["spec"]["size"] == 3);
+  widget["metadata"]["name"] = "v";
+  widget["spec"]["color"] = "red";
+  auto colored = f.server->Call("POST", "/apis/example.com/v1/namespaces/default/widgets", widget);
+  CHECK(Body(colored)["spec"]["color"] == "red");
   CHECK(f.server->Call("DELETE",
                        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
                        "widgets.example.com")
