@@ -10,6 +10,7 @@
 #include "common/config.h"
 #include "common/daemon.h"
 #include "common/http/curl_transport.h"
+#include "common/log.h"
 #include "common/kube/client_impl.h"
 #include "ctl/fleet_progress.h"
 #include "ctl/metrics_scrape.h"
@@ -200,6 +201,8 @@ int RunDlq(const DlqOptions& options) {
     std::cerr << "syncbusctl: " << config.status().message() << "\n";
     return 2;
   }
+  // Only problems on stderr: stdout may be JSON for a script.
+  log::Init("warn", config->log.format, "syncbusctl");
   amqp::ConnectionOptions amqp_options = config->amqp;
   amqp_options.connection_name = std::string("syncbusctl dlq ") + Verb(options.action);
   amqp::RabbitmqSession session(amqp_options);

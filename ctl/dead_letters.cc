@@ -129,7 +129,9 @@ Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& 
   auto pause = options.rate_per_second > 0
                    ? std::chrono::milliseconds(static_cast<int64_t>(1000.0 / options.rate_per_second))
                    : std::chrono::milliseconds(0);
-  while (result.progress.scanned < result.progress.total) {
+  // Until the queue has nothing more to give: messages kept back stay unacked meanwhile, so
+  // each is seen once (the count above may lag a requeue that has just happened).
+  while (true) {
     auto got = session.Get(amqp::kDeadQueue);
     if (!got.ok()) {
       result.error = got.status();
@@ -138,6 +140,7 @@ Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& 
     if (!got->has_value()) break;
     const amqp::Delivery& delivery = **got;
     ++result.progress.scanned;
+    result.progress.total = std::max(result.progress.total, result.progress.scanned);
     DeadLetter letter = DescribeDeadLetter(delivery);
     bool matches = options.filter.Matches(letter, clock.WallNow()) &&
                    (options.limit == 0 || result.matched.size() < options.limit);

@@ -54,7 +54,7 @@ enum class DlqAction { kList, kReplay, kPurge };
 
 struct DlqProgress {
   size_t scanned = 0;    // messages looked at
-  size_t total = 0;      // messages in the queue when the scan started
+  size_t total = 0;      // messages in the queue when the scan started (or seen, if more)
   size_t matched = 0;
   size_t done = 0;       // replayed or purged
 };
@@ -76,7 +76,7 @@ struct DlqResult {
   Status error;   // the pass stopped early (broker error); what was done stays done
 };
 
-// One pass over the dead-letter queue (at most the messages present when it starts).
+// One pass over the dead-letter queue: every message it holds (each seen once).
 // Fails only when the queue cannot be inspected at all.
 Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& options, const Clock& clock);
 

@@ -211,7 +211,7 @@ TEST_CASE("a request that recovers after a retry ends acked") {
   CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "applied"}}) == 1);
 }
 
-TEST_CASE("429 with Retry-After skips tiers shorter than asked; permanent failures use the slow tier") {
+TEST_CASE("429 with Retry-After skips tiers shorter than asked, permanent failures use the slow tier") {
   Harness h;
   h.script.outcomes["throttled"] = {
       Result<SyncOutcome>(Status(Code::kTooManyRequests, "429 Too Many Requests").WithRetryAfter(1500ms))};
