@@ -300,7 +300,7 @@ ApiResponse ApiServer::Handle(const ApiRequest& request) {
   }
   if (m == "POST") {
     if (!target.name.empty()) return ErrorResponse(MethodNotAllowed());
-    if (type->namespaced && target.ns.empty()) return NotFoundPath();
+    if (type->namespaced && target.ns.empty()) return ErrorResponse(MethodNotAllowed());
     return state_->writes.Create(write);
   }
   if (m == "PUT") {

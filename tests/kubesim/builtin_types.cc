@@ -419,13 +419,15 @@ void ValidateSecret(const Json& obj, const Json* old, std::vector<FieldError>* e
 void DefaultNamespace(Json& obj, const Json* old) {
   std::string name = Str(obj, {"metadata", "name"});
   if (!name.empty()) obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
-  if (old == nullptr) {
-    obj["spec"]["finalizers"] = Json::array({"kubernetes"});
-    obj["status"] = {{"phase", "Active"}};
-  } else {
+  if (old != nullptr) {
     const Json* finalizers = Get(*old, {"spec", "finalizers"});
     if (finalizers != nullptr) obj["spec"]["finalizers"] = *finalizers;
   }
+}
+
+void PrepareNamespace(Json& obj) {
+  obj["spec"]["finalizers"] = Json::array({"kubernetes"});
+  obj["status"] = {{"phase", "Active"}};
 }
 
 // --- Service -----------------------------------------------------------------------------------
@@ -450,20 +452,25 @@ void DefaultService(Json& obj, const Json* old) {
       if (port.contains("port")) SetIfAbsent(port, "targetPort", port["port"]);
     }
   }
-  if (type == "ExternalName") return;
-  if (old != nullptr) {
-    const Json* ip = Get(*old, {"spec", "clusterIP"});
-    if (ip != nullptr && !spec.contains("clusterIP")) spec["clusterIP"] = *ip;
-    const Json* ips = Get(*old, {"spec", "clusterIPs"});
-    if (ips != nullptr && !spec.contains("clusterIPs")) spec["clusterIPs"] = *ips;
-  } else if (!spec.contains("clusterIP") || spec["clusterIP"] == "") {
-    spec["clusterIP"] = AllocateClusterIp(obj);
+  if (type != "ExternalName") SetIfAbsent(spec, "internalTrafficPolicy", "Cluster");
+  if (type == "ExternalName" || old == nullptr) return;
+  for (const char* key : {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"}) {
+    const Json* kept = Get(*old, {"spec", key});
+    if (kept != nullptr && !spec.contains(key)) spec[key] = *kept;
   }
-  if (spec.contains("clusterIP")) SetIfAbsent(spec, "clusterIPs", Json::array({spec["clusterIP"]}));
-  SetIfAbsent(spec, "ipFamilies", Json::array({"IPv4"}));
-  SetIfAbsent(spec, "ipFamilyPolicy", "SingleStack");
-  SetIfAbsent(spec, "internalTrafficPolicy", "Cluster");
-  if (old == nullptr) obj["status"] = {{"loadBalancer", Json::object()}};
+}
+
+void PrepareService(Json& obj) {
+  Json& spec = obj["spec"];
+  if (Str(obj, {"spec", "type"}) != "ExternalName") {
+    if (!spec.contains("clusterIP") || spec["clusterIP"] == "") {
+      spec["clusterIP"] = AllocateClusterIp(obj);
+    }
+    SetIfAbsent(spec, "clusterIPs", Json::array({spec["clusterIP"]}));
+    SetIfAbsent(spec, "ipFamilies", Json::array({"IPv4"}));
+    SetIfAbsent(spec, "ipFamilyPolicy", "SingleStack");
+  }
+  obj["status"] = {{"loadBalancer", Json::object()}};
 }
 
 void ValidateService(const Json& obj, const Json* old, std::vector<FieldError>* errors) {
@@ -540,7 +547,7 @@ void DefaultContainers(Json* containers) {
   }
 }
 
-void DefaultDeployment(Json& obj, const Json* old) {
+void DefaultDeployment(Json& obj, const Json*) {
   Json& spec = obj["spec"];
   if (!spec.is_object()) spec = Json::object();
   SetIfAbsent(spec, "replicas", 1);
@@ -564,8 +571,9 @@ void DefaultDeployment(Json& obj, const Json* old) {
   SetIfAbsent(pod, "schedulerName", "default-scheduler");
   DefaultContainers(pod.contains("containers") ? &pod["containers"] : nullptr);
   DefaultContainers(pod.contains("initContainers") ? &pod["initContainers"] : nullptr);
-  if (old == nullptr) obj["status"] = Json::object();
 }
+
+void PrepareDeployment(Json& obj) { obj["status"] = Json::object(); }
 
 void ValidateDeployment(const Json& obj, const Json* old, std::vector<FieldError>* errors) {
   const Json* selector = Get(obj, {"spec", "selector"});
@@ -747,11 +755,12 @@ void ValidateCrd(const Json& obj, const Json*, std::vector<FieldError>* errors) 
 
 const BuiltinBehavior kConfigMap{nullptr, NormalizeConfigMap, ValidateConfigMap};
 const BuiltinBehavior kSecret{DefaultSecret, NormalizeSecret, ValidateSecret};
-const BuiltinBehavior kNamespace{DefaultNamespace, nullptr, nullptr};
+const BuiltinBehavior kNamespace{DefaultNamespace, nullptr, nullptr, PrepareNamespace};
 const BuiltinBehavior kServiceAccount{nullptr, nullptr, nullptr};
-const BuiltinBehavior kService{DefaultService, nullptr, ValidateService};
+const BuiltinBehavior kService{DefaultService, nullptr, ValidateService, PrepareService};
 const BuiltinBehavior kLease{nullptr, nullptr, ValidateLease};
-const BuiltinBehavior kDeployment{DefaultDeployment, nullptr, ValidateDeployment};
+const BuiltinBehavior kDeployment{DefaultDeployment, nullptr, ValidateDeployment,
+                                  PrepareDeployment};
 const BuiltinBehavior kRole{nullptr, nullptr, ValidateRole};
 const BuiltinBehavior kClusterRole{nullptr, nullptr, ValidateClusterRole};
 const BuiltinBehavior kRoleBinding{nullptr, nullptr, ValidateRoleBinding};
@@ -819,7 +828,7 @@ const std::vector<TypePtr>& BuiltinTypes() {
     v->push_back(Make("", "services", "service", "Service", true, {"svc"}, ServiceSchema(),
                       &kService, [](ResourceType& t) {
                         t.status_subresource = true;
-                        t.name_rule = NameRule::kDnsLabel;
+                        t.name_rule = NameRule::kDns1035Label;
                         t.verbs = {"create", "delete", "get", "list", "patch", "update", "watch"};
                         t.zero_object = {{"metadata", Json::object()},
                                          {"spec", Json::object()},

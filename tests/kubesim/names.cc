@@ -188,6 +188,10 @@ Messages NameIsDnsLabel(std::string_view value, bool prefix) {
   return prefix ? IsDns1123Label(MaskTrailingDash(value)) : IsDns1123Label(value);
 }
 
+Messages NameIsDns1035Label(std::string_view value, bool prefix) {
+  return prefix ? IsDns1035Label(MaskTrailingDash(value)) : IsDns1035Label(value);
+}
+
 namespace {
 constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 int B64Value(char c) {

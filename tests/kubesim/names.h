@@ -23,6 +23,7 @@ Messages IsPathSegmentName(std::string_view value);
 // metadata.name of most resources (generateName when `prefix`: a trailing '-' is fine).
 Messages NameIsDnsSubdomain(std::string_view value, bool prefix);
 Messages NameIsDnsLabel(std::string_view value, bool prefix);
+Messages NameIsDns1035Label(std::string_view value, bool prefix);  // Services
 
 // Standard base64 (with padding, as Go's encoding/base64.StdEncoding). False on bad input.
 bool Base64Decode(std::string_view in, std::string* out);

@@ -158,6 +158,7 @@ void ValidateObjectMeta(const Json& meta, bool requires_namespace, NameRule rule
     switch (rule) {
       case NameRule::kDnsSubdomain: return NameIsDnsSubdomain(v, prefix);
       case NameRule::kDnsLabel: return NameIsDnsLabel(v, prefix);
+      case NameRule::kDns1035Label: return NameIsDns1035Label(v, prefix);
       case NameRule::kPathSegment: return IsPathSegmentName(v);
     }
     return Messages{};

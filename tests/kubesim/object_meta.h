@@ -17,7 +17,7 @@ namespace syncbus::kubesim {
 std::string NormalizeObjectMeta(Json& meta, bool drop_malformed, const std::string& path,
                                 std::vector<std::string>* pruned);
 
-enum class NameRule { kDnsSubdomain, kDnsLabel, kPathSegment };
+enum class NameRule { kDnsSubdomain, kDnsLabel, kDns1035Label, kPathSegment };
 
 // ValidateObjectMetaAccessor: name/generateName, namespace (required or forbidden), labels,
 // annotations, ownerReferences, finalizers. `path` is "metadata" or an embedded path.

@@ -21,13 +21,17 @@ namespace syncbus::kubesim {
 
 // Type-specific semantics of a built-in resource (the registry strategy of its Go type).
 struct BuiltinBehavior {
-  // SetDefaults plus PrepareForCreate/Update rules (old == nullptr on create).
+  // SetDefaults of the versioned type, plus what an update keeps from the old object
+  // (old == nullptr on create).
   void (*set_defaults)(Json& object, const Json* old) = nullptr;
   // Conversion-time rewrites that can fail like decoding (Secret stringData into data, base64
   // checks): "" or the decode error.
   std::string (*normalize)(Json& object) = nullptr;
   // Validation (create: old == nullptr), metadata excluded.
   void (*validate)(const Json& object, const Json* old, std::vector<FieldError>* errors) = nullptr;
+  // PrepareForCreate: fields the server sets on create, after field ownership was recorded
+  // (so nobody owns them): initial status, allocated cluster IPs, namespace finalizers.
+  void (*prepare_for_create)(Json& object) = nullptr;
 };
 
 struct ResourceType {

@@ -355,6 +355,9 @@ Outcome<WritePath::CreateResult> WritePath::CommitCreate(
     } else {
       RecordUpdate(&entries, ZeroObject(type), next, manager, Scope(type, "", now));
     }
+    if (type.behavior != nullptr && type.behavior->prepare_for_create != nullptr) {
+      type.behavior->prepare_for_create(next);
+    }
     SetGeneration(type, next, nullptr);
     std::vector<FieldError> errors = Validate(type, next, nullptr);
     if (!errors.empty()) {

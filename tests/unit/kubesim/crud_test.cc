@@ -494,6 +494,35 @@ TEST_CASE("custom resource definitions can be created at runtime") {
   CHECK(f.server->Call("GET", "/apis/example.com/v1/namespaces/default/widgets/w").status == 404);
 }
 
+TEST_CASE("services: DNS-1035 names, allocated cluster IPs nobody owns, kept across PUT") {
+  Fixture f;
+  const std::string services = "/api/v1/namespaces/default/services";
+  Json svc = {{"apiVersion", "v1"},
+              {"kind", "Service"},
+              {"metadata", {{"name", "1web"}}},
+              {"spec", {{"selector", {{"app", "web"}}}, {"ports", {{{"port", 80}}}}}}};
+  CHECK(f.server->Call("POST", services, svc).status == 422);
+  svc["metadata"]["name"] = "web";
+  auto created = f.server->Call("POST", services, svc, "application/json", "fieldManager=me");
+  REQUIRE(created.status == 201);
+  Json obj = Body(created);
+  std::string ip = obj["spec"]["clusterIP"];
+  CHECK(ip.rfind("10.96.", 0) == 0);
+  CHECK(obj["spec"]["ports"][0]["targetPort"] == 80);
+  CHECK(obj["spec"]["ports"][0]["protocol"] == "TCP");
+  Json owned = obj["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"];
+  CHECK(owned.contains("f:selector"));
+  CHECK(!owned.contains("f:clusterIP"));
+  Json put = svc;  // no clusterIP in the body
+  put["spec"]["ports"][0]["port"] = 8080;
+  auto updated = f.server->Call("PUT", services + "/web", put);
+  REQUIRE(updated.status == 200);
+  CHECK(Body(updated)["spec"]["clusterIP"] == ip);
+  put["spec"]["clusterIP"] = "10.0.0.1";
+  CHECK(f.server->Call("PUT", services + "/web", put).status == 422);
+  CHECK(f.server->Call("POST", "/api/v1/configmaps", ConfigMap("x", "default", {})).status == 405);
+}
+
 TEST_CASE("leases and RBAC validation") {
   Fixture f;
   Json lease = {{"apiVersion", "coordination.k8s.io/v1"},
