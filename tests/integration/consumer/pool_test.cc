@@ -1,0 +1,330 @@
+// The consumer pool as processes against the simulator and the real broker: transient target
+// faults, a cluster that never recovers (dead-lettered, then replayed with syncbusctl), a poison
+// request whose consumer is SIGKILLed every time it holds it, SIGKILL mid-apply, and SIGTERM.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "common/amqp/session_impl.h"
+#include "common/amqp/syncbus_topology.h"
+#include "common/http/curl_transport.h"
+#include "common/kube/client_impl.h"
+#include "common/kube/config.h"
+#include "common/sync_message.h"
+#include "ctl/dead_letters.h"
+#include "ctl/fleet_progress.h"
+#include "ctl/metrics_scrape.h"
+#include "tests/support/child_process.h"
+#include "tests/support/test_broker.h"
+
+using namespace syncbus;
+using namespace syncbus::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The build tree: $SYNCBUS_BINARY_DIR, else the parent of this test binary's directory.
+std::string BuildDir() {
+  if (const char* dir = std::getenv("SYNCBUS_BINARY_DIR")) return dir;
+  return std::filesystem::canonical("/proc/self/exe").parent_path().parent_path().string();
+}
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(250ms);
+  }
+  return done();
+}
+
+struct Pool {
+  int clusters;
+  std::string dir = MakeTempDir("syncbus-pool");
+  TestVhost vhost = [] {
+    auto v = TestVhost::Create();
+    REQUIRE_MESSAGE(v.ok(), v.status().ToString());
+    return std::move(*v);
+  }();
+  std::optional<ChildProcess> sim;
+  std::optional<ChildProcess> publisher;
+  std::map<std::string, ChildProcess> consumers;
+  std::map<std::string, int> starts;
+  std::shared_ptr<http::Transport> transport;
+  std::unique_ptr<kube::ClientImpl> hub;
+  std::string sim_url;
+
+  Pool(int n, const std::string& topology, const std::string& consumer) : clusters(n) {
+    auto p = ChildProcess::Start({BuildDir() + "/tests/kubesim/syncbus-kubesim", "--clusters", std::to_string(n),
+                                  "--syncsets", "2", "--selector-syncsets", "2", "--resources", "3", "--port-file",
+                                  dir + "/kubesim.port", "--kubeconfig-out", dir + "/hub.kubeconfig"},
+                                 dir + "/kubesim.log");
+    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
+    sim.emplace(std::move(*p));
+    REQUIRE_MESSAGE(WaitFor([&] { return !ReadFile(dir + "/hub.kubeconfig").empty(); }, 30s), sim->Log());
+    sim_url = "http://127.0.0.1:" + std::to_string(std::stoi(ReadFile(dir + "/kubesim.port")));
+    auto t = http::CurlTransport::Create({});
+    REQUIRE(t.ok());
+    transport = std::move(*t);
+    auto cfg = kube::LoadKubeconfigFile(dir + "/hub.kubeconfig");
+    REQUIRE_MESSAGE(cfg.ok(), cfg.status().ToString());
+    hub = std::make_unique<kube::ClientImpl>(*cfg, transport);
+
+    const BrokerEnv& env = vhost.env();
+    std::ofstream(dir + "/syncbus.yaml") << "log: {level: info}\n"
+                                         << "admin: {listen: \"127.0.0.1:0\"}\n"
+                                         << "amqp: {host: 127.0.0.1, port: " << env.amqp_port << ", vhost: "
+                                         << vhost.name() << ", user: " << env.user << ", password: \""
+                                         << env.password << "\", heartbeatSeconds: 10}\n"
+                                         << "hub: {kubeconfig: " << dir << "/hub.kubeconfig}\n"
+                                         << "topology: {retryTiers: [1s, 2s]" << topology << "}\n"
+                                         << "publisher: {leaderElection: {enabled: false}}\n"
+                                         << "consumer: {prefetch: 4" << consumer << "}\n";
+  }
+
+  std::string Cluster(int i) const {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "cluster-%04d", i);
+    return buf;
+  }
+
+  void SetFaults(const Json& body) {
+    http::Request r;
+    r.method = "PUT";
+    r.url = sim_url + "/_sim/faults";
+    r.headers = {{"Content-Type", "application/json"}};
+    r.body = body.dump();
+    auto response = transport->Call(r);
+    REQUIRE_MESSAGE(response.ok(), response.status().ToString());
+    REQUIRE_MESSAGE(response->status == 200, response->body);
+  }
+  Json Targets() const {
+    Json names = Json::array();
+    for (int i = 0; i < clusters; ++i) names.push_back(Cluster(i));
+    return names;
+  }
+
+  void StartPublisher() {
+    auto p = ChildProcess::Start({BuildDir() + "/publisher/syncbus-publisher", "--config", dir + "/syncbus.yaml"},
+                                 dir + "/publisher.log");
+    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
+    publisher.emplace(std::move(*p));
+  }
+  void StartConsumer(const std::string& name) {
+    int n = ++starts[name];
+    auto p = ChildProcess::Start({BuildDir() + "/consumer/syncbus-consumer", "--config", dir + "/syncbus.yaml",
+                                  "--name", name},
+                                 dir + "/" + name + "." + std::to_string(n) + ".log");
+    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
+    consumers.erase(name);
+    consumers.emplace(name, std::move(*p));
+  }
+
+  ctl::FleetProgress Progress() {
+    auto p = ctl::ReadProgress(*hub, "");
+    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
+    return *p;
+  }
+  bool WaitSynced(std::chrono::seconds timeout) {
+    return WaitFor([&] { return Progress().done(); }, timeout);
+  }
+
+  // The consumer's /metrics URL, from its "admin endpoint listening" log line.
+  std::string MetricsUrl(const std::string& name) {
+    std::smatch m;
+    std::string log;
+    WaitFor([&] {
+      log = consumers.at(name).Log();
+      return std::regex_search(log, m, std::regex("admin endpoint listening.*port[=\":]+([0-9]+)"));
+    }, 20s);
+    REQUIRE_MESSAGE(!m.empty(), log);
+    return "http://127.0.0.1:" + m[1].str() + "/metrics";
+  }
+  double Scrape(const std::vector<std::string>& urls, const std::string& metric, const std::string& filter = "") {
+    auto sum = ctl::ScrapeSum(*transport, urls, metric, filter);
+    REQUIRE_MESSAGE(sum.ok(), sum.status().ToString());
+    return *sum;
+  }
+
+  std::unique_ptr<amqp::RabbitmqSession> Session() {
+    auto s = std::make_unique<amqp::RabbitmqSession>(vhost.Options("pool-test"));
+    REQUIRE(s->Connect().ok());
+    return s;
+  }
+  std::vector<ctl::DeadLetter> DeadLetters() {
+    auto s = Session();
+    auto listed = ctl::ScanDeadLetters(*s, {}, RealClock());
+    if (!listed.ok() && listed.status().code() == Code::kNotFound) return {};   // not declared yet
+    REQUIRE_MESSAGE(listed.ok(), listed.status().ToString());
+    return listed->matched;
+  }
+
+  std::pair<int, std::string> Ctl(std::vector<std::string> args) {
+    args.insert(args.begin(), BuildDir() + "/ctl/syncbusctl");
+    auto p = ChildProcess::Start(args, dir + "/syncbusctl.log");
+    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
+    auto code = p->Stop(0, 60s);
+    REQUIRE(code.has_value());
+    return {*code, p->Log()};
+  }
+
+  std::string Namespace(const std::string& cluster) {
+    auto cds = hub->List(kube::Collection(kube::resources::kClusterDeployments), {});
+    REQUIRE(cds.ok());
+    for (const auto& cd : cds->items) {
+      if (cd["metadata"]["name"] == cluster) return cd["metadata"]["namespace"];
+    }
+    FAIL("no ClusterDeployment " << cluster);
+    return "";
+  }
+
+  std::string Logs() {
+    std::string all;
+    for (auto& [name, c] : consumers) {
+      std::string log = c.Log();
+      all += name + ":\n" + log.substr(log.size() > 3000 ? log.size() - 3000 : 0) + "\n----\n";
+    }
+    return all;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("transient target faults at a set rate: every cluster ends Success, with retries counted") {
+  Pool p(8, "", ", maxAttempts: 30");
+  p.SetFaults({{"clusters", p.Targets()}, {"errorRate", 0.1}, {"throttleRate", 0.03}, {"dropRate", 0.03},
+               {"retryAfterSeconds", 1}});
+  p.StartPublisher();
+  p.StartConsumer("consumer-1");
+  p.StartConsumer("consumer-2");
+  bool synced = p.WaitSynced(180s);
+  auto progress = p.Progress();
+  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  CHECK(progress.clusters == 8);
+  std::vector<std::string> urls = {p.MetricsUrl("consumer-1"), p.MetricsUrl("consumer-2")};
+  double retries = p.Scrape(urls, "syncbus_consumer_retries_total");
+  double applied = p.Scrape(urls, "syncbus_consumer_deliveries_total", "outcome=\"applied\"");
+  MESSAGE("retries " << retries << ", applied deliveries " << applied);
+  CHECK(retries > 0);
+  CHECK(p.DeadLetters().empty());
+  for (auto& [name, c] : p.consumers) CHECK(c.Stop(SIGTERM, 30s) == std::optional<int>(0));
+}
+
+TEST_CASE("a cluster that never recovers is parked after the configured attempts, dlq replay brings it back") {
+  Pool p(6, "", ", maxAttempts: 3");
+  std::string broken = p.Cluster(2);
+  p.SetFaults({{"clusters", Json::array({broken})}, {"errorRate", 1.0}});
+  p.StartPublisher();
+  p.StartConsumer("consumer-1");
+  std::vector<ctl::DeadLetter> dead;
+  bool parked = WaitFor([&] { return !(dead = p.DeadLetters()).empty(); }, 90s);
+  REQUIRE_MESSAGE(parked, p.Logs());
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].cluster.ends_with("/" + broken));
+  CHECK(dead[0].reason == "max-attempts");
+  CHECK(dead[0].attempts == 3);
+  CHECK_FALSE(dead[0].first_failure.empty());
+  CHECK_FALSE(dead[0].last_error.empty());
+  CHECK(dead[0].dead_at.has_value());
+  auto progress = p.Progress();
+  CHECK(progress.synced == 5);
+
+  // The fault is cleared; the operator replays the parked request.
+  p.SetFaults({{"clusters", Json::array({broken})}});
+  auto [code, log] = p.Ctl({"dlq", "replay", "-c", p.dir + "/syncbus.yaml", "--cluster", broken});
+  REQUIRE_MESSAGE(code == 0, log);
+  CHECK(log.find("replayed 1 of 1 matching") != std::string::npos);
+  bool synced = p.WaitSynced(60s);
+  progress = p.Progress();
+  CHECK_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  CHECK(p.DeadLetters().empty());
+}
+
+TEST_CASE("a request whose consumer is SIGKILLed every time it holds it is parked, the pool stays healthy") {
+  Pool p(6, ", deliveryLimit: 1", ", maxAttempts: 5");
+  std::string poison = p.Cluster(1);
+  // Slow enough that the holder is caught mid-apply.
+  p.SetFaults({{"clusters", Json::array({poison})}, {"latency", {{"p50Ms", 3000}, {"p99Ms", 4000}}}});
+  std::string ns = p.Namespace(poison);
+  p.StartPublisher();
+  p.StartConsumer("consumer-1");
+  p.StartConsumer("consumer-2");
+  auto holder_pid = [&]() -> pid_t {
+    auto lease = p.hub->Get(kube::Object(kube::resources::kLeases, ns, poison));
+    if (!lease.ok()) return -1;
+    std::string holder = (*lease)["spec"].value("holderIdentity", "");
+    size_t dash = holder.rfind('-');
+    return holder.empty() || dash == std::string::npos ? -1 : std::atoi(holder.c_str() + dash + 1);
+  };
+  int kills = 0;
+  std::vector<ctl::DeadLetter> dead;
+  auto deadline = std::chrono::steady_clock::now() + 240s;
+  while ((dead = p.DeadLetters()).empty() && std::chrono::steady_clock::now() < deadline) {
+    pid_t pid = holder_pid();
+    for (auto& [name, c] : p.consumers) {
+      if (c.pid() != pid || !c.running()) continue;
+      std::this_thread::sleep_for(500ms);   // well inside the apply
+      CHECK(c.Stop(SIGKILL, 10s).has_value());
+      ++kills;
+      p.StartConsumer(name);
+      break;
+    }
+    std::this_thread::sleep_for(250ms);
+  }
+  MESSAGE("consumers killed while holding the poison request: " << kills);
+  REQUIRE_MESSAGE(dead.size() == 1, p.Logs());
+  CHECK(dead[0].cluster == ns + "/" + poison);
+  CHECK(dead[0].reason == "delivery_limit");
+  CHECK(kills >= 2);
+  // The pool is healthy: every other cluster is synced and both consumers run.
+  auto progress = p.Progress();
+  CHECK(progress.synced == 5);
+  for (auto& [name, c] : p.consumers) CHECK(c.running());
+}
+
+TEST_CASE("SIGKILL of a consumer mid-apply, repeatedly: every cluster ends in sync") {
+  Pool p(10, "", ", maxAttempts: 10");
+  p.SetFaults({{"clusters", p.Targets()}, {"latency", {{"p50Ms", 150}, {"p99Ms", 400}}}});
+  p.StartPublisher();
+  p.StartConsumer("consumer-1");
+  p.StartConsumer("consumer-2");
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(1500ms);
+    CHECK(p.consumers.at("consumer-1").Stop(SIGKILL, 10s).has_value());
+    p.StartConsumer("consumer-1");
+  }
+  bool synced = p.WaitSynced(180s);
+  auto progress = p.Progress();
+  CHECK_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  CHECK(p.DeadLetters().empty());
+}
+
+TEST_CASE("SIGTERM with work in flight: clean exit 0 within the grace period, nothing lost") {
+  Pool p(8, "", ", maxAttempts: 10, shutdownGrace: 5s");
+  p.SetFaults({{"clusters", p.Targets()}, {"latency", {{"p50Ms", 300}, {"p99Ms", 600}}}});
+  p.StartPublisher();
+  p.StartConsumer("consumer-1");
+  std::this_thread::sleep_for(3s);   // busy with the fleet
+  auto started = std::chrono::steady_clock::now();
+  auto code = p.consumers.at("consumer-1").Stop(SIGTERM, 10s);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  MESSAGE("SIGTERM to exit: " << took << " s");
+  REQUIRE_MESSAGE(code.has_value(), p.Logs());
+  CHECK(*code == 0);
+  CHECK(took < 7.0);
+  p.StartConsumer("consumer-1");
+  bool synced = p.WaitSynced(120s);
+  CHECK_MESSAGE(synced, p.Logs());
+}
