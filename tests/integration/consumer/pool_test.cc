@@ -16,6 +16,7 @@
 #include "common/kube/client_impl.h"
 #include "common/kube/config.h"
 #include "common/sync_message.h"
+#include "common/time_format.h"
 #include "ctl/dead_letters.h"
 #include "ctl/fleet_progress.h"
 #include "ctl/metrics_scrape.h"
@@ -327,4 +328,61 @@ TEST_CASE("SIGTERM with work in flight: clean exit 0 within the grace period, no
   p.StartConsumer("consumer-1");
   bool synced = p.WaitSynced(120s);
   CHECK_MESSAGE(synced, p.Logs());
+}
+
+TEST_CASE("two consumers fed duplicate deliveries around an edit: one holder per cluster, newest generation wins") {
+  Pool p(6, "", ", maxAttempts: 10");
+  p.SetFaults({{"clusters", p.Targets()}, {"latency", {{"p50Ms", 50}, {"p99Ms", 200}}}});
+  p.StartConsumer("consumer-1");
+  p.StartConsumer("consumer-2");
+  auto cds = p.hub->List(kube::Collection(kube::resources::kClusterDeployments), {});
+  REQUIRE(cds.ok());
+  auto session = p.Session();
+  REQUIRE(WaitFor([&] { return session->Inspect(amqp::WorkQueueName(amqp::Lane::kChange)).ok(); }, 20s));
+  auto publish_all = [&](int copies) {
+    for (const auto& cd : cds->items) {
+      SyncRequest r;
+      r.cluster_namespace = cd["metadata"]["namespace"];
+      r.cluster_name = cd["metadata"]["name"];
+      r.lane = amqp::Lane::kChange;
+      r.reason = "syncset-changed";
+      r.enqueued_at = FormatRfc3339Millis(RealClock().WallNow());
+      for (int i = 0; i < copies; ++i) {
+        amqp::Publication pub{amqp::kWorkExchange, "change",
+                              ToAmqpMessage(r, "test", r.cluster_name + "-" + std::to_string(i), RealClock().WallNow())};
+        REQUIRE(session->Publish(pub, 10s).ok());
+      }
+    }
+  };
+  publish_all(4);
+  // Edit one cluster's SyncSet while the duplicates are being worked on.
+  std::string cluster = p.Cluster(0), ns = p.Namespace(cluster);
+  auto set = p.hub->Get(kube::Object(kube::resources::kSyncSets, ns, cluster + "-ss-00"));
+  REQUIRE_MESSAGE(set.ok(), set.status().ToString());
+  Json edited = *set;
+  edited["spec"]["resources"][0]["data"]["edited"] = "yes";
+  auto updated = p.hub->Update(kube::Object(kube::resources::kSyncSets, ns, cluster + "-ss-00"), edited);
+  REQUIRE_MESSAGE(updated.ok(), updated.status().ToString());
+  publish_all(2);
+  bool synced = p.WaitSynced(120s);
+  auto progress = p.Progress();
+  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+
+  auto target_cfg = kube::LoadKubeconfigFile(p.dir + "/hub.kubeconfig");
+  REQUIRE(target_cfg.ok());
+  target_cfg->server += "/clusters/" + cluster;
+  kube::ClientImpl target(*target_cfg, p.transport);
+  const Json& resource = edited["spec"]["resources"][0];
+  auto cm = target.Get(kube::Object(kube::resources::kConfigMaps, resource["metadata"].value("namespace", "default"),
+                                    resource["metadata"]["name"]));
+  REQUIRE_MESSAGE(cm.ok(), cm.status().ToString());
+  CHECK((*cm)["data"].value("edited", "") == "yes");
+
+  std::vector<std::string> urls = {p.MetricsUrl("consumer-1"), p.MetricsUrl("consumer-2")};
+  double busy = p.Scrape(urls, "syncbus_consumer_leases_total", "event=\"busy\"");
+  double acquired = p.Scrape(urls, "syncbus_consumer_leases_total", "event=\"acquired\"");
+  MESSAGE("lease acquisitions " << acquired << ", busy deferrals " << busy);
+  CHECK(acquired >= 6);
+  CHECK(p.Scrape(urls, "syncbus_consumer_leases_total", "event=\"lost\"") == 0);
+  CHECK(p.DeadLetters().empty());
 }
