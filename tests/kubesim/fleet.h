@@ -1,0 +1,58 @@
+// Fleet generator: writes a simulated Hive fleet through the ApiServer's REST semantics (so every
+// object passes the same validation as over HTTP): per cluster a Namespace, a ClusterDeployment,
+// its admin kubeconfig Secret and S SyncSets, plus K SelectorSyncSets for the whole fleet; the
+// target clusters get their extra namespaces. Pure functions over the ApiServers passed in.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "tests/kubesim/api_server.h"
+
+namespace syncbus::kubesim {
+
+struct FleetSpec {
+  int clusters = 0;
+  int syncsets = 0;                 // SyncSets per cluster: cluster-NNNN-ss-MM
+  int selector_syncsets = 0;        // cluster-scoped, selecting every fleet cluster: fleet-sss-MM
+  int resources = 0;                // ConfigMaps per SyncSet / SelectorSyncSet
+  // Extra namespaces on each target (sim-ns-MM); resource RR then lands in sim-ns-(RR mod M)
+  // instead of default.
+  int namespaces_per_cluster = 0;
+
+  Status Validate() const;
+};
+
+// Labels every fleet ClusterDeployment carries (the SelectorSyncSets select on the first).
+inline constexpr const char* kFleetLabel = "syncbus.io/fleet";
+inline constexpr const char* kFleetLabelValue = "sim";
+
+// "cluster-0007": zero-padded to 4 digits (more when the fleet needs them), from 0.
+std::string FleetClusterName(int index, int clusters);
+std::vector<std::string> FleetClusterNames(int clusters);
+// The target namespace that resource `index` of a set lands in.
+std::string FleetResourceNamespace(const FleetSpec& spec, int index);
+
+// A kubeconfig (YAML) for one API server: `server` is its base URL; `token` empty = no user
+// credentials.
+std::string MakeKubeconfig(const std::string& name, const std::string& server,
+                           const std::string& token);
+
+struct FleetSummary {
+  int clusters = 0;
+  int hub_objects = 0;       // namespaces, ClusterDeployments, Secrets, SyncSets, SelectorSyncSets
+  int target_namespaces = 0;
+  std::chrono::milliseconds elapsed{0};
+  // "fleet: 1000 clusters, 0 SyncSets and 60 SelectorSyncSets of 10 ConfigMaps; ..."
+  std::string ToString(const FleetSpec& spec) const;
+};
+
+// Writes the hub side. Each admin kubeconfig points at `base_url` + "/clusters/<name>".
+Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const std::string& base_url,
+                                 const std::string& token);
+// Creates the extra namespaces on one target cluster; returns how many.
+Result<int> SeedTarget(ApiServer& target, const FleetSpec& spec);
+
+}  // namespace syncbus::kubesim

@@ -1,0 +1,125 @@
+// Simulation: everything the Kubernetes simulator serves, without a transport — the hub and the
+// target clusters (one ApiServer each, with request counters), fault settings, the control API
+// and the fleet. Dispatch() turns one HTTP request into a Plan that the socket server and the
+// in-process transport carry out alike, so their behaviour cannot diverge. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/http/server.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "tests/kubesim/api_server.h"
+#include "tests/kubesim/faults.h"
+#include "tests/kubesim/fleet.h"
+
+namespace syncbus::kubesim {
+
+// Requests counted per API server: total, in flight now, and the most in flight at once.
+class RequestCounters {
+ public:
+  // Counts one request as in flight until the returned token is released.
+  std::shared_ptr<void> Begin(RequestCounters* total);
+  uint64_t requests() const { return requests_.load(); }
+  uint64_t in_flight() const { return in_flight_.load(); }
+  uint64_t peak_in_flight() const { return peak_.load(); }
+
+ private:
+  void Enter();
+  void Leave();
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> in_flight_{0};
+  std::atomic<uint64_t> peak_{0};
+};
+
+// One simulated API server.
+struct SimCluster {
+  std::string name;                // "hub" or the target's name
+  std::unique_ptr<ApiServer> api;
+  RequestCounters counters;
+};
+
+// What to do with one request, decided up front.
+struct Plan {
+  enum class Kind {
+    kRespond,   // send `response` (control API, auth and routing errors, injected errors)
+    kApi,       // answer with api->Handle(api_request)
+    kWatch,     // start api->StartWatch(api_request, sink) and stream it
+    kTimeout,   // never answer: the client gives up
+    kDrop,      // drop the connection without an answer
+  };
+  Kind kind = Kind::kRespond;
+  std::chrono::milliseconds delay{0};      // injected latency before acting
+  ApiResponse response;
+  ApiServer* api = nullptr;
+  ApiRequest api_request;
+  // kWatch: the client's timeoutSeconds, after which the transport ends the stream.
+  std::optional<std::chrono::seconds> watch_timeout;
+  // Keeps the request counted as in flight; release it once the answer is complete.
+  std::shared_ptr<void> in_flight;
+};
+
+class Simulation {
+ public:
+  struct Options {
+    FleetSpec fleet;                     // targets are the fleet's clusters
+    std::string token;                   // required bearer token; empty = none
+    std::string crd_dir;                 // the hub's CRDs (*.yaml); empty = SYNCBUS_KUBESIM_CRD_DIR
+    uint64_t seed = 1;                   // fault draws
+    FaultSpec faults;                    // initial setting for every cluster and the hub
+    const Clock* clock = nullptr;        // null = the real clock
+    size_t watch_history = 100000;
+  };
+
+  static Result<std::unique_ptr<Simulation>> Create(Options options);
+  ~Simulation();
+  Simulation(const Simulation&) = delete;
+  Simulation& operator=(const Simulation&) = delete;
+
+  // Writes the fleet's objects to the hub and the targets. `base_url` is where this simulation
+  // is served ("http://127.0.0.1:PORT"): the admin kubeconfigs point below it.
+  Result<FleetSummary> GenerateFleet(const std::string& base_url);
+
+  // Routes, authenticates and draws faults for one request; control requests are carried out
+  // here and come back as kRespond.
+  Plan Dispatch(const http::ServerRequest& request);
+
+  ApiServer& hub() { return *hub_->api; }
+  // A target by name; null if there is none.
+  ApiServer* cluster(std::string_view name);
+  const std::vector<std::string>& cluster_names() const { return names_; }
+  FaultTable& faults() { return faults_; }
+  const Options& options() const { return options_; }
+
+  // Sends a BOOKMARK on every open watch of every API server (and ends expired watches).
+  void SendBookmarks();
+  // The body of GET /_sim/stats.
+  Json Stats() const;
+
+ private:
+  explicit Simulation(Options options);
+  SimCluster* Find(std::string_view cluster);   // "" = the hub
+  ApiResponse Control(const http::ServerRequest& request, const std::string& path);
+  bool Authorized(const http::Headers& headers) const;
+
+  const Options options_;
+  FaultTable faults_;
+  RequestCounters total_;
+  std::unique_ptr<SimCluster> hub_;
+  std::map<std::string, std::unique_ptr<SimCluster>, std::less<>> clusters_;
+  std::vector<std::string> names_;
+};
+
+// A metav1.Status error response.
+ApiResponse SimStatusResponse(int code, const std::string& reason, const std::string& message);
+
+}  // namespace syncbus::kubesim
