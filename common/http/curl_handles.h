@@ -35,11 +35,10 @@ class CurlSlist {
  public:
   // False when libcurl could not allocate.
   bool Append(const std::string& line) {
-    curl_slist* next = curl_slist_append(list_.get(), line.c_str());
-    if (next == nullptr) return false;
-    list_.release();
-    list_.reset(next);
-    return true;
+    curl_slist* head = list_.release();
+    curl_slist* next = curl_slist_append(head, line.c_str());  // null: `head` is unchanged
+    list_.reset(next != nullptr ? next : head);
+    return next != nullptr;
   }
   curl_slist* get() const { return list_.get(); }
 

@@ -11,10 +11,10 @@
 #include <cerrno>
 #include <charconv>
 #include <condition_variable>
-#include <cstring>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -197,8 +197,10 @@ Status RouteByServerName(Transfer& t, const std::string& server_name) {
   }
   t.request.url = rewritten;
   curl_free(rewritten);
-  if (!t.connect_to.Append(server_name + ":" + original_port + ":" + original_host + ":" +
-                           original_port) ||
+  std::string route = server_name;
+  route.append(":").append(original_port).append(":").append(original_host);
+  route.append(":").append(original_port);
+  if (!t.connect_to.Append(route) ||
       !t.header_list.Append("Host: " + original_host + ":" + original_port)) {
     return Internal("curl_slist_append: out of memory");
   }
@@ -279,7 +281,13 @@ Status Configure(Transfer& t, const CurlTransport::Options& options) {
 
   for (const auto& [name, value] : t.request.headers) {
     // "Name;" is curl's spelling of a header with an empty value.
-    if (!t.header_list.Append(value.empty() ? name + ";" : name + ": " + value)) {
+    std::string line = name;
+    if (value.empty()) {
+      line += ';';
+    } else {
+      line.append(": ").append(value);
+    }
+    if (!t.header_list.Append(line)) {
       return Internal("curl_slist_append: out of memory");
     }
   }
@@ -380,13 +388,13 @@ Result<std::shared_ptr<CurlTransport::Loop>> CurlTransport::Loop::Create(const O
   loop->epoll_fd_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
   loop->wake_fd_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (loop->epoll_fd_.get() < 0 || loop->wake_fd_.get() < 0) {
-    return Internal(std::string("epoll/eventfd: ") + std::strerror(errno));
+    return Internal("epoll/eventfd: " + std::generic_category().message(errno));
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = loop->wake_fd_.get();
   if (epoll_ctl(loop->epoll_fd_.get(), EPOLL_CTL_ADD, loop->wake_fd_.get(), &ev) != 0) {
-    return Internal(std::string("epoll_ctl: ") + std::strerror(errno));
+    return Internal("epoll_ctl: " + std::generic_category().message(errno));
   }
   CURLM* multi = loop->multi_.get();
   curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &Loop::OnSocket);

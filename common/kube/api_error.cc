@@ -53,9 +53,12 @@ std::string CausesText(const Json& status, const std::string& message) {
     std::string field = StringField(cause, "field");
     std::string what = StringField(cause, "message");
     if (what.empty()) what = StringField(cause, "reason");
-    std::string one = field.empty() ? what : field + ": " + what;
+    std::string one = field;
+    if (!one.empty()) one += ": ";
+    one += what;
     if (one.empty() || message.find(one) != std::string::npos) continue;
-    text += text.empty() ? one : "; " + one;
+    if (!text.empty()) text += "; ";
+    text += one;
   }
   return text;
 }

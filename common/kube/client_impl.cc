@@ -194,7 +194,8 @@ void WatchDecoder::Feed(std::string_view chunk, std::vector<Result<WatchEvent>>&
   if (partial_.size() > kMaxWatchLine) {
     failed_ = true;
     partial_.clear();
-    out.push_back(Internal("watch: event larger than " + std::to_string(kMaxWatchLine) + " bytes"));
+    out.emplace_back(
+        Internal("watch: event larger than " + std::to_string(kMaxWatchLine) + " bytes"));
   }
 }
 
@@ -415,7 +416,7 @@ void ClientImpl::DeleteAsync(const ObjectRef& ref, const DeleteOptions& options,
   }
   std::string content_type = body.empty() ? "" : "application/json";
   CallJson(NewRequest("DELETE", Url(ref.Path()), std::move(content_type), std::move(body)),
-           [done = std::move(done)](Result<Json> result) { done(result.status()); });
+           [done = std::move(done)](const Result<Json>& result) { done(result.status()); });
 }
 
 Result<Json> ClientImpl::Get(const ObjectRef& object) {

@@ -5,10 +5,10 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <system_error>
 
 namespace syncbus::kube {
 namespace {
@@ -64,7 +64,7 @@ Result<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     Status error(errno == ENOENT ? Code::kNotFound : Code::kInvalidArgument,
-                 "cannot read " + path + ": " + std::strerror(errno));
+                 "cannot read " + path + ": " + std::generic_category().message(errno));
     return error;
   }
   std::ostringstream content;
@@ -266,8 +266,9 @@ Result<ClusterConfig> LoadKubeconfigFile(const std::string& path, const std::str
 }
 
 Result<ClusterConfig> InClusterConfig(const std::string& root) {
-  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
-  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  // Read once at start-up, before any thread could change the environment.
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");  // NOLINT(concurrency-mt-unsafe)
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");  // NOLINT(concurrency-mt-unsafe)
   if (host == nullptr || *host == '\0' || port == nullptr || *port == '\0') {
     return NotFound("in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set");
   }

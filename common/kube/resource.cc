@@ -2,6 +2,7 @@
 
 namespace syncbus::kube {
 
+// NOLINTBEGIN(cert-err58-cpp): an allocation failure this early ends the process either way.
 namespace resources {
 const Resource kClusterDeployments{"hive.openshift.io", "v1", "clusterdeployments",
                                    "ClusterDeployment", true};
@@ -17,6 +18,7 @@ const Resource kConfigMaps{"", "v1", "configmaps", "ConfigMap", true};
 const Resource kNamespaces{"", "v1", "namespaces", "Namespace", false};
 const Resource kLeases{"coordination.k8s.io", "v1", "leases", "Lease", true};
 }  // namespace resources
+// NOLINTEND(cert-err58-cpp)
 
 std::string ObjectRef::Path() const {
   std::string path = resource.group.empty() ? "/api/" + resource.version
