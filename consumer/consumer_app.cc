@@ -18,6 +18,15 @@ Status ConsumerApp::ready() const {
   return consuming_.load() ? Status::Ok() : Unavailable("not consuming from the broker");
 }
 
+Status ConsumerApp::healthy() const {
+  int64_t seen = loop_seen_ns_.load();
+  if (seen < 0) return Status::Ok();   // starting
+  auto since = deps_.clock->Now().time_since_epoch() - std::chrono::nanoseconds(seen);
+  if (since > kLoopStallLimit) return Unavailable("the delivery loop has not run for " + std::to_string(
+                                                      std::chrono::duration_cast<std::chrono::seconds>(since).count()) + " s");
+  return Status::Ok();
+}
+
 Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   Clock& clock = *deps_.clock;
   TargetClients targets(deps_.transport, config_.consumer.per_cluster_qps);
@@ -40,6 +49,7 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
       &leases, clock, *deps_.registry);
   Backoff backoff({}, RealRandom());
   while (!stop.load()) {
+    loop_seen_ns_.store(std::chrono::nanoseconds(clock.Now().time_since_epoch()).count());
     if (!consuming_.load()) {
       Status s = session->Connect();
       if (s.ok()) s = session->Declare(amqp::SyncbusTopology(config_.topology));

@@ -33,11 +33,16 @@ class ConsumerApp {
   ConsumerApp(Config config, ConsumerDeps deps);
   Status Run(const std::atomic<bool>& stop);
   Status ready() const;
+  // Liveness: the delivery loop went round within the last kLoopStallLimit (longer than the
+  // longest reconnect backoff, 30 s).
+  Status healthy() const;
+  static constexpr std::chrono::seconds kLoopStallLimit{60};
 
  private:
   Config config_;
   ConsumerDeps deps_;
   std::atomic<bool> consuming_{false};
+  std::atomic<int64_t> loop_seen_ns_{-1};   // steady ns of the last loop round; -1 before Run
 };
 
 }  // namespace syncbus::consumer

@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
                                       &RealClock(), registry, LeaseIdentity(name)});
   std::unique_ptr<AdminServer> admin;
   if (config->admin.port >= 0) {
-    auto started = AdminServer::Start(config->admin, registry, {nullptr, [&app] { return app.ready(); }});
+    auto started = AdminServer::Start(config->admin, registry, {[&app] { return app.healthy(); }, [&app] { return app.ready(); }});
     if (!started.ok()) {
       log::Error("cannot start the admin endpoint", {{"error", started.status().message()}});
       return 1;

@@ -318,6 +318,15 @@ TEST_CASE("SIGTERM with work in flight: clean exit 0 within the grace period, no
   p.StartPublisher();
   p.StartConsumer("consumer-1");
   std::this_thread::sleep_for(3s);   // busy with the fleet
+  std::string admin = p.MetricsUrl("consumer-1");
+  admin.resize(admin.size() - std::string("/metrics").size());
+  for (const char* probe : {"/healthz", "/readyz"}) {
+    http::Request r;
+    r.url = admin + probe;
+    auto answer = p.transport->Call(r);
+    REQUIRE_MESSAGE(answer.ok(), answer.status().ToString());
+    CHECK_MESSAGE(answer->status == 200, probe << ": " << answer->body);
+  }
   auto started = std::chrono::steady_clock::now();
   auto code = p.consumers.at("consumer-1").Stop(SIGTERM, 10s);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
