@@ -70,7 +70,12 @@ std::string ChildProcess::Log() const {
 
 std::string BinaryDir() {
   const char* dir = std::getenv("SYNCBUS_BINARY_DIR");
-  return dir ? dir : ".";
+  return dir && *dir ? dir : SYNCBUS_BINARY_DIR_DEFAULT;
+}
+
+std::string SourceDir() {
+  const char* dir = std::getenv("SYNCBUS_SOURCE_DIR");
+  return dir && *dir ? dir : SYNCBUS_SOURCE_DIR_DEFAULT;
 }
 
 std::string MakeTempDir(const std::string& prefix) {

@@ -37,8 +37,10 @@ class ChildProcess {
   std::optional<int> exit_code_;
 };
 
-// Directory of the build tree's binaries ($SYNCBUS_BINARY_DIR).
+// The build tree ($SYNCBUS_BINARY_DIR, else the tree these tests were built in).
 std::string BinaryDir();
+// The repository ($SYNCBUS_SOURCE_DIR, else the one these tests were built from).
+std::string SourceDir();
 // A fresh temporary directory (not removed: kept for post-mortem of failed runs).
 std::string MakeTempDir(const std::string& prefix);
 

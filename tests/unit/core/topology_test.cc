@@ -1,10 +1,10 @@
 #include <doctest/doctest.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "common/amqp/syncbus_topology.h"
+#include "tests/support/child_process.h"
 
 using namespace syncbus;
 using namespace std::chrono_literals;
@@ -21,9 +21,7 @@ TEST_CASE("topology names are readable and tiers map to queues") {
 }
 
 TEST_CASE("rabbitmq/definitions.json equals the topology declared in code") {
-  const char* src = std::getenv("SYNCBUS_SOURCE_DIR");
-  REQUIRE(src != nullptr);
-  std::ifstream in(std::string(src) + "/rabbitmq/definitions.json");
+  std::ifstream in(testing::SourceDir() + "/rabbitmq/definitions.json");
   REQUIRE(in.good());
   std::stringstream ss;
   ss << in.rdbuf();
