@@ -1,0 +1,491 @@
+// The publisher (PublisherApp: reflectors, cache, decisions, confirmed publishing) against the
+// in-process Kubernetes simulator and the real broker: relists after a forced 410 and after the
+// hub drops its watches, SelectorSyncSet fan-out, label moves, burst coalescing, restarts.
+// Nothing consumes the work queues except the test itself, which plays the consumer's part by
+// writing ClusterSync status and leases when it needs to.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <optional>
+#include <thread>
+
+#include <prometheus/registry.h>
+
+#include "common/amqp/session_impl.h"
+#include "common/amqp/syncbus_topology.h"
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/hive/desired_state.h"
+#include "common/kube/client_impl.h"
+#include "common/sync_message.h"
+#include "common/time_format.h"
+#include "publisher/publisher_app.h"
+#include "tests/fakes/in_process_transport.h"
+#include "tests/kubesim/fleet.h"
+#include "tests/kubesim/sim_simulation.h"
+#include "tests/support/child_process.h"
+#include "tests/support/test_broker.h"
+
+using namespace syncbus;
+using namespace std::chrono_literals;
+namespace res = syncbus::kube::resources;
+
+namespace {
+
+template <typename F>
+bool WaitFor(F&& done, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return done();
+}
+
+double MetricSum(prometheus::Registry& registry, const std::string& name) {
+  double sum = 0;
+  for (const auto& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const auto& m : family.metric) sum += m.counter.value + m.gauge.value;
+  }
+  return sum;
+}
+
+// One PublisherApp running on its own thread.
+class RunningPublisher {
+ public:
+  RunningPublisher(Config config, std::shared_ptr<kube::Client> hub) {
+    registry_ = std::make_shared<prometheus::Registry>();
+    amqp::ConnectionOptions amqp = config.amqp;
+    app_ = std::make_unique<publisher::PublisherApp>(
+        config, publisher::PublisherDeps{hub, [amqp] { return std::make_unique<amqp::RabbitmqSession>(amqp); },
+                                         &RealClock(), registry_, "test-publisher"});
+    thread_ = std::thread([this] { result_ = app_->Run(stop_); });
+  }
+  ~RunningPublisher() { Stop(); }
+  Status Stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+    return result_;
+  }
+  bool Ready() const { return app_->ready().ok(); }
+  const publisher::HubCache& cache() const { return app_->cache(); }
+  double Metric(const std::string& name) { return MetricSum(*registry_, name); }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<publisher::PublisherApp> app_;
+  std::atomic<bool> stop_{false};
+  Status result_;
+  std::thread thread_;
+};
+
+struct Rig {
+  std::unique_ptr<kubesim::Simulation> sim;
+  std::shared_ptr<fakes::InProcessTransport> transport;
+  std::shared_ptr<kube::ClientImpl> hub;
+  std::optional<testing::TestVhost> vhost;
+  std::unique_ptr<amqp::RabbitmqSession> reader;
+  Config config;
+
+  // `shared_broker`: a fresh vhost on the run's broker fixture; otherwise the caller sets
+  // config.amqp (and reader) for a broker of its own.
+  explicit Rig(int clusters, bool shared_broker = true) {
+    auto created = kubesim::Simulation::Create({});
+    REQUIRE_MESSAGE(created.ok(), created.status().ToString());
+    sim = std::move(*created);
+    kubesim::FleetSpec fleet;
+    fleet.clusters = clusters;
+    auto populated = kubesim::PopulateHub(sim->hub(), fleet, "http://sim.invalid", "");
+    REQUIRE_MESSAGE(populated.ok(), populated.status().ToString());
+    transport = std::make_shared<fakes::InProcessTransport>(*sim);
+    kube::ClusterConfig cc;
+    cc.server = "http://sim.invalid";
+    hub = std::make_shared<kube::ClientImpl>(cc, transport);
+    config.publisher.leader_election.enabled = false;
+    if (!shared_broker) return;
+    auto v = testing::TestVhost::Create();
+    REQUIRE_MESSAGE(v.ok(), v.status().ToString());
+    vhost.emplace(std::move(*v));
+    config.amqp = vhost->Options("publisher");
+    reader = std::make_unique<amqp::RabbitmqSession>(vhost->Options("reader"));
+  }
+
+  std::string Cluster(int i) const { return kubesim::FleetClusterName(i, static_cast<int>(sim->cluster_names().size())); }
+
+  // Messages waiting in one lane's queue, taken off it.
+  std::vector<SyncRequest> Take(amqp::Lane lane) {
+    std::vector<SyncRequest> out;
+    if (!reader->connected()) {
+      REQUIRE(reader->Connect().ok());
+    }
+    while (true) {
+      auto d = reader->Get(amqp::WorkQueueName(lane));
+      if (!d.ok() && d.status().code() == Code::kNotFound) break;   // not declared yet
+      REQUIRE_MESSAGE(d.ok(), d.status().ToString());
+      if (!d->has_value()) break;
+      auto r = DecodeSyncRequest((*d)->message.body);
+      REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+      out.push_back(*r);
+      REQUIRE(reader->Ack((*d)->delivery_tag).ok());
+    }
+    return out;
+  }
+  // Collects messages from both lanes for `quiet` after the last one arrived (or `limit`).
+  std::vector<SyncRequest> Collect(std::chrono::milliseconds quiet = 1500ms,
+                                   std::chrono::milliseconds limit = 20s) {
+    std::vector<SyncRequest> all;
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    auto last = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() < deadline && std::chrono::steady_clock::now() - last < quiet) {
+      size_t before = all.size();
+      for (auto lane : {amqp::Lane::kChange, amqp::Lane::kResync}) {
+        for (auto& r : Take(lane)) all.push_back(std::move(r));
+      }
+      if (all.size() != before) last = std::chrono::steady_clock::now();
+      std::this_thread::sleep_for(100ms);
+    }
+    return all;
+  }
+
+  Json SelectorSyncSet(const std::string& name, const Json& match_labels, const std::string& data) {
+    return {{"apiVersion", "hive.openshift.io/v1"},
+            {"kind", "SelectorSyncSet"},
+            {"metadata", {{"name", name}}},
+            {"spec",
+             {{"clusterDeploymentSelector", {{"matchLabels", match_labels}}},
+              {"resources", Json::array({{{"apiVersion", "v1"}, {"kind", "ConfigMap"},
+                                          {"metadata", {{"name", name}, {"namespace", "default"}}},
+                                          {"data", {{"v", data}}}}})}}}};
+  }
+  void CreateSelectorSyncSet(const std::string& name, const Json& match_labels) {
+    auto r = hub->Create(kube::Collection(res::kSelectorSyncSets), SelectorSyncSet(name, match_labels, "0"));
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  }
+  void EditSelectorSyncSet(const std::string& name, int n) {
+    Json patch = {{"spec", {{"resources", Json::array({{{"apiVersion", "v1"}, {"kind", "ConfigMap"},
+                                                        {"metadata", {{"name", name}, {"namespace", "default"}}},
+                                                        {"data", {{"v", std::to_string(n)}}}}})}}}};
+    auto r = hub->Patch(kube::Object(res::kSelectorSyncSets, "", name), kube::PatchType::kMerge, patch.dump());
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  }
+  void SetLabel(const std::string& cluster, const std::string& key, const std::string& value) {
+    Json patch = {{"metadata", {{"labels", {{key, value}}}}}};
+    auto r = hub->Patch(kube::Object(res::kClusterDeployments, cluster, cluster), kube::PatchType::kMerge,
+                        patch.dump());
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  }
+  int64_t Generation(const kube::ObjectRef& ref) {
+    auto r = hub->Get(ref);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    return (*r)["metadata"].value("generation", int64_t{0});
+  }
+
+  // Plays the consumer after a full reapply: the cluster's lease is renewed now and its
+  // ClusterSync reports `sets` (SelectorSyncSet name -> generation) as applied.
+  void ReportSynced(const std::string& cluster, const std::map<std::string, int64_t>& sets,
+                    const std::map<std::string, int64_t>& syncsets = {}) {
+    std::string now = FormatRfc3339(std::chrono::system_clock::now());
+    auto entries = [&](const std::map<std::string, int64_t>& m) {
+      Json list = Json::array();
+      for (const auto& [name, gen] : m) {
+        list.push_back({{"name", name}, {"observedGeneration", gen}, {"result", "Success"},
+                        {"lastTransitionTime", now}, {"firstSuccessTime", now}});
+      }
+      return list;
+    };
+    Json lease = {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"}, {"kind", "ClusterSyncLease"},
+                  {"metadata", {{"name", cluster}, {"namespace", cluster}}},
+                  {"spec", {{"renewTime", FormatRfc3339Millis(std::chrono::system_clock::now())}}}};
+    auto applied = hub->Apply(kube::Object(res::kClusterSyncLeases, cluster, cluster), lease, {});
+    REQUIRE_MESSAGE(applied.ok(), applied.status().ToString());
+    kube::ObjectRef ref = kube::Object(res::kClusterSyncs, cluster, cluster);
+    auto current = hub->Get(ref);
+    if (!current.ok()) {
+      REQUIRE(current.status().code() == Code::kNotFound);
+      current = hub->Create(kube::Collection(res::kClusterSyncs, cluster),
+                            {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"}, {"kind", "ClusterSync"},
+                             {"metadata", {{"name", cluster}, {"namespace", cluster}}}});
+      REQUIRE_MESSAGE(current.ok(), current.status().ToString());
+    }
+    Json cs = *current;
+    cs["status"] = {{"syncSets", entries(syncsets)}, {"selectorSyncSets", entries(sets)}};
+    auto updated = hub->Update(kube::StatusOf(res::kClusterSyncs, cluster, cluster), cs);
+    REQUIRE_MESSAGE(updated.ok(), updated.status().ToString());
+  }
+
+  // Each cluster's desired revision computed from a fresh list of the hub.
+  std::map<std::string, std::string> HubRevisions() {
+    auto cds = hub->List(kube::Collection(res::kClusterDeployments), {});
+    auto sss = hub->List(kube::Collection(res::kSelectorSyncSets), {});
+    auto ss = hub->List(kube::Collection(res::kSyncSets), {});
+    REQUIRE((cds.ok() && sss.ok() && ss.ok()));
+    std::vector<hive::SelectorSyncSet> selector_sets;
+    for (const auto& j : sss->items) selector_sets.push_back(*hive::SelectorSyncSet::FromJson(j));
+    std::vector<hive::SyncSet> syncsets;
+    for (const auto& j : ss->items) syncsets.push_back(*hive::SyncSet::FromJson(j));
+    std::vector<const hive::SelectorSyncSet*> sss_ptrs;
+    for (const auto& s : selector_sets) sss_ptrs.push_back(&s);
+    std::vector<const hive::SyncSet*> ss_ptrs;
+    for (const auto& s : syncsets) ss_ptrs.push_back(&s);
+    std::map<std::string, std::string> out;
+    for (const auto& j : cds->items) {
+      auto cd = hive::ClusterDeployment::FromJson(j);
+      REQUIRE(cd.ok());
+      out[cd->meta.Key()] = hive::ComputeDesired(*cd, ss_ptrs, sss_ptrs).revision;
+    }
+    return out;
+  }
+  static std::map<std::string, std::string> CacheRevisions(const publisher::HubCache& cache) {
+    std::map<std::string, std::string> out;
+    cache.Plan(cache.AllClusterKeys(), [&](const std::string& key, const publisher::ClusterView& view) {
+      out[key] = view.desired.revision;
+    });
+    return out;
+  }
+};
+
+// The repository root: $SYNCBUS_SOURCE_DIR, else derived from this file's path.
+std::string SourceDir() {
+  if (const char* dir = std::getenv("SYNCBUS_SOURCE_DIR"); dir && *dir) return dir;
+  std::string file = __FILE__;
+  return file.substr(0, file.rfind("/tests/integration/"));
+}
+
+// A RabbitMQ node of the test's own (scripts/rabbitmq-node in a temporary directory, free ports),
+// so stopping it does not disturb the other tests sharing the fixture broker. Stopped and wiped
+// on destruction.
+class PrivateBroker {
+ public:
+  PrivateBroker() : dir_(testing::MakeTempDir("syncbus-private-broker")) {}
+  ~PrivateBroker() { Run("stop", "--wipe"); }
+  bool Start() { return Run("start", ""); }
+  bool Stop() { return Run("stop", ""); }
+  Result<testing::BrokerEnv> Env() const {
+    std::ifstream in(dir_ + "/broker.env");
+    std::stringstream text;
+    text << in.rdbuf();
+    return testing::ParseBrokerEnv(text.str());
+  }
+
+ private:
+  bool Run(const std::string& command, const std::string& extra) {
+    std::string cmd = SourceDir() + "/scripts/rabbitmq-node " + command + " --dir " +
+                      dir_ + " " + extra + " >>" + dir_ + ".log 2>&1";
+    return std::system(cmd.c_str()) == 0;
+  }
+  std::string dir_;
+};
+
+std::string Describe(const std::vector<SyncRequest>& requests) {
+  std::string out;
+  for (const auto& r : requests) {
+    out += r.ClusterKey() + " " + amqp::LaneName(r.lane) + " " + r.reason + (r.full_reapply ? " full" : "") + "; ";
+  }
+  return out;
+}
+
+std::map<std::string, int> PerCluster(const std::vector<SyncRequest>& requests) {
+  std::map<std::string, int> n;
+  for (const auto& r : requests) ++n[r.cluster_name];
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("publisher: relist after a forced 410 leaves the cache equal to the hub") {
+  Rig rig(12);
+  RunningPublisher pub(rig.config, rig.hub);
+  REQUIRE(WaitFor([&] { return pub.Ready(); }, 30s));
+  // Every resourceVersion becomes too old and every watch ends: rewatching gets 410 -> relist.
+  // Edits made meanwhile (a cluster deleted, a set added, a label changed) must all show up.
+  rig.sim->hub().ExpireHistory();
+  rig.sim->hub().CloseAllWatches();
+  REQUIRE(rig.hub->Delete(kube::Object(res::kClusterDeployments, rig.Cluster(0), rig.Cluster(0)), {}).ok());
+  rig.CreateSelectorSyncSet("after-expiry", {{"region", "us-east-1"}});
+  rig.SetLabel(rig.Cluster(5), "region", "moved");
+  CHECK(WaitFor([&] { return pub.Metric("syncbus_publisher_relists_total") >= 1; }, 30s));
+  auto hub_revisions = rig.HubRevisions();
+  CHECK(hub_revisions.size() == 11);
+  CHECK(WaitFor([&] { return Rig::CacheRevisions(pub.cache()) == rig.HubRevisions(); }, 30s));
+  CHECK(pub.Stop().ok());
+}
+
+TEST_CASE("publisher: the hub dropping every watch loses nothing") {
+  Rig rig(8);
+  RunningPublisher pub(rig.config, rig.hub);
+  REQUIRE(WaitFor([&] { return pub.Ready(); }, 30s));
+  double restarts = pub.Metric("syncbus_publisher_watch_restarts_total");
+  for (int round = 0; round < 3; ++round) {
+    rig.sim->hub().CloseAllWatches();
+    rig.CreateSelectorSyncSet("dropped-" + std::to_string(round), {{"tier", "platinum"}});
+    rig.SetLabel(rig.Cluster(round), "tier", "platinum");
+  }
+  // Six collections are watched: each close ends six watches, each re-opened without a relist.
+  CHECK(WaitFor([&] { return pub.Metric("syncbus_publisher_watch_restarts_total") >= restarts + 6; }, 30s));
+  CHECK(WaitFor([&] { return Rig::CacheRevisions(pub.cache()) == rig.HubRevisions(); }, 30s));
+  CHECK(pub.Metric("syncbus_publisher_relists_total") == 0);   // a plain rewatch sufficed
+}
+
+TEST_CASE("publisher: a SelectorSyncSet fans out to every matching cluster, label changes move clusters") {
+  Rig rig(12);
+  RunningPublisher pub(rig.config, rig.hub);
+  REQUIRE(WaitFor([&] { return pub.Ready(); }, 30s));
+  {
+    auto extra = rig.Collect(1000ms);
+    CHECK_MESSAGE(extra.empty(), Describe(extra));
+  }   // no sets yet: nothing is out of sync
+  // The fleet's region label cycles over three values: a third of the clusters match.
+  rig.CreateSelectorSyncSet("eu", {{"region", "eu-west-1"}});
+  auto fan_out = rig.Collect();
+  std::set<std::string> matched;
+  for (const auto& r : fan_out) {
+    CHECK(r.lane == amqp::Lane::kChange);
+    CHECK(r.reason == "missing-status");
+    matched.insert(r.cluster_name);
+  }
+  CHECK(matched.size() == 4);
+  CHECK(fan_out.size() == 4);
+  // Processed by a consumer (played by the test).
+  for (const auto& c : matched) rig.ReportSynced(c, {{"eu", 1}});
+  // A cluster moves in: it (only it) is enqueued.
+  std::string mover;
+  for (int i = 0; i < 12 && mover.empty(); ++i) {
+    if (!matched.count(rig.Cluster(i))) mover = rig.Cluster(i);
+  }
+  rig.SetLabel(mover, "region", "eu-west-1");
+  auto in = rig.Collect();
+  REQUIRE(in.size() == 1);
+  CHECK(in[0].cluster_name == mover);
+  // A synced cluster moves out: the set must be removed from it.
+  std::string leaver = *matched.begin();
+  rig.SetLabel(leaver, "region", "elsewhere");
+  auto out = rig.Collect();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].cluster_name == leaver);
+  CHECK(out[0].reason == "set-removed");
+  CHECK(pub.Stop().ok());
+}
+
+TEST_CASE("publisher: a burst of 50 edits to one set produces at most a few messages per cluster") {
+  Rig rig(6);
+  RunningPublisher pub(rig.config, rig.hub);
+  REQUIRE(WaitFor([&] { return pub.Ready(); }, 30s));
+  rig.CreateSelectorSyncSet("burst", {{"syncbus.io/fleet", "sim"}});
+  for (int i = 1; i <= 50; ++i) rig.EditSelectorSyncSet("burst", i);
+  auto messages = rig.Collect(2000ms);
+  auto per_cluster = PerCluster(messages);
+  CHECK(per_cluster.size() == 6);
+  for (const auto& [cluster, n] : per_cluster) {
+    CHECK_MESSAGE(n <= 2, cluster << " got " << n << " messages");
+  }
+  // Once the consumer reports the newest generation, one more edit sends exactly one more each.
+  int64_t gen = rig.Generation(kube::Object(res::kSelectorSyncSets, "", "burst"));
+  CHECK(gen == 51);
+  for (const auto& [cluster, n] : per_cluster) rig.ReportSynced(cluster, {{"burst", gen}});
+  {
+    auto extra = rig.Collect(1000ms);
+    CHECK_MESSAGE(extra.empty(), Describe(extra));
+  }
+  rig.EditSelectorSyncSet("burst", 99);
+  CHECK(rig.Collect().size() == 6);
+}
+
+TEST_CASE("publisher: a restart enqueues only what is out of sync, including what changed while down") {
+  Rig rig(10);
+  rig.CreateSelectorSyncSet("base", {{"syncbus.io/fleet", "sim"}});
+  for (int i = 0; i < 7; ++i) rig.ReportSynced(rig.Cluster(i), {{"base", 1}});
+  {
+    RunningPublisher pub(rig.config, rig.hub);
+    REQUIRE(WaitFor([&] { return pub.Ready(); }, 30s));
+    auto first = rig.Collect();
+    std::set<std::string> got;
+    for (const auto& r : first) {
+      CHECK(r.lane == amqp::Lane::kResync);
+      CHECK(r.reason == "startup");
+      got.insert(r.cluster_name);
+    }
+    CHECK(got == std::set<std::string>{rig.Cluster(7), rig.Cluster(8), rig.Cluster(9)});
+    CHECK(first.size() == 3);
+    for (int i = 7; i < 10; ++i) rig.ReportSynced(rig.Cluster(i), {{"base", 1}});
+    {
+    auto extra = rig.Collect(1000ms);
+    CHECK_MESSAGE(extra.empty(), Describe(extra));
+  }
+    CHECK(pub.Stop().ok());
+  }
+  // While no publisher runs, a SyncSet appears for cluster 4.
+  std::string c4 = rig.Cluster(4);
+  auto created = rig.hub->Create(
+      kube::Collection(res::kSyncSets, c4),
+      {{"apiVersion", "hive.openshift.io/v1"}, {"kind", "SyncSet"},
+       {"metadata", {{"name", "while-down"}, {"namespace", c4}}},
+       {"spec", {{"clusterDeploymentRefs", Json::array({{{"name", c4}}})}, {"resources", Json::array()}}}});
+  REQUIRE_MESSAGE(created.ok(), created.status().ToString());
+  RunningPublisher again(rig.config, rig.hub);
+  REQUIRE(WaitFor([&] { return again.Ready(); }, 30s));
+  auto second = rig.Collect();
+  REQUIRE(second.size() == 1);
+  CHECK(second[0].cluster_name == c4);
+  CHECK(second[0].reason == "startup");
+}
+
+TEST_CASE("publisher: broker stopped and restarted, every pending cluster still gets its message") {
+  PrivateBroker broker;
+  REQUIRE(broker.Start());
+  auto env = broker.Env();
+  REQUIRE_MESSAGE(env.ok(), env.status().ToString());
+  Rig rig(20, /*shared_broker=*/false);
+  auto options = [&](const std::string& name) {
+    amqp::ConnectionOptions o;
+    o.host = "127.0.0.1";
+    o.port = env->amqp_port;
+    o.user = env->user;
+    o.password = env->password;
+    o.connection_name = name;
+    o.heartbeat_seconds = 5;
+    o.connect_timeout = 2s;
+    o.rpc_timeout = 5s;
+    return o;
+  };
+  rig.config.amqp = options("publisher");
+  rig.reader = std::make_unique<amqp::RabbitmqSession>(options("reader"));
+  rig.CreateSelectorSyncSet("all", {{"syncbus.io/fleet", "sim"}});
+  RunningPublisher pub(rig.config, rig.hub);
+  REQUIRE(WaitFor([&] { return pub.Ready(); }, 30s));
+  auto start = rig.Collect();
+  CHECK(PerCluster(start).size() == 20);
+  for (const auto& r : start) rig.ReportSynced(r.cluster_name, {{"all", 1}});
+  {
+    auto extra = rig.Collect(1000ms);
+    CHECK_MESSAGE(extra.empty(), Describe(extra));
+  }
+
+  // The broker goes away; an edit makes all 20 clusters need a request while it is down.
+  rig.reader->Close();
+  REQUIRE(broker.Stop());
+  rig.EditSelectorSyncSet("all", 2);
+  CHECK(WaitFor([&] { return !pub.Ready(); }, 20s));
+  std::this_thread::sleep_for(2s);   // a few failed rounds and reconnect attempts
+  REQUIRE(broker.Start());
+  // The publisher reconnects on its backoff (up to 30 s between attempts).
+  std::vector<SyncRequest> after;
+  WaitFor([&] {
+    for (auto& r : rig.Collect(500ms, 5s)) after.push_back(std::move(r));
+    return PerCluster(after).size() >= 20;
+  }, 90s);
+  for (auto& r : rig.Collect(1000ms)) after.push_back(std::move(r));
+  auto per_cluster = PerCluster(after);
+  CHECK(per_cluster.size() == 20);
+  for (const auto& r : after) {
+    CHECK(r.lane == amqp::Lane::kChange);
+    CHECK(r.reason == "generation-changed");
+  }
+  for (const auto& [cluster, n] : per_cluster) CHECK_MESSAGE(n == 1, cluster << " got " << n);
+  CHECK(pub.Stop().ok());
+}
