@@ -314,3 +314,38 @@ TEST_CASE("a lost fence stops writes before they reach the target") {
   CHECK_FALSE(out.ok());
   CHECK(f.ConfigMapOnTarget("a").is_null());
 }
+
+TEST_CASE("limits: a cluster never has more requests in flight than its cap; the deadline stops what is left") {
+  SUBCASE("per-cluster in-flight cap") {
+    SyncerOptions options = ApplyFixture::Defaults();
+    options.per_cluster_in_flight = 2;
+    options.parallel_sync_sets = 8;
+    ApplyFixture f(options);
+    kubesim::FaultSpec slow;
+    slow.latency_p50_ms = 2;
+    slow.latency_p99_ms = 6;
+    REQUIRE(f.sim->faults().Set(kCluster, slow).ok());
+    for (int s = 0; s < 4; ++s) {
+      Json resources = Json::array();
+      for (int r = 0; r < 3; ++r) resources.push_back(ConfigMap("cm-" + std::to_string(s) + "-" + std::to_string(r), {{"k", "v"}}));
+      f.PutSyncSet("s" + std::to_string(s), {{"resources", resources}});
+    }
+    SyncOutcome out = f.Sync();
+    CHECK(out.failed_sets.empty());
+    CHECK(out.applies == 12);
+    CHECK(f.sim->Stats()["clusters"][kCluster]["peakInFlight"].get<int>() <= 2);
+    CHECK(f.syncer->limiter_stats().peak_in_flight <= 2);
+    CHECK(f.syncer->limiter_stats().in_flight == 0);
+  }
+  SUBCASE("a passed cluster deadline fails the remaining steps as transient, sending nothing") {
+    SyncerOptions options = ApplyFixture::Defaults();
+    options.cluster_deadline = std::chrono::milliseconds(0);
+    ApplyFixture f(options);
+    f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})}});
+    SyncOutcome out = f.Sync();
+    CHECK(out.failed_sets.size() == 1);
+    CHECK(out.transient);
+    CHECK(f.ConfigMapOnTarget("a").is_null());
+    CHECK(f.Entry("s")["failureMessage"].get<std::string>().find("deadline") != std::string::npos);
+  }
+}
