@@ -164,7 +164,9 @@ TEST_CASE("selector fan-out and label changes moving clusters in and out") {
   auto stats = f.Round();
   CHECK(stats.published == 1);
   // c3 loses the label while it has a status entry for s: the set must be removed there.
+  // (Its first request was a full reapply, as it had no lease: the consumer renewed the lease.)
   f.cache.Upsert(HubKind::kClusterSync, Cs("c3", "s", 1));
+  f.cache.Upsert(HubKind::kClusterSyncLease, Lease("c3", f.clock.WallNow()));
   f.cache.Upsert(HubKind::kClusterDeployment, Cd("c3", {{"fleet", "b"}}));
   f.Round();
   bool c3_enqueued = false;
