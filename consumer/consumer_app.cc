@@ -29,9 +29,16 @@ Status ConsumerApp::healthy() const {
 
 Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   Clock& clock = *deps_.clock;
-  TargetClients targets(deps_.transport, config_.consumer.per_cluster_qps);
+  // Pacing per target happens in the syncer's request limiter, not in the clients.
+  TargetClients targets(deps_.transport, 0);
+  const ConsumerConfig& c = config_.consumer;
   SyncerOptions syncer_options;
-  syncer_options.parallel_sync_sets = config_.consumer.parallel_sync_sets;
+  syncer_options.parallel_sync_sets = c.parallel_sync_sets;
+  syncer_options.max_in_flight = c.max_in_flight;
+  syncer_options.per_cluster_in_flight = c.per_cluster_in_flight;
+  syncer_options.per_cluster_qps = c.per_cluster_qps;
+  syncer_options.request_timeout = c.request_timeout;
+  syncer_options.cluster_deadline = c.cluster_deadline;
   ClusterSyncer syncer(syncer_options, *deps_.hub, targets, clock, *deps_.registry);
   DeliveryOptions options;
   options.prefetch = static_cast<uint16_t>(config_.consumer.prefetch);
