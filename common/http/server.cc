@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/http/server_tls.h"
 
 namespace syncbus::http {
 namespace {
@@ -201,6 +202,10 @@ class Exchange final : public ResponseWriter, public std::enable_shared_from_thi
     evhttp_connection_set_closecb(evcon_, nullptr, nullptr);
     detector_.reset();
   }
+  // Pushes what evhttp queued through a TLS filter now: the filter encrypts only when data is
+  // added while writing is enabled, and evhttp enables writing after adding. (A plain socket
+  // ignores this.) May complete the reply and free the request and connection.
+  static void Flush(bufferevent* bev) { bufferevent_flush(bev, EV_WRITE, BEV_FLUSH); }
   void Completed();
   void Closed(bool request_detached);
 
@@ -237,7 +242,7 @@ class Loop {
     base_.reset();
   }
 
-  Status Init(int listen_fd) {
+  Status Init(int listen_fd, ServerTls* tls) {
     base_.reset(event_base_new());
     if (!base_) return Internal("event_base_new failed");
     wake_.reset(event_new(base_.get(), -1, 0, &Loop::OnWake, this));
@@ -254,6 +259,7 @@ class Loop {
     // Reads the rest of an oversized body before closing, so the client sees the 413.
     evhttp_set_flags(http_.get(), EVHTTP_SERVER_LINGERING_CLOSE);
     evhttp_set_gencb(http_.get(), &Loop::OnRequest, this);
+    if (tls != nullptr) evhttp_set_bevcb(http_.get(), &ServerTls::NewBufferevent, tls);
     // Backlog 0: the socket is already listening; the listener does not own it.
     evconnlistener* listener =
         evconnlistener_new(base_.get(), nullptr, nullptr, LEV_OPT_CLOSE_ON_EXEC, 0, listen_fd);
@@ -326,14 +332,14 @@ class Loop {
     request.method = MethodName(evhttp_request_get_command(req));
     const evhttp_uri* uri = evhttp_request_get_evhttp_uri(req);
     const char* raw_path = uri != nullptr ? evhttp_uri_get_path(uri) : nullptr;
-    if (raw_path == nullptr || raw_path[0] != '/') {
-      evhttp_send_error(req, HTTP_BADREQUEST, nullptr);
-      return;
-    }
     size_t decoded_size = 0;
-    char* decoded = evhttp_uridecode(raw_path, 0, &decoded_size);
+    char* decoded = raw_path != nullptr && raw_path[0] == '/'
+                        ? evhttp_uridecode(raw_path, 0, &decoded_size)
+                        : nullptr;
     if (decoded == nullptr) {
+      bufferevent* bev = evhttp_connection_get_bufferevent(evhttp_request_get_connection(req));
       evhttp_send_error(req, HTTP_BADREQUEST, nullptr);
+      bufferevent_flush(bev, EV_WRITE, BEV_FLUSH);
       return;
     }
     request.path.assign(decoded, decoded_size);
@@ -428,7 +434,9 @@ void Exchange::DoRespond(int status, const Headers& headers, const std::string& 
   EvbufferPtr buf(evbuffer_new());
   if (buf) evbuffer_add(buf.get(), body.data(), body.size());
   Detach();
+  bufferevent* bev = evhttp_connection_get_bufferevent(evcon_);
   evhttp_send_reply(req_, status, nullptr, buf.get());
+  Flush(bev);
   Completed();
 }
 
@@ -436,6 +444,7 @@ void Exchange::DoStartStream(int status, const Headers& headers) {
   if (phase_ != Phase::kPending) return;
   AddHeaders(headers);
   evhttp_send_reply_start(req_, status, nullptr);
+  Flush(evhttp_connection_get_bufferevent(evcon_));
   phase_ = Phase::kStreaming;
 }
 
@@ -445,13 +454,16 @@ void Exchange::DoChunk(const std::string& data) {
   if (!buf) return;
   evbuffer_add(buf.get(), data.data(), data.size());
   evhttp_send_reply_chunk(req_, buf.get());
+  Flush(evhttp_connection_get_bufferevent(evcon_));
 }
 
 void Exchange::DoEnd() {
   if (phase_ == Phase::kPending) DoStartStream(200, {});
   if (phase_ != Phase::kStreaming) return;
   Detach();
+  bufferevent* bev = evhttp_connection_get_bufferevent(evcon_);
   evhttp_send_reply_end(req_);
+  Flush(bev);
   Completed();
 }
 
@@ -522,10 +534,15 @@ class LibeventServer final : public Server {
   ~LibeventServer() override { Stop(); }
 
   Status Init(const Options& options) {
+    if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
+      auto tls = ServerTls::Load(options.tls_cert_file, options.tls_key_file);
+      if (!tls.ok()) return tls.status();
+      tls_ = std::move(*tls);
+    }
     int threads = std::max(1, options.threads);
     for (int i = 0; i < threads; ++i) {
       auto loop = std::make_unique<Loop>(options, &handler_);
-      SYNCBUS_RETURN_IF_ERROR(loop->Init(listen_fd_.get()));
+      SYNCBUS_RETURN_IF_ERROR(loop->Init(listen_fd_.get(), tls_.get()));
       loops_.push_back(std::move(loop));
     }
     for (auto& loop : loops_) loop->Run();
@@ -560,6 +577,7 @@ class LibeventServer final : public Server {
 
  private:
   const Handler handler_;
+  std::shared_ptr<ServerTls> tls_;   // null for plain HTTP; outlives the loops
   UniqueFd listen_fd_;
   const int port_;
   std::vector<std::unique_ptr<Loop>> loops_;

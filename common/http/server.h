@@ -57,6 +57,9 @@ class Server {
     size_t max_body_bytes = 16 << 20;   // larger request bodies are answered 413
     // A connection that stays idle (or does not read what we write) this long is closed.
     std::chrono::seconds io_timeout{300};
+    // Serve HTTPS with this PEM certificate chain and private key; both empty = plain HTTP.
+    std::string tls_cert_file;
+    std::string tls_key_file;
   };
   virtual ~Server() = default;
   static Result<std::unique_ptr<Server>> Start(const Options& options, Handler handler);

@@ -107,14 +107,18 @@ std::string FleetResourceNamespace(const FleetSpec& spec, int index) {
 }
 
 std::string MakeKubeconfig(const std::string& name, const std::string& server,
-                           const std::string& token) {
-  std::string user = token.empty() ? "  user: {}\n" : "  user:\n    token: \"" + token + "\"\n";
+                           const ClientAuth& auth) {
+  std::string user =
+      auth.token.empty() ? "  user: {}\n" : "  user:\n    token: \"" + auth.token + "\"\n";
+  std::string ca = auth.ca_pem.empty()
+                       ? std::string()
+                       : "    certificate-authority-data: " + EncodeBase64(auth.ca_pem) + "\n";
   return "apiVersion: v1\n"
          "kind: Config\n"
          "clusters:\n"
          "- name: " + name + "\n"
          "  cluster:\n"
-         "    server: \"" + server + "\"\n"
+         "    server: \"" + server + "\"\n" + ca +
          "users:\n"
          "- name: " + name + "-admin\n" + user +
          "contexts:\n"
@@ -134,7 +138,7 @@ std::string FleetSummary::ToString(const FleetSpec& spec) const {
 }
 
 Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const std::string& base_url,
-                                 const std::string& token) {
+                                 const ClientAuth& auth) {
   SYNCBUS_RETURN_IF_ERROR(spec.Validate());
   auto start = std::chrono::steady_clock::now();
   FleetSummary summary;
@@ -149,7 +153,7 @@ Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const st
     SYNCBUS_RETURN_IF_ERROR(
         Create(hub, "/apis/hive.openshift.io/v1/namespaces/" + name + "/clusterdeployments",
                ClusterDeployment(i, name)));
-    std::string kubeconfig = MakeKubeconfig(name, base_url + "/clusters/" + name, token);
+    std::string kubeconfig = MakeKubeconfig(name, base_url + "/clusters/" + name, auth);
     SYNCBUS_RETURN_IF_ERROR(Create(
         hub, "/api/v1/namespaces/" + name + "/secrets",
         {{"apiVersion", "v1"},

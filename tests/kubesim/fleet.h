@@ -35,10 +35,16 @@ std::vector<std::string> FleetClusterNames(int clusters);
 // The target namespace that resource `index` of a set lands in.
 std::string FleetResourceNamespace(const FleetSpec& spec, int index);
 
-// A kubeconfig (YAML) for one API server: `server` is its base URL; `token` empty = no user
-// credentials.
+// How clients reach the simulator: bearer token (empty = none) and, for HTTPS, the PEM of the
+// certificate authority to trust (empty = plain HTTP or the system store).
+struct ClientAuth {
+  std::string token;
+  std::string ca_pem;
+};
+
+// A kubeconfig (YAML) for one API server: `server` is its base URL.
 std::string MakeKubeconfig(const std::string& name, const std::string& server,
-                           const std::string& token);
+                           const ClientAuth& auth);
 
 struct FleetSummary {
   int clusters = 0;
@@ -51,7 +57,7 @@ struct FleetSummary {
 
 // Writes the hub side. Each admin kubeconfig points at `base_url` + "/clusters/<name>".
 Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const std::string& base_url,
-                                 const std::string& token);
+                                 const ClientAuth& auth);
 // Creates the extra namespaces on one target cluster; returns how many.
 Result<int> SeedTarget(ApiServer& target, const FleetSpec& spec);
 

@@ -83,6 +83,9 @@ int main(int argc, char** argv) {
   cli.add_option("--namespaces-per-cluster", fleet.namespaces_per_cluster,
                  "extra namespaces per target; resources spread over them instead of default");
   cli.add_option("--token", sim.token, "require this bearer token (401 otherwise)");
+  cli.add_option("--tls-cert", options.tls_cert_file,
+                 "serve HTTPS with this PEM certificate (kubeconfigs trust it as their CA)");
+  cli.add_option("--tls-key", options.tls_key_file, "the certificate's PEM private key");
   cli.add_option("--crd-dir", sim.crd_dir, "directory of the hub's CRD YAML files")
       ->default_str(SYNCBUS_KUBESIM_CRD_DIR);
   cli.add_option("--seed", sim.seed, "seed for fault draws (reproducible runs)")

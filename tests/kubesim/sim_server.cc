@@ -1,6 +1,9 @@
 // SimServer: carries out each request's Plan on the http::Server's loops.
 #include "tests/kubesim/sim_server.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "tests/kubesim/sim_watch_sink.h"
 
 namespace syncbus::kubesim {
@@ -15,6 +18,15 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(Options options) {
   server_options.host = sim->options_.host;
   server_options.port = sim->options_.port;
   server_options.threads = sim->options_.threads;
+  server_options.tls_cert_file = sim->options_.tls_cert_file;
+  server_options.tls_key_file = sim->options_.tls_key_file;
+  if (!sim->options_.tls_cert_file.empty()) {
+    std::ifstream cert(sim->options_.tls_cert_file);
+    if (!cert.is_open()) return InvalidArgument("reading " + sim->options_.tls_cert_file);
+    std::stringstream pem;
+    pem << cert.rdbuf();
+    sim->ca_pem_ = pem.str();
+  }
   SimServer* raw = sim.get();
   auto server = http::Server::Start(
       server_options, [raw](const http::ServerRequest& request,
@@ -32,7 +44,7 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(Options options) {
   } else {
     sim->host_for_urls_ = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   }
-  auto fleet = sim->simulation_->GenerateFleet(sim->base_url());
+  auto fleet = sim->simulation_->GenerateFleet(sim->base_url(), sim->ca_pem_);
   if (!fleet.ok()) return fleet.status().Annotate("generating the fleet");
   sim->fleet_ = *fleet;
   sim->ScheduleBookmarks();
@@ -48,11 +60,11 @@ void SimServer::Stop() {
 int SimServer::port() const { return server_->port(); }
 
 std::string SimServer::base_url() const {
-  return "http://" + host_for_urls_ + ":" + std::to_string(port());
+  return (ca_pem_.empty() ? "http://" : "https://") + host_for_urls_ + ":" + std::to_string(port());
 }
 
 std::string SimServer::HubKubeconfig() const {
-  return MakeKubeconfig("kubesim-hub", base_url(), options_.simulation.token);
+  return MakeKubeconfig("kubesim-hub", base_url(), {options_.simulation.token, ca_pem_});
 }
 
 void SimServer::ScheduleBookmarks() {

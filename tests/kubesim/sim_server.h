@@ -22,6 +22,10 @@ class SimServer {
     int port = 0;                                        // 0 = a free port
     int threads = 2;                                     // event-loop threads
     std::chrono::milliseconds bookmark_interval{5000};   // 0 = no periodic bookmarks
+    // Serve HTTPS with this PEM certificate and key; the kubeconfigs then trust the certificate
+    // itself (fit for a self-signed one). Both empty = plain HTTP.
+    std::string tls_cert_file;
+    std::string tls_key_file;
     Simulation::Options simulation;
   };
 
@@ -35,7 +39,8 @@ class SimServer {
   void Stop();
 
   int port() const;
-  // "http://127.0.0.1:PORT": the hub's server URL; a target's is base_url() + "/clusters/<name>".
+  // "http://127.0.0.1:PORT" (https with TLS): the hub's server URL; a target's is
+  // base_url() + "/clusters/<name>".
   std::string base_url() const;
   // A kubeconfig (YAML) for the hub, with the token when one is required.
   std::string HubKubeconfig() const;
@@ -53,6 +58,7 @@ class SimServer {
   std::unique_ptr<Simulation> simulation_;
   std::unique_ptr<http::Server> server_;
   std::string host_for_urls_;
+  std::string ca_pem_;   // the served certificate, when serving HTTPS
   FleetSummary fleet_;
 };
 

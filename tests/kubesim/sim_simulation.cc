@@ -129,8 +129,9 @@ Result<std::unique_ptr<Simulation>> Simulation::Create(Options options) {
   return sim;
 }
 
-Result<FleetSummary> Simulation::GenerateFleet(const std::string& base_url) {
-  auto summary = PopulateHub(*hub_->api, options_.fleet, base_url, options_.token);
+Result<FleetSummary> Simulation::GenerateFleet(const std::string& base_url,
+                                               const std::string& ca_pem) {
+  auto summary = PopulateHub(*hub_->api, options_.fleet, base_url, {options_.token, ca_pem});
   if (!summary.ok()) return summary.status();
   auto start = std::chrono::steady_clock::now();
   for (auto& [name, cluster] : clusters_) {

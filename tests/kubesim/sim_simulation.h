@@ -86,8 +86,9 @@ class Simulation {
   Simulation& operator=(const Simulation&) = delete;
 
   // Writes the fleet's objects to the hub and the targets. `base_url` is where this simulation
-  // is served ("http://127.0.0.1:PORT"): the admin kubeconfigs point below it.
-  Result<FleetSummary> GenerateFleet(const std::string& base_url);
+  // is served ("http://127.0.0.1:PORT"): the admin kubeconfigs point below it, trusting
+  // `ca_pem` when it is served over HTTPS.
+  Result<FleetSummary> GenerateFleet(const std::string& base_url, const std::string& ca_pem = {});
 
   // Routes, authenticates and draws faults for one request; control requests are carried out
   // here and come back as kRespond.

@@ -1,5 +1,6 @@
 // Tests for http::Server over real loopback sockets, with a minimal blocking HTTP/1.1 client.
 // Test names ending in [concurrent] exercise cross-thread paths (run them under TSan too).
+#include <curl/curl.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -9,6 +10,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -594,6 +597,114 @@ TEST_CASE("Server refuses a port that is in use") {
   auto second = Server::Start(options, [](const ServerRequest&, std::shared_ptr<ResponseWriter>) {});
   CHECK_FALSE(second.ok());
   CHECK(second.status().code() == Code::kUnavailable);
+}
+
+// A self-signed certificate for 127.0.0.1/localhost made with the openssl command line tool.
+struct SelfSignedCert {
+  std::string dir, cert, key;
+  bool ok = false;
+  SelfSignedCert() {
+    char pattern[] = "/tmp/syncbus-tls-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) return;
+    dir = pattern;
+    cert = dir + "/cert.pem";
+    key = dir + "/key.pem";
+    std::string command = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+                          "-nodes -days 1 -subj /CN=localhost "
+                          "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+                          key + " -out " + cert + " >/dev/null 2>&1";
+    ok = std::system(command.c_str()) == 0;
+  }
+  ~SelfSignedCert() {
+    std::error_code ignored;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+  }
+};
+
+size_t AppendTo(char* data, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(data, size * n);
+  return size * n;
+}
+
+TEST_CASE("Server speaks HTTPS with a configured certificate [concurrent]") {
+  SelfSignedCert cert;
+  REQUIRE(cert.ok);
+  Server::Options options;
+  options.tls_cert_file = cert.cert;
+  options.tls_key_file = cert.key;
+  WriterBox box;
+  auto server = StartServer(
+      [&](const ServerRequest& request, std::shared_ptr<ResponseWriter> w) {
+        if (request.path == "/stream") {
+          box.Add(w, request);
+          return;
+        }
+        w->Respond(200, {{"Content-Type", "text/plain"}}, "secure " + request.body);
+      },
+      options);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  CURL* curl = curl_easy_init();
+  std::string body;
+  std::string url = "https://127.0.0.1:" + std::to_string(server->port()) + "/x";
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_CAINFO, cert.cert.c_str());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "hello");
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, AppendTo);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 10000L);
+  // Two requests on one connection, then a chunked stream answered from another thread.
+  for (int i = 0; i < 2; ++i) {
+    body.clear();
+    REQUIRE(curl_easy_perform(curl) == CURLE_OK);
+    long status = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    CHECK(status == 200);
+    CHECK(body == "secure hello");
+  }
+  long connects = -1;
+  curl_easy_getinfo(curl, CURLINFO_NUM_CONNECTS, &connects);
+  CHECK(connects == 0);   // the second request reused the TLS connection
+
+  std::thread answer([&] {
+    if (!box.WaitFor(1)) return;
+    auto w = box.writer(0);
+    w->StartStream(200, {});
+    for (int i = 0; i < 50; ++i) w->WriteChunk(std::string(1000, static_cast<char>('a' + i % 26)));
+    w->EndStream();
+  });
+  body.clear();
+  url = "https://127.0.0.1:" + std::to_string(server->port()) + "/stream";
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+  CHECK(curl_easy_perform(curl) == CURLE_OK);
+  answer.join();
+  CHECK(body.size() == 50000);
+
+  // A client that does not trust the certificate fails the handshake; the server carries on.
+  CURL* untrusting = curl_easy_init();
+  curl_easy_setopt(untrusting, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(untrusting, CURLOPT_TIMEOUT_MS, 10000L);
+  CHECK(curl_easy_perform(untrusting) == CURLE_PEER_FAILED_VERIFICATION);
+  curl_easy_cleanup(untrusting);
+
+  // Plain HTTP to the TLS port is refused without hurting the server.
+  TestClient plain(server->port());
+  REQUIRE(plain.Send("GET", "/x"));
+  CHECK_FALSE(plain.ReadResponse());
+  url = "https://127.0.0.1:" + std::to_string(server->port()) + "/x";
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  body.clear();
+  CHECK(curl_easy_perform(curl) == CURLE_OK);
+  curl_easy_cleanup(curl);
+}
+
+TEST_CASE("Server refuses a TLS key that does not load") {
+  Server::Options options;
+  options.tls_cert_file = "/nonexistent/cert.pem";
+  options.tls_key_file = "/nonexistent/key.pem";
+  auto server = Server::Start(options, [](const ServerRequest&, std::shared_ptr<ResponseWriter>) {});
+  CHECK_FALSE(server.ok());
+  CHECK(server.status().code() == Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -8,12 +8,16 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/base64.h"
+#include "common/http/curl_transport.h"
 #include "common/kube/client_impl.h"
 #include "tests/fakes/in_process_transport.h"
 #include "tests/kubesim/sim_router.h"
@@ -521,6 +525,78 @@ TEST_CASE("SimServer holds hundreds of slow requests without threads [concurrent
   // They waited side by side, not one after another.
   CHECK(elapsed < 10s);
   CHECK(Stats(*sim)["clusters"]["cluster-0000"]["peakInFlight"].get<int>() >= kRequests / 2);
+}
+
+// A self-signed certificate for 127.0.0.1 made with the openssl command line tool.
+struct SelfSignedCert {
+  std::string dir, cert, key;
+  bool ok = false;
+  SelfSignedCert() {
+    char pattern[] = "/tmp/syncbus-simtls-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) return;
+    dir = pattern;
+    cert = dir + "/cert.pem";
+    key = dir + "/key.pem";
+    std::string command = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+                          "-nodes -days 1 -subj /CN=kubesim "
+                          "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+                          key + " -out " + cert + " >/dev/null 2>&1";
+    ok = std::system(command.c_str()) == 0;
+  }
+  ~SelfSignedCert() {
+    std::error_code ignored;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+  }
+};
+
+TEST_CASE("SimServer over HTTPS serves the project's client through the fleet kubeconfigs [concurrent]") {
+  SelfSignedCert cert;
+  REQUIRE(cert.ok);
+  SimServer::Options options;
+  options.tls_cert_file = cert.cert;
+  options.tls_key_file = cert.key;
+  options.simulation.token = "tls-token";
+  options.simulation.fleet = {.clusters = 2, .syncsets = 1, .resources = 1};
+  auto started = SimServer::Start(options);
+  REQUIRE_MESSAGE(started.ok(), started.status().ToString());
+  SimServer& sim = **started;
+  CHECK(sim.base_url().rfind("https://127.0.0.1:", 0) == 0);
+
+  auto hub_config = kube::ParseKubeconfig(sim.HubKubeconfig());
+  REQUIRE_MESSAGE(hub_config.ok(), hub_config.status().ToString());
+  auto curl = http::CurlTransport::Create({});
+  REQUIRE(curl.ok());
+  std::shared_ptr<http::Transport> transport = std::move(*curl);
+  kube::ClientImpl hub(*hub_config, transport);
+  auto cds = hub.List(kube::Collection(kube::resources::kClusterDeployments), {});
+  REQUIRE_MESSAGE(cds.ok(), cds.status().ToString());
+  CHECK(cds->items.size() == 2);
+
+  // The admin kubeconfig from the fleet reaches its target over the same TLS port.
+  auto secret = hub.Get(kube::Object(kube::resources::kSecrets, "cluster-0001",
+                                     "cluster-0001-admin-kubeconfig"));
+  REQUIRE(secret.ok());
+  auto kubeconfig = DecodeBase64((*secret)["data"]["kubeconfig"].get<std::string>());
+  REQUIRE(kubeconfig.has_value());
+  auto target_config = kube::ParseKubeconfig(*kubeconfig);
+  REQUIRE_MESSAGE(target_config.ok(), target_config.status().ToString());
+  kube::ClientImpl target(*target_config, transport);
+  kube::WatchOptions watch_options;
+  watch_options.timeout_seconds = 30;
+  auto watch = target.Watch(kube::Collection(kube::resources::kConfigMaps, "default"), watch_options);
+  REQUIRE_MESSAGE(watch.ok(), watch.status().ToString());
+  Json cm = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "over-tls"}}}};
+  REQUIRE(target.Create(kube::Collection(kube::resources::kConfigMaps, "default"), cm).ok());
+  bool seen = false;
+  auto end = std::chrono::steady_clock::now() + kDeadline;
+  while (!seen && std::chrono::steady_clock::now() < end) {
+    auto event = (*watch)->Next(100ms);
+    REQUIRE_MESSAGE(event.ok(), event.status().ToString());
+    if (*event && (*event)->object["metadata"]["name"] == "over-tls") seen = true;
+  }
+  CHECK(seen);
+  CHECK(sim.simulation().cluster("cluster-0001")->Call(
+            "GET", "/api/v1/namespaces/default/configmaps/over-tls").status == 200);
 }
 
 // ---------------------------------------------------------------------------------------------
