@@ -15,7 +15,6 @@
 #include "common/kube/config.h"
 #include "common/kube/reflector.h"
 #include "tests/fakes/in_process_transport.h"
-#include "tests/kubesim/fleet.h"
 #include "tests/kubesim/sim_server.h"
 #include "tests/kubesim/sim_simulation.h"
 
@@ -490,8 +489,10 @@ struct SocketSim {
   }
   std::unique_ptr<ClientImpl> Hub() { return Client(server->HubKubeconfig()); }
   std::unique_ptr<ClientImpl> Target(const std::string& name) {
-    return Client(
-        kubesim::MakeKubeconfig(name, server->base_url() + "/clusters/" + name, "sock-token"));
+    ClusterConfig config;
+    config.server = server->base_url() + "/clusters/" + name;
+    config.bearer_token = "sock-token";
+    return std::make_unique<ClientImpl>(config, transport);
   }
 };
 
