@@ -465,7 +465,7 @@ Outcome<WritePath::UpdateResult> WritePath::UpdateFrom(
       }
     }
   }
-  ApplyDefaults(type, next, &base);
+  if (r.subresource != "finalize") ApplyDefaults(type, next, &base);
   if (auto e = Normalize(type, next)) return *e;
   std::vector<ManagedEntry> entries;
   if (apply_entries != nullptr) {

@@ -390,6 +390,48 @@ TEST_CASE("deleting a namespace removes its contents; creates in a terminating o
   still["metadata"].erase("finalizers");
   CHECK(f.server->Call("PUT", CmPath("gone", "held"), still).status == 200);
   CHECK(f.server->Call("GET", "/api/v1/namespaces/gone").status == 404);
+
+  MakeNamespace(*f.server, "fin");
+  Json ns = Body(f.server->Call("GET", "/api/v1/namespaces/fin"));
+  CHECK(ns["spec"]["finalizers"] == Json::array({"kubernetes"}));
+  CHECK(ns["metadata"]["labels"]["kubernetes.io/metadata.name"] == "fin");
+  ns["spec"]["finalizers"] = Json::array();
+  Json main_put = Body(f.server->Call("PUT", "/api/v1/namespaces/fin", ns));
+  CHECK(main_put["spec"]["finalizers"] == Json::array({"kubernetes"}));
+  auto finalized = f.server->Call("PUT", "/api/v1/namespaces/fin/finalize", ns);
+  REQUIRE(finalized.status == 200);
+  CHECK(!Body(finalized)["spec"].contains("finalizers"));
+}
+
+TEST_CASE("delete collection by selector, and field selectors of secrets") {
+  Fixture f;
+  ApiServer& s = *f.server;
+  for (const char* name : {"a", "b", "c"}) {
+    Json labels = std::string(name) == "c" ? Json{{"keep", "yes"}} : Json{{"drop", "yes"}};
+    REQUIRE(s.Call("POST", CmPath("default"), ConfigMap(name, "default", {}, labels)).status == 201);
+  }
+  auto r = s.Call("DELETE", CmPath("default"), nullptr, "application/json",
+                  "labelSelector=drop%3Dyes");
+  REQUIRE(r.status == 200);
+  CHECK(Body(r)["kind"] == "ConfigMapList");
+  CHECK(Body(r)["items"].size() == 2);
+  CHECK(Body(s.Call("GET", CmPath("default")))["items"].size() == 1);
+
+  Json tls = {{"apiVersion", "v1"},
+              {"kind", "Secret"},
+              {"metadata", {{"name", "tls"}}},
+              {"type", "kubernetes.io/tls"},
+              {"data", {{"tls.crt", "Y2VydA=="}, {"tls.key", "a2V5"}}}};
+  REQUIRE(s.Call("POST", "/api/v1/namespaces/default/secrets", tls).status == 201);
+  Json opaque = {{"apiVersion", "v1"}, {"kind", "Secret"}, {"metadata", {{"name", "o"}}}};
+  REQUIRE(s.Call("POST", "/api/v1/namespaces/default/secrets", opaque).status == 201);
+  Json list = Body(s.Call("GET", "/api/v1/namespaces/default/secrets", nullptr, "application/json",
+                          "fieldSelector=type%3Dkubernetes.io%2Ftls"));
+  REQUIRE(list["items"].size() == 1);
+  CHECK(list["items"][0]["metadata"]["name"] == "tls");
+  tls["metadata"]["name"] = "broken";
+  tls["data"].erase("tls.key");
+  CHECK(s.Call("POST", "/api/v1/namespaces/default/secrets", tls).status == 422);
 }
 
 TEST_CASE("discovery documents") {

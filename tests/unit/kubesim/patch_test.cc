@@ -53,9 +53,12 @@ TEST_CASE("JSON patch (RFC 6902) including test, and its failures") {
                         {"op":"add","path":"/data/y","value":"2"},
                         {"op":"copy","from":"/data/y","path":"/data/z"},
                         {"op":"remove","path":"/data/x"},
-                        {"op":"replace","path":"/data/y","value":"20"}])");
+                        {"op":"replace","path":"/data/y","value":"20"},
+                        {"op":"move","from":"/data/z","path":"/data/w"},
+                        {"op":"add","path":"/metadata/labels","value":{"a/b":"c"}}])");
   REQUIRE(ok.status == 200);
-  CHECK(Body(ok)["data"] == Json{{"y", "20"}, {"z", "2"}});
+  CHECK(Body(ok)["data"] == Json{{"w", "2"}, {"y", "20"}});
+  CHECK(Body(ok)["metadata"]["labels"]["a/b"] == "c");
 
   auto failed_test = PatchCm(*f.server, "application/json-patch+json",
                              R"([{"op":"test","path":"/data/y","value":"nope"}])");
@@ -103,6 +106,11 @@ TEST_CASE("strategic merge patch on built-in types") {
   CHECK(Body(r)["metadata"]["finalizers"].size() == 2);
   r = patch(R"({"metadata":{"$deleteFromPrimitiveList/finalizers":["a.example.com/x"]}})");
   CHECK(Body(r)["metadata"]["finalizers"] == Json::array({"b.example.com/y"}));
+
+  // $retainKeys drops the keys it does not list.
+  r = patch(R"({"spec":{"strategy":{"$retainKeys":["type"],"type":"Recreate"}}})");
+  REQUIRE(r.status == 200);
+  CHECK(Body(r)["spec"]["strategy"] == Json{{"type", "Recreate"}});
 
   // A list without a merge strategy is replaced.
   r = patch(R"({"spec":{"template":{"spec":{"containers":[{"name":"a","args":["1","2"]}]}}}})");
