@@ -195,7 +195,8 @@ struct DeferringServer {
   }
 };
 
-TEST_CASE("curl transport: 2,000 concurrent requests on one loop thread all complete") {
+TEST_CASE(
+    "curl transport: 2,000 concurrent requests on one loop thread all complete [concurrent]") {
   DeferringServer deferring(300ms);
   CurlTransport::Options options;
   options.max_host_connections = 0;  // HTTP/1.1: one connection per concurrent request
@@ -229,7 +230,9 @@ TEST_CASE("curl transport: 2,000 concurrent requests on one loop thread all comp
   CHECK(transport->stats().in_flight == 0);
 }
 
-TEST_CASE("curl transport: max_host_connections caps connections; queued requests still complete") {
+TEST_CASE(
+    "curl transport: max_host_connections caps connections, queued requests still complete "
+    "[concurrent]") {
   DeferringServer deferring(20ms);
   CurlTransport::Options options;
   options.max_host_connections = 8;
@@ -331,7 +334,7 @@ TEST_CASE("curl transport: a stream delivers headers, chunks and a clean end") {
   CHECK(log.done->ok());
 }
 
-TEST_CASE("curl transport: cancelling a stream from another thread") {
+TEST_CASE("curl transport: cancelling a stream from another thread [concurrent]") {
   std::atomic<bool> client_closed{false};
   auto server = StartServer([&](const ServerRequest&, std::shared_ptr<ResponseWriter> writer) {
     writer->OnClientClose([&] { client_closed = true; });
@@ -358,7 +361,7 @@ TEST_CASE("curl transport: cancelling a stream from another thread") {
   CHECK(transport->stats().in_flight == 0);
 }
 
-TEST_CASE("curl transport: cancelling a stream from its own callback") {
+TEST_CASE("curl transport: cancelling a stream from its own callback [concurrent]") {
   auto server = StartServer([](const ServerRequest&, std::shared_ptr<ResponseWriter> writer) {
     writer->StartStream(200, {});
     writer->WriteChunk("x");
@@ -385,7 +388,7 @@ TEST_CASE("curl transport: cancelling a stream from its own callback") {
   CHECK(log.done->code() == Code::kCancelled);
 }
 
-TEST_CASE("curl transport: cancel racing completion runs on_done exactly once") {
+TEST_CASE("curl transport: cancel racing completion runs on_done exactly once [concurrent]") {
   auto server = StartServer([](const ServerRequest&, std::shared_ptr<ResponseWriter> writer) {
     writer->StartStream(200, {});
     writer->WriteChunk("x");
@@ -403,7 +406,7 @@ TEST_CASE("curl transport: cancel racing completion runs on_done exactly once") 
   }
 }
 
-TEST_CASE("curl transport: destruction cancels requests and streams in flight") {
+TEST_CASE("curl transport: destruction cancels requests and streams in flight [concurrent]") {
   std::atomic<int> received{0};
   auto server = StartServer([&](const ServerRequest&, std::shared_ptr<ResponseWriter> writer) {
     if (received.fetch_add(1) == 0) {
@@ -635,6 +638,66 @@ TEST_CASE("curl transport TLS: client certificates from files and from memory") 
   Result<Response> by_blobs = TlsGet(*transport, server.Url(), blobs);
   REQUIRE(by_blobs.ok());
   CHECK(by_blobs->status == 200);
+}
+
+TEST_CASE(
+    "curl transport TLS: http::Server over HTTPS: reuse, concurrency and streams [concurrent]") {
+  Pki pki;
+  REQUIRE(pki.ok());
+  Server::Options options;
+  options.tls_cert_file = pki.Path("server.crt");
+  options.tls_key_file = pki.Path("server.key");
+  std::unique_ptr<Server> server;
+  Result<std::unique_ptr<Server>> started = Server::Start(
+      options, [&server](const ServerRequest& request, std::shared_ptr<ResponseWriter> writer) {
+        if (request.path == "/watch") {
+          writer->StartStream(200, {});
+          writer->WriteChunk("a\n");
+          writer->WriteChunk("b\n");
+          writer->EndStream();
+          return;
+        }
+        server->RunAfter(10ms, [writer, path = request.path] { writer->Respond(200, {}, path); });
+      });
+  REQUIRE(started.ok());
+  server = std::move(started).value();
+  std::string base = "https://127.0.0.1:" + std::to_string(server->port());
+  auto tls = std::make_shared<TlsOptions>();
+  tls->ca_pem = ReadAll(pki.Path("ca.crt"));
+
+  // HTTP/2 is preferred, the server speaks HTTP/1.1: requests still share kept-alive connections.
+  CurlTransport::Options transport_options;
+  transport_options.max_host_connections = 4;
+  auto transport = NewTransport(transport_options);
+  for (int i = 0; i < 5; ++i) {
+    Request request = Get(base + "/seq");
+    request.tls = tls;
+    Result<Response> response = transport->Call(request);
+    REQUIRE(response.ok());
+    CHECK(response->body == "/seq");
+  }
+  CHECK(transport->stats().connections == 1);
+
+  Completions done;
+  for (int i = 0; i < 200; ++i) {
+    Request request = Get(base + "/burst");
+    request.tls = tls;
+    transport->Send(request, done.Callback());
+  }
+  REQUIRE(done.Await(200));
+  CHECK(done.statuses() == std::vector<int>(200, 200));
+  CHECK(transport->stats().connections <= 4);
+
+  StreamLog log;
+  Request watch = Get(base + "/watch");
+  watch.tls = tls;
+  watch.timeout = 0ms;
+  auto handle = transport->Stream(watch, log.Callbacks());
+  REQUIRE(log.AwaitDone());
+  std::lock_guard lock(log.mu);
+  CHECK(log.data == "a\nb\n");
+  CHECK(log.done->ok());
+  server->Stop();
 }
 
 }  // namespace

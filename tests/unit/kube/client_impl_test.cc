@@ -403,7 +403,7 @@ TEST_CASE("client: watch failures: non-200 answers, ERROR events, dropped connec
   }
 }
 
-TEST_CASE("client: cancelling a watch wakes a blocked Next and cancels the stream") {
+TEST_CASE("client: cancelling a watch wakes a blocked Next and cancels the stream [concurrent]") {
   auto transport = std::make_shared<ScriptedTransport>();
   ClientImpl client(Config("https://h"), transport);
   auto stream = client.Watch(Collection(resources::kSyncSets), {});
@@ -443,7 +443,8 @@ TEST_CASE("client: async calls complete through the callback") {
   CHECK(deleted.ok());
 }
 
-TEST_CASE("client: QPS limit holds requests back; destroying the client cancels them") {
+TEST_CASE(
+    "client: QPS limit holds requests back, destroying the client cancels them [concurrent]") {
   auto transport = std::make_shared<ScriptedTransport>();
   ClusterConfig config = Config("https://h");
   config.qps = 0.001;  // one token, then one every 1000 s

@@ -145,7 +145,8 @@ TEST_CASE("client over the simulator: paged list returns every item and the list
   CHECK(one->items[0]["metadata"]["name"] == "cm-7");
 }
 
-TEST_CASE("client over the simulator: watch from a list's version sees changes in order") {
+TEST_CASE(
+    "client over the simulator: watch from a list's version sees changes in order [concurrent]") {
   Sim sim;
   REQUIRE(sim.client->Create(Collection(resources::kConfigMaps, "hive"), ConfigMap("before", "0"))
               .ok());
@@ -186,7 +187,7 @@ TEST_CASE("client over the simulator: watch from a list's version sees changes i
   CHECK(closed.status().code() == Code::kUnavailable);
 }
 
-TEST_CASE("client over the simulator: a watch from an expired version is kGone") {
+TEST_CASE("client over the simulator: a watch from an expired version is kGone [concurrent]") {
   Sim sim;
   Result<Json> first =
       sim.client->Create(Collection(resources::kConfigMaps, "hive"), ConfigMap("x", "1"));
@@ -268,7 +269,7 @@ TEST_CASE(
   CHECK(stale.status().code() == Code::kConflict);
 }
 
-TEST_CASE("client over the simulator: async applies in parallel") {
+TEST_CASE("client over the simulator: async applies in parallel [concurrent]") {
   Sim sim;
   constexpr int kApplies = 200;
   std::mutex mu;
@@ -361,7 +362,8 @@ Reflector::Options NoSleepOptions() {
   return options;
 }
 
-TEST_CASE("reflector over the simulator: initial list, then adds, updates and deletes") {
+TEST_CASE(
+    "reflector over the simulator: initial list, then adds, updates and deletes [concurrent]") {
   Sim sim;
   for (int i = 0; i < 20; ++i) {
     REQUIRE(sim.client
@@ -388,7 +390,8 @@ TEST_CASE("reflector over the simulator: initial list, then adds, updates and de
   CHECK(reflector.relists() == 0);
 }
 
-TEST_CASE("reflector over the simulator: rewatch after CloseAllWatches without a relist") {
+TEST_CASE(
+    "reflector over the simulator: rewatch after CloseAllWatches without a relist [concurrent]") {
   Sim sim;
   Mirror mirror;
   Reflector reflector(*sim.client, Collection(resources::kConfigMaps, "hive"), mirror,
@@ -409,7 +412,8 @@ TEST_CASE("reflector over the simulator: rewatch after CloseAllWatches without a
   CHECK(mirror.replaces() == 1);
 }
 
-TEST_CASE("reflector over the simulator: relist after ExpireHistory and a closed watch") {
+TEST_CASE(
+    "reflector over the simulator: relist after ExpireHistory and a closed watch [concurrent]") {
   Sim sim;
   Mirror mirror;
   Reflector reflector(*sim.client, Collection(resources::kConfigMaps, "hive"), mirror,
@@ -430,7 +434,9 @@ TEST_CASE("reflector over the simulator: relist after ExpireHistory and a closed
   CHECK(reflector.relists() >= 1);
 }
 
-TEST_CASE("reflector over the simulator: the mirror equals the server after churn and faults") {
+TEST_CASE(
+    "reflector over the simulator: the mirror equals the server after churn and faults "
+    "[concurrent]") {
   Sim sim(/*watch_history=*/50);
   Mirror mirror;
   Reflector reflector(*sim.client, Collection(resources::kConfigMaps, "hive"), mirror,
@@ -556,7 +562,7 @@ TEST_CASE("client over curl and the socket simulator: injected throttling is kTo
   CHECK(got.status().retry_after() == std::chrono::seconds(2));
 }
 
-TEST_CASE("client over curl and the socket simulator: chunked watch, close and 410") {
+TEST_CASE("client over curl and the socket simulator: chunked watch, close and 410 [concurrent]") {
   SocketSim sim;
   std::unique_ptr<ClientImpl> hub = sim.Hub();
   Result<ObjectList> list = hub->List(Collection(resources::kConfigMaps, "default"), {});
@@ -585,7 +591,8 @@ TEST_CASE("client over curl and the socket simulator: chunked watch, close and 4
   CHECK((*expired)->Next(kDeadline).status().code() == Code::kGone);
 }
 
-TEST_CASE("client over curl and the socket simulator: 1,000 async applies across targets") {
+TEST_CASE(
+    "client over curl and the socket simulator: 1,000 async applies across targets [concurrent]") {
   SocketSim sim(4);
   std::vector<std::unique_ptr<ClientImpl>> targets;
   for (const std::string& name : sim.server->simulation().cluster_names())
@@ -616,7 +623,8 @@ TEST_CASE("client over curl and the socket simulator: 1,000 async applies across
   CHECK_MESSAGE(ok == kApplies, first_error);
 }
 
-TEST_CASE("reflector over curl and the socket simulator: mirror equals server after churn") {
+TEST_CASE(
+    "reflector over curl and the socket simulator: mirror equals server after churn [concurrent]") {
   SocketSim sim;
   std::unique_ptr<ClientImpl> hub = sim.Hub();
   Mirror mirror;

@@ -222,7 +222,7 @@ users:
   CHECK(config->bearer_token == "file-token");
 }
 
-TEST_CASE("kubeconfig: a token wins over tokenFile; an unreadable tokenFile is an error") {
+TEST_CASE("kubeconfig: a token wins over tokenFile, an unreadable tokenFile is an error") {
   Result<ClusterConfig> both = ParseKubeconfig(R"(
 current-context: a
 contexts:
@@ -337,7 +337,7 @@ clusters:
 }
 
 TEST_CASE(
-    "kubeconfig file: paths resolve against the file's directory; a missing file is NotFound") {
+    "kubeconfig file: paths resolve against the file's directory, a missing file is NotFound") {
   TempDir dir;
   dir.Write("config", R"(
 current-context: a
@@ -376,7 +376,7 @@ TEST_CASE("in-cluster: service host, token and CA from the service-account direc
   CHECK(config->tls->ca_file == dir.path() + "/ca.crt");
 }
 
-TEST_CASE("in-cluster: IPv6 service host gets brackets; no CA file means the system store") {
+TEST_CASE("in-cluster: IPv6 service host gets brackets, no CA file means the system store") {
   TempDir dir;
   dir.Write("token", "t");
   ScopedEnv host("KUBERNETES_SERVICE_HOST", "fd00::1");

@@ -230,7 +230,7 @@ WatchEvent Event(WatchEventType type, Json object) {
   return {type, std::move(object)};
 }
 
-TEST_CASE("reflector: list, then watch from the list's resourceVersion") {
+TEST_CASE("reflector: list, then watch from the list's resourceVersion [concurrent]") {
   Fixture f;
   f.client.AddList(ListOf({Obj("a", "5"), Obj("b", "7")}, "10"));
   Reflector reflector(f.client, Collection(resources::kClusterDeployments), f.handler, f.Options());
@@ -258,7 +258,8 @@ TEST_CASE("reflector: list, then watch from the list's resourceVersion") {
 }
 
 TEST_CASE(
-    "reflector: a closed watch resumes from the last seen resourceVersion, bookmarks included") {
+    "reflector: a closed watch resumes from the last seen resourceVersion, bookmarks included "
+    "[concurrent]") {
   Fixture f;
   f.client.AddList(ListOf({}, "10"));
   Reflector reflector(f.client, Collection(resources::kSyncSets, "ns"), f.handler, f.Options());
@@ -277,7 +278,7 @@ TEST_CASE(
   CHECK(f.waits.Get().empty());  // the first watch was healthy: no backoff
 }
 
-TEST_CASE("reflector: 410 from the watch relists and replaces everything") {
+TEST_CASE("reflector: 410 from the watch relists and replaces everything [concurrent]") {
   Fixture f;
   f.client.AddList(ListOf({Obj("a", "5")}, "10"));
   f.client.AddList(ListOf({Obj("b", "50")}, "60"));
@@ -296,7 +297,7 @@ TEST_CASE("reflector: 410 from the watch relists and replaces everything") {
   reflector.Stop();
 }
 
-TEST_CASE("reflector: 410 when opening the watch relists") {
+TEST_CASE("reflector: 410 when opening the watch relists [concurrent]") {
   Fixture f;
   f.client.AddList(ListOf({}, "10"));
   f.client.AddList(ListOf({}, "70"));
@@ -309,7 +310,8 @@ TEST_CASE("reflector: 410 when opening the watch relists") {
   reflector.Stop();
 }
 
-TEST_CASE("reflector: failures back off 800 ms doubling, reset after a healthy watch") {
+TEST_CASE(
+    "reflector: failures back off 800 ms doubling, reset after a healthy watch [concurrent]") {
   Fixture f;
   for (int i = 0; i < 3; ++i) f.client.AddList(Status(Code::kUnavailable, "connection refused"));
   f.client.AddList(ListOf({}, "10"));
@@ -331,7 +333,9 @@ TEST_CASE("reflector: failures back off 800 ms doubling, reset after a healthy w
   reflector.Stop();
 }
 
-TEST_CASE("reflector: a watch open for the healthy period resets the backoff even without events") {
+TEST_CASE(
+    "reflector: a watch open for the healthy period resets the backoff even without events "
+    "[concurrent]") {
   Fixture f;
   f.client.AddList(Status(Code::kUnavailable, "refused"));
   f.client.AddList(ListOf({}, "10"));
@@ -349,7 +353,7 @@ TEST_CASE("reflector: a watch open for the healthy period resets the backoff eve
   reflector.Stop();
 }
 
-TEST_CASE("reflector: Stop cancels a blocked watch") {
+TEST_CASE("reflector: Stop cancels a blocked watch [concurrent]") {
   Fixture f;
   f.client.AddList(ListOf({}, "10"));
   Reflector reflector(f.client, Collection(resources::kSyncSets), f.handler, f.Options());
@@ -361,7 +365,7 @@ TEST_CASE("reflector: Stop cancels a blocked watch") {
   reflector.Stop();  // idempotent
 }
 
-TEST_CASE("reflector: Stop cuts a real backoff wait short") {
+TEST_CASE("reflector: Stop cuts a real backoff wait short [concurrent]") {
   Fixture f;
   f.client.AddList(Status(Code::kUnavailable, "refused"));
   Reflector::Options options = f.Options();
