@@ -203,7 +203,7 @@ Json Stats(SimServer& sim) { return Curl("GET", sim.base_url() + "/_sim/stats").
 // ---------------------------------------------------------------------------------------------
 // Routing and dispatch
 
-TEST_CASE("RouteRequest separates the hub, target clusters and the control API") {
+TEST_CASE("RouteRequest separates the hub and target clusters and the control API") {
   Route hub = RouteRequest("/api/v1/namespaces/default/configmaps");
   CHECK(hub.kind == Route::Kind::kApi);
   CHECK(hub.cluster.empty());
