@@ -101,7 +101,7 @@ struct Rig {
     sim = std::move(*created);
     kubesim::FleetSpec fleet;
     fleet.clusters = clusters;
-    auto populated = kubesim::PopulateHub(sim->hub(), fleet, "http://sim.invalid", "");
+    auto populated = kubesim::PopulateHub(sim->hub(), fleet, "http://sim.invalid", kubesim::ClientAuth{});
     REQUIRE_MESSAGE(populated.ok(), populated.status().ToString());
     transport = std::make_shared<fakes::InProcessTransport>(*sim);
     kube::ClusterConfig cc;
