@@ -184,7 +184,7 @@ Status ParsePublisher(const Section& s, PublisherConfig& o) {
 Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(s.CheckKeys({"prefetch", "parallelSyncSets", "maxInFlight", "perClusterInFlight",
                                        "perClusterQps", "requestTimeout", "clusterDeadline", "maxAttempts",
-                                       "shutdownGrace"}));
+                                       "shutdownGrace", "maxConnectionsPerHost", "clusterLease"}));
   SYNCBUS_RETURN_IF_ERROR(s.Int("prefetch", o.prefetch, 1, 65535));
   SYNCBUS_RETURN_IF_ERROR(s.Int("parallelSyncSets", o.parallel_sync_sets, 1, 1000));
   SYNCBUS_RETURN_IF_ERROR(s.Int("maxInFlight", o.max_in_flight, 1, 1000000));
@@ -194,6 +194,20 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(s.Duration("clusterDeadline", o.cluster_deadline));
   SYNCBUS_RETURN_IF_ERROR(s.Int("maxAttempts", o.max_attempts, 1, 1000));
   SYNCBUS_RETURN_IF_ERROR(s.Duration("shutdownGrace", o.shutdown_grace));
+  SYNCBUS_RETURN_IF_ERROR(s.Int("maxConnectionsPerHost", o.max_connections_per_host, 0, 100000));
+  Section ls = s.Child("clusterLease");
+  auto& l = o.cluster_lease;
+  SYNCBUS_RETURN_IF_ERROR(ls.CheckKeys({"duration", "renewInterval", "safetyMargin"}));
+  SYNCBUS_RETURN_IF_ERROR(ls.Duration("duration", l.duration));
+  SYNCBUS_RETURN_IF_ERROR(ls.Duration("renewInterval", l.renew_interval));
+  SYNCBUS_RETURN_IF_ERROR(ls.Duration("safetyMargin", l.safety_margin));
+  if (l.duration.count() % 1000 != 0 || l.duration < std::chrono::seconds(1)) {
+    return ls.Error("duration", "must be a whole number of seconds (leaseDurationSeconds)");
+  }
+  // The holder must renew before its own fence (duration - safetyMargin) closes.
+  if (l.safety_margin + l.renew_interval >= l.duration) {
+    return ls.Error("renewInterval", "renewInterval + safetyMargin must be shorter than duration");
+  }
   return Status::Ok();
 }
 

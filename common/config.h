@@ -48,6 +48,13 @@ struct PublisherConfig {
   LeaderElectionConfig leader_election;
 };
 
+// The per-cluster hub Lease that keeps two consumers off one cluster (docs/operations.md).
+struct ClusterLeaseConfig {
+  std::chrono::milliseconds duration{30000};        // leaseDurationSeconds written (whole seconds)
+  std::chrono::milliseconds renew_interval{10000};  // background renewal period
+  std::chrono::milliseconds safety_margin{10000};   // stop writing this long before it could lapse
+};
+
 struct ConsumerConfig {
   int prefetch = 20;
   int parallel_sync_sets = 8;                       // sets of one cluster applied at once
@@ -58,6 +65,9 @@ struct ConsumerConfig {
   std::chrono::milliseconds cluster_deadline{std::chrono::minutes(10)};
   int max_attempts = 8;                             // then the dead-letter queue
   std::chrono::milliseconds shutdown_grace{25000};
+  // Connections to one host:port (HTTP/1.1 runs one request per connection); 0 = no cap.
+  int max_connections_per_host = 32;
+  ClusterLeaseConfig cluster_lease;
 };
 
 struct Config {

@@ -37,6 +37,14 @@ Json OwnerReference(const hive::ClusterDeployment& cd) {
                        {"blockOwnerDeletion", true}}});
 }
 
+// Adds a failed set to the outcome: the outcome is transient only if every failure is, and waits
+// at least as long as any target asked.
+void RecordFailedSet(SyncOutcome& outcome, const std::string& name, const SetRunResult& result) {
+  outcome.failed_sets.push_back(name);
+  outcome.transient = outcome.failed_sets.size() == 1 ? result.transient : (outcome.transient && result.transient);
+  outcome.retry_after = std::max(outcome.retry_after, result.retry_after);
+}
+
 }  // namespace
 
 ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, TargetClients& targets,
@@ -281,11 +289,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
         o.success = results[k].success;
         o.failure_message = results[k].failure;
         o.resources_to_delete = std::move(results[k].tracked);
-        if (!o.success) {
-          outcome.failed_sets.push_back(o.name);
-          outcome.transient = outcome.failed_sets.size() == 1 ? results[k].transient
-                                                              : (outcome.transient && results[k].transient);
-        }
+        if (!o.success) RecordFailedSet(outcome, o.name, results[k]);
       }
     }
 
@@ -308,10 +312,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
       outcomes[idx].resources_to_delete = std::move(r.tracked);
       outcome.applies += r.applies;
       outcome.slowest_set_serial_seconds = std::max(outcome.slowest_set_serial_seconds, r.serial_seconds);
-      if (!r.success) {
-        outcome.failed_sets.push_back(work[idx].name);
-        outcome.transient = outcome.failed_sets.size() == 1 ? r.transient : (outcome.transient && r.transient);
-      }
+      if (!r.success) RecordFailedSet(outcome, work[idx].name, r);
     }
     outcome.target_seconds = std::chrono::duration<double>(clock_.Now() - target_start).count();
   }

@@ -51,6 +51,7 @@ struct SyncOutcome {
   double target_seconds = 0;               // wall time of the target work (deletions + applies)
   std::vector<std::string> failed_sets;
   bool transient = false;              // every failure may heal by itself (retry soon)
+  std::chrono::milliseconds retry_after{0};   // the longest Retry-After a target sent with a failure
 };
 
 class ClusterSyncer {

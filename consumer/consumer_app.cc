@@ -47,6 +47,9 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   options.delivery_limit = config_.topology.delivery_limit;
   LeaseOptions lease_options;
   lease_options.identity = deps_.identity;
+  lease_options.duration = std::chrono::duration_cast<std::chrono::seconds>(c.cluster_lease.duration);
+  lease_options.renew_interval = c.cluster_lease.renew_interval;
+  lease_options.safety_margin = c.cluster_lease.safety_margin;
   ClusterLeases leases(lease_options, *deps_.hub, clock, *deps_.registry);
   leases.StartRenewing();
   std::unique_ptr<amqp::Session> session = deps_.new_session();

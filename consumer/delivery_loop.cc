@@ -223,6 +223,7 @@ Status DeliveryLoop::Settle(Done& done) {
   } else {
     error = done.outcome->detail;
     permanent = !done.outcome->transient;
+    at_least = done.outcome->retry_after;
   }
   amqp::Publication next = NextAttempt(d, options_.retry, error, permanent, clock_.WallNow(), at_least);
   bool dead = next.exchange == amqp::kDeadExchange;

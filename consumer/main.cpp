@@ -43,7 +43,9 @@ int main(int argc, char** argv) {
   log::Init(config->log.level, config->log.format, "consumer");
   const auto& stop = InstallStopSignals();
 
-  auto transport = http::CurlTransport::Create({});
+  http::CurlTransport::Options transport_options;
+  transport_options.max_host_connections = config->consumer.max_connections_per_host;
+  auto transport = http::CurlTransport::Create(transport_options);
   auto hub_config = HubClusterConfig(config->hub);
   if (!transport.ok() || !hub_config.ok()) {
     log::Error("cannot start", {{"error", (!transport.ok() ? transport.status() : hub_config.status()).message()}});

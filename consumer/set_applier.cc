@@ -1,5 +1,6 @@
 #include "consumer/set_applier.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "common/base64.h"
@@ -375,13 +376,13 @@ void SetRun::StepDone(const Status& status, bool wrote) {
   if (step.deletion) {
     if (!status.ok()) {
       undeleted_.push_back(RefOf(step));
-      Fail(Status(status.code(), step.what + ": " + status.message()));
+      Fail(status.Annotate(step.what));
     }
     RunStep();   // every deletion runs
     return;
   }
   if (!status.ok()) {
-    Stop(Status(status.code(), step.what + ": " + status.message()));
+    Stop(status.Annotate(step.what));
     return;
   }
   if (wrote) ++result_.applies;
@@ -407,6 +408,7 @@ void SetRun::Fail(const Status& status) {
   } else {
     result_.transient = result_.transient && IsTransient(status.code());
   }
+  result_.retry_after = std::max(result_.retry_after, status.retry_after());
 }
 
 void SetRun::Finish() {

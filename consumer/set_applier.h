@@ -95,6 +95,7 @@ struct TargetSession {
 struct SetRunResult {
   bool success = true;
   bool transient = true;      // every failure may heal by itself
+  std::chrono::milliseconds retry_after{0};   // the longest Retry-After the target sent (429/503)
   int applies = 0;            // successful writes (apply, create, patch)
   std::string failure;        // the first failure
   double serial_seconds = 0;  // sum of this set's request latencies (its serial latency)

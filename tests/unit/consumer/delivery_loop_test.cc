@@ -226,6 +226,18 @@ TEST_CASE("429 with Retry-After skips tiers shorter than asked, permanent failur
   CHECK(h.Retrying("4s").size() == 2);
 }
 
+TEST_CASE("a target's Retry-After on failed sets moves the retry to a tier at least that long") {
+  Harness h;
+  SyncOutcome throttled = FailedSets(true);
+  throttled.retry_after = 3s;
+  h.script.outcomes["throttled"] = {throttled};
+  h.Send(Request("throttled"));
+  h.StepUntilIdle();
+  CHECK(h.Retrying("1s").empty());
+  CHECK(h.Retrying("2s").empty());
+  CHECK(h.Retrying("4s").size() == 1);
+}
+
 TEST_CASE("an undecodable message is parked at once without running anything") {
   Harness h;
   h.SendRaw("{not json");

@@ -349,3 +349,16 @@ TEST_CASE("limits: a cluster never has more requests in flight than its cap; the
     CHECK(f.Entry("s")["failureMessage"].get<std::string>().find("deadline") != std::string::npos);
   }
 }
+
+TEST_CASE("a target's 429 Retry-After travels into the outcome, and the failure counts as transient") {
+  ApplyFixture f;
+  f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})}});
+  kubesim::FaultSpec throttled;
+  throttled.throttle_rate = 1;
+  throttled.retry_after_seconds = 42;
+  REQUIRE(f.sim->faults().Set(kCluster, throttled).ok());
+  SyncOutcome out = f.Sync();
+  CHECK(out.failed_sets == std::vector<std::string>{"s"});
+  CHECK(out.transient);
+  CHECK(out.retry_after == std::chrono::seconds(42));
+}

@@ -15,6 +15,10 @@ TEST_CASE("empty config gives the documented defaults") {
   CHECK(c->publisher.leader_election.lease_duration == 15s);
   CHECK(c->topology.retry_tiers.size() == 4);
   CHECK(c->consumer.prefetch == 20);
+  CHECK(c->consumer.max_connections_per_host == 32);
+  CHECK(c->consumer.cluster_lease.duration == 30s);
+  CHECK(c->consumer.cluster_lease.renew_interval == 10s);
+  CHECK(c->consumer.cluster_lease.safety_margin == 10s);
   CHECK(c->admin.port == 8080);
 }
 
@@ -29,7 +33,12 @@ publisher:
   resyncInterval: 30m
   maxPublishRate: 100
   leaderElection: {leaseDuration: 20s, renewDeadline: 12s, retryPeriod: 3s}
-consumer: {prefetch: 5, maxAttempts: 4, requestTimeout: 10s}
+consumer:
+  prefetch: 5
+  maxAttempts: 4
+  requestTimeout: 10s
+  maxConnectionsPerHost: 0
+  clusterLease: {duration: 60s, renewInterval: 15s, safetyMargin: 20s}
 )");
   REQUIRE(c.ok());
   CHECK(c->log.format == "json");
@@ -41,6 +50,10 @@ consumer: {prefetch: 5, maxAttempts: 4, requestTimeout: 10s}
   CHECK(c->publisher.resync_interval == 30min);
   CHECK(c->publisher.leader_election.retry_period == 3s);
   CHECK(c->consumer.max_attempts == 4);
+  CHECK(c->consumer.max_connections_per_host == 0);
+  CHECK(c->consumer.cluster_lease.duration == 60s);
+  CHECK(c->consumer.cluster_lease.renew_interval == 15s);
+  CHECK(c->consumer.cluster_lease.safety_margin == 20s);
 }
 
 TEST_CASE("config errors name the bad key") {
@@ -60,6 +73,10 @@ TEST_CASE("config errors name the bad key") {
       {"amqp: [1, 2]", "amqp: expected a mapping"},
       {"a: b: c", "invalid YAML"},
       {"bogus: 1", "bogus: unknown key"},
+      {"consumer: {clusterLease: {duration: 1500ms}}", "consumer.clusterLease.duration: must be a whole number"},
+      {"consumer: {clusterLease: {duration: 15s}}", "consumer.clusterLease.renewInterval: renewInterval + safetyMargin"},
+      {"consumer: {clusterLease: {lease: 15s}}", "consumer.clusterLease.lease: unknown key"},
+      {"consumer: {maxConnectionsPerHost: -1}", "consumer.maxConnectionsPerHost: must be between"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.yaml);
