@@ -87,6 +87,8 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   if (consuming_.load()) {
     size_t left = loop.Drain(config_.consumer.shutdown_grace);
     log::Info("stopped consuming", {{"unsettled", left}});
+    // What is left is redelivered once the session closes; its requests must not hold the exit.
+    if (left > 0 && deps_.abort_io) deps_.abort_io();
   }
   consuming_.store(false);
   session->Close();

@@ -26,6 +26,9 @@ struct ConsumerDeps {
   Clock* clock = nullptr;
   std::shared_ptr<prometheus::Registry> registry;
   std::string identity;                           // lease holder identity, unique per process
+  // Fails the hub and target requests still in flight at once (CurlTransport::Shutdown), so a
+  // request stuck on an unresponsive server cannot hold the exit past the grace period. Optional.
+  std::function<void()> abort_io;
 };
 
 class ConsumerApp {

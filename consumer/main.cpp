@@ -51,14 +51,15 @@ int main(int argc, char** argv) {
     log::Error("cannot start", {{"error", (!transport.ok() ? transport.status() : hub_config.status()).message()}});
     return 1;
   }
-  std::shared_ptr<http::Transport> shared_transport = std::move(*transport);
+  std::shared_ptr<http::CurlTransport> shared_transport = std::move(*transport);
   auto registry = std::make_shared<prometheus::Registry>();
   amqp::ConnectionOptions amqp_options = config->amqp;
   amqp_options.connection_name = name;
   consumer::ConsumerApp app(*config, {std::make_shared<kube::ClientImpl>(*hub_config, shared_transport),
                                       shared_transport,
                                       [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
-                                      &RealClock(), registry, LeaseIdentity(name)});
+                                      &RealClock(), registry, LeaseIdentity(name),
+                                      [shared_transport] { shared_transport->Shutdown(); }});
   std::unique_ptr<AdminServer> admin;
   if (config->admin.port >= 0) {
     auto started = AdminServer::Start(config->admin, registry, {[&app] { return app.healthy(); }, [&app] { return app.ready(); }});

@@ -652,6 +652,10 @@ CurlTransport::~CurlTransport() {
   loop_->Shutdown();
 }
 
+void CurlTransport::Shutdown() {
+  loop_->Shutdown();
+}
+
 void CurlTransport::Send(Request request, DoneCallback done) {
   auto t = std::make_unique<Transfer>();
   t->id = loop_->NextId();

@@ -51,6 +51,10 @@ class CurlTransport final : public Transport {
   std::unique_ptr<StreamHandle> Stream(Request request, StreamCallbacks callbacks) override;
 
   Stats stats() const;
+  // Fails every request in flight with kCancelled and every later one at once, then stops the
+  // loop thread; idempotent. For an exit bounded in time (the destructor does the same). Not from
+  // a callback.
+  void Shutdown();
 
  private:
   class Loop;

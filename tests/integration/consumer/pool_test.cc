@@ -339,6 +339,28 @@ TEST_CASE("SIGTERM with work in flight: clean exit 0 within the grace period, no
   CHECK_MESSAGE(synced, p.Logs());
 }
 
+TEST_CASE("SIGTERM while the hub stops answering: exit 0 within the grace period, nothing lost") {
+  Pool p(8, "", ", maxAttempts: 10, shutdownGrace: 2s");
+  p.SetFaults({{"clusters", p.Targets()}, {"latency", {{"p50Ms", 300}, {"p99Ms", 600}}}});
+  p.StartPublisher();
+  p.StartConsumer("consumer-1");
+  std::this_thread::sleep_for(3s);   // busy with the fleet
+  // Every hub request from now on hangs until the client gives up (30 s by default).
+  p.SetFaults({{"clusters", Json::array({"hub"})}, {"timeoutRate", 1}});
+  std::this_thread::sleep_for(1s);
+  auto started = std::chrono::steady_clock::now();
+  auto code = p.consumers.at("consumer-1").Stop(SIGTERM, 10s);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  MESSAGE("SIGTERM to exit with a hung hub: " << took << " s");
+  REQUIRE_MESSAGE(code.has_value(), p.Logs());
+  CHECK(*code == 0);
+  CHECK(took < 5.0);
+  p.SetFaults({{"clusters", Json::array({"hub"})}});
+  p.StartConsumer("consumer-1");
+  bool synced = p.WaitSynced(120s);
+  CHECK_MESSAGE(synced, p.Logs());
+}
+
 TEST_CASE("two consumers fed duplicate deliveries around an edit: one holder per cluster, newest generation wins") {
   Pool p(6, "", ", maxAttempts: 10");
   p.SetFaults({{"clusters", p.Targets()}, {"latency", {{"p50Ms", 50}, {"p99Ms", 200}}}});
