@@ -6,7 +6,7 @@
 namespace syncbus::consumer {
 
 RequestLimiter::RequestLimiter(Options options, Clock& clock) : options_(options), clock_(clock) {
-  if (options_.per_cluster_qps > 0) pacer_ = std::thread([this] { PaceLoop(); });
+  if (options_.per_cluster_qps > 0 && options_.pacing_thread) pacer_ = std::thread([this] { PaceLoop(); });
 }
 
 RequestLimiter::~RequestLimiter() {
@@ -102,22 +102,32 @@ void RequestLimiter::PaceLoop() {
       pace_cv_.wait(lock);
       continue;
     }
-    auto first = pace_queue_.begin();
+    SteadyTime due = pace_queue_.begin()->first;
     SteadyTime now = clock_.Now();
-    if (first->first > now) {
-      pace_cv_.wait_for(lock, first->first - now);
+    if (due > now) {
+      pace_cv_.wait_for(lock, due - now);
       continue;
     }
-    std::string cluster = first->second;
-    pace_queue_.erase(first);
-    ClusterState& state = clusters_[cluster];
-    state.paced = false;
-    Runnable run;
-    if (!state.waiting_global) PumpLocked(cluster, state, run);
     lock.unlock();
-    for (auto& f : run) f();
+    PaceDue();
     lock.lock();
   }
+}
+
+void RequestLimiter::PaceDue() {
+  Runnable run;
+  {
+    std::lock_guard lock(mu_);
+    SteadyTime now = clock_.Now();
+    while (!pace_queue_.empty() && pace_queue_.begin()->first <= now) {
+      std::string cluster = pace_queue_.begin()->second;
+      pace_queue_.erase(pace_queue_.begin());
+      ClusterState& state = clusters_[cluster];
+      state.paced = false;
+      if (!state.waiting_global) PumpLocked(cluster, state, run);
+    }
+  }
+  for (auto& f : run) f();
 }
 
 RequestLimiter::Stats RequestLimiter::stats() const {

@@ -25,6 +25,9 @@ class RequestLimiter {
     int max_in_flight = 2000;        // across all clusters
     int per_cluster_in_flight = 20;
     double per_cluster_qps = 50;     // 0 = no rate limit
+    // Whether a thread of its own starts paced requests when their token is due. Off, the owner
+    // calls PaceDue() (tests that drive a FakeClock).
+    bool pacing_thread = true;
   };
   struct Stats {
     uint64_t started = 0;
@@ -43,6 +46,8 @@ class RequestLimiter {
   // is called exactly once when it completes.
   void Submit(const std::string& cluster, std::function<void()> start);
   void Release(const std::string& cluster);
+  // Starts the paced requests whose token is due at the clock's now.
+  void PaceDue();
 
   Stats stats() const;
 

@@ -49,3 +49,33 @@ TEST_CASE("limiter: the per-cluster rate allows one second of burst, then paces"
   limiter.Submit("b", [&] { ++other; });   // another cluster has its own bucket
   CHECK(other == 1);
 }
+
+TEST_CASE("limiter: paced requests start as tokens come back over time, and idle time buys one second of burst at most") {
+  FakeClock clock;
+  RequestLimiter::Options options{100, 100, /*per_cluster_qps=*/4};
+  options.pacing_thread = false;
+  RequestLimiter limiter(options, clock);
+  int started = 0;
+  for (int i = 0; i < 10; ++i) limiter.Submit("a", [&] { ++started; });
+  CHECK(started == 4);               // the full bucket: one second of burst
+  limiter.PaceDue();
+  CHECK(started == 4);               // no time passed, no token
+  clock.Advance(std::chrono::milliseconds(240));
+  limiter.PaceDue();
+  CHECK(started == 4);               // 0.96 of a token
+  clock.Advance(std::chrono::milliseconds(10));
+  limiter.PaceDue();
+  CHECK(started == 5);               // 250 ms = one token at 4/s
+  clock.Advance(std::chrono::milliseconds(250));
+  limiter.PaceDue();
+  CHECK(started == 6);
+  clock.Advance(std::chrono::seconds(1));
+  limiter.PaceDue();
+  CHECK(started == 10);              // four more tokens in one second
+  CHECK(limiter.stats().queued == 0);
+
+  clock.Advance(std::chrono::seconds(60));   // idle for a minute
+  for (int i = 0; i < 10; ++i) limiter.Submit("a", [&] { ++started; });
+  CHECK(started == 14);              // the bucket holds one second's worth, not a minute's
+  CHECK(limiter.stats().queued == 6);
+}
