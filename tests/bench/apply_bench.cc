@@ -86,6 +86,7 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", curl.status().ToString().c_str());
     return 1;
   }
+  http::CurlTransport& curl_transport = **curl;
   std::shared_ptr<http::Transport> transport = std::move(*curl);
   kube::ClientImpl hub(*config, transport);
   auto cds = hub.List(kube::Collection(kube::resources::kClusterDeployments), {});
@@ -153,6 +154,9 @@ int Run(int argc, char** argv) {
   std::printf("peak RSS            %.1f MiB\n", static_cast<double>(PeakRssKiB()) / 1024.0);
   std::printf("peak in flight      %d (engine), %llu (simulator, all servers)\n", lim.peak_in_flight,
               static_cast<unsigned long long>(sim_peak));
+  auto ts = curl_transport.stats();
+  std::printf("connections opened  %llu for %llu requests\n", static_cast<unsigned long long>(ts.connections),
+              static_cast<unsigned long long>(ts.completed));
   std::printf("cluster sync time   p50 %.3f s, p99 %.3f s, max %.3f s\n", Percentile(sync_s, 0.5),
               Percentile(sync_s, 0.99), Percentile(sync_s, 1.0));
   std::printf("target phase time   p50 %.3f s, p99 %.3f s (deletions + applies, without hub reads/writes)\n",
@@ -161,6 +165,14 @@ int Run(int argc, char** argv) {
               "                    (1.00 = the slowest set's serial latency)\n",
               Percentile(ratio, 0.5), Percentile(ratio, 0.99), Percentile(target_ratio, 0.5),
               Percentile(target_ratio, 0.99));
+  // The targets for one consumer process (figures, not a pass/fail of the run).
+  double us_per_apply = applies > 0 ? cpu * 1e6 / static_cast<double>(applies) : 0.0;
+  double rss_mib = static_cast<double>(PeakRssKiB()) / 1024.0;
+  auto verdict = [](bool met) { return met ? "met" : "MISSED"; };
+  std::printf("targets             in flight >= 2000: %s; CPU <= 150 us/apply: %s; RSS <= 256 MiB: %s;\n"
+              "                    target phase <= 1.20 x slowest set: p50 %s, p99 %s\n",
+              verdict(lim.peak_in_flight >= 2000), verdict(us_per_apply <= 150), verdict(rss_mib <= 256),
+              verdict(Percentile(target_ratio, 0.5) <= 1.2), verdict(Percentile(target_ratio, 0.99) <= 1.2));
   return failed == 0 ? 0 : 2;
 }
 
