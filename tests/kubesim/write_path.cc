@@ -433,10 +433,11 @@ Outcome<WritePath::UpdateResult> WritePath::UpdateFrom(
     }
   } else if (r.subresource == "finalize") {
     next = base;
-    auto finalizers = candidate.find("spec");
-    if (finalizers != candidate.end() && finalizers->is_object() &&
-        finalizers->contains("finalizers")) {
-      next["spec"]["finalizers"] = (*finalizers)["finalizers"];
+    // spec.finalizers is omitempty: an empty list is not stored.
+    auto spec = candidate.find("spec");
+    if (spec != candidate.end() && spec->is_object() && spec->contains("finalizers") &&
+        !(*spec)["finalizers"].empty()) {
+      next["spec"]["finalizers"] = (*spec)["finalizers"];
     } else if (next.contains("spec")) {
       next["spec"].erase("finalizers");
     }

@@ -57,7 +57,7 @@ Json ConnectionInfo(const TestVhost& vhost, const std::string& connection_name) 
   }
 }
 
-TEST_CASE("login advertises the connection name and capabilities; heartbeat is negotiated") {
+TEST_CASE("login advertises the connection name and capabilities, heartbeat is negotiated") {
   TestVhost vhost = NewVhost();
   ConnectionOptions options = vhost.Options("syncbus-consumer-7");
   options.heartbeat_seconds = 5;
@@ -99,7 +99,7 @@ TEST_CASE("bad credentials, unknown vhosts and closed ports fail with clear stat
   CHECK(s.message().find("127.0.0.1:1") != std::string::npos);
 }
 
-TEST_CASE("a connection closed by an operator fails Next; after reconnecting, unacked "
+TEST_CASE("a connection closed by an operator fails Next, after reconnecting, unacked "
           "deliveries come back redelivered") {
   TestVhost vhost = NewVhost();
   RabbitmqSession session(vhost.Options("dropped"));
@@ -135,7 +135,7 @@ TEST_CASE("a connection closed by an operator fails Next; after reconnecting, un
   CHECK(session.Publish(Work("after"), kTimeout).ok());
 }
 
-TEST_CASE("heartbeats keep an idle but waiting connection alive; a silent one is dropped") {
+TEST_CASE("heartbeats keep an idle but waiting connection alive, a silent one is dropped") {
   TestVhost vhost = NewVhost();
   ConnectionOptions options = vhost.Options("heartbeat");
   options.heartbeat_seconds = 1;

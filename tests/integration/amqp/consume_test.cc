@@ -148,7 +148,7 @@ TEST_CASE("deleting the consumed queue cancels the consumer: Next fails naming t
   CHECK(session.Consume(work, 1).ok());
 }
 
-TEST_CASE("cancelling our own consumer stops deliveries; Get and unknown queues") {
+TEST_CASE("cancelling our own consumer stops deliveries, Get and unknown queues") {
   TestVhost vhost = NewVhost();
   RabbitmqSession session(vhost.Options("get"));
   REQUIRE(session.Connect().ok());

@@ -88,7 +88,7 @@ TEST_CASE("a message requeued past x-delivery-limit is parked in syncbus.dead") 
   REQUIRE(session.Ack(dead.delivery_tag).ok());
 }
 
-TEST_CASE("a retry tier delays by its TTL and returns to the work lane; x-death counts rounds") {
+TEST_CASE("a retry tier delays by its TTL and returns to the work lane, x-death counts rounds") {
   TestVhost vhost = NewVhost();
   RabbitmqSession session(vhost.Options("retry"));
   REQUIRE(session.Connect().ok());

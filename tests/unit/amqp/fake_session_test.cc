@@ -222,7 +222,7 @@ TEST_CASE("quorum delivery limit parks a poison message in syncbus.dead") {
   CHECK(dead[0].headers["x-first-death-reason"] == "delivery_limit");
 }
 
-TEST_CASE("nack without requeue dead-letters as rejected; ack removes") {
+TEST_CASE("nack without requeue dead-letters as rejected, ack removes") {
   Fixture f;
   REQUIRE(f.session.Declare(SyncbusTopology()).ok());
   const std::string work = WorkQueueName(Lane::kChange);
@@ -399,7 +399,7 @@ TEST_CASE("a blocked connection times out publishes") {
   CHECK(f.session.Publish(Pub(kWorkExchange, "change", "m"), kTimeout).ok());
 }
 
-TEST_CASE("basic.get and inspect see exact counts; missing queues are NotFound") {
+TEST_CASE("basic.get and inspect see exact counts, missing queues are NotFound") {
   Fixture f;
   REQUIRE(f.session.Declare(SyncbusTopology()).ok());
   const std::string work = WorkQueueName(Lane::kChange);
@@ -422,7 +422,7 @@ TEST_CASE("basic.get and inspect see exact counts; missing queues are NotFound")
   CHECK(f.session.connected());
 }
 
-TEST_CASE("two sessions share one broker; a consumer thread wakes on another's publish") {
+TEST_CASE("two sessions share one broker, a consumer thread wakes on another's publish") {
   FakeClock clock;
   FakeBroker broker(clock, FakeBroker::Options{.wait_in_real_time = true});
   FakeSession publisher(broker, "publisher");

@@ -72,7 +72,7 @@ TEST_CASE("a down broker is retried with growing delays until it is back") {
   CHECK(f.session.connected());
 }
 
-TEST_CASE("the wait function can cancel; max_attempts gives up with the last error") {
+TEST_CASE("the wait function can cancel, max_attempts gives up with the last error") {
   Fixture f;
   f.broker.SetAvailable(false);
   f.on_wait = [](int n) { return n < 2; };
@@ -91,7 +91,7 @@ TEST_CASE("the wait function can cancel; max_attempts gives up with the last err
   CHECK(limited.failures() == 3);
 }
 
-TEST_CASE("a short-lived connection backs off; a healthy one resets the backoff") {
+TEST_CASE("a short-lived connection backs off, a healthy one resets the backoff") {
   Fixture f;
   Reconnector r = f.Make();
   REQUIRE(r.EnsureConnected().ok());

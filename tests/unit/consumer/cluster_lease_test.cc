@@ -53,7 +53,7 @@ TEST_CASE("a cluster lease excludes other consumers until it is released") {
   CHECK(p.a.Acquire("ns1", "c2").ok());
 }
 
-TEST_CASE("renewal keeps a lease while work goes on") {
+TEST_CASE("renewal keeps a lease while work goes on [concurrent]") {
   Pool p;
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE(held.ok());

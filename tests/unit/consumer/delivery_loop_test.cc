@@ -152,7 +152,7 @@ struct Harness {
 
 }  // namespace
 
-TEST_CASE("a delivery is acked once its sync succeeded and nothing is left in any queue") {
+TEST_CASE("a delivery is acked once its sync succeeded and nothing is left in any queue [concurrent]") {
   Harness h;
   for (const char* c : {"c1", "c2", "c3"}) h.Send(Request(c));
   h.StepUntilIdle();
@@ -316,7 +316,7 @@ TEST_CASE("the change lane is served before the resync lane") {
   CHECK(h.script.ran[1] == "edit");
 }
 
-TEST_CASE("deliveries for one cluster never run at the same time in one process") {
+TEST_CASE("deliveries for one cluster never run at the same time in one process [concurrent]") {
   Harness h(4, false);
   std::atomic<int> running{0}, peak{0};
   h.script.during = [&](const SyncRequest&) {

@@ -51,7 +51,7 @@ TEST_CASE("apply: server-side apply with field manager syncbus, managed label, S
   }
 }
 
-TEST_CASE("order: resources, then secretMappings, then patches; a failure stops the rest of the set") {
+TEST_CASE("order: resources, then secretMappings, then patches, a failure stops the rest of the set") {
   ApplyFixture f;
   f.PutHub(std::string("/api/v1/namespaces/") + kCluster + "/secrets",
            {{"apiVersion", "v1"}, {"kind", "Secret"}, {"type", "kubernetes.io/tls"},
@@ -262,7 +262,7 @@ TEST_CASE("templates: fromCDLabel in resources and patches when enabled") {
   }
 }
 
-TEST_CASE("discovery: cluster-scoped kinds carry no namespace; a kind installed by an earlier resource is found") {
+TEST_CASE("discovery: cluster-scoped kinds carry no namespace, a kind installed by an earlier resource is found") {
   ApplyFixture f;
   Json crd = {{"apiVersion", "apiextensions.k8s.io/v1"},
               {"kind", "CustomResourceDefinition"},
@@ -315,7 +315,7 @@ TEST_CASE("a lost fence stops writes before they reach the target") {
   CHECK(f.ConfigMapOnTarget("a").is_null());
 }
 
-TEST_CASE("limits: a cluster never has more requests in flight than its cap; the deadline stops what is left") {
+TEST_CASE("limits: a cluster never has more requests in flight than its cap and the deadline stops what is left [concurrent]") {
   SUBCASE("per-cluster in-flight cap") {
     SyncerOptions options = ApplyFixture::Defaults();
     options.per_cluster_in_flight = 2;

@@ -51,7 +51,7 @@ TEST_CASE("lastTransitionTime moves only when the result changes") {
   CHECK(failed.first_success_time == first.first_success_time);
 }
 
-TEST_CASE("unapplied sets keep their entry; sets no longer applicable are dropped") {
+TEST_CASE("unapplied sets keep their entry, sets no longer applicable are dropped") {
   FakeClock clock;
   auto st = BuildStatus({}, {Applied("a", 1, true), Applied("b", 1, false), Applied("gone", 1, true)}, clock.WallNow());
   auto next = BuildStatus(st, {Kept("a", 1), Applied("b", 1, false), Kept("new", 1)}, clock.WallNow());

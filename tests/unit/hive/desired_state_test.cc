@@ -71,7 +71,7 @@ TEST_CASE("revision is stable and moves with every input that matters") {
         ComputeDesired(cd, {&a}, {&eu}, {{"ns/s", "7"}}).revision);
 }
 
-TEST_CASE("deleting sets are not desired; skip reason carried") {
+TEST_CASE("deleting sets are not desired, skip reason carried") {
   auto cd = Cd("c1");
   cd.meta.annotations[kSyncSetPauseAnnotation] = "true";
   auto a = Ss("c1", "a", {"c1"});

@@ -78,7 +78,7 @@ TEST_CASE("fields dropped from the applied configuration are removed unless some
   CHECK((*Entry(obj, "beta", "Apply"))["fieldsV1"] == Json::parse(R"({"f:data":{"f:two":{}}})"));
 }
 
-TEST_CASE("a conflicting apply is a 409 with FieldManagerConflict causes; force takes ownership") {
+TEST_CASE("a conflicting apply is a 409 with FieldManagerConflict causes, force takes ownership") {
   Fixture f;
   ApiServer& s = *f.server;
   REQUIRE(Apply(s, CmPath("default", "a"), kCm, "alpha").status == 201);
@@ -135,7 +135,7 @@ TEST_CASE("updates by other means record Update entries and take fields from app
         "conflict with \"kubectl\" using v1 at 2026-01-01T00:00:00Z");
 }
 
-TEST_CASE("a create records the creator's fields; maps it created carry the '.' member") {
+TEST_CASE("a create records the creator's fields, maps it created carry the '.' member") {
   Fixture f(true);
   REQUIRE(f.server->Call("POST", "/api/v1/namespaces",
                          {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ns"}}}})

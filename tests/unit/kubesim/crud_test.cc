@@ -197,7 +197,7 @@ TEST_CASE("custom resource generation and the status subresource") {
   CHECK(f.server->Call("GET", "/api/v1/namespaces/ns/configmaps/x/status").status == 404);
 }
 
-TEST_CASE("deployments track generation; config maps do not") {
+TEST_CASE("deployments track generation, config maps do not") {
   Fixture f;
   Json deploy = {
       {"apiVersion", "apps/v1"},
@@ -369,7 +369,7 @@ TEST_CASE("orphan propagation keeps dependents and drops the owner reference") {
   CHECK(!kept["metadata"].contains("ownerReferences"));
 }
 
-TEST_CASE("deleting a namespace removes its contents; creates in a terminating one are refused") {
+TEST_CASE("deleting a namespace removes its contents, creates in a terminating one are refused") {
   Fixture f;
   MakeNamespace(*f.server, "gone");
   REQUIRE(f.server->Call("POST", CmPath("gone"), ConfigMap("a", "gone", {})).status == 201);

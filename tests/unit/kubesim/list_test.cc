@@ -86,7 +86,7 @@ TEST_CASE("a continue token older than the history is 410 Expired") {
         400);
 }
 
-TEST_CASE("resourceVersion=0 ignores limit; a future resourceVersion is a 504") {
+TEST_CASE("resourceVersion=0 ignores limit, a future resourceVersion is a 504") {
   Fixture f;
   ApiServer& s = *f.server;
   Populate(s, 3);

@@ -124,7 +124,7 @@ TEST_CASE("strategic merge patch on built-in types") {
   CHECK(Body(cm)["data"] == Json{{"x", "1"}, {"y", "2"}});
 }
 
-TEST_CASE("strategic merge patch on a custom resource is 415; unknown patch types too") {
+TEST_CASE("strategic merge patch on a custom resource is 415, unknown patch types too") {
   Fixture f(true);
   REQUIRE(f.server->Call("POST", "/api/v1/namespaces",
                          {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ns"}}}})

@@ -64,7 +64,7 @@ TEST_CASE("field selectors") {
   CHECK(unsupported.error().message == "field label not supported: spec.x");
 }
 
-TEST_CASE("list filters by label and field selectors; bad selectors are 400") {
+TEST_CASE("list filters by label and field selectors, bad selectors are 400") {
   Fixture f;
   ApiServer& s = *f.server;
   REQUIRE(s.Call("POST", CmPath("default"), ConfigMap("a", "default", {}, {{"env", "prod"}})).status == 201);
