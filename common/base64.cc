@@ -22,7 +22,8 @@ std::string EncodeBase64(std::string_view data) {
   size_t i = 0;
   for (; i + 2 < data.size(); i += 3) {
     unsigned v = (static_cast<unsigned char>(data[i]) << 16) |
-                 (static_cast<unsigned char>(data[i + 1]) << 8) | static_cast<unsigned char>(data[i + 2]);
+                 (static_cast<unsigned char>(data[i + 1]) << 8) |
+                 static_cast<unsigned char>(data[i + 2]);
     out += kAlphabet[(v >> 18) & 63];
     out += kAlphabet[(v >> 12) & 63];
     out += kAlphabet[(v >> 6) & 63];
@@ -51,7 +52,7 @@ std::optional<std::string> DecodeBase64(std::string_view text) {
       ++pad;
       continue;
     }
-    if (pad > 0) return std::nullopt;   // data after padding
+    if (pad > 0) return std::nullopt;  // data after padding
     int v = Value(c);
     if (v < 0) return std::nullopt;
     acc = (acc << 6) | static_cast<unsigned>(v);
@@ -61,8 +62,8 @@ std::optional<std::string> DecodeBase64(std::string_view text) {
       out += static_cast<char>((acc >> bits) & 0xFF);
     }
   }
-  if (pad > 2 || bits >= 6) return std::nullopt;   // a lone trailing character
-  if ((acc & ((1u << bits) - 1)) != 0) return std::nullopt;   // non-canonical trailing bits
+  if (pad > 2 || bits >= 6) return std::nullopt;             // a lone trailing character
+  if ((acc & ((1u << bits) - 1)) != 0) return std::nullopt;  // non-canonical trailing bits
   return out;
 }
 

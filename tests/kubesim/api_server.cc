@@ -25,7 +25,9 @@ StatusError PathNotFound() {
   return e;
 }
 
-ApiResponse NotFoundPath() { return ErrorResponse(PathNotFound()); }
+ApiResponse NotFoundPath() {
+  return ErrorResponse(PathNotFound());
+}
 
 struct ContinueToken {
   uint64_t rv = 0;
@@ -46,8 +48,9 @@ Outcome<ContinueToken> DecodeContinue(const std::string& text) {
   if (token.is_discarded() || !token.is_object() || !token.contains("rv") ||
       !token["rv"].is_number_unsigned() || !token.contains("start") ||
       !token["start"].is_string()) {
-    return BadRequest("continue key is not valid: incorrect encoded start resourceVersion "
-                      "(version meta.k8s.io/v1)");
+    return BadRequest(
+        "continue key is not valid: incorrect encoded start resourceVersion "
+        "(version meta.k8s.io/v1)");
   }
   return ContinueToken{token["rv"].get<uint64_t>(), token["start"].get<std::string>()};
 }
@@ -91,7 +94,9 @@ struct ApiServer::State {
   std::atomic<uint64_t> requests{0};
 };
 
-std::string ApiServer::State::FormatNow() const { return FormatTime(clock->WallNow()); }
+std::string ApiServer::State::FormatNow() const {
+  return FormatTime(clock->WallNow());
+}
 
 ApiServer::ApiServer(Options options) : state_(std::make_unique<State>(std::move(options))) {
   for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
@@ -169,8 +174,9 @@ ApiResponse ListObjects(const ObjectStore& store, const WatchHub& hub, const Typ
   uint64_t current = store.CurrentRv();
   if (auto cont = query.Get("continue"); cont && !cont->empty()) {
     if (!rv_text.empty()) {
-      return ErrorResponse(BadRequest("specifying resource version is not allowed when using "
-                                      "continue"));
+      return ErrorResponse(
+          BadRequest("specifying resource version is not allowed when using "
+                     "continue"));
     }
     auto token = DecodeContinue(*cont);
     if (!token.ok()) return ErrorResponse(token.error());
@@ -370,13 +376,21 @@ std::variant<ApiResponse, uint64_t> ApiServer::StartWatch(const ApiRequest& requ
   return state_->store.StartWatch(std::move(spec), std::move(sink), from, std::move(failure));
 }
 
-void ApiServer::StopWatch(uint64_t watch_id) { state_->hub.Stop(watch_id); }
+void ApiServer::StopWatch(uint64_t watch_id) {
+  state_->hub.Stop(watch_id);
+}
 
-void ApiServer::SendBookmarks() { state_->hub.RequestBookmarks(); }
+void ApiServer::SendBookmarks() {
+  state_->hub.RequestBookmarks();
+}
 
-void ApiServer::ExpireHistory() { state_->store.ExpireHistory(); }
+void ApiServer::ExpireHistory() {
+  state_->store.ExpireHistory();
+}
 
-void ApiServer::CloseAllWatches() { state_->hub.CloseAll(); }
+void ApiServer::CloseAllWatches() {
+  state_->hub.CloseAll();
+}
 
 ApiServer::Stats ApiServer::stats() const {
   Stats s;

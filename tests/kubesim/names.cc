@@ -5,7 +5,9 @@
 namespace syncbus::kubesim {
 namespace {
 
-bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool IsLowerAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
 bool IsAlnum(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
@@ -23,7 +25,9 @@ std::string RegexError(const std::string& msg, const std::string& fmt,
   return out;
 }
 
-std::string MaxLenError(int n) { return "must be no more than " + std::to_string(n) + " characters"; }
+std::string MaxLenError(int n) {
+  return "must be no more than " + std::to_string(n) + " characters";
+}
 
 // [a-z0-9]([-a-z0-9]*[a-z0-9])?
 bool MatchesDns1123Label(std::string_view v) {
@@ -75,8 +79,8 @@ Messages IsDns1123Subdomain(std::string_view value) {
   size_t start = 0;
   while (ok && start <= value.size()) {
     size_t dot = value.find('.', start);
-    std::string_view part = value.substr(start, dot == std::string_view::npos ? value.npos
-                                                                              : dot - start);
+    std::string_view part =
+        value.substr(start, dot == std::string_view::npos ? value.npos : dot - start);
     if (!MatchesDns1123Label(part)) ok = false;
     if (dot == std::string_view::npos) break;
     start = dot + 1;
@@ -109,10 +113,10 @@ Messages IsQualifiedName(std::string_view value) {
   size_t slash = value.find('/');
   if (slash != std::string_view::npos) {
     if (value.find('/', slash + 1) != std::string_view::npos) {
-      errs.push_back("a qualified name " +
-                     RegexError(kQualifiedNameMsg, kQualifiedNameFmt,
-                                {"MyName", "my.name", "123-abc"}) +
-                     " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')");
+      errs.push_back(
+          "a qualified name " +
+          RegexError(kQualifiedNameMsg, kQualifiedNameFmt, {"MyName", "my.name", "123-abc"}) +
+          " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')");
       return errs;
     }
     std::string_view prefix = value.substr(0, slash);
@@ -155,9 +159,9 @@ Messages IsConfigMapKey(std::string_view value) {
     if (!IsAlnum(c) && c != '-' && c != '_' && c != '.') ok = false;
   }
   if (!ok) {
-    errs.push_back(RegexError(
-        "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
-        "[-._a-zA-Z0-9]+", {"key.name", "KEY_NAME", "key-name"}));
+    errs.push_back(
+        RegexError("a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                   "[-._a-zA-Z0-9]+", {"key.name", "KEY_NAME", "key-name"}));
   }
   if (value == ".") {
     errs.push_back("must not be '.'");
@@ -245,7 +249,8 @@ std::string Base64Encode(std::string_view in) {
   size_t i = 0;
   for (; i + 2 < in.size(); i += 3) {
     unsigned n = (static_cast<unsigned char>(in[i]) << 16) |
-                 (static_cast<unsigned char>(in[i + 1]) << 8) | static_cast<unsigned char>(in[i + 2]);
+                 (static_cast<unsigned char>(in[i + 1]) << 8) |
+                 static_cast<unsigned char>(in[i + 2]);
     out += kB64[(n >> 18) & 63];
     out += kB64[(n >> 12) & 63];
     out += kB64[(n >> 6) & 63];
