@@ -3,8 +3,8 @@
 #include <atomic>
 #include <stdexcept>
 
+#include "common/base64.h"
 #include "tests/kubesim/json_util.h"
-#include "tests/kubesim/names.h"
 #include "tests/kubesim/object_store.h"
 #include "tests/kubesim/request_target.h"
 #include "tests/kubesim/resource_registry.h"
@@ -36,15 +36,13 @@ struct ContinueToken {
 
 std::string EncodeContinue(uint64_t rv, const std::string& start) {
   Json token = {{"v", "meta.k8s.io/v1"}, {"rv", rv}, {"start", start}};
-  return Base64Encode(token.dump());
+  return EncodeBase64(token.dump());
 }
 
 Outcome<ContinueToken> DecodeContinue(const std::string& text) {
-  std::string raw;
-  if (!Base64Decode(text, &raw)) {
-    return BadRequest("continue key is not valid: illegal base64 data");
-  }
-  Json token = Json::parse(raw, nullptr, false);
+  std::optional<std::string> raw = DecodeBase64(text, kGoStdBase64);
+  if (!raw) return BadRequest("continue key is not valid: illegal base64 data");
+  Json token = Json::parse(*raw, nullptr, false);
   if (token.is_discarded() || !token.is_object() || !token.contains("rv") ||
       !token["rv"].is_number_unsigned() || !token.contains("start") ||
       !token["start"].is_string()) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "common/base64.h"
 #include "tests/kubesim/names.h"
 
 namespace syncbus::kubesim {
@@ -333,9 +334,8 @@ void ValidateImmutableData(const Json& obj, const Json* old, std::vector<FieldEr
 std::string NormalizeConfigMap(Json& obj) {
   const Json* binary = Get(obj, {"binaryData"});
   if (binary != nullptr && binary->is_object()) {
-    std::string decoded;
     for (const auto& [k, v] : binary->items()) {
-      if (v.is_string() && !Base64Decode(v.get<std::string>(), &decoded)) {
+      if (v.is_string() && !DecodeBase64(v.get<std::string>(), kGoStdBase64)) {
         return "illegal base64 data at input byte 0";
       }
     }
@@ -367,11 +367,10 @@ void ValidateConfigMap(const Json& obj, const Json* old, std::vector<FieldError>
 std::string NormalizeSecret(Json& obj) {
   const Json* data = Get(obj, {"data"});
   if (data != nullptr && data->is_object()) {
-    std::string decoded;
     for (const auto& [k, v] : data->items()) {
       if (!v.is_string()) continue;
       const std::string& text = v.get_ref<const std::string&>();
-      if (!Base64Decode(text, &decoded)) {
+      if (!DecodeBase64(text, kGoStdBase64)) {
         size_t bad = 0;
         while (bad < text.size() && (std::isalnum(static_cast<unsigned char>(text[bad])) ||
                                      text[bad] == '+' || text[bad] == '/')) {
@@ -385,7 +384,7 @@ std::string NormalizeSecret(Json& obj) {
   if (string_data != obj.end()) {
     if (string_data->is_object()) {
       for (const auto& [k, v] : string_data->items()) {
-        if (v.is_string()) obj["data"][k] = Base64Encode(v.get<std::string>());
+        if (v.is_string()) obj["data"][k] = EncodeBase64(v.get<std::string>());
       }
     }
     obj.erase("stringData");
@@ -402,9 +401,9 @@ void ValidateSecret(const Json& obj, const Json* old, std::vector<FieldError>* e
   ValidateDataKeys(data, "data", errors);
   size_t total = 0;
   if (data != nullptr && data->is_object()) {
-    std::string decoded;
     for (const auto& [k, v] : data->items()) {
-      if (v.is_string() && Base64Decode(v.get<std::string>(), &decoded)) total += decoded.size();
+      if (!v.is_string()) continue;
+      if (auto decoded = DecodeBase64(v.get<std::string>(), kGoStdBase64)) total += decoded->size();
     }
   }
   if (total > 1024 * 1024) {

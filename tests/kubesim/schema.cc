@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/base64.h"
 #include "tests/kubesim/json_util.h"
 #include "tests/kubesim/names.h"
 #include "tests/kubesim/object_meta.h"
@@ -418,8 +419,7 @@ void Schema::Validate(const Json& value, const std::string& path,
       errors->push_back(
           TypeInvalid(path, value, path + " in body must be of type date: " + value.dump()));
     } else if (format_ == "byte") {
-      std::string decoded;
-      if (!Base64Decode(text, &decoded)) {
+      if (!DecodeBase64(text, kGoStdBase64)) {
         errors->push_back(
             TypeInvalid(path, value, path + " in body must be of type byte: " + value.dump()));
       }
