@@ -8,7 +8,9 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
-extern "C" void OnStopSignal(int) { g_stop.store(true); }
+extern "C" void OnStopSignal(int) {
+  g_stop.store(true);
+}
 
 }  // namespace
 
@@ -34,7 +36,8 @@ void SleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& st
   auto until = std::chrono::steady_clock::now() + d;
   while (!stop.load() && std::chrono::steady_clock::now() < until) {
     auto left = until - std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(50), left));
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(50), left));
   }
 }
 

@@ -1,8 +1,7 @@
 // syncbus-consumer: takes sync requests, applies SyncSets to target clusters, writes ClusterSync.
-#include <CLI/CLI.hpp>
-
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "common/admin_server.h"
@@ -31,7 +30,8 @@ int main(int argc, char** argv) {
   CLI::App cli{"syncbus-consumer: applies SyncSets to target clusters"};
   std::string config_path;
   std::string name = "syncbus-consumer";
-  cli.add_option("-c,--config", config_path, "YAML config file (see docs/configuration.md)")->required();
+  cli.add_option("-c,--config", config_path, "YAML config file (see docs/configuration.md)")
+      ->required();
   cli.add_option("--name", name, "connection name shown in the RabbitMQ management UI");
   CLI11_PARSE(cli, argc, argv);
 
@@ -48,21 +48,24 @@ int main(int argc, char** argv) {
   auto transport = http::CurlTransport::Create(transport_options);
   auto hub_config = HubClusterConfig(config->hub);
   if (!transport.ok() || !hub_config.ok()) {
-    log::Error("cannot start", {{"error", (!transport.ok() ? transport.status() : hub_config.status()).message()}});
+    log::Error("cannot start",
+               {{"error", (!transport.ok() ? transport.status() : hub_config.status()).message()}});
     return 1;
   }
   std::shared_ptr<http::CurlTransport> shared_transport = std::move(*transport);
   auto registry = std::make_shared<prometheus::Registry>();
   amqp::ConnectionOptions amqp_options = config->amqp;
   amqp_options.connection_name = name;
-  consumer::ConsumerApp app(*config, {std::make_shared<kube::ClientImpl>(*hub_config, shared_transport),
-                                      shared_transport,
-                                      [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
-                                      &RealClock(), registry, LeaseIdentity(name),
-                                      [shared_transport] { shared_transport->Shutdown(); }});
+  consumer::ConsumerApp app(
+      *config, {std::make_shared<kube::ClientImpl>(*hub_config, shared_transport), shared_transport,
+                [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
+                &RealClock(), registry, LeaseIdentity(name),
+                [shared_transport] { shared_transport->Shutdown(); }});
   std::unique_ptr<AdminServer> admin;
   if (config->admin.port >= 0) {
-    auto started = AdminServer::Start(config->admin, registry, {[&app] { return app.healthy(); }, [&app] { return app.ready(); }});
+    auto started =
+        AdminServer::Start(config->admin, registry,
+                           {[&app] { return app.healthy(); }, [&app] { return app.ready(); }});
     if (!started.ok()) {
       log::Error("cannot start the admin endpoint", {{"error", started.status().message()}});
       return 1;

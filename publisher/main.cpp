@@ -1,8 +1,7 @@
 // syncbus-publisher: watches the hub and enqueues one sync request per cluster that needs one.
-#include <CLI/CLI.hpp>
-
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
 #include <random>
@@ -34,7 +33,8 @@ int main(int argc, char** argv) {
   using namespace syncbus;
   CLI::App cli{"syncbus-publisher: enqueues SyncSet work for every managed cluster"};
   std::string config_path;
-  cli.add_option("-c,--config", config_path, "YAML config file (see docs/configuration.md)")->required();
+  cli.add_option("-c,--config", config_path, "YAML config file (see docs/configuration.md)")
+      ->required();
   CLI11_PARSE(cli, argc, argv);
 
   auto config = LoadConfigFile(config_path);
@@ -48,19 +48,23 @@ int main(int argc, char** argv) {
   auto transport = http::CurlTransport::Create({});
   auto hub_config = HubClusterConfig(config->hub);
   if (!transport.ok() || !hub_config.ok()) {
-    log::Error("cannot start", {{"error", (!transport.ok() ? transport.status() : hub_config.status()).message()}});
+    log::Error("cannot start",
+               {{"error", (!transport.ok() ? transport.status() : hub_config.status()).message()}});
     return 1;
   }
   std::shared_ptr<http::Transport> shared_transport = std::move(*transport);
   auto registry = std::make_shared<prometheus::Registry>();
   amqp::ConnectionOptions amqp_options = config->amqp;
   amqp_options.connection_name = "syncbus-publisher";
-  publisher::PublisherApp app(*config, {std::make_shared<kube::ClientImpl>(*hub_config, shared_transport),
-                                        [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
-                                        &RealClock(), registry, ElectionIdentity()});
+  publisher::PublisherApp app(
+      *config, {std::make_shared<kube::ClientImpl>(*hub_config, shared_transport),
+                [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
+                &RealClock(), registry, ElectionIdentity()});
   std::unique_ptr<AdminServer> admin;
   if (config->admin.port >= 0) {
-    auto started = AdminServer::Start(config->admin, registry, {[&app] { return app.healthy(); }, [&app] { return app.ready(); }});
+    auto started =
+        AdminServer::Start(config->admin, registry,
+                           {[&app] { return app.healthy(); }, [&app] { return app.ready(); }});
     if (!started.ok()) {
       log::Error("cannot start the admin endpoint", {{"error", started.status().message()}});
       return 1;
