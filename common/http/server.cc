@@ -26,6 +26,7 @@
 
 #include "common/clock.h"
 #include "common/http/server_tls.h"
+#include "common/unique_fd.h"
 
 namespace syncbus::http {
 namespace {
@@ -46,29 +47,6 @@ using EventBasePtr = std::unique_ptr<event_base, EventBaseFree>;
 using EventPtr = std::unique_ptr<event, EventFree>;
 using EvhttpPtr = std::unique_ptr<evhttp, EvhttpFree>;
 using EvbufferPtr = std::unique_ptr<evbuffer, EvbufferFree>;
-
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~UniqueFd() { Reset(); }
-  int get() const { return fd_; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 timeval ToTimeval(std::chrono::microseconds d) {
   if (d.count() < 0) d = std::chrono::microseconds(0);
