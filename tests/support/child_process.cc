@@ -16,11 +16,13 @@ extern char** environ;
 
 namespace syncbus::testing {
 
-Result<ChildProcess> ChildProcess::Start(const std::vector<std::string>& argv, const std::string& log_file) {
+Result<ChildProcess> ChildProcess::Start(const std::vector<std::string>& argv,
+                                         const std::string& log_file) {
   if (argv.empty()) return InvalidArgument("empty argv");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

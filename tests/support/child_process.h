@@ -16,7 +16,8 @@ namespace syncbus::testing {
 
 class ChildProcess {
  public:
-  static Result<ChildProcess> Start(const std::vector<std::string>& argv, const std::string& log_file);
+  static Result<ChildProcess> Start(const std::vector<std::string>& argv,
+                                    const std::string& log_file);
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&&) = delete;
   ChildProcess(const ChildProcess&) = delete;

@@ -2,7 +2,6 @@
 // consumers as separate processes. Every cluster must end with every set applied at its current
 // generation, objects must be on the targets, and an edit must propagate.
 #include <doctest/doctest.h>
-
 #include <signal.h>
 
 #include <fstream>
@@ -53,14 +52,15 @@ struct Pipeline {
   int sim_port = 0;
 
   void StartSimulator() {
-    auto p = ChildProcess::Start({BinaryDir() + "/tests/kubesim/syncbus-kubesim", "--clusters",
-                                  std::to_string(kClusters), "--syncsets", "2", "--selector-syncsets", "3",
-                                  "--resources", "4", "--port-file", dir + "/kubesim.port", "--kubeconfig-out",
-                                  dir + "/hub.kubeconfig"},
-                                 dir + "/kubesim.log");
+    auto p = ChildProcess::Start(
+        {BinaryDir() + "/tests/kubesim/syncbus-kubesim", "--clusters", std::to_string(kClusters),
+         "--syncsets", "2", "--selector-syncsets", "3", "--resources", "4", "--port-file",
+         dir + "/kubesim.port", "--kubeconfig-out", dir + "/hub.kubeconfig"},
+        dir + "/kubesim.log");
     REQUIRE_MESSAGE(p.ok(), p.status().ToString());
     sim.emplace(std::move(*p));
-    REQUIRE_MESSAGE(WaitFor([&] { return !ReadFile(dir + "/hub.kubeconfig").empty(); }, 30s), sim->Log());
+    REQUIRE_MESSAGE(WaitFor([&] { return !ReadFile(dir + "/hub.kubeconfig").empty(); }, 30s),
+                    sim->Log());
     sim_port = std::stoi(ReadFile(dir + "/kubesim.port"));
     auto t = http::CurlTransport::Create({});
     REQUIRE(t.ok());
@@ -72,15 +72,16 @@ struct Pipeline {
 
   void WriteConfig() {
     const BrokerEnv& env = vhost.env();
-    std::ofstream(dir + "/syncbus.yaml") << "log: {level: info}\n"
-                                         << "admin: {listen: \"127.0.0.1:0\"}\n"
-                                         << "amqp: {host: 127.0.0.1, port: " << env.amqp_port << ", vhost: "
-                                         << vhost.name() << ", user: " << env.user << ", password: \""
-                                         << env.password << "\", heartbeatSeconds: 10}\n"
-                                         << "hub: {kubeconfig: " << dir << "/hub.kubeconfig}\n"
-                                         << "topology: {retryTiers: [1s, 2s]}\n"
-                                         << "publisher: {leaderElection: {enabled: false}}\n"
-                                         << "consumer: {prefetch: 4, maxAttempts: 5}\n";
+    std::ofstream(dir + "/syncbus.yaml")
+        << "log: {level: info}\n"
+        << "admin: {listen: \"127.0.0.1:0\"}\n"
+        << "amqp: {host: 127.0.0.1, port: " << env.amqp_port << ", vhost: " << vhost.name()
+        << ", user: " << env.user << ", password: \"" << env.password
+        << "\", heartbeatSeconds: 10}\n"
+        << "hub: {kubeconfig: " << dir << "/hub.kubeconfig}\n"
+        << "topology: {retryTiers: [1s, 2s]}\n"
+        << "publisher: {leaderElection: {enabled: false}}\n"
+        << "consumer: {prefetch: 4, maxAttempts: 5}\n";
   }
 
   void StartDaemon(const std::string& binary, const std::string& name) {
@@ -119,7 +120,8 @@ TEST_CASE("a fleet is synced through the broker and an edit propagates") {
 
   ctl::FleetProgress progress;
   bool synced = WaitFor([&] { return (progress = p.Progress()).done(); }, 90s);
-  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n"
+                                    << p.Logs());
   CHECK(progress.clusters == kClusters);
   CHECK(progress.failing == 0);
 
@@ -147,7 +149,9 @@ TEST_CASE("a fleet is synced through the broker and an edit propagates") {
   REQUIRE_MESSAGE(updated.ok(), updated.status().ToString());
   REQUIRE((*updated)["metadata"]["generation"].get<int64_t>() == 2);
   synced = WaitFor([&] { return (progress = p.Progress()).done(); }, 60s);
-  REQUIRE_MESSAGE(synced, "after edit: synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  REQUIRE_MESSAGE(synced, "after edit: synced " << progress.synced << "/" << progress.clusters
+                                                << "\n"
+                                                << p.Logs());
   std::string cm_name = edited["spec"]["resources"][0]["metadata"]["name"];
   std::string cm_ns = edited["spec"]["resources"][0]["metadata"].value("namespace", "default");
   auto cm = target.Get(kube::Object(kube::resources::kConfigMaps, cm_ns, cm_name));

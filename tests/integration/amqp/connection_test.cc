@@ -45,8 +45,8 @@ Delivery NextOrFail(Session& session) {
 Json ConnectionInfo(const TestVhost& vhost, const std::string& connection_name) {
   const auto deadline = std::chrono::steady_clock::now() + seconds(15);
   for (;;) {
-    auto list = vhost.api().Get("/api/vhosts/" + ManagementApi::Escape(vhost.name()) +
-                                "/connections");
+    auto list =
+        vhost.api().Get("/api/vhosts/" + ManagementApi::Escape(vhost.name()) + "/connections");
     REQUIRE(list.ok());
     for (const auto& c : *list) {
       if (c["client_properties"].value("connection_name", "") == connection_name) return c;
@@ -99,8 +99,9 @@ TEST_CASE("bad credentials, unknown vhosts and closed ports fail with clear stat
   CHECK(s.message().find("127.0.0.1:1") != std::string::npos);
 }
 
-TEST_CASE("a connection closed by an operator fails Next; after reconnecting, unacked "
-          "deliveries come back redelivered") {
+TEST_CASE(
+    "a connection closed by an operator fails Next; after reconnecting, unacked "
+    "deliveries come back redelivered") {
   TestVhost vhost = NewVhost();
   RabbitmqSession session(vhost.Options("dropped"));
   REQUIRE(session.Connect().ok());

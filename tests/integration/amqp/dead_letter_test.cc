@@ -38,8 +38,7 @@ Delivery GetWithin(Session& session, const std::string& queue, milliseconds time
     auto got = session.Get(queue);
     REQUIRE_MESSAGE(got.ok(), got.status().ToString());
     if (got->has_value()) return **got;
-    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
-                    "nothing arrived in " << queue);
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "nothing arrived in " << queue);
     std::this_thread::sleep_for(milliseconds(50));
   }
 }
@@ -108,8 +107,8 @@ TEST_CASE("a retry tier delays by its TTL and returns to the work lane; x-death 
     Status published = session.Publish(p, kTimeout);
     REQUIRE_MESSAGE(published.ok(), published.ToString());
     Delivery d = NextOrFail(session, milliseconds(15000));
-    const double delay = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent)
-                             .count();
+    const double delay =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
     MESSAGE("round ", round, ": back after ", delay, " s");
     CHECK(delay >= 0.8);
     CHECK(delay <= 3.0);

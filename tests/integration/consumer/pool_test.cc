@@ -2,7 +2,6 @@
 // faults, a cluster that never recovers (dead-lettered, then replayed with syncbusctl), a poison
 // request whose consumer is SIGKILLed every time it holds it, SIGKILL mid-apply, and SIGTERM.
 #include <doctest/doctest.h>
-
 #include <signal.h>
 
 #include <filesystem>
@@ -68,13 +67,15 @@ struct Pool {
   std::string sim_url;
 
   Pool(int n, const std::string& topology, const std::string& consumer) : clusters(n) {
-    auto p = ChildProcess::Start({BuildDir() + "/tests/kubesim/syncbus-kubesim", "--clusters", std::to_string(n),
-                                  "--syncsets", "2", "--selector-syncsets", "2", "--resources", "3", "--port-file",
-                                  dir + "/kubesim.port", "--kubeconfig-out", dir + "/hub.kubeconfig"},
-                                 dir + "/kubesim.log");
+    auto p = ChildProcess::Start(
+        {BuildDir() + "/tests/kubesim/syncbus-kubesim", "--clusters", std::to_string(n),
+         "--syncsets", "2", "--selector-syncsets", "2", "--resources", "3", "--port-file",
+         dir + "/kubesim.port", "--kubeconfig-out", dir + "/hub.kubeconfig"},
+        dir + "/kubesim.log");
     REQUIRE_MESSAGE(p.ok(), p.status().ToString());
     sim.emplace(std::move(*p));
-    REQUIRE_MESSAGE(WaitFor([&] { return !ReadFile(dir + "/hub.kubeconfig").empty(); }, 30s), sim->Log());
+    REQUIRE_MESSAGE(WaitFor([&] { return !ReadFile(dir + "/hub.kubeconfig").empty(); }, 30s),
+                    sim->Log());
     sim_url = "http://127.0.0.1:" + std::to_string(std::stoi(ReadFile(dir + "/kubesim.port")));
     auto t = http::CurlTransport::Create({});
     REQUIRE(t.ok());
@@ -84,15 +85,16 @@ struct Pool {
     hub = std::make_unique<kube::ClientImpl>(*cfg, transport);
 
     const BrokerEnv& env = vhost.env();
-    std::ofstream(dir + "/syncbus.yaml") << "log: {level: info}\n"
-                                         << "admin: {listen: \"127.0.0.1:0\"}\n"
-                                         << "amqp: {host: 127.0.0.1, port: " << env.amqp_port << ", vhost: "
-                                         << vhost.name() << ", user: " << env.user << ", password: \""
-                                         << env.password << "\", heartbeatSeconds: 10}\n"
-                                         << "hub: {kubeconfig: " << dir << "/hub.kubeconfig}\n"
-                                         << "topology: {retryTiers: [1s, 2s]" << topology << "}\n"
-                                         << "publisher: {leaderElection: {enabled: false}}\n"
-                                         << "consumer: {prefetch: 4" << consumer << "}\n";
+    std::ofstream(dir + "/syncbus.yaml")
+        << "log: {level: info}\n"
+        << "admin: {listen: \"127.0.0.1:0\"}\n"
+        << "amqp: {host: 127.0.0.1, port: " << env.amqp_port << ", vhost: " << vhost.name()
+        << ", user: " << env.user << ", password: \"" << env.password
+        << "\", heartbeatSeconds: 10}\n"
+        << "hub: {kubeconfig: " << dir << "/hub.kubeconfig}\n"
+        << "topology: {retryTiers: [1s, 2s]" << topology << "}\n"
+        << "publisher: {leaderElection: {enabled: false}}\n"
+        << "consumer: {prefetch: 4" << consumer << "}\n";
   }
 
   std::string Cluster(int i) const {
@@ -118,15 +120,16 @@ struct Pool {
   }
 
   void StartPublisher() {
-    auto p = ChildProcess::Start({BuildDir() + "/publisher/syncbus-publisher", "--config", dir + "/syncbus.yaml"},
-                                 dir + "/publisher.log");
+    auto p = ChildProcess::Start(
+        {BuildDir() + "/publisher/syncbus-publisher", "--config", dir + "/syncbus.yaml"},
+        dir + "/publisher.log");
     REQUIRE_MESSAGE(p.ok(), p.status().ToString());
     publisher.emplace(std::move(*p));
   }
   void StartConsumer(const std::string& name) {
     int n = ++starts[name];
-    auto p = ChildProcess::Start({BuildDir() + "/consumer/syncbus-consumer", "--config", dir + "/syncbus.yaml",
-                                  "--name", name},
+    auto p = ChildProcess::Start({BuildDir() + "/consumer/syncbus-consumer", "--config",
+                                  dir + "/syncbus.yaml", "--name", name},
                                  dir + "/" + name + "." + std::to_string(n) + ".log");
     REQUIRE_MESSAGE(p.ok(), p.status().ToString());
     consumers.erase(name);
@@ -146,14 +149,18 @@ struct Pool {
   std::string MetricsUrl(const std::string& name) {
     std::smatch m;
     std::string log;
-    WaitFor([&] {
-      log = consumers.at(name).Log();
-      return std::regex_search(log, m, std::regex("admin endpoint listening.*port[=\":]+([0-9]+)"));
-    }, 20s);
+    WaitFor(
+        [&] {
+          log = consumers.at(name).Log();
+          return std::regex_search(log, m,
+                                   std::regex("admin endpoint listening.*port[=\":]+([0-9]+)"));
+        },
+        20s);
     REQUIRE_MESSAGE(!m.empty(), log);
     return "http://127.0.0.1:" + m[1].str() + "/metrics";
   }
-  double Scrape(const std::vector<std::string>& urls, const std::string& metric, const std::string& filter = "") {
+  double Scrape(const std::vector<std::string>& urls, const std::string& metric,
+                const std::string& filter = "") {
     auto sum = ctl::ScrapeSum(*transport, urls, metric, filter);
     REQUIRE_MESSAGE(sum.ok(), sum.status().ToString());
     return *sum;
@@ -167,7 +174,7 @@ struct Pool {
   std::vector<ctl::DeadLetter> DeadLetters() {
     auto s = Session();
     auto listed = ctl::ScanDeadLetters(*s, {}, RealClock());
-    if (!listed.ok() && listed.status().code() == Code::kNotFound) return {};   // not declared yet
+    if (!listed.ok() && listed.status().code() == Code::kNotFound) return {};  // not declared yet
     REQUIRE_MESSAGE(listed.ok(), listed.status().ToString());
     return listed->matched;
   }
@@ -203,16 +210,21 @@ struct Pool {
 
 }  // namespace
 
-TEST_CASE("transient target faults at a set rate: every cluster ends Success, with retries counted") {
+TEST_CASE(
+    "transient target faults at a set rate: every cluster ends Success, with retries counted") {
   Pool p(8, "", ", maxAttempts: 30");
-  p.SetFaults({{"clusters", p.Targets()}, {"errorRate", 0.1}, {"throttleRate", 0.03}, {"dropRate", 0.03},
+  p.SetFaults({{"clusters", p.Targets()},
+               {"errorRate", 0.1},
+               {"throttleRate", 0.03},
+               {"dropRate", 0.03},
                {"retryAfterSeconds", 1}});
   p.StartPublisher();
   p.StartConsumer("consumer-1");
   p.StartConsumer("consumer-2");
   bool synced = p.WaitSynced(180s);
   auto progress = p.Progress();
-  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n"
+                                    << p.Logs());
   CHECK(progress.clusters == 8);
   std::vector<std::string> urls = {p.MetricsUrl("consumer-1"), p.MetricsUrl("consumer-2")};
   double retries = p.Scrape(urls, "syncbus_consumer_retries_total");
@@ -223,7 +235,9 @@ TEST_CASE("transient target faults at a set rate: every cluster ends Success, wi
   for (auto& [name, c] : p.consumers) CHECK(c.Stop(SIGTERM, 30s) == std::optional<int>(0));
 }
 
-TEST_CASE("a cluster that never recovers is parked after the configured attempts, dlq replay brings it back") {
+TEST_CASE(
+    "a cluster that never recovers is parked after the configured attempts, dlq replay brings it "
+    "back") {
   Pool p(6, "", ", maxAttempts: 3");
   std::string broken = p.Cluster(2);
   p.SetFaults({{"clusters", Json::array({broken})}, {"errorRate", 1.0}});
@@ -249,15 +263,19 @@ TEST_CASE("a cluster that never recovers is parked after the configured attempts
   CHECK(log.find("replayed 1 of 1 matching") != std::string::npos);
   bool synced = p.WaitSynced(60s);
   progress = p.Progress();
-  CHECK_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  CHECK_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n"
+                                  << p.Logs());
   CHECK(p.DeadLetters().empty());
 }
 
-TEST_CASE("a request whose consumer is SIGKILLed every time it holds it is parked, the pool stays healthy") {
+TEST_CASE(
+    "a request whose consumer is SIGKILLed every time it holds it is parked, the pool stays "
+    "healthy") {
   Pool p(6, ", deliveryLimit: 1", ", maxAttempts: 5");
   std::string poison = p.Cluster(1);
   // Slow enough that the holder is caught mid-apply.
-  p.SetFaults({{"clusters", Json::array({poison})}, {"latency", {{"p50Ms", 3000}, {"p99Ms", 4000}}}});
+  p.SetFaults(
+      {{"clusters", Json::array({poison})}, {"latency", {{"p50Ms", 3000}, {"p99Ms", 4000}}}});
   std::string ns = p.Namespace(poison);
   p.StartPublisher();
   p.StartConsumer("consumer-1");
@@ -276,7 +294,7 @@ TEST_CASE("a request whose consumer is SIGKILLed every time it holds it is parke
     pid_t pid = holder_pid();
     for (auto& [name, c] : p.consumers) {
       if (c.pid() != pid || !c.running()) continue;
-      std::this_thread::sleep_for(500ms);   // well inside the apply
+      std::this_thread::sleep_for(500ms);  // well inside the apply
       CHECK(c.Stop(SIGKILL, 10s).has_value());
       ++kills;
       p.StartConsumer(name);
@@ -308,7 +326,8 @@ TEST_CASE("SIGKILL of a consumer mid-apply, repeatedly: every cluster ends in sy
   }
   bool synced = p.WaitSynced(180s);
   auto progress = p.Progress();
-  CHECK_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  CHECK_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n"
+                                  << p.Logs());
   CHECK(p.DeadLetters().empty());
 }
 
@@ -317,7 +336,7 @@ TEST_CASE("SIGTERM with work in flight: clean exit 0 within the grace period, no
   p.SetFaults({{"clusters", p.Targets()}, {"latency", {{"p50Ms", 300}, {"p99Ms", 600}}}});
   p.StartPublisher();
   p.StartConsumer("consumer-1");
-  std::this_thread::sleep_for(3s);   // busy with the fleet
+  std::this_thread::sleep_for(3s);  // busy with the fleet
   std::string admin = p.MetricsUrl("consumer-1");
   admin.resize(admin.size() - std::string("/metrics").size());
   for (const char* probe : {"/healthz", "/readyz"}) {
@@ -344,7 +363,7 @@ TEST_CASE("SIGTERM while the hub stops answering: exit 0 within the grace period
   p.SetFaults({{"clusters", p.Targets()}, {"latency", {{"p50Ms", 300}, {"p99Ms", 600}}}});
   p.StartPublisher();
   p.StartConsumer("consumer-1");
-  std::this_thread::sleep_for(3s);   // busy with the fleet
+  std::this_thread::sleep_for(3s);  // busy with the fleet
   // Every hub request from now on hangs until the client gives up (30 s by default).
   p.SetFaults({{"clusters", Json::array({"hub"})}, {"timeoutRate", 1}});
   std::this_thread::sleep_for(1s);
@@ -361,7 +380,9 @@ TEST_CASE("SIGTERM while the hub stops answering: exit 0 within the grace period
   CHECK_MESSAGE(synced, p.Logs());
 }
 
-TEST_CASE("two consumers fed duplicate deliveries around an edit: one holder per cluster, newest generation wins") {
+TEST_CASE(
+    "two consumers fed duplicate deliveries around an edit: one holder per cluster, newest "
+    "generation wins") {
   Pool p(6, "", ", maxAttempts: 10");
   p.SetFaults({{"clusters", p.Targets()}, {"latency", {{"p50Ms", 50}, {"p99Ms", 200}}}});
   p.StartConsumer("consumer-1");
@@ -369,7 +390,8 @@ TEST_CASE("two consumers fed duplicate deliveries around an edit: one holder per
   auto cds = p.hub->List(kube::Collection(kube::resources::kClusterDeployments), {});
   REQUIRE(cds.ok());
   auto session = p.Session();
-  REQUIRE(WaitFor([&] { return session->Inspect(amqp::WorkQueueName(amqp::Lane::kChange)).ok(); }, 20s));
+  REQUIRE(WaitFor([&] { return session->Inspect(amqp::WorkQueueName(amqp::Lane::kChange)).ok(); },
+                  20s));
   auto publish_all = [&](int copies) {
     for (const auto& cd : cds->items) {
       SyncRequest r;
@@ -380,7 +402,8 @@ TEST_CASE("two consumers fed duplicate deliveries around an edit: one holder per
       r.enqueued_at = FormatRfc3339Millis(RealClock().WallNow());
       for (int i = 0; i < copies; ++i) {
         amqp::Publication pub{amqp::kWorkExchange, "change",
-                              ToAmqpMessage(r, "test", r.cluster_name + "-" + std::to_string(i), RealClock().WallNow())};
+                              ToAmqpMessage(r, "test", r.cluster_name + "-" + std::to_string(i),
+                                            RealClock().WallNow())};
         REQUIRE(session->Publish(pub, 10s).ok());
       }
     }
@@ -392,19 +415,22 @@ TEST_CASE("two consumers fed duplicate deliveries around an edit: one holder per
   REQUIRE_MESSAGE(set.ok(), set.status().ToString());
   Json edited = *set;
   edited["spec"]["resources"][0]["data"]["edited"] = "yes";
-  auto updated = p.hub->Update(kube::Object(kube::resources::kSyncSets, ns, cluster + "-ss-00"), edited);
+  auto updated =
+      p.hub->Update(kube::Object(kube::resources::kSyncSets, ns, cluster + "-ss-00"), edited);
   REQUIRE_MESSAGE(updated.ok(), updated.status().ToString());
   publish_all(2);
   bool synced = p.WaitSynced(120s);
   auto progress = p.Progress();
-  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n"
+                                    << p.Logs());
 
   auto target_cfg = kube::LoadKubeconfigFile(p.dir + "/hub.kubeconfig");
   REQUIRE(target_cfg.ok());
   target_cfg->server += "/clusters/" + cluster;
   kube::ClientImpl target(*target_cfg, p.transport);
   const Json& resource = edited["spec"]["resources"][0];
-  auto cm = target.Get(kube::Object(kube::resources::kConfigMaps, resource["metadata"].value("namespace", "default"),
+  auto cm = target.Get(kube::Object(kube::resources::kConfigMaps,
+                                    resource["metadata"].value("namespace", "default"),
                                     resource["metadata"]["name"]));
   REQUIRE_MESSAGE(cm.ok(), cm.status().ToString());
   CHECK((*cm)["data"].value("edited", "") == "yes");

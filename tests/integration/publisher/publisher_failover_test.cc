@@ -2,7 +2,6 @@
 // the real broker: only the leader publishes; SIGKILL on the leader hands over to the standby
 // within the lease; SIGTERM releases the lease and exits 0.
 #include <doctest/doctest.h>
-
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -70,37 +69,43 @@ struct Failover {
   std::unique_ptr<amqp::RabbitmqSession> reader;
 
   void StartSimulator() {
-    auto p = ChildProcess::Start({BuildDir() + "/tests/kubesim/syncbus-kubesim", "--clusters",
-                                  std::to_string(kClusters), "--selector-syncsets", "1", "--resources", "1",
-                                  "--port-file", dir + "/kubesim.port", "--kubeconfig-out", dir + "/hub.kubeconfig"},
-                                 dir + "/kubesim.log");
+    auto p = ChildProcess::Start(
+        {BuildDir() + "/tests/kubesim/syncbus-kubesim", "--clusters", std::to_string(kClusters),
+         "--selector-syncsets", "1", "--resources", "1", "--port-file", dir + "/kubesim.port",
+         "--kubeconfig-out", dir + "/hub.kubeconfig"},
+        dir + "/kubesim.log");
     REQUIRE_MESSAGE(p.ok(), p.status().ToString());
     sim.emplace(std::move(*p));
-    REQUIRE_MESSAGE(WaitFor([&] { return !ReadFile(dir + "/hub.kubeconfig").empty(); }, 30s), sim->Log());
+    REQUIRE_MESSAGE(WaitFor([&] { return !ReadFile(dir + "/hub.kubeconfig").empty(); }, 30s),
+                    sim->Log());
     auto t = http::CurlTransport::Create({});
     REQUIRE(t.ok());
     transport = std::move(*t);
     auto cfg = kube::LoadKubeconfigFile(dir + "/hub.kubeconfig");
     REQUIRE_MESSAGE(cfg.ok(), cfg.status().ToString());
     hub = std::make_unique<kube::ClientImpl>(*cfg, transport);
-    auto ns = hub->Create(kube::Collection(kube::resources::kNamespaces),
-                          {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "syncbus"}}}});
+    auto ns = hub->Create(
+        kube::Collection(kube::resources::kNamespaces),
+        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "syncbus"}}}});
     REQUIRE_MESSAGE(ns.ok(), ns.status().ToString());
     const BrokerEnv& env = vhost.env();
     std::ofstream(dir + "/syncbus.yaml")
         << "log: {level: debug}\n"
         << "admin: {listen: off}\n"
         << "amqp: {host: 127.0.0.1, port: " << env.amqp_port << ", vhost: " << vhost.name()
-        << ", user: " << env.user << ", password: \"" << env.password << "\", heartbeatSeconds: 10}\n"
+        << ", user: " << env.user << ", password: \"" << env.password
+        << "\", heartbeatSeconds: 10}\n"
         << "hub: {kubeconfig: " << dir << "/hub.kubeconfig}\n"
-        << "publisher: {leaderElection: {leaseDuration: 5s, renewDeadline: 3s, retryPeriod: 500ms}}\n";
+        << "publisher: {leaderElection: {leaseDuration: 5s, renewDeadline: 3s, retryPeriod: "
+           "500ms}}\n";
     reader = std::make_unique<amqp::RabbitmqSession>(vhost.Options("reader"));
   }
 
   ChildProcess StartPublisher(const std::string& name) {
-    setenv("POD_NAME", name.c_str(), 1);   // the election identity's prefix
-    auto p = ChildProcess::Start({BuildDir() + "/publisher/syncbus-publisher", "--config", dir + "/syncbus.yaml"},
-                                 dir + "/" + name + ".log");
+    setenv("POD_NAME", name.c_str(), 1);  // the election identity's prefix
+    auto p = ChildProcess::Start(
+        {BuildDir() + "/publisher/syncbus-publisher", "--config", dir + "/syncbus.yaml"},
+        dir + "/" + name + ".log");
     unsetenv("POD_NAME");
     REQUIRE_MESSAGE(p.ok(), p.status().ToString());
     return std::move(*p);
@@ -132,7 +137,8 @@ struct Failover {
 
 }  // namespace
 
-TEST_CASE("publisher failover: SIGKILL on the leader hands over within the lease, SIGTERM releases it") {
+TEST_CASE(
+    "publisher failover: SIGKILL on the leader hands over within the lease, SIGTERM releases it") {
   Failover f;
   f.StartSimulator();
   ChildProcess a = f.StartPublisher("pub-a");
@@ -140,12 +146,14 @@ TEST_CASE("publisher failover: SIGKILL on the leader hands over within the lease
   ChildProcess b = f.StartPublisher("pub-b");
   // The leader's startup round: every cluster once (nothing has a ClusterSync yet).
   std::vector<SyncRequest> first;
-  REQUIRE_MESSAGE(WaitFor([&] {
-                    for (auto& r : f.Take()) first.push_back(r);
-                    return first.size() >= static_cast<size_t>(kClusters);
-                  }, 30s),
+  REQUIRE_MESSAGE(WaitFor(
+                      [&] {
+                        for (auto& r : f.Take()) first.push_back(r);
+                        return first.size() >= static_cast<size_t>(kClusters);
+                      },
+                      30s),
                   a.Log());
-  std::this_thread::sleep_for(2s);   // the standby, warm and waiting, publishes nothing
+  std::this_thread::sleep_for(2s);  // the standby, warm and waiting, publishes nothing
   CHECK(f.Take().empty());
   CHECK(first.size() == static_cast<size_t>(kClusters));
   CHECK(f.Holder().rfind("pub-a", 0) == 0);
@@ -154,10 +162,12 @@ TEST_CASE("publisher failover: SIGKILL on the leader hands over within the lease
   REQUIRE(a.Stop(SIGKILL, 5s).has_value());
   // The standby takes over and, as a new leader, enqueues what is out of sync.
   std::vector<SyncRequest> second;
-  bool handed_over = WaitFor([&] {
-    for (auto& r : f.Take()) second.push_back(r);
-    return !second.empty();
-  }, 30s);
+  bool handed_over = WaitFor(
+      [&] {
+        for (auto& r : f.Take()) second.push_back(r);
+        return !second.empty();
+      },
+      30s);
   auto handover = std::chrono::steady_clock::now() - killed_at;
   REQUIRE_MESSAGE(handed_over, b.Log());
   MESSAGE("handover after SIGKILL: "
@@ -167,14 +177,16 @@ TEST_CASE("publisher failover: SIGKILL on the leader hands over within the lease
   // moment to publish.
   CHECK(handover <= kLease + 2 * 500ms + 2s);
   CHECK(f.Holder().rfind("pub-b", 0) == 0);
-  CHECK(WaitFor([&] {
-    for (auto& r : f.Take()) second.push_back(r);
-    return second.size() >= static_cast<size_t>(kClusters);
-  }, 10s));
+  CHECK(WaitFor(
+      [&] {
+        for (auto& r : f.Take()) second.push_back(r);
+        return second.size() >= static_cast<size_t>(kClusters);
+      },
+      10s));
   for (const auto& r : second) CHECK(r.reason == "startup");
 
   auto code = b.Stop(SIGTERM, 20s);
   REQUIRE(code.has_value());
   CHECK(*code == 0);
-  CHECK(f.Holder().empty());   // released: a successor would not wait out the lease
+  CHECK(f.Holder().empty());  // released: a successor would not wait out the lease
 }
