@@ -1,6 +1,7 @@
 #include "tests/support/test_broker.h"
 
 #include <curl/curl.h>
+#include <doctest/doctest.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -233,6 +234,12 @@ Result<int> TestVhost::CloseConnections(const std::string& connection_name,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+}
+
+TestVhost NewTestVhost() {
+  auto vhost = TestVhost::Create();
+  REQUIRE_MESSAGE(vhost.ok(), vhost.status().ToString());
+  return std::move(*vhost);
 }
 
 }  // namespace syncbus::testing

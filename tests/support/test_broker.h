@@ -88,4 +88,7 @@ class TestVhost {
   bool owned_ = true;
 };
 
+// TestVhost::Create() inside a doctest test case: failing to create one fails the test.
+TestVhost NewTestVhost();
+
 }  // namespace syncbus::testing
