@@ -8,9 +8,9 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <thread>
+
+#include "tests/support/files.h"
 
 extern char** environ;
 
@@ -64,10 +64,7 @@ std::optional<int> ChildProcess::Stop(int signal, std::chrono::milliseconds time
 }
 
 std::string ChildProcess::Log() const {
-  std::ifstream in(log_file_);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return ReadFile(log_file_);
 }
 
 std::string BinaryDir() {
@@ -78,12 +75,6 @@ std::string BinaryDir() {
 std::string SourceDir() {
   const char* dir = std::getenv("SYNCBUS_SOURCE_DIR");
   return dir && *dir ? dir : SYNCBUS_SOURCE_DIR_DEFAULT;
-}
-
-std::string MakeTempDir(const std::string& prefix) {
-  std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
-  char* made = mkdtemp(tmpl.data());
-  return made ? std::string(made) : std::string("/tmp");
 }
 
 }  // namespace syncbus::testing

@@ -42,7 +42,5 @@ class ChildProcess {
 std::string BinaryDir();
 // The repository ($SYNCBUS_SOURCE_DIR, else the one these tests were built from).
 std::string SourceDir();
-// A fresh temporary directory (not removed: kept for post-mortem of failed runs).
-std::string MakeTempDir(const std::string& prefix);
 
 }  // namespace syncbus::testing

@@ -207,6 +207,12 @@ amqp::ConnectionOptions TestVhost::Options(const std::string& connection_name) c
   return o;
 }
 
+std::string TestVhost::ConfigYaml(const std::string& more) const {
+  return "amqp: {host: " + env_.host + ", port: " + std::to_string(env_.amqp_port) +
+         ", vhost: " + name_ + ", user: " + env_.user + ", password: \"" + env_.password + "\"" +
+         more + "}\n";
+}
+
 Result<Json> TestVhost::QueueStats(const std::string& queue) const {
   return api_.Get("/api/queues/" + ManagementApi::Escape(name_) + "/" +
                   ManagementApi::Escape(queue));

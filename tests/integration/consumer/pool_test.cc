@@ -4,14 +4,12 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
-#include <filesystem>
-#include <fstream>
 #include <regex>
 #include <thread>
 
 #include "common/amqp/session_impl.h"
 #include "common/amqp/syncbus_topology.h"
-#include "common/http/curl_transport.h"
+#include "common/http/transport.h"
 #include "common/kube/client_impl.h"
 #include "common/kube/config.h"
 #include "common/sync_message.h"
@@ -19,8 +17,8 @@
 #include "ctl/dead_letters.h"
 #include "ctl/fleet_progress.h"
 #include "ctl/metrics_scrape.h"
-#include "tests/support/child_process.h"
-#include "tests/support/test_broker.h"
+#include "tests/support/process_rig.h"
+#include "tests/support/wait.h"
 
 using namespace syncbus;
 using namespace syncbus::testing;
@@ -28,73 +26,28 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// How often waits re-check: listing progress or dead letters is not free.
+constexpr auto kPoll = 250ms;
 
-// The build tree: $SYNCBUS_BINARY_DIR, else the parent of this test binary's directory.
-std::string BuildDir() {
-  if (const char* dir = std::getenv("SYNCBUS_BINARY_DIR")) return dir;
-  return std::filesystem::canonical("/proc/self/exe").parent_path().parent_path().string();
-}
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(250ms);
-  }
-  return done();
-}
-
-struct Pool {
+struct Pool : ProcessRig {
   int clusters;
-  std::string dir = MakeTempDir("syncbus-pool");
-  TestVhost vhost = [] {
-    auto v = TestVhost::Create();
-    REQUIRE_MESSAGE(v.ok(), v.status().ToString());
-    return std::move(*v);
-  }();
-  std::optional<ChildProcess> sim;
   std::optional<ChildProcess> publisher;
   std::map<std::string, ChildProcess> consumers;
   std::map<std::string, int> starts;
-  std::shared_ptr<http::Transport> transport;
-  std::unique_ptr<kube::ClientImpl> hub;
   std::string sim_url;
 
-  Pool(int n, const std::string& topology, const std::string& consumer) : clusters(n) {
-    auto p = ChildProcess::Start(
-        {BuildDir() + "/tests/kubesim/syncbus-kubesim", "--clusters", std::to_string(n),
-         "--syncsets", "2", "--selector-syncsets", "2", "--resources", "3", "--port-file",
-         dir + "/kubesim.port", "--kubeconfig-out", dir + "/hub.kubeconfig"},
-        dir + "/kubesim.log");
-    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
-    sim.emplace(std::move(*p));
-    REQUIRE_MESSAGE(WaitFor([&] { return !ReadFile(dir + "/hub.kubeconfig").empty(); }, 30s),
-                    sim->Log());
-    sim_url = "http://127.0.0.1:" + std::to_string(std::stoi(ReadFile(dir + "/kubesim.port")));
-    auto t = http::CurlTransport::Create({});
-    REQUIRE(t.ok());
-    transport = std::move(*t);
-    auto cfg = kube::LoadKubeconfigFile(dir + "/hub.kubeconfig");
-    REQUIRE_MESSAGE(cfg.ok(), cfg.status().ToString());
-    hub = std::make_unique<kube::ClientImpl>(*cfg, transport);
-
-    const BrokerEnv& env = vhost.env();
-    std::ofstream(dir + "/syncbus.yaml")
-        << "log: {level: info}\n"
-        << "admin: {listen: \"127.0.0.1:0\"}\n"
-        << "amqp: {host: 127.0.0.1, port: " << env.amqp_port << ", vhost: " << vhost.name()
-        << ", user: " << env.user << ", password: \"" << env.password
-        << "\", heartbeatSeconds: 10}\n"
-        << "hub: {kubeconfig: " << dir << "/hub.kubeconfig}\n"
-        << "topology: {retryTiers: [1s, 2s]" << topology << "}\n"
-        << "publisher: {leaderElection: {enabled: false}}\n"
-        << "consumer: {prefetch: 4" << consumer << "}\n";
+  Pool(int n, const std::string& topology, const std::string& consumer)
+      : ProcessRig("syncbus-pool"), clusters(n) {
+    StartSimulator({"--clusters", std::to_string(n), "--syncsets", "2", "--selector-syncsets", "2",
+                    "--resources", "3"});
+    sim_url = "http://127.0.0.1:" + std::to_string(sim_port);
+    std::string sections =
+        "log: {level: info}\n"
+        "admin: {listen: \"127.0.0.1:0\"}\n"
+        "publisher: {leaderElection: {enabled: false}}\n";
+    sections += "topology: {retryTiers: [1s, 2s]" + topology + "}\n";
+    sections += "consumer: {prefetch: 4" + consumer + "}\n";
+    WriteConfig(sections);
   }
 
   std::string Cluster(int i) const {
@@ -120,20 +73,14 @@ struct Pool {
   }
 
   void StartPublisher() {
-    auto p = ChildProcess::Start(
-        {BuildDir() + "/publisher/syncbus-publisher", "--config", dir + "/syncbus.yaml"},
-        dir + "/publisher.log");
-    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
-    publisher.emplace(std::move(*p));
+    publisher.emplace(StartDaemon("publisher/syncbus-publisher", {}, "publisher.log"));
   }
   void StartConsumer(const std::string& name) {
     int n = ++starts[name];
-    auto p = ChildProcess::Start({BuildDir() + "/consumer/syncbus-consumer", "--config",
-                                  dir + "/syncbus.yaml", "--name", name},
-                                 dir + "/" + name + "." + std::to_string(n) + ".log");
-    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
+    ChildProcess p = StartDaemon("consumer/syncbus-consumer", {"--name", name},
+                                 name + "." + std::to_string(n) + ".log");
     consumers.erase(name);
-    consumers.emplace(name, std::move(*p));
+    consumers.emplace(name, std::move(p));
   }
 
   ctl::FleetProgress Progress() {
@@ -142,7 +89,7 @@ struct Pool {
     return *p;
   }
   bool WaitSynced(std::chrono::seconds timeout) {
-    return WaitFor([&] { return Progress().done(); }, timeout);
+    return WaitFor([&] { return Progress().done(); }, timeout, kPoll);
   }
 
   // The consumer's /metrics URL, from its "admin endpoint listening" log line.
@@ -155,7 +102,7 @@ struct Pool {
           return std::regex_search(log, m,
                                    std::regex("admin endpoint listening.*port[=\":]+([0-9]+)"));
         },
-        20s);
+        20s, kPoll);
     REQUIRE_MESSAGE(!m.empty(), log);
     return "http://127.0.0.1:" + m[1].str() + "/metrics";
   }
@@ -180,7 +127,7 @@ struct Pool {
   }
 
   std::pair<int, std::string> Ctl(std::vector<std::string> args) {
-    args.insert(args.begin(), BuildDir() + "/ctl/syncbusctl");
+    args.insert(args.begin(), BinaryDir() + "/ctl/syncbusctl");
     auto p = ChildProcess::Start(args, dir + "/syncbusctl.log");
     REQUIRE_MESSAGE(p.ok(), p.status().ToString());
     auto code = p->Stop(0, 60s);
@@ -244,7 +191,7 @@ TEST_CASE(
   p.StartPublisher();
   p.StartConsumer("consumer-1");
   std::vector<ctl::DeadLetter> dead;
-  bool parked = WaitFor([&] { return !(dead = p.DeadLetters()).empty(); }, 90s);
+  bool parked = WaitFor([&] { return !(dead = p.DeadLetters()).empty(); }, 90s, kPoll);
   REQUIRE_MESSAGE(parked, p.Logs());
   REQUIRE(dead.size() == 1);
   CHECK(dead[0].cluster.ends_with("/" + broken));
@@ -391,7 +338,7 @@ TEST_CASE(
   REQUIRE(cds.ok());
   auto session = p.Session();
   REQUIRE(WaitFor([&] { return session->Inspect(amqp::WorkQueueName(amqp::Lane::kChange)).ok(); },
-                  20s));
+                  20s, kPoll));
   auto publish_all = [&](int copies) {
     for (const auto& cd : cds->items) {
       SyncRequest r;

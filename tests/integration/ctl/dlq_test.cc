@@ -3,7 +3,6 @@
 // purge, and the binary reading its broker connection from the daemons' config file.
 #include <doctest/doctest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -15,6 +14,7 @@
 #include "ctl/commands.h"
 #include "ctl/dead_letters.h"
 #include "tests/support/child_process.h"
+#include "tests/support/files.h"
 #include "tests/support/test_broker.h"
 
 using namespace syncbus;
@@ -25,18 +25,8 @@ namespace {
 
 constexpr std::chrono::milliseconds kTimeout{10000};
 
-// The build tree: $SYNCBUS_BINARY_DIR, else the parent of this test binary's directory.
-std::string BuildDir() {
-  if (const char* dir = std::getenv("SYNCBUS_BINARY_DIR")) return dir;
-  return std::filesystem::canonical("/proc/self/exe").parent_path().parent_path().string();
-}
-
 struct Broker {
-  testing::TestVhost vhost = [] {
-    auto v = testing::TestVhost::Create();
-    REQUIRE_MESSAGE(v.ok(), v.status().ToString());
-    return std::move(*v);
-  }();
+  testing::TestVhost vhost = testing::NewTestVhost();
   amqp::RabbitmqSession session{vhost.Options("dlq-test")};
 
   Broker() {
@@ -178,12 +168,9 @@ TEST_CASE("syncbusctl dlq reads the broker from the daemons' config file") {
   b.Park("c2", amqp::Lane::kChange, "undecodable");
   b.WaitReady(amqp::kDeadQueue, 2);
   std::string dir = testing::MakeTempDir("syncbus-dlq");
-  const testing::BrokerEnv& env = b.vhost.env();
-  std::ofstream(dir + "/syncbus.yaml")
-      << "amqp: {host: 127.0.0.1, port: " << env.amqp_port << ", vhost: " << b.vhost.name()
-      << ", user: " << env.user << ", password: \"" << env.password << "\"}\n";
+  std::ofstream(dir + "/syncbus.yaml") << b.vhost.ConfigYaml();
   auto run = [&](std::vector<std::string> args, const std::string& log) {
-    args.insert(args.begin(), BuildDir() + "/ctl/syncbusctl");
+    args.insert(args.begin(), testing::BinaryDir() + "/ctl/syncbusctl");
     auto p = testing::ChildProcess::Start(args, dir + "/" + log);
     REQUIRE_MESSAGE(p.ok(), p.status().ToString());
     auto code = p->Stop(0, 30s);  // signal 0: just wait for the exit

@@ -8,11 +8,9 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "common/amqp/session_impl.h"
@@ -28,23 +26,16 @@
 #include "tests/kubesim/fleet.h"
 #include "tests/kubesim/sim_simulation.h"
 #include "tests/support/child_process.h"
+#include "tests/support/files.h"
 #include "tests/support/test_broker.h"
+#include "tests/support/wait.h"
 
 using namespace syncbus;
 using namespace std::chrono_literals;
+using syncbus::testing::WaitFor;
 namespace res = syncbus::kube::resources;
 
 namespace {
-
-template <typename F>
-bool WaitFor(F&& done, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return done();
-}
 
 double MetricSum(prometheus::Registry& registry, const std::string& name) {
   double sum = 0;
@@ -110,9 +101,7 @@ struct Rig {
     hub = std::make_shared<kube::ClientImpl>(cc, transport);
     config.publisher.leader_election.enabled = false;
     if (!shared_broker) return;
-    auto v = testing::TestVhost::Create();
-    REQUIRE_MESSAGE(v.ok(), v.status().ToString());
-    vhost.emplace(std::move(*v));
+    vhost.emplace(testing::NewTestVhost());
     config.amqp = vhost->Options("publisher");
     reader = std::make_unique<amqp::RabbitmqSession>(vhost->Options("reader"));
   }
@@ -266,13 +255,6 @@ struct Rig {
   }
 };
 
-// The repository root: $SYNCBUS_SOURCE_DIR, else derived from this file's path.
-std::string SourceDir() {
-  if (const char* dir = std::getenv("SYNCBUS_SOURCE_DIR"); dir && *dir) return dir;
-  std::string file = __FILE__;
-  return file.substr(0, file.rfind("/tests/integration/"));
-}
-
 // A RabbitMQ node of the test's own (scripts/rabbitmq-node in a temporary directory, free ports),
 // so stopping it does not disturb the other tests sharing the fixture broker. Stopped and wiped
 // on destruction.
@@ -283,16 +265,13 @@ class PrivateBroker {
   bool Start() { return Run("start", ""); }
   bool Stop() { return Run("stop", ""); }
   Result<testing::BrokerEnv> Env() const {
-    std::ifstream in(dir_ + "/broker.env");
-    std::stringstream text;
-    text << in.rdbuf();
-    return testing::ParseBrokerEnv(text.str());
+    return testing::ParseBrokerEnv(testing::ReadFile(dir_ + "/broker.env"));
   }
 
  private:
   bool Run(const std::string& command, const std::string& extra) {
-    std::string cmd = SourceDir() + "/scripts/rabbitmq-node " + command + " --dir " + dir_ + " " +
-                      extra + " >>" + dir_ + ".log 2>&1";
+    std::string cmd = testing::SourceDir() + "/scripts/rabbitmq-node " + command + " --dir " +
+                      dir_ + " " + extra + " >>" + dir_ + ".log 2>&1";
     return std::system(cmd.c_str()) == 0;
   }
   std::string dir_;
