@@ -22,7 +22,8 @@ std::string EncodeBase64(std::string_view data) {
   size_t i = 0;
   for (; i + 2 < data.size(); i += 3) {
     unsigned v = (static_cast<unsigned char>(data[i]) << 16) |
-                 (static_cast<unsigned char>(data[i + 1]) << 8) | static_cast<unsigned char>(data[i + 2]);
+                 (static_cast<unsigned char>(data[i + 1]) << 8) |
+                 static_cast<unsigned char>(data[i + 2]);
     out += kAlphabet[(v >> 18) & 63];
     out += kAlphabet[(v >> 12) & 63];
     out += kAlphabet[(v >> 6) & 63];
@@ -40,20 +41,23 @@ std::string EncodeBase64(std::string_view data) {
   return out;
 }
 
-std::optional<std::string> DecodeBase64(std::string_view text) {
+std::optional<std::string> DecodeBase64(std::string_view text, const Base64Decoding& rules) {
   std::string out;
   out.reserve(text.size() / 4 * 3);
   unsigned acc = 0;
-  int bits = 0, pad = 0;
+  int bits = 0;
+  size_t symbols = 0, pad = 0;
   for (char c : text) {
-    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+    if (c == '\n' || c == '\r') continue;
+    if ((c == ' ' || c == '\t') && rules.skip_blanks) continue;
     if (c == '=') {
       ++pad;
       continue;
     }
-    if (pad > 0) return std::nullopt;   // data after padding
+    if (pad > 0) return std::nullopt;  // data after padding
     int v = Value(c);
     if (v < 0) return std::nullopt;
+    ++symbols;
     acc = (acc << 6) | static_cast<unsigned>(v);
     bits += 6;
     if (bits >= 8) {
@@ -61,8 +65,12 @@ std::optional<std::string> DecodeBase64(std::string_view text) {
       out += static_cast<char>((acc >> bits) & 0xFF);
     }
   }
-  if (pad > 2 || bits >= 6) return std::nullopt;   // a lone trailing character
-  if ((acc & ((1u << bits) - 1)) != 0) return std::nullopt;   // non-canonical trailing bits
+  if (pad > 2 || bits >= 6) return std::nullopt;  // a lone trailing character
+  bool whole_groups = (symbols + pad) % 4 == 0;
+  if (!whole_groups && (rules.require_padding || (pad > 0 && !rules.loose_padding))) {
+    return std::nullopt;
+  }
+  if (!rules.loose_tail && (acc & ((1u << bits) - 1)) != 0) return std::nullopt;  // non-canonical
   return out;
 }
 

@@ -1,16 +1,32 @@
 #include "common/daemon.h"
 
 #include <csignal>
+#include <iostream>
 #include <thread>
+
+#include "common/kube/client_impl.h"
+#include "common/log.h"
 
 namespace syncbus {
 namespace {
 
 std::atomic<bool> g_stop{false};
 
-extern "C" void OnStopSignal(int) { g_stop.store(true); }
+extern "C" void OnStopSignal(int) {
+  g_stop.store(true);
+}
 
 }  // namespace
+
+std::optional<Config> LoadDaemonConfig(const std::string& path, const std::string& component) {
+  auto config = LoadConfigFile(path);
+  if (!config.ok()) {
+    std::cerr << "syncbus-" << component << ": " << config.status().message() << "\n";
+    return std::nullopt;
+  }
+  log::Init(config->log.level, config->log.format, component);
+  return std::move(*config);
+}
 
 const std::atomic<bool>& InstallStopSignals() {
   struct sigaction sa {};
@@ -30,11 +46,44 @@ Result<kube::ClusterConfig> HubClusterConfig(const HubConfig& hub) {
   return config;
 }
 
+std::optional<HubConnection> NewHubConnection(
+    const HubConfig& hub, const http::CurlTransport::Options& transport_options) {
+  auto transport = http::CurlTransport::Create(transport_options);
+  auto config = HubClusterConfig(hub);
+  if (!transport.ok() || !config.ok()) {
+    log::Error("cannot start",
+               {{"error", (!transport.ok() ? transport.status() : config.status()).message()}});
+    return std::nullopt;
+  }
+  std::shared_ptr<http::CurlTransport> shared_transport = std::move(*transport);
+  return HubConnection{shared_transport,
+                       std::make_shared<kube::ClientImpl>(*config, shared_transport)};
+}
+
+int RunDaemon(const AdminConfig& admin, std::shared_ptr<prometheus::Registry> registry,
+              AdminServer::Probes probes, const std::function<Status()>& run,
+              const std::string& component) {
+  std::unique_ptr<AdminServer> server;
+  if (admin.port >= 0) {
+    auto started = AdminServer::Start(admin, std::move(registry), std::move(probes));
+    if (!started.ok()) {
+      log::Error("cannot start the admin endpoint", {{"error", started.status().message()}});
+      return 1;
+    }
+    server = std::move(*started);
+    log::Info("admin endpoint listening", {{"port", server->port()}});
+  }
+  Status s = run();
+  log::Info(component + " stopped", {{"status", s.ToString()}});
+  return s.ok() ? 0 : 1;
+}
+
 void SleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& stop) {
   auto until = std::chrono::steady_clock::now() + d;
   while (!stop.load() && std::chrono::steady_clock::now() < until) {
     auto left = until - std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(50), left));
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(50), left));
   }
 }
 

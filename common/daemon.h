@@ -1,22 +1,51 @@
-// Daemon scaffolding shared by the binaries' thin mains: stop signals, the hub connection from
-// config (kubeconfig file or in-cluster service account), and sleeping that wakes on stop.
+// Daemon scaffolding shared by the binaries' thin mains: config and logging at start, stop
+// signals, the hub connection from config (kubeconfig file or in-cluster service account),
+// running with the admin endpoint, and sleeping that wakes on stop.
 // Functions are thread-safe; the stop flag is process-wide.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
 
+#include "common/admin_server.h"
 #include "common/config.h"
+#include "common/http/curl_transport.h"
+#include "common/kube/client.h"
 #include "common/kube/config.h"
 #include "common/status.h"
 
 namespace syncbus {
+
+// Loads the config file and starts logging as `component` ("consumer"). On error prints
+// "syncbus-<component>: <message>" to stderr and returns nullopt: the main exits 2.
+std::optional<Config> LoadDaemonConfig(const std::string& path, const std::string& component);
 
 // Installs SIGTERM/SIGINT handlers that set the returned flag (idempotent).
 const std::atomic<bool>& InstallStopSignals();
 
 // kubeconfig (+ context) when configured, else the in-cluster service account.
 Result<kube::ClusterConfig> HubClusterConfig(const HubConfig& hub);
+
+// A client of the hub and the transport under it (shared: other clients may use it too).
+struct HubConnection {
+  std::shared_ptr<http::CurlTransport> transport;
+  std::shared_ptr<kube::Client> client;
+};
+// Creates the transport and the hub client. On error logs "cannot start" and returns nullopt: the
+// main exits 1.
+std::optional<HubConnection> NewHubConnection(
+    const HubConfig& hub, const http::CurlTransport::Options& transport_options);
+
+// Runs the daemon's loop (`run`, until stop) with the admin endpoint serving `probes` unless
+// disabled, then logs "<component> stopped". Returns the exit code: 1 when the admin endpoint
+// cannot start or `run` fails, else 0.
+int RunDaemon(const AdminConfig& admin, std::shared_ptr<prometheus::Registry> registry,
+              AdminServer::Probes probes, const std::function<Status()>& run,
+              const std::string& component);
 
 // Sleeps up to `d`, returning early once `stop` is set.
 void SleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& stop);

@@ -26,6 +26,7 @@
 
 #include "common/clock.h"
 #include "common/http/server_tls.h"
+#include "common/unique_fd.h"
 
 namespace syncbus::http {
 namespace {
@@ -47,29 +48,6 @@ using EventPtr = std::unique_ptr<event, EventFree>;
 using EvhttpPtr = std::unique_ptr<evhttp, EvhttpFree>;
 using EvbufferPtr = std::unique_ptr<evbuffer, EvbufferFree>;
 
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~UniqueFd() { Reset(); }
-  int get() const { return fd_; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
 timeval ToTimeval(std::chrono::microseconds d) {
   if (d.count() < 0) d = std::chrono::microseconds(0);
   timeval tv;
@@ -80,15 +58,24 @@ timeval ToTimeval(std::chrono::microseconds d) {
 
 const char* MethodName(evhttp_cmd_type type) {
   switch (type) {
-    case EVHTTP_REQ_GET: return "GET";
-    case EVHTTP_REQ_POST: return "POST";
-    case EVHTTP_REQ_HEAD: return "HEAD";
-    case EVHTTP_REQ_PUT: return "PUT";
-    case EVHTTP_REQ_DELETE: return "DELETE";
-    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
-    case EVHTTP_REQ_TRACE: return "TRACE";
-    case EVHTTP_REQ_CONNECT: return "CONNECT";
-    case EVHTTP_REQ_PATCH: return "PATCH";
+    case EVHTTP_REQ_GET:
+      return "GET";
+    case EVHTTP_REQ_POST:
+      return "POST";
+    case EVHTTP_REQ_HEAD:
+      return "HEAD";
+    case EVHTTP_REQ_PUT:
+      return "PUT";
+    case EVHTTP_REQ_DELETE:
+      return "DELETE";
+    case EVHTTP_REQ_OPTIONS:
+      return "OPTIONS";
+    case EVHTTP_REQ_TRACE:
+      return "TRACE";
+    case EVHTTP_REQ_CONNECT:
+      return "CONNECT";
+    case EVHTTP_REQ_PATCH:
+      return "PATCH";
   }
   return "UNKNOWN";
 }
@@ -142,7 +129,9 @@ class Loop;
 class Exchange final : public ResponseWriter, public std::enable_shared_from_this<Exchange> {
  public:
   Exchange(Loop* loop, std::shared_ptr<TaskQueue> queue, evhttp_request* req)
-      : loop_(loop), queue_(std::move(queue)), req_(req),
+      : loop_(loop),
+        queue_(std::move(queue)),
+        req_(req),
         evcon_(evhttp_request_get_connection(req)) {}
 
   // Loop thread: hooks the connection's close callback and a close detector on its socket.
@@ -221,7 +210,7 @@ class Exchange final : public ResponseWriter, public std::enable_shared_from_thi
   EventPtr detector_;
   Phase phase_ = Phase::kPending;
 
-  std::atomic<bool> over_{false};   // answered or closed: WriteChunk returns false
+  std::atomic<bool> over_{false};  // answered or closed: WriteChunk returns false
   std::mutex mu_;
   std::deque<std::function<void()>> ops_;
   bool draining_ = false;
@@ -416,7 +405,7 @@ void Exchange::Drain() {
   auto self = shared_from_this();
   std::unique_lock lock(mu_);
   drain_scheduled_ = false;
-  if (draining_) return;   // a drain further up this thread's stack picks the op up
+  if (draining_) return;  // a drain further up this thread's stack picks the op up
   draining_ = true;
   while (!ops_.empty()) {
     std::function<void()> op = std::move(ops_.front());
@@ -510,7 +499,8 @@ void Exchange::Closed(bool request_detached) {
 void Exchange::OnConnectionClose(evhttp_connection* evcon, void* arg) {
   auto* exchange = static_cast<Exchange*>(arg);
   evhttp_connection_set_closecb(evcon, nullptr, nullptr);
-  bool detached = exchange->req_ != nullptr && evhttp_request_get_connection(exchange->req_) == nullptr;
+  bool detached =
+      exchange->req_ != nullptr && evhttp_request_get_connection(exchange->req_) == nullptr;
   exchange->Closed(detached);
 }
 
@@ -518,7 +508,7 @@ void Exchange::OnReadable(evutil_socket_t fd, short, void* arg) {
   auto* exchange = static_cast<Exchange*>(arg);
   char byte;
   ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n > 0) return;   // the client sent more (pipelining): evhttp reads it after our answer
+  if (n > 0) return;  // the client sent more (pipelining): evhttp reads it after our answer
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
     event_add(exchange->detector_.get(), nullptr);
     return;
@@ -564,8 +554,9 @@ class LibeventServer final : public Server {
     if (target->queue()->OnLoopThread()) {
       target->AddTimer(deadline, std::move(fn));
     } else {
-      target->queue()->Post(
-          [target, deadline, fn = std::move(fn)]() mutable { target->AddTimer(deadline, std::move(fn)); });
+      target->queue()->Post([target, deadline, fn = std::move(fn)]() mutable {
+        target->AddTimer(deadline, std::move(fn));
+      });
     }
   }
 
@@ -577,7 +568,7 @@ class LibeventServer final : public Server {
 
  private:
   const Handler handler_;
-  std::shared_ptr<ServerTls> tls_;   // null for plain HTTP; outlives the loops
+  std::shared_ptr<ServerTls> tls_;  // null for plain HTTP; outlives the loops
   UniqueFd listen_fd_;
   const int port_;
   std::vector<std::unique_ptr<Loop>> loops_;
@@ -598,8 +589,8 @@ Result<UniqueFd> Listen(const std::string& host, int port, int* bound_port) {
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, &freeaddrinfo);
   std::string last_error = "no address";
   for (addrinfo* ai = addresses.get(); ai != nullptr; ai = ai->ai_next) {
-    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                         ai->ai_protocol));
+    UniqueFd fd(
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
     if (fd.get() < 0) {
       last_error = std::strerror(errno);
       continue;

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "common/base64.h"
+
 namespace syncbus::kube {
 namespace {
 
@@ -19,41 +21,9 @@ Status ConfigError(const std::string& what) {
   return InvalidArgument("kubeconfig: " + what);
 }
 
-// Standard base64 (padding optional, whitespace ignored).
-std::optional<std::string> DecodeBase64(const std::string& in) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  unsigned buffer = 0;
-  int bits = 0;
-  size_t symbols = 0, padding = 0;
-  for (char c : in) {
-    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
-    if (c == '=') {
-      ++padding;
-      continue;
-    }
-    int v = value(c);
-    if (v < 0 || padding > 0) return std::nullopt;
-    ++symbols;
-    buffer = (buffer << 6) | static_cast<unsigned>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xff));
-    }
-  }
-  if (symbols % 4 == 1 || padding > 2 || (padding > 0 && (symbols + padding) % 4 != 0)) {
-    return std::nullopt;
-  }
-  return out;
-}
+// *-data fields: standard base64, padding optional but completing the last group when present,
+// whitespace ignored, unused trailing bits ignored.
+constexpr Base64Decoding kDataBase64{.loose_padding = false, .loose_tail = true};
 
 std::string Resolve(const std::string& path, const std::string& base_dir) {
   if (path.empty() || path.front() == '/' || base_dir.empty()) return path;
@@ -109,7 +79,7 @@ class Fields {
   Result<std::string> Base64(const char* key) const {
     Result<std::string> encoded = String(key);
     if (!encoded.ok() || encoded->empty()) return encoded;
-    std::optional<std::string> decoded = DecodeBase64(*encoded);
+    std::optional<std::string> decoded = DecodeBase64(*encoded, kDataBase64);
     if (!decoded) return ConfigError(where_ + "." + key + ": invalid base64");
     return *decoded;
   }

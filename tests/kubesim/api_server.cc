@@ -3,8 +3,8 @@
 #include <atomic>
 #include <stdexcept>
 
+#include "common/base64.h"
 #include "tests/kubesim/json_util.h"
-#include "tests/kubesim/names.h"
 #include "tests/kubesim/object_store.h"
 #include "tests/kubesim/request_target.h"
 #include "tests/kubesim/resource_registry.h"
@@ -25,7 +25,9 @@ StatusError PathNotFound() {
   return e;
 }
 
-ApiResponse NotFoundPath() { return ErrorResponse(PathNotFound()); }
+ApiResponse NotFoundPath() {
+  return ErrorResponse(PathNotFound());
+}
 
 struct ContinueToken {
   uint64_t rv = 0;
@@ -34,20 +36,19 @@ struct ContinueToken {
 
 std::string EncodeContinue(uint64_t rv, const std::string& start) {
   Json token = {{"v", "meta.k8s.io/v1"}, {"rv", rv}, {"start", start}};
-  return Base64Encode(token.dump());
+  return EncodeBase64(token.dump());
 }
 
 Outcome<ContinueToken> DecodeContinue(const std::string& text) {
-  std::string raw;
-  if (!Base64Decode(text, &raw)) {
-    return BadRequest("continue key is not valid: illegal base64 data");
-  }
-  Json token = Json::parse(raw, nullptr, false);
+  std::optional<std::string> raw = DecodeBase64(text, kGoStdBase64);
+  if (!raw) return BadRequest("continue key is not valid: illegal base64 data");
+  Json token = Json::parse(*raw, nullptr, false);
   if (token.is_discarded() || !token.is_object() || !token.contains("rv") ||
       !token["rv"].is_number_unsigned() || !token.contains("start") ||
       !token["start"].is_string()) {
-    return BadRequest("continue key is not valid: incorrect encoded start resourceVersion "
-                      "(version meta.k8s.io/v1)");
+    return BadRequest(
+        "continue key is not valid: incorrect encoded start resourceVersion "
+        "(version meta.k8s.io/v1)");
   }
   return ContinueToken{token["rv"].get<uint64_t>(), token["start"].get<std::string>()};
 }
@@ -91,7 +92,9 @@ struct ApiServer::State {
   std::atomic<uint64_t> requests{0};
 };
 
-std::string ApiServer::State::FormatNow() const { return FormatTime(clock->WallNow()); }
+std::string ApiServer::State::FormatNow() const {
+  return FormatTime(clock->WallNow());
+}
 
 ApiServer::ApiServer(Options options) : state_(std::make_unique<State>(std::move(options))) {
   for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
@@ -169,8 +172,9 @@ ApiResponse ListObjects(const ObjectStore& store, const WatchHub& hub, const Typ
   uint64_t current = store.CurrentRv();
   if (auto cont = query.Get("continue"); cont && !cont->empty()) {
     if (!rv_text.empty()) {
-      return ErrorResponse(BadRequest("specifying resource version is not allowed when using "
-                                      "continue"));
+      return ErrorResponse(
+          BadRequest("specifying resource version is not allowed when using "
+                     "continue"));
     }
     auto token = DecodeContinue(*cont);
     if (!token.ok()) return ErrorResponse(token.error());
@@ -370,13 +374,21 @@ std::variant<ApiResponse, uint64_t> ApiServer::StartWatch(const ApiRequest& requ
   return state_->store.StartWatch(std::move(spec), std::move(sink), from, std::move(failure));
 }
 
-void ApiServer::StopWatch(uint64_t watch_id) { state_->hub.Stop(watch_id); }
+void ApiServer::StopWatch(uint64_t watch_id) {
+  state_->hub.Stop(watch_id);
+}
 
-void ApiServer::SendBookmarks() { state_->hub.RequestBookmarks(); }
+void ApiServer::SendBookmarks() {
+  state_->hub.RequestBookmarks();
+}
 
-void ApiServer::ExpireHistory() { state_->store.ExpireHistory(); }
+void ApiServer::ExpireHistory() {
+  state_->store.ExpireHistory();
+}
 
-void ApiServer::CloseAllWatches() { state_->hub.CloseAll(); }
+void ApiServer::CloseAllWatches() {
+  state_->hub.CloseAll();
+}
 
 ApiServer::Stats ApiServer::stats() const {
   Stats s;

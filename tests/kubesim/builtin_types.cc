@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "common/base64.h"
 #include "tests/kubesim/names.h"
 
 namespace syncbus::kubesim {
@@ -37,7 +38,8 @@ constexpr char kObjectMeta[] = R"json({
       "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
   }})json";
 
-constexpr char kStringMap[] = R"json({"type": "object", "additionalProperties": {"type": "string"}})json";
+constexpr char kStringMap[] =
+    R"json({"type": "object", "additionalProperties": {"type": "string"}})json";
 
 constexpr char kContainer[] = R"json({
   "type": "object", "x-kubernetes-preserve-unknown-fields": true,
@@ -68,7 +70,9 @@ constexpr char kContainer[] = R"json({
     "resources": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
   }})json";
 
-Json ParseSchema(const char* text) { return Json::parse(text); }
+Json ParseSchema(const char* text) {
+  return Json::parse(text);
+}
 
 Json WithMeta(Json root) {
   root["properties"]["metadata"] = ObjectMetaSchema();
@@ -95,9 +99,11 @@ Json SecretSchema() {
 }
 
 Json NamespaceSchema() {
-  Json spec = {{"type", "object"},
-               {"properties", {{"finalizers", {{"type", "array"}, {"items", {{"type", "string"}}}}}}}};
-  Json status = {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true},
+  Json spec = {
+      {"type", "object"},
+      {"properties", {{"finalizers", {{"type", "array"}, {"items", {{"type", "string"}}}}}}}};
+  Json status = {{"type", "object"},
+                 {"x-kubernetes-preserve-unknown-fields", true},
                  {"properties", {{"phase", {{"type", "string"}}}}}};
   return WithMeta({{"type", "object"}, {"properties", {{"spec", spec}, {"status", status}}}});
 }
@@ -106,8 +112,10 @@ Json NamedRefList() {
   return {{"type", "array"},
           {"x-kubernetes-patch-strategy", "merge"},
           {"x-kubernetes-patch-merge-key", "name"},
-          {"items", {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true},
-                     {"properties", {{"name", {{"type", "string"}}}}}}}};
+          {"items",
+           {{"type", "object"},
+            {"x-kubernetes-preserve-unknown-fields", true},
+            {"properties", {{"name", {{"type", "string"}}}}}}}};
 }
 
 Json ServiceAccountSchema() {
@@ -130,12 +138,13 @@ Json ServiceSchema() {
   Json spec = {{"type", "object"},
                {"x-kubernetes-preserve-unknown-fields", true},
                {"properties",
-                {{"ports", {{"type", "array"},
-                            {"x-kubernetes-patch-strategy", "merge"},
-                            {"x-kubernetes-patch-merge-key", "port"},
-                            {"x-kubernetes-list-type", "map"},
-                            {"x-kubernetes-list-map-keys", {"port", "protocol"}},
-                            {"items", port}}},
+                {{"ports",
+                  {{"type", "array"},
+                   {"x-kubernetes-patch-strategy", "merge"},
+                   {"x-kubernetes-patch-merge-key", "port"},
+                   {"x-kubernetes-list-type", "map"},
+                   {"x-kubernetes-list-map-keys", {"port", "protocol"}},
+                   {"items", port}}},
                  {"selector", ParseSchema(kStringMap)},
                  {"clusterIP", {{"type", "string"}}},
                  {"clusterIPs", {{"type", "array"}, {"items", {{"type", "string"}}}}},
@@ -165,51 +174,56 @@ Json DeploymentSchema() {
                      {"x-kubernetes-patch-strategy", "merge"},
                      {"x-kubernetes-patch-merge-key", "name"},
                      {"items", ParseSchema(kContainer)}};
-  Json pod_spec = {
-      {"type", "object"},
-      {"x-kubernetes-preserve-unknown-fields", true},
-      {"properties",
-       {{"containers", containers},
-        {"initContainers", containers},
-        {"volumes", {{"type", "array"},
-                     {"x-kubernetes-patch-strategy", "merge,retainKeys"},
-                     {"x-kubernetes-patch-merge-key", "name"},
-                     {"items", {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true},
-                                {"properties", {{"name", {{"type", "string"}}}}}}}}},
-        {"imagePullSecrets", NamedRefList()},
-        {"nodeSelector", ParseSchema(kStringMap)},
-        {"restartPolicy", {{"type", "string"}}},
-        {"dnsPolicy", {{"type", "string"}}},
-        {"schedulerName", {{"type", "string"}}},
-        {"serviceAccountName", {{"type", "string"}}},
-        {"terminationGracePeriodSeconds", {{"type", "integer"}}},
-        {"securityContext", {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}};
-  Json selector = {{"type", "object"},
-                   {"x-kubernetes-map-type", "atomic"},
+  Json pod_spec = {{"type", "object"},
+                   {"x-kubernetes-preserve-unknown-fields", true},
                    {"properties",
-                    {{"matchLabels", ParseSchema(kStringMap)},
-                     {"matchExpressions", {{"type", "array"},
-                                           {"items", {{"type", "object"},
-                                                      {"x-kubernetes-preserve-unknown-fields", true}}}}}}}};
-  Json spec = {
+                    {{"containers", containers},
+                     {"initContainers", containers},
+                     {"volumes",
+                      {{"type", "array"},
+                       {"x-kubernetes-patch-strategy", "merge,retainKeys"},
+                       {"x-kubernetes-patch-merge-key", "name"},
+                       {"items",
+                        {{"type", "object"},
+                         {"x-kubernetes-preserve-unknown-fields", true},
+                         {"properties", {{"name", {{"type", "string"}}}}}}}}},
+                     {"imagePullSecrets", NamedRefList()},
+                     {"nodeSelector", ParseSchema(kStringMap)},
+                     {"restartPolicy", {{"type", "string"}}},
+                     {"dnsPolicy", {{"type", "string"}}},
+                     {"schedulerName", {{"type", "string"}}},
+                     {"serviceAccountName", {{"type", "string"}}},
+                     {"terminationGracePeriodSeconds", {{"type", "integer"}}},
+                     {"securityContext",
+                      {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}};
+  Json selector = {
       {"type", "object"},
+      {"x-kubernetes-map-type", "atomic"},
       {"properties",
-       {{"replicas", {{"type", "integer"}}},
-        {"selector", selector},
-        {"template", {{"type", "object"},
-                      {"properties", {{"metadata", ObjectMetaSchema()}, {"spec", pod_spec}}}}},
-        {"strategy", {{"type", "object"},
-                      {"properties",
-                       {{"type", {{"type", "string"}}},
-                        {"rollingUpdate",
-                         {{"type", "object"},
-                          {"properties",
-                           {{"maxSurge", {{"x-kubernetes-int-or-string", true}}},
-                            {"maxUnavailable", {{"x-kubernetes-int-or-string", true}}}}}}}}}}},
-        {"minReadySeconds", {{"type", "integer"}}},
-        {"revisionHistoryLimit", {{"type", "integer"}}},
-        {"paused", {{"type", "boolean"}}},
-        {"progressDeadlineSeconds", {{"type", "integer"}}}}}};
+       {{"matchLabels", ParseSchema(kStringMap)},
+        {"matchExpressions",
+         {{"type", "array"},
+          {"items", {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}}}};
+  Json spec = {{"type", "object"},
+               {"properties",
+                {{"replicas", {{"type", "integer"}}},
+                 {"selector", selector},
+                 {"template",
+                  {{"type", "object"},
+                   {"properties", {{"metadata", ObjectMetaSchema()}, {"spec", pod_spec}}}}},
+                 {"strategy",
+                  {{"type", "object"},
+                   {"properties",
+                    {{"type", {{"type", "string"}}},
+                     {"rollingUpdate",
+                      {{"type", "object"},
+                       {"properties",
+                        {{"maxSurge", {{"x-kubernetes-int-or-string", true}}},
+                         {"maxUnavailable", {{"x-kubernetes-int-or-string", true}}}}}}}}}}},
+                 {"minReadySeconds", {{"type", "integer"}}},
+                 {"revisionHistoryLimit", {{"type", "integer"}}},
+                 {"paused", {{"type", "boolean"}}},
+                 {"progressDeadlineSeconds", {{"type", "integer"}}}}}};
   Json status = {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}};
   return WithMeta({{"type", "object"}, {"properties", {{"spec", spec}, {"status", status}}}});
 }
@@ -217,10 +231,14 @@ Json DeploymentSchema() {
 Json RulesSchema() {
   Json strings = {{"type", "array"}, {"items", {{"type", "string"}}}};
   return {{"type", "array"},
-          {"items", {{"type", "object"},
-                     {"properties",
-                      {{"apiGroups", strings}, {"resources", strings}, {"verbs", strings},
-                       {"resourceNames", strings}, {"nonResourceURLs", strings}}}}}};
+          {"items",
+           {{"type", "object"},
+            {"properties",
+             {{"apiGroups", strings},
+              {"resources", strings},
+              {"verbs", strings},
+              {"resourceNames", strings},
+              {"nonResourceURLs", strings}}}}}};
 }
 
 Json RoleSchema(bool cluster) {
@@ -243,9 +261,10 @@ Json BindingSchema() {
                     {{"apiGroup", {{"type", "string"}}},
                      {"kind", {{"type", "string"}}},
                      {"name", {{"type", "string"}}}}}};
-  return WithMeta({{"type", "object"},
-                   {"properties",
-                    {{"subjects", {{"type", "array"}, {"items", subject}}}, {"roleRef", role_ref}}}});
+  return WithMeta(
+      {{"type", "object"},
+       {"properties",
+        {{"subjects", {{"type", "array"}, {"items", subject}}}, {"roleRef", role_ref}}}});
 }
 
 Json CrdSchema() {
@@ -315,9 +334,8 @@ void ValidateImmutableData(const Json& obj, const Json* old, std::vector<FieldEr
 std::string NormalizeConfigMap(Json& obj) {
   const Json* binary = Get(obj, {"binaryData"});
   if (binary != nullptr && binary->is_object()) {
-    std::string decoded;
     for (const auto& [k, v] : binary->items()) {
-      if (v.is_string() && !Base64Decode(v.get<std::string>(), &decoded)) {
+      if (v.is_string() && !DecodeBase64(v.get<std::string>(), kGoStdBase64)) {
         return "illegal base64 data at input byte 0";
       }
     }
@@ -338,8 +356,8 @@ void ValidateConfigMap(const Json& obj, const Json* old, std::vector<FieldError>
     }
   }
   if (DataSize(data) + DataSize(binary) > 1024 * 1024) {
-    errors->push_back({FieldError::Type::kTooLong, "", nullptr,
-                       "must have at most 1048576 bytes", {}});
+    errors->push_back(
+        {FieldError::Type::kTooLong, "", nullptr, "must have at most 1048576 bytes", {}});
   }
   ValidateImmutableData(obj, old, errors);
 }
@@ -349,11 +367,10 @@ void ValidateConfigMap(const Json& obj, const Json* old, std::vector<FieldError>
 std::string NormalizeSecret(Json& obj) {
   const Json* data = Get(obj, {"data"});
   if (data != nullptr && data->is_object()) {
-    std::string decoded;
     for (const auto& [k, v] : data->items()) {
       if (!v.is_string()) continue;
       const std::string& text = v.get_ref<const std::string&>();
-      if (!Base64Decode(text, &decoded)) {
+      if (!DecodeBase64(text, kGoStdBase64)) {
         size_t bad = 0;
         while (bad < text.size() && (std::isalnum(static_cast<unsigned char>(text[bad])) ||
                                      text[bad] == '+' || text[bad] == '/')) {
@@ -367,7 +384,7 @@ std::string NormalizeSecret(Json& obj) {
   if (string_data != obj.end()) {
     if (string_data->is_object()) {
       for (const auto& [k, v] : string_data->items()) {
-        if (v.is_string()) obj["data"][k] = Base64Encode(v.get<std::string>());
+        if (v.is_string()) obj["data"][k] = EncodeBase64(v.get<std::string>());
       }
     }
     obj.erase("stringData");
@@ -375,21 +392,23 @@ std::string NormalizeSecret(Json& obj) {
   return "";
 }
 
-void DefaultSecret(Json& obj, const Json*) { SetIfAbsent(obj, "type", "Opaque"); }
+void DefaultSecret(Json& obj, const Json*) {
+  SetIfAbsent(obj, "type", "Opaque");
+}
 
 void ValidateSecret(const Json& obj, const Json* old, std::vector<FieldError>* errors) {
   const Json* data = Get(obj, {"data"});
   ValidateDataKeys(data, "data", errors);
   size_t total = 0;
   if (data != nullptr && data->is_object()) {
-    std::string decoded;
     for (const auto& [k, v] : data->items()) {
-      if (v.is_string() && Base64Decode(v.get<std::string>(), &decoded)) total += decoded.size();
+      if (!v.is_string()) continue;
+      if (auto decoded = DecodeBase64(v.get<std::string>(), kGoStdBase64)) total += decoded->size();
     }
   }
   if (total > 1024 * 1024) {
-    errors->push_back({FieldError::Type::kTooLong, "data", nullptr,
-                       "must have at most 1048576 bytes", {}});
+    errors->push_back(
+        {FieldError::Type::kTooLong, "data", nullptr, "must have at most 1048576 bytes", {}});
   }
   std::string type = Str(obj, {"type"});
   auto require_key = [&](const char* key) {
@@ -505,8 +524,8 @@ void ValidateService(const Json& obj, const Json* old, std::vector<FieldError>* 
   }
   if (old != nullptr && Str(*old, {"spec", "clusterIP"}) != Str(obj, {"spec", "clusterIP"}) &&
       Str(*old, {"spec", "type"}) != "ExternalName" && type != "ExternalName") {
-    errors->push_back(Invalid("spec.clusterIPs[0]", Str(obj, {"spec", "clusterIP"}),
-                              "may not change once set"));
+    errors->push_back(
+        Invalid("spec.clusterIPs[0]", Str(obj, {"spec", "clusterIP"}), "may not change once set"));
   }
 }
 
@@ -520,8 +539,8 @@ void ValidateLease(const Json& obj, const Json*, std::vector<FieldError>* errors
   const Json* transitions = Get(obj, {"spec", "leaseTransitions"});
   if (transitions != nullptr && transitions->is_number_integer() &&
       transitions->get<long long>() < 0) {
-    errors->push_back(Invalid("spec.leaseTransitions", *transitions,
-                              "must be greater than or equal to 0"));
+    errors->push_back(
+        Invalid("spec.leaseTransitions", *transitions, "must be greater than or equal to 0"));
   }
 }
 
@@ -573,7 +592,9 @@ void DefaultDeployment(Json& obj, const Json*) {
   DefaultContainers(pod.contains("initContainers") ? &pod["initContainers"] : nullptr);
 }
 
-void PrepareDeployment(Json& obj) { obj["status"] = Json::object(); }
+void PrepareDeployment(Json& obj) {
+  obj["status"] = Json::object();
+}
 
 void ValidateDeployment(const Json& obj, const Json* old, std::vector<FieldError>* errors) {
   const Json* selector = Get(obj, {"spec", "selector"});
@@ -585,8 +606,8 @@ void ValidateDeployment(const Json& obj, const Json* old, std::vector<FieldError
     const Json* exprs = Get(*selector, {"matchExpressions"});
     bool empty = (match == nullptr || match->empty()) && (exprs == nullptr || exprs->empty());
     if (empty) {
-      errors->push_back(Invalid("spec.selector", *selector,
-                                "empty selector is invalid for deployment"));
+      errors->push_back(
+          Invalid("spec.selector", *selector, "empty selector is invalid for deployment"));
     } else if (match != nullptr && match->is_object()) {
       for (const auto& [k, v] : match->items()) {
         const Json* have = labels != nullptr ? Get(*labels, {k.c_str()}) : nullptr;
@@ -614,7 +635,8 @@ void ValidateDeployment(const Json& obj, const Json* old, std::vector<FieldError
       if (name.empty()) {
         errors->push_back(Required(path + ".name"));
       } else {
-        for (const auto& m : IsDns1123Label(name)) errors->push_back(Invalid(path + ".name", name, m));
+        for (const auto& m : IsDns1123Label(name))
+          errors->push_back(Invalid(path + ".name", name, m));
       }
       if (Str(c, {"image"}).empty()) errors->push_back(Required(path + ".image"));
     }
@@ -655,12 +677,12 @@ void ValidateRules(const Json& obj, bool namespaced, std::vector<FieldError>* er
       continue;
     }
     if (empty("apiGroups")) {
-      errors->push_back(Required(path + ".apiGroups",
-                                 "resource rules must supply at least one api group"));
+      errors->push_back(
+          Required(path + ".apiGroups", "resource rules must supply at least one api group"));
     }
     if (empty("resources")) {
-      errors->push_back(Required(path + ".resources",
-                                 "resource rules must supply at least one resource"));
+      errors->push_back(
+          Required(path + ".resources", "resource rules must supply at least one resource"));
     }
   }
 }
@@ -714,8 +736,7 @@ void ValidateRoleBinding(const Json& obj, const Json* old, std::vector<FieldErro
   ValidateBinding(obj, old, true, errors);
 }
 
-void ValidateClusterRoleBinding(const Json& obj, const Json* old,
-                                std::vector<FieldError>* errors) {
+void ValidateClusterRoleBinding(const Json& obj, const Json* old, std::vector<FieldError>* errors) {
   ValidateBinding(obj, old, false, errors);
 }
 
@@ -737,7 +758,8 @@ void ValidateCrd(const Json& obj, const Json*, std::vector<FieldError>* errors) 
   }
   const Json* versions = Get(obj, {"spec", "versions"});
   if (versions == nullptr || !versions->is_array() || versions->empty()) {
-    errors->push_back(Required("spec.versions", "must have exactly one version marked as storage version"));
+    errors->push_back(
+        Required("spec.versions", "must have exactly one version marked as storage version"));
     return;
   }
   int storage = 0;
@@ -768,7 +790,7 @@ const BuiltinBehavior kClusterRoleBinding{nullptr, nullptr, ValidateClusterRoleB
 const BuiltinBehavior kCrd{nullptr, nullptr, ValidateCrd};
 
 const std::vector<std::string> kAllVerbs = {"create", "delete", "deletecollection", "get",
-                                            "list", "patch", "update", "watch"};
+                                            "list",   "patch",  "update",           "watch"};
 
 TypePtr Make(const char* group, const char* plural, const char* singular, const char* kind,
              bool namespaced, std::vector<std::string> short_names, const Json& schema,
@@ -838,23 +860,23 @@ const std::vector<TypePtr>& BuiltinTypes() {
                       &kLease, [](ResourceType& t) {
                         t.zero_object = {{"metadata", Json::object()}, {"spec", Json::object()}};
                       }));
-    v->push_back(Make("apps", "deployments", "deployment", "Deployment", true, {"deploy"},
-                      DeploymentSchema(), &kDeployment, [](ResourceType& t) {
-                        t.status_subresource = true;
-                        t.tracks_generation = true;
-                        t.categories = {"all"};
-                        t.zero_object = {
-                            {"metadata", Json::object()},
-                            {"spec", {{"template", {{"metadata", Json::object()},
-                                                    {"spec", Json::object()}}},
-                                      {"strategy", Json::object()}}},
-                            {"status", Json::object()}};
-                      }));
+    v->push_back(Make(
+        "apps", "deployments", "deployment", "Deployment", true, {"deploy"}, DeploymentSchema(),
+        &kDeployment, [](ResourceType& t) {
+          t.status_subresource = true;
+          t.tracks_generation = true;
+          t.categories = {"all"};
+          t.zero_object = {{"metadata", Json::object()},
+                           {"spec",
+                            {{"template", {{"metadata", Json::object()}, {"spec", Json::object()}}},
+                             {"strategy", Json::object()}}},
+                           {"status", Json::object()}};
+        }));
     const char* rbac = "rbac.authorization.k8s.io";
     v->push_back(Make(rbac, "roles", "role", "Role", true, {}, RoleSchema(false), &kRole,
                       [](ResourceType& t) { t.name_rule = NameRule::kPathSegment; }));
-    v->push_back(Make(rbac, "rolebindings", "rolebinding", "RoleBinding", true, {},
-                      BindingSchema(), &kRoleBinding,
+    v->push_back(Make(rbac, "rolebindings", "rolebinding", "RoleBinding", true, {}, BindingSchema(),
+                      &kRoleBinding,
                       [](ResourceType& t) { t.name_rule = NameRule::kPathSegment; }));
     v->push_back(Make(rbac, "clusterroles", "clusterrole", "ClusterRole", false, {},
                       RoleSchema(true), &kClusterRole,

@@ -1,11 +1,11 @@
 #include "tests/kubesim/names.h"
 
-#include <array>
-
 namespace syncbus::kubesim {
 namespace {
 
-bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool IsLowerAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
 bool IsAlnum(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
@@ -23,7 +23,9 @@ std::string RegexError(const std::string& msg, const std::string& fmt,
   return out;
 }
 
-std::string MaxLenError(int n) { return "must be no more than " + std::to_string(n) + " characters"; }
+std::string MaxLenError(int n) {
+  return "must be no more than " + std::to_string(n) + " characters";
+}
 
 // [a-z0-9]([-a-z0-9]*[a-z0-9])?
 bool MatchesDns1123Label(std::string_view v) {
@@ -75,8 +77,8 @@ Messages IsDns1123Subdomain(std::string_view value) {
   size_t start = 0;
   while (ok && start <= value.size()) {
     size_t dot = value.find('.', start);
-    std::string_view part = value.substr(start, dot == std::string_view::npos ? value.npos
-                                                                              : dot - start);
+    std::string_view part =
+        value.substr(start, dot == std::string_view::npos ? value.npos : dot - start);
     if (!MatchesDns1123Label(part)) ok = false;
     if (dot == std::string_view::npos) break;
     start = dot + 1;
@@ -109,10 +111,10 @@ Messages IsQualifiedName(std::string_view value) {
   size_t slash = value.find('/');
   if (slash != std::string_view::npos) {
     if (value.find('/', slash + 1) != std::string_view::npos) {
-      errs.push_back("a qualified name " +
-                     RegexError(kQualifiedNameMsg, kQualifiedNameFmt,
-                                {"MyName", "my.name", "123-abc"}) +
-                     " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')");
+      errs.push_back(
+          "a qualified name " +
+          RegexError(kQualifiedNameMsg, kQualifiedNameFmt, {"MyName", "my.name", "123-abc"}) +
+          " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')");
       return errs;
     }
     std::string_view prefix = value.substr(0, slash);
@@ -155,9 +157,9 @@ Messages IsConfigMapKey(std::string_view value) {
     if (!IsAlnum(c) && c != '-' && c != '_' && c != '.') ok = false;
   }
   if (!ok) {
-    errs.push_back(RegexError(
-        "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
-        "[-._a-zA-Z0-9]+", {"key.name", "KEY_NAME", "key-name"}));
+    errs.push_back(
+        RegexError("a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                   "[-._a-zA-Z0-9]+", {"key.name", "KEY_NAME", "key-name"}));
   }
   if (value == ".") {
     errs.push_back("must not be '.'");
@@ -190,76 +192,6 @@ Messages NameIsDnsLabel(std::string_view value, bool prefix) {
 
 Messages NameIsDns1035Label(std::string_view value, bool prefix) {
   return prefix ? IsDns1035Label(MaskTrailingDash(value)) : IsDns1035Label(value);
-}
-
-namespace {
-constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-int B64Value(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-}  // namespace
-
-bool Base64Decode(std::string_view raw, std::string* out) {
-  out->clear();
-  std::string stripped;
-  if (raw.find_first_of("\r\n") != std::string_view::npos) {
-    for (char c : raw) {
-      if (c != '\r' && c != '\n') stripped.push_back(c);
-    }
-    raw = stripped;
-  }
-  std::string_view in = raw;
-  if (in.size() % 4 != 0) return false;
-  out->reserve(in.size() / 4 * 3);
-  for (size_t i = 0; i < in.size(); i += 4) {
-    std::array<int, 4> v{};
-    int pad = 0;
-    for (int j = 0; j < 4; ++j) {
-      char c = in[i + j];
-      if (c == '=') {
-        if (i + 4 != in.size() || j < 2) return false;
-        v[j] = 0;
-        ++pad;
-      } else {
-        if (pad > 0) return false;
-        v[j] = B64Value(c);
-        if (v[j] < 0) return false;
-      }
-    }
-    unsigned n = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
-    out->push_back(static_cast<char>((n >> 16) & 0xff));
-    if (pad < 2) out->push_back(static_cast<char>((n >> 8) & 0xff));
-    if (pad < 1) out->push_back(static_cast<char>(n & 0xff));
-  }
-  return true;
-}
-
-std::string Base64Encode(std::string_view in) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    unsigned n = (static_cast<unsigned char>(in[i]) << 16) |
-                 (static_cast<unsigned char>(in[i + 1]) << 8) | static_cast<unsigned char>(in[i + 2]);
-    out += kB64[(n >> 18) & 63];
-    out += kB64[(n >> 12) & 63];
-    out += kB64[(n >> 6) & 63];
-    out += kB64[n & 63];
-  }
-  if (i < in.size()) {
-    unsigned n = static_cast<unsigned char>(in[i]) << 16;
-    if (i + 1 < in.size()) n |= static_cast<unsigned char>(in[i + 1]) << 8;
-    out += kB64[(n >> 18) & 63];
-    out += kB64[(n >> 12) & 63];
-    out += (i + 1 < in.size()) ? kB64[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
 }
 
 }  // namespace syncbus::kubesim

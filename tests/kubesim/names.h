@@ -25,8 +25,4 @@ Messages NameIsDnsSubdomain(std::string_view value, bool prefix);
 Messages NameIsDnsLabel(std::string_view value, bool prefix);
 Messages NameIsDns1035Label(std::string_view value, bool prefix);  // Services
 
-// Standard base64 (with padding, as Go's encoding/base64.StdEncoding). False on bad input.
-bool Base64Decode(std::string_view in, std::string* out);
-std::string Base64Encode(std::string_view in);
-
 }  // namespace syncbus::kubesim

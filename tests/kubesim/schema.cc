@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/base64.h"
 #include "tests/kubesim/json_util.h"
 #include "tests/kubesim/names.h"
 #include "tests/kubesim/object_meta.h"
@@ -42,26 +43,40 @@ size_t RuneCount(const std::string& s) {
 
 const char* TypeName(Schema::Type t) {
   switch (t) {
-    case Schema::Type::kObject: return "object";
-    case Schema::Type::kArray: return "array";
-    case Schema::Type::kString: return "string";
-    case Schema::Type::kInteger: return "integer";
-    case Schema::Type::kNumber: return "number";
-    case Schema::Type::kBoolean: return "boolean";
-    case Schema::Type::kAny: return "";
+    case Schema::Type::kObject:
+      return "object";
+    case Schema::Type::kArray:
+      return "array";
+    case Schema::Type::kString:
+      return "string";
+    case Schema::Type::kInteger:
+      return "integer";
+    case Schema::Type::kNumber:
+      return "number";
+    case Schema::Type::kBoolean:
+      return "boolean";
+    case Schema::Type::kAny:
+      return "";
   }
   return "";
 }
 
 bool MatchesType(Schema::Type t, const Json& v) {
   switch (t) {
-    case Schema::Type::kAny: return true;
-    case Schema::Type::kObject: return v.is_object();
-    case Schema::Type::kArray: return v.is_array();
-    case Schema::Type::kString: return v.is_string();
-    case Schema::Type::kInteger: return IsIntegral(v);
-    case Schema::Type::kNumber: return v.is_number();
-    case Schema::Type::kBoolean: return v.is_boolean();
+    case Schema::Type::kAny:
+      return true;
+    case Schema::Type::kObject:
+      return v.is_object();
+    case Schema::Type::kArray:
+      return v.is_array();
+    case Schema::Type::kString:
+      return v.is_string();
+    case Schema::Type::kInteger:
+      return IsIntegral(v);
+    case Schema::Type::kNumber:
+      return v.is_number();
+    case Schema::Type::kBoolean:
+      return v.is_boolean();
   }
   return false;
 }
@@ -103,22 +118,32 @@ Result<std::unique_ptr<Schema>> Schema::CompileNode(const Json& j, int depth) {
     return it != j.end() && it->is_boolean() && it->get<bool>();
   };
   std::string type = str("type");
-  if (type.empty()) s->type_ = Type::kAny;
-  else if (type == "object") s->type_ = Type::kObject;
-  else if (type == "array") s->type_ = Type::kArray;
-  else if (type == "string") s->type_ = Type::kString;
-  else if (type == "integer") s->type_ = Type::kInteger;
-  else if (type == "number") s->type_ = Type::kNumber;
-  else if (type == "boolean") s->type_ = Type::kBoolean;
-  else return InvalidArgument("unsupported schema type " + type);
+  if (type.empty())
+    s->type_ = Type::kAny;
+  else if (type == "object")
+    s->type_ = Type::kObject;
+  else if (type == "array")
+    s->type_ = Type::kArray;
+  else if (type == "string")
+    s->type_ = Type::kString;
+  else if (type == "integer")
+    s->type_ = Type::kInteger;
+  else if (type == "number")
+    s->type_ = Type::kNumber;
+  else if (type == "boolean")
+    s->type_ = Type::kBoolean;
+  else
+    return InvalidArgument("unsupported schema type " + type);
   s->nullable_ = flag("nullable");
   s->preserve_unknown_ = flag("x-kubernetes-preserve-unknown-fields");
   s->embedded_resource_ = flag("x-kubernetes-embedded-resource");
   s->int_or_string_ = flag("x-kubernetes-int-or-string");
   s->map_atomic_ = str("x-kubernetes-map-type") == "atomic";
   std::string list_type = str("x-kubernetes-list-type");
-  if (list_type == "set") s->list_type_ = ListType::kSet;
-  else if (list_type == "map") s->list_type_ = ListType::kMap;
+  if (list_type == "set")
+    s->list_type_ = ListType::kSet;
+  else if (list_type == "map")
+    s->list_type_ = ListType::kMap;
   auto keys = j.find("x-kubernetes-list-map-keys");
   if (keys != j.end() && keys->is_array()) {
     for (const auto& k : *keys) {
@@ -180,12 +205,11 @@ Result<std::unique_ptr<Schema>> Schema::CompileNode(const Json& j, int depth) {
   s->multiple_of_ = number("multipleOf");
   s->exclusive_minimum_ = flag("exclusiveMinimum");
   s->exclusive_maximum_ = flag("exclusiveMaximum");
-  for (auto [key, field] : {std::pair{"minLength", &s->min_length_},
-                            std::pair{"maxLength", &s->max_length_},
-                            std::pair{"minItems", &s->min_items_},
-                            std::pair{"maxItems", &s->max_items_},
-                            std::pair{"minProperties", &s->min_properties_},
-                            std::pair{"maxProperties", &s->max_properties_}}) {
+  for (auto [key, field] :
+       {std::pair{"minLength", &s->min_length_}, std::pair{"maxLength", &s->max_length_},
+        std::pair{"minItems", &s->min_items_}, std::pair{"maxItems", &s->max_items_},
+        std::pair{"minProperties", &s->min_properties_},
+        std::pair{"maxProperties", &s->max_properties_}}) {
     auto v = OptInt(j, key);
     if (!v.ok()) return v.status();
     *field = *v;
@@ -287,7 +311,9 @@ void DefaultAt(const Schema& s, Json& v);
 
 }  // namespace
 
-void Schema::Default(Json& value) const { DefaultAt(*this, value); }
+void Schema::Default(Json& value) const {
+  DefaultAt(*this, value);
+}
 
 namespace {
 
@@ -329,7 +355,9 @@ void DefaultAt(const Schema& s, Json& v) {
   }
 }
 
-bool HasDefault(const Schema& s, Json* out) { return s.DefaultValue(out); }
+bool HasDefault(const Schema& s, Json* out) {
+  return s.DefaultValue(out);
+}
 
 }  // namespace
 
@@ -359,16 +387,15 @@ void Schema::Validate(const Json& value, const std::string& path,
   if (value.is_null()) {
     if (nullable_ || type_ == Type::kAny) return;
     std::string name = path.empty() ? "body" : path;
-    errors->push_back(TypeInvalid(path, "null",
-                                  name + " in body must be of type " + TypeName(type_) +
-                                      ": \"null\""));
+    errors->push_back(TypeInvalid(
+        path, "null", name + " in body must be of type " + TypeName(type_) + ": \"null\""));
     return;
   }
   if (int_or_string_) {
     if (!IsIntegral(value) && !value.is_string()) {
-      errors->push_back(TypeInvalid(path, JsonTypeName(value),
-                                    path + " in body must be of type integer,string: \"" +
-                                        JsonTypeName(value) + "\""));
+      errors->push_back(TypeInvalid(
+          path, JsonTypeName(value),
+          path + " in body must be of type integer,string: \"" + JsonTypeName(value) + "\""));
       return;
     }
   } else if (!MatchesType(type_, value)) {
@@ -379,22 +406,22 @@ void Schema::Validate(const Json& value, const std::string& path,
   }
   if (!enum_.empty() && std::find(enum_.begin(), enum_.end(), value) == enum_.end()) {
     std::vector<std::string> supported;
-    for (const auto& e : enum_) supported.push_back(e.is_string() ? e.get<std::string>() : e.dump());
+    for (const auto& e : enum_)
+      supported.push_back(e.is_string() ? e.get<std::string>() : e.dump());
     errors->push_back(NotSupported(path, value, supported));
   }
   if (value.is_string()) {
     const std::string& text = value.get_ref<const std::string&>();
     if (format_ == "date-time" && !IsDateTime(text)) {
-      errors->push_back(TypeInvalid(path, value,
-                                    path + " in body must be of type date-time: " + value.dump()));
+      errors->push_back(
+          TypeInvalid(path, value, path + " in body must be of type date-time: " + value.dump()));
     } else if (format_ == "date" && !IsDate(text)) {
-      errors->push_back(TypeInvalid(path, value,
-                                    path + " in body must be of type date: " + value.dump()));
+      errors->push_back(
+          TypeInvalid(path, value, path + " in body must be of type date: " + value.dump()));
     } else if (format_ == "byte") {
-      std::string decoded;
-      if (!Base64Decode(text, &decoded)) {
-        errors->push_back(TypeInvalid(path, value,
-                                      path + " in body must be of type byte: " + value.dump()));
+      if (!DecodeBase64(text, kGoStdBase64)) {
+        errors->push_back(
+            TypeInvalid(path, value, path + " in body must be of type byte: " + value.dump()));
       }
     }
     size_t runes = RuneCount(text);
@@ -402,9 +429,9 @@ void Schema::Validate(const Json& value, const std::string& path,
       errors->push_back(TooLong(path, value, *max_length_));
     }
     if (min_length_ && static_cast<long long>(runes) < *min_length_) {
-      errors->push_back(Invalid(path, value,
-                                path + " in body should be at least " +
-                                    std::to_string(*min_length_) + " chars long"));
+      errors->push_back(Invalid(
+          path, value,
+          path + " in body should be at least " + std::to_string(*min_length_) + " chars long"));
     }
     if (pattern_re_ && !std::regex_search(text, *pattern_re_)) {
       errors->push_back(Invalid(path, value, path + " in body should match '" + pattern_ + "'"));
@@ -424,20 +451,18 @@ void Schema::Validate(const Json& value, const std::string& path,
                                     (exclusive_maximum_ ? "" : "or equal to ") +
                                     FormatNumber(*maximum_)));
     }
-    if (multiple_of_ && *multiple_of_ != 0 &&
-        std::fmod(d, *multiple_of_) != 0) {
-      errors->push_back(Invalid(path, value,
-                                path + " in body should be a multiple of " +
-                                    FormatNumber(*multiple_of_)));
+    if (multiple_of_ && *multiple_of_ != 0 && std::fmod(d, *multiple_of_) != 0) {
+      errors->push_back(Invalid(
+          path, value, path + " in body should be a multiple of " + FormatNumber(*multiple_of_)));
     }
   }
   if (value.is_array()) {
     long long n = static_cast<long long>(value.size());
     if (max_items_ && n > *max_items_) errors->push_back(TooMany(path, n, *max_items_));
     if (min_items_ && n < *min_items_) {
-      errors->push_back(Invalid(path, n,
-                                path + " in body should have at least " +
-                                    std::to_string(*min_items_) + " items"));
+      errors->push_back(Invalid(
+          path, n,
+          path + " in body should have at least " + std::to_string(*min_items_) + " items"));
     }
     const Schema& items = Items();
     for (size_t i = 0; i < value.size(); ++i) items.Validate(value[i], Index(path, i), errors);
@@ -502,8 +527,8 @@ void Schema::Validate(const Json& value, const std::string& path,
       }
     }
     if (!any) {
-      errors->push_back(Invalid(path, value,
-                                path + " in body must validate at least one schema (anyOf)"));
+      errors->push_back(
+          Invalid(path, value, path + " in body must validate at least one schema (anyOf)"));
     }
   }
   if (!one_of_.empty()) {
@@ -514,8 +539,8 @@ void Schema::Validate(const Json& value, const std::string& path,
       if (tmp.empty()) ++passing;
     }
     if (passing != 1) {
-      errors->push_back(Invalid(path, value,
-                                path + " in body must validate one and only one schema (oneOf)"));
+      errors->push_back(
+          Invalid(path, value, path + " in body must validate one and only one schema (oneOf)"));
     }
   }
   if (not_) {

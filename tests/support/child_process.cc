@@ -8,19 +8,21 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <thread>
+
+#include "tests/support/files.h"
 
 extern char** environ;
 
 namespace syncbus::testing {
 
-Result<ChildProcess> ChildProcess::Start(const std::vector<std::string>& argv, const std::string& log_file) {
+Result<ChildProcess> ChildProcess::Start(const std::vector<std::string>& argv,
+                                         const std::string& log_file) {
   if (argv.empty()) return InvalidArgument("empty argv");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -62,10 +64,7 @@ std::optional<int> ChildProcess::Stop(int signal, std::chrono::milliseconds time
 }
 
 std::string ChildProcess::Log() const {
-  std::ifstream in(log_file_);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return ReadFile(log_file_);
 }
 
 std::string BinaryDir() {
@@ -76,12 +75,6 @@ std::string BinaryDir() {
 std::string SourceDir() {
   const char* dir = std::getenv("SYNCBUS_SOURCE_DIR");
   return dir && *dir ? dir : SYNCBUS_SOURCE_DIR_DEFAULT;
-}
-
-std::string MakeTempDir(const std::string& prefix) {
-  std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
-  char* made = mkdtemp(tmpl.data());
-  return made ? std::string(made) : std::string("/tmp");
 }
 
 }  // namespace syncbus::testing

@@ -16,7 +16,8 @@ namespace syncbus::testing {
 
 class ChildProcess {
  public:
-  static Result<ChildProcess> Start(const std::vector<std::string>& argv, const std::string& log_file);
+  static Result<ChildProcess> Start(const std::vector<std::string>& argv,
+                                    const std::string& log_file);
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&&) = delete;
   ChildProcess(const ChildProcess&) = delete;
@@ -41,7 +42,5 @@ class ChildProcess {
 std::string BinaryDir();
 // The repository ($SYNCBUS_SOURCE_DIR, else the one these tests were built from).
 std::string SourceDir();
-// A fresh temporary directory (not removed: kept for post-mortem of failed runs).
-std::string MakeTempDir(const std::string& prefix);
 
 }  // namespace syncbus::testing

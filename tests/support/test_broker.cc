@@ -1,6 +1,7 @@
 #include "tests/support/test_broker.h"
 
 #include <curl/curl.h>
+#include <doctest/doctest.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -67,10 +68,10 @@ Result<BrokerEnv> ParseBrokerEnv(const std::string& text) {
     kv[line.substr(0, eq)] = value;
   }
   BrokerEnv env;
-  for (auto [key, field] : {std::pair{"SYNCBUS_AMQP_HOST", &env.host},
-                            std::pair{"SYNCBUS_BROKER_USER", &env.user},
-                            std::pair{"SYNCBUS_BROKER_PASSWORD", &env.password},
-                            std::pair{"SYNCBUS_MGMT_URL", &env.mgmt_url}}) {
+  for (auto [key, field] :
+       {std::pair{"SYNCBUS_AMQP_HOST", &env.host}, std::pair{"SYNCBUS_BROKER_USER", &env.user},
+        std::pair{"SYNCBUS_BROKER_PASSWORD", &env.password},
+        std::pair{"SYNCBUS_MGMT_URL", &env.mgmt_url}}) {
     auto it = kv.find(key);
     if (it == kv.end() || it->second.empty()) {
       return InvalidArgument(std::string("broker env: missing ") + key);
@@ -93,8 +94,9 @@ Result<BrokerEnv> ParseBrokerEnv(const std::string& text) {
 Result<BrokerEnv> LoadBrokerEnv() {
   const char* path = std::getenv("SYNCBUS_TEST_BROKER_ENV");
   if (path == nullptr || *path == '\0') {
-    return NotFound("SYNCBUS_TEST_BROKER_ENV is not set (run through ctest, or point it at a "
-                    "broker.env written by scripts/rabbitmq-node)");
+    return NotFound(
+        "SYNCBUS_TEST_BROKER_ENV is not set (run through ctest, or point it at a "
+        "broker.env written by scripts/rabbitmq-node)");
   }
   std::ifstream in(path);
   if (!in) return NotFound(std::string("cannot read broker env file ") + path);
@@ -179,9 +181,9 @@ Result<TestVhost> TestVhost::Create(const BrokerEnv& env) {
     return Unavailable("creating vhost " + vhost.name_ + ": HTTP " +
                        std::to_string(created->status) + " " + created->body);
   }
-  auto granted = vhost.api_.Call(
-      "PUT", "/api/permissions/" + v + "/" + ManagementApi::Escape(env.user),
-      R"({"configure":".*","write":".*","read":".*"})");
+  auto granted =
+      vhost.api_.Call("PUT", "/api/permissions/" + v + "/" + ManagementApi::Escape(env.user),
+                      R"({"configure":".*","write":".*","read":".*"})");
   if (!granted.ok()) return granted.status();
   if (granted->status / 100 != 2) {
     return Unavailable("granting permissions on vhost " + vhost.name_ + ": HTTP " +
@@ -205,6 +207,12 @@ amqp::ConnectionOptions TestVhost::Options(const std::string& connection_name) c
   return o;
 }
 
+std::string TestVhost::ConfigYaml(const std::string& more) const {
+  return "amqp: {host: " + env_.host + ", port: " + std::to_string(env_.amqp_port) +
+         ", vhost: " + name_ + ", user: " + env_.user + ", password: \"" + env_.password + "\"" +
+         more + "}\n";
+}
+
 Result<Json> TestVhost::QueueStats(const std::string& queue) const {
   return api_.Get("/api/queues/" + ManagementApi::Escape(name_) + "/" +
                   ManagementApi::Escape(queue));
@@ -220,8 +228,8 @@ Result<int> TestVhost::CloseConnections(const std::string& connection_name,
     for (const auto& c : *list) {
       const Json& props = c.value("client_properties", Json::object());
       if (props.value("connection_name", "") != connection_name) continue;
-      auto r = api_.Call("DELETE", "/api/connections/" +
-                                       ManagementApi::Escape(c.value("name", "")));
+      auto r =
+          api_.Call("DELETE", "/api/connections/" + ManagementApi::Escape(c.value("name", "")));
       if (!r.ok()) return r.status();
       if (r->status / 100 == 2) ++closed;
     }
@@ -232,6 +240,12 @@ Result<int> TestVhost::CloseConnections(const std::string& connection_name,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+}
+
+TestVhost NewTestVhost() {
+  auto vhost = TestVhost::Create();
+  REQUIRE_MESSAGE(vhost.ok(), vhost.status().ToString());
+  return std::move(*vhost);
 }
 
 }  // namespace syncbus::testing

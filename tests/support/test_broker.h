@@ -69,6 +69,9 @@ class TestVhost {
 
   // Options for a Session on this vhost, shown in the management UI as `connection_name`.
   amqp::ConnectionOptions Options(const std::string& connection_name) const;
+  // The same connection as the `amqp:` line of a syncbus.yaml (flow style, ending in a newline);
+  // `more` adds fields, e.g. ", heartbeatSeconds: 10".
+  std::string ConfigYaml(const std::string& more = "") const;
 
   // GET /api/queues/<vhost>/<queue>: the management view (its counts lag by seconds).
   Result<Json> QueueStats(const std::string& queue) const;
@@ -87,5 +90,8 @@ class TestVhost {
   ManagementApi api_;
   bool owned_ = true;
 };
+
+// TestVhost::Create() inside a doctest test case: failing to create one fails the test.
+TestVhost NewTestVhost();
 
 }  // namespace syncbus::testing

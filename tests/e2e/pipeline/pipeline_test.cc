@@ -2,18 +2,14 @@
 // consumers as separate processes. Every cluster must end with every set applied at its current
 // generation, objects must be on the targets, and an edit must propagate.
 #include <doctest/doctest.h>
-
 #include <signal.h>
 
-#include <fstream>
-#include <thread>
-
-#include "common/http/curl_transport.h"
 #include "common/kube/client_impl.h"
 #include "common/kube/config.h"
 #include "ctl/fleet_progress.h"
-#include "tests/support/child_process.h"
-#include "tests/support/test_broker.h"
+#include "tests/support/files.h"
+#include "tests/support/process_rig.h"
+#include "tests/support/wait.h"
 
 using namespace syncbus;
 using namespace syncbus::testing;
@@ -23,75 +19,23 @@ namespace {
 
 constexpr int kClusters = 12;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// syncbus.yaml besides the broker and the hub.
+constexpr char kConfig[] =
+    "log: {level: info}\n"
+    "admin: {listen: \"127.0.0.1:0\"}\n"
+    "topology: {retryTiers: [1s, 2s]}\n"
+    "publisher: {leaderElection: {enabled: false}}\n"
+    "consumer: {prefetch: 4, maxAttempts: 5}\n";
 
-bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(200ms);
-  }
-  return done();
-}
+struct Pipeline : ProcessRig {
+  Pipeline() : ProcessRig("syncbus-e2e") {}
 
-struct Pipeline {
-  std::string dir = MakeTempDir("syncbus-e2e");
-  TestVhost vhost = [] {
-    auto v = TestVhost::Create();
-    REQUIRE_MESSAGE(v.ok(), v.status().ToString());
-    return std::move(*v);
-  }();
-  std::optional<ChildProcess> sim;
   std::vector<ChildProcess> daemons;
-  std::shared_ptr<http::Transport> transport;
-  std::unique_ptr<kube::ClientImpl> hub;
-  int sim_port = 0;
 
-  void StartSimulator() {
-    auto p = ChildProcess::Start({BinaryDir() + "/tests/kubesim/syncbus-kubesim", "--clusters",
-                                  std::to_string(kClusters), "--syncsets", "2", "--selector-syncsets", "3",
-                                  "--resources", "4", "--port-file", dir + "/kubesim.port", "--kubeconfig-out",
-                                  dir + "/hub.kubeconfig"},
-                                 dir + "/kubesim.log");
-    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
-    sim.emplace(std::move(*p));
-    REQUIRE_MESSAGE(WaitFor([&] { return !ReadFile(dir + "/hub.kubeconfig").empty(); }, 30s), sim->Log());
-    sim_port = std::stoi(ReadFile(dir + "/kubesim.port"));
-    auto t = http::CurlTransport::Create({});
-    REQUIRE(t.ok());
-    transport = std::move(*t);
-    auto cfg = kube::LoadKubeconfigFile(dir + "/hub.kubeconfig");
-    REQUIRE_MESSAGE(cfg.ok(), cfg.status().ToString());
-    hub = std::make_unique<kube::ClientImpl>(*cfg, transport);
-  }
-
-  void WriteConfig() {
-    const BrokerEnv& env = vhost.env();
-    std::ofstream(dir + "/syncbus.yaml") << "log: {level: info}\n"
-                                         << "admin: {listen: \"127.0.0.1:0\"}\n"
-                                         << "amqp: {host: 127.0.0.1, port: " << env.amqp_port << ", vhost: "
-                                         << vhost.name() << ", user: " << env.user << ", password: \""
-                                         << env.password << "\", heartbeatSeconds: 10}\n"
-                                         << "hub: {kubeconfig: " << dir << "/hub.kubeconfig}\n"
-                                         << "topology: {retryTiers: [1s, 2s]}\n"
-                                         << "publisher: {leaderElection: {enabled: false}}\n"
-                                         << "consumer: {prefetch: 4, maxAttempts: 5}\n";
-  }
-
-  void StartDaemon(const std::string& binary, const std::string& name) {
-    std::vector<std::string> argv = {BinaryDir() + "/" + binary, "--config", dir + "/syncbus.yaml"};
-    if (binary.find("consumer") != std::string::npos) {
-      argv.push_back("--name");
-      argv.push_back(name);
-    }
-    auto p = ChildProcess::Start(argv, dir + "/" + name + ".log");
-    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
-    daemons.push_back(std::move(*p));
+  void AddDaemon(const std::string& binary, const std::string& name) {
+    std::vector<std::string> args;
+    if (binary.find("consumer") != std::string::npos) args = {"--name", name};
+    daemons.push_back(StartDaemon(binary, args, name + ".log"));
   }
 
   ctl::FleetProgress Progress() {
@@ -111,15 +55,17 @@ struct Pipeline {
 
 TEST_CASE("a fleet is synced through the broker and an edit propagates") {
   Pipeline p;
-  p.StartSimulator();
-  p.WriteConfig();
-  p.StartDaemon("publisher/syncbus-publisher", "publisher");
-  p.StartDaemon("consumer/syncbus-consumer", "consumer-1");
-  p.StartDaemon("consumer/syncbus-consumer", "consumer-2");
+  p.StartSimulator({"--clusters", std::to_string(kClusters), "--syncsets", "2",
+                    "--selector-syncsets", "3", "--resources", "4"});
+  p.WriteConfig(kConfig);
+  p.AddDaemon("publisher/syncbus-publisher", "publisher");
+  p.AddDaemon("consumer/syncbus-consumer", "consumer-1");
+  p.AddDaemon("consumer/syncbus-consumer", "consumer-2");
 
   ctl::FleetProgress progress;
-  bool synced = WaitFor([&] { return (progress = p.Progress()).done(); }, 90s);
-  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  bool synced = WaitFor([&] { return (progress = p.Progress()).done(); }, 90s, 200ms);
+  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n"
+                                    << p.Logs());
   CHECK(progress.clusters == kClusters);
   CHECK(progress.failing == 0);
 
@@ -146,8 +92,10 @@ TEST_CASE("a fleet is synced through the broker and an edit propagates") {
   auto updated = p.hub->Update(kube::Object(kube::resources::kSelectorSyncSets, "", name), edited);
   REQUIRE_MESSAGE(updated.ok(), updated.status().ToString());
   REQUIRE((*updated)["metadata"]["generation"].get<int64_t>() == 2);
-  synced = WaitFor([&] { return (progress = p.Progress()).done(); }, 60s);
-  REQUIRE_MESSAGE(synced, "after edit: synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  synced = WaitFor([&] { return (progress = p.Progress()).done(); }, 60s, 200ms);
+  REQUIRE_MESSAGE(synced, "after edit: synced " << progress.synced << "/" << progress.clusters
+                                                << "\n"
+                                                << p.Logs());
   std::string cm_name = edited["spec"]["resources"][0]["metadata"]["name"];
   std::string cm_ns = edited["spec"]["resources"][0]["metadata"].value("namespace", "default");
   auto cm = target.Get(kube::Object(kube::resources::kConfigMaps, cm_ns, cm_name));

@@ -10,6 +10,7 @@
 #include "common/amqp/syncbus_topology.h"
 #include "common/clock.h"
 #include "common/random.h"
+#include "tests/support/session_helpers.h"
 #include "tests/support/test_broker.h"
 
 namespace syncbus::amqp {
@@ -17,36 +18,14 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::ManagementApi;
-using testing::TestVhost;
-
-constexpr milliseconds kTimeout{10000};
-
-TestVhost NewVhost() {
-  auto vhost = TestVhost::Create();
-  REQUIRE_MESSAGE(vhost.ok(), vhost.status().ToString());
-  return std::move(*vhost);
-}
-
-Publication Work(const std::string& body) {
-  Publication p{kWorkExchange, "change", Message{}};
-  p.message.body = body;
-  return p;
-}
-
-Delivery NextOrFail(Session& session) {
-  auto d = session.Next(kTimeout);
-  REQUIRE_MESSAGE(d.ok(), d.status().ToString());
-  REQUIRE_MESSAGE(d->has_value(), "no delivery within the timeout");
-  return **d;
-}
+using namespace syncbus::testing;
 
 // The management API lists a new connection after its stats arrive (up to a few seconds).
 Json ConnectionInfo(const TestVhost& vhost, const std::string& connection_name) {
   const auto deadline = std::chrono::steady_clock::now() + seconds(15);
   for (;;) {
-    auto list = vhost.api().Get("/api/vhosts/" + ManagementApi::Escape(vhost.name()) +
-                                "/connections");
+    auto list =
+        vhost.api().Get("/api/vhosts/" + ManagementApi::Escape(vhost.name()) + "/connections");
     REQUIRE(list.ok());
     for (const auto& c : *list) {
       if (c["client_properties"].value("connection_name", "") == connection_name) return c;
@@ -58,7 +37,7 @@ Json ConnectionInfo(const TestVhost& vhost, const std::string& connection_name) 
 }
 
 TEST_CASE("login advertises the connection name and capabilities, heartbeat is negotiated") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   ConnectionOptions options = vhost.Options("syncbus-consumer-7");
   options.heartbeat_seconds = 5;
   RabbitmqSession session(options);
@@ -74,7 +53,7 @@ TEST_CASE("login advertises the connection name and capabilities, heartbeat is n
 }
 
 TEST_CASE("bad credentials, unknown vhosts and closed ports fail with clear statuses") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   ConnectionOptions wrong_password = vhost.Options("bad-login");
   wrong_password.password = "not-the-password";
   RabbitmqSession a(wrong_password);
@@ -99,13 +78,16 @@ TEST_CASE("bad credentials, unknown vhosts and closed ports fail with clear stat
   CHECK(s.message().find("127.0.0.1:1") != std::string::npos);
 }
 
-TEST_CASE("a connection closed by an operator fails Next, after reconnecting, unacked "
-          "deliveries come back redelivered") {
-  TestVhost vhost = NewVhost();
+TEST_CASE(
+    "a connection closed by an operator fails Next, after reconnecting, unacked "
+    "deliveries come back redelivered") {
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("dropped"));
   REQUIRE(session.Connect().ok());
   REQUIRE(session.Declare(SyncbusTopology()).ok());
-  for (int i = 0; i < 3; ++i) REQUIRE(session.Publish(Work(std::to_string(i)), kTimeout).ok());
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(session.Publish(Work("change", std::to_string(i)), kBrokerTimeout).ok());
+  }
   REQUIRE(session.Consume(WorkQueueName(Lane::kChange), 5).ok());
   std::vector<Delivery> held;
   for (int i = 0; i < 3; ++i) held.push_back(NextOrFail(session));
@@ -114,7 +96,7 @@ TEST_CASE("a connection closed by an operator fails Next, after reconnecting, un
   auto closed = vhost.CloseConnections("dropped", seconds(15));
   REQUIRE_MESSAGE(closed.ok(), closed.status().ToString());
   CHECK(*closed == 1);
-  auto next = session.Next(kTimeout);
+  auto next = session.Next(kBrokerTimeout);
   CHECK(next.status().code() == Code::kUnavailable);
   CHECK(next.status().message().find("CONNECTION_FORCED") != std::string::npos);
   CHECK(!session.connected());
@@ -132,11 +114,11 @@ TEST_CASE("a connection closed by an operator fails Next, after reconnecting, un
     REQUIRE(session.Ack(d.delivery_tag).ok());
   }
   CHECK(bodies == std::set<std::string>{"0", "1", "2"});
-  CHECK(session.Publish(Work("after"), kTimeout).ok());
+  CHECK(session.Publish(Work("change", "after"), kBrokerTimeout).ok());
 }
 
 TEST_CASE("heartbeats keep an idle but waiting connection alive, a silent one is dropped") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   ConnectionOptions options = vhost.Options("heartbeat");
   options.heartbeat_seconds = 1;
   RabbitmqSession session(options);
@@ -149,7 +131,7 @@ TEST_CASE("heartbeats keep an idle but waiting connection alive, a silent one is
   REQUIRE_MESSAGE(idle.ok(), idle.status().ToString());
   CHECK(!idle->has_value());
   CHECK(session.connected());
-  REQUIRE(session.Publish(Work("still here"), kTimeout).ok());
+  REQUIRE(session.Publish(Work("change", "still here"), kBrokerTimeout).ok());
   CHECK(NextOrFail(session).message.body == "still here");
 
   // Poll() alone is enough while busy elsewhere.
@@ -168,7 +150,7 @@ TEST_CASE("heartbeats keep an idle but waiting connection alive, a silent one is
 }
 
 TEST_CASE("the Reconnector restores a forced-closed session with topology and consumer") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("reconnector"));
   Reconnector::Options options;
   options.topology = SyncbusTopology();
@@ -185,11 +167,11 @@ TEST_CASE("the Reconnector restores a forced-closed session with topology and co
         return s.Consume(WorkQueueName(Lane::kChange), 2).status();
       });
   REQUIRE(reconnector.EnsureConnected().ok());
-  REQUIRE(session.Publish(Work("one"), kTimeout).ok());
+  REQUIRE(session.Publish(Work("change", "one"), kBrokerTimeout).ok());
   CHECK(NextOrFail(session).message.body == "one");
 
   REQUIRE(vhost.CloseConnections("reconnector", seconds(15)).ok());
-  CHECK(!session.Next(kTimeout).ok());
+  CHECK(!session.Next(kBrokerTimeout).ok());
   REQUIRE(reconnector.EnsureConnected().ok());
   CHECK(setups == 2);
   Delivery again = NextOrFail(session);

@@ -3,61 +3,38 @@
 #include <doctest/doctest.h>
 
 #include <set>
-#include <thread>
 
 #include "common/amqp/session_impl.h"
 #include "common/amqp/syncbus_topology.h"
+#include "tests/support/session_helpers.h"
 #include "tests/support/test_broker.h"
+#include "tests/support/wait.h"
 
 namespace syncbus::amqp {
 namespace {
 
 using std::chrono::milliseconds;
-using testing::ManagementApi;
-using testing::TestVhost;
-
-constexpr milliseconds kTimeout{10000};
-
-TestVhost NewVhost() {
-  auto vhost = TestVhost::Create();
-  REQUIRE_MESSAGE(vhost.ok(), vhost.status().ToString());
-  return std::move(*vhost);
-}
-
-Publication Work(const std::string& lane, const std::string& body) {
-  Publication p{kWorkExchange, lane, Message{}};
-  p.message.body = body;
-  p.message.message_id = body;
-  return p;
-}
+using namespace syncbus::testing;
 
 // Requeues reach a quorum queue asynchronously: poll its depth.
 bool WaitForDepth(Session& session, const std::string& queue, uint32_t depth) {
-  const auto deadline = std::chrono::steady_clock::now() + kTimeout;
-  for (;;) {
-    auto info = session.Inspect(queue);
-    if (info.ok() && info->messages == depth) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-}
-
-Delivery NextOrFail(Session& session, milliseconds timeout = kTimeout) {
-  auto d = session.Next(timeout);
-  REQUIRE_MESSAGE(d.ok(), d.status().ToString());
-  REQUIRE_MESSAGE(d->has_value(), "no delivery within the timeout");
-  return **d;
+  return WaitFor(
+      [&] {
+        auto info = session.Inspect(queue);
+        return info.ok() && info->messages == depth;
+      },
+      kBrokerTimeout);
 }
 
 TEST_CASE("a consumer with prefetch N holds at most N unacked deliveries") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("prefetch"));
   REQUIRE(session.Connect().ok());
   REQUIRE(session.Declare(SyncbusTopology()).ok());
   const std::string work = WorkQueueName(Lane::kChange);
   std::vector<Publication> batch;
   for (int i = 0; i < 10; ++i) batch.push_back(Work("change", std::to_string(i)));
-  for (const auto& r : session.PublishAll(batch, kTimeout)) REQUIRE(r.ok());
+  for (const auto& r : session.PublishAll(batch, kBrokerTimeout)) REQUIRE(r.ok());
 
   auto tag = session.Consume(work, 3);
   REQUIRE_MESSAGE(tag.ok(), tag.status().ToString());
@@ -80,12 +57,12 @@ TEST_CASE("a consumer with prefetch N holds at most N unacked deliveries") {
 }
 
 TEST_CASE("nack with requeue redelivers with the redelivered flag and a delivery count") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("requeue"));
   REQUIRE(session.Connect().ok());
   REQUIRE(session.Declare(SyncbusTopology()).ok());
   const std::string work = WorkQueueName(Lane::kResync);
-  REQUIRE(session.Publish(Work("resync", "again"), kTimeout).ok());
+  REQUIRE(session.Publish(Work("resync", "again"), kBrokerTimeout).ok());
   REQUIRE(session.Consume(work, 1).ok());
   Delivery first = NextOrFail(session);
   CHECK(!first.redelivered);
@@ -105,7 +82,7 @@ TEST_CASE("nack with requeue redelivers with the redelivered flag and a delivery
 }
 
 TEST_CASE("deliveries that arrive while waiting for confirms are kept for Next") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("interleave"));
   REQUIRE(session.Connect().ok());
   REQUIRE(session.Declare(SyncbusTopology()).ok());
@@ -122,12 +99,12 @@ TEST_CASE("deliveries that arrive while waiting for confirms are kept for Next")
   }
   CHECK(seen.size() == 2000);
   // Confirms that arrive while Next waits are taken in too.
-  CHECK(session.Publish(Work("change", "last"), kTimeout).ok());
+  CHECK(session.Publish(Work("change", "last"), kBrokerTimeout).ok());
   CHECK(NextOrFail(session).message.body == "last");
 }
 
 TEST_CASE("deleting the consumed queue cancels the consumer: Next fails naming the queue") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("cancel"));
   REQUIRE(session.Connect().ok());
   REQUIRE(session.Declare(SyncbusTopology()).ok());
@@ -137,7 +114,7 @@ TEST_CASE("deleting the consumed queue cancels the consumer: Next fails naming t
                                                 "/" + ManagementApi::Escape(work));
   REQUIRE(deleted.ok());
   REQUIRE(deleted->status / 100 == 2);
-  auto next = session.Next(kTimeout);
+  auto next = session.Next(kBrokerTimeout);
   CHECK(next.status().code() == Code::kUnavailable);
   CHECK(next.status().message().find(work) != std::string::npos);
   CHECK(!session.connected());
@@ -149,7 +126,7 @@ TEST_CASE("deleting the consumed queue cancels the consumer: Next fails naming t
 }
 
 TEST_CASE("cancelling our own consumer stops deliveries, Get and unknown queues") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("get"));
   REQUIRE(session.Connect().ok());
   REQUIRE(session.Declare(SyncbusTopology()).ok());
@@ -157,7 +134,7 @@ TEST_CASE("cancelling our own consumer stops deliveries, Get and unknown queues"
   auto tag = session.Consume(work, 1);
   REQUIRE(tag.ok());
   REQUIRE(session.Cancel(*tag).ok());
-  REQUIRE(session.Publish(Work("change", "m"), kTimeout).ok());
+  REQUIRE(session.Publish(Work("change", "m"), kBrokerTimeout).ok());
   auto none = session.Next(milliseconds(500));
   REQUIRE(none.ok());
   CHECK(!none->has_value());

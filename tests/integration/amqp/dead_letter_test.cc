@@ -7,6 +7,7 @@
 
 #include "common/amqp/session_impl.h"
 #include "common/amqp/syncbus_topology.h"
+#include "tests/support/session_helpers.h"
 #include "tests/support/test_broker.h"
 
 namespace syncbus::amqp {
@@ -14,22 +15,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::TestVhost;
-
-constexpr milliseconds kTimeout{10000};
-
-TestVhost NewVhost() {
-  auto vhost = TestVhost::Create();
-  REQUIRE_MESSAGE(vhost.ok(), vhost.status().ToString());
-  return std::move(*vhost);
-}
-
-Delivery NextOrFail(Session& session, milliseconds timeout = kTimeout) {
-  auto d = session.Next(timeout);
-  REQUIRE_MESSAGE(d.ok(), d.status().ToString());
-  REQUIRE_MESSAGE(d->has_value(), "no delivery within the timeout");
-  return **d;
-}
+using namespace syncbus::testing;
 
 // Dead-lettering out of a quorum queue is asynchronous: poll with basic.get.
 Delivery GetWithin(Session& session, const std::string& queue, milliseconds timeout) {
@@ -38,14 +24,13 @@ Delivery GetWithin(Session& session, const std::string& queue, milliseconds time
     auto got = session.Get(queue);
     REQUIRE_MESSAGE(got.ok(), got.status().ToString());
     if (got->has_value()) return **got;
-    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
-                    "nothing arrived in " << queue);
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "nothing arrived in " << queue);
     std::this_thread::sleep_for(milliseconds(50));
   }
 }
 
 TEST_CASE("a message requeued past x-delivery-limit is parked in syncbus.dead") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("poison"));
   REQUIRE(session.Connect().ok());
   TopologyOptions options;
@@ -56,7 +41,7 @@ TEST_CASE("a message requeued past x-delivery-limit is parked in syncbus.dead") 
   Publication p{kWorkExchange, "change", Message{}};
   p.message.body = "poison";
   p.message.message_id = "poison-1";
-  REQUIRE(session.Publish(p, kTimeout).ok());
+  REQUIRE(session.Publish(p, kBrokerTimeout).ok());
   REQUIRE(session.Consume(work, 1).ok());
 
   // delivery_limit 2: delivered 3 times (N + 1), then dead-lettered.
@@ -70,7 +55,7 @@ TEST_CASE("a message requeued past x-delivery-limit is parked in syncbus.dead") 
   REQUIRE(more.ok());
   CHECK(!more->has_value());
 
-  Delivery dead = GetWithin(session, kDeadQueue, kTimeout);
+  Delivery dead = GetWithin(session, kDeadQueue, kBrokerTimeout);
   CHECK(dead.message.body == "poison");
   CHECK(dead.message.message_id == "poison-1");
   CHECK(dead.exchange == kDeadExchange);
@@ -89,7 +74,7 @@ TEST_CASE("a message requeued past x-delivery-limit is parked in syncbus.dead") 
 }
 
 TEST_CASE("a retry tier delays by its TTL and returns to the work lane, x-death counts rounds") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("retry"));
   REQUIRE(session.Connect().ok());
   TopologyOptions options;
@@ -105,11 +90,11 @@ TEST_CASE("a retry tier delays by its TTL and returns to the work lane, x-death 
 
   for (int round = 1; round <= 2; ++round) {
     const auto sent = std::chrono::steady_clock::now();
-    Status published = session.Publish(p, kTimeout);
+    Status published = session.Publish(p, kBrokerTimeout);
     REQUIRE_MESSAGE(published.ok(), published.ToString());
     Delivery d = NextOrFail(session, milliseconds(15000));
-    const double delay = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent)
-                             .count();
+    const double delay =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
     MESSAGE("round ", round, ": back after ", delay, " s");
     CHECK(delay >= 0.8);
     CHECK(delay <= 3.0);

@@ -4,31 +4,17 @@
 #include "common/amqp/field_table.h"
 #include "common/amqp/session_impl.h"
 #include "common/amqp/syncbus_topology.h"
+#include "tests/support/session_helpers.h"
 #include "tests/support/test_broker.h"
 
 namespace syncbus::amqp {
 namespace {
 
 using std::chrono::milliseconds;
-using testing::TestVhost;
-
-constexpr milliseconds kTimeout{10000};
-
-TestVhost NewVhost() {
-  auto vhost = TestVhost::Create();
-  REQUIRE_MESSAGE(vhost.ok(), vhost.status().ToString());
-  return std::move(*vhost);
-}
-
-Publication Work(const std::string& lane, const std::string& body) {
-  Publication p{kWorkExchange, lane, Message{}};
-  p.message.body = body;
-  p.message.message_id = body;
-  return p;
-}
+using namespace syncbus::testing;
 
 TEST_CASE("a confirmed publish arrives with every property and nested header intact") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("roundtrip"));
   REQUIRE(session.Connect().ok());
   REQUIRE(session.Declare(SyncbusTopology()).ok());
@@ -47,7 +33,7 @@ TEST_CASE("a confirmed publish arrives with every property and nested header int
       {"ratio", 0.5},
       {"nothing", nullptr},
   };
-  Status published = session.Publish(p, kTimeout);
+  Status published = session.Publish(p, kBrokerTimeout);
   REQUIRE_MESSAGE(published.ok(), published.ToString());
 
   auto got = session.Get(WorkQueueName(Lane::kChange));
@@ -74,7 +60,7 @@ TEST_CASE("a confirmed publish arrives with every property and nested header int
 }
 
 TEST_CASE("bodies larger than a frame and empty bodies arrive intact") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("sizes"));
   REQUIRE(session.Connect().ok());
   Topology t;
@@ -86,10 +72,11 @@ TEST_CASE("bodies larger than a frame and empty bodies arrive intact") {
   batch[0].message.body = big;
   batch[1].message.body = "";
   batch[2].message.body = big.substr(0, 131072 - 8);  // exactly one full frame of payload
-  for (const auto& r : session.PublishAll(batch, kTimeout)) REQUIRE_MESSAGE(r.ok(), r.ToString());
+  for (const auto& r : session.PublishAll(batch, kBrokerTimeout))
+    REQUIRE_MESSAGE(r.ok(), r.ToString());
   REQUIRE(session.Consume("sizes", 0).ok());
   for (const auto& p : batch) {
-    auto d = session.Next(kTimeout);
+    auto d = session.Next(kBrokerTimeout);
     REQUIRE(d.ok());
     REQUIRE(d->has_value());
     CHECK((*d)->message.body.size() == p.message.body.size());
@@ -98,7 +85,7 @@ TEST_CASE("bodies larger than a frame and empty bodies arrive intact") {
 }
 
 TEST_CASE("PublishAll pipelines 10,000 messages and every one is confirmed") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("bulk"));
   REQUIRE(session.Connect().ok());
   REQUIRE(session.Declare(SyncbusTopology()).ok());
@@ -122,19 +109,19 @@ TEST_CASE("PublishAll pipelines 10,000 messages and every one is confirmed") {
 }
 
 TEST_CASE("an unroutable mandatory message is NotFound, others in the batch still succeed") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("returns"));
   REQUIRE(session.Connect().ok());
   REQUIRE(session.Declare(SyncbusTopology()).ok());
 
-  Status lost = session.Publish(Work("nowhere", "x"), kTimeout);
+  Status lost = session.Publish(Work("nowhere", "x"), kBrokerTimeout);
   CHECK(lost.code() == Code::kNotFound);
   CHECK(lost.message().find("nowhere") != std::string::npos);
   CHECK(lost.message().find("NO_ROUTE") != std::string::npos);
 
   auto results = session.PublishAll(
       {Work("change", "a"), Work("nowhere", "b"), Work("resync", "c"), Work("nowhere", "d")},
-      kTimeout);
+      kBrokerTimeout);
   REQUIRE(results.size() == 4);
   CHECK(results[0].ok());
   CHECK(results[1].code() == Code::kNotFound);
@@ -143,25 +130,25 @@ TEST_CASE("an unroutable mandatory message is NotFound, others in the batch stil
 
   Publication relaxed = Work("nowhere", "e");
   relaxed.mandatory = false;
-  CHECK(session.Publish(relaxed, kTimeout).ok());
+  CHECK(session.Publish(relaxed, kBrokerTimeout).ok());
 }
 
 TEST_CASE("publishing to a missing exchange is NotFound and the session carries on") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("no-exchange"));
   REQUIRE(session.Connect().ok());
   REQUIRE(session.Declare(SyncbusTopology()).ok());
   Publication p = Work("change", "x");
   p.exchange = "no-such-exchange";
-  Status s = session.Publish(p, kTimeout);
+  Status s = session.Publish(p, kBrokerTimeout);
   CHECK(s.code() == Code::kNotFound);
   CHECK(s.message().find("no-such-exchange") != std::string::npos);
   CHECK(session.connected());
-  CHECK(session.Publish(Work("change", "y"), kTimeout).ok());
+  CHECK(session.Publish(Work("change", "y"), kBrokerTimeout).ok());
 }
 
 TEST_CASE("reject-publish overflow nacks: kUnavailable") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("overflow"));
   REQUIRE(session.Connect().ok());
   Topology t;
@@ -169,9 +156,9 @@ TEST_CASE("reject-publish overflow nacks: kUnavailable") {
   REQUIRE(session.Declare(t).ok());
   Publication p{"", "tiny", Message{}};
   p.message.body = "first";
-  CHECK(session.Publish(p, kTimeout).ok());
+  CHECK(session.Publish(p, kBrokerTimeout).ok());
   p.message.body = "second";
-  Status full = session.Publish(p, kTimeout);
+  Status full = session.Publish(p, kBrokerTimeout);
   CHECK(full.code() == Code::kUnavailable);
   CHECK(full.message().find("nack") != std::string::npos);
   CHECK(session.Inspect("tiny")->messages == 1);
@@ -182,10 +169,10 @@ TEST_CASE("reject-publish overflow nacks: kUnavailable") {
   options.max_length = 2;
   REQUIRE(session.Declare(SyncbusTopology(options)).ok());
   for (int i = 0; i < 3; ++i) {
-    Status st = session.Publish(Work("change", std::to_string(i)), kTimeout);
+    Status st = session.Publish(Work("change", std::to_string(i)), kBrokerTimeout);
     CHECK_MESSAGE(st.ok(), st.ToString());
   }
-  CHECK(session.Publish(Work("change", "3"), kTimeout).code() == Code::kUnavailable);
+  CHECK(session.Publish(Work("change", "3"), kBrokerTimeout).code() == Code::kUnavailable);
   CHECK(session.Inspect(WorkQueueName(Lane::kChange))->messages == 3);
 }
 

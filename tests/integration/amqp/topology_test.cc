@@ -3,25 +3,17 @@
 
 #include "common/amqp/session_impl.h"
 #include "common/amqp/syncbus_topology.h"
+#include "tests/support/session_helpers.h"
 #include "tests/support/test_broker.h"
 
 namespace syncbus::amqp {
 namespace {
 
-using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::TestVhost;
-
-constexpr milliseconds kTimeout{10000};
-
-TestVhost NewVhost() {
-  auto vhost = TestVhost::Create();
-  REQUIRE_MESSAGE(vhost.ok(), vhost.status().ToString());
-  return std::move(*vhost);
-}
+using namespace syncbus::testing;
 
 TEST_CASE("the syncbus topology declares cleanly and again idempotently") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("topology"));
   REQUIRE(session.Connect().ok());
   Topology topology = SyncbusTopology();
@@ -41,7 +33,7 @@ TEST_CASE("the syncbus topology declares cleanly and again idempotently") {
 }
 
 TEST_CASE("a conflicting redeclaration is a conflict naming the queue and argument") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("conflict"));
   REQUIRE(session.Connect().ok());
   Topology topology = SyncbusTopology();
@@ -67,12 +59,12 @@ TEST_CASE("a conflicting redeclaration is a conflict naming the queue and argume
   REQUIRE(session.Declare(topology).ok());
   Publication p{kWorkExchange, "change", Message{}};
   p.message.body = "after the clash";
-  CHECK(session.Publish(p, kTimeout).ok());
+  CHECK(session.Publish(p, kBrokerTimeout).ok());
   CHECK(session.Inspect(WorkQueueName(Lane::kChange))->messages == 1);
 }
 
 TEST_CASE("binding to a missing exchange and inspecting a missing queue are NotFound") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("missing"));
   REQUIRE(session.Connect().ok());
   Topology dangling;
@@ -90,7 +82,7 @@ TEST_CASE("binding to a missing exchange and inspecting a missing queue are NotF
 }
 
 TEST_CASE("a retry is routed to the tier its header names and to no other") {
-  TestVhost vhost = NewVhost();
+  TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("tiers"));
   REQUIRE(session.Connect().ok());
   TopologyOptions options;
@@ -100,12 +92,12 @@ TEST_CASE("a retry is routed to the tier its header names and to no other") {
   Publication p{kRetryExchange, "change", Message{}};
   p.message.body = "retry me";
   p.message.headers = {{kRetryTierHeader, "2m"}};
-  REQUIRE(session.Publish(p, kTimeout).ok());
+  REQUIRE(session.Publish(p, kBrokerTimeout).ok());
   CHECK(session.Inspect(RetryQueueName(seconds(120)))->messages == 1);
   CHECK(session.Inspect(RetryQueueName(seconds(30)))->messages == 0);
 
   p.message.headers = {{kRetryTierHeader, "1h"}};  // no such tier: unroutable
-  CHECK(session.Publish(p, kTimeout).code() == Code::kNotFound);
+  CHECK(session.Publish(p, kBrokerTimeout).code() == Code::kNotFound);
 }
 
 }  // namespace

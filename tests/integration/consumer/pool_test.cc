@@ -2,17 +2,14 @@
 // faults, a cluster that never recovers (dead-lettered, then replayed with syncbusctl), a poison
 // request whose consumer is SIGKILLed every time it holds it, SIGKILL mid-apply, and SIGTERM.
 #include <doctest/doctest.h>
-
 #include <signal.h>
 
-#include <filesystem>
-#include <fstream>
 #include <regex>
 #include <thread>
 
 #include "common/amqp/session_impl.h"
 #include "common/amqp/syncbus_topology.h"
-#include "common/http/curl_transport.h"
+#include "common/http/transport.h"
 #include "common/kube/client_impl.h"
 #include "common/kube/config.h"
 #include "common/sync_message.h"
@@ -20,8 +17,8 @@
 #include "ctl/dead_letters.h"
 #include "ctl/fleet_progress.h"
 #include "ctl/metrics_scrape.h"
-#include "tests/support/child_process.h"
-#include "tests/support/test_broker.h"
+#include "tests/support/process_rig.h"
+#include "tests/support/wait.h"
 
 using namespace syncbus;
 using namespace syncbus::testing;
@@ -29,70 +26,28 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// How often waits re-check: listing progress or dead letters is not free.
+constexpr auto kPoll = 250ms;
 
-// The build tree: $SYNCBUS_BINARY_DIR, else the parent of this test binary's directory.
-std::string BuildDir() {
-  if (const char* dir = std::getenv("SYNCBUS_BINARY_DIR")) return dir;
-  return std::filesystem::canonical("/proc/self/exe").parent_path().parent_path().string();
-}
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(250ms);
-  }
-  return done();
-}
-
-struct Pool {
+struct Pool : ProcessRig {
   int clusters;
-  std::string dir = MakeTempDir("syncbus-pool");
-  TestVhost vhost = [] {
-    auto v = TestVhost::Create();
-    REQUIRE_MESSAGE(v.ok(), v.status().ToString());
-    return std::move(*v);
-  }();
-  std::optional<ChildProcess> sim;
   std::optional<ChildProcess> publisher;
   std::map<std::string, ChildProcess> consumers;
   std::map<std::string, int> starts;
-  std::shared_ptr<http::Transport> transport;
-  std::unique_ptr<kube::ClientImpl> hub;
   std::string sim_url;
 
-  Pool(int n, const std::string& topology, const std::string& consumer) : clusters(n) {
-    auto p = ChildProcess::Start({BuildDir() + "/tests/kubesim/syncbus-kubesim", "--clusters", std::to_string(n),
-                                  "--syncsets", "2", "--selector-syncsets", "2", "--resources", "3", "--port-file",
-                                  dir + "/kubesim.port", "--kubeconfig-out", dir + "/hub.kubeconfig"},
-                                 dir + "/kubesim.log");
-    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
-    sim.emplace(std::move(*p));
-    REQUIRE_MESSAGE(WaitFor([&] { return !ReadFile(dir + "/hub.kubeconfig").empty(); }, 30s), sim->Log());
-    sim_url = "http://127.0.0.1:" + std::to_string(std::stoi(ReadFile(dir + "/kubesim.port")));
-    auto t = http::CurlTransport::Create({});
-    REQUIRE(t.ok());
-    transport = std::move(*t);
-    auto cfg = kube::LoadKubeconfigFile(dir + "/hub.kubeconfig");
-    REQUIRE_MESSAGE(cfg.ok(), cfg.status().ToString());
-    hub = std::make_unique<kube::ClientImpl>(*cfg, transport);
-
-    const BrokerEnv& env = vhost.env();
-    std::ofstream(dir + "/syncbus.yaml") << "log: {level: info}\n"
-                                         << "admin: {listen: \"127.0.0.1:0\"}\n"
-                                         << "amqp: {host: 127.0.0.1, port: " << env.amqp_port << ", vhost: "
-                                         << vhost.name() << ", user: " << env.user << ", password: \""
-                                         << env.password << "\", heartbeatSeconds: 10}\n"
-                                         << "hub: {kubeconfig: " << dir << "/hub.kubeconfig}\n"
-                                         << "topology: {retryTiers: [1s, 2s]" << topology << "}\n"
-                                         << "publisher: {leaderElection: {enabled: false}}\n"
-                                         << "consumer: {prefetch: 4" << consumer << "}\n";
+  Pool(int n, const std::string& topology, const std::string& consumer)
+      : ProcessRig("syncbus-pool"), clusters(n) {
+    StartSimulator({"--clusters", std::to_string(n), "--syncsets", "2", "--selector-syncsets", "2",
+                    "--resources", "3"});
+    sim_url = "http://127.0.0.1:" + std::to_string(sim_port);
+    std::string sections =
+        "log: {level: info}\n"
+        "admin: {listen: \"127.0.0.1:0\"}\n"
+        "publisher: {leaderElection: {enabled: false}}\n";
+    sections += "topology: {retryTiers: [1s, 2s]" + topology + "}\n";
+    sections += "consumer: {prefetch: 4" + consumer + "}\n";
+    WriteConfig(sections);
   }
 
   std::string Cluster(int i) const {
@@ -118,19 +73,14 @@ struct Pool {
   }
 
   void StartPublisher() {
-    auto p = ChildProcess::Start({BuildDir() + "/publisher/syncbus-publisher", "--config", dir + "/syncbus.yaml"},
-                                 dir + "/publisher.log");
-    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
-    publisher.emplace(std::move(*p));
+    publisher.emplace(StartDaemon("publisher/syncbus-publisher", {}, "publisher.log"));
   }
   void StartConsumer(const std::string& name) {
     int n = ++starts[name];
-    auto p = ChildProcess::Start({BuildDir() + "/consumer/syncbus-consumer", "--config", dir + "/syncbus.yaml",
-                                  "--name", name},
-                                 dir + "/" + name + "." + std::to_string(n) + ".log");
-    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
+    ChildProcess p = StartDaemon("consumer/syncbus-consumer", {"--name", name},
+                                 name + "." + std::to_string(n) + ".log");
     consumers.erase(name);
-    consumers.emplace(name, std::move(*p));
+    consumers.emplace(name, std::move(p));
   }
 
   ctl::FleetProgress Progress() {
@@ -139,21 +89,25 @@ struct Pool {
     return *p;
   }
   bool WaitSynced(std::chrono::seconds timeout) {
-    return WaitFor([&] { return Progress().done(); }, timeout);
+    return WaitFor([&] { return Progress().done(); }, timeout, kPoll);
   }
 
   // The consumer's /metrics URL, from its "admin endpoint listening" log line.
   std::string MetricsUrl(const std::string& name) {
     std::smatch m;
     std::string log;
-    WaitFor([&] {
-      log = consumers.at(name).Log();
-      return std::regex_search(log, m, std::regex("admin endpoint listening.*port[=\":]+([0-9]+)"));
-    }, 20s);
+    WaitFor(
+        [&] {
+          log = consumers.at(name).Log();
+          return std::regex_search(log, m,
+                                   std::regex("admin endpoint listening.*port[=\":]+([0-9]+)"));
+        },
+        20s, kPoll);
     REQUIRE_MESSAGE(!m.empty(), log);
     return "http://127.0.0.1:" + m[1].str() + "/metrics";
   }
-  double Scrape(const std::vector<std::string>& urls, const std::string& metric, const std::string& filter = "") {
+  double Scrape(const std::vector<std::string>& urls, const std::string& metric,
+                const std::string& filter = "") {
     auto sum = ctl::ScrapeSum(*transport, urls, metric, filter);
     REQUIRE_MESSAGE(sum.ok(), sum.status().ToString());
     return *sum;
@@ -167,13 +121,13 @@ struct Pool {
   std::vector<ctl::DeadLetter> DeadLetters() {
     auto s = Session();
     auto listed = ctl::ScanDeadLetters(*s, {}, RealClock());
-    if (!listed.ok() && listed.status().code() == Code::kNotFound) return {};   // not declared yet
+    if (!listed.ok() && listed.status().code() == Code::kNotFound) return {};  // not declared yet
     REQUIRE_MESSAGE(listed.ok(), listed.status().ToString());
     return listed->matched;
   }
 
   std::pair<int, std::string> Ctl(std::vector<std::string> args) {
-    args.insert(args.begin(), BuildDir() + "/ctl/syncbusctl");
+    args.insert(args.begin(), BinaryDir() + "/ctl/syncbusctl");
     auto p = ChildProcess::Start(args, dir + "/syncbusctl.log");
     REQUIRE_MESSAGE(p.ok(), p.status().ToString());
     auto code = p->Stop(0, 60s);
@@ -203,16 +157,21 @@ struct Pool {
 
 }  // namespace
 
-TEST_CASE("transient target faults at a set rate: every cluster ends Success, with retries counted") {
+TEST_CASE(
+    "transient target faults at a set rate: every cluster ends Success, with retries counted") {
   Pool p(8, "", ", maxAttempts: 30");
-  p.SetFaults({{"clusters", p.Targets()}, {"errorRate", 0.1}, {"throttleRate", 0.03}, {"dropRate", 0.03},
+  p.SetFaults({{"clusters", p.Targets()},
+               {"errorRate", 0.1},
+               {"throttleRate", 0.03},
+               {"dropRate", 0.03},
                {"retryAfterSeconds", 1}});
   p.StartPublisher();
   p.StartConsumer("consumer-1");
   p.StartConsumer("consumer-2");
   bool synced = p.WaitSynced(180s);
   auto progress = p.Progress();
-  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n"
+                                    << p.Logs());
   CHECK(progress.clusters == 8);
   std::vector<std::string> urls = {p.MetricsUrl("consumer-1"), p.MetricsUrl("consumer-2")};
   double retries = p.Scrape(urls, "syncbus_consumer_retries_total");
@@ -223,14 +182,16 @@ TEST_CASE("transient target faults at a set rate: every cluster ends Success, wi
   for (auto& [name, c] : p.consumers) CHECK(c.Stop(SIGTERM, 30s) == std::optional<int>(0));
 }
 
-TEST_CASE("a cluster that never recovers is parked after the configured attempts, dlq replay brings it back") {
+TEST_CASE(
+    "a cluster that never recovers is parked after the configured attempts, dlq replay brings it "
+    "back") {
   Pool p(6, "", ", maxAttempts: 3");
   std::string broken = p.Cluster(2);
   p.SetFaults({{"clusters", Json::array({broken})}, {"errorRate", 1.0}});
   p.StartPublisher();
   p.StartConsumer("consumer-1");
   std::vector<ctl::DeadLetter> dead;
-  bool parked = WaitFor([&] { return !(dead = p.DeadLetters()).empty(); }, 90s);
+  bool parked = WaitFor([&] { return !(dead = p.DeadLetters()).empty(); }, 90s, kPoll);
   REQUIRE_MESSAGE(parked, p.Logs());
   REQUIRE(dead.size() == 1);
   CHECK(dead[0].cluster.ends_with("/" + broken));
@@ -249,15 +210,19 @@ TEST_CASE("a cluster that never recovers is parked after the configured attempts
   CHECK(log.find("replayed 1 of 1 matching") != std::string::npos);
   bool synced = p.WaitSynced(60s);
   progress = p.Progress();
-  CHECK_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  CHECK_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n"
+                                  << p.Logs());
   CHECK(p.DeadLetters().empty());
 }
 
-TEST_CASE("a request whose consumer is SIGKILLed every time it holds it is parked, the pool stays healthy") {
+TEST_CASE(
+    "a request whose consumer is SIGKILLed every time it holds it is parked, the pool stays "
+    "healthy") {
   Pool p(6, ", deliveryLimit: 1", ", maxAttempts: 5");
   std::string poison = p.Cluster(1);
   // Slow enough that the holder is caught mid-apply.
-  p.SetFaults({{"clusters", Json::array({poison})}, {"latency", {{"p50Ms", 3000}, {"p99Ms", 4000}}}});
+  p.SetFaults(
+      {{"clusters", Json::array({poison})}, {"latency", {{"p50Ms", 3000}, {"p99Ms", 4000}}}});
   std::string ns = p.Namespace(poison);
   p.StartPublisher();
   p.StartConsumer("consumer-1");
@@ -276,7 +241,7 @@ TEST_CASE("a request whose consumer is SIGKILLed every time it holds it is parke
     pid_t pid = holder_pid();
     for (auto& [name, c] : p.consumers) {
       if (c.pid() != pid || !c.running()) continue;
-      std::this_thread::sleep_for(500ms);   // well inside the apply
+      std::this_thread::sleep_for(500ms);  // well inside the apply
       CHECK(c.Stop(SIGKILL, 10s).has_value());
       ++kills;
       p.StartConsumer(name);
@@ -308,7 +273,8 @@ TEST_CASE("SIGKILL of a consumer mid-apply, repeatedly: every cluster ends in sy
   }
   bool synced = p.WaitSynced(180s);
   auto progress = p.Progress();
-  CHECK_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  CHECK_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n"
+                                  << p.Logs());
   CHECK(p.DeadLetters().empty());
 }
 
@@ -317,7 +283,7 @@ TEST_CASE("SIGTERM with work in flight: clean exit 0 within the grace period, no
   p.SetFaults({{"clusters", p.Targets()}, {"latency", {{"p50Ms", 300}, {"p99Ms", 600}}}});
   p.StartPublisher();
   p.StartConsumer("consumer-1");
-  std::this_thread::sleep_for(3s);   // busy with the fleet
+  std::this_thread::sleep_for(3s);  // busy with the fleet
   std::string admin = p.MetricsUrl("consumer-1");
   admin.resize(admin.size() - std::string("/metrics").size());
   for (const char* probe : {"/healthz", "/readyz"}) {
@@ -344,7 +310,7 @@ TEST_CASE("SIGTERM while the hub stops answering: exit 0 within the grace period
   p.SetFaults({{"clusters", p.Targets()}, {"latency", {{"p50Ms", 300}, {"p99Ms", 600}}}});
   p.StartPublisher();
   p.StartConsumer("consumer-1");
-  std::this_thread::sleep_for(3s);   // busy with the fleet
+  std::this_thread::sleep_for(3s);  // busy with the fleet
   // Every hub request from now on hangs until the client gives up (30 s by default).
   p.SetFaults({{"clusters", Json::array({"hub"})}, {"timeoutRate", 1}});
   std::this_thread::sleep_for(1s);
@@ -361,7 +327,9 @@ TEST_CASE("SIGTERM while the hub stops answering: exit 0 within the grace period
   CHECK_MESSAGE(synced, p.Logs());
 }
 
-TEST_CASE("two consumers fed duplicate deliveries around an edit: one holder per cluster, newest generation wins") {
+TEST_CASE(
+    "two consumers fed duplicate deliveries around an edit: one holder per cluster, newest "
+    "generation wins") {
   Pool p(6, "", ", maxAttempts: 10");
   p.SetFaults({{"clusters", p.Targets()}, {"latency", {{"p50Ms", 50}, {"p99Ms", 200}}}});
   p.StartConsumer("consumer-1");
@@ -369,7 +337,8 @@ TEST_CASE("two consumers fed duplicate deliveries around an edit: one holder per
   auto cds = p.hub->List(kube::Collection(kube::resources::kClusterDeployments), {});
   REQUIRE(cds.ok());
   auto session = p.Session();
-  REQUIRE(WaitFor([&] { return session->Inspect(amqp::WorkQueueName(amqp::Lane::kChange)).ok(); }, 20s));
+  REQUIRE(WaitFor([&] { return session->Inspect(amqp::WorkQueueName(amqp::Lane::kChange)).ok(); },
+                  20s, kPoll));
   auto publish_all = [&](int copies) {
     for (const auto& cd : cds->items) {
       SyncRequest r;
@@ -380,7 +349,8 @@ TEST_CASE("two consumers fed duplicate deliveries around an edit: one holder per
       r.enqueued_at = FormatRfc3339Millis(RealClock().WallNow());
       for (int i = 0; i < copies; ++i) {
         amqp::Publication pub{amqp::kWorkExchange, "change",
-                              ToAmqpMessage(r, "test", r.cluster_name + "-" + std::to_string(i), RealClock().WallNow())};
+                              ToAmqpMessage(r, "test", r.cluster_name + "-" + std::to_string(i),
+                                            RealClock().WallNow())};
         REQUIRE(session->Publish(pub, 10s).ok());
       }
     }
@@ -392,19 +362,22 @@ TEST_CASE("two consumers fed duplicate deliveries around an edit: one holder per
   REQUIRE_MESSAGE(set.ok(), set.status().ToString());
   Json edited = *set;
   edited["spec"]["resources"][0]["data"]["edited"] = "yes";
-  auto updated = p.hub->Update(kube::Object(kube::resources::kSyncSets, ns, cluster + "-ss-00"), edited);
+  auto updated =
+      p.hub->Update(kube::Object(kube::resources::kSyncSets, ns, cluster + "-ss-00"), edited);
   REQUIRE_MESSAGE(updated.ok(), updated.status().ToString());
   publish_all(2);
   bool synced = p.WaitSynced(120s);
   auto progress = p.Progress();
-  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n" << p.Logs());
+  REQUIRE_MESSAGE(synced, "synced " << progress.synced << "/" << progress.clusters << "\n"
+                                    << p.Logs());
 
   auto target_cfg = kube::LoadKubeconfigFile(p.dir + "/hub.kubeconfig");
   REQUIRE(target_cfg.ok());
   target_cfg->server += "/clusters/" + cluster;
   kube::ClientImpl target(*target_cfg, p.transport);
   const Json& resource = edited["spec"]["resources"][0];
-  auto cm = target.Get(kube::Object(kube::resources::kConfigMaps, resource["metadata"].value("namespace", "default"),
+  auto cm = target.Get(kube::Object(kube::resources::kConfigMaps,
+                                    resource["metadata"].value("namespace", "default"),
                                     resource["metadata"]["name"]));
   REQUIRE_MESSAGE(cm.ok(), cm.status().ToString());
   CHECK((*cm)["data"].value("edited", "") == "yes");

@@ -3,7 +3,6 @@
 // purge, and the binary reading its broker connection from the daemons' config file.
 #include <doctest/doctest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -15,6 +14,7 @@
 #include "ctl/commands.h"
 #include "ctl/dead_letters.h"
 #include "tests/support/child_process.h"
+#include "tests/support/files.h"
 #include "tests/support/test_broker.h"
 
 using namespace syncbus;
@@ -25,18 +25,8 @@ namespace {
 
 constexpr std::chrono::milliseconds kTimeout{10000};
 
-// The build tree: $SYNCBUS_BINARY_DIR, else the parent of this test binary's directory.
-std::string BuildDir() {
-  if (const char* dir = std::getenv("SYNCBUS_BINARY_DIR")) return dir;
-  return std::filesystem::canonical("/proc/self/exe").parent_path().parent_path().string();
-}
-
 struct Broker {
-  testing::TestVhost vhost = [] {
-    auto v = testing::TestVhost::Create();
-    REQUIRE_MESSAGE(v.ok(), v.status().ToString());
-    return std::move(*v);
-  }();
+  testing::TestVhost vhost = testing::NewTestVhost();
   amqp::RabbitmqSession session{vhost.Options("dlq-test")};
 
   Broker() {
@@ -60,8 +50,10 @@ struct Broker {
     d.routing_key = amqp::LaneName(lane);
     d.message = Request(name, lane);
     d.message.headers[kAttemptHeader] = 4;
-    amqp::Publication p = consumer::NextAttempt(d, {{1s, 2s}, 5}, "503 Service Unavailable", false, RealClock().WallNow());
-    if (reason != "max-attempts") p = consumer::DeadLetter(d, reason, "bad body", RealClock().WallNow());
+    amqp::Publication p = consumer::NextAttempt(d, {{1s, 2s}, 5}, "503 Service Unavailable", false,
+                                                RealClock().WallNow());
+    if (reason != "max-attempts")
+      p = consumer::DeadLetter(d, reason, "bad body", RealClock().WallNow());
     REQUIRE(p.exchange == amqp::kDeadExchange);
     REQUIRE(session.Publish(p, kTimeout).ok());
   }
@@ -73,7 +65,8 @@ struct Broker {
   // Dead-lettering by the broker is asynchronous.
   void WaitReady(const std::string& queue, uint32_t n) {
     auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (Ready(queue) != n && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+    while (Ready(queue) != n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(50ms);
     REQUIRE(Ready(queue) == n);
   }
 };
@@ -152,20 +145,21 @@ TEST_CASE("a message parked by the broker's delivery limit is listed as poison a
   REQUIRE(listed->matched.size() == 1);
   CHECK(listed->matched[0].cluster == "ns1/poison");
   CHECK(listed->matched[0].dead_at.has_value());
-  b.WaitReady(amqp::kDeadQueue, 1);   // requeued by the listing
+  b.WaitReady(amqp::kDeadQueue, 1);  // requeued by the listing
 
   DlqScanOptions replay;
   replay.action = DlqAction::kReplay;
   replay.filter.cluster = "poison";
   auto replayed = ScanDeadLetters(b.session, replay, RealClock());
   REQUIRE(replayed.ok());
-  CHECK_MESSAGE(replayed->progress.done == 1, replayed->error.ToString() << " matched " << replayed->matched.size());
+  CHECK_MESSAGE(replayed->progress.done == 1, replayed->error.ToString()
+                                                  << " matched " << replayed->matched.size());
   b.WaitReady(work, 1);
   auto back = b.session.Get(work);
   REQUIRE(back.ok());
   REQUIRE(back->has_value());
   CHECK_FALSE((*back)->message.headers.contains("x-death"));
-  CHECK((*back)->message.headers.value("x-delivery-count", -1) == 0);   // a fresh copy
+  CHECK((*back)->message.headers.value("x-delivery-count", -1) == 0);  // a fresh copy
 }
 
 TEST_CASE("syncbusctl dlq reads the broker from the daemons' config file") {
@@ -174,33 +168,33 @@ TEST_CASE("syncbusctl dlq reads the broker from the daemons' config file") {
   b.Park("c2", amqp::Lane::kChange, "undecodable");
   b.WaitReady(amqp::kDeadQueue, 2);
   std::string dir = testing::MakeTempDir("syncbus-dlq");
-  const testing::BrokerEnv& env = b.vhost.env();
-  std::ofstream(dir + "/syncbus.yaml") << "amqp: {host: 127.0.0.1, port: " << env.amqp_port << ", vhost: "
-                                       << b.vhost.name() << ", user: " << env.user << ", password: \""
-                                       << env.password << "\"}\n";
+  std::ofstream(dir + "/syncbus.yaml") << b.vhost.ConfigYaml();
   auto run = [&](std::vector<std::string> args, const std::string& log) {
-    args.insert(args.begin(), BuildDir() + "/ctl/syncbusctl");
+    args.insert(args.begin(), testing::BinaryDir() + "/ctl/syncbusctl");
     auto p = testing::ChildProcess::Start(args, dir + "/" + log);
     REQUIRE_MESSAGE(p.ok(), p.status().ToString());
-    auto code = p->Stop(0, 30s);   // signal 0: just wait for the exit
+    auto code = p->Stop(0, 30s);  // signal 0: just wait for the exit
     REQUIRE(code.has_value());
     return std::make_pair(*code, p->Log());
   };
-  auto [code, log] = run({"dlq", "list", "-c", dir + "/syncbus.yaml", "--reason", "max-attempts", "--json", "-q"},
-                         "list.log");
+  auto [code, log] =
+      run({"dlq", "list", "-c", dir + "/syncbus.yaml", "--reason", "max-attempts", "--json", "-q"},
+          "list.log");
   REQUIRE_MESSAGE(code == 0, log);
   Json listed = Json::parse(log);
   REQUIRE(listed.size() == 1);
   CHECK(listed[0]["cluster"] == "ns1/c1");
   CHECK(listed[0]["attempts"] == 5);
 
-  auto [dry_code, dry_log] = run({"dlq", "replay", "-c", dir + "/syncbus.yaml", "--dry-run"}, "dry.log");
+  auto [dry_code, dry_log] =
+      run({"dlq", "replay", "-c", dir + "/syncbus.yaml", "--dry-run"}, "dry.log");
   CHECK_MESSAGE(dry_code == 0, dry_log);
   CHECK(dry_log.find("would have replayed 2 of 2 matching") != std::string::npos);
   b.WaitReady(amqp::kDeadQueue, 2);
 
   auto [replay_code, replay_log] =
-      run({"dlq", "replay", "-c", dir + "/syncbus.yaml", "--cluster", "ns1/c1", "--rate", "10"}, "replay.log");
+      run({"dlq", "replay", "-c", dir + "/syncbus.yaml", "--cluster", "ns1/c1", "--rate", "10"},
+          "replay.log");
   CHECK_MESSAGE(replay_code == 0, replay_log);
   CHECK(replay_log.find("replayed 1 of 1 matching") != std::string::npos);
   b.WaitReady(amqp::kDeadQueue, 1);

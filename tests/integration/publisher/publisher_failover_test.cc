@@ -2,24 +2,17 @@
 // the real broker: only the leader publishes; SIGKILL on the leader hands over to the standby
 // within the lease; SIGTERM releases the lease and exits 0.
 #include <doctest/doctest.h>
-
 #include <signal.h>
 #include <stdlib.h>
-#include <unistd.h>
 
-#include <fstream>
-#include <optional>
-#include <sstream>
 #include <thread>
 
 #include "common/amqp/session_impl.h"
 #include "common/amqp/syncbus_topology.h"
-#include "common/http/curl_transport.h"
 #include "common/kube/client_impl.h"
-#include "common/kube/config.h"
 #include "common/sync_message.h"
-#include "tests/support/child_process.h"
-#include "tests/support/test_broker.h"
+#include "tests/support/process_rig.h"
+#include "tests/support/wait.h"
 
 using namespace syncbus;
 using namespace syncbus::testing;
@@ -30,80 +23,32 @@ namespace {
 constexpr int kClusters = 6;
 constexpr auto kLease = 5s;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+struct Failover : ProcessRig {
+  Failover() : ProcessRig("syncbus-failover") {}
 
-// Where the build tree's binaries are: $SYNCBUS_BINARY_DIR, else two levels above this test
-// binary (<build>/tests/integration_publisher).
-std::string BuildDir() {
-  if (const char* dir = std::getenv("SYNCBUS_BINARY_DIR"); dir && *dir) return dir;
-  char exe[4096] = {};
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  std::string path(exe, n > 0 ? static_cast<size_t>(n) : 0);
-  return path.substr(0, path.rfind("/tests/"));
-}
-
-template <typename F>
-bool WaitFor(F&& done, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return done();
-}
-
-struct Failover {
-  std::string dir = MakeTempDir("syncbus-failover");
-  TestVhost vhost = [] {
-    auto v = TestVhost::Create();
-    REQUIRE_MESSAGE(v.ok(), v.status().ToString());
-    return std::move(*v);
-  }();
-  std::optional<ChildProcess> sim;
-  std::shared_ptr<http::Transport> transport;
-  std::unique_ptr<kube::ClientImpl> hub;
   std::unique_ptr<amqp::RabbitmqSession> reader;
 
-  void StartSimulator() {
-    auto p = ChildProcess::Start({BuildDir() + "/tests/kubesim/syncbus-kubesim", "--clusters",
-                                  std::to_string(kClusters), "--selector-syncsets", "1", "--resources", "1",
-                                  "--port-file", dir + "/kubesim.port", "--kubeconfig-out", dir + "/hub.kubeconfig"},
-                                 dir + "/kubesim.log");
-    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
-    sim.emplace(std::move(*p));
-    REQUIRE_MESSAGE(WaitFor([&] { return !ReadFile(dir + "/hub.kubeconfig").empty(); }, 30s), sim->Log());
-    auto t = http::CurlTransport::Create({});
-    REQUIRE(t.ok());
-    transport = std::move(*t);
-    auto cfg = kube::LoadKubeconfigFile(dir + "/hub.kubeconfig");
-    REQUIRE_MESSAGE(cfg.ok(), cfg.status().ToString());
-    hub = std::make_unique<kube::ClientImpl>(*cfg, transport);
-    auto ns = hub->Create(kube::Collection(kube::resources::kNamespaces),
-                          {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "syncbus"}}}});
+  // The simulator, the namespace of the election lease, the config and a reader of the queues.
+  void Start() {
+    StartSimulator(
+        {"--clusters", std::to_string(kClusters), "--selector-syncsets", "1", "--resources", "1"});
+    auto ns = hub->Create(
+        kube::Collection(kube::resources::kNamespaces),
+        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "syncbus"}}}});
     REQUIRE_MESSAGE(ns.ok(), ns.status().ToString());
-    const BrokerEnv& env = vhost.env();
-    std::ofstream(dir + "/syncbus.yaml")
-        << "log: {level: debug}\n"
-        << "admin: {listen: off}\n"
-        << "amqp: {host: 127.0.0.1, port: " << env.amqp_port << ", vhost: " << vhost.name()
-        << ", user: " << env.user << ", password: \"" << env.password << "\", heartbeatSeconds: 10}\n"
-        << "hub: {kubeconfig: " << dir << "/hub.kubeconfig}\n"
-        << "publisher: {leaderElection: {leaseDuration: 5s, renewDeadline: 3s, retryPeriod: 500ms}}\n";
+    WriteConfig(
+        "log: {level: debug}\n"
+        "admin: {listen: off}\n"
+        "publisher: {leaderElection: {leaseDuration: 5s, renewDeadline: 3s, retryPeriod: "
+        "500ms}}\n");
     reader = std::make_unique<amqp::RabbitmqSession>(vhost.Options("reader"));
   }
 
   ChildProcess StartPublisher(const std::string& name) {
-    setenv("POD_NAME", name.c_str(), 1);   // the election identity's prefix
-    auto p = ChildProcess::Start({BuildDir() + "/publisher/syncbus-publisher", "--config", dir + "/syncbus.yaml"},
-                                 dir + "/" + name + ".log");
+    setenv("POD_NAME", name.c_str(), 1);  // the election identity's prefix
+    ChildProcess p = StartDaemon("publisher/syncbus-publisher", {}, name + ".log");
     unsetenv("POD_NAME");
-    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
-    return std::move(*p);
+    return p;
   }
 
   std::string Holder() {
@@ -132,20 +77,23 @@ struct Failover {
 
 }  // namespace
 
-TEST_CASE("publisher failover: SIGKILL on the leader hands over within the lease, SIGTERM releases it") {
+TEST_CASE(
+    "publisher failover: SIGKILL on the leader hands over within the lease, SIGTERM releases it") {
   Failover f;
-  f.StartSimulator();
+  f.Start();
   ChildProcess a = f.StartPublisher("pub-a");
   REQUIRE_MESSAGE(WaitFor([&] { return f.Holder().rfind("pub-a", 0) == 0; }, 30s), a.Log());
   ChildProcess b = f.StartPublisher("pub-b");
   // The leader's startup round: every cluster once (nothing has a ClusterSync yet).
   std::vector<SyncRequest> first;
-  REQUIRE_MESSAGE(WaitFor([&] {
-                    for (auto& r : f.Take()) first.push_back(r);
-                    return first.size() >= static_cast<size_t>(kClusters);
-                  }, 30s),
+  REQUIRE_MESSAGE(WaitFor(
+                      [&] {
+                        for (auto& r : f.Take()) first.push_back(r);
+                        return first.size() >= static_cast<size_t>(kClusters);
+                      },
+                      30s),
                   a.Log());
-  std::this_thread::sleep_for(2s);   // the standby, warm and waiting, publishes nothing
+  std::this_thread::sleep_for(2s);  // the standby, warm and waiting, publishes nothing
   CHECK(f.Take().empty());
   CHECK(first.size() == static_cast<size_t>(kClusters));
   CHECK(f.Holder().rfind("pub-a", 0) == 0);
@@ -154,10 +102,12 @@ TEST_CASE("publisher failover: SIGKILL on the leader hands over within the lease
   REQUIRE(a.Stop(SIGKILL, 5s).has_value());
   // The standby takes over and, as a new leader, enqueues what is out of sync.
   std::vector<SyncRequest> second;
-  bool handed_over = WaitFor([&] {
-    for (auto& r : f.Take()) second.push_back(r);
-    return !second.empty();
-  }, 30s);
+  bool handed_over = WaitFor(
+      [&] {
+        for (auto& r : f.Take()) second.push_back(r);
+        return !second.empty();
+      },
+      30s);
   auto handover = std::chrono::steady_clock::now() - killed_at;
   REQUIRE_MESSAGE(handed_over, b.Log());
   MESSAGE("handover after SIGKILL: "
@@ -167,14 +117,16 @@ TEST_CASE("publisher failover: SIGKILL on the leader hands over within the lease
   // moment to publish.
   CHECK(handover <= kLease + 2 * 500ms + 2s);
   CHECK(f.Holder().rfind("pub-b", 0) == 0);
-  CHECK(WaitFor([&] {
-    for (auto& r : f.Take()) second.push_back(r);
-    return second.size() >= static_cast<size_t>(kClusters);
-  }, 10s));
+  CHECK(WaitFor(
+      [&] {
+        for (auto& r : f.Take()) second.push_back(r);
+        return second.size() >= static_cast<size_t>(kClusters);
+      },
+      10s));
   for (const auto& r : second) CHECK(r.reason == "startup");
 
   auto code = b.Stop(SIGTERM, 20s);
   REQUIRE(code.has_value());
   CHECK(*code == 0);
-  CHECK(f.Holder().empty());   // released: a successor would not wait out the lease
+  CHECK(f.Holder().empty());  // released: a successor would not wait out the lease
 }

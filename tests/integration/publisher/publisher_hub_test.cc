@@ -4,17 +4,14 @@
 // Nothing consumes the work queues except the test itself, which plays the consumer's part by
 // writing ClusterSync status and leases when it needs to.
 #include <doctest/doctest.h>
+#include <prometheus/registry.h>
 
 #include <atomic>
 #include <cstdlib>
-#include <fstream>
 #include <map>
-#include <set>
-#include <sstream>
 #include <optional>
+#include <set>
 #include <thread>
-
-#include <prometheus/registry.h>
 
 #include "common/amqp/session_impl.h"
 #include "common/amqp/syncbus_topology.h"
@@ -29,23 +26,16 @@
 #include "tests/kubesim/fleet.h"
 #include "tests/kubesim/sim_simulation.h"
 #include "tests/support/child_process.h"
+#include "tests/support/files.h"
 #include "tests/support/test_broker.h"
+#include "tests/support/wait.h"
 
 using namespace syncbus;
 using namespace std::chrono_literals;
+using syncbus::testing::WaitFor;
 namespace res = syncbus::kube::resources;
 
 namespace {
-
-template <typename F>
-bool WaitFor(F&& done, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return done();
-}
 
 double MetricSum(prometheus::Registry& registry, const std::string& name) {
   double sum = 0;
@@ -63,8 +53,9 @@ class RunningPublisher {
     registry_ = std::make_shared<prometheus::Registry>();
     amqp::ConnectionOptions amqp = config.amqp;
     app_ = std::make_unique<publisher::PublisherApp>(
-        config, publisher::PublisherDeps{hub, [amqp] { return std::make_unique<amqp::RabbitmqSession>(amqp); },
-                                         &RealClock(), registry_, "test-publisher"});
+        config, publisher::PublisherDeps{
+                    hub, [amqp] { return std::make_unique<amqp::RabbitmqSession>(amqp); },
+                    &RealClock(), registry_, "test-publisher"});
     thread_ = std::thread([this] { result_ = app_->Run(stop_); });
   }
   ~RunningPublisher() { Stop(); }
@@ -101,7 +92,8 @@ struct Rig {
     sim = std::move(*created);
     kubesim::FleetSpec fleet;
     fleet.clusters = clusters;
-    auto populated = kubesim::PopulateHub(sim->hub(), fleet, "http://sim.invalid", kubesim::ClientAuth{});
+    auto populated =
+        kubesim::PopulateHub(sim->hub(), fleet, "http://sim.invalid", kubesim::ClientAuth{});
     REQUIRE_MESSAGE(populated.ok(), populated.status().ToString());
     transport = std::make_shared<fakes::InProcessTransport>(*sim);
     kube::ClusterConfig cc;
@@ -109,14 +101,14 @@ struct Rig {
     hub = std::make_shared<kube::ClientImpl>(cc, transport);
     config.publisher.leader_election.enabled = false;
     if (!shared_broker) return;
-    auto v = testing::TestVhost::Create();
-    REQUIRE_MESSAGE(v.ok(), v.status().ToString());
-    vhost.emplace(std::move(*v));
+    vhost.emplace(testing::NewTestVhost());
     config.amqp = vhost->Options("publisher");
     reader = std::make_unique<amqp::RabbitmqSession>(vhost->Options("reader"));
   }
 
-  std::string Cluster(int i) const { return kubesim::FleetClusterName(i, static_cast<int>(sim->cluster_names().size())); }
+  std::string Cluster(int i) const {
+    return kubesim::FleetClusterName(i, static_cast<int>(sim->cluster_names().size()));
+  }
 
   // Messages waiting in one lane's queue, taken off it.
   std::vector<SyncRequest> Take(amqp::Lane lane) {
@@ -126,7 +118,7 @@ struct Rig {
     }
     while (true) {
       auto d = reader->Get(amqp::WorkQueueName(lane));
-      if (!d.ok() && d.status().code() == Code::kNotFound) break;   // not declared yet
+      if (!d.ok() && d.status().code() == Code::kNotFound) break;  // not declared yet
       REQUIRE_MESSAGE(d.ok(), d.status().ToString());
       if (!d->has_value()) break;
       auto r = DecodeSyncRequest((*d)->message.body);
@@ -142,7 +134,8 @@ struct Rig {
     std::vector<SyncRequest> all;
     auto deadline = std::chrono::steady_clock::now() + limit;
     auto last = std::chrono::steady_clock::now();
-    while (std::chrono::steady_clock::now() < deadline && std::chrono::steady_clock::now() - last < quiet) {
+    while (std::chrono::steady_clock::now() < deadline &&
+           std::chrono::steady_clock::now() - last < quiet) {
       size_t before = all.size();
       for (auto lane : {amqp::Lane::kChange, amqp::Lane::kResync}) {
         for (auto& r : Take(lane)) all.push_back(std::move(r));
@@ -159,25 +152,31 @@ struct Rig {
             {"metadata", {{"name", name}}},
             {"spec",
              {{"clusterDeploymentSelector", {{"matchLabels", match_labels}}},
-              {"resources", Json::array({{{"apiVersion", "v1"}, {"kind", "ConfigMap"},
+              {"resources", Json::array({{{"apiVersion", "v1"},
+                                          {"kind", "ConfigMap"},
                                           {"metadata", {{"name", name}, {"namespace", "default"}}},
                                           {"data", {{"v", data}}}}})}}}};
   }
   void CreateSelectorSyncSet(const std::string& name, const Json& match_labels) {
-    auto r = hub->Create(kube::Collection(res::kSelectorSyncSets), SelectorSyncSet(name, match_labels, "0"));
+    auto r = hub->Create(kube::Collection(res::kSelectorSyncSets),
+                         SelectorSyncSet(name, match_labels, "0"));
     REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   }
   void EditSelectorSyncSet(const std::string& name, int n) {
-    Json patch = {{"spec", {{"resources", Json::array({{{"apiVersion", "v1"}, {"kind", "ConfigMap"},
-                                                        {"metadata", {{"name", name}, {"namespace", "default"}}},
-                                                        {"data", {{"v", std::to_string(n)}}}}})}}}};
-    auto r = hub->Patch(kube::Object(res::kSelectorSyncSets, "", name), kube::PatchType::kMerge, patch.dump());
+    Json patch = {
+        {"spec",
+         {{"resources", Json::array({{{"apiVersion", "v1"},
+                                      {"kind", "ConfigMap"},
+                                      {"metadata", {{"name", name}, {"namespace", "default"}}},
+                                      {"data", {{"v", std::to_string(n)}}}}})}}}};
+    auto r = hub->Patch(kube::Object(res::kSelectorSyncSets, "", name), kube::PatchType::kMerge,
+                        patch.dump());
     REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   }
   void SetLabel(const std::string& cluster, const std::string& key, const std::string& value) {
     Json patch = {{"metadata", {{"labels", {{key, value}}}}}};
-    auto r = hub->Patch(kube::Object(res::kClusterDeployments, cluster, cluster), kube::PatchType::kMerge,
-                        patch.dump());
+    auto r = hub->Patch(kube::Object(res::kClusterDeployments, cluster, cluster),
+                        kube::PatchType::kMerge, patch.dump());
     REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   }
   int64_t Generation(const kube::ObjectRef& ref) {
@@ -194,12 +193,16 @@ struct Rig {
     auto entries = [&](const std::map<std::string, int64_t>& m) {
       Json list = Json::array();
       for (const auto& [name, gen] : m) {
-        list.push_back({{"name", name}, {"observedGeneration", gen}, {"result", "Success"},
-                        {"lastTransitionTime", now}, {"firstSuccessTime", now}});
+        list.push_back({{"name", name},
+                        {"observedGeneration", gen},
+                        {"result", "Success"},
+                        {"lastTransitionTime", now},
+                        {"firstSuccessTime", now}});
       }
       return list;
     };
-    Json lease = {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"}, {"kind", "ClusterSyncLease"},
+    Json lease = {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"},
+                  {"kind", "ClusterSyncLease"},
                   {"metadata", {{"name", cluster}, {"namespace", cluster}}},
                   {"spec", {{"renewTime", FormatRfc3339Millis(std::chrono::system_clock::now())}}}};
     auto applied = hub->Apply(kube::Object(res::kClusterSyncLeases, cluster, cluster), lease, {});
@@ -209,7 +212,8 @@ struct Rig {
     if (!current.ok()) {
       REQUIRE(current.status().code() == Code::kNotFound);
       current = hub->Create(kube::Collection(res::kClusterSyncs, cluster),
-                            {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"}, {"kind", "ClusterSync"},
+                            {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"},
+                             {"kind", "ClusterSync"},
                              {"metadata", {{"name", cluster}, {"namespace", cluster}}}});
       REQUIRE_MESSAGE(current.ok(), current.status().ToString());
     }
@@ -243,19 +247,13 @@ struct Rig {
   }
   static std::map<std::string, std::string> CacheRevisions(const publisher::HubCache& cache) {
     std::map<std::string, std::string> out;
-    cache.Plan(cache.AllClusterKeys(), [&](const std::string& key, const publisher::ClusterView& view) {
-      out[key] = view.desired.revision;
-    });
+    cache.Plan(cache.AllClusterKeys(),
+               [&](const std::string& key, const publisher::ClusterView& view) {
+                 out[key] = view.desired.revision;
+               });
     return out;
   }
 };
-
-// The repository root: $SYNCBUS_SOURCE_DIR, else derived from this file's path.
-std::string SourceDir() {
-  if (const char* dir = std::getenv("SYNCBUS_SOURCE_DIR"); dir && *dir) return dir;
-  std::string file = __FILE__;
-  return file.substr(0, file.rfind("/tests/integration/"));
-}
 
 // A RabbitMQ node of the test's own (scripts/rabbitmq-node in a temporary directory, free ports),
 // so stopping it does not disturb the other tests sharing the fixture broker. Stopped and wiped
@@ -267,15 +265,12 @@ class PrivateBroker {
   bool Start() { return Run("start", ""); }
   bool Stop() { return Run("stop", ""); }
   Result<testing::BrokerEnv> Env() const {
-    std::ifstream in(dir_ + "/broker.env");
-    std::stringstream text;
-    text << in.rdbuf();
-    return testing::ParseBrokerEnv(text.str());
+    return testing::ParseBrokerEnv(testing::ReadFile(dir_ + "/broker.env"));
   }
 
  private:
   bool Run(const std::string& command, const std::string& extra) {
-    std::string cmd = SourceDir() + "/scripts/rabbitmq-node " + command + " --dir " +
+    std::string cmd = testing::SourceDir() + "/scripts/rabbitmq-node " + command + " --dir " +
                       dir_ + " " + extra + " >>" + dir_ + ".log 2>&1";
     return std::system(cmd.c_str()) == 0;
   }
@@ -285,7 +280,8 @@ class PrivateBroker {
 std::string Describe(const std::vector<SyncRequest>& requests) {
   std::string out;
   for (const auto& r : requests) {
-    out += r.ClusterKey() + " " + amqp::LaneName(r.lane) + " " + r.reason + (r.full_reapply ? " full" : "") + "; ";
+    out += r.ClusterKey() + " " + amqp::LaneName(r.lane) + " " + r.reason +
+           (r.full_reapply ? " full" : "") + "; ";
   }
   return out;
 }
@@ -306,7 +302,9 @@ TEST_CASE("publisher: relist after a forced 410 leaves the cache equal to the hu
   // Edits made meanwhile (a cluster deleted, a set added, a label changed) must all show up.
   rig.sim->hub().ExpireHistory();
   rig.sim->hub().CloseAllWatches();
-  REQUIRE(rig.hub->Delete(kube::Object(res::kClusterDeployments, rig.Cluster(0), rig.Cluster(0)), {}).ok());
+  REQUIRE(
+      rig.hub->Delete(kube::Object(res::kClusterDeployments, rig.Cluster(0), rig.Cluster(0)), {})
+          .ok());
   rig.CreateSelectorSyncSet("after-expiry", {{"region", "us-east-1"}});
   rig.SetLabel(rig.Cluster(5), "region", "moved");
   CHECK(WaitFor([&] { return pub.Metric("syncbus_publisher_relists_total") >= 1; }, 30s));
@@ -327,19 +325,22 @@ TEST_CASE("publisher: the hub dropping every watch loses nothing") {
     rig.SetLabel(rig.Cluster(round), "tier", "platinum");
   }
   // Six collections are watched: each close ends six watches, each re-opened without a relist.
-  CHECK(WaitFor([&] { return pub.Metric("syncbus_publisher_watch_restarts_total") >= restarts + 6; }, 30s));
+  CHECK(WaitFor(
+      [&] { return pub.Metric("syncbus_publisher_watch_restarts_total") >= restarts + 6; }, 30s));
   CHECK(WaitFor([&] { return Rig::CacheRevisions(pub.cache()) == rig.HubRevisions(); }, 30s));
-  CHECK(pub.Metric("syncbus_publisher_relists_total") == 0);   // a plain rewatch sufficed
+  CHECK(pub.Metric("syncbus_publisher_relists_total") == 0);  // a plain rewatch sufficed
 }
 
-TEST_CASE("publisher: a SelectorSyncSet fans out to every matching cluster, label changes move clusters") {
+TEST_CASE(
+    "publisher: a SelectorSyncSet fans out to every matching cluster, label changes move "
+    "clusters") {
   Rig rig(12);
   RunningPublisher pub(rig.config, rig.hub);
   REQUIRE(WaitFor([&] { return pub.Ready(); }, 30s));
   {
     auto extra = rig.Collect(1000ms);
     CHECK_MESSAGE(extra.empty(), Describe(extra));
-  }   // no sets yet: nothing is out of sync
+  }  // no sets yet: nothing is out of sync
   // The fleet's region label cycles over three values: a third of the clusters match.
   rig.CreateSelectorSyncSet("eu", {{"region", "eu-west-1"}});
   auto fan_out = rig.Collect();
@@ -396,7 +397,8 @@ TEST_CASE("publisher: a burst of 50 edits to one set produces at most a few mess
   CHECK(rig.Collect().size() == 6);
 }
 
-TEST_CASE("publisher: a restart enqueues only what is out of sync, including what changed while down") {
+TEST_CASE(
+    "publisher: a restart enqueues only what is out of sync, including what changed while down") {
   Rig rig(10);
   rig.CreateSelectorSyncSet("base", {{"syncbus.io/fleet", "sim"}});
   for (int i = 0; i < 7; ++i) rig.ReportSynced(rig.Cluster(i), {{"base", 1}});
@@ -414,18 +416,20 @@ TEST_CASE("publisher: a restart enqueues only what is out of sync, including wha
     CHECK(first.size() == 3);
     for (int i = 7; i < 10; ++i) rig.ReportSynced(rig.Cluster(i), {{"base", 1}});
     {
-    auto extra = rig.Collect(1000ms);
-    CHECK_MESSAGE(extra.empty(), Describe(extra));
-  }
+      auto extra = rig.Collect(1000ms);
+      CHECK_MESSAGE(extra.empty(), Describe(extra));
+    }
     CHECK(pub.Stop().ok());
   }
   // While no publisher runs, a SyncSet appears for cluster 4.
   std::string c4 = rig.Cluster(4);
   auto created = rig.hub->Create(
       kube::Collection(res::kSyncSets, c4),
-      {{"apiVersion", "hive.openshift.io/v1"}, {"kind", "SyncSet"},
+      {{"apiVersion", "hive.openshift.io/v1"},
+       {"kind", "SyncSet"},
        {"metadata", {{"name", "while-down"}, {"namespace", c4}}},
-       {"spec", {{"clusterDeploymentRefs", Json::array({{{"name", c4}}})}, {"resources", Json::array()}}}});
+       {"spec",
+        {{"clusterDeploymentRefs", Json::array({{{"name", c4}}})}, {"resources", Json::array()}}}});
   REQUIRE_MESSAGE(created.ok(), created.status().ToString());
   RunningPublisher again(rig.config, rig.hub);
   REQUIRE(WaitFor([&] { return again.Ready(); }, 30s));
@@ -471,14 +475,16 @@ TEST_CASE("publisher: broker stopped and restarted, every pending cluster still 
   REQUIRE(broker.Stop());
   rig.EditSelectorSyncSet("all", 2);
   CHECK(WaitFor([&] { return !pub.Ready(); }, 20s));
-  std::this_thread::sleep_for(2s);   // a few failed rounds and reconnect attempts
+  std::this_thread::sleep_for(2s);  // a few failed rounds and reconnect attempts
   REQUIRE(broker.Start());
   // The publisher reconnects on its backoff (up to 30 s between attempts).
   std::vector<SyncRequest> after;
-  WaitFor([&] {
-    for (auto& r : rig.Collect(500ms, 5s)) after.push_back(std::move(r));
-    return PerCluster(after).size() >= 20;
-  }, 90s);
+  WaitFor(
+      [&] {
+        for (auto& r : rig.Collect(500ms, 5s)) after.push_back(std::move(r));
+        return PerCluster(after).size() >= 20;
+      },
+      90s);
   for (auto& r : rig.Collect(1000ms)) after.push_back(std::move(r));
   auto per_cluster = PerCluster(after);
   CHECK(per_cluster.size() == 20);

@@ -1,0 +1,23 @@
+#include "tests/support/session_helpers.h"
+
+#include <doctest/doctest.h>
+
+#include "common/amqp/syncbus_topology.h"
+
+namespace syncbus::testing {
+
+amqp::Publication Work(const std::string& lane, const std::string& body) {
+  amqp::Publication p{amqp::kWorkExchange, lane, amqp::Message{}};
+  p.message.body = body;
+  p.message.message_id = body;
+  return p;
+}
+
+amqp::Delivery NextOrFail(amqp::Session& session, std::chrono::milliseconds timeout) {
+  auto d = session.Next(timeout);
+  REQUIRE_MESSAGE(d.ok(), d.status().ToString());
+  REQUIRE_MESSAGE(d->has_value(), "no delivery within the timeout");
+  return **d;
+}
+
+}  // namespace syncbus::testing
