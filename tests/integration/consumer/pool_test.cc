@@ -337,8 +337,14 @@ TEST_CASE(
   auto cds = p.hub->List(kube::Collection(kube::resources::kClusterDeployments), {});
   REQUIRE(cds.ok());
   auto session = p.Session();
-  REQUIRE(WaitFor([&] { return session->Inspect(amqp::WorkQueueName(amqp::Lane::kChange)).ok(); },
-                  20s, kPoll));
+  // Both consumers consuming: each declared the whole topology (bindings included) before it
+  // subscribed, so nothing published now can be unroutable.
+  REQUIRE(WaitFor(
+      [&] {
+        auto q = session->Inspect(amqp::WorkQueueName(amqp::Lane::kChange));
+        return q.ok() && q->consumers >= 2;
+      },
+      20s, kPoll));
   auto publish_all = [&](int copies) {
     for (const auto& cd : cds->items) {
       SyncRequest r;
