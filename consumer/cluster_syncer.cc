@@ -152,6 +152,10 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     }
     if (!sss->meta.deleting && hive::AppliesTo(*sss, *cd)) selector_syncsets.push_back(std::move(*sss));
   }
+  // The typed sets hold what is needed; the parsed lists (every SelectorSyncSet of the fleet)
+  // would otherwise stay in memory for the whole sync.
+  ss_list->items = {};
+  sss_list->items = {};
   auto by_name = [](const auto& a, const auto& b) { return a.meta.name < b.meta.name; };
   std::sort(syncsets.begin(), syncsets.end(), by_name);
   std::sort(selector_syncsets.begin(), selector_syncsets.end(), by_name);

@@ -383,6 +383,9 @@ Result<std::shared_ptr<CurlTransport::Loop>> CurlTransport::Loop::Create(const O
                     options.http2 ? CURLPIPE_MULTIPLEX : CURLPIPE_NOTHING);
   curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, options.max_host_connections);
   curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, options.max_total_connections);
+  if (options.max_idle_connections > 0) {
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, options.max_idle_connections);
+  }
   {
     // loop_id_ is published to other threads through mu_ (every use follows a Submit).
     std::lock_guard lock(loop->mu_);

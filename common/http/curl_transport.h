@@ -24,6 +24,9 @@ class CurlTransport final : public Transport {
     // per host, open watches included.
     long max_host_connections = 32;
     long max_total_connections = 0;  // 0 = unlimited (extra requests queue)
+    // Idle connections kept for reuse; 0 = libcurl's default, four times the transfers in
+    // progress, which closes connections whenever the load dips and reopens them when it rises.
+    long max_idle_connections = 0;
     std::chrono::milliseconds connect_timeout{10000};
     std::chrono::seconds keepalive_idle{30};  // TCP keepalive probes after this idle time
     std::chrono::seconds keepalive_interval{10};

@@ -59,7 +59,7 @@ long PeakRssKiB() {
 int Run(int argc, char** argv) {
   CLI::App cli{"syncbus-apply-bench: the consumer's apply engine against syncbus-kubesim"};
   std::string kubeconfig;
-  int workers = 64;
+  int workers = 40;
   consumer::SyncerOptions options;
   options.parallel_sync_sets = 60;
   options.max_in_flight = 4000;
@@ -81,6 +81,7 @@ int Run(int argc, char** argv) {
   }
   http::CurlTransport::Options topts;
   topts.max_host_connections = 0;   // HTTP/1.1 to the simulator: one connection per request in flight
+  topts.max_idle_connections = options.max_in_flight;
   auto curl = http::CurlTransport::Create(topts);
   if (!curl.ok()) {
     std::fprintf(stderr, "%s\n", curl.status().ToString().c_str());

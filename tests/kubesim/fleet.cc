@@ -79,6 +79,15 @@ Json ClusterDeployment(int index, const std::string& name) {
           {"adminKubeconfigSecretRef", {{"name", name + "-admin-kubeconfig"}}}}}}}};
 }
 
+// "http://127.0.0.1:8080" with host "a.localhost" -> "http://a.localhost:8080".
+std::string WithHost(const std::string& url, const std::string& host) {
+  size_t start = url.find("://");
+  start = start == std::string::npos ? 0 : start + 3;
+  size_t end = url.find_first_of(":/", start);
+  if (end == std::string::npos) end = url.size();
+  return url.substr(0, start) + host + url.substr(end);
+}
+
 }  // namespace
 
 Status FleetSpec::Validate() const {
@@ -140,6 +149,9 @@ std::string FleetSummary::ToString(const FleetSpec& spec) const {
 Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const std::string& base_url,
                                  const ClientAuth& auth) {
   SYNCBUS_RETURN_IF_ERROR(spec.Validate());
+  if (spec.host_per_cluster && base_url.rfind("http://", 0) != 0) {
+    return InvalidArgument("a host per cluster needs a plain http:// simulator, not " + base_url);
+  }
   auto start = std::chrono::steady_clock::now();
   FleetSummary summary;
   summary.clusters = spec.clusters;
@@ -153,7 +165,8 @@ Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const st
     SYNCBUS_RETURN_IF_ERROR(
         Create(hub, "/apis/hive.openshift.io/v1/namespaces/" + name + "/clusterdeployments",
                ClusterDeployment(i, name)));
-    std::string kubeconfig = MakeKubeconfig(name, base_url + "/clusters/" + name, auth);
+    std::string server = spec.host_per_cluster ? WithHost(base_url, name + ".localhost") : base_url;
+    std::string kubeconfig = MakeKubeconfig(name, server + "/clusters/" + name, auth);
     SYNCBUS_RETURN_IF_ERROR(Create(
         hub, "/api/v1/namespaces/" + name + "/secrets",
         {{"apiVersion", "v1"},

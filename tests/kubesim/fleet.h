@@ -21,6 +21,11 @@ struct FleetSpec {
   // Extra namespaces on each target (sim-ns-MM); resource RR then lands in sim-ns-(RR mod M)
   // instead of default.
   int namespaces_per_cluster = 0;
+  // Admin kubeconfigs name each cluster's own host, <name>.localhost (loopback: clients such as
+  // libcurl resolve *.localhost themselves), so clients keep a connection pool per cluster as
+  // they would against real clusters instead of one pool for the whole fleet. Plain HTTP only
+  // (the simulator's certificate does not name those hosts).
+  bool host_per_cluster = false;
 
   Status Validate() const;
 };
@@ -55,7 +60,8 @@ struct FleetSummary {
   std::string ToString(const FleetSpec& spec) const;
 };
 
-// Writes the hub side. Each admin kubeconfig points at `base_url` + "/clusters/<name>".
+// Writes the hub side. Each admin kubeconfig points at `base_url` + "/clusters/<name>" (with
+// host_per_cluster, base_url's host replaced by <name>.localhost).
 Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const std::string& base_url,
                                  const ClientAuth& auth);
 // Creates the extra namespaces on one target cluster; returns how many.

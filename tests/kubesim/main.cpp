@@ -80,6 +80,9 @@ int main(int argc, char** argv) {
   cli.add_option("--selector-syncsets", fleet.selector_syncsets,
                  "SelectorSyncSets selecting the whole fleet");
   cli.add_option("--resources", fleet.resources, "ConfigMaps per SyncSet and SelectorSyncSet");
+  cli.add_flag("--host-per-cluster", fleet.host_per_cluster,
+               "admin kubeconfigs address <cluster>.localhost: one connection pool per cluster in "
+               "clients, as with real clusters (plain HTTP only)");
   cli.add_option("--namespaces-per-cluster", fleet.namespaces_per_cluster,
                  "extra namespaces per target; resources spread over them instead of default");
   cli.add_option("--token", sim.token, "require this bearer token (401 otherwise)");

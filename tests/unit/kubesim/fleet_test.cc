@@ -127,6 +127,24 @@ TEST_CASE("Fleet generation reports the API's error when an object is refused") 
   CHECK(PopulateHub(sim->hub(), negative, "", {}).status().code() == Code::kInvalidArgument);
 }
 
+TEST_CASE("Fleet generation with a host per cluster points each kubeconfig at <name>.localhost") {
+  FleetSpec fleet{.clusters = 2, .syncsets = 0, .selector_syncsets = 0, .resources = 0};
+  fleet.host_per_cluster = true;
+  auto sim = MakeSimulation(fleet);
+  REQUIRE(sim->GenerateFleet("http://127.0.0.1:4321").ok());
+  ApiResponse secret = sim->hub().Call(
+      "GET", "/api/v1/namespaces/cluster-0001/secrets/cluster-0001-admin-kubeconfig");
+  REQUIRE(secret.status == 200);
+  auto kubeconfig = DecodeBase64(Json::parse(secret.body)["data"]["kubeconfig"].get<std::string>());
+  REQUIRE(kubeconfig.has_value());
+  CHECK(kubeconfig->find("server: \"http://cluster-0001.localhost:4321/clusters/cluster-0001\"") !=
+        std::string::npos);
+
+  auto tls = MakeSimulation(fleet);
+  auto refused = tls->GenerateFleet("https://127.0.0.1:4321");
+  CHECK(refused.status().code() == Code::kInvalidArgument);
+}
+
 TEST_CASE("Fleet generation of 1000 clusters with 60 SelectorSyncSets takes seconds") {
   FleetSpec fleet{.clusters = 1000, .syncsets = 0, .selector_syncsets = 60, .resources = 10};
   auto start = std::chrono::steady_clock::now();
