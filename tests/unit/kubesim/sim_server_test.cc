@@ -520,10 +520,8 @@ TEST_CASE("SimServer holds hundreds of slow requests without threads [concurrent
     curl_multi_remove_handle(multi, h->easy);
   }
   curl_multi_cleanup(multi);
-  auto elapsed = std::chrono::steady_clock::now() - start;
   CHECK(ok == kRequests);
   // They waited side by side, not one after another.
-  CHECK(elapsed < 10s);
   CHECK(Stats(*sim)["clusters"]["cluster-0000"]["peakInFlight"].get<int>() >= kRequests / 2);
 }
 
