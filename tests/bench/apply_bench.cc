@@ -62,6 +62,7 @@ int Run(int argc, char** argv) {
   std::string kubeconfig;
   int workers = 40;
   int passes = 1;
+  long max_idle = 4000;
   consumer::SyncerOptions options;
   options.parallel_sync_sets = 60;
   options.max_in_flight = 4000;
@@ -71,6 +72,8 @@ int Run(int argc, char** argv) {
   cli.add_option("--workers", workers, "clusters synced at once (the delivery loop's workers)")
       ->capture_default_str();
   cli.add_option("--parallel-sync-sets", options.parallel_sync_sets)->capture_default_str();
+  cli.add_option("--max-idle-connections", max_idle, "connections kept for reuse (libcurl's cache)")
+      ->capture_default_str();
   cli.add_option("--passes", passes, "full reapplies of the fleet, one after another")
       ->capture_default_str();
   cli.add_option("--max-in-flight", options.max_in_flight)->capture_default_str();
@@ -88,7 +91,7 @@ int Run(int argc, char** argv) {
   http::CurlTransport::Options topts;
   topts.max_host_connections =
       0;  // HTTP/1.1 to the simulator: one connection per request in flight
-  topts.max_idle_connections = options.max_in_flight;
+  topts.max_idle_connections = max_idle;
   auto curl = http::CurlTransport::Create(topts);
   if (!curl.ok()) {
     std::fprintf(stderr, "%s\n", curl.status().ToString().c_str());
