@@ -10,8 +10,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
-#include <filesystem>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -20,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/self_signed_cert.h"
 #include "common/http/server.h"
 
 namespace syncbus::http {
@@ -599,27 +598,6 @@ TEST_CASE("Server refuses a port that is in use") {
   CHECK(second.status().code() == Code::kUnavailable);
 }
 
-// A self-signed certificate for 127.0.0.1/localhost made with the openssl command line tool.
-struct SelfSignedCert {
-  std::string dir, cert, key;
-  bool ok = false;
-  SelfSignedCert() {
-    char pattern[] = "/tmp/syncbus-tls-XXXXXX";
-    if (mkdtemp(pattern) == nullptr) return;
-    dir = pattern;
-    cert = dir + "/cert.pem";
-    key = dir + "/key.pem";
-    std::string command = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-                          "-nodes -days 1 -subj /CN=localhost "
-                          "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
-                          key + " -out " + cert + " >/dev/null 2>&1";
-    ok = std::system(command.c_str()) == 0;
-  }
-  ~SelfSignedCert() {
-    std::error_code ignored;
-    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
-  }
-};
 
 size_t AppendTo(char* data, size_t size, size_t n, void* out) {
   static_cast<std::string*>(out)->append(data, size * n);
@@ -627,7 +605,7 @@ size_t AppendTo(char* data, size_t size, size_t n, void* out) {
 }
 
 TEST_CASE("Server speaks HTTPS with a configured certificate [concurrent]") {
-  SelfSignedCert cert;
+  syncbus::testing::SelfSignedCert cert;
   REQUIRE(cert.ok);
   Server::Options options;
   options.tls_cert_file = cert.cert;

@@ -1,6 +1,8 @@
 // Helpers for the kubesim engine's unit tests: a server on a FakeClock (optionally with the
-// Hive CRDs), a recording WatchSink, and shorthands for requests and responses.
+// Hive CRDs), a whole Simulation, a recording WatchSink, and shorthands for requests and responses.
 #pragma once
+
+#include <doctest/doctest.h>
 
 #include <memory>
 #include <mutex>
@@ -10,6 +12,7 @@
 #include "common/fake_clock.h"
 #include "common/json.h"
 #include "tests/kubesim/api_server.h"
+#include "tests/kubesim/sim_simulation.h"
 
 namespace syncbus::kubesim::testing {
 
@@ -38,7 +41,9 @@ struct Fixture {
   std::unique_ptr<ApiServer> server;
 };
 
-inline Json Body(const ApiResponse& r) { return Json::parse(r.body, nullptr, false); }
+inline Json Body(const ApiResponse& r) {
+  return Json::parse(r.body, nullptr, false);
+}
 
 inline ApiResponse Raw(ApiServer& s, const std::string& method, const std::string& path,
                        const std::string& body, const std::string& content_type,
@@ -119,6 +124,16 @@ inline ApiRequest WatchRequest(const std::string& path, const std::string& query
   req.path = path;
   req.query = "watch=1" + (query.empty() ? std::string() : "&" + query);
   return req;
+}
+
+// A Simulation of `fleet` (fleet not generated yet: call GenerateFleet), requiring `token` if set.
+inline std::unique_ptr<Simulation> MakeSimulation(FleetSpec fleet, std::string token = {}) {
+  Simulation::Options options;
+  options.fleet = fleet;
+  options.token = std::move(token);
+  auto sim = Simulation::Create(options);
+  REQUIRE_MESSAGE(sim.ok(), sim.status().ToString());
+  return std::move(sim).value();
 }
 
 }  // namespace syncbus::kubesim::testing

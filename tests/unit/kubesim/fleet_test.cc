@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/base64.h"
+#include "tests/unit/kubesim/api_test_util.h"
 #include "tests/kubesim/fleet.h"
 #include "tests/kubesim/sim_simulation.h"
 
@@ -17,14 +18,7 @@ Json List(ApiServer& api, const std::string& path, const std::string& query = {}
   return Json::parse(response.body);
 }
 
-std::unique_ptr<Simulation> MakeSimulation(FleetSpec fleet, std::string token = {}) {
-  Simulation::Options options;
-  options.fleet = fleet;
-  options.token = std::move(token);
-  auto sim = Simulation::Create(options);
-  REQUIRE_MESSAGE(sim.ok(), sim.status().ToString());
-  return std::move(sim).value();
-}
+using testing::MakeSimulation;
 
 TEST_CASE("Fleet names are zero-padded and stable") {
   CHECK(FleetClusterName(7, 12) == "cluster-0007");

@@ -8,18 +8,18 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
-#include <filesystem>
 #include <future>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/support/self_signed_cert.h"
 #include "common/base64.h"
 #include "common/http/curl_transport.h"
 #include "common/kube/client_impl.h"
 #include "tests/fakes/in_process_transport.h"
+#include "tests/unit/kubesim/api_test_util.h"
 #include "tests/kubesim/sim_router.h"
 #include "tests/kubesim/sim_server.h"
 
@@ -240,14 +240,7 @@ http::ServerRequest Get(std::string path, std::string query = {}) {
   return r;
 }
 
-std::unique_ptr<Simulation> MakeSimulation(FleetSpec fleet, std::string token = {}) {
-  Simulation::Options options;
-  options.fleet = fleet;
-  options.token = std::move(token);
-  auto sim = Simulation::Create(options);
-  REQUIRE_MESSAGE(sim.ok(), sim.status().ToString());
-  return std::move(sim).value();
-}
+using testing::MakeSimulation;
 
 TEST_CASE("Simulation dispatch routes to the right API server and counts requests") {
   auto sim = MakeSimulation({.clusters = 2});
@@ -525,30 +518,9 @@ TEST_CASE("SimServer holds hundreds of slow requests without threads [concurrent
   CHECK(Stats(*sim)["clusters"]["cluster-0000"]["peakInFlight"].get<int>() >= kRequests / 2);
 }
 
-// A self-signed certificate for 127.0.0.1 made with the openssl command line tool.
-struct SelfSignedCert {
-  std::string dir, cert, key;
-  bool ok = false;
-  SelfSignedCert() {
-    char pattern[] = "/tmp/syncbus-simtls-XXXXXX";
-    if (mkdtemp(pattern) == nullptr) return;
-    dir = pattern;
-    cert = dir + "/cert.pem";
-    key = dir + "/key.pem";
-    std::string command = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-                          "-nodes -days 1 -subj /CN=kubesim "
-                          "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
-                          key + " -out " + cert + " >/dev/null 2>&1";
-    ok = std::system(command.c_str()) == 0;
-  }
-  ~SelfSignedCert() {
-    std::error_code ignored;
-    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
-  }
-};
 
 TEST_CASE("SimServer over HTTPS serves the project's client through the fleet kubeconfigs [concurrent]") {
-  SelfSignedCert cert;
+  syncbus::testing::SelfSignedCert cert("kubesim");
   REQUIRE(cert.ok);
   SimServer::Options options;
   options.tls_cert_file = cert.cert;
