@@ -12,6 +12,7 @@
 #include <charconv>
 #include <condition_variable>
 #include <mutex>
+#include <list>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -56,10 +57,24 @@ struct StreamControl {
   }
 };
 
+// The connections (and TLS sessions) of one origin: libcurl searches a connection cache on
+// every transfer's start and end, so one cache per origin keeps that work proportional to one
+// cluster's connections instead of the whole fleet's. Loop thread only.
+struct Pool {
+  std::string key;
+  CurlShare share;
+  size_t active = 0;       // transfers attached to the share
+  size_t peak_active = 0;  // an upper bound of its open connections
+  std::chrono::steady_clock::time_point idle_since;
+  std::list<Pool*>::iterator idle_position;  // in the idle list while active == 0
+};
+
 // One request from submission to completion. Owned by the submit queue, then by the loop.
 struct Transfer {
   uint64_t id = 0;
   Request request;
+  std::string pool_key;  // origin (scheme://host:port) and connect-to route
+  Pool* pool = nullptr;  // loop thread only
   CurlEasy easy;
   CurlSlist header_list;
   CurlSlist connect_to;
@@ -178,6 +193,7 @@ Status RouteByServerName(Transfer& t, const std::string& server_name) {
   std::string route = server_name;
   route.append(":").append(original_port).append(":").append(original_host);
   route.append(":").append(original_port);
+  t.pool_key.append("|").append(route);
   if (!t.connect_to.Append(route) ||
       !t.header_list.Append("Host: " + original_host + ":" + original_port)) {
     return Internal("curl_slist_append: out of memory");
@@ -218,7 +234,15 @@ Status ConfigureTls(Transfer& t, const TlsOptions& tls) {
   return Status::Ok();
 }
 
-// Builds the easy handle on the submitting thread (the share handle is attached on the loop).
+// "https://host:port" of a URL: what a pool is kept for.
+std::string OriginOf(const std::string& url) {
+  size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return url;
+  size_t authority_end = url.find_first_of("/?#", scheme_end + 3);
+  return url.substr(0, authority_end);
+}
+
+// Builds the easy handle on the submitting thread (the pool is attached on the loop).
 Status Configure(Transfer& t, const CurlTransport::Options& options) {
   t.easy.reset(curl_easy_init());
   if (t.easy == nullptr) return Internal("curl_easy_init failed");
@@ -273,6 +297,7 @@ Status Configure(Transfer& t, const CurlTransport::Options& options) {
   if (t.request.tls != nullptr) SYNCBUS_RETURN_IF_ERROR(ConfigureTls(t, *t.request.tls));
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t.header_list.get());
   curl_easy_setopt(easy, CURLOPT_URL, t.request.url.c_str());
+  t.pool_key.insert(0, OriginOf(t.request.url));
   return Status::Ok();
 }
 
@@ -315,7 +340,9 @@ class CurlTransport::Loop {
   bool OnLoopThread() const { return std::this_thread::get_id() == loop_id_; }
   uint64_t NextId() { return next_id_.fetch_add(1) + 1; }
   const Options& options() const { return options_; }
-  Stats stats() const { return {completed_.load(), connections_.load(), in_flight_.load()}; }
+  Stats stats() const {
+    return {completed_.load(), connections_.load(), in_flight_.load(), pools_open_.load()};
+  }
 
  private:
   explicit Loop(const Options& options) : options_(options) {}
@@ -323,7 +350,14 @@ class CurlTransport::Loop {
   void Wake();
   bool DrainCommands();  // false once stopping
   void Start(std::unique_ptr<Transfer> t);
+  // Removes `t` from the multi handle, delivers it, and lets go of its pool.
+  void Complete(std::unique_ptr<Transfer> t, Status status);
   void Finish(std::unique_ptr<Transfer> t, Status status);
+  Pool* AcquirePool(const std::string& key);
+  void ReleasePool(Pool* pool);
+  // Closes idle pools past the idle timeout or beyond the idle connection budget.
+  void CloseIdlePools(std::chrono::steady_clock::time_point now);
+  void ClosePool(Pool* pool);
   void ProcessCompletions();
   void SocketAction(curl_socket_t fd, int flags);
   void CancelAll();
@@ -332,7 +366,6 @@ class CurlTransport::Loop {
   static int OnTimer(CURLM* multi, long timeout_ms, void* userp);
 
   const Options options_;
-  CurlShare share_;
   CurlMulti multi_;
   UniqueFd epoll_fd_;
   UniqueFd wake_fd_;
@@ -345,7 +378,11 @@ class CurlTransport::Loop {
   bool stopping_ = false;                             // guarded by mu_
   bool wake_pending_ = false;                         // guarded by mu_
 
-  // Loop thread only.
+  // Loop thread only. Pools are destroyed before the multi handle (declared after it), and after
+  // the transfers attached to them (declared before them).
+  std::unordered_map<std::string, std::unique_ptr<Pool>> pools_;
+  std::list<Pool*> idle_pools_;  // active == 0, least recently used first
+  size_t idle_connections_ = 0;  // sum of the idle pools' peak_active
   std::unordered_map<uint64_t, std::unique_ptr<Transfer>> active_;
   std::optional<std::chrono::steady_clock::time_point> timer_deadline_;
 
@@ -353,16 +390,15 @@ class CurlTransport::Loop {
   std::atomic<uint64_t> completed_{0};
   std::atomic<uint64_t> connections_{0};
   std::atomic<uint64_t> in_flight_{0};
+  std::atomic<uint64_t> pools_open_{0};
 };
 
 Result<std::shared_ptr<CurlTransport::Loop>> CurlTransport::Loop::Create(const Options& options) {
   GlobalInit();
   RaiseOpenFileLimit();
   std::shared_ptr<Loop> loop(new Loop(options));
-  loop->share_.reset(curl_share_init());
   loop->multi_.reset(curl_multi_init());
-  if (loop->share_ == nullptr || loop->multi_ == nullptr) return Internal("curl init failed");
-  curl_share_setopt(loop->share_.get(), CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+  if (loop->multi_ == nullptr) return Internal("curl init failed");
   loop->epoll_fd_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
   loop->wake_fd_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (loop->epoll_fd_.get() < 0 || loop->wake_fd_.get() < 0) {
@@ -382,10 +418,6 @@ Result<std::shared_ptr<CurlTransport::Loop>> CurlTransport::Loop::Create(const O
   curl_multi_setopt(multi, CURLMOPT_PIPELINING,
                     options.http2 ? CURLPIPE_MULTIPLEX : CURLPIPE_NOTHING);
   curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, options.max_host_connections);
-  curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, options.max_total_connections);
-  if (options.max_idle_connections > 0) {
-    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, options.max_idle_connections);
-  }
   {
     // loop_id_ is published to other threads through mu_ (every use follows a Submit).
     std::lock_guard lock(loop->mu_);
@@ -474,9 +506,14 @@ void CurlTransport::Loop::Run() {
   constexpr int kMaxEvents = 256;
   epoll_event events[kMaxEvents];
   while (true) {
+    std::optional<std::chrono::steady_clock::time_point> wake_at = timer_deadline_;
+    if (!idle_pools_.empty()) {
+      auto expiry = idle_pools_.front()->idle_since + options_.idle_pool_timeout;
+      if (!wake_at || expiry < *wake_at) wake_at = expiry;
+    }
     int wait_ms = -1;
-    if (timer_deadline_) {
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(*timer_deadline_ -
+    if (wake_at) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*wake_at -
                                                                std::chrono::steady_clock::now());
       wait_ms = static_cast<int>(std::clamp<long long>(left.count(), 0, 60000));
     }
@@ -502,6 +539,7 @@ void CurlTransport::Loop::Run() {
     ProcessCompletions();
     if (!DrainCommands()) break;
     ProcessCompletions();
+    CloseIdlePools(std::chrono::steady_clock::now());
   }
   CancelAll();
 }
@@ -527,8 +565,7 @@ bool CurlTransport::Loop::DrainCommands() {
     if (it == active_.end()) continue;  // already finished
     std::unique_ptr<Transfer> t = std::move(it->second);
     active_.erase(it);
-    curl_multi_remove_handle(multi_.get(), t->easy.get());
-    Finish(std::move(t), Status(Code::kCancelled, "stream cancelled"));
+    Complete(std::move(t), Status(Code::kCancelled, "stream cancelled"));
   }
   return true;
 }
@@ -543,9 +580,18 @@ void CurlTransport::Loop::Start(std::unique_ptr<Transfer> t) {
     Finish(std::move(t), Status(Code::kCancelled, "stream cancelled"));
     return;
   }
-  curl_easy_setopt(t->easy.get(), CURLOPT_SHARE, share_.get());
+  Pool* pool = AcquirePool(t->pool_key);
+  if (pool == nullptr) {
+    Finish(std::move(t), Internal("curl_share_init failed"));
+    return;
+  }
+  t->pool = pool;
+  curl_easy_setopt(t->easy.get(), CURLOPT_SHARE, pool->share.get());
   CURLMcode rc = curl_multi_add_handle(multi_.get(), t->easy.get());
   if (rc != CURLM_OK) {
+    curl_easy_setopt(t->easy.get(), CURLOPT_SHARE, nullptr);
+    t->pool = nullptr;
+    ReleasePool(pool);
     Finish(std::move(t),
            Internal(std::string("curl_multi_add_handle: ") + curl_multi_strerror(rc)));
     return;
@@ -562,7 +608,6 @@ void CurlTransport::Loop::ProcessCompletions() {
     CURLcode code = msg->data.result;
     Transfer* raw = nullptr;
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, &raw);
-    curl_multi_remove_handle(multi_.get(), easy);
     auto it = active_.find(raw->id);
     std::unique_ptr<Transfer> t = std::move(it->second);
     active_.erase(it);
@@ -573,18 +618,76 @@ void CurlTransport::Loop::ProcessCompletions() {
       long status = 0;
       curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
       t->status = static_cast<int>(status);
-      Finish(std::move(t), Status::Ok());
+      Complete(std::move(t), Status::Ok());
     } else {
       Status error = MapCurlError(code, *t);
-      Finish(std::move(t), std::move(error));
+      Complete(std::move(t), std::move(error));
     }
   }
+}
+
+void CurlTransport::Loop::Complete(std::unique_ptr<Transfer> t, Status status) {
+  curl_multi_remove_handle(multi_.get(), t->easy.get());
+  Pool* pool = t->pool;
+  Finish(std::move(t), std::move(status));  // the easy handle (and its hold on the pool) is gone
+  ReleasePool(pool);
 }
 
 void CurlTransport::Loop::Finish(std::unique_ptr<Transfer> t, Status status) {
   completed_.fetch_add(1);
   in_flight_.fetch_sub(1);
   Deliver(std::move(t), std::move(status));
+}
+
+Pool* CurlTransport::Loop::AcquirePool(const std::string& key) {
+  auto [it, added] = pools_.try_emplace(key);
+  if (added) {
+    auto pool = std::make_unique<Pool>();
+    pool->key = key;
+    pool->share.reset(curl_share_init());
+    if (pool->share == nullptr) {
+      pools_.erase(it);
+      return nullptr;
+    }
+    curl_share_setopt(pool->share.get(), CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+    curl_share_setopt(pool->share.get(), CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    it->second = std::move(pool);
+    pools_open_.store(pools_.size());
+  }
+  Pool* pool = it->second.get();
+  if (pool->active == 0 && !added) {
+    idle_pools_.erase(pool->idle_position);
+    idle_connections_ -= pool->peak_active;
+  }
+  ++pool->active;
+  pool->peak_active = std::max(pool->peak_active, pool->active);
+  return pool;
+}
+
+void CurlTransport::Loop::ReleasePool(Pool* pool) {
+  if (pool == nullptr || --pool->active > 0) return;
+  pool->idle_since = std::chrono::steady_clock::now();
+  pool->idle_position = idle_pools_.insert(idle_pools_.end(), pool);
+  idle_connections_ += pool->peak_active;
+  CloseIdlePools(pool->idle_since);  // before any later request can pick the pool up again
+}
+
+void CurlTransport::Loop::CloseIdlePools(std::chrono::steady_clock::time_point now) {
+  const auto budget = static_cast<size_t>(std::max(0L, options_.max_idle_connections));
+  while (!idle_pools_.empty()) {
+    Pool* oldest = idle_pools_.front();
+    if (idle_connections_ <= budget && now - oldest->idle_since < options_.idle_pool_timeout) {
+      return;
+    }
+    ClosePool(oldest);
+  }
+}
+
+void CurlTransport::Loop::ClosePool(Pool* pool) {
+  idle_pools_.erase(pool->idle_position);
+  idle_connections_ -= pool->peak_active;
+  pools_.erase(pool->key);  // curl_share_cleanup closes its connections
+  pools_open_.store(pools_.size());
 }
 
 void CurlTransport::Loop::CancelAll() {
@@ -594,12 +697,12 @@ void CurlTransport::Loop::CancelAll() {
     pending.swap(submitted_);
     cancels_.clear();
   }
-  for (auto& [id, t] : active_) {
-    curl_multi_remove_handle(multi_.get(), t->easy.get());
-    pending.push_back(std::move(t));
-  }
-  active_.clear();
   for (auto& t : pending) Finish(std::move(t), Status(Code::kCancelled, "transport shut down"));
+  std::vector<std::unique_ptr<Transfer>> started;
+  for (auto& [id, t] : active_) started.push_back(std::move(t));
+  active_.clear();
+  for (auto& t : started) Complete(std::move(t), Status(Code::kCancelled, "transport shut down"));
+  while (!idle_pools_.empty()) ClosePool(idle_pools_.front());
 }
 
 class CurlTransport::LoopStreamHandle final : public StreamHandle {

@@ -1,8 +1,10 @@
 // CurlTransport: the real http::Transport on libcurl multi, driven by one event-loop thread (epoll
-// + curl_multi_socket_action), so thousands of requests share one thread and a pool of kept-alive
-// connections (HTTP/2 multiplexing over TLS when the server offers it). Thread-safe; callbacks run
-// on the loop thread. Destroying it cancels every request (callbacks get kCancelled) and joins;
-// it must not be destroyed from one of its own callbacks.
+// + curl_multi_socket_action), so thousands of requests share one thread and kept-alive
+// connections (HTTP/2 multiplexing over TLS when the server offers it). Each origin (a target
+// cluster's apiserver, the hub) gets its own connection pool, closed when it has been unused for
+// a while or when idle pools hold too many connections. Thread-safe; callbacks run on the loop
+// thread. Destroying it cancels every request (callbacks get kCancelled) and joins; it must not be
+// destroyed from one of its own callbacks.
 #pragma once
 
 #include <chrono>
@@ -23,10 +25,13 @@ class CurlTransport final : public Transport {
     // connection per extra request. Over HTTP/1.1 it is also the number of concurrent requests
     // per host, open watches included.
     long max_host_connections = 32;
-    long max_total_connections = 0;  // 0 = unlimited (extra requests queue)
-    // Idle connections kept for reuse; 0 = libcurl's default, four times the transfers in
-    // progress, which closes connections whenever the load dips and reopens them when it rises.
-    long max_idle_connections = 0;
+    // Connections kept open by origins with no request in flight, counted as each pool's peak
+    // of concurrent requests (an upper bound of its connections); beyond it the least recently
+    // used pools are closed. A consumer meets thousands of clusters and returns to each one
+    // only at its next sync: their pools must not pile up as open sockets on both ends.
+    long max_idle_connections = 1024;
+    // An origin's pool unused this long is closed (client-go's idle connection timeout).
+    std::chrono::milliseconds idle_pool_timeout{90000};
     std::chrono::milliseconds connect_timeout{10000};
     std::chrono::seconds keepalive_idle{30};  // TCP keepalive probes after this idle time
     std::chrono::seconds keepalive_interval{10};
@@ -36,6 +41,7 @@ class CurlTransport final : public Transport {
     uint64_t completed = 0;    // requests and streams that ended (any outcome)
     uint64_t connections = 0;  // connections opened (a reused connection does not count)
     uint64_t in_flight = 0;    // submitted and not yet ended
+    uint64_t pools = 0;        // origins with a connection pool open
   };
 
   // Also raises this process's RLIMIT_NOFILE soft limit to the hard limit (thousands of sockets).

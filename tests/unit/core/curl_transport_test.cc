@@ -174,6 +174,50 @@ TEST_CASE("curl transport: sequential requests reuse one kept-alive connection")
   CHECK(stats.in_flight == 0);
 }
 
+// Sends `urls` one after the other and returns the connections the transport opened.
+uint64_t ConnectionsFor(CurlTransport& transport, const std::vector<std::string>& urls) {
+  for (const std::string& url : urls) {
+    Result<Response> response = transport.Call(Get(url));
+    REQUIRE(response.ok());
+    REQUIRE(response->status == 200);
+  }
+  return transport.stats().connections;
+}
+
+TEST_CASE("curl transport: each origin has its own pool, closed when idle too long or over budget") {
+  auto ok = [](const ServerRequest&, std::shared_ptr<ResponseWriter> writer) {
+    writer->Respond(200, {}, "ok");
+  };
+  auto a = StartServer(ok);
+  auto b = StartServer(ok);
+  const std::string url_a = Url(*a, "/a"), url_b = Url(*b, "/b");
+
+  SUBCASE("defaults: both origins keep their connection") {
+    auto transport = NewTransport();
+    CHECK(ConnectionsFor(*transport, {url_a, url_b, url_a, url_b}) == 2);
+  }
+  SUBCASE("an idle timeout of zero closes a pool as soon as its last request ends") {
+    CurlTransport::Options options;
+    options.idle_pool_timeout = 0ms;
+    auto transport = NewTransport(options);
+    CHECK(ConnectionsFor(*transport, {url_a, url_a, url_a}) == 3);
+  }
+  SUBCASE("over the idle connection budget the least recently used pool is closed") {
+    CurlTransport::Options options;
+    options.max_idle_connections = 1;
+    auto transport = NewTransport(options);
+    // b's release puts two idle connections over the budget of one: a's pool is closed, b's kept.
+    CHECK(ConnectionsFor(*transport, {url_a, url_b, url_b}) == 2);
+    CHECK(ConnectionsFor(*transport, {url_a}) == 3);
+  }
+  SUBCASE("a budget that holds both keeps both") {
+    CurlTransport::Options options;
+    options.max_idle_connections = 2;
+    auto transport = NewTransport(options);
+    CHECK(ConnectionsFor(*transport, {url_a, url_b, url_a, url_b}) == 2);
+  }
+}
+
 // A server that answers each request after `delay` and tracks how many wait at once.
 struct DeferringServer {
   std::atomic<int> waiting{0};
