@@ -105,6 +105,7 @@ std::vector<SetRunResult> ClusterSyncer::RunAll(const TargetSession& session, st
 
 Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFence& fence) {
   const std::string key = request.ClusterKey();
+  const SteadyTime sync_start = clock_.Now();
   SyncOutcome outcome;
   // The four hub reads go out at once (each is one round trip to the hub).
   const std::string& ns = request.cluster_namespace;
@@ -129,6 +130,11 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     outcome.detail = skip;
     return outcome;
   }
+
+  // The admin kubeconfig Secret is read while the set lists are still on their way.
+  auto secret_future = std::async(std::launch::async, [&] {
+    return hub_.Get(kube::Object(res::kSecrets, cd->meta.ns, cd->admin_kubeconfig_secret));
+  });
 
   auto ss_list = ss_future.get();
   if (!ss_list.ok()) return ss_list.status().Annotate("listing SyncSets in " + cd->meta.ns);
@@ -212,7 +218,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     outcomes.push_back(std::move(gone));
   }
   if (any_apply || any_delete) {
-    auto secret = hub_.Get(kube::Object(res::kSecrets, cd->meta.ns, cd->admin_kubeconfig_secret));
+    auto secret = secret_future.get();
     if (!secret.ok()) return secret.status().Annotate("reading admin kubeconfig Secret of " + key);
     std::optional<std::string> kubeconfig;
     if (secret->contains("data") && (*secret)["data"].contains("kubeconfig") &&
@@ -240,22 +246,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
       apply_seconds_.Observe(seconds);
     };
 
-    // Source Secrets of the secretMappings, read fresh.
     SecretSources secrets;
-    for (const SetWork& w : work) {
-      if (!w.needs_apply) continue;
-      for (const auto& m : w.spec->secret_mappings) {
-        std::string ns = m.source.ns.empty() ? w.ns : m.source.ns;
-        std::string source_key = ns + "/" + m.source.name;
-        if (secrets.count(source_key) > 0) continue;
-        auto source = hub_.Get(kube::Object(res::kSecrets, ns, m.source.name));
-        if (!source.ok() && source.status().code() != Code::kNotFound) {
-          return source.status().Annotate("reading source Secret " + source_key);
-        }
-        secrets.emplace(source_key, std::move(source));
-      }
-    }
-
     // Objects every applicable set lists now: they are never deleted (moved between sets).
     auto plan_input = [&](const SetWork& w) {
       PlanInput in;
@@ -266,6 +257,47 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
       if (const hive::SyncStatus* e = FindEntry(current, w.kind, w.name)) in.previously_tracked = e->resources_to_delete;
       return in;
     };
+    // Discovery of every group-version the plans need runs while the source Secrets of the
+    // secretMappings are read fresh from the hub, all at once.
+    std::set<std::string> api_versions;
+    for (const SetWork& w : work) {
+      if (w.needs_apply) api_versions.merge(ApiVersionsOf(plan_input(w)));
+    }
+    for (const hive::SyncStatus* e : removed) {
+      for (const auto& ref : e->resources_to_delete) api_versions.insert(ref.api_version);
+    }
+    auto discovered = std::async(std::launch::async, [&] { target->mapper->Prefetch(api_versions); });
+    std::vector<std::pair<std::string, std::string>> sources;   // namespace, name
+    for (const SetWork& w : work) {
+      if (!w.needs_apply) continue;
+      for (const auto& m : w.spec->secret_mappings) {
+        std::string ns = m.source.ns.empty() ? w.ns : m.source.ns;
+        if (secrets.try_emplace(ns + "/" + m.source.name, NotFound("not read")).second) {
+          sources.emplace_back(ns, m.source.name);
+        }
+      }
+    }
+    Status source_error;
+    constexpr size_t kReadsAtOnce = 16;
+    for (size_t first = 0; first < sources.size() && source_error.ok(); first += kReadsAtOnce) {
+      std::vector<std::future<Result<Json>>> reads;
+      for (size_t i = first; i < std::min(sources.size(), first + kReadsAtOnce); ++i) {
+        reads.push_back(std::async(std::launch::async, [this, &source = sources[i]] {
+          return hub_.Get(kube::Object(res::kSecrets, source.first, source.second));
+        }));
+      }
+      for (size_t i = first; i < first + reads.size(); ++i) {
+        auto read = reads[i - first].get();
+        std::string source_key = sources[i].first + "/" + sources[i].second;
+        if (!read.ok() && read.status().code() != Code::kNotFound && source_error.ok()) {
+          source_error = read.status().Annotate("reading source Secret " + source_key);
+        }
+        secrets.insert_or_assign(source_key, std::move(read));
+      }
+    }
+    discovered.get();
+    if (!source_error.ok()) return source_error;
+
     bool need_listing = any_delete || std::any_of(work.begin(), work.end(), [&](const SetWork& w) {
       const hive::SyncStatus* e = FindEntry(current, w.kind, w.name);
       return w.needs_apply && e != nullptr && !e->resources_to_delete.empty();
@@ -276,6 +308,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     }
 
     const SteadyTime target_start = clock_.Now();
+    outcome.prepare_seconds = std::chrono::duration<double>(target_start - sync_start).count();
     // Deletions first: the objects of sets no longer applicable.
     if (any_delete) {
       std::vector<SetPlan> plans;
@@ -323,12 +356,14 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
   if (fence) {
     if (Status owned = fence(); !owned.ok()) return owned;   // another consumer owns it now
   }
+  const SteadyTime store_start = clock_.Now();
   Status stored = StoreStatus(*cd, outcomes, std::move(cs_json));
   if (!stored.ok()) return stored;
   if (request.full_reapply && outcome.failed_sets.empty()) {
     Status renewed = RenewLease(*cd);
     if (!renewed.ok()) return renewed;
   }
+  outcome.store_seconds = std::chrono::duration<double>(clock_.Now() - store_start).count();
   if (!outcome.failed_sets.empty()) {
     std::string names;
     for (const auto& n : outcome.failed_sets) names += (names.empty() ? "" : ", ") + n;

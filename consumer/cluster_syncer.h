@@ -49,6 +49,8 @@ struct SyncOutcome {
   int applies = 0;                     // successful object applies
   double slowest_set_serial_seconds = 0;   // the largest sum of one set's request latencies
   double target_seconds = 0;               // wall time of the target work (deletions + applies)
+  double prepare_seconds = 0;   // hub reads, kubeconfig, discovery: until the target work starts
+  double store_seconds = 0;     // status write (and lease renewal) after the target work
   std::vector<std::string> failed_sets;
   bool transient = false;              // every failure may heal by itself (retry soon)
   std::chrono::milliseconds retry_after{0};   // the longest Retry-After a target sent with a failure

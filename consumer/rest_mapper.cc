@@ -1,5 +1,8 @@
 #include "consumer/rest_mapper.h"
 
+#include <future>
+#include <vector>
+
 namespace syncbus::consumer {
 
 Result<RestMapper::Kinds> RestMapper::Discover(const std::string& api_version) {
@@ -43,6 +46,26 @@ Result<kube::Resource> RestMapper::Map(const std::string& api_version, const std
   auto k = entry.find(kind);
   if (k == entry.end()) return NotFound("no resource of kind " + kind + " in " + api_version);
   return k->second;
+}
+
+void RestMapper::Prefetch(const std::set<std::string>& api_versions) {
+  std::vector<std::string> missing;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& gv : api_versions) {
+      if (!gv.empty() && cache_.count(gv) == 0) missing.push_back(gv);
+    }
+  }
+  std::vector<std::future<Result<Kinds>>> answers;
+  for (const auto& gv : missing) {
+    answers.push_back(std::async(std::launch::async, [this, gv] { return Discover(gv); }));
+  }
+  for (size_t i = 0; i < missing.size(); ++i) {
+    auto kinds = answers[i].get();
+    if (!kinds.ok()) continue;
+    std::lock_guard lock(mu_);
+    cache_.try_emplace(missing[i], std::move(*kinds));
+  }
 }
 
 }  // namespace syncbus::consumer

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "common/kube/client.h"
@@ -18,6 +19,11 @@ class RestMapper {
 
   // kNotFound when the cluster serves no such kind (after one refresh).
   Result<kube::Resource> Map(const std::string& api_version, const std::string& kind);
+
+  // Discovers every group-version of `api_versions` not cached yet, all at once (one round trip
+  // instead of one per group-version when planning). Blocking; failures are left for Map to
+  // retry and report.
+  void Prefetch(const std::set<std::string>& api_versions);
 
  private:
   using Kinds = std::map<std::string, kube::Resource>;   // kind -> resource

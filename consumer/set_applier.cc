@@ -204,6 +204,23 @@ std::set<std::string> ListedObjects(const PlanInput& input, RestMapper& mapper) 
   return out;
 }
 
+std::set<std::string> ApiVersionsOf(const PlanInput& input) {
+  const hive::SyncSetCommonSpec& spec = *input.spec;
+  std::set<std::string> out;
+  auto add = [&out](const std::string& api_version) {
+    if (!api_version.empty() && api_version.find("{{") == std::string::npos) out.insert(api_version);
+  };
+  for (const Json& r : spec.resources) {
+    if (r.is_object() && r.contains("apiVersion") && r["apiVersion"].is_string()) {
+      add(r["apiVersion"].get<std::string>());
+    }
+  }
+  if (!spec.secret_mappings.empty()) add("v1");
+  for (const auto& p : spec.patches) add(p.api_version);
+  for (const auto& ref : input.previously_tracked) add(ref.api_version);
+  return out;
+}
+
 SetPlan PlanSet(const PlanInput& input, RestMapper& mapper) {
   const hive::SyncSetCommonSpec& spec = *input.spec;
   SetPlan plan;

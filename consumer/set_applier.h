@@ -72,6 +72,10 @@ struct PlanInput {
 // as tracking identities. Blocking (discovery through `mapper`).
 std::set<std::string> ListedObjects(const PlanInput& input, RestMapper& mapper);
 
+// The apiVersions planning the set will map (resources, secretMappings' Secrets, patches, and
+// the objects it tracked), for RestMapper::Prefetch. Templated apiVersions are left out.
+std::set<std::string> ApiVersionsOf(const PlanInput& input);
+
 // Blocking (discovery through `mapper`).
 SetPlan PlanSet(const PlanInput& input, RestMapper& mapper);
 // Deletion of every object a removed set tracked, except those listed elsewhere.

@@ -31,6 +31,8 @@ struct ClusterResult {
   double seconds = 0;
   double slowest_serial = 0;
   double target_seconds = 0;
+  double prepare_seconds = 0;
+  double store_seconds = 0;
   int applies = 0;
   bool ok = false;
 };
@@ -62,7 +64,7 @@ int Run(int argc, char** argv) {
   std::string kubeconfig;
   int workers = 40;
   int passes = 1;
-  long max_idle = 4000;
+  long max_idle = 1024;
   consumer::SyncerOptions options;
   options.parallel_sync_sets = 60;
   options.max_in_flight = 4000;
@@ -72,7 +74,7 @@ int Run(int argc, char** argv) {
   cli.add_option("--workers", workers, "clusters synced at once (the delivery loop's workers)")
       ->capture_default_str();
   cli.add_option("--parallel-sync-sets", options.parallel_sync_sets)->capture_default_str();
-  cli.add_option("--max-idle-connections", max_idle, "connections kept for reuse (libcurl's cache)")
+  cli.add_option("--max-idle-connections", max_idle, "connections kept open by idle targets (closed least recently used first)")
       ->capture_default_str();
   cli.add_option("--passes", passes, "full reapplies of the fleet, one after another")
       ->capture_default_str();
@@ -138,6 +140,8 @@ int Run(int argc, char** argv) {
             results[i].applies = out->applies;
             results[i].slowest_serial = out->slowest_set_serial_seconds;
             results[i].target_seconds = out->target_seconds;
+            results[i].prepare_seconds = out->prepare_seconds;
+            results[i].store_seconds = out->store_seconds;
           }
         }
       });
@@ -148,12 +152,14 @@ int Run(int argc, char** argv) {
     double cpu = CpuSeconds() - cpu_before;
 
     long applies = 0, failed = 0;
-    std::vector<double> sync_s, target_s, ratio, target_ratio;
+    std::vector<double> sync_s, target_s, prepare_s, store_s, ratio, target_ratio;
     for (const auto& r : results) {
       applies += r.applies;
       if (!r.ok) ++failed;
       sync_s.push_back(r.seconds);
       target_s.push_back(r.target_seconds);
+      prepare_s.push_back(r.prepare_seconds);
+      store_s.push_back(r.store_seconds);
       if (r.slowest_serial > 0) {
         ratio.push_back(r.seconds / r.slowest_serial);
         target_ratio.push_back(r.target_seconds / r.slowest_serial);
@@ -182,6 +188,11 @@ int Run(int argc, char** argv) {
         "target phase time   p50 %.3f s, p99 %.3f s (deletions + applies, without hub "
         "reads/writes)\n",
         Percentile(target_s, 0.5), Percentile(target_s, 0.99));
+    std::printf(
+        "before / after      p50 %.3f s, p99 %.3f s (hub reads, kubeconfig, discovery) / "
+        "p50 %.3f s, p99 %.3f s (status write, lease)\n",
+        Percentile(prepare_s, 0.5), Percentile(prepare_s, 0.99), Percentile(store_s, 0.5),
+        Percentile(store_s, 0.99));
     std::printf(
         "sync / slowest set  p50 %.2f, p99 %.2f; target phase / slowest set p50 %.2f, p99 %.2f\n"
         "                    (1.00 = the slowest set's serial latency)\n",

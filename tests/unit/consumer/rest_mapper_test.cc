@@ -35,3 +35,24 @@ TEST_CASE("rest mapper: discovery is cached per group-version and refreshed once
   CHECK(group->resource == "deployments");
   CHECK(mapper.Map("example.com/v1", "Widget").status().code() == Code::kNotFound);
 }
+
+TEST_CASE("rest mapper: Prefetch discovers every uncached group-version once and Map then needs no request") {
+  ApplyFixture f;
+  kube::ClusterConfig cc;
+  cc.server = std::string("http://sim.invalid/clusters/") + kCluster;
+  kube::ClientImpl client(cc, f.transport);
+  RestMapper mapper(client);
+
+  REQUIRE(mapper.Map("v1", "ConfigMap").ok());
+  uint64_t before = f.target().stats().requests;
+  // v1 is cached already; example.com/v1 is not served (its failure is left for Map).
+  mapper.Prefetch({"v1", "apps/v1", "rbac.authorization.k8s.io/v1", "example.com/v1", ""});
+  CHECK(f.target().stats().requests == before + 3);
+
+  before = f.target().stats().requests;
+  CHECK(mapper.Map("apps/v1", "Deployment").ok());
+  CHECK(mapper.Map("rbac.authorization.k8s.io/v1", "ClusterRole").ok());
+  CHECK(f.target().stats().requests == before);
+  CHECK(mapper.Map("example.com/v1", "Widget").status().code() == Code::kNotFound);
+  CHECK(f.target().stats().requests == before + 1);   // the failed group-version is asked again
+}

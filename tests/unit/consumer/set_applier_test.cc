@@ -362,3 +362,22 @@ TEST_CASE("a target's 429 Retry-After travels into the outcome, and the failure 
   CHECK(out.transient);
   CHECK(out.retry_after == std::chrono::seconds(42));
 }
+
+TEST_CASE("ApiVersionsOf lists what planning maps: resources, secretMappings, patches, tracked objects") {
+  hive::SyncSetCommonSpec spec;
+  spec.resources = {ConfigMap("a", {}), Json{{"apiVersion", "apps/v1"}, {"kind", "Deployment"}},
+                    Json{{"apiVersion", "{{ fromCDLabel \"v\" }}"}, {"kind", "X"}}, Json("not an object")};
+  spec.secret_mappings.push_back({});
+  hive::SyncObjectPatch patch;
+  patch.api_version = "config.openshift.io/v1";
+  spec.patches.push_back(patch);
+  PlanInput in;
+  in.spec = &spec;
+  in.previously_tracked = {{"rbac.authorization.k8s.io/v1", "Role", "r", "ns"}};
+  CHECK(ApiVersionsOf(in) == std::set<std::string>{"apps/v1", "config.openshift.io/v1",
+                                                   "rbac.authorization.k8s.io/v1", "v1"});
+  hive::SyncSetCommonSpec empty;
+  in.spec = &empty;
+  in.previously_tracked.clear();
+  CHECK(ApiVersionsOf(in).empty());
+}
