@@ -184,7 +184,8 @@ Status ParsePublisher(const Section& s, PublisherConfig& o) {
 Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(s.CheckKeys({"prefetch", "parallelSyncSets", "maxInFlight", "perClusterInFlight",
                                        "perClusterQps", "requestTimeout", "clusterDeadline", "maxAttempts",
-                                       "shutdownGrace", "maxConnectionsPerHost", "clusterLease"}));
+                                       "shutdownGrace", "maxConnectionsPerHost", "maxIdleConnections",
+                                       "idleConnectionTimeout", "targetClients", "clusterLease"}));
   SYNCBUS_RETURN_IF_ERROR(s.Int("prefetch", o.prefetch, 1, 65535));
   SYNCBUS_RETURN_IF_ERROR(s.Int("parallelSyncSets", o.parallel_sync_sets, 1, 1000));
   SYNCBUS_RETURN_IF_ERROR(s.Int("maxInFlight", o.max_in_flight, 1, 1000000));
@@ -195,6 +196,10 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(s.Int("maxAttempts", o.max_attempts, 1, 1000));
   SYNCBUS_RETURN_IF_ERROR(s.Duration("shutdownGrace", o.shutdown_grace));
   SYNCBUS_RETURN_IF_ERROR(s.Int("maxConnectionsPerHost", o.max_connections_per_host, 0, 100000));
+  SYNCBUS_RETURN_IF_ERROR(s.Int("maxIdleConnections", o.max_idle_connections, 0, 1000000));
+  SYNCBUS_RETURN_IF_ERROR(
+      s.Duration("idleConnectionTimeout", o.idle_connection_timeout, std::chrono::milliseconds(0)));
+  SYNCBUS_RETURN_IF_ERROR(s.Int("targetClients", o.target_clients, 1, 10000000));
   Section ls = s.Child("clusterLease");
   auto& l = o.cluster_lease;
   SYNCBUS_RETURN_IF_ERROR(ls.CheckKeys({"duration", "renewInterval", "safetyMargin"}));

@@ -67,6 +67,11 @@ struct ConsumerConfig {
   std::chrono::milliseconds shutdown_grace{25000};
   // Connections to one host:port (HTTP/1.1 runs one request per connection); 0 = no cap.
   int max_connections_per_host = 32;
+  // Connections kept open to targets with no request in flight (least recently used closed
+  // first), and how long an unused target keeps its connections.
+  int max_idle_connections = 1024;
+  std::chrono::milliseconds idle_connection_timeout{90000};
+  int target_clients = 2000;   // clusters whose client and discovery are kept (LRU)
   ClusterLeaseConfig cluster_lease;
 };
 

@@ -30,7 +30,7 @@ Status ConsumerApp::healthy() const {
 Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   Clock& clock = *deps_.clock;
   // Pacing per target happens in the syncer's request limiter, not in the clients.
-  TargetClients targets(deps_.transport, 0);
+  TargetClients targets(deps_.transport, 0, static_cast<size_t>(config_.consumer.target_clients));
   const ConsumerConfig& c = config_.consumer;
   SyncerOptions syncer_options;
   syncer_options.parallel_sync_sets = c.parallel_sync_sets;

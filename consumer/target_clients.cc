@@ -11,7 +11,10 @@ Result<Target> TargetClients::Get(const std::string& cluster_key, const std::str
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(cluster_key);
-    if (it != entries_.end() && it->second.kubeconfig_digest == digest) return it->second.target;
+    if (it != entries_.end() && it->second.kubeconfig_digest == digest) {
+      recency_.splice(recency_.begin(), recency_, it->second.recency);
+      return it->second.target;
+    }
   }
   auto config = kube::ParseKubeconfig(kubeconfig_yaml);
   if (!config.ok()) {
@@ -23,8 +26,24 @@ Result<Target> TargetClients::Get(const std::string& cluster_key, const std::str
   auto client = std::make_shared<kube::ClientImpl>(std::move(*config), transport_);
   Target target{client, std::make_shared<RestMapper>(*client)};
   std::lock_guard lock(mu_);
-  entries_[cluster_key] = {digest, target};
+  auto [it, added] = entries_.try_emplace(cluster_key);
+  if (added) {
+    it->second.recency = recency_.insert(recency_.begin(), cluster_key);
+  } else {
+    recency_.splice(recency_.begin(), recency_, it->second.recency);
+  }
+  it->second.kubeconfig_digest = std::move(digest);
+  it->second.target = target;
+  while (entries_.size() > capacity_) {
+    entries_.erase(recency_.back());  // a sync still using it holds its own references
+    recency_.pop_back();
+  }
   return target;
+}
+
+size_t TargetClients::size() const {
+  std::lock_guard lock(mu_);
+  return entries_.size();
 }
 
 }  // namespace syncbus::consumer

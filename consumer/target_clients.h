@@ -1,14 +1,17 @@
 // TargetClients: one Kubernetes client (and REST mapper) per target cluster, built from the
 // cluster's admin kubeconfig (read from the hub at processing time) and rebuilt when that
-// kubeconfig (or the request timeout) changes. Connections are pooled by the shared transport.
-// Thread-safe.
+// kubeconfig (or the request timeout) changes. At most `capacity` clusters are kept; beyond it
+// the least recently used is dropped (its next sync builds a new client and rediscovers).
+// Connections are pooled by the shared transport. Thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
-#include <map>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "common/http/transport.h"
 #include "common/kube/client_impl.h"
@@ -25,22 +28,28 @@ class TargetClients {
  public:
   // `client_qps` paces each client on its own (0 = none); the ClusterSyncer's RequestLimiter
   // already limits each cluster's rate, so the consumer passes 0.
-  TargetClients(std::shared_ptr<http::Transport> transport, double client_qps)
-      : transport_(std::move(transport)), qps_(client_qps) {}
+  TargetClients(std::shared_ptr<http::Transport> transport, double client_qps,
+                size_t capacity = 2000)
+      : transport_(std::move(transport)), qps_(client_qps), capacity_(std::max<size_t>(1, capacity)) {}
 
   // kInvalidArgument (permanent until someone fixes the Secret) for a bad kubeconfig.
   Result<Target> Get(const std::string& cluster_key, const std::string& kubeconfig_yaml,
                      std::chrono::milliseconds request_timeout = std::chrono::seconds(30));
 
+  size_t size() const;
+
  private:
   struct Entry {
     std::string kubeconfig_digest;
     Target target;
+    std::list<std::string>::iterator recency;  // in recency_
   };
   std::shared_ptr<http::Transport> transport_;
   double qps_;
-  std::mutex mu_;
-  std::map<std::string, Entry> entries_;
+  size_t capacity_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Entry> entries_;
+  std::list<std::string> recency_;  // cluster keys, most recently used first
 };
 
 }  // namespace syncbus::consumer

@@ -38,6 +38,9 @@ consumer:
   maxAttempts: 4
   requestTimeout: 10s
   maxConnectionsPerHost: 0
+  maxIdleConnections: 0
+  idleConnectionTimeout: 0s
+  targetClients: 50
   clusterLease: {duration: 60s, renewInterval: 15s, safetyMargin: 20s}
 )");
   REQUIRE(c.ok());
@@ -51,6 +54,9 @@ consumer:
   CHECK(c->publisher.leader_election.retry_period == 3s);
   CHECK(c->consumer.max_attempts == 4);
   CHECK(c->consumer.max_connections_per_host == 0);
+  CHECK(c->consumer.max_idle_connections == 0);
+  CHECK(c->consumer.idle_connection_timeout == 0s);
+  CHECK(c->consumer.target_clients == 50);
   CHECK(c->consumer.cluster_lease.duration == 60s);
   CHECK(c->consumer.cluster_lease.renew_interval == 15s);
   CHECK(c->consumer.cluster_lease.safety_margin == 20s);
@@ -77,6 +83,8 @@ TEST_CASE("config errors name the bad key") {
       {"consumer: {clusterLease: {duration: 15s}}", "consumer.clusterLease.renewInterval: renewInterval + safetyMargin"},
       {"consumer: {clusterLease: {lease: 15s}}", "consumer.clusterLease.lease: unknown key"},
       {"consumer: {maxConnectionsPerHost: -1}", "consumer.maxConnectionsPerHost: must be between"},
+      {"consumer: {targetClients: 0}", "consumer.targetClients: must be between"},
+      {"consumer: {idleConnectionTimeout: -1s}", "consumer.idleConnectionTimeout"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.yaml);
