@@ -1,5 +1,6 @@
-// Tests for CurlTransport against real loopback servers: http::Server for plain HTTP, and
-// `openssl s_server` (started per test with a throw-away CA) for the TLS options.
+// Tests for CurlTransport against real loopback servers: http::Server for plain HTTP (and HTTPS),
+// `openssl s_server` (started per test with a throw-away CA) for the TLS options, and nghttp2's
+// `nghttpd` for HTTP/2.
 #include "common/http/curl_transport.h"
 
 #include <doctest/doctest.h>
@@ -25,6 +26,8 @@
 #include <vector>
 
 #include "common/http/server.h"
+#include "tests/support/child_process.h"
+#include "tests/support/wait.h"
 
 namespace syncbus::http {
 namespace {
@@ -742,6 +745,54 @@ TEST_CASE(
   CHECK(log.data == "a\nb\n");
   CHECK(log.done->ok());
   server->Stop();
+}
+
+// --- HTTP/2 against nghttp2's `nghttpd` ----------------------------------------------------------
+
+bool Accepts(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  bool connected = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return connected;
+}
+
+TEST_CASE("curl transport HTTP/2: concurrent requests multiplex on one TLS connection [concurrent]") {
+  Pki pki;
+  REQUIRE(pki.ok());
+  fs::create_directories(pki.Path("htdocs"));
+  std::ofstream(pki.Path("htdocs/object")) << "served over h2";
+  const int port = FreePort();
+  auto server = testing::ChildProcess::Start(
+      {"/usr/sbin/nghttpd", "--address=127.0.0.1", "--htdocs=" + pki.Path("htdocs"),
+       std::to_string(port), pki.Path("server.key"), pki.Path("server.crt")},
+      pki.Path("nghttpd.log"));
+  REQUIRE_MESSAGE(server.ok(), server.status().ToString());
+  REQUIRE_MESSAGE(testing::WaitFor([&] { return Accepts(port); }, kDeadline), server->Log());
+
+  auto tls = std::make_shared<TlsOptions>();
+  tls->ca_file = pki.Path("ca.crt");
+  auto transport = NewTransport();  // defaults: HTTP/2 over TLS, 32 connections per host
+  auto burst = [&](int requests) {
+    Completions done;
+    for (int i = 0; i < requests; ++i) {
+      Request request = Get("https://127.0.0.1:" + std::to_string(port) + "/object");
+      request.tls = tls;
+      transport->Send(request, done.Callback());
+    }
+    REQUIRE(done.Await(static_cast<size_t>(requests)));
+    CHECK(done.statuses() == std::vector<int>(static_cast<size_t>(requests), 200));
+  };
+  // As many at once as nghttpd allows streams on a connection (100): one connection carries all
+  // (over HTTP/1.1 the burst would have opened the 32 connections the host cap allows).
+  burst(100);
+  CHECK(transport->stats().connections == 1);
+  // Beyond the server's stream limit libcurl opens more connections, up to the host cap.
+  burst(300);
+  CHECK(transport->stats().connections <= 32);
 }
 
 }  // namespace
