@@ -23,7 +23,7 @@ Result<RestMapper::Kinds> RestMapper::Discover(const std::string& api_version) {
   }
   for (const auto& r : (*list)["resources"]) {
     std::string name = r.value("name", "");
-    if (name.empty() || name.find('/') != std::string::npos) continue;   // subresources
+    if (name.empty() || name.find('/') != std::string::npos) continue;  // subresources
     kube::Resource res{group, version, name, r.value("kind", ""), r.value("namespaced", false)};
     kinds.emplace(res.kind, std::move(res));
   }
@@ -39,7 +39,7 @@ Result<kube::Resource> RestMapper::Map(const std::string& api_version, const std
       if (k != gv->second.end()) return k->second;
     }
   }
-  auto kinds = Discover(api_version);   // unknown or uncached: (re)discover once
+  auto kinds = Discover(api_version);  // unknown or uncached: (re)discover once
   if (!kinds.ok()) return kinds.status();
   std::lock_guard lock(mu_);
   auto& entry = cache_[api_version] = std::move(*kinds);

@@ -26,12 +26,12 @@ class RestMapper {
   void Prefetch(const std::set<std::string>& api_versions);
 
  private:
-  using Kinds = std::map<std::string, kube::Resource>;   // kind -> resource
+  using Kinds = std::map<std::string, kube::Resource>;  // kind -> resource
   Result<Kinds> Discover(const std::string& api_version);
 
   kube::Client& client_;
   std::mutex mu_;
-  std::map<std::string, Kinds> cache_;   // apiVersion -> kinds
+  std::map<std::string, Kinds> cache_;  // apiVersion -> kinds
 };
 
 }  // namespace syncbus::consumer

@@ -5,7 +5,8 @@
 
 namespace syncbus::consumer {
 
-Result<Target> TargetClients::Get(const std::string& cluster_key, const std::string& kubeconfig_yaml,
+Result<Target> TargetClients::Get(const std::string& cluster_key,
+                                  const std::string& kubeconfig_yaml,
                                   std::chrono::milliseconds request_timeout) {
   std::string digest = Sha256Hex(kubeconfig_yaml + "\n" + std::to_string(request_timeout.count()));
   {

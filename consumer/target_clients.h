@@ -30,7 +30,9 @@ class TargetClients {
   // already limits each cluster's rate, so the consumer passes 0.
   TargetClients(std::shared_ptr<http::Transport> transport, double client_qps,
                 size_t capacity = 2000)
-      : transport_(std::move(transport)), qps_(client_qps), capacity_(std::max<size_t>(1, capacity)) {}
+      : transport_(std::move(transport)),
+        qps_(client_qps),
+        capacity_(std::max<size_t>(1, capacity)) {}
 
   // kInvalidArgument (permanent until someone fixes the Secret) for a bad kubeconfig.
   Result<Target> Get(const std::string& cluster_key, const std::string& kubeconfig_yaml,

@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <charconv>
 #include <condition_variable>
-#include <mutex>
 #include <list>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -513,8 +513,8 @@ void CurlTransport::Loop::Run() {
     }
     int wait_ms = -1;
     if (wake_at) {
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(*wake_at -
-                                                               std::chrono::steady_clock::now());
+      auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(*wake_at - std::chrono::steady_clock::now());
       wait_ms = static_cast<int>(std::clamp<long long>(left.count(), 0, 60000));
     }
     int n = epoll_wait(epoll_fd_.get(), events, kMaxEvents, wait_ms);

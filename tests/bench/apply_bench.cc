@@ -74,7 +74,8 @@ int Run(int argc, char** argv) {
   cli.add_option("--workers", workers, "clusters synced at once (the delivery loop's workers)")
       ->capture_default_str();
   cli.add_option("--parallel-sync-sets", options.parallel_sync_sets)->capture_default_str();
-  cli.add_option("--max-idle-connections", max_idle, "connections kept open by idle targets (closed least recently used first)")
+  cli.add_option("--max-idle-connections", max_idle,
+                 "connections kept open by idle targets (closed least recently used first)")
       ->capture_default_str();
   cli.add_option("--passes", passes, "full reapplies of the fleet, one after another")
       ->capture_default_str();

@@ -1,14 +1,16 @@
+#include "consumer/rest_mapper.h"
+
 #include <doctest/doctest.h>
 
 #include "common/kube/client_impl.h"
-#include "consumer/rest_mapper.h"
 #include "tests/unit/consumer/apply_test_fixture.h"
 
 using namespace syncbus;
 using namespace syncbus::consumer;
 using namespace syncbus::consumer::testing;
 
-TEST_CASE("rest mapper: discovery is cached per group-version and refreshed once for an unknown kind") {
+TEST_CASE(
+    "rest mapper: discovery is cached per group-version and refreshed once for an unknown kind") {
   ApplyFixture f;
   kube::ClusterConfig cc;
   cc.server = std::string("http://sim.invalid/clusters/") + kCluster;
@@ -23,11 +25,11 @@ TEST_CASE("rest mapper: discovery is cached per group-version and refreshed once
   auto ns = mapper.Map("v1", "Namespace");
   REQUIRE(ns.ok());
   CHECK_FALSE(ns->namespaced);
-  CHECK(f.target().stats().requests == before + 1);   // one discovery for v1
+  CHECK(f.target().stats().requests == before + 1);  // one discovery for v1
 
   auto unknown = mapper.Map("v1", "Nope");
   CHECK(unknown.status().code() == Code::kNotFound);
-  CHECK(f.target().stats().requests == before + 2);   // refreshed once
+  CHECK(f.target().stats().requests == before + 2);  // refreshed once
 
   auto group = mapper.Map("apps/v1", "Deployment");
   REQUIRE(group.ok());
@@ -36,7 +38,9 @@ TEST_CASE("rest mapper: discovery is cached per group-version and refreshed once
   CHECK(mapper.Map("example.com/v1", "Widget").status().code() == Code::kNotFound);
 }
 
-TEST_CASE("rest mapper: Prefetch discovers every uncached group-version once and Map then needs no request") {
+TEST_CASE(
+    "rest mapper: Prefetch discovers every uncached group-version once and Map then needs no "
+    "request") {
   ApplyFixture f;
   kube::ClusterConfig cc;
   cc.server = std::string("http://sim.invalid/clusters/") + kCluster;
@@ -54,5 +58,5 @@ TEST_CASE("rest mapper: Prefetch discovers every uncached group-version once and
   CHECK(mapper.Map("rbac.authorization.k8s.io/v1", "ClusterRole").ok());
   CHECK(f.target().stats().requests == before);
   CHECK(mapper.Map("example.com/v1", "Widget").status().code() == Code::kNotFound);
-  CHECK(f.target().stats().requests == before + 1);   // the failed group-version is asked again
+  CHECK(f.target().stats().requests == before + 1);  // the failed group-version is asked again
 }

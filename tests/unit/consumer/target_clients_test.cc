@@ -11,14 +11,18 @@ namespace {
 
 std::string Kubeconfig(const std::string& server) {
   return "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-         "clusters: [{name: c, cluster: {server: '" + server + "'}}]\n"
+         "clusters: [{name: c, cluster: {server: '" +
+         server +
+         "'}}]\n"
          "users: [{name: u, user: {token: t}}]\n"
          "contexts: [{name: c, context: {cluster: c, user: u}}]\n";
 }
 
 }  // namespace
 
-TEST_CASE("target clients: cached per cluster, rebuilt on a new kubeconfig, least recently used dropped") {
+TEST_CASE(
+    "target clients: cached per cluster, rebuilt on a new kubeconfig, least recently used "
+    "dropped") {
   testing::ApplyFixture f;
   TargetClients targets(f.transport, 0, /*capacity=*/2);
   auto a = targets.Get("ns/a", Kubeconfig("https://a.example:6443"));
@@ -30,7 +34,7 @@ TEST_CASE("target clients: cached per cluster, rebuilt on a new kubeconfig, leas
 
   auto moved = targets.Get("ns/a", Kubeconfig("https://a2.example:6443"));
   REQUIRE(moved.ok());
-  CHECK(moved->client != a->client);   // the Secret changed: a new client
+  CHECK(moved->client != a->client);  // the Secret changed: a new client
 
   auto b = targets.Get("ns/b", Kubeconfig("https://b.example:6443"));
   REQUIRE(b.ok());
@@ -40,7 +44,7 @@ TEST_CASE("target clients: cached per cluster, rebuilt on a new kubeconfig, leas
   CHECK(targets.size() == 2);
   CHECK(targets.Get("ns/a", Kubeconfig("https://a2.example:6443"))->client == moved->client);
   CHECK(targets.Get("ns/b", Kubeconfig("https://b.example:6443"))->client != b->client);
-  CHECK(b->client != nullptr);   // a caller's references outlive the eviction
+  CHECK(b->client != nullptr);  // a caller's references outlive the eviction
 
   CHECK(targets.Get("ns/d", "not: [a kubeconfig").status().code() == Code::kInvalidArgument);
 }

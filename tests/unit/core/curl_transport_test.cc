@@ -187,7 +187,8 @@ uint64_t ConnectionsFor(CurlTransport& transport, const std::vector<std::string>
   return transport.stats().connections;
 }
 
-TEST_CASE("curl transport: each origin has its own pool, closed when idle too long or over budget") {
+TEST_CASE(
+    "curl transport: each origin has its own pool, closed when idle too long or over budget") {
   auto ok = [](const ServerRequest&, std::shared_ptr<ResponseWriter> writer) {
     writer->Respond(200, {}, "ok");
   };
@@ -760,7 +761,8 @@ bool Accepts(int port) {
   return connected;
 }
 
-TEST_CASE("curl transport HTTP/2: concurrent requests multiplex on one TLS connection [concurrent]") {
+TEST_CASE(
+    "curl transport HTTP/2: concurrent requests multiplex on one TLS connection [concurrent]") {
   Pki pki;
   REQUIRE(pki.ok());
   fs::create_directories(pki.Path("htdocs"));
