@@ -114,6 +114,13 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
   auto cs_future = std::async(std::launch::async, [&] {
     return hub_.Get(kube::Object(res::kClusterSyncs, ns, request.cluster_name));
   });
+  auto read_secret = [this, &ns](const std::string& name) {
+    return std::async(std::launch::async,
+                      [this, &ns, name] { return hub_.Get(kube::Object(res::kSecrets, ns, name)); });
+  };
+  const std::string remembered_secret = RememberedKubeconfigSecret(key);
+  std::future<Result<Json>> secret_future;
+  if (!remembered_secret.empty()) secret_future = read_secret(remembered_secret);
   auto cd_json = hub_.Get(kube::Object(res::kClusterDeployments, ns, request.cluster_name));
   if (!cd_json.ok()) {
     if (cd_json.status().code() == Code::kNotFound) {
@@ -131,10 +138,13 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     return outcome;
   }
 
-  // The admin kubeconfig Secret is read while the set lists are still on their way.
-  auto secret_future = std::async(std::launch::async, [&] {
-    return hub_.Get(kube::Object(res::kSecrets, cd->meta.ns, cd->admin_kubeconfig_secret));
-  });
+  // The admin kubeconfig Secret is read while the set lists are still on their way (already
+  // since the start when the ClusterDeployment still names the one it named last time).
+  if (cd->admin_kubeconfig_secret != remembered_secret) {
+    secret_future = {};
+    if (!cd->admin_kubeconfig_secret.empty()) secret_future = read_secret(cd->admin_kubeconfig_secret);
+    RememberKubeconfigSecret(key, cd->admin_kubeconfig_secret);
+  }
 
   auto ss_list = ss_future.get();
   if (!ss_list.ok()) return ss_list.status().Annotate("listing SyncSets in " + cd->meta.ns);
@@ -218,6 +228,9 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     outcomes.push_back(std::move(gone));
   }
   if (any_apply || any_delete) {
+    if (!secret_future.valid()) {
+      return InvalidArgument("ClusterDeployment " + key + " names no spec.clusterMetadata.adminKubeconfigSecretRef");
+    }
     auto secret = secret_future.get();
     if (!secret.ok()) return secret.status().Annotate("reading admin kubeconfig Secret of " + key);
     std::optional<std::string> kubeconfig;
@@ -370,6 +383,17 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     outcome.detail = "failing sets: " + names;
   }
   return outcome;
+}
+
+std::string ClusterSyncer::RememberedKubeconfigSecret(const std::string& cluster_key) {
+  std::lock_guard lock(secrets_mu_);
+  auto it = kubeconfig_secrets_.find(cluster_key);
+  return it == kubeconfig_secrets_.end() ? "" : it->second;
+}
+
+void ClusterSyncer::RememberKubeconfigSecret(const std::string& cluster_key, const std::string& secret) {
+  std::lock_guard lock(secrets_mu_);
+  kubeconfig_secrets_[cluster_key] = secret;
 }
 
 Status ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes,

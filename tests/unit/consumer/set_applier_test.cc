@@ -381,3 +381,34 @@ TEST_CASE("ApiVersionsOf lists what planning maps: resources, secretMappings, pa
   in.previously_tracked.clear();
   CHECK(ApiVersionsOf(in).empty());
 }
+
+TEST_CASE("kubeconfig Secret: a ClusterDeployment that names another one is followed, none is an error") {
+  ApplyFixture f;
+  f.PutSyncSet("base", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})}});
+  CHECK(f.Sync().applies == 1);   // remembers the Secret the ClusterDeployment names
+
+  const std::string secrets = std::string("/api/v1/namespaces/") + kCluster + "/secrets/";
+  const std::string cd_path =
+      std::string("/apis/hive.openshift.io/v1/namespaces/") + kCluster + "/clusterdeployments/" + kCluster;
+  Json cd = Json::parse(f.sim->hub().Call("GET", cd_path).body);
+  const std::string old_name = cd["spec"]["clusterMetadata"]["adminKubeconfigSecretRef"]["name"];
+  Json secret = Json::parse(f.sim->hub().Call("GET", secrets + old_name).body);
+  secret["metadata"] = {{"name", "rotated-kubeconfig"}, {"namespace", kCluster}};
+  f.PutHub(std::string("/api/v1/namespaces/") + kCluster + "/secrets", secret);
+  REQUIRE(f.sim->hub().Call("DELETE", secrets + old_name).status == 200);
+  cd["spec"]["clusterMetadata"]["adminKubeconfigSecretRef"]["name"] = "rotated-kubeconfig";
+  REQUIRE(f.sim->hub().Call("PUT", cd_path, cd).status == 200);
+  CHECK(f.Sync(true).applies == 1);   // the remembered, now deleted, Secret is not used
+
+  cd = Json::parse(f.sim->hub().Call("GET", cd_path).body);
+  cd["spec"].erase("clusterMetadata");   // the schema requires the ref inside clusterMetadata
+  REQUIRE(f.sim->hub().Call("PUT", cd_path, cd).status == 200);
+  SyncRequest req;
+  req.cluster_namespace = kCluster;
+  req.cluster_name = kCluster;
+  req.full_reapply = true;
+  auto out = f.syncer->Sync(req);
+  REQUIRE_FALSE(out.ok());
+  CHECK(out.status().code() == Code::kInvalidArgument);
+  CHECK(out.status().message().find("adminKubeconfigSecretRef") != std::string::npos);
+}
