@@ -5,8 +5,8 @@
 namespace syncbus {
 
 Result<std::unique_ptr<AdminServer>> AdminServer::Start(
-    const AdminConfig& config, std::shared_ptr<prometheus::Registry> registry, Probes probes) {
-  auto handler = [registry, probes](const http::ServerRequest& req,
+    const AdminConfig& config, std::shared_ptr<prometheus::Registry> registry, Hooks hooks) {
+  auto handler = [registry, hooks](const http::ServerRequest& req,
                                     std::shared_ptr<http::ResponseWriter> w) {
     auto probe = [&](const std::function<Status()>& check) {
       Status s = check ? check() : Status::Ok();
@@ -19,13 +19,14 @@ Result<std::unique_ptr<AdminServer>> AdminServer::Start(
     if (req.method != "GET" && req.method != "HEAD") {
       w->Respond(405, {{"Content-Type", "text/plain"}}, "method not allowed\n");
     } else if (req.path == "/metrics") {
+      if (hooks.before_metrics) hooks.before_metrics();
       prometheus::TextSerializer serializer;
       w->Respond(200, {{"Content-Type", "text/plain; version=0.0.4"}},
                  serializer.Serialize(registry->Collect()));
     } else if (req.path == "/healthz") {
-      probe(probes.healthy);
+      probe(hooks.healthy);
     } else if (req.path == "/readyz") {
-      probe(probes.ready);
+      probe(hooks.ready);
     } else {
       w->Respond(404, {{"Content-Type", "text/plain"}}, "not found: try /metrics, /healthz, /readyz\n");
     }

@@ -1,6 +1,6 @@
 // AdminServer: each daemon's operations endpoint — /metrics (Prometheus text format from the
 // process registry), /healthz (liveness: event loops responsive) and /readyz (readiness: e.g.
-// connected and consuming). Probes run on the server's loop thread and must be quick and
+// connected and consuming). Hooks run on the server's loop thread and must be quick and
 // thread-safe. Owns its http::Server; stops it on destruction.
 #pragma once
 
@@ -17,14 +17,15 @@ namespace syncbus {
 
 class AdminServer {
  public:
-  struct Probes {
+  struct Hooks {
     std::function<Status()> healthy;   // null = always healthy
     std::function<Status()> ready;     // null = always ready
+    std::function<void()> before_metrics;   // refreshes values read on demand; null = none
   };
 
   static Result<std::unique_ptr<AdminServer>> Start(const AdminConfig& config,
                                                     std::shared_ptr<prometheus::Registry> registry,
-                                                    Probes probes);
+                                                    Hooks hooks);
   ~AdminServer();
   int port() const { return server_->port(); }
 

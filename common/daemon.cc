@@ -61,11 +61,11 @@ std::optional<HubConnection> NewHubConnection(
 }
 
 int RunDaemon(const AdminConfig& admin, std::shared_ptr<prometheus::Registry> registry,
-              AdminServer::Probes probes, const std::function<Status()>& run,
+              AdminServer::Hooks hooks, const std::function<Status()>& run,
               const std::string& component) {
   std::unique_ptr<AdminServer> server;
   if (admin.port >= 0) {
-    auto started = AdminServer::Start(admin, std::move(registry), std::move(probes));
+    auto started = AdminServer::Start(admin, std::move(registry), std::move(hooks));
     if (!started.ok()) {
       log::Error("cannot start the admin endpoint", {{"error", started.status().message()}});
       return 1;

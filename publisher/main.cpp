@@ -9,6 +9,7 @@
 #include "common/amqp/session_impl.h"
 #include "common/clock.h"
 #include "common/daemon.h"
+#include "common/http/transport_metrics.h"
 #include "publisher/publisher_app.h"
 
 namespace {
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   auto hub = NewHubConnection(config->hub, {});
   if (!hub) return 1;
   auto registry = std::make_shared<prometheus::Registry>();
+  http::TransportMetrics transport_metrics(*registry, hub->transport);
   amqp::ConnectionOptions amqp_options = config->amqp;
   amqp_options.connection_name = "syncbus-publisher";
   publisher::PublisherApp app(
@@ -47,6 +49,8 @@ int main(int argc, char** argv) {
                 [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
                 &RealClock(), registry, ElectionIdentity()});
   return RunDaemon(
-      config->admin, registry, {[&app] { return app.healthy(); }, [&app] { return app.ready(); }},
+      config->admin, registry,
+      {[&app] { return app.healthy(); }, [&app] { return app.ready(); },
+       [&transport_metrics] { transport_metrics.Refresh(); }},
       [&] { return app.Run(stop); }, "publisher");
 }
