@@ -118,7 +118,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     return std::async(std::launch::async,
                       [this, &ns, name] { return hub_.Get(kube::Object(res::kSecrets, ns, name)); });
   };
-  const std::string remembered_secret = RememberedKubeconfigSecret(key);
+  const std::string remembered_secret = targets_.KubeconfigSecret(key);
   std::future<Result<Json>> secret_future;
   if (!remembered_secret.empty()) secret_future = read_secret(remembered_secret);
   auto cd_json = hub_.Get(kube::Object(res::kClusterDeployments, ns, request.cluster_name));
@@ -143,7 +143,6 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
   if (cd->admin_kubeconfig_secret != remembered_secret) {
     secret_future = {};
     if (!cd->admin_kubeconfig_secret.empty()) secret_future = read_secret(cd->admin_kubeconfig_secret);
-    RememberKubeconfigSecret(key, cd->admin_kubeconfig_secret);
   }
 
   auto ss_list = ss_future.get();
@@ -242,7 +241,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
       return InvalidArgument("admin kubeconfig Secret " + cd->meta.ns + "/" + cd->admin_kubeconfig_secret +
                              " has no valid data.kubeconfig");
     }
-    auto target = targets_.Get(key, *kubeconfig, options_.request_timeout);
+    auto target = targets_.Get(key, cd->admin_kubeconfig_secret, *kubeconfig, options_.request_timeout);
     if (!target.ok()) return target.status();
 
     TargetSession session;
@@ -383,17 +382,6 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     outcome.detail = "failing sets: " + names;
   }
   return outcome;
-}
-
-std::string ClusterSyncer::RememberedKubeconfigSecret(const std::string& cluster_key) {
-  std::lock_guard lock(secrets_mu_);
-  auto it = kubeconfig_secrets_.find(cluster_key);
-  return it == kubeconfig_secrets_.end() ? "" : it->second;
-}
-
-void ClusterSyncer::RememberKubeconfigSecret(const std::string& cluster_key, const std::string& secret) {
-  std::lock_guard lock(secrets_mu_);
-  kubeconfig_secrets_[cluster_key] = secret;
 }
 
 Status ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes,

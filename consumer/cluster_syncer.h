@@ -10,9 +10,7 @@
 
 #include <chrono>
 #include <functional>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <prometheus/counter.h>
@@ -86,18 +84,12 @@ class ClusterSyncer {
   Status StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes,
                      Result<Json> first_read);
   Status RenewLease(const hive::ClusterDeployment& cd);
-  // The admin kubeconfig Secret a cluster's ClusterDeployment named at its last sync: read
-  // alongside the ClusterDeployment (and used when it still names it), saving a round trip.
-  std::string RememberedKubeconfigSecret(const std::string& cluster_key);
-  void RememberKubeconfigSecret(const std::string& cluster_key, const std::string& secret);
 
   SyncerOptions options_;
   kube::Client& hub_;
   TargetClients& targets_;
   Clock& clock_;
   RequestLimiter limiter_;
-  std::mutex secrets_mu_;
-  std::unordered_map<std::string, std::string> kubeconfig_secrets_;   // guarded by secrets_mu_
   prometheus::Family<prometheus::Counter>& applied_;
   prometheus::Histogram& apply_seconds_;
 };

@@ -6,6 +6,7 @@
 namespace syncbus::consumer {
 
 Result<Target> TargetClients::Get(const std::string& cluster_key,
+                                  const std::string& kubeconfig_secret,
                                   const std::string& kubeconfig_yaml,
                                   std::chrono::milliseconds request_timeout) {
   std::string digest = Sha256Hex(kubeconfig_yaml + "\n" + std::to_string(request_timeout.count()));
@@ -14,6 +15,7 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
     auto it = entries_.find(cluster_key);
     if (it != entries_.end() && it->second.kubeconfig_digest == digest) {
       recency_.splice(recency_.begin(), recency_, it->second.recency);
+      it->second.kubeconfig_secret = kubeconfig_secret;
       return it->second.target;
     }
   }
@@ -34,12 +36,19 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
     recency_.splice(recency_.begin(), recency_, it->second.recency);
   }
   it->second.kubeconfig_digest = std::move(digest);
+  it->second.kubeconfig_secret = kubeconfig_secret;
   it->second.target = target;
   while (entries_.size() > capacity_) {
     entries_.erase(recency_.back());  // a sync still using it holds its own references
     recency_.pop_back();
   }
   return target;
+}
+
+std::string TargetClients::KubeconfigSecret(const std::string& cluster_key) const {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(cluster_key);
+  return it == entries_.end() ? "" : it->second.kubeconfig_secret;
 }
 
 size_t TargetClients::size() const {

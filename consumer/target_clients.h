@@ -1,8 +1,9 @@
 // TargetClients: one Kubernetes client (and REST mapper) per target cluster, built from the
 // cluster's admin kubeconfig (read from the hub at processing time) and rebuilt when that
-// kubeconfig (or the request timeout) changes. At most `capacity` clusters are kept; beyond it
-// the least recently used is dropped (its next sync builds a new client and rediscovers).
-// Connections are pooled by the shared transport. Thread-safe.
+// kubeconfig (or the request timeout) changes. It also remembers which Secret the kubeconfig came
+// from, so a sync can read it before the ClusterDeployment names it again. At most `capacity`
+// clusters are kept; beyond it the least recently used is dropped (its next sync builds a new
+// client and rediscovers). Connections are pooled by the shared transport. Thread-safe.
 #pragma once
 
 #include <algorithm>
@@ -34,15 +35,20 @@ class TargetClients {
         qps_(client_qps),
         capacity_(std::max<size_t>(1, capacity)) {}
 
-  // kInvalidArgument (permanent until someone fixes the Secret) for a bad kubeconfig.
-  Result<Target> Get(const std::string& cluster_key, const std::string& kubeconfig_yaml,
+  // `kubeconfig_yaml` was read from the Secret named `kubeconfig_secret`. kInvalidArgument
+  // (permanent until someone fixes the Secret) for a bad kubeconfig.
+  Result<Target> Get(const std::string& cluster_key, const std::string& kubeconfig_secret,
+                     const std::string& kubeconfig_yaml,
                      std::chrono::milliseconds request_timeout = std::chrono::seconds(30));
+  // The Secret of the cluster's last Get; empty when it has none kept.
+  std::string KubeconfigSecret(const std::string& cluster_key) const;
 
   size_t size() const;
 
  private:
   struct Entry {
     std::string kubeconfig_digest;
+    std::string kubeconfig_secret;
     Target target;
     std::list<std::string>::iterator recency;  // in recency_
   };

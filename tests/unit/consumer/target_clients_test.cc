@@ -25,26 +25,30 @@ TEST_CASE(
     "dropped") {
   testing::ApplyFixture f;
   TargetClients targets(f.transport, 0, /*capacity=*/2);
-  auto a = targets.Get("ns/a", Kubeconfig("https://a.example:6443"));
+  auto a = targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a.example:6443"));
   REQUIRE(a.ok());
-  auto again = targets.Get("ns/a", Kubeconfig("https://a.example:6443"));
+  auto again = targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a.example:6443"));
   REQUIRE(again.ok());
   CHECK(again->client == a->client);
   CHECK(again->mapper == a->mapper);
 
-  auto moved = targets.Get("ns/a", Kubeconfig("https://a2.example:6443"));
+  auto moved = targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a2.example:6443"));
   REQUIRE(moved.ok());
   CHECK(moved->client != a->client);  // the Secret changed: a new client
 
-  auto b = targets.Get("ns/b", Kubeconfig("https://b.example:6443"));
+  auto b = targets.Get("ns/b", "kubeconfig", Kubeconfig("https://b.example:6443"));
   REQUIRE(b.ok());
-  CHECK(targets.Get("ns/a", Kubeconfig("https://a2.example:6443"))->client == moved->client);
+  CHECK(targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a2.example:6443"))->client ==
+        moved->client);
   // a was used last, so c's arrival drops b.
-  REQUIRE(targets.Get("ns/c", Kubeconfig("https://c.example:6443")).ok());
+  REQUIRE(targets.Get("ns/c", "kubeconfig", Kubeconfig("https://c.example:6443")).ok());
   CHECK(targets.size() == 2);
-  CHECK(targets.Get("ns/a", Kubeconfig("https://a2.example:6443"))->client == moved->client);
-  CHECK(targets.Get("ns/b", Kubeconfig("https://b.example:6443"))->client != b->client);
+  CHECK(targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a2.example:6443"))->client ==
+        moved->client);
+  CHECK(targets.Get("ns/b", "kubeconfig", Kubeconfig("https://b.example:6443"))->client !=
+        b->client);
   CHECK(b->client != nullptr);  // a caller's references outlive the eviction
 
-  CHECK(targets.Get("ns/d", "not: [a kubeconfig").status().code() == Code::kInvalidArgument);
+  CHECK(targets.Get("ns/d", "kubeconfig", "not: [a kubeconfig").status().code() ==
+        Code::kInvalidArgument);
 }
