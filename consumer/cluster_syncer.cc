@@ -279,34 +279,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
       for (const auto& ref : e->resources_to_delete) api_versions.insert(ref.api_version);
     }
     auto discovered = std::async(std::launch::async, [&] { target->mapper->Prefetch(api_versions); });
-    std::vector<std::pair<std::string, std::string>> sources;   // namespace, name
-    for (const SetWork& w : work) {
-      if (!w.needs_apply) continue;
-      for (const auto& m : w.spec->secret_mappings) {
-        std::string ns = m.source.ns.empty() ? w.ns : m.source.ns;
-        if (secrets.try_emplace(ns + "/" + m.source.name, NotFound("not read")).second) {
-          sources.emplace_back(ns, m.source.name);
-        }
-      }
-    }
-    Status source_error;
-    constexpr size_t kReadsAtOnce = 16;
-    for (size_t first = 0; first < sources.size() && source_error.ok(); first += kReadsAtOnce) {
-      std::vector<std::future<Result<Json>>> reads;
-      for (size_t i = first; i < std::min(sources.size(), first + kReadsAtOnce); ++i) {
-        reads.push_back(std::async(std::launch::async, [this, &source = sources[i]] {
-          return hub_.Get(kube::Object(res::kSecrets, source.first, source.second));
-        }));
-      }
-      for (size_t i = first; i < first + reads.size(); ++i) {
-        auto read = reads[i - first].get();
-        std::string source_key = sources[i].first + "/" + sources[i].second;
-        if (!read.ok() && read.status().code() != Code::kNotFound && source_error.ok()) {
-          source_error = read.status().Annotate("reading source Secret " + source_key);
-        }
-        secrets.insert_or_assign(source_key, std::move(read));
-      }
-    }
+    Status source_error = ReadSourceSecrets(work, secrets);
     discovered.get();
     if (!source_error.ok()) return source_error;
 
@@ -382,6 +355,39 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     outcome.detail = "failing sets: " + names;
   }
   return outcome;
+}
+
+Status ClusterSyncer::ReadSourceSecrets(const std::vector<SetWork>& work, SecretSources& secrets) {
+  std::vector<std::pair<std::string, std::string>> sources;   // namespace, name
+  for (const SetWork& w : work) {
+    if (!w.needs_apply) continue;
+    for (const auto& m : w.spec->secret_mappings) {
+      std::string ns = m.source.ns.empty() ? w.ns : m.source.ns;
+      if (secrets.try_emplace(ns + "/" + m.source.name, NotFound("not read")).second) {
+        sources.emplace_back(ns, m.source.name);
+      }
+    }
+  }
+  constexpr size_t kReadsAtOnce = 16;
+  for (size_t first = 0; first < sources.size(); first += kReadsAtOnce) {
+    std::vector<std::future<Result<Json>>> reads;
+    for (size_t i = first; i < std::min(sources.size(), first + kReadsAtOnce); ++i) {
+      reads.push_back(std::async(std::launch::async, [this, &source = sources[i]] {
+        return hub_.Get(kube::Object(res::kSecrets, source.first, source.second));
+      }));
+    }
+    Status error;
+    for (size_t i = first; i < first + reads.size(); ++i) {
+      auto read = reads[i - first].get();
+      std::string source_key = sources[i].first + "/" + sources[i].second;
+      if (!read.ok() && read.status().code() != Code::kNotFound && error.ok()) {
+        error = read.status().Annotate("reading source Secret " + source_key);
+      }
+      secrets.insert_or_assign(source_key, std::move(read));
+    }
+    if (!error.ok()) return error;
+  }
+  return Status::Ok();
 }
 
 Status ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes,

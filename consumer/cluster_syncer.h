@@ -78,6 +78,9 @@ class ClusterSyncer {
     bool needs_apply;
   };
 
+  // Reads the source Secrets of the secretMappings of the sets to apply into `secrets`, 16 at a
+  // time. One that is absent is kept as NotFound (its set fails); any other error is returned.
+  Status ReadSourceSecrets(const std::vector<SetWork>& work, SecretSources& secrets);
   // Runs `plans` (at most options_.parallel_sync_sets at once) and waits for all of them.
   std::vector<SetRunResult> RunAll(const TargetSession& session, std::vector<SetPlan> plans);
   // `first_read`: the ClusterSync as Sync read it (or its error), merged into first.
