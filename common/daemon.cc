@@ -4,6 +4,7 @@
 #include <iostream>
 #include <thread>
 
+#include "common/http/transport_metrics.h"
 #include "common/kube/client_impl.h"
 #include "common/log.h"
 
@@ -61,8 +62,12 @@ std::optional<HubConnection> NewHubConnection(
 }
 
 int RunDaemon(const AdminConfig& admin, std::shared_ptr<prometheus::Registry> registry,
-              AdminServer::Hooks hooks, const std::function<Status()>& run,
+              std::shared_ptr<http::CurlTransport> transport, std::function<Status()> healthy,
+              std::function<Status()> ready, const std::function<Status()>& run,
               const std::string& component) {
+  http::TransportMetrics transport_metrics(*registry, std::move(transport));
+  AdminServer::Hooks hooks{std::move(healthy), std::move(ready),
+                           [&transport_metrics] { transport_metrics.Refresh(); }};
   std::unique_ptr<AdminServer> server;
   if (admin.port >= 0) {
     auto started = AdminServer::Start(admin, std::move(registry), std::move(hooks));

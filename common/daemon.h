@@ -40,11 +40,13 @@ struct HubConnection {
 std::optional<HubConnection> NewHubConnection(
     const HubConfig& hub, const http::CurlTransport::Options& transport_options);
 
-// Runs the daemon's loop (`run`, until stop) with the admin endpoint serving `hooks` unless
-// disabled, then logs "<component> stopped". Returns the exit code: 1 when the admin endpoint
-// cannot start or `run` fails, else 0.
+// Runs the daemon's loop (`run`, until stop) with the admin endpoint serving the `healthy` and
+// `ready` probes unless disabled, then logs "<component> stopped". /metrics also carries `transport`'s counters (see
+// http::TransportMetrics). Returns the exit code: 1 when the admin endpoint cannot start or `run`
+// fails, else 0.
 int RunDaemon(const AdminConfig& admin, std::shared_ptr<prometheus::Registry> registry,
-              AdminServer::Hooks hooks, const std::function<Status()>& run,
+              std::shared_ptr<http::CurlTransport> transport, std::function<Status()> healthy,
+              std::function<Status()> ready, const std::function<Status()>& run,
               const std::string& component);
 
 // Sleeps up to `d`, returning early once `stop` is set.

@@ -8,7 +8,6 @@
 #include "common/clock.h"
 #include "common/daemon.h"
 #include "common/http/curl_transport.h"
-#include "common/http/transport_metrics.h"
 #include "consumer/consumer_app.h"
 
 namespace {
@@ -44,7 +43,6 @@ int main(int argc, char** argv) {
   auto hub = NewHubConnection(config->hub, transport_options);
   if (!hub) return 1;
   auto registry = std::make_shared<prometheus::Registry>();
-  http::TransportMetrics transport_metrics(*registry, hub->transport);
   amqp::ConnectionOptions amqp_options = config->amqp;
   amqp_options.connection_name = name;
   consumer::ConsumerApp app(
@@ -53,8 +51,7 @@ int main(int argc, char** argv) {
                 &RealClock(), registry, LeaseIdentity(name),
                 [transport = hub->transport] { transport->Shutdown(); }});
   return RunDaemon(
-      config->admin, registry,
-      {[&app] { return app.healthy(); }, [&app] { return app.ready(); },
-       [&transport_metrics] { transport_metrics.Refresh(); }},
+      config->admin, registry, hub->transport,
+      [&app] { return app.healthy(); }, [&app] { return app.ready(); },
       [&] { return app.Run(stop); }, "consumer");
 }

@@ -9,7 +9,6 @@
 #include "common/amqp/session_impl.h"
 #include "common/clock.h"
 #include "common/daemon.h"
-#include "common/http/transport_metrics.h"
 #include "publisher/publisher_app.h"
 
 namespace {
@@ -41,7 +40,6 @@ int main(int argc, char** argv) {
   auto hub = NewHubConnection(config->hub, {});
   if (!hub) return 1;
   auto registry = std::make_shared<prometheus::Registry>();
-  http::TransportMetrics transport_metrics(*registry, hub->transport);
   amqp::ConnectionOptions amqp_options = config->amqp;
   amqp_options.connection_name = "syncbus-publisher";
   publisher::PublisherApp app(
@@ -49,8 +47,7 @@ int main(int argc, char** argv) {
                 [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
                 &RealClock(), registry, ElectionIdentity()});
   return RunDaemon(
-      config->admin, registry,
-      {[&app] { return app.healthy(); }, [&app] { return app.ready(); },
-       [&transport_metrics] { transport_metrics.Refresh(); }},
+      config->admin, registry, hub->transport,
+      [&app] { return app.healthy(); }, [&app] { return app.ready(); },
       [&] { return app.Run(stop); }, "publisher");
 }
