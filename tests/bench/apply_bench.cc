@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -28,13 +29,8 @@ namespace {
 using namespace syncbus;
 
 struct ClusterResult {
-  double seconds = 0;
-  double slowest_serial = 0;
-  double target_seconds = 0;
-  double prepare_seconds = 0;
-  double store_seconds = 0;
-  int applies = 0;
-  bool ok = false;
+  double seconds = 0;                          // the whole Sync call
+  std::optional<consumer::SyncOutcome> outcome;  // unset when Sync failed
 };
 
 double Percentile(std::vector<double> v, double q) {
@@ -92,8 +88,8 @@ int Run(int argc, char** argv) {
     return 1;
   }
   http::CurlTransport::Options topts;
-  topts.max_host_connections =
-      0;  // HTTP/1.1 to the simulator: one connection per request in flight
+  // HTTP/1.1 to the simulator: one connection per request in flight.
+  topts.max_host_connections = 0;
   topts.max_idle_connections = max_idle;
   auto curl = http::CurlTransport::Create(topts);
   if (!curl.ok()) {
@@ -136,14 +132,7 @@ int Run(int argc, char** argv) {
           auto out = syncer.Sync(req);
           results[i].seconds =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          if (out.ok()) {
-            results[i].ok = out->failed_sets.empty();
-            results[i].applies = out->applies;
-            results[i].slowest_serial = out->slowest_set_serial_seconds;
-            results[i].target_seconds = out->target_seconds;
-            results[i].prepare_seconds = out->prepare_seconds;
-            results[i].store_seconds = out->store_seconds;
-          }
+          if (out.ok()) results[i].outcome = std::move(*out);
         }
       });
     }
@@ -155,17 +144,21 @@ int Run(int argc, char** argv) {
     long applies = 0, failed = 0;
     std::vector<double> sync_s, target_s, prepare_s, store_s, ratio, target_ratio;
     for (const auto& r : results) {
-      applies += r.applies;
-      if (!r.ok) ++failed;
       sync_s.push_back(r.seconds);
-      target_s.push_back(r.target_seconds);
-      prepare_s.push_back(r.prepare_seconds);
-      store_s.push_back(r.store_seconds);
-      if (r.slowest_serial > 0) {
-        ratio.push_back(r.seconds / r.slowest_serial);
-        target_ratio.push_back(r.target_seconds / r.slowest_serial);
+      if (!r.outcome || !r.outcome->failed_sets.empty()) ++failed;
+      if (!r.outcome) continue;
+      const consumer::SyncOutcome& o = *r.outcome;
+      applies += o.applies;
+      target_s.push_back(o.target_seconds);
+      prepare_s.push_back(o.prepare_seconds);
+      store_s.push_back(o.store_seconds);
+      if (o.slowest_set_serial_seconds > 0) {
+        ratio.push_back(r.seconds / o.slowest_set_serial_seconds);
+        target_ratio.push_back(o.target_seconds / o.slowest_set_serial_seconds);
       }
     }
+    const double us_per_apply = applies > 0 ? cpu * 1e6 / static_cast<double>(applies) : 0.0;
+    const double rss_mib = static_cast<double>(PeakRssKiB()) / 1024.0;
     uint64_t sim_peak = 0;
     auto stats = hub.GetPath("/_sim/stats");
     if (stats.ok() && stats->contains("total"))
@@ -174,9 +167,8 @@ int Run(int argc, char** argv) {
     std::printf("clusters            %zu (%ld failed)\n", clusters.size(), failed);
     std::printf("applies             %ld in %.2f s = %.0f applies/s\n", applies, elapsed,
                 static_cast<double>(applies) / elapsed);
-    std::printf("consumer CPU        %.2f s = %.1f us per apply\n", cpu,
-                applies > 0 ? cpu * 1e6 / static_cast<double>(applies) : 0.0);
-    std::printf("peak RSS            %.1f MiB\n", static_cast<double>(PeakRssKiB()) / 1024.0);
+    std::printf("consumer CPU        %.2f s = %.1f us per apply\n", cpu, us_per_apply);
+    std::printf("peak RSS            %.1f MiB\n", rss_mib);
     std::printf("peak in flight      %d (engine), %llu (simulator, all servers)\n",
                 lim.peak_in_flight, static_cast<unsigned long long>(sim_peak));
     auto ts = curl_transport.stats();
@@ -200,8 +192,6 @@ int Run(int argc, char** argv) {
         Percentile(ratio, 0.5), Percentile(ratio, 0.99), Percentile(target_ratio, 0.5),
         Percentile(target_ratio, 0.99));
     // The targets for one consumer process (figures, not a pass/fail of the run).
-    double us_per_apply = applies > 0 ? cpu * 1e6 / static_cast<double>(applies) : 0.0;
-    double rss_mib = static_cast<double>(PeakRssKiB()) / 1024.0;
     auto verdict = [](bool met) { return met ? "met" : "MISSED"; };
     std::printf(
         "targets             in flight >= 2000: %s; CPU <= 150 us/apply: %s; RSS <= 256 MiB: %s;\n"
