@@ -9,13 +9,27 @@ using namespace syncbus;
 using namespace syncbus::consumer;
 using namespace syncbus::consumer::testing;
 
+namespace {
+
+// A RestMapper over the simulated target cluster.
+struct MapperFixture {
+  static kube::ClusterConfig TargetConfig() {
+    kube::ClusterConfig cc;
+    cc.server = std::string("http://sim.invalid/clusters/") + kCluster;
+    return cc;
+  }
+  ApplyFixture f;
+  kube::ClientImpl client{TargetConfig(), f.transport};
+  RestMapper mapper{client};
+};
+
+}  // namespace
+
 TEST_CASE(
     "rest mapper: discovery is cached per group-version and refreshed once for an unknown kind") {
-  ApplyFixture f;
-  kube::ClusterConfig cc;
-  cc.server = std::string("http://sim.invalid/clusters/") + kCluster;
-  kube::ClientImpl client(cc, f.transport);
-  RestMapper mapper(client);
+  MapperFixture m;
+  ApplyFixture& f = m.f;
+  RestMapper& mapper = m.mapper;
 
   uint64_t before = f.target().stats().requests;
   auto cm = mapper.Map("v1", "ConfigMap");
@@ -41,11 +55,9 @@ TEST_CASE(
 TEST_CASE(
     "rest mapper: Prefetch discovers every uncached group-version once and Map then needs no "
     "request") {
-  ApplyFixture f;
-  kube::ClusterConfig cc;
-  cc.server = std::string("http://sim.invalid/clusters/") + kCluster;
-  kube::ClientImpl client(cc, f.transport);
-  RestMapper mapper(client);
+  MapperFixture m;
+  ApplyFixture& f = m.f;
+  RestMapper& mapper = m.mapper;
 
   REQUIRE(mapper.Map("v1", "ConfigMap").ok());
   uint64_t before = f.target().stats().requests;
