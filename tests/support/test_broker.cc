@@ -4,13 +4,13 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <thread>
 #include <utility>
+
+#include "tests/support/env_file.h"
 
 namespace syncbus::testing {
 namespace {
@@ -50,33 +50,15 @@ std::string RandomHex(int digits) {
   return out;
 }
 
-}  // namespace
-
-Result<BrokerEnv> ParseBrokerEnv(const std::string& text) {
-  std::map<std::string, std::string> kv;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    auto eq = line.find('=');
-    if (eq == std::string::npos) return InvalidArgument("broker env: not KEY=VALUE: " + line);
-    std::string value = line.substr(eq + 1);
-    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
-        value.back() == value.front()) {
-      value = value.substr(1, value.size() - 2);
-    }
-    kv[line.substr(0, eq)] = value;
-  }
+Result<BrokerEnv> BrokerEnvOf(EnvFile kv) {
   BrokerEnv env;
   for (auto [key, field] :
        {std::pair{"SYNCBUS_AMQP_HOST", &env.host}, std::pair{"SYNCBUS_BROKER_USER", &env.user},
         std::pair{"SYNCBUS_BROKER_PASSWORD", &env.password},
         std::pair{"SYNCBUS_MGMT_URL", &env.mgmt_url}}) {
-    auto it = kv.find(key);
-    if (it == kv.end() || it->second.empty()) {
-      return InvalidArgument(std::string("broker env: missing ") + key);
-    }
-    *field = it->second;
+    Result<std::string> value = EnvValue(kv, key, "broker env");
+    if (!value.ok()) return value.status();
+    *field = *value;
   }
   env.node = kv.count("SYNCBUS_BROKER_NODE") ? kv["SYNCBUS_BROKER_NODE"] : "";
   env.dir = kv.count("SYNCBUS_BROKER_DIR") ? kv["SYNCBUS_BROKER_DIR"] : "";
@@ -91,20 +73,20 @@ Result<BrokerEnv> ParseBrokerEnv(const std::string& text) {
   return env;
 }
 
+}  // namespace
+
+Result<BrokerEnv> ParseBrokerEnv(const std::string& text) {
+  Result<EnvFile> parsed = ParseEnvFile(text, "broker env");
+  if (!parsed.ok()) return parsed.status();
+  return BrokerEnvOf(std::move(*parsed));
+}
+
 Result<BrokerEnv> LoadBrokerEnv() {
-  const char* path = std::getenv("SYNCBUS_TEST_BROKER_ENV");
-  if (path == nullptr || *path == '\0') {
-    return NotFound(
-        "SYNCBUS_TEST_BROKER_ENV is not set (run through ctest, or point it at a "
-        "broker.env written by scripts/rabbitmq-node)");
-  }
-  std::ifstream in(path);
-  if (!in) return NotFound(std::string("cannot read broker env file ") + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto env = ParseBrokerEnv(text.str());
-  if (!env.ok()) return env.status().Annotate(path);
-  return env;
+  Result<EnvFile> file = LoadEnvFile(
+      "SYNCBUS_TEST_BROKER_ENV", "broker env",
+      "run through ctest, or point it at a broker.env written by scripts/rabbitmq-node");
+  if (!file.ok()) return file.status();
+  return BrokerEnvOf(std::move(*file));
 }
 
 std::string ManagementApi::Escape(const std::string& segment) {

@@ -1,0 +1,173 @@
+// Conformance: create, read, update, delete, their error bodies, optimistic concurrency, delete
+// preconditions and Leases — the same assertions against the simulator and kube-apiserver.
+#include <doctest/doctest.h>
+
+#include "common/kube/client_impl.h"
+#include "tests/conformance/kube/conformance_util.h"
+
+namespace syncbus::conformance {
+namespace {
+
+using kube::Collection;
+using kube::Object;
+namespace resources = kube::resources;
+
+TEST_CASE("create, get, update and delete, with the error bodies of each failure") {
+  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<kube::ClientImpl> client = server.Admin();
+  const std::string ns = server.NewNamespace("crud");
+  const kube::ObjectRef ref = Object(resources::kConfigMaps, ns, "a");
+
+  Result<Json> created =
+      client->Create(Collection(resources::kConfigMaps, ns), ConfigMap(ns, "a", {{"k", "1"}}));
+  REQUIRE_MESSAGE(created.ok(), created.status().ToString());
+  CHECK((*created)["data"]["k"] == "1");
+  CHECK((*created)["metadata"]["uid"].get<std::string>().size() == 36);
+  CHECK((*created)["metadata"].contains("creationTimestamp"));
+  CHECK_FALSE(Rv(*created).empty());
+
+  RawResponse again = server.Raw("POST", ConfigMapsPath(ns), ConfigMap(ns, "a", {}).dump());
+  CheckStatusBody(again, 409, "AlreadyExists");
+  CHECK(again.body["message"] == "configmaps \"a\" already exists");
+  CHECK(again.body["details"] == Json{{"name", "a"}, {"kind", "configmaps"}});
+
+  RawResponse missing = server.Raw("GET", ConfigMapsPath(ns) + "/missing");
+  CheckStatusBody(missing, 404, "NotFound");
+  CHECK(missing.body["message"] == "configmaps \"missing\" not found");
+  CHECK(missing.body["details"] == Json{{"name", "missing"}, {"kind", "configmaps"}});
+
+  Result<Json> got = client->Get(ref);
+  REQUIRE(got.ok());
+  CHECK(Rv(*got) == Rv(*created));
+  Json update = *got;
+  update["data"]["k"] = "2";
+  Result<Json> updated = client->Update(ref, update);
+  REQUIRE(updated.ok());
+  CHECK(RvNumber(Rv(*updated)) > RvNumber(Rv(*got)));
+
+  // `update` still carries the old resourceVersion.
+  RawResponse stale = server.Raw("PUT", ConfigMapsPath(ns) + "/a", update.dump());
+  CheckStatusBody(stale, 409, "Conflict");
+  CHECK(stale.body["message"] ==
+        "Operation cannot be fulfilled on configmaps \"a\": the object has been modified; please "
+        "apply your changes to the latest version and try again");
+  CHECK(client->Update(ref, update).status().code() == Code::kConflict);
+
+  // Without a resourceVersion an update is unconditional.
+  update["metadata"].erase("resourceVersion");
+  update["data"]["k"] = "3";
+  Result<Json> forced = client->Update(ref, update);
+  REQUIRE(forced.ok());
+  CHECK((*forced)["data"]["k"] == "3");
+
+  CHECK(client->Delete(ref, {}).ok());
+  CHECK(client->Get(ref).status().code() == Code::kNotFound);
+  CHECK(client->Delete(ref, {}).code() == Code::kNotFound);
+}
+
+TEST_CASE("an object in a namespace that does not exist is NotFound naming the namespace") {
+  ServerUnderTest& server = ServerUnderTest::Get();
+  RawResponse response = server.Raw("POST", ConfigMapsPath("no-such-namespace"),
+                                    ConfigMap("no-such-namespace", "a", {}).dump());
+  CheckStatusBody(response, 404, "NotFound");
+  CHECK(response.body["message"] == "namespaces \"no-such-namespace\" not found");
+  CHECK(response.body["details"] == Json{{"name", "no-such-namespace"}, {"kind", "namespaces"}});
+}
+
+TEST_CASE("a wrong bearer token is 401 Unauthorized") {
+  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<kube::ClientImpl> client = server.WithToken("not-a-token");
+  Result<kube::ObjectList> list = client->List(Collection(resources::kNamespaces), {});
+  CHECK(list.status().code() == Code::kUnauthorized);
+  CHECK(list.status().http_status() == 401);
+}
+
+TEST_CASE("an invalid name is 422 Invalid with the field's cause") {
+  ServerUnderTest& server = ServerUnderTest::Get();
+  const std::string ns = server.NewNamespace("invalid");
+  RawResponse response =
+      server.Raw("POST", ConfigMapsPath(ns), ConfigMap(ns, "Bad_Name", {}).dump());
+  CheckStatusBody(response, 422, "Invalid");
+  CHECK(response.body["details"]["name"] == "Bad_Name");
+  CHECK(response.body["details"]["kind"] == "ConfigMap");
+  REQUIRE(response.body["details"]["causes"].size() == 1);
+  CHECK(response.body["details"]["causes"][0]["field"] == "metadata.name");
+  CHECK(response.body["details"]["causes"][0]["reason"] == "FieldValueInvalid");
+  CHECK(response.body["message"].get<std::string>().starts_with(
+      "ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase "
+      "RFC 1123 subdomain"));
+  Result<Json> made = server.Admin()->Create(Collection(resources::kConfigMaps, ns),
+                                             ConfigMap(ns, "Bad_Name", {}));
+  CHECK(made.status().code() == Code::kInvalidArgument);
+}
+
+TEST_CASE("delete preconditions: a wrong uid or resourceVersion is a Conflict") {
+  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<kube::ClientImpl> client = server.Admin();
+  const std::string ns = server.NewNamespace("precond");
+  const kube::ObjectRef ref = Object(resources::kConfigMaps, ns, "p");
+  Result<Json> created =
+      client->Create(Collection(resources::kConfigMaps, ns), ConfigMap(ns, "p", {{"k", "v"}}));
+  REQUIRE(created.ok());
+
+  kube::DeleteOptions wrong_uid;
+  wrong_uid.precondition_uid = "00000000-0000-0000-0000-000000000000";
+  Status refused = client->Delete(ref, wrong_uid);
+  CHECK(refused.code() == Code::kConflict);
+  CHECK(refused.http_status() == 409);
+
+  kube::DeleteOptions wrong_rv;
+  wrong_rv.precondition_resource_version = "1";
+  CHECK(client->Delete(ref, wrong_rv).code() == Code::kConflict);
+  CHECK(client->Get(ref).ok());
+
+  kube::DeleteOptions right;
+  right.precondition_uid = (*created)["metadata"]["uid"];
+  right.precondition_resource_version = Rv(*created);
+  CHECK(client->Delete(ref, right).ok());
+  CHECK(client->Get(ref).status().code() == Code::kNotFound);
+}
+
+TEST_CASE("a Lease is taken, renewed with its resourceVersion, and a stale renewal conflicts") {
+  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<kube::ClientImpl> client = server.Admin();
+  const std::string ns = server.NewNamespace("lease");
+  const kube::ObjectRef ref = Object(resources::kLeases, ns, "leader");
+  Json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                {"kind", "Lease"},
+                {"metadata", {{"name", "leader"}, {"namespace", ns}}},
+                {"spec",
+                 {{"holderIdentity", "replica-a"},
+                  {"leaseDurationSeconds", 15},
+                  {"acquireTime", "2026-01-02T03:04:05.123456Z"},
+                  {"renewTime", "2026-01-02T03:04:05.123456Z"},
+                  {"leaseTransitions", 0}}}};
+  Result<Json> taken = client->Create(Collection(resources::kLeases, ns), lease);
+  REQUIRE_MESSAGE(taken.ok(), taken.status().ToString());
+  CHECK((*taken)["spec"]["renewTime"] == "2026-01-02T03:04:05.123456Z");
+  CHECK(client->Create(Collection(resources::kLeases, ns), lease).status().code() ==
+        Code::kAlreadyExists);
+
+  Json renewed = *taken;
+  renewed["spec"]["renewTime"] = "2026-01-02T03:04:10.000000Z";
+  Result<Json> first = client->Update(ref, renewed);
+  REQUIRE(first.ok());
+  CHECK((*first)["spec"]["renewTime"] == "2026-01-02T03:04:10.000000Z");
+
+  // Another replica that read the Lease before the renewal cannot take it over.
+  Json takeover = *taken;
+  takeover["spec"]["holderIdentity"] = "replica-b";
+  takeover["spec"]["leaseTransitions"] = 1;
+  CHECK(client->Update(ref, takeover).status().code() == Code::kConflict);
+  Result<Json> now = client->Get(ref);
+  REQUIRE(now.ok());
+  CHECK((*now)["spec"]["holderIdentity"] == "replica-a");
+
+  // A bad timestamp is refused by validation.
+  Json bad = *now;
+  bad["spec"]["renewTime"] = "yesterday";
+  CHECK(client->Update(ref, bad).status().code() == Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace syncbus::conformance
