@@ -77,7 +77,8 @@ struct ApiServer::State {
   explicit State(Options o)
       : options(std::move(o)),
         clock(options.clock != nullptr ? options.clock : &RealClock()),
-        hub(*clock, options.watch_history),
+        hub(*clock,
+            options.watch_history == 0 ? WatchWindow{} : WatchWindow::Fixed(options.watch_history)),
         store(&hub, registry.Namespaces(), [this] { return FormatNow(); }),
         writes(&registry, &store, clock) {}
 
@@ -153,7 +154,7 @@ Outcome<Resolved> Resolve(const ResourceRegistry& registry, const RequestTarget&
   return Resolved{type, target};
 }
 
-ApiResponse ListObjects(const ObjectStore& store, const WatchHub& hub, const TypePtr& type,
+ApiResponse ListObjects(const ObjectStore& store, WatchHub& hub, const TypePtr& type,
                         const std::string& ns, const QueryParams& query) {
   auto labels = LabelSelector::Parse(query.Get("labelSelector").value_or(""));
   if (!labels.ok()) return ErrorResponse(labels.error());
@@ -192,7 +193,7 @@ ApiResponse ListObjects(const ObjectStore& store, const WatchHub& hub, const Typ
     if (requested == 0) {
       limit = 0;  // served from the watch cache, which ignores limit
     } else if (match_mode == "Exact") {
-      if (requested < hub.HistoryStart()) {
+      if (requested < hub.ListFloor(type->key)) {
         return ErrorResponse(Expired("The resourceVersion for the provided list is too old."));
       }
       at_rv = requested;
