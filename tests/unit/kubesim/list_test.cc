@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include "common/base64.h"
 #include "tests/unit/kubesim/api_test_util.h"
 
 namespace syncbus::kubesim::testing {
@@ -86,6 +87,16 @@ TEST_CASE("a continue token older than the history is 410 Expired") {
         400);
 }
 
+std::string UrlSafeToStandard(std::string text) {
+  for (char& c : text) c = c == '-' ? '+' : c == '_' ? '/' : c;
+  return text;
+}
+
+std::string StandardToUrlSafe(std::string text) {
+  for (char& c : text) c = c == '+' ? '-' : c == '/' ? '_' : c;
+  return text;
+}
+
 ApiResponse Get(ApiServer& s, const std::string& query) {
   return s.Call("GET", CmPath("default"), nullptr, "application/json", query);
 }
@@ -131,9 +142,23 @@ TEST_CASE("lists at an older resourceVersion reach back to etcd's last compactio
   CHECK(status == Json::parse(R"({"kind":"Status","apiVersion":"v1","metadata":{},
       "status":"Failure","message":"The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
       "reason":"Expired","code":410})"));
+  // The fresh token continues after the same object, at the latest state; like every token, it
+  // is URL-safe base64 without padding, of resourceVersion -1.
   Json rest = Page(s, "limit=10&continue=" + fresh);
   CHECK(rest["items"].size() == 7);
   CHECK(rest["items"][0]["metadata"]["name"] == "cm-01");
+  CHECK(fresh.find_first_of("+/=") == std::string::npos);
+  std::optional<std::string> decoded = DecodeBase64(UrlSafeToStandard(fresh));
+  REQUIRE(decoded);
+  CHECK(Json::parse(*decoded)["rv"] == -1);
+  // A token of resourceVersion 0 is invalid, as in kube-apiserver.
+  std::string zero = EncodeBase64(R"({"v":"meta.k8s.io/v1","rv":0,"start":"default/cm-00"})");
+  while (zero.back() == '=') zero.pop_back();
+  ApiResponse bad = Get(s, "continue=" + StandardToUrlSafe(zero));
+  CHECK(bad.status == 400);
+  CHECK(Body(bad)["message"] ==
+        "invalid continue token: continue key is not valid: incorrect encoded start "
+        "resourceVersion (version meta.k8s.io/v1)");
 }
 
 TEST_CASE("resourceVersion=0 ignores limit, a future resourceVersion is a 504") {
