@@ -28,6 +28,8 @@ struct TlsConnection {
   BIO* network_in = nullptr;    // ciphertext from the peer (owned by ssl)
   BIO* network_out = nullptr;   // ciphertext for the peer (owned by ssl)
   bufferevent* filter = nullptr;
+  // The first plaintext byte in the filter's output is already encrypted (see EncryptFilter).
+  bool holding = false;
 
   ~TlsConnection() {
     if (ssl != nullptr) SSL_free(ssl);
@@ -81,22 +83,39 @@ bufferevent_filter_result DecryptFilter(evbuffer* src, evbuffer* dst, ev_ssize_t
 }
 
 // Plaintext from evhttp (src) -> ciphertext for the socket (dst).
+// evhttp takes an empty output buffer to mean "the reply is written", and may then close the
+// connection at once: freeing the filter frees the socket bufferevent with whatever ciphertext it
+// still holds, so a reply to an HTTP/1.0 or "Connection: close" request would never reach the
+// client. Hence the last encrypted byte stays in src until dst has drained into the socket (the
+// socket bufferevent's write callback runs this filter again): src empties only once the
+// ciphertext of everything evhttp wrote has left for the kernel.
 bufferevent_filter_result EncryptFilter(evbuffer* src, evbuffer* dst, ev_ssize_t,
                                         bufferevent_flush_mode, void* arg) {
   auto* tls = static_cast<TlsConnection*>(arg);
   if (!SSL_is_init_finished(tls->ssl)) return BEV_NEED_MORE;
-  while (evbuffer_get_length(src) > 0) {
-    size_t length = std::min(evbuffer_get_length(src), kChunk);
-    unsigned char* data = evbuffer_pullup(src, static_cast<ev_ssize_t>(length));
-    int n = SSL_write(tls->ssl, data, static_cast<int>(length));
+  bool progress = false;
+  if (tls->holding && evbuffer_get_length(dst) == 0) {
+    evbuffer_drain(src, 1);
+    tls->holding = false;
+    progress = true;
+  }
+  size_t held = tls->holding ? 1 : 0;
+  while (evbuffer_get_length(src) > held) {
+    size_t length = std::min(evbuffer_get_length(src) - held, kChunk);
+    unsigned char* data = evbuffer_pullup(src, static_cast<ev_ssize_t>(held + length));
+    int n = SSL_write(tls->ssl, data + held, static_cast<int>(length));
     if (n <= 0) {
       ERR_clear_error();
       return BEV_ERROR;
     }
-    evbuffer_drain(src, static_cast<size_t>(n));
+    evbuffer_drain(src, held + static_cast<size_t>(n) - 1);
+    held = 1;
+    progress = true;
   }
+  tls->holding = held == 1;
   tls->DrainTo(dst);
-  return BEV_OK;
+  // Nothing new: stop, or the filter loop would call again while src holds its byte.
+  return progress ? BEV_OK : BEV_NEED_MORE;
 }
 
 }  // namespace

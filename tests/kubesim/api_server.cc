@@ -29,28 +29,47 @@ ApiResponse NotFoundPath() {
   return ErrorResponse(PathNotFound());
 }
 
+// Continue tokens as kube-apiserver writes them: {"v":"meta.k8s.io/v1","rv":N,"start":KEY} in
+// URL-safe base64 without padding. rv -1 (in the token of a 410 for an expired one) continues at
+// the latest state.
 struct ContinueToken {
-  uint64_t rv = 0;
+  int64_t rv = 0;
   std::string start;
 };
 
-std::string EncodeContinue(uint64_t rv, const std::string& start) {
+std::string EncodeContinue(int64_t rv, const std::string& start) {
   Json token = {{"v", "meta.k8s.io/v1"}, {"rv", rv}, {"start", start}};
-  return EncodeBase64(token.dump());
+  std::string text = EncodeBase64(token.dump());
+  while (!text.empty() && text.back() == '=') text.pop_back();
+  for (char& c : text) {
+    if (c == '+') c = '-';
+    if (c == '/') c = '_';
+  }
+  return text;
 }
 
 Outcome<ContinueToken> DecodeContinue(const std::string& text) {
-  std::optional<std::string> raw = DecodeBase64(text, kGoStdBase64);
-  if (!raw) return BadRequest("continue key is not valid: illegal base64 data");
+  std::string standard = text;
+  bool url_safe = true;
+  for (char& c : standard) {
+    if (c == '+' || c == '/' || c == '=') url_safe = false;
+    if (c == '-') c = '+';
+    if (c == '_') c = '/';
+  }
+  constexpr Base64Decoding kGoRawBase64{.skip_blanks = false, .loose_tail = true};
+  std::optional<std::string> raw = url_safe ? DecodeBase64(standard, kGoRawBase64) : std::nullopt;
+  if (!raw) {
+    return BadRequest("invalid continue token: continue key is not valid: illegal base64 data");
+  }
   Json token = Json::parse(*raw, nullptr, false);
   if (token.is_discarded() || !token.is_object() || !token.contains("rv") ||
-      !token["rv"].is_number_unsigned() || !token.contains("start") ||
-      !token["start"].is_string()) {
+      !token["rv"].is_number_integer() || !token.contains("start") || !token["start"].is_string() ||
+      (token["rv"].get<int64_t>() < 1 && token["rv"].get<int64_t>() != -1)) {
     return BadRequest(
-        "continue key is not valid: incorrect encoded start resourceVersion "
-        "(version meta.k8s.io/v1)");
+        "invalid continue token: continue key is not valid: incorrect encoded start "
+        "resourceVersion (version meta.k8s.io/v1)");
   }
-  return ContinueToken{token["rv"].get<uint64_t>(), token["start"].get<std::string>()};
+  return ContinueToken{token["rv"].get<int64_t>(), token["start"].get<std::string>()};
 }
 
 bool ParseRv(const std::string& text, uint64_t* out) {
@@ -77,7 +96,8 @@ struct ApiServer::State {
   explicit State(Options o)
       : options(std::move(o)),
         clock(options.clock != nullptr ? options.clock : &RealClock()),
-        hub(*clock, options.watch_history),
+        hub(*clock,
+            options.watch_history == 0 ? WatchWindow{} : WatchWindow::Fixed(options.watch_history)),
         store(&hub, registry.Namespaces(), [this] { return FormatNow(); }),
         writes(&registry, &store, clock) {}
 
@@ -153,7 +173,7 @@ Outcome<Resolved> Resolve(const ResourceRegistry& registry, const RequestTarget&
   return Resolved{type, target};
 }
 
-ApiResponse ListObjects(const ObjectStore& store, const WatchHub& hub, const TypePtr& type,
+ApiResponse ListObjects(const ObjectStore& store, WatchHub& hub, const TypePtr& type,
                         const std::string& ns, const QueryParams& query) {
   auto labels = LabelSelector::Parse(query.Get("labelSelector").value_or(""));
   if (!labels.ok()) return ErrorResponse(labels.error());
@@ -178,7 +198,7 @@ ApiResponse ListObjects(const ObjectStore& store, const WatchHub& hub, const Typ
     }
     auto token = DecodeContinue(*cont);
     if (!token.ok()) return ErrorResponse(token.error());
-    at_rv = token->rv;
+    at_rv = token->rv == -1 ? 0 : static_cast<uint64_t>(token->rv);
     after = token->start;
     if (at_rv > current) {
       return ErrorResponse(TooLargeResourceVersion(at_rv, current));
@@ -192,7 +212,7 @@ ApiResponse ListObjects(const ObjectStore& store, const WatchHub& hub, const Typ
     if (requested == 0) {
       limit = 0;  // served from the watch cache, which ignores limit
     } else if (match_mode == "Exact") {
-      if (requested < hub.HistoryStart()) {
+      if (requested < hub.ListFloor(type->key)) {
         return ErrorResponse(Expired("The resourceVersion for the provided list is too old."));
       }
       at_rv = requested;
@@ -205,7 +225,7 @@ ApiResponse ListObjects(const ObjectStore& store, const WatchHub& hub, const Typ
   auto page = store.List(type, ns, match, limit, after, at_rv);
   if (!page.ok()) {
     StatusError e = page.error();
-    e.list_continue = EncodeContinue(0, after);
+    e.list_continue = EncodeContinue(-1, after);
     return ErrorResponse(e);
   }
   std::string body;
@@ -227,7 +247,8 @@ ApiResponse ListObjects(const ObjectStore& store, const WatchHub& hub, const Typ
   body += type->list_kind;
   body += "\",\"metadata\":{";
   if (!page->last_key.empty()) {
-    body += "\"continue\":\"" + EncodeContinue(page->rv, page->last_key) + "\",";
+    body +=
+        "\"continue\":\"" + EncodeContinue(static_cast<int64_t>(page->rv), page->last_key) + "\",";
     if (labels->empty() && fields->empty()) {
       body += "\"remainingItemCount\":" + std::to_string(page->remaining) + ",";
     }

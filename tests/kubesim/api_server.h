@@ -47,7 +47,9 @@ class ApiServer {
   struct Options {
     std::string name;                        // "hub" or the cluster's name (logs, errors)
     std::vector<std::string> crd_files;      // CRD YAML files to serve (the hub: Hive's CRDs)
-    size_t watch_history = 100000;           // events kept for resuming watches; older -> 410
+    // Events of one resource type kept for resuming watches (older -> 410): 0 = as many as
+    // kube-apiserver's watch cache keeps (WatchWindow in watch_hub.h), N = exactly the last N.
+    size_t watch_history = 0;
     const Clock* clock = nullptr;            // timestamps and watch timeouts; null = real clock
   };
   explicit ApiServer(Options options);

@@ -69,7 +69,7 @@ Outcome<ObjectStore::Page> ObjectStore::List(
   std::map<std::string, ObjectPtr> snapshot;
   const std::map<std::string, ObjectPtr>* source = &current;
   if (at_rv != 0 && at_rv < rv_) {
-    if (at_rv < hub_->HistoryStart()) return ContinueExpired();
+    if (at_rv < hub_->ListFloor(type->key)) return ContinueExpired();
     for (auto it = current.lower_bound(prefix); it != current.end() && InRange(it->first, prefix);
          ++it) {
       snapshot.emplace(it->first, it->second);

@@ -77,7 +77,7 @@ class Simulation {
     uint64_t seed = 1;                   // fault draws
     FaultSpec faults;                    // initial setting for every cluster and the hub
     const Clock* clock = nullptr;        // null = the real clock
-    size_t watch_history = 100000;
+    size_t watch_history = 0;            // ApiServer::Options::watch_history
   };
 
   static Result<std::unique_ptr<Simulation>> Create(Options options);

@@ -25,39 +25,95 @@ std::string BookmarkLine(const ResourceType& type, uint64_t rv) {
 
 }  // namespace
 
-WatchHub::WatchHub(const Clock& clock, size_t history_limit)
-    : clock_(clock), history_limit_(std::max<size_t>(history_limit, 1)) {}
+WatchHub::WatchHub(const Clock& clock, WatchWindow window)
+    : clock_(clock),
+      window_{std::max<size_t>(window.min_events, 1),
+              std::max(window.max_events, std::max<size_t>(window.min_events, 1)), window.fresh},
+      next_compaction_(clock.Now() + kCompactionInterval) {}
+
+void WatchHub::ResizeLocked(TypeLog& log, SteadyTime now) const {
+  if (log.in_window < log.capacity || window_.min_events == window_.max_events) return;
+  const std::deque<Recorded>& events = log.events;
+  if (now - events[events.size() - log.in_window].at < window_.fresh) {
+    log.capacity = std::min(log.capacity * 2, window_.max_events);
+    return;
+  }
+  if (now - events[events.size() - std::max<size_t>(log.capacity / 4, 1)].at > window_.fresh) {
+    log.capacity = std::max(log.capacity / 2, window_.min_events);
+    log.in_window = std::min(log.in_window, log.capacity);
+  }
+}
+
+void WatchHub::TrimLocked(TypeLog& log) {
+  size_t limit = std::max(log.capacity, kListHistoryLimit);
+  while (log.events.size() > log.in_window) {
+    const StoreEvent& oldest = log.events.front().event;
+    if (oldest.rv > compacted_) {
+      if (log.events.size() <= limit) break;
+      log.list_floor = oldest.rv;
+    }
+    log.events.pop_front();
+  }
+}
+
+void WatchHub::CompactLocked(SteadyTime now) {
+  if (now < next_compaction_) return;
+  while (now >= next_compaction_) {
+    compacted_ = std::max(compacted_, compaction_target_);
+    compaction_target_ = latest_rv_;
+    next_compaction_ += kCompactionInterval;
+  }
+  for (auto& [key, log] : logs_) TrimLocked(log);
+}
 
 void WatchHub::Append(StoreEvent event) {
   std::lock_guard<std::mutex> lock(mu_);
+  SteadyTime now = clock_.Now();
+  CompactLocked(now);
   latest_rv_ = event.rv;
-  history_.push_back(std::move(event));
-  while (history_.size() > history_limit_) {
-    history_start_ = history_.front().rv;
-    history_.pop_front();
+  TypeLog& log = logs_[event.resource->key];
+  if (log.capacity == 0) log.capacity = window_.min_events;
+  ResizeLocked(log, now);
+  bool evicting = log.in_window == log.capacity;
+  if (evicting) --log.in_window;
+  log.events.push_back({std::move(event), now});
+  ++log.in_window;
+  if (evicting) {
+    log.watch_floor = log.events[log.events.size() - log.in_window].event.rv - 1;
   }
+  TrimLocked(log);
 }
 
 void WatchHub::Expire(uint64_t rv) {
   std::lock_guard<std::mutex> lock(mu_);
-  history_.clear();
-  history_start_ = rv;
+  logs_.clear();
+  expired_ = rv;
   latest_rv_ = std::max(latest_rv_, rv);
 }
 
-uint64_t WatchHub::HistoryStart() const {
+uint64_t WatchHub::ListFloor(const std::string& type_key) {
   std::lock_guard<std::mutex> lock(mu_);
-  return history_start_;
+  CompactLocked(clock_.Now());
+  uint64_t floor = std::max(expired_, compacted_);
+  auto it = logs_.find(type_key);
+  if (it != logs_.end()) floor = std::max(floor, it->second.list_floor);
+  return floor;
+}
+
+uint64_t WatchHub::WatchFloorLocked(const std::string& type_key) const {
+  auto it = logs_.find(type_key);
+  return it == logs_.end() ? expired_ : std::max(expired_, it->second.watch_floor);
 }
 
 std::vector<StoreEvent> WatchHub::EventsSince(uint64_t rv, const std::string& type_key) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<StoreEvent> out;
-  auto it = std::upper_bound(history_.begin(), history_.end(), rv,
-                             [](uint64_t v, const StoreEvent& e) { return v < e.rv; });
-  for (; it != history_.end(); ++it) {
-    if (it->resource->key == type_key) out.push_back(*it);
-  }
+  auto log = logs_.find(type_key);
+  if (log == logs_.end()) return out;
+  const std::deque<Recorded>& events = log->second.events;
+  auto it = std::upper_bound(events.begin(), events.end(), rv,
+                             [](uint64_t v, const Recorded& r) { return v < r.event.rv; });
+  for (; it != events.end(); ++it) out.push_back(it->event);
   return out;
 }
 
@@ -128,28 +184,32 @@ std::vector<WatchHub::Delivery> WatchHub::CollectLocked() {
         if (Matches(w, *obj)) d.lines.push_back(EventLine("ADDED", FullJson(type, *obj)));
       }
       w.initial.clear();
-      if (w.cursor < history_start_) {
-        StatusError gone = Expired("too old resource version: " + std::to_string(w.cursor) +
-                                   " (" + std::to_string(history_start_) + ")");
+      uint64_t floor = WatchFloorLocked(type.key);
+      if (w.cursor < floor) {
+        StatusError gone = Expired("too old resource version: " + std::to_string(w.cursor) + " (" +
+                                   std::to_string(floor) + ")");
         d.lines.push_back(EventLine("ERROR", gone.ToJson().dump()));
         d.end = true;
-      } else {
-        auto ev = std::upper_bound(history_.begin(), history_.end(), w.cursor,
-                                   [](uint64_t v, const StoreEvent& e) { return v < e.rv; });
-        for (; ev != history_.end(); ++ev) {
-          if (ev->resource->key != type.key) continue;
-          bool now_matches = ev->type != StoreEvent::Type::kDeleted && Matches(w, *ev->object);
-          bool was_matching = ev->prev != nullptr && Matches(w, *ev->prev);
-          if (ev->type == StoreEvent::Type::kDeleted) {
-            if (was_matching) d.lines.push_back(EventLine("DELETED", FullJson(type, *ev->object)));
+      } else if (auto log = logs_.find(type.key); log != logs_.end()) {
+        const std::deque<Recorded>& events = log->second.events;
+        auto ev = std::upper_bound(events.begin(), events.end(), w.cursor,
+                                   [](uint64_t v, const Recorded& r) { return v < r.event.rv; });
+        for (; ev != events.end(); ++ev) {
+          const StoreEvent& e = ev->event;
+          bool now_matches = e.type != StoreEvent::Type::kDeleted && Matches(w, *e.object);
+          bool was_matching = e.prev != nullptr && Matches(w, *e.prev);
+          if (e.type == StoreEvent::Type::kDeleted) {
+            if (was_matching) d.lines.push_back(EventLine("DELETED", FullJson(type, *e.object)));
           } else if (now_matches) {
             const char* kind = was_matching ? "MODIFIED" : "ADDED";
-            d.lines.push_back(EventLine(kind, FullJson(type, *ev->object)));
+            d.lines.push_back(EventLine(kind, FullJson(type, *e.object)));
           } else if (was_matching) {
-            ObjectPtr last = WithResourceVersion(type, *ev->prev, ev->rv);
+            ObjectPtr last = WithResourceVersion(type, *e.prev, e.rv);
             d.lines.push_back(EventLine("DELETED", FullJson(type, *last)));
           }
         }
+      }
+      if (!d.end) {
         w.cursor = std::max(w.cursor, latest_rv_);
         if (w.bookmark_due) d.lines.push_back(BookmarkLine(type, w.cursor));
       }

@@ -3,11 +3,14 @@
 #include <curl/curl.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -18,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "tests/support/self_signed_cert.h"
 #include "common/http/server.h"
+#include "tests/support/self_signed_cert.h"
 
 namespace syncbus::http {
 namespace {
@@ -30,22 +33,34 @@ using namespace std::chrono_literals;
 constexpr auto kDeadline = 10s;
 
 struct ClientResponse {
+  std::string version;  // "HTTP/1.1"
   int status = 0;
   Headers headers;
   std::string body;
   bool chunked = false;
 };
 
-// Blocking HTTP/1.1 client over one loopback connection; every read has kDeadline.
+// Blocking HTTP/1.1 client over one loopback connection, in plain text or (with `tls`) over TLS
+// without checking the server's certificate; every read has kDeadline.
 class TestClient {
  public:
-  explicit TestClient(int port) {
+  explicit TestClient(int port, bool tls = false) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    if (!connected_ || !tls) return;
+    // The handshake reads with a blocking socket: bound it like every other read.
+    timeval timeout{static_cast<time_t>(std::chrono::seconds(kDeadline).count()), 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    tls_ctx_ = SSL_CTX_new(TLS_client_method());
+    // A server may close without close_notify once its answer is complete.
+    SSL_CTX_set_options(tls_ctx_, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    ssl_ = SSL_new(tls_ctx_);
+    SSL_set_fd(ssl_, fd_);
+    connected_ = SSL_connect(ssl_) == 1;
   }
   ~TestClient() { Close(); }
   TestClient(const TestClient&) = delete;
@@ -53,11 +68,19 @@ class TestClient {
 
   bool connected() const { return connected_; }
   void Close() {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+    if (tls_ctx_ != nullptr) SSL_CTX_free(tls_ctx_);
+    ssl_ = nullptr;
+    tls_ctx_ = nullptr;
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
 
   bool SendRaw(const std::string& data) {
+    if (ssl_ != nullptr) {
+      return SSL_write(ssl_, data.data(), static_cast<int>(data.size())) ==
+             static_cast<int>(data.size());
+    }
     size_t sent = 0;
     while (sent < data.size()) {
       ssize_t n = ::send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
@@ -82,6 +105,7 @@ class TestClient {
     size_t line_end = head->find("\r\n");
     std::string status_line = head->substr(0, line_end);
     if (status_line.size() < 12) return std::nullopt;
+    response.version = status_line.substr(0, 8);
     response.status = std::stoi(status_line.substr(9, 3));
     size_t pos = line_end + 2;
     while (pos < head->size()) {
@@ -122,11 +146,18 @@ class TestClient {
       }
       return response;
     }
-    size_t length = 0;
+    std::optional<size_t> length;
     for (const auto& [name, value] : response->headers) {
       if (name == "Content-Length") length = std::stoul(value);
     }
-    std::optional<std::string> body = ReadExactly(length);
+    if (!length && response->version == "HTTP/1.0") {
+      // The body runs until the server closes the connection.
+      while (Fill()) {
+      }
+      if (!eof_) return std::nullopt;
+      length = buffer_.size();
+    }
+    std::optional<std::string> body = ReadExactly(length.value_or(0));
     if (!body) return std::nullopt;
     response->body = *body;
     return response;
@@ -142,10 +173,26 @@ class TestClient {
  private:
   // Reads more into buffer_; false on EOF, error or timeout.
   bool Fill() {
-    pollfd pfd{fd_, POLLIN, 0};
-    int ready = ::poll(&pfd, 1, static_cast<int>(std::chrono::milliseconds(kDeadline).count()));
-    if (ready <= 0) return false;
+    if (eof_) return false;
+    if (ssl_ == nullptr || SSL_pending(ssl_) == 0) {
+      pollfd pfd{fd_, POLLIN, 0};
+      int ready = ::poll(&pfd, 1, static_cast<int>(std::chrono::milliseconds(kDeadline).count()));
+      if (ready <= 0) return false;
+    }
     char buf[16384];
+    if (ssl_ != nullptr) {
+      int n = SSL_read(ssl_, buf, sizeof(buf));
+      if (n > 0) {
+        buffer_.append(buf, static_cast<size_t>(n));
+        return true;
+      }
+      // A clean EOF (with or without close_notify) or a reset; not a read timeout.
+      int error = SSL_get_error(ssl_, n);
+      eof_ = error == SSL_ERROR_ZERO_RETURN ||
+             (error == SSL_ERROR_SYSCALL && errno != EAGAIN && errno != EWOULDBLOCK);
+      ERR_clear_error();
+      return false;
+    }
     ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
     if (n <= 0) {
       eof_ = true;
@@ -175,6 +222,8 @@ class TestClient {
   }
 
   int fd_ = -1;
+  SSL_CTX* tls_ctx_ = nullptr;
+  SSL* ssl_ = nullptr;
   bool connected_ = false;
   bool eof_ = false;
   std::string buffer_;
@@ -598,7 +647,6 @@ TEST_CASE("Server refuses a port that is in use") {
   CHECK(second.status().code() == Code::kUnavailable);
 }
 
-
 size_t AppendTo(char* data, size_t size, size_t n, void* out) {
   static_cast<std::string*>(out)->append(data, size * n);
   return size * n;
@@ -674,6 +722,51 @@ TEST_CASE("Server speaks HTTPS with a configured certificate [concurrent]") {
   body.clear();
   CHECK(curl_easy_perform(curl) == CURLE_OK);
   curl_easy_cleanup(curl);
+}
+
+TEST_CASE("Server answers HTTP/1.0 and Connection: close requests in full, then closes") {
+  syncbus::testing::SelfSignedCert cert;
+  REQUIRE(cert.ok);
+  Server::Options options;
+  bool tls = false;
+  SUBCASE("plain HTTP") {}
+  SUBCASE("HTTPS") {
+    tls = true;
+    options.tls_cert_file = cert.cert;
+    options.tls_key_file = cert.key;
+  }
+  // Larger than the socket buffers: the server needs several writes to send it.
+  std::string big;
+  for (int i = 0; big.size() < (4 << 20); ++i) big += std::to_string(i) + ",";
+  auto server = StartServer(
+      [&](const ServerRequest& request, std::shared_ptr<ResponseWriter> w) {
+        if (request.path == "/stream") {
+          w->StartStream(200, {{"Content-Type", "text/plain"}});
+          for (int i = 0; i < 3; ++i) w->WriteChunk("part" + std::to_string(i) + ";");
+          w->EndStream();
+          return;
+        }
+        w->Respond(200, {{"Content-Type", "text/plain"}}, request.path == "/big" ? big : "small");
+      },
+      options);
+  const std::vector<std::pair<std::string, std::string>> answers = {
+      {"/small", "small"}, {"/big", big}, {"/stream", "part0;part1;part2;"}};
+  for (const std::string request_line_end :
+       {" HTTP/1.0\r\n", " HTTP/1.1\r\nConnection: close\r\n"}) {
+    for (const auto& [path, expected] : answers) {
+      CAPTURE(request_line_end);
+      CAPTURE(path);
+      TestClient client(server->port(), tls);
+      REQUIRE(client.connected());
+      REQUIRE(client.SendRaw("GET " + path + request_line_end + "Host: localhost\r\n\r\n"));
+      std::optional<ClientResponse> response = client.ReadResponse();
+      REQUIRE(response);
+      CHECK(response->status == 200);
+      CHECK(response->body.size() == expected.size());
+      CHECK((response->body == expected));
+      CHECK(client.WaitForClose());
+    }
+  }
 }
 
 TEST_CASE("Server refuses a TLS key that does not load") {

@@ -29,7 +29,7 @@ struct Sim {
   std::shared_ptr<fakes::InProcessTransport> transport;
   std::unique_ptr<ClientImpl> client;
 
-  explicit Sim(size_t watch_history = 100000) {
+  explicit Sim(size_t watch_history = 0) {
     kubesim::Simulation::Options options;
     options.token = "sim-token";
     options.watch_history = watch_history;

@@ -29,7 +29,8 @@ inline std::vector<std::string> HiveCrds() {
 }
 
 struct Fixture {
-  explicit Fixture(bool hive = false, size_t history = 100000) {
+  // `history`: ApiServer::Options::watch_history (0 = kube-apiserver's window).
+  explicit Fixture(bool hive = false, size_t history = 0) {
     ApiServer::Options options;
     options.name = "test";
     options.clock = &clock;

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include "common/base64.h"
 #include "tests/unit/kubesim/api_test_util.h"
 
 namespace syncbus::kubesim::testing {
@@ -84,6 +85,80 @@ TEST_CASE("a continue token older than the history is 410 Expired") {
   CHECK(status["metadata"].contains("continue"));
   CHECK(s.Call("GET", CmPath("default"), nullptr, "application/json", "continue=garbage!").status ==
         400);
+}
+
+std::string UrlSafeToStandard(std::string text) {
+  for (char& c : text) c = c == '-' ? '+' : c == '_' ? '/' : c;
+  return text;
+}
+
+std::string StandardToUrlSafe(std::string text) {
+  for (char& c : text) c = c == '+' ? '-' : c == '/' ? '_' : c;
+  return text;
+}
+
+ApiResponse Get(ApiServer& s, const std::string& query) {
+  return s.Call("GET", CmPath("default"), nullptr, "application/json", query);
+}
+
+TEST_CASE("lists at an older resourceVersion reach back to etcd's last compaction") {
+  Fixture f(false, 3);  // a watch window of 3 events, which lists do not depend on
+  ApiServer& s = *f.server;
+  Populate(s, 2);
+  Json first = Page(s, "limit=1");
+  std::string old_rv = first["metadata"]["resourceVersion"];
+  std::string token = first["metadata"]["continue"];
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE(s.Call("POST", CmPath("default"), ConfigMap("late-" + std::to_string(i), "default", {}))
+                .status == 201);
+  }
+  auto watch = std::make_shared<RecordingSink>();
+  s.StartWatch(WatchRequest(CmPath("default"), "resourceVersion=" + old_rv), watch);
+  REQUIRE(watch->Events().size() == 1);
+  CHECK(watch->Events()[0]["object"]["code"] == 410);
+  std::string exact_old = "resourceVersion=" + old_rv + "&resourceVersionMatch=Exact";
+  CHECK(Page(s, exact_old)["items"].size() == 2);
+  CHECK(Page(s, "limit=1&continue=" + token)["items"][0]["metadata"]["name"] == "cm-01");
+
+  // kube-apiserver compacts etcd every 5 minutes, to the revision it noted the round before.
+  f.clock.Advance(std::chrono::minutes(5));
+  CHECK(Page(s, exact_old)["items"].size() == 2);
+  std::string noted = Page(s, "")["metadata"]["resourceVersion"];
+  REQUIRE(s.Call("POST", CmPath("default"), ConfigMap("next", "default", {})).status == 201);
+  f.clock.Advance(std::chrono::minutes(5));
+  CHECK(Page(s, "resourceVersion=" + noted + "&resourceVersionMatch=Exact")["items"].size() == 7);
+
+  // The answers measured on kube-apiserver 1.26.4.
+  ApiResponse exact = Get(s, exact_old);
+  CHECK(exact.status == 410);
+  CHECK(Body(exact) == Json::parse(R"({"kind":"Status","apiVersion":"v1","metadata":{},
+      "status":"Failure","message":"The resourceVersion for the provided list is too old.",
+      "reason":"Expired","code":410})"));
+  ApiResponse continued = Get(s, "limit=1&continue=" + token);
+  CHECK(continued.status == 410);
+  Json status = Body(continued);
+  std::string fresh = status["metadata"]["continue"];
+  status["metadata"].erase("continue");
+  CHECK(status == Json::parse(R"({"kind":"Status","apiVersion":"v1","metadata":{},
+      "status":"Failure","message":"The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+      "reason":"Expired","code":410})"));
+  // The fresh token continues after the same object, at the latest state; like every token, it
+  // is URL-safe base64 without padding, of resourceVersion -1.
+  Json rest = Page(s, "limit=10&continue=" + fresh);
+  CHECK(rest["items"].size() == 7);
+  CHECK(rest["items"][0]["metadata"]["name"] == "cm-01");
+  CHECK(fresh.find_first_of("+/=") == std::string::npos);
+  std::optional<std::string> decoded = DecodeBase64(UrlSafeToStandard(fresh));
+  REQUIRE(decoded);
+  CHECK(Json::parse(*decoded)["rv"] == -1);
+  // A token of resourceVersion 0 is invalid, as in kube-apiserver.
+  std::string zero = EncodeBase64(R"({"v":"meta.k8s.io/v1","rv":0,"start":"default/cm-00"})");
+  while (zero.back() == '=') zero.pop_back();
+  ApiResponse bad = Get(s, "continue=" + StandardToUrlSafe(zero));
+  CHECK(bad.status == 400);
+  CHECK(Body(bad)["message"] ==
+        "invalid continue token: continue key is not valid: incorrect encoded start "
+        "resourceVersion (version meta.k8s.io/v1)");
 }
 
 TEST_CASE("resourceVersion=0 ignores limit, a future resourceVersion is a 504") {

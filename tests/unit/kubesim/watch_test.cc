@@ -115,6 +115,134 @@ TEST_CASE("a small history expires old resourceVersions") {
   CHECK(sink->Events()[0]["type"] == "ERROR");
 }
 
+// `n` updates of ConfigMap `obj`, each a change (its data names the version it replaces); the
+// last state.
+Json Update(ApiServer& s, Json obj, int n) {
+  for (int i = 0; i < n; ++i) {
+    obj["data"] = {{"after", Rv(obj)}};
+    obj = Put(s, obj);
+  }
+  return obj;
+}
+
+uint64_t RvOf(const Json& obj) {
+  return std::stoull(Rv(obj));
+}
+
+// kube-apiserver's answer to a watch from before its window, as measured on 1.26.4.
+Json TooOld(uint64_t rv, uint64_t floor) {
+  return Json::parse(
+      R"j({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},)j"
+      R"j("status":"Failure","message":"too old resource version: )j" +
+      std::to_string(rv) + " (" + std::to_string(floor) +
+      R"j()","reason":"Expired","code":410}})j");
+}
+
+TEST_CASE("by default a watch resumes from anywhere in a burst, however long") {
+  Fixture f;
+  ApiServer& s = *f.server;
+  Json cm = Body(s.Call("POST", CmPath("default"), ConfigMap("a", "default", {})));
+  Json first = Update(s, cm, 1);
+  Json last = Update(s, first, 1999);
+  // Another type's events do not crowd ConfigMaps out.
+  for (int i = 0; i < 150; ++i) {
+    REQUIRE(s.Call("POST", "/api/v1/namespaces",
+                   {{"apiVersion", "v1"},
+                    {"kind", "Namespace"},
+                    {"metadata", {{"name", "ns-" + std::to_string(i)}}}})
+                .status == 201);
+  }
+  auto sink = std::make_shared<RecordingSink>();
+  Watch(s, sink, CmPath("default"), "resourceVersion=" + Rv(first));
+  auto events = sink->Events();
+  REQUIRE(events.size() == 1999);
+  CHECK(events.front()["type"] == "MODIFIED");
+  CHECK(RvOf(events.front()["object"]) == RvOf(first) + 1);
+  CHECK(events.back()["object"] == last);
+}
+
+TEST_CASE("a watch from before its type's window gets kube-apiserver's 410 ERROR event") {
+  Fixture f;
+  ApiServer& s = *f.server;
+  Json created = Body(s.Call("POST", CmPath("default"), ConfigMap("a", "default", {})));
+  Json quiet = Update(s, created, 1);
+  // 80 s later, a burst: the window keeps its 100 events, dropping the older ones, and only then
+  // grows for the fresh burst.
+  f.clock.Advance(std::chrono::seconds(80));
+  REQUIRE(s.Call("POST", "/api/v1/namespaces",
+                 {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "other"}}}})
+              .status == 201);
+  Json burst_first = Update(s, quiet, 1);
+  Update(s, burst_first, 149);
+  uint64_t floor = RvOf(burst_first) - 1;
+  REQUIRE(floor > RvOf(quiet));
+
+  for (uint64_t from : {RvOf(created), RvOf(quiet)}) {
+    CAPTURE(from);
+    auto sink = std::make_shared<RecordingSink>();
+    Watch(s, sink, CmPath("default"), "resourceVersion=" + std::to_string(from));
+    auto events = sink->Events();
+    REQUIRE(events.size() == 1);
+    CHECK(events[0] == TooOld(from, floor));
+    CHECK(sink->ended());
+  }
+  auto resumed = std::make_shared<RecordingSink>();
+  Watch(s, resumed, CmPath("default"), "resourceVersion=" + std::to_string(floor));
+  auto events = resumed->Events();
+  REQUIRE(events.size() == 150);
+  CHECK(RvOf(events.front()["object"]) == RvOf(burst_first));
+  CHECK(!resumed->ended());
+}
+
+TEST_CASE("resourceVersion=1 on a busy type gets 410, resourceVersion=0 lists the current state") {
+  Fixture f;
+  ApiServer& s = *f.server;
+  Json cm = Body(s.Call("POST", CmPath("default"), ConfigMap("a", "default", {})));
+  f.clock.Advance(std::chrono::seconds(80));
+  cm = Update(s, cm, 100);
+  auto sink = std::make_shared<RecordingSink>();
+  Watch(s, sink, CmPath("default"), "resourceVersion=1");
+  REQUIRE(sink->Events().size() == 1);
+  CHECK(sink->Events()[0] == TooOld(1, RvOf(cm) - 100));
+
+  // A quiet type still resumes from 1.
+  auto quiet = std::make_shared<RecordingSink>();
+  Watch(s, quiet, "/api/v1/namespaces", "resourceVersion=1");
+  CHECK(Types(quiet->Events()) == std::vector<std::string>{"ADDED", "ADDED", "ADDED"});
+
+  for (const char* query : {"resourceVersion=0", ""}) {
+    auto current = std::make_shared<RecordingSink>();
+    Watch(s, current, CmPath("default"), query);
+    REQUIRE(current->Events().size() == 1);
+    CHECK(current->Events()[0]["type"] == "ADDED");
+    CHECK(current->Events()[0]["object"] == cm);
+  }
+}
+
+TEST_CASE("a window grown for a burst halves once its newest quarter is older than 75 s") {
+  Fixture f;
+  ApiServer& s = *f.server;
+  // 400 events fill a window grown 100 -> 200 -> 400.
+  Json cm = Body(s.Call("POST", CmPath("default"), ConfigMap("a", "default", {})));
+  uint64_t first = RvOf(cm);
+  cm = Update(s, cm, 399);
+  auto replay = std::make_shared<RecordingSink>();
+  Watch(s, replay, CmPath("default"), "resourceVersion=" + std::to_string(first - 1));
+  CHECK(replay->Events().size() == 400);
+
+  f.clock.Advance(std::chrono::seconds(76));
+  Update(s, cm, 1);
+  // The window keeps the newest 200: the last 199 of the burst and the new event.
+  uint64_t floor = first + 200;
+  auto old = std::make_shared<RecordingSink>();
+  Watch(s, old, CmPath("default"), "resourceVersion=" + std::to_string(floor - 1));
+  REQUIRE(old->Events().size() == 1);
+  CHECK(old->Events()[0] == TooOld(floor - 1, floor));
+  auto kept = std::make_shared<RecordingSink>();
+  Watch(s, kept, CmPath("default"), "resourceVersion=" + std::to_string(floor));
+  CHECK(kept->Events().size() == 200);
+}
+
 TEST_CASE("label-filtered watches see objects enter and leave the selection") {
   Fixture f;
   ApiServer& s = *f.server;
