@@ -54,10 +54,10 @@ ObjectPtr ObjectStore::Get(const ResourceType& type, const std::string& ns,
   return it == b->objects.end() ? nullptr : it->second;
 }
 
-Outcome<ObjectStore::Page> ObjectStore::List(
-    const TypePtr& type, const std::string& ns,
-    const std::function<bool(const StoredObject&)>& match, size_t limit,
-    const std::string& after_key, uint64_t at_rv) const {
+Outcome<ObjectStore::Page> ObjectStore::List(const TypePtr& type, const std::string& ns,
+                                             const std::function<bool(const StoredObject&)>& match,
+                                             size_t limit, const std::string& after_key,
+                                             uint64_t at_rv) const {
   std::lock_guard<std::mutex> lock(mu_);
   Page page;
   page.rv = at_rv == 0 ? rv_ : at_rv;
@@ -350,6 +350,11 @@ void ObjectStore::RemoveAll(const TypePtr& type) {
     for (const auto& obj : all) RemoveLocked(it->second, obj, Propagation::kBackground);
   }
   hub_->Pump();
+}
+
+void ObjectStore::StartWatchWindow(const TypePtr& type) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hub_->StartWindow(type->key, rv_);
 }
 
 uint64_t ObjectStore::StartWatch(WatchHub::Spec spec, std::shared_ptr<WatchSink> sink,

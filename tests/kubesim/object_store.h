@@ -36,9 +36,9 @@ class ObjectStore {
 
   struct Page {
     std::vector<ObjectPtr> items;
-    uint64_t rv = 0;              // the snapshot's resourceVersion
-    std::string last_key;         // set when more matching items follow
-    size_t remaining = 0;         // matching items after this page
+    uint64_t rv = 0;       // the snapshot's resourceVersion
+    std::string last_key;  // set when more matching items follow
+    size_t remaining = 0;  // matching items after this page
   };
   // Matching objects of `type` in `ns` (all namespaces when empty) with keys after `after_key`,
   // at `at_rv` (0 = now); at most `limit` (0 = all). 410 Expired when `at_rv` is older than the
@@ -62,6 +62,8 @@ class ObjectStore {
   Committed Delete(const TypePtr& type, const ObjectPtr& expected, Propagation policy);
   // Removes every object of `type` (its CRD went away).
   void RemoveAll(const TypePtr& type);
+  // `type` is served anew from now on (its CRD was written): watches resume only from here.
+  void StartWatchWindow(const TypePtr& type);
 
   // Registers a watch atomically with the store state: from now (ADDED for every current
   // object) when `from_rv` is empty, else replaying the history after it. With `failure`, the
@@ -91,7 +93,7 @@ class ObjectStore {
     }
   };
 
-  Bucket& BucketFor(const TypePtr& type);            // caller holds mu_
+  Bucket& BucketFor(const TypePtr& type);  // caller holds mu_
   const Bucket* FindBucket(const ResourceType& type) const;
   Code CheckNamespace(const ResourceType& type, const std::string& ns) const;
   void StoreLocked(Bucket& bucket, ObjectPtr object, const ObjectPtr& prev);

@@ -552,16 +552,20 @@ void Schema::Validate(const Json& value, const std::string& path,
   }
 }
 
+// kube-apiserver's detail for an embedded resource without apiVersion or kind.
+constexpr char kMustNotBeEmpty[] = "must not be empty";
+
 void Schema::ValidateEmbedded(const Json& value, const std::string& path,
                               std::vector<FieldError>* errors) const {
-  if (!value.contains("apiVersion")) errors->push_back(Required(Child(path, "apiVersion")));
-  if (!value.contains("kind")) errors->push_back(Required(Child(path, "kind")));
+  if (!value.contains("apiVersion"))
+    errors->push_back(Required(Child(path, "apiVersion"), kMustNotBeEmpty));
+  if (!value.contains("kind")) errors->push_back(Required(Child(path, "kind"), kMustNotBeEmpty));
   for (const auto& [key, v] : value.items()) {
     if (key == "apiVersion") {
       if (!v.is_string()) {
         errors->push_back(Invalid(Child(path, key), v, "must be a string"));
       } else if (v.get_ref<const std::string&>().empty()) {
-        errors->push_back(Required(Child(path, key)));
+        errors->push_back(Required(Child(path, key), kMustNotBeEmpty));
       } else if (std::count(v.get_ref<const std::string&>().begin(),
                             v.get_ref<const std::string&>().end(), '/') > 1) {
         errors->push_back(Invalid(Child(path, key), v,
@@ -571,7 +575,7 @@ void Schema::ValidateEmbedded(const Json& value, const std::string& path,
       if (!v.is_string()) {
         errors->push_back(Invalid(Child(path, key), v, "must be a string"));
       } else if (v.get_ref<const std::string&>().empty()) {
-        errors->push_back(Required(Child(path, key)));
+        errors->push_back(Required(Child(path, key), kMustNotBeEmpty));
       } else {
         std::string lower = v.get<std::string>();
         std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);

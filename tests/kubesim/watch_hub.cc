@@ -91,6 +91,14 @@ void WatchHub::Expire(uint64_t rv) {
   latest_rv_ = std::max(latest_rv_, rv);
 }
 
+void WatchHub::StartWindow(const std::string& type_key, uint64_t rv) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TypeLog& log = logs_[type_key];
+  log.in_window = 0;
+  log.watch_floor = std::max(log.watch_floor, rv);
+  TrimLocked(log);
+}
+
 uint64_t WatchHub::ListFloor(const std::string& type_key) {
   std::lock_guard<std::mutex> lock(mu_);
   CompactLocked(clock_.Now());
@@ -163,8 +171,7 @@ size_t WatchHub::open() const {
 bool WatchHub::Matches(const Watcher& w, const StoredObject& object) const {
   if (!w.spec.ns.empty() && object.index.ns != w.spec.ns) return false;
   if (!w.spec.labels.Matches(object.index.labels)) return false;
-  return w.spec.fields.Matches(
-      [&](const std::string& field) { return FieldValue(object, field); });
+  return w.spec.fields.Matches([&](const std::string& field) { return FieldValue(object, field); });
 }
 
 std::vector<WatchHub::Delivery> WatchHub::CollectLocked() {

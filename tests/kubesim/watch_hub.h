@@ -58,7 +58,7 @@ class WatchHub {
  public:
   struct Spec {
     TypePtr type;
-    std::string ns;              // empty: all namespaces
+    std::string ns;  // empty: all namespaces
     LabelSelector labels;
     FieldSelector fields;
     bool bookmarks = false;
@@ -71,6 +71,9 @@ class WatchHub {
   void Append(StoreEvent event);
   // Drops the history: only events after `rv` can be resumed from (or listed at) now on.
   void Expire(uint64_t rv);
+  // `type_key` is served anew at `rv` (its CRD was written): like kube-apiserver's watch cache,
+  // which a new storage starts empty at the current resourceVersion, its window starts there.
+  void StartWindow(const std::string& type_key, uint64_t rv);
   // A list of `type_key` can be rebuilt at any resourceVersion from this one on.
   uint64_t ListFloor(const std::string& type_key);
   // Retained events of `type` after `rv`, oldest first (for list snapshots).

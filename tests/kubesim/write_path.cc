@@ -776,7 +776,9 @@ void WritePath::AfterCommit(const TypePtr& type, const ObjectStore::Committed& c
   }
   if (committed.object->index.deleting) return;
   Json crd = ParseStored(*type, *committed.object);
-  if (!registry_->AddCrd(crd).ok()) return;
+  Outcome<std::vector<TypePtr>> served = registry_->AddCrd(crd);
+  if (!served.ok()) return;
+  for (const TypePtr& t : *served) store_->StartWatchWindow(t);
   auto status = crd.find("status");
   if (status != crd.end() && status->is_object() && status->contains("conditions")) return;
   std::string now = Now();

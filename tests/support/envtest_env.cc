@@ -13,13 +13,13 @@ Result<EnvtestEnv> LoadEnvtestEnv() {
                                      "envtest.env written by scripts/envtest start");
   if (!file.ok()) return file.status();
   EnvtestEnv env;
-  for (auto [key, field] : {std::pair{"DIR", &env.dir}, std::pair{"HUB_URL", &env.hub_url},
-                            std::pair{"HUB_KUBECONFIG", &env.hub_kubeconfig},
-                            std::pair{"TARGET_URL", &env.target_url},
-                            std::pair{"TARGET_KUBECONFIG", &env.target_kubeconfig},
-                            std::pair{"PUBLISHER_KUBECONFIG", &env.publisher_kubeconfig},
-                            std::pair{"CONSUMER_KUBECONFIG", &env.consumer_kubeconfig},
-                            std::pair{"NOBODY_KUBECONFIG", &env.nobody_kubeconfig}}) {
+  for (auto [key, field] :
+       {std::pair{"DIR", &env.dir}, std::pair{"HUB_URL", &env.hub_url},
+        std::pair{"HUB_KUBECONFIG", &env.hub_kubeconfig}, std::pair{"TARGET_URL", &env.target_url},
+        std::pair{"TARGET_KUBECONFIG", &env.target_kubeconfig},
+        std::pair{"PUBLISHER_KUBECONFIG", &env.publisher_kubeconfig},
+        std::pair{"CONSUMER_KUBECONFIG", &env.consumer_kubeconfig},
+        std::pair{"NOBODY_KUBECONFIG", &env.nobody_kubeconfig}}) {
     Result<std::string> value = EnvValue(*file, std::string("SYNCBUS_ENVTEST_") + key, what);
     if (!value.ok()) return value.status();
     *field = *value;

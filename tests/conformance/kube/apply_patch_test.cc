@@ -29,24 +29,25 @@ TEST_CASE("server-side apply: ownership, conflicts, force and fields no longer a
   const std::string ns = server.NewNamespace("apply");
   const kube::ObjectRef ref = Object(resources::kConfigMaps, ns, "s");
 
-  Result<Json> created = client->Apply(ref, ConfigMap(ns, "s", {{"a", "1"}, {"b", "1"}}),
-                                       {"alpha", /*force=*/false});
+  Result<Json> created =
+      client->Apply(ref, ConfigMap(ns, "s", {{"a", "1"}, {"b", "1"}}), {"alpha", /*force=*/false});
   REQUIRE_MESSAGE(created.ok(), created.status().ToString());
   CHECK((*created)["data"] == Json{{"a", "1"}, {"b", "1"}});
   CHECK(AppliedFields(*created, "alpha") ==
         Json{{"f:data", {{"f:a", Json::object()}, {"f:b", Json::object()}}}});
 
   // Applying the same value again is no change at all.
-  Result<Json> same = client->Apply(ref, ConfigMap(ns, "s", {{"a", "1"}, {"b", "1"}}),
-                                    {"alpha", false});
+  Result<Json> same =
+      client->Apply(ref, ConfigMap(ns, "s", {{"a", "1"}, {"b", "1"}}), {"alpha", false});
   REQUIRE(same.ok());
   CHECK(Rv(*same) == Rv(*created));
 
   const std::string beta_body = ConfigMap(ns, "s", {{"a", "2"}}).dump();
-  RawResponse conflict = server.Raw("PATCH", ConfigMapsPath(ns) + "/s?fieldManager=beta",
-                                    beta_body, "application/apply-patch+yaml");
+  RawResponse conflict = server.Raw("PATCH", ConfigMapsPath(ns) + "/s?fieldManager=beta", beta_body,
+                                    "application/apply-patch+yaml");
   CheckStatusBody(conflict, 409, "Conflict");
-  CHECK(conflict.body["message"] == "Apply failed with 1 conflict: conflict with \"alpha\": .data.a");
+  CHECK(conflict.body["message"] ==
+        "Apply failed with 1 conflict: conflict with \"alpha\": .data.a");
   REQUIRE(conflict.body["details"]["causes"].size() == 1);
   CHECK(conflict.body["details"]["causes"][0] == Json{{"reason", "FieldManagerConflict"},
                                                       {"message", "conflict with \"alpha\""},
@@ -126,12 +127,11 @@ TEST_CASE("a custom resource's status subresource is written apart from the obje
   CHECK((*created)["metadata"]["generation"] == 1);
 
   Json with_status = *created;
-  with_status["status"] = {
-      {"syncSets",
-       {{{"name", "s1"},
-         {"observedGeneration", 4},
-         {"result", "Success"},
-         {"lastTransitionTime", "2026-01-02T03:04:05Z"}}}}};
+  with_status["status"] = {{"syncSets",
+                            {{{"name", "s1"},
+                              {"observedGeneration", 4},
+                              {"result", "Success"},
+                              {"lastTransitionTime", "2026-01-02T03:04:05Z"}}}}};
   with_status["metadata"]["labels"] = {{"ignored", "yes"}};
   Result<Json> written =
       client->Update(kube::StatusOf(resources::kClusterSyncs, ns, "c1"), with_status);
@@ -150,7 +150,8 @@ TEST_CASE("a custom resource's status subresource is written apart from the obje
   Json bad = *written;
   bad["status"]["syncSets"][0]["result"] = "Maybe";
   RawResponse invalid = server.Raw(
-      "PUT", "/apis/hiveinternal.openshift.io/v1alpha1/namespaces/" + ns + "/clustersyncs/c1/status",
+      "PUT",
+      "/apis/hiveinternal.openshift.io/v1alpha1/namespaces/" + ns + "/clustersyncs/c1/status",
       bad.dump());
   CheckStatusBody(invalid, 422, "Invalid");
 

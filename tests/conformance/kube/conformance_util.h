@@ -22,7 +22,9 @@ inline std::string Rv(const Json& object) {
   return object["metadata"]["resourceVersion"].get<std::string>();
 }
 
-inline uint64_t RvNumber(const std::string& rv) { return std::stoull(rv); }
+inline uint64_t RvNumber(const std::string& rv) {
+  return std::stoull(rv);
+}
 
 inline std::string ConfigMapsPath(const std::string& ns) {
   return "/api/v1/namespaces/" + ns + "/configmaps";

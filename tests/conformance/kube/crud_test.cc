@@ -96,9 +96,53 @@ TEST_CASE("an invalid name is 422 Invalid with the field's cause") {
   CHECK(response.body["message"].get<std::string>().starts_with(
       "ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase "
       "RFC 1123 subdomain"));
-  Result<Json> made = server.Admin()->Create(Collection(resources::kConfigMaps, ns),
-                                             ConfigMap(ns, "Bad_Name", {}));
+  Result<Json> made =
+      server.Admin()->Create(Collection(resources::kConfigMaps, ns), ConfigMap(ns, "Bad_Name", {}));
   CHECK(made.status().code() == Code::kInvalidArgument);
+}
+
+TEST_CASE("an embedded resource's metadata is validated like an object's own") {
+  ServerUnderTest& server = ServerUnderTest::Get();
+  const std::string ns = server.NewNamespace("embedded");
+  // Hive's SyncSet marks spec.resources[] as x-kubernetes-embedded-resource.
+  Json set = {{"apiVersion", "hive.openshift.io/v1"},
+              {"kind", "SyncSet"},
+              {"metadata", {{"name", "s"}, {"namespace", ns}}},
+              {"spec",
+               {{"clusterDeploymentRefs", {{{"name", "c"}}}},
+                {"resources", {ConfigMap("Not_A_Namespace", "{{ name }}", {})}}}}};
+  RawResponse response =
+      server.Raw("POST", "/apis/hive.openshift.io/v1/namespaces/" + ns + "/syncsets", set.dump());
+  CheckStatusBody(response, 422, "Invalid");
+  CHECK(response.body["details"]["name"] == "s");
+  CHECK(response.body["details"]["group"] == "hive.openshift.io");
+  CHECK(response.body["details"]["kind"] == "SyncSet");
+  // Its namespace must be a DNS label; its name is not checked (templates may fill it in).
+  REQUIRE(response.body["details"]["causes"].size() == 1);
+  const Json& cause = response.body["details"]["causes"][0];
+  CHECK(cause["field"] == "spec.resources[0].metadata.namespace");
+  CHECK(cause["reason"] == "FieldValueInvalid");
+  CHECK(cause["message"].get<std::string>().starts_with(
+      "Invalid value: \"Not_A_Namespace\": a lowercase RFC 1123 label must consist of"));
+  CHECK(response.body["message"].get<std::string>().starts_with(
+      "SyncSet.hive.openshift.io \"s\" is invalid: spec.resources[0].metadata.namespace: "
+      "Invalid value: \"Not_A_Namespace\""));
+
+  // Without apiVersion and kind an embedded resource is refused too.
+  set["spec"]["resources"] = Json::array({{{"metadata", {{"name", "x"}}}}});
+  RawResponse bare =
+      server.Raw("POST", "/apis/hive.openshift.io/v1/namespaces/" + ns + "/syncsets", set.dump());
+  CheckStatusBody(bare, 422, "Invalid");
+  CHECK(bare.body["message"] ==
+        "SyncSet.hive.openshift.io \"s\" is invalid: [spec.resources[0].apiVersion: Required "
+        "value: must not be empty, spec.resources[0].kind: Required value: must not be empty]");
+  REQUIRE(bare.body["details"]["causes"].size() == 2);
+  CHECK(bare.body["details"]["causes"][0]["field"] == "spec.resources[0].apiVersion");
+  CHECK(bare.body["details"]["causes"][1]["field"] == "spec.resources[0].kind");
+  for (const Json& c : bare.body["details"]["causes"]) {
+    CHECK(c["reason"] == "FieldValueRequired");
+    CHECK(c["message"] == "Required value: must not be empty");
+  }
 }
 
 TEST_CASE("delete preconditions: a wrong uid or resourceVersion is a Conflict") {

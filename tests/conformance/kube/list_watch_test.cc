@@ -51,9 +51,8 @@ std::vector<kube::WatchEvent> Drain(kube::WatchStream& stream, size_t max_events
 }
 
 std::vector<kube::WatchEvent> WithoutBookmarks(std::vector<kube::WatchEvent> events) {
-  std::erase_if(events, [](const kube::WatchEvent& e) {
-    return e.type == kube::WatchEventType::kBookmark;
-  });
+  std::erase_if(
+      events, [](const kube::WatchEvent& e) { return e.type == kube::WatchEventType::kBookmark; });
   return events;
 }
 
@@ -65,25 +64,24 @@ kube::Resource NewCustomResourceType(ServerUnderTest& server, const std::string&
                       "CustomResourceDefinition", false};
   kube::Resource widgets{ns + ".conformance.syncbus.io", "v1", "widgets", "Widget", true};
   const std::string name = "widgets." + widgets.group;
-  Json crd = {
-      {"apiVersion", "apiextensions.k8s.io/v1"},
-      {"kind", "CustomResourceDefinition"},
-      {"metadata", {{"name", name}}},
-      {"spec",
-       {{"group", widgets.group},
-        {"scope", "Namespaced"},
-        {"names", {{"plural", "widgets"}, {"singular", "widget"}, {"kind", "Widget"}}},
-        {"versions",
-         {{{"name", "v1"},
-           {"served", true},
-           {"storage", true},
-           {"schema",
-            {{"openAPIV3Schema",
-              {{"type", "object"},
-               {"properties",
-                {{"spec",
-                  {{"type", "object"},
-                   {"properties", {{"size", {{"type", "integer"}}}}}}}}}}}}}}}}}}};
+  Json crd = {{"apiVersion", "apiextensions.k8s.io/v1"},
+              {"kind", "CustomResourceDefinition"},
+              {"metadata", {{"name", name}}},
+              {"spec",
+               {{"group", widgets.group},
+                {"scope", "Namespaced"},
+                {"names", {{"plural", "widgets"}, {"singular", "widget"}, {"kind", "Widget"}}},
+                {"versions",
+                 {{{"name", "v1"},
+                   {"served", true},
+                   {"storage", true},
+                   {"schema",
+                    {{"openAPIV3Schema",
+                      {{"type", "object"},
+                       {"properties",
+                        {{"spec",
+                          {{"type", "object"},
+                           {"properties", {{"size", {{"type", "integer"}}}}}}}}}}}}}}}}}}};
   Result<Json> created = client->Create(Collection(crds), crd);
   REQUIRE_MESSAGE(created.ok(), created.status().ToString());
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -177,8 +175,7 @@ TEST_CASE("a watch from a list's resourceVersion sees each change once, in order
   ServerUnderTest& server = ServerUnderTest::Get();
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("watch");
-  REQUIRE(client->Create(Collection(resources::kConfigMaps, ns), ConfigMap(ns, "before", {}))
-              .ok());
+  REQUIRE(client->Create(Collection(resources::kConfigMaps, ns), ConfigMap(ns, "before", {})).ok());
   Result<kube::ObjectList> list = client->List(Collection(resources::kConfigMaps, ns), {});
   REQUIRE(list.ok());
   kube::WatchOptions options;
@@ -191,8 +188,7 @@ TEST_CASE("a watch from a list's resourceVersion sees each change once, in order
   Result<Json> created =
       client->Create(Collection(resources::kConfigMaps, ns), ConfigMap(ns, "w", {{"k", "1"}}));
   REQUIRE(created.ok());
-  Result<Json> patched =
-      client->Patch(ref, kube::PatchType::kMerge, R"({"data":{"k":"2"}})");
+  Result<Json> patched = client->Patch(ref, kube::PatchType::kMerge, R"({"data":{"k":"2"}})");
   REQUIRE(patched.ok());
   REQUIRE(client->Delete(ref, {}).ok());
 
@@ -275,12 +271,12 @@ TEST_CASE("a new resource type's watch from before it existed is 410 Expired") {
   CHECK(event["object"]["status"] == "Failure");
   CHECK(event["object"]["reason"] == "Expired");
   CHECK(event["object"]["code"] == 410);
-  CHECK(event["object"]["message"].get<std::string>().starts_with(
-      "too old resource version: 1 ("));
+  CHECK(event["object"]["message"].get<std::string>().starts_with("too old resource version: 1 ("));
 
   kube::WatchOptions options;
   options.resource_version = "1";
-  Result<std::unique_ptr<kube::WatchStream>> watch = client->Watch(Collection(widgets, ns), options);
+  Result<std::unique_ptr<kube::WatchStream>> watch =
+      client->Watch(Collection(widgets, ns), options);
   REQUIRE(watch.ok());
   Status end;
   CHECK(Drain(**watch, 10, &end).empty());

@@ -95,8 +95,8 @@ RawResponse ServerUnderTest::Raw(const std::string& method, const std::string& p
   request.body = body;
   request.tls = admin_.tls;
   Result<http::Response> response = transport_->Call(std::move(request));
-  REQUIRE_MESSAGE(response.ok(), method << " " << path_and_query << ": "
-                                        << response.status().ToString());
+  REQUIRE_MESSAGE(response.ok(),
+                  method << " " << path_and_query << ": " << response.status().ToString());
   RawResponse out;
   out.status = response->status;
   out.text = response->body;

@@ -35,8 +35,7 @@ std::unique_ptr<ServerUnderTest> StartSimulator() {
   Result<std::unique_ptr<kubesim::SimServer>> server = kubesim::SimServer::Start(options);
   REQUIRE_MESSAGE(server.ok(), "simulator: " << server.status().ToString());
   kube::ClusterConfig admin = ParseKubeconfigOrFail((*server)->HubKubeconfig());
-  return std::make_unique<Simulator>(std::move(admin), std::move(cert),
-                                     std::move(server).value());
+  return std::make_unique<Simulator>(std::move(admin), std::move(cert), std::move(server).value());
 }
 
 }  // namespace

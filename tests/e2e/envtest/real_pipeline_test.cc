@@ -31,8 +31,13 @@ namespace {
 
 constexpr int kClusters = 4;
 constexpr char kTargetNamespaceLabel[] = "syncbus.io/target-namespace";
+// Only this cluster carries the label the SelectorSyncSet selects: every cluster shares the one
+// target API server, and a selected object has one namespace for all the clusters it selects.
+constexpr int kSelectedCluster = 0;
 
-std::string ClusterName(int i) { return "real-" + std::to_string(i); }
+std::string ClusterName(int i) {
+  return "real-" + std::to_string(i);
+}
 
 Json ConfigMap(const std::string& name, const std::string& ns, const Json& data) {
   return {{"apiVersion", "v1"},
@@ -103,7 +108,9 @@ struct RealPipeline {
             {"metadata",
              {{"name", name},
               {"namespace", name},
-              {"labels", {{"syncbus-e2e", "yes"}, {kTargetNamespaceLabel, name}}}}},
+              {"labels",
+               {{"syncbus-e2e", i == kSelectedCluster ? "selected" : "yes"},
+                {kTargetNamespaceLabel, name}}}}},
             {"spec",
              {{"baseDomain", "envtest.syncbus.io"},
               {"clusterName", name},
@@ -164,17 +171,18 @@ struct RealPipeline {
               {"resources", items}}}};
   }
 
-  // One SelectorSyncSet for every cluster: a resource template puts each cluster's copy in that
-  // cluster's own target namespace, named by a ClusterDeployment label.
+  // A SelectorSyncSet for the selected cluster, with a resource template reading one of its
+  // ClusterDeployment's labels. (Templates cannot name the namespace: the real server validates
+  // an embedded resource's metadata as it is written.)
   void AddSelectorSyncSet() {
-    Json cm = ConfigMap("from-selector", "{{ fromCDLabel \"syncbus.io/target-namespace\" }}",
+    Json cm = ConfigMap("from-selector", ClusterName(kSelectedCluster),
                         {{"cluster", "{{ fromCDLabel \"syncbus.io/target-namespace\" }}"}});
     Create(*hub, resources::kSelectorSyncSets,
            {{"apiVersion", "hive.openshift.io/v1"},
             {"kind", "SelectorSyncSet"},
             {"metadata", {{"name", "syncbus-e2e-selector"}}},
             {"spec",
-             {{"clusterDeploymentSelector", {{"matchLabels", {{"syncbus-e2e", "yes"}}}}},
+             {{"clusterDeploymentSelector", {{"matchLabels", {{"syncbus-e2e", "selected"}}}}},
               {"resourceApplyMode", "Sync"},
               {"enableResourceTemplates", true},
               {"resources", {cm}}}}});
@@ -182,8 +190,7 @@ struct RealPipeline {
 
   void WriteConfig(const std::string& file, const std::string& kubeconfig) const {
     std::ofstream(dir + "/" + file)
-        << vhost.ConfigYaml(", heartbeatSeconds: 10") << "hub: {kubeconfig: " << kubeconfig
-        << "}\n"
+        << vhost.ConfigYaml(", heartbeatSeconds: 10") << "hub: {kubeconfig: " << kubeconfig << "}\n"
         << "log: {level: info}\n"
         << "admin: {listen: \"127.0.0.1:0\"}\n"
         << "topology: {retryTiers: [1s, 2s]}\n"
@@ -298,7 +305,11 @@ TEST_CASE("a fleet on real API servers is synced, edits propagate and Sync mode 
     CHECK(p.TargetHas(ns, "cm-b"));
     CHECK(p.TargetConfigMap(ns, "s-1")["data"]["v"] == "v1");
     CHECK(p.TargetHas(ns, "s-2"));
-    CHECK(p.TargetConfigMap(ns, "from-selector")["data"]["cluster"] == ns);
+    if (i == kSelectedCluster) {
+      CHECK(p.TargetConfigMap(ns, "from-selector")["data"]["cluster"] == ns);
+    } else {
+      CHECK_FALSE(p.TargetHas(ns, "from-selector"));
+    }
     Result<Json> secret = p.target->Get(Object(resources::kSecrets, ns, "pull-secret"));
     REQUIRE_MESSAGE(secret.ok(), secret.status().ToString());
     CHECK((*secret)["data"]["token"] == EncodeBase64("s3cr3t-" + ns));
@@ -309,8 +320,13 @@ TEST_CASE("a fleet on real API servers is synced, edits propagate and Sync mode 
     const Json& status = (*cluster_sync)["status"];
     REQUIRE(status["syncSets"].size() == 2);
     for (const Json& set : status["syncSets"]) CHECK(set["result"] == "Success");
-    REQUIRE(status["selectorSyncSets"].size() == 1);
-    CHECK(status["selectorSyncSets"][0]["name"] == "syncbus-e2e-selector");
+    if (i == kSelectedCluster) {
+      REQUIRE(status["selectorSyncSets"].size() == 1);
+      CHECK(status["selectorSyncSets"][0]["name"] == "syncbus-e2e-selector");
+      CHECK(status["selectorSyncSets"][0]["result"] == "Success");
+    } else {
+      CHECK(status.value("selectorSyncSets", Json::array()).empty());
+    }
   }
 
   // An edit propagates; what a Sync-mode set no longer lists is deleted.
@@ -328,8 +344,8 @@ TEST_CASE("a fleet on real API servers is synced, edits propagate and Sync mode 
   // A deleted Sync-mode set's objects are removed from its cluster.
   const std::string dropped = ClusterName(2);
   REQUIRE(p.hub->Delete(Object(resources::kSyncSets, dropped, "sync-mode"), {}).ok());
-  CHECK(WaitFor([&] { return !p.TargetHas(dropped, "s-1") && !p.TargetHas(dropped, "s-2"); },
-                60s, 250ms));
+  CHECK(WaitFor([&] { return !p.TargetHas(dropped, "s-1") && !p.TargetHas(dropped, "s-2"); }, 60s,
+                250ms));
   CHECK(p.TargetHas(dropped, "cm-a"));  // the Upsert set is untouched
 
   // Nothing the daemons did was refused by RBAC.
