@@ -3,7 +3,7 @@
 // (syncbus-kubesim in the test process, served over HTTPS; simulator_server.cc) and
 // conformance_kube_apiserver (the real kube-apiserver of the envtest fixture;
 // apiserver_server.cc). Every case sends the same requests with the same assertions to either.
-// One server per test process, made on first use and never destroyed; cases isolate themselves
+// One server per test process, made on first use and destroyed at exit; cases isolate themselves
 // in fresh namespaces. Thread-safe.
 #pragma once
 
