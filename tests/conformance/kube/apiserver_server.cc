@@ -1,8 +1,6 @@
-// ServerUnderTest::Get() of conformance_kube_apiserver: the hub kube-apiserver of the envtest
+// ServerUnderTest::Start() of conformance_kube_apiserver: the hub kube-apiserver of the envtest
 // fixture (scripts/envtest), with Hive's CRDs installed.
 #include <doctest/doctest.h>
-
-#include <mutex>
 
 #include "tests/conformance/kube/server_under_test.h"
 #include "tests/support/envtest_env.h"
@@ -10,17 +8,11 @@
 
 namespace syncbus::conformance {
 
-ServerUnderTest& ServerUnderTest::Get() {
-  static std::mutex mu;
-  static std::unique_ptr<ServerUnderTest> server;
-  std::lock_guard lock(mu);
-  if (!server) {
-    Result<testing::EnvtestEnv> env = testing::LoadEnvtestEnv();
-    REQUIRE_MESSAGE(env.ok(), "envtest: " << env.status().ToString());
-    server = std::make_unique<ServerUnderTest>(
-        ParseKubeconfigOrFail(testing::ReadFile(env->hub_kubeconfig)), NewCurlTransport());
-  }
-  return *server;
+std::unique_ptr<ServerUnderTest> ServerUnderTest::Start() {
+  Result<testing::EnvtestEnv> env = testing::LoadEnvtestEnv();
+  REQUIRE_MESSAGE(env.ok(), "envtest: " << env.status().ToString());
+  return std::make_unique<ServerUnderTest>(
+      ParseKubeconfigOrFail(testing::ReadFile(env->hub_kubeconfig)), NewCurlTransport());
 }
 
 }  // namespace syncbus::conformance

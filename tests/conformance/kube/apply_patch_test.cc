@@ -24,7 +24,8 @@ Json AppliedFields(const Json& object, const std::string& manager) {
 }
 
 TEST_CASE("server-side apply: ownership, conflicts, force and fields no longer applied") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("apply");
   const kube::ObjectRef ref = Object(resources::kConfigMaps, ns, "s");
@@ -71,7 +72,8 @@ TEST_CASE("server-side apply: ownership, conflicts, force and fields no longer a
 }
 
 TEST_CASE("merge, JSON and strategic merge patches") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("patch");
   const kube::ObjectRef ref = Object(resources::kConfigMaps, ns, "p");
@@ -113,7 +115,8 @@ TEST_CASE("merge, JSON and strategic merge patches") {
 }
 
 TEST_CASE("a custom resource's status subresource is written apart from the object") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("status");
   const Json cluster_sync = {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"},

@@ -13,7 +13,8 @@ using kube::Object;
 namespace resources = kube::resources;
 
 TEST_CASE("create, get, update and delete, with the error bodies of each failure") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("crud");
   const kube::ObjectRef ref = Object(resources::kConfigMaps, ns, "a");
@@ -66,7 +67,8 @@ TEST_CASE("create, get, update and delete, with the error bodies of each failure
 }
 
 TEST_CASE("an object in a namespace that does not exist is NotFound naming the namespace") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   RawResponse response = server.Raw("POST", ConfigMapsPath("no-such-namespace"),
                                     ConfigMap("no-such-namespace", "a", {}).dump());
   CheckStatusBody(response, 404, "NotFound");
@@ -75,7 +77,8 @@ TEST_CASE("an object in a namespace that does not exist is NotFound naming the n
 }
 
 TEST_CASE("a wrong bearer token is 401 Unauthorized") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.WithToken("not-a-token");
   Result<kube::ObjectList> list = client->List(Collection(resources::kNamespaces), {});
   CHECK(list.status().code() == Code::kUnauthorized);
@@ -83,7 +86,8 @@ TEST_CASE("a wrong bearer token is 401 Unauthorized") {
 }
 
 TEST_CASE("an invalid name is 422 Invalid with the field's cause") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   const std::string ns = server.NewNamespace("invalid");
   RawResponse response =
       server.Raw("POST", ConfigMapsPath(ns), ConfigMap(ns, "Bad_Name", {}).dump());
@@ -102,7 +106,8 @@ TEST_CASE("an invalid name is 422 Invalid with the field's cause") {
 }
 
 TEST_CASE("an embedded resource's metadata is validated like an object's own") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   const std::string ns = server.NewNamespace("embedded");
   // Hive's SyncSet marks spec.resources[] as x-kubernetes-embedded-resource.
   Json set = {{"apiVersion", "hive.openshift.io/v1"},
@@ -146,7 +151,8 @@ TEST_CASE("an embedded resource's metadata is validated like an object's own") {
 }
 
 TEST_CASE("delete preconditions: a wrong uid or resourceVersion is a Conflict") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("precond");
   const kube::ObjectRef ref = Object(resources::kConfigMaps, ns, "p");
@@ -173,7 +179,8 @@ TEST_CASE("delete preconditions: a wrong uid or resourceVersion is a Conflict") 
 }
 
 TEST_CASE("a Lease is taken, renewed with its resourceVersion, and a stale renewal conflicts") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("lease");
   const kube::ObjectRef ref = Object(resources::kLeases, ns, "leader");

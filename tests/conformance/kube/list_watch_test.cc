@@ -100,7 +100,8 @@ kube::Resource NewCustomResourceType(ServerUnderTest& server, const std::string&
 }
 
 TEST_CASE("a paged list returns every item, its continue token and the list's resourceVersion") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("paging");
   for (int i = 0; i < 25; ++i) {
@@ -135,7 +136,8 @@ TEST_CASE("a paged list returns every item, its continue token and the list's re
 }
 
 TEST_CASE("label and field selectors") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("selectors");
   const std::vector<std::pair<std::string, Json>> objects = {
@@ -172,7 +174,8 @@ TEST_CASE("label and field selectors") {
 }
 
 TEST_CASE("a watch from a list's resourceVersion sees each change once, in order [concurrent]") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("watch");
   REQUIRE(client->Create(Collection(resources::kConfigMaps, ns), ConfigMap(ns, "before", {})).ok());
@@ -210,7 +213,8 @@ TEST_CASE("a watch from a list's resourceVersion sees each change once, in order
 }
 
 TEST_CASE("a watch with bookmarks gets one before its timeout, then ends [concurrent]") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("bookmark");
   Result<Json> created =
@@ -246,7 +250,8 @@ TEST_CASE("a watch with bookmarks gets one before its timeout, then ends [concur
 }
 
 TEST_CASE("a new resource type's watch from before it existed is 410 Expired") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("expired");
   // A type made now: its watch window starts at the current resourceVersion, so
@@ -294,7 +299,8 @@ TEST_CASE("a new resource type's watch from before it existed is 410 Expired") {
 }
 
 TEST_CASE("a watch from resourceVersion 0 starts with the current objects as ADDED [concurrent]") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("rv0");
   for (const char* name : {"one", "two"}) {
@@ -316,7 +322,8 @@ TEST_CASE("a watch from resourceVersion 0 starts with the current objects as ADD
 }
 
 TEST_CASE("a watch with a label selector sees only matching objects [concurrent]") {
-  ServerUnderTest& server = ServerUnderTest::Get();
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();
   const std::string ns = server.NewNamespace("watch-sel");
   Result<kube::ObjectList> list = client->List(Collection(resources::kConfigMaps, ns), {});

@@ -1,10 +1,10 @@
 // The API server that the Kubernetes conformance suite runs against. The suite's cases are linked
-// into two binaries, each with its own ServerUnderTest::Get(): conformance_kube_simulator
+// into two binaries, each with its own ServerUnderTest::Start(): conformance_kube_simulator
 // (syncbus-kubesim in the test process, served over HTTPS; simulator_server.cc) and
 // conformance_kube_apiserver (the real kube-apiserver of the envtest fixture;
 // apiserver_server.cc). Every case sends the same requests with the same assertions to either.
-// One server per test process, made on first use and destroyed at exit; cases isolate themselves
-// in fresh namespaces. Thread-safe.
+// Each case starts its own (a simulator, or a connection to the real one) and ends it before it
+// returns; cases isolate themselves in fresh namespaces. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -32,8 +32,8 @@ class ServerUnderTest {
   // Talks to the server at `admin.server` with `admin`'s credentials through `transport`.
   ServerUnderTest(kube::ClusterConfig admin, std::shared_ptr<http::Transport> transport);
   virtual ~ServerUnderTest() = default;
-  // The server of this process; fails the calling test when it cannot be had.
-  static ServerUnderTest& Get();
+  // The server of this binary for one test case; fails the calling test when it cannot be had.
+  static std::unique_ptr<ServerUnderTest> Start();
 
   // A client with admin rights (every request is counted by requests()).
   std::unique_ptr<kube::ClientImpl> Admin();
@@ -47,6 +47,10 @@ class ServerUnderTest {
                   const std::string& content_type = "application/json");
   // Requests sent through the clients and Raw() so far.
   uint64_t requests() const { return requests_->load(); }
+
+ protected:
+  // Closes the connections (a subclass that owns the server does so before stopping it).
+  void CloseTransport() { transport_.reset(); }
 
  private:
   kube::ClusterConfig admin_;

@@ -1,8 +1,6 @@
-// ServerUnderTest::Get() of conformance_kube_simulator: syncbus-kubesim in this process, over
+// ServerUnderTest::Start() of conformance_kube_simulator: syncbus-kubesim in this process, over
 // HTTPS with a throw-away certificate.
 #include <doctest/doctest.h>
-
-#include <mutex>
 
 #include "tests/conformance/kube/server_under_test.h"
 #include "tests/kubesim/sim_server.h"
@@ -19,13 +17,19 @@ class Simulator : public ServerUnderTest {
       : ServerUnderTest(std::move(admin), NewCurlTransport()),
         cert_(std::move(cert)),
         server_(std::move(server)) {}
+  ~Simulator() override {
+    CloseTransport();
+    server_->Stop();
+  }
 
  private:
   std::unique_ptr<testing::SelfSignedCert> cert_;
   std::unique_ptr<kubesim::SimServer> server_;
 };
 
-std::unique_ptr<ServerUnderTest> StartSimulator() {
+}  // namespace
+
+std::unique_ptr<ServerUnderTest> ServerUnderTest::Start() {
   auto cert = std::make_unique<testing::SelfSignedCert>();
   REQUIRE_MESSAGE(cert->ok, "openssl could not make a certificate");
   kubesim::SimServer::Options options;
@@ -36,16 +40,6 @@ std::unique_ptr<ServerUnderTest> StartSimulator() {
   REQUIRE_MESSAGE(server.ok(), "simulator: " << server.status().ToString());
   kube::ClusterConfig admin = ParseKubeconfigOrFail((*server)->HubKubeconfig());
   return std::make_unique<Simulator>(std::move(admin), std::move(cert), std::move(server).value());
-}
-
-}  // namespace
-
-ServerUnderTest& ServerUnderTest::Get() {
-  static std::mutex mu;
-  static std::unique_ptr<ServerUnderTest> server;
-  std::lock_guard lock(mu);
-  if (!server) server = StartSimulator();
-  return *server;
 }
 
 }  // namespace syncbus::conformance
