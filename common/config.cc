@@ -138,7 +138,7 @@ Status ParseAmqp(const Section& s, amqp::ConnectionOptions& o) {
 }
 
 Status ParseTopology(const Section& s, amqp::TopologyOptions& o) {
-  SYNCBUS_RETURN_IF_ERROR(s.CheckKeys({"retryTiers", "deliveryLimit", "maxLength"}));
+  SYNCBUS_RETURN_IF_ERROR(s.CheckKeys({"retryTiers", "deliveryLimit", "maxLength", "traceMaxAge", "traceMaxMiB"}));
   YAML::Node tiers = s.Get("retryTiers");
   if (tiers && !tiers.IsNull()) {
     if (!tiers.IsSequence() || tiers.size() == 0) return s.Error("retryTiers", "expected a non-empty list of durations");
@@ -155,6 +155,13 @@ Status ParseTopology(const Section& s, amqp::TopologyOptions& o) {
   }
   SYNCBUS_RETURN_IF_ERROR(s.Int("deliveryLimit", o.delivery_limit, 1, 1000));
   SYNCBUS_RETURN_IF_ERROR(s.Int("maxLength", o.max_length, 1, 100000000));
+  std::chrono::milliseconds trace_age = o.trace_max_age;
+  SYNCBUS_RETURN_IF_ERROR(s.Duration("traceMaxAge", trace_age, std::chrono::minutes(1)));
+  if (trace_age.count() % 1000 != 0) return s.Error("traceMaxAge", "must be whole seconds");
+  o.trace_max_age = std::chrono::duration_cast<std::chrono::seconds>(trace_age);
+  int trace_mib = static_cast<int>(o.trace_max_bytes >> 20);
+  SYNCBUS_RETURN_IF_ERROR(s.Int("traceMaxMiB", trace_mib, 16, 1 << 20));
+  o.trace_max_bytes = int64_t{trace_mib} << 20;
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <thread>
 
+#include "common/http/metered_transport.h"
 #include "common/http/transport_metrics.h"
 #include "common/kube/client_impl.h"
 #include "common/log.h"
@@ -48,7 +49,8 @@ Result<kube::ClusterConfig> HubClusterConfig(const HubConfig& hub) {
 }
 
 std::optional<HubConnection> NewHubConnection(
-    const HubConfig& hub, const http::CurlTransport::Options& transport_options) {
+    const HubConfig& hub, const http::CurlTransport::Options& transport_options,
+    prometheus::Registry& registry) {
   auto transport = http::CurlTransport::Create(transport_options);
   auto config = HubClusterConfig(hub);
   if (!transport.ok() || !config.ok()) {
@@ -57,8 +59,8 @@ std::optional<HubConnection> NewHubConnection(
     return std::nullopt;
   }
   std::shared_ptr<http::CurlTransport> shared_transport = std::move(*transport);
-  return HubConnection{shared_transport,
-                       std::make_shared<kube::ClientImpl>(*config, shared_transport)};
+  auto metered = std::make_shared<http::MeteredTransport>(shared_transport, registry, "syncbus_hub");
+  return HubConnection{shared_transport, std::make_shared<kube::ClientImpl>(*config, metered)};
 }
 
 int RunDaemon(const AdminConfig& admin, std::shared_ptr<prometheus::Registry> registry,

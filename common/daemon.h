@@ -35,10 +35,13 @@ struct HubConnection {
   std::shared_ptr<http::CurlTransport> transport;
   std::shared_ptr<kube::Client> client;
 };
-// Creates the transport and the hub client. On error logs "cannot start" and returns nullopt: the
-// main exits 1.
+// Creates the transport and the hub client. The client's requests are counted and timed in
+// `registry` as syncbus_hub_requests_total{method,code} and syncbus_hub_request_duration_seconds
+// (http::MeteredTransport); other clients of the transport are not. On error logs "cannot start"
+// and returns nullopt: the main exits 1.
 std::optional<HubConnection> NewHubConnection(
-    const HubConfig& hub, const http::CurlTransport::Options& transport_options);
+    const HubConfig& hub, const http::CurlTransport::Options& transport_options,
+    prometheus::Registry& registry);
 
 // Runs the daemon's loop (`run`, until stop) with the admin endpoint serving the `healthy` and
 // `ready` probes unless disabled, then logs "<component> stopped". /metrics also carries `transport`'s counters (see

@@ -37,6 +37,8 @@ Json OwnerReference(const hive::ClusterDeployment& cd) {
                        {"blockOwnerDeletion", true}}});
 }
 
+std::string KindName(SetKind kind) { return kind == SetKind::kSyncSet ? "SyncSet" : "SelectorSyncSet"; }
+
 // Adds a failed set to the outcome: the outcome is transient only if every failure is, and waits
 // at least as long as any target asked.
 void RecordFailedSet(SyncOutcome& outcome, const std::string& name, const SetRunResult& result) {
@@ -104,6 +106,14 @@ std::vector<SetRunResult> ClusterSyncer::RunAll(const TargetSession& session, st
 }
 
 Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFence& fence) {
+  Result<SyncOutcome> outcome = SyncOnce(request, fence);
+  // Whatever failed, the next attempt reads the kubeconfig Secret again: the failure may be its
+  // credentials.
+  if (!outcome.ok() || !outcome->failed_sets.empty()) targets_.Distrust(request.ClusterKey());
+  return outcome;
+}
+
+Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const SyncFence& fence) {
   const std::string key = request.ClusterKey();
   const SteadyTime sync_start = clock_.Now();
   SyncOutcome outcome;
@@ -118,9 +128,14 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     return std::async(std::launch::async,
                       [this, &ns, name] { return hub_.Get(kube::Object(res::kSecrets, ns, name)); });
   };
+  // A cluster whose last sync succeeded keeps its client and is not asked for its Secret again
+  // while its ClusterDeployment names the same one. A full reapply reads it anyway, which bounds
+  // how long rotated credentials that still work go unnoticed.
   const std::string remembered_secret = targets_.KubeconfigSecret(key);
+  std::optional<Target> kept;
+  if (!request.full_reapply) kept = targets_.Trusted(key, remembered_secret);
   std::future<Result<Json>> secret_future;
-  if (!remembered_secret.empty()) secret_future = read_secret(remembered_secret);
+  if (!remembered_secret.empty() && !kept) secret_future = read_secret(remembered_secret);
   auto cd_json = hub_.Get(kube::Object(res::kClusterDeployments, ns, request.cluster_name));
   if (!cd_json.ok()) {
     if (cd_json.status().code() == Code::kNotFound) {
@@ -141,6 +156,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
   // The admin kubeconfig Secret is read while the set lists are still on their way (already
   // since the start when the ClusterDeployment still names the one it named last time).
   if (cd->admin_kubeconfig_secret != remembered_secret) {
+    kept.reset();
     secret_future = {};
     if (!cd->admin_kubeconfig_secret.empty()) secret_future = read_secret(cd->admin_kubeconfig_secret);
   }
@@ -227,21 +243,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     outcomes.push_back(std::move(gone));
   }
   if (any_apply || any_delete) {
-    if (!secret_future.valid()) {
-      return InvalidArgument("ClusterDeployment " + key + " names no spec.clusterMetadata.adminKubeconfigSecretRef");
-    }
-    auto secret = secret_future.get();
-    if (!secret.ok()) return secret.status().Annotate("reading admin kubeconfig Secret of " + key);
-    std::optional<std::string> kubeconfig;
-    if (secret->contains("data") && (*secret)["data"].contains("kubeconfig") &&
-        (*secret)["data"]["kubeconfig"].is_string()) {
-      kubeconfig = DecodeBase64((*secret)["data"]["kubeconfig"].get<std::string>());
-    }
-    if (!kubeconfig) {
-      return InvalidArgument("admin kubeconfig Secret " + cd->meta.ns + "/" + cd->admin_kubeconfig_secret +
-                             " has no valid data.kubeconfig");
-    }
-    auto target = targets_.Get(key, cd->admin_kubeconfig_secret, *kubeconfig, options_.request_timeout);
+    Result<Target> target = kept ? Result<Target>(*kept) : ReadTarget(key, *cd, secret_future);
     if (!target.ok()) return target.status();
 
     TargetSession session;
@@ -311,6 +313,7 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
         o.success = results[k].success;
         o.failure_message = results[k].failure;
         o.resources_to_delete = std::move(results[k].tracked);
+        outcome.sets.push_back({KindName(o.kind), o.name, 0, 0, o.success, o.failure_message});
         if (!o.success) RecordFailedSet(outcome, o.name, results[k]);
       }
     }
@@ -333,6 +336,8 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
       outcomes[idx].failure_message = r.failure;
       outcomes[idx].resources_to_delete = std::move(r.tracked);
       outcome.applies += r.applies;
+      outcome.sets.push_back({KindName(work[idx].kind), work[idx].name, work[idx].generation, r.applies, r.success,
+                              r.failure});
       outcome.slowest_set_serial_seconds = std::max(outcome.slowest_set_serial_seconds, r.serial_seconds);
       if (!r.success) RecordFailedSet(outcome, work[idx].name, r);
     }
@@ -355,6 +360,25 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
     outcome.detail = "failing sets: " + names;
   }
   return outcome;
+}
+
+Result<Target> ClusterSyncer::ReadTarget(const std::string& key, const hive::ClusterDeployment& cd,
+                                         std::future<Result<Json>>& secret_future) {
+  if (!secret_future.valid()) {
+    return InvalidArgument("ClusterDeployment " + key + " names no spec.clusterMetadata.adminKubeconfigSecretRef");
+  }
+  auto secret = secret_future.get();
+  if (!secret.ok()) return secret.status().Annotate("reading admin kubeconfig Secret of " + key);
+  std::optional<std::string> kubeconfig;
+  if (secret->contains("data") && (*secret)["data"].contains("kubeconfig") &&
+      (*secret)["data"]["kubeconfig"].is_string()) {
+    kubeconfig = DecodeBase64((*secret)["data"]["kubeconfig"].get<std::string>());
+  }
+  if (!kubeconfig) {
+    return InvalidArgument("admin kubeconfig Secret " + cd.meta.ns + "/" + cd.admin_kubeconfig_secret +
+                           " has no valid data.kubeconfig");
+  }
+  return targets_.Get(key, cd.admin_kubeconfig_secret, *kubeconfig, options_.request_timeout);
 }
 
 Status ClusterSyncer::ReadSourceSecrets(const std::vector<SetWork>& work, SecretSources& secrets) {

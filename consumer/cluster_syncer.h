@@ -1,6 +1,6 @@
 // ClusterSyncer: processes one sync request end to end — reads the cluster's ClusterDeployment,
-// applicable SyncSets/SelectorSyncSets, their source Secrets and the admin kubeconfig fresh from
-// the hub, deletes the Sync-mode objects of sets no longer applicable, applies the sets that need
+// applicable SyncSets/SelectorSyncSets and their source Secrets fresh from the hub (the admin
+// kubeconfig Secret only when the cluster has no trusted client: see target_clients.h), deletes the Sync-mode objects of sets no longer applicable, applies the sets that need
 // it to the target cluster (SyncSets then SelectorSyncSets by name; see set_applier.h), then
 // stores the ClusterSync status (and the ClusterSyncLease after a full reapply). Target requests
 // are non-blocking and shared by all clusters through one RequestLimiter; Sync() blocks its
@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "common/hive/types.h"
 #include "common/kube/client.h"
 #include "common/sync_message.h"
+#include "common/trace_event.h"
 #include "consumer/request_limiter.h"
 #include "consumer/set_applier.h"
 #include "consumer/status_builder.h"
@@ -54,6 +56,7 @@ struct SyncOutcome {
   std::vector<std::string> failed_sets;
   bool transient = false;              // every failure may heal by itself (retry soon)
   std::chrono::milliseconds retry_after{0};   // the longest Retry-After a target sent with a failure
+  std::vector<TraceSet> sets;          // every set applied or removed (generation 0), for the trace
 };
 
 class ClusterSyncer {
@@ -78,6 +81,10 @@ class ClusterSyncer {
     bool needs_apply;
   };
 
+  Result<SyncOutcome> SyncOnce(const SyncRequest& request, const SyncFence& fence);
+  // The cluster's client from its admin kubeconfig Secret (read by `secret_future`).
+  Result<Target> ReadTarget(const std::string& key, const hive::ClusterDeployment& cd,
+                            std::future<Result<Json>>& secret_future);
   // Reads the source Secrets of the secretMappings of the sets to apply into `secrets`, 16 at a
   // time. One that is absent is kept as NotFound (its set fails); any other error is returned.
   Status ReadSourceSecrets(const std::vector<SetWork>& work, SecretSources& secrets);

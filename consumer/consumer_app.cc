@@ -45,6 +45,8 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   options.workers = config_.consumer.prefetch;
   options.retry = {config_.topology.retry_tiers, config_.consumer.max_attempts};
   options.delivery_limit = config_.topology.delivery_limit;
+  TraceRecorder trace("syncbus-consumer/" + deps_.identity, *deps_.registry);
+  options.trace = &trace;
   LeaseOptions lease_options;
   lease_options.identity = deps_.identity;
   lease_options.duration = std::chrono::duration_cast<std::chrono::seconds>(c.cluster_lease.duration);

@@ -5,6 +5,27 @@
 #include "common/time_format.h"
 
 namespace syncbus::consumer {
+namespace {
+
+std::chrono::milliseconds Ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, seconds) * 1000));
+}
+
+// What a sync did, for its settled event: durations of its phases and the sets it touched.
+void FillSync(TraceEvent& e, const SyncOutcome& o) {
+  e.prepare = Ms(o.prepare_seconds);
+  e.target = Ms(o.target_seconds);
+  e.store = Ms(o.store_seconds);
+  if (e.error.empty() && o.kind == SyncOutcome::Kind::kSkipped) e.error = o.detail;
+  for (const TraceSet& set : o.sets) {
+    if (e.sets.size() == kMaxTraceSets) break;
+    TraceSet copy = set;
+    copy.failure = SanitizeError(copy.failure);
+    e.sets.push_back(std::move(copy));
+  }
+}
+
+}  // namespace
 
 DeliveryLoop::DeliveryLoop(DeliveryOptions options, amqp::Session& session, SyncFunction sync,
                            ClusterLeases* leases, Clock& clock, prometheus::Registry& registry)
@@ -35,13 +56,25 @@ DeliveryLoop::DeliveryLoop(DeliveryOptions options, amqp::Session& session, Sync
                            .Help("Requests received and not yet settled")
                            .Register(registry)
                            .Add({})),
+      workers_busy_gauge_(prometheus::BuildGauge()
+                              .Name("syncbus_consumer_workers_busy")
+                              .Help("Workers syncing a cluster (of syncbus_consumer_workers)")
+                              .Register(registry)
+                              .Add({})),
       enqueue_to_ack_(prometheus::BuildHistogram()
                           .Name("syncbus_consumer_enqueue_to_ack_seconds")
                           .Help("Time from the publisher's enqueue to this consumer's ack")
                           .Register(registry)
                           .Add({}, prometheus::Histogram::BucketBoundaries{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
                                                                            30, 60, 300, 900})) {
-  for (int i = 0; i < std::max(1, options_.workers); ++i) workers_.emplace_back([this] { WorkerMain(); });
+  int workers = std::max(1, options_.workers);
+  prometheus::BuildGauge()
+      .Name("syncbus_consumer_workers")
+      .Help("Workers: clusters this consumer syncs at once (consumer.prefetch)")
+      .Register(registry)
+      .Add({})
+      .Set(workers);
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerMain(); });
 }
 
 DeliveryLoop::~DeliveryLoop() {
@@ -113,11 +146,11 @@ void DeliveryLoop::WorkerMain() {
     std::deque<Job>& ready = ready_change_.empty() ? ready_resync_ : ready_change_;
     Job job = std::move(ready.front());
     ready.pop_front();
-    ++running_;
+    workers_busy_gauge_.Set(static_cast<double>(++running_));
     lock.unlock();
     Done done = Run(std::move(job));
     lock.lock();
-    --running_;
+    workers_busy_gauge_.Set(static_cast<double>(--running_));
     std::string key = done.job.request.ClusterKey();
     finished_.push_back(std::move(done));
     // The next delivery for the same cluster may run now.
@@ -159,16 +192,45 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
   if (int unsettled = UnsettledDeliveries(delivery.message);
       options_.delivery_limit > 0 && unsettled > options_.delivery_limit) {
     log::Warn("poison request parked", {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}});
-    Status s = Park(delivery,
-                    DeadLetter(delivery, "delivery_limit",
-                               "delivered " + std::to_string(unsettled) +
-                                   " times without being settled (consumers crashed or were killed)",
-                               clock_.WallNow()),
-                    "dead-lettered");
-    if (!s.ok()) log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
+    const std::string why = "delivered " + std::to_string(unsettled) +
+                            " times without being settled (consumers crashed or were killed)";
+    Status s = Park(delivery, DeadLetter(delivery, "delivery_limit", why, clock_.WallNow()), "dead-lettered");
+    if (!s.ok()) {
+      log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
+      return;
+    }
+    Trace(TraceStep::kSettled, delivery, *request, clock_.Now(), [&](TraceEvent& e) {
+      e.outcome = TraceOutcome::kParked;
+      e.dead_reason = "delivery_limit";
+      e.error = why;
+    });
     return;
   }
+  Trace(TraceStep::kDelivered, delivery, *request, clock_.Now(), [&](TraceEvent& e) {
+    if (auto decided = ParseRfc3339(request->enqueued_at); decided.ok()) {
+      e.queued = std::max(std::chrono::milliseconds(0),
+                          std::chrono::duration_cast<std::chrono::milliseconds>(e.at - *decided));
+    }
+  });
   Enqueue({generation_, std::move(delivery), std::move(*request), clock_.Now()});
+}
+
+void DeliveryLoop::Trace(TraceStep step, const amqp::Delivery& delivery, const SyncRequest& request,
+                         SteadyTime since, const std::function<void(TraceEvent&)>& fill) {
+  if (options_.trace == nullptr) return;
+  TraceEvent e;
+  e.step = step;
+  e.cluster = request.ClusterKey();
+  e.request = delivery.message.message_id;
+  e.at = clock_.WallNow();
+  e.duration = std::max(std::chrono::milliseconds(0),
+                        std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now() - since));
+  e.lane = amqp::LaneName(request.lane);
+  e.revision = request.revision.substr(0, 12);
+  e.attempt = AttemptOf(delivery.message);
+  e.redelivered = delivery.redelivered;
+  fill(e);
+  options_.trace->Record(std::move(e));
 }
 
 Status DeliveryLoop::Park(const amqp::Delivery& delivery, const amqp::Publication& publication,
@@ -195,7 +257,16 @@ Status DeliveryLoop::Settle(Done& done) {
   if (done.busy) {
     log::Debug("cluster busy on another consumer; deferred",
                {{"cluster", r.ClusterKey()}, {"detail", done.outcome.ok() ? done.outcome->detail : done.outcome.status().message()}});
-    return Park(d, Defer(d, options_.retry), "busy");
+    amqp::Publication deferred = Defer(d, options_.retry);
+    Status parked = Park(d, deferred, "busy");
+    if (parked.ok()) {
+      Trace(TraceStep::kSettled, d, r, done.job.received, [&](TraceEvent& e) {
+        e.outcome = TraceOutcome::kDeferred;
+        e.tier = deferred.message.headers.value(amqp::kRetryTierHeader, "");
+        e.error = "the cluster is busy on another consumer";
+      });
+    }
+    return parked;
   }
   if (done.outcome.ok() && done.outcome->failed_sets.empty()) {
     Status acked = session_.Ack(d.delivery_tag);
@@ -209,6 +280,13 @@ Status DeliveryLoop::Settle(Done& done) {
     }
     log::Debug("settled", {{"cluster", r.ClusterKey()}, {"outcome", outcome},
                            {"applies", done.outcome->applies}, {"detail", done.outcome->detail}});
+    Trace(TraceStep::kSettled, d, r, done.job.received, [&](TraceEvent& e) {
+      const SyncOutcome& o = *done.outcome;
+      e.outcome = o.kind == SyncOutcome::Kind::kSynced     ? TraceOutcome::kApplied
+                  : o.kind == SyncOutcome::Kind::kUpToDate ? TraceOutcome::kUpToDate
+                                                           : TraceOutcome::kSkipped;
+      FillSync(e, o);
+    });
     return Status::Ok();
   }
   std::string error;
@@ -230,7 +308,17 @@ Status DeliveryLoop::Settle(Done& done) {
   log::Info(dead ? "request parked after its last attempt" : "request scheduled for retry",
             {{"cluster", r.ClusterKey()}, {"attempt", AttemptOf(next.message)},
              {"tier", next.message.headers.value(amqp::kRetryTierHeader, "")}, {"error", SanitizeError(error)}});
-  return Park(d, next, dead ? "dead-lettered" : "retried");
+  Status parked = Park(d, next, dead ? "dead-lettered" : "retried");
+  if (parked.ok()) {
+    Trace(TraceStep::kSettled, d, r, done.job.received, [&](TraceEvent& e) {
+      e.outcome = dead ? TraceOutcome::kParked : TraceOutcome::kRetry;
+      e.tier = next.message.headers.value(amqp::kRetryTierHeader, "");
+      e.dead_reason = next.message.headers.value(kDeadReasonHeader, "");
+      e.error = SanitizeError(error);
+      if (done.outcome.ok()) FillSync(e, *done.outcome);
+    });
+  }
+  return parked;
 }
 
 Status DeliveryLoop::SettleFinished() {
@@ -252,6 +340,12 @@ Status DeliveryLoop::SettleFinished() {
 Status DeliveryLoop::Step(std::chrono::milliseconds timeout) {
   Status settled = SettleFinished();
   if (!settled.ok()) return settled;
+  if (options_.trace != nullptr && options_.trace->buffered() > 0) {
+    // Best effort: a lost connection shows up in Next() below.
+    if (auto flushed = options_.trace->Flush(session_, options_.confirm_timeout); !flushed.ok()) {
+      log::Debug("trace events dropped", {{"error", flushed.status().message()}});
+    }
+  }
   auto next = session_.Next(timeout);
   if (!next.ok()) return next.status();
   if (next->has_value()) Dispatch(std::move(**next));

@@ -27,6 +27,7 @@
 
 #include "common/amqp/session.h"
 #include "common/clock.h"
+#include "common/trace_recorder.h"
 #include "consumer/cluster_lease.h"
 #include "consumer/cluster_syncer.h"
 #include "consumer/retry_policy.h"
@@ -41,6 +42,9 @@ struct DeliveryOptions {
   // than this, counted across busy deferrals, is parked as poison (0 = the broker alone).
   int delivery_limit = 0;
   std::chrono::milliseconds confirm_timeout{30000};
+  // Where deliveries and settlements are recorded for `syncbusctl trace`; flushed by Step().
+  // Null = no trace. Must outlive the loop.
+  TraceRecorder* trace = nullptr;
 };
 
 // Processes one request (ClusterSyncer::Sync in production), checking `fence` before each write.
@@ -89,6 +93,9 @@ class DeliveryLoop {
   Status SettleFinished();
   Status Settle(Done& done);
   Status Park(const amqp::Delivery& delivery, const amqp::Publication& publication, const char* outcome);
+  // Records a trace event for `delivery` (no-op without a recorder).
+  void Trace(TraceStep step, const amqp::Delivery& delivery, const SyncRequest& request, SteadyTime since,
+             const std::function<void(TraceEvent&)>& fill);
 
   DeliveryOptions options_;
   amqp::Session& session_;
@@ -114,6 +121,7 @@ class DeliveryLoop {
   prometheus::Family<prometheus::Counter>& dead_lettered_;
   prometheus::Counter& redeliveries_;
   prometheus::Gauge& in_flight_gauge_;
+  prometheus::Gauge& workers_busy_gauge_;
   prometheus::Histogram& enqueue_to_ack_;
 };
 

@@ -40,9 +40,9 @@ int main(int argc, char** argv) {
   transport_options.max_host_connections = config->consumer.max_connections_per_host;
   transport_options.max_idle_connections = config->consumer.max_idle_connections;
   transport_options.idle_pool_timeout = config->consumer.idle_connection_timeout;
-  auto hub = NewHubConnection(config->hub, transport_options);
-  if (!hub) return 1;
   auto registry = std::make_shared<prometheus::Registry>();
+  auto hub = NewHubConnection(config->hub, transport_options, *registry);
+  if (!hub) return 1;
   amqp::ConnectionOptions amqp_options = config->amqp;
   amqp_options.connection_name = name;
   consumer::ConsumerApp app(

@@ -16,6 +16,7 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
     if (it != entries_.end() && it->second.kubeconfig_digest == digest) {
       recency_.splice(recency_.begin(), recency_, it->second.recency);
       it->second.kubeconfig_secret = kubeconfig_secret;
+      it->second.trusted = true;
       return it->second.target;
     }
   }
@@ -37,6 +38,7 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
   }
   it->second.kubeconfig_digest = std::move(digest);
   it->second.kubeconfig_secret = kubeconfig_secret;
+  it->second.trusted = true;
   it->second.target = target;
   while (entries_.size() > capacity_) {
     entries_.erase(recency_.back());  // a sync still using it holds its own references
@@ -49,6 +51,22 @@ std::string TargetClients::KubeconfigSecret(const std::string& cluster_key) cons
   std::lock_guard lock(mu_);
   auto it = entries_.find(cluster_key);
   return it == entries_.end() ? "" : it->second.kubeconfig_secret;
+}
+
+std::optional<Target> TargetClients::Trusted(const std::string& cluster_key, const std::string& kubeconfig_secret) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(cluster_key);
+  if (it == entries_.end() || !it->second.trusted || it->second.kubeconfig_secret != kubeconfig_secret) {
+    return std::nullopt;
+  }
+  recency_.splice(recency_.begin(), recency_, it->second.recency);
+  return it->second.target;
+}
+
+void TargetClients::Distrust(const std::string& cluster_key) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(cluster_key);
+  if (it != entries_.end()) it->second.trusted = false;
 }
 
 size_t TargetClients::size() const {

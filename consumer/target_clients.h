@@ -1,7 +1,9 @@
 // TargetClients: one Kubernetes client (and REST mapper) per target cluster, built from the
-// cluster's admin kubeconfig (read from the hub at processing time) and rebuilt when that
-// kubeconfig (or the request timeout) changes. It also remembers which Secret the kubeconfig came
-// from, so a sync can read it before the ClusterDeployment names it again. At most `capacity`
+// cluster's admin kubeconfig (read from the hub) and rebuilt when that kubeconfig (or the request
+// timeout) changes. It remembers which Secret the kubeconfig came from: while the cluster's syncs
+// succeed, a sync whose ClusterDeployment still names that Secret uses the kept client without
+// reading the Secret again (Trusted); a failed sync withdraws that trust (Distrust), so the next
+// one reads the Secret afresh (rotated credentials are picked up then). At most `capacity`
 // clusters are kept; beyond it the least recently used is dropped (its next sync builds a new
 // client and rediscovers). Connections are pooled by the shared transport. Thread-safe.
 #pragma once
@@ -11,6 +13,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -42,6 +45,11 @@ class TargetClients {
                      std::chrono::milliseconds request_timeout = std::chrono::seconds(30));
   // The Secret of the cluster's last Get; empty when it has none kept.
   std::string KubeconfigSecret(const std::string& cluster_key) const;
+  // The kept client of a cluster whose kubeconfig came from `kubeconfig_secret` and has not been
+  // distrusted since; nullopt otherwise (read the Secret and Get).
+  std::optional<Target> Trusted(const std::string& cluster_key, const std::string& kubeconfig_secret);
+  // The cluster's next sync must read its kubeconfig Secret again (its last sync failed).
+  void Distrust(const std::string& cluster_key);
 
   size_t size() const;
 
@@ -49,6 +57,7 @@ class TargetClients {
   struct Entry {
     std::string kubeconfig_digest;
     std::string kubeconfig_secret;
+    bool trusted = false;      // set by Get, cleared by Distrust
     Target target;
     std::list<std::string>::iterator recency;  // in recency_
   };

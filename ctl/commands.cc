@@ -143,6 +143,9 @@ int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock
   scan.dry_run = options.dry_run;
   scan.rate_per_second = options.rate_per_second;
   scan.limit = options.limit;
+  // Before the scan holds any message: a missing trace stream only costs a channel here.
+  scan.trace_replays = options.action == DlqAction::kReplay && !options.dry_run &&
+                       session.Inspect(amqp::kTraceQueue).ok();
   if (options.action == DlqAction::kPurge && !options.yes && !options.dry_run) {
     DlqScanOptions count = scan;
     count.action = DlqAction::kList;

@@ -50,6 +50,31 @@ int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock
 // The same with a broker connection made from the config file.
 int RunDlq(const DlqOptions& options);
 
+struct StatusOptions {
+  std::string kubeconfig, context, config_file;   // hub as for wait; the config's amqp section for the broker
+  std::string ns;
+  std::string cluster;                      // "ns/name" (or a name with -n): one cluster's report
+  std::chrono::milliseconds since{std::chrono::hours(1)};   // trace window
+  bool json = false;
+  bool wide = false;                        // every cluster's state, not only the summary
+};
+
+// `syncbusctl status [CLUSTER]`: the fleet's states (synced, pending, in flight, retrying,
+// parked, failed, skipped) with the oldest of each, or one cluster's request, lease and sets.
+int RunStatus(const StatusOptions& options);
+
+struct TraceOptions {
+  std::string config_file;
+  std::string cluster;                      // "ns/name" or a bare name
+  std::chrono::milliseconds since{std::chrono::hours(1)};
+  bool json = false;
+  bool follow = false;                      // keep printing new steps until interrupted
+};
+
+// `syncbusctl trace CLUSTER`: the cluster's recent timeline from the trace stream and where its
+// newest request is now.
+int RunTrace(const TraceOptions& options);
+
 // Prints the topology as `rabbitmqctl import_definitions` JSON for `vhost`.
 int RunTopology(const std::string& config_file, const std::string& vhost);
 

@@ -9,7 +9,9 @@
 #include "common/amqp/syncbus_topology.h"
 #include "common/sync_message.h"
 #include "common/time_format.h"
+#include "common/trace_event.h"
 #include "consumer/retry_policy.h"
+#include "ctl/text_table.h"
 
 namespace syncbus::ctl {
 namespace {
@@ -24,6 +26,22 @@ std::optional<WallTime> TimestampOf(const Json& value) {
     return WallTime(std::chrono::seconds(value[amqp::kTimestampTag].get<int64_t>()));
   }
   return std::nullopt;
+}
+
+// Best effort: a replay shows in the cluster's trace. Letters without a valid cluster are not
+// traced (the event would not decode).
+void RecordReplay(amqp::Session& session, const DeadLetter& letter, const amqp::Publication& replay, WallTime now,
+                  std::chrono::milliseconds timeout) {
+  TraceEvent e;
+  e.step = TraceStep::kReplayed;
+  e.cluster = letter.cluster;
+  e.request = replay.message.message_id;
+  e.at = now;
+  e.actor = "syncbusctl";
+  e.lane = replay.routing_key;
+  e.reason = letter.reason;
+  if (!DecodeTraceEvent(EncodeTraceEvent(e)).ok()) return;
+  (void)session.Publish(TraceEventPublication(e), timeout);
 }
 
 std::string FormatAge(std::optional<WallTime> dead_at, WallTime now) {
@@ -158,13 +176,16 @@ Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& 
             else std::this_thread::sleep_for(pause);
           }
           published_before = true;
-          Status published = session.Publish(ReplayPublication(delivery), options.confirm_timeout);
+          amqp::Publication replay = ReplayPublication(delivery);
+          const WallTime replay_at = clock.WallNow();   // before a consumer can record its delivery
+          Status published = session.Publish(replay, options.confirm_timeout);
           if (!published.ok()) {
             // Not confirmed: the dead copy stays (requeued below).
             keep.push_back(delivery.delivery_tag);
             result.error = published.Annotate("replaying " + letter.cluster);
             break;
           }
+          if (options.trace_replays) RecordReplay(session, letter, replay, replay_at, options.confirm_timeout);
         }
         Status acked = session.Ack(delivery.delivery_tag);
         if (!acked.ok()) {
@@ -191,19 +212,7 @@ std::string FormatDeadLetterTable(const std::vector<DeadLetter>& letters, WallTi
                     d.first_failure.empty() ? "-" : d.first_failure, FormatAge(d.dead_at, now),
                     d.last_error.empty() ? "-" : d.last_error});
   }
-  std::vector<size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t i = 0; i + 1 < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::ostringstream out;
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) {
-      out << row[i];
-      if (i + 1 < row.size()) out << std::string(width[i] - row[i].size() + 2, ' ');
-    }
-    out << "\n";
-  }
-  return out.str();
+  return FormatTable(rows);
 }
 
 }  // namespace syncbus::ctl

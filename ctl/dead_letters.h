@@ -66,6 +66,9 @@ struct DlqScanOptions {
   double rate_per_second = 0;            // replay: publishes per second; 0 = unlimited
   size_t limit = 0;                      // act on at most this many matches; 0 = all
   std::chrono::milliseconds confirm_timeout{30000};
+  // Record each replay on the trace stream. Only when syncbus.trace exists: publishing to a
+  // missing exchange closes the channel, which would requeue the scan's messages.
+  bool trace_replays = false;
   std::function<void(std::chrono::milliseconds)> sleep;      // rate limit; null = real sleep
   std::function<void(const DlqProgress&)> progress;          // called after each message
 };

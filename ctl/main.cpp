@@ -6,7 +6,7 @@
 
 int main(int argc, char** argv) {
   using namespace syncbus;
-  CLI::App cli{"syncbusctl: operate syncbus (fleet barrier, dead-letter queue, topology)"};
+  CLI::App cli{"syncbusctl: operate syncbus (fleet status and traces, barrier, dead-letter queue, topology)"};
   cli.require_subcommand(1);
 
   ctl::WaitOptions wait;
@@ -22,6 +22,29 @@ int main(int argc, char** argv) {
   w->add_option("--start-time", wait.start_time, "unix time the run started (elapsed and rate)");
   w->add_flag("--json", wait.json, "print the result as JSON");
   w->add_flag("-q,--quiet", wait.quiet, "no progress lines");
+
+  ctl::StatusOptions status;
+  std::string status_since = "1h", output;
+  auto* st = cli.add_subcommand("status", "the fleet at a glance, or one cluster: its request, lease and sets");
+  st->add_option("cluster", status.cluster, "one cluster: NAMESPACE/NAME, or NAME with -n");
+  st->add_option("--kubeconfig", status.kubeconfig, "hub kubeconfig (default: config file's hub, else in-cluster)");
+  st->add_option("--context", status.context, "kubeconfig context");
+  st->add_option("-c,--config", status.config_file, "syncbus YAML config (hub and amqp sections)");
+  st->add_option("-n,--namespace", status.ns, "only clusters in this namespace");
+  st->add_option("--since", status_since, "trace window to locate requests in (e.g. 30m, 6h)");
+  st->add_option("-o,--output", output, "table (default), wide (every cluster) or json")
+      ->check(CLI::IsMember({"table", "wide", "json"}));
+  st->add_flag("--json", status.json, "same as -o json");
+
+  ctl::TraceOptions trace;
+  std::string trace_since = "1h";
+  auto* tr = cli.add_subcommand("trace", "a cluster's recent timeline: decided, published, delivered, attempts, applied, acked");
+  tr->add_option("cluster", trace.cluster, "NAMESPACE/NAME, or a name in any namespace")->required();
+  tr->add_option("-c,--config", trace.config_file, "syncbus YAML config (its amqp section)");
+  tr->add_option("--since", trace_since, "how far back to read the trace stream (e.g. 30m, 6h)");
+  tr->add_flag("-f,--follow", trace.follow, "keep printing new steps until interrupted");
+  tr->add_option("-o,--output", output, "table (default) or json")->check(CLI::IsMember({"table", "json"}));
+  tr->add_flag("--json", trace.json, "same as -o json");
 
   std::string topo_config, vhost = "/";
   auto* t = cli.add_subcommand("topology", "print the broker topology as importable definitions JSON");
@@ -50,6 +73,22 @@ int main(int argc, char** argv) {
   dlq_purge->add_flag("-y,--yes", dlq.yes, "do not ask for confirmation");
 
   CLI11_PARSE(cli, argc, argv);
+  if (st->parsed() || tr->parsed()) {
+    auto since = ParseDuration(st->parsed() ? status_since : trace_since);
+    if (!since.ok()) {
+      std::fprintf(stderr, "syncbusctl: --since: %s\n", since.status().message().c_str());
+      return 2;
+    }
+    if (st->parsed()) {
+      status.since = *since;
+      status.json = status.json || output == "json";
+      status.wide = output == "wide";
+      return ctl::RunStatus(status);
+    }
+    trace.since = *since;
+    trace.json = trace.json || output == "json";
+    return ctl::RunTrace(trace);
+  }
   if (d->parsed()) {
     for (auto [text, field] : {std::pair{&older_than, &dlq.filter.older_than}, std::pair{&newer_than, &dlq.filter.newer_than}}) {
       if (text->empty()) continue;

@@ -37,9 +37,9 @@ int main(int argc, char** argv) {
   if (!config) return 2;
   const auto& stop = InstallStopSignals();
 
-  auto hub = NewHubConnection(config->hub, {});
-  if (!hub) return 1;
   auto registry = std::make_shared<prometheus::Registry>();
+  auto hub = NewHubConnection(config->hub, {}, *registry);
+  if (!hub) return 1;
   amqp::ConnectionOptions amqp_options = config->amqp;
   amqp_options.connection_name = "syncbus-publisher";
   publisher::PublisherApp app(

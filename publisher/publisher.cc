@@ -33,6 +33,12 @@ Publisher::Publisher(PublisherOptions options, HubCache& cache, amqp::Session& s
                              .Help("Clusters with a published request not yet processed")
                              .Register(registry)
                              .Add({})),
+      oldest_outstanding_gauge_(prometheus::BuildGauge()
+                                    .Name("syncbus_publisher_oldest_outstanding_seconds")
+                                    .Help("Age of the oldest published request not yet processed, "
+                                          "since its first publish (a re-send keeps the age)")
+                                    .Register(registry)
+                                    .Add({})),
       pending_gauge_(prometheus::BuildGauge()
                          .Name("syncbus_publisher_pending")
                          .Help("Clusters that need a request not yet sent (rate limit, cap, broker down)")
@@ -216,6 +222,9 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
   }
   if (s.ok()) s = Send(batch, stats);
   outstanding_gauge_.Set(static_cast<double>(outstanding_.size()));
+  SteadyTime oldest = clock_.Now();
+  for (const auto& [key, o] : outstanding_) oldest = std::min(oldest, o.first_published);
+  oldest_outstanding_gauge_.Set(std::chrono::duration<double>(clock_.Now() - oldest).count());
   pending_gauge_.Set(static_cast<double>(pending_.size()));
   std::map<std::string, int> counts = {{"in_sync", 0}, {"pending", 0}, {"failing", 0}, {"paused", 0}, {"skipped", 0}};
   for (const auto& [key, state] : cluster_state_) ++counts[state];
@@ -273,17 +282,40 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
       if (first_error.ok()) first_error = r.ok() ? Unavailable("publish not confirmed") : r;
       continue;
     }
-    bool resend = outstanding_.count(item.key) > 0;
+    auto previous = outstanding_.find(item.key);
+    bool resend = previous != outstanding_.end();
     if (resend) resent_.Increment();
-    outstanding_[item.key] = {item.snapshot, item.secrets, now, wall, item.request.full_reapply};
+    SteadyTime first_published = resend ? previous->second.first_published : now;
+    outstanding_[item.key] = {item.snapshot, item.secrets, now, wall, item.request.full_reapply,
+                              first_published};
     last_published_[item.key] = now;
     ++stats.published;
     enqueued_.Add({{"lane", amqp::LaneName(item.request.lane)}, {"reason", item.request.reason}}).Increment();
     log::Debug("enqueued", {{"cluster", item.key}, {"reason", item.request.reason},
                             {"lane", amqp::LaneName(item.request.lane)},
                             {"revision", item.request.revision}});
+    if (options_.trace != nullptr) {
+      TraceEvent e;
+      e.step = TraceStep::kPublished;
+      e.cluster = item.key;
+      e.request = pubs[i].message.message_id;
+      e.at = wall;   // sent; the broker has it before any consumer can record a delivery
+      e.duration = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
+      e.reason = item.request.reason;
+      e.lane = amqp::LaneName(item.request.lane);
+      e.revision = item.request.revision.substr(0, 12);
+      auto decided = ParseRfc3339(item.request.enqueued_at);
+      e.decided_at = decided.ok() ? *decided : wall;
+      options_.trace->Record(std::move(e));
+    }
   }
   batch.clear();
+  if (options_.trace != nullptr) {
+    // Best effort, on the same session: a broken connection surfaces with the next publish.
+    if (auto flushed = options_.trace->Flush(session_, options_.confirm_timeout); !flushed.ok()) {
+      log::Debug("trace events dropped", {{"error", flushed.status().message()}});
+    }
+  }
   if (rejected > 0) {
     rejected_.Increment(static_cast<double>(rejected));
     stats.rejected += rejected;
@@ -304,6 +336,7 @@ void Publisher::KeepPending(const std::string& key, bool startup) {
 }
 
 void Publisher::Reset() {
+  for (const auto& [key, state] : cluster_state_) clusters_.Add({{"state", state}}).Set(0);
   startup_pending_.clear();
   outstanding_.clear();
   last_published_.clear();
@@ -312,6 +345,9 @@ void Publisher::Reset() {
   reapply_queue_.clear();
   cluster_state_.clear();
   secrets_applied_.clear();
+  outstanding_gauge_.Set(0);
+  oldest_outstanding_gauge_.Set(0);
+  pending_gauge_.Set(0);
 }
 
 }  // namespace syncbus::publisher

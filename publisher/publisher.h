@@ -24,6 +24,7 @@
 #include "common/amqp/session.h"
 #include "common/clock.h"
 #include "common/sync_message.h"
+#include "common/trace_recorder.h"
 #include "publisher/hub_cache.h"
 #include "publisher/sync_decision.h"
 
@@ -41,6 +42,9 @@ struct PublisherOptions {
   // Checked right before every publish: a leader whose lease lapsed must not publish, even in
   // the middle of a round. Null = always allowed.
   std::function<bool()> may_publish;
+  // Where confirmed requests are recorded for `syncbusctl trace` (flushed after each batch).
+  // Null = no trace. Must outlive the Publisher.
+  TraceRecorder* trace = nullptr;
 };
 
 struct ReconcileStats {
@@ -64,7 +68,8 @@ class Publisher {
   // unconfirmed clusters stay pending.
   Result<ReconcileStats> Reconcile(const std::vector<std::string>& keys, bool startup);
 
-  // Forgets outstanding/pending state (on losing leadership: the next leader recomputes).
+  // Forgets outstanding/pending state (on losing leadership: the next leader recomputes) and
+  // zeroes the gauges that describe it.
   void Reset();
 
   size_t outstanding() const { return outstanding_.size(); }
@@ -77,6 +82,7 @@ class Publisher {
     SteadyTime published_at;
     WallTime published_wall;
     bool full_reapply = false;
+    SteadyTime first_published;     // kept when the request is re-sent
   };
   struct ToSend {
     std::string key;
@@ -121,6 +127,7 @@ class Publisher {
 
   prometheus::Family<prometheus::Counter>& enqueued_;
   prometheus::Gauge& outstanding_gauge_;
+  prometheus::Gauge& oldest_outstanding_gauge_;
   prometheus::Gauge& pending_gauge_;
   prometheus::Counter& resent_;
   prometheus::Counter& rejected_;

@@ -148,6 +148,8 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
   options.max_publish_rate = config_.publisher.max_publish_rate;
   options.max_outstanding = static_cast<size_t>(config_.publisher.max_outstanding);
   options.outstanding_timeout = config_.publisher.outstanding_timeout;
+  TraceRecorder trace("syncbus-publisher/" + deps_.identity, *deps_.registry);
+  options.trace = &trace;
   std::unique_ptr<LeaderElector> elector;
   std::thread election;
   const auto& le = config_.publisher.leader_election;

@@ -125,11 +125,11 @@ Status ValidateQueue(const QueueSpec& q) {
   const Json& a = q.arguments;
   if (!a.is_object()) return InvalidArgument("arguments of queue " + Quote(q.name));
   auto type = StringArg(a, "x-queue-type").value_or("classic");
-  if (type != "classic" && type != "quorum") {
+  if (type != "classic" && type != "quorum" && type != "stream") {
     return Status(Code::kUnsupported, "queue type " + Quote(type) + " of queue " +
                                           Quote(q.name) + " is not supported by the fake broker");
   }
-  if (type == "quorum" && !q.durable) {
+  if (type != "classic" && !q.durable) {
     return InvalidArgument("invalid property 'non-durable' for queue " + Quote(q.name));
   }
   for (const char* key : {"x-message-ttl", "x-max-length", "x-delivery-limit"}) {
@@ -712,6 +712,10 @@ Result<std::string> FakeSession::Consume(const std::string& queue, uint16_t pref
   (*c)->consumers.push_back(ConsumerState{tag, queue, prefetch, 0});
   ++q->second.consumers;
   return tag;
+}
+
+Result<std::string> FakeSession::ConsumeStream(const std::string& queue, uint16_t, int64_t) {
+  return Status(Code::kUnsupported, "consuming stream " + Quote(queue) + " from an offset: the fake broker has no streams");
 }
 
 Status FakeSession::Cancel(const std::string& consumer_tag) {

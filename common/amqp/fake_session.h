@@ -2,7 +2,9 @@
 // depends on it (routing, confirms, TTL and dead-lettering with x-death, quorum delivery limits,
 // prefetch, requeue), for unit tests. FakeBroker is thread-safe and shared by any number of
 // FakeSessions; a FakeSession is one connection used by one thread, like the real Session.
-// Message TTL follows the injected Clock (a FakeClock in tests); nothing sleeps.
+// Message TTL follows the injected Clock (a FakeClock in tests); nothing sleeps. A stream queue
+// (the trace) is held like a classic queue: its messages pile up and Get takes them; stream
+// offsets and retention are not modelled (the trace readers are tested on the real broker).
 #pragma once
 
 #include <cstddef>
@@ -71,6 +73,8 @@ class FakeSession final : public Session {
   std::vector<Status> PublishAll(const std::vector<Publication>& publications,
                                  std::chrono::milliseconds timeout) override;
   Result<std::string> Consume(const std::string& queue, uint16_t prefetch) override;
+  // Stream offsets are not modelled: kUnsupported (read streams on the real broker).
+  Result<std::string> ConsumeStream(const std::string& queue, uint16_t prefetch, int64_t from_unix_seconds) override;
   Status Cancel(const std::string& consumer_tag) override;
   Result<std::optional<Delivery>> Next(std::chrono::milliseconds timeout) override;
   Status Ack(uint64_t delivery_tag) override;

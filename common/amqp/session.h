@@ -101,6 +101,9 @@ class Session {
   // consumer (basic.qos per consumer; quorum queues refuse a global qos; 0 = unlimited).
   // Returns the consumer tag; kNotFound when the queue does not exist.
   virtual Result<std::string> Consume(const std::string& queue, uint16_t prefetch) = 0;
+  // Reads a stream queue (x-queue-type stream) from its first message at or after `from`,
+  // without consuming it: deliveries must still be acked to get more (prefetch is the credit).
+  virtual Result<std::string> ConsumeStream(const std::string& queue, uint16_t prefetch, int64_t from_unix_seconds) = 0;
   virtual Status Cancel(const std::string& consumer_tag) = 0;
   // Waits up to `timeout` for a delivery. nullopt on timeout. A broker-side consumer cancel or a
   // lost connection is an error (kUnavailable), after which connected() is false.

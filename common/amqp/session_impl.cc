@@ -313,7 +313,7 @@ Status RabbitmqSession::RestoreChannel() {
   SYNCBUS_RETURN_IF_ERROR(OpenChannel());
   auto consumers = std::exchange(consumers_, {});
   for (const auto& [tag, consumer] : consumers) {
-    auto restored = StartConsumer(consumer.queue, consumer.prefetch, tag);
+    auto restored = StartConsumer(consumer.queue, consumer.prefetch, tag, consumer.arguments);
     if (!restored.ok()) {
       if (!connected_) return restored.status();
       cancelled_ = Unavailable("consumer " + tag + " on queue " + Quote(consumer.queue) +
@@ -732,23 +732,32 @@ std::vector<Status> RabbitmqSession::PublishSpan(std::span<const Publication> pu
 }
 
 Result<std::string> RabbitmqSession::StartConsumer(const std::string& queue, uint16_t prefetch,
-                                                   const std::string& tag) {
+                                                   const std::string& tag, const Json& arguments) {
   const std::string what = "consuming from queue " + Quote(queue);
+  auto table = FieldTable::FromJson(arguments);
+  if (!table.ok()) return table.status().Annotate(what);
   amqp_basic_qos_t qos{0, prefetch, 0};
   SYNCBUS_RETURN_IF_ERROR(Rpc(channel_, AMQP_BASIC_QOS_METHOD, &qos, {AMQP_BASIC_QOS_OK_METHOD},
                               what + " (basic.qos)"));
-  amqp_basic_consume_t consume{0, Bytes(queue), Bytes(tag), 0, 0, 0, 0, amqp_empty_table};
+  amqp_basic_consume_t consume{0, Bytes(queue), Bytes(tag), 0, 0, 0, 0, table->table()};
   auto reply = Rpc(channel_, AMQP_BASIC_CONSUME_METHOD, &consume,
                    {AMQP_BASIC_CONSUME_OK_METHOD}, what);
   if (!reply.ok()) return reply.status();
   std::string consumer_tag =
       Str(static_cast<amqp_basic_consume_ok_t*>(reply->decoded)->consumer_tag);
-  consumers_[consumer_tag] = Consumer{queue, prefetch};
+  consumers_[consumer_tag] = Consumer{queue, prefetch, arguments};
   return consumer_tag;
 }
 
 Result<std::string> RabbitmqSession::Consume(const std::string& queue, uint16_t prefetch) {
-  auto tag = StartConsumer(queue, prefetch, "");
+  auto tag = StartConsumer(queue, prefetch, "", Json::object());
+  ReleaseBuffers();
+  return tag;
+}
+
+Result<std::string> RabbitmqSession::ConsumeStream(const std::string& queue, uint16_t prefetch,
+                                                   int64_t from_unix_seconds) {
+  auto tag = StartConsumer(queue, prefetch, "", Json{{"x-stream-offset", TimestampValue(from_unix_seconds)}});
   ReleaseBuffers();
   return tag;
 }

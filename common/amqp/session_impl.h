@@ -35,6 +35,7 @@ class RabbitmqSession final : public Session {
   std::vector<Status> PublishAll(const std::vector<Publication>& publications,
                                  std::chrono::milliseconds timeout) override;
   Result<std::string> Consume(const std::string& queue, uint16_t prefetch) override;
+  Result<std::string> ConsumeStream(const std::string& queue, uint16_t prefetch, int64_t from_unix_seconds) override;
   Status Cancel(const std::string& consumer_tag) override;
   Result<std::optional<Delivery>> Next(std::chrono::milliseconds timeout) override;
   Status Ack(uint64_t delivery_tag) override;
@@ -56,6 +57,7 @@ class RabbitmqSession final : public Session {
   struct Consumer {
     std::string queue;
     uint16_t prefetch = 0;
+    Json arguments = Json::object();   // basic.consume arguments (a stream's offset)
   };
   struct Batch;  // the publications of one PublishAll awaiting confirms
 
@@ -64,7 +66,7 @@ class RabbitmqSession final : public Session {
   Status OpenChannel();
   Status RestoreChannel();
   Result<std::string> StartConsumer(const std::string& queue, uint16_t prefetch,
-                                    const std::string& tag);
+                                    const std::string& tag, const Json& arguments);
   enum class Settlement { kAck, kNack, kReject };
   Status Settle(Settlement how, uint64_t delivery_tag, bool requeue);
 

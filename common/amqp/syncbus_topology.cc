@@ -51,6 +51,13 @@ Topology SyncbusTopology(const TopologyOptions& options) {
   }
   t.queues.push_back({kDeadQueue, true, Json{{"x-queue-type", "quorum"}}});
   t.bindings.push_back({kDeadExchange, kDeadQueue, ""});
+  t.exchanges.push_back({kTraceExchange, "fanout"});
+  t.queues.push_back({kTraceQueue, true,
+                      Json{{"x-queue-type", "stream"},
+                           {"x-max-age", TierName(options.trace_max_age)},
+                           {"x-max-length-bytes", options.trace_max_bytes},
+                           {"x-stream-max-segment-size-bytes", options.trace_segment_bytes}}});
+  t.bindings.push_back({kTraceExchange, kTraceQueue, ""});
   return t;
 }
 

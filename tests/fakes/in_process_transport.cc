@@ -282,14 +282,27 @@ void InProcessTransport::Send(http::Request request, DoneCallback done) {
   if (!posted) op->Finish(Status(Code::kCancelled, "transport shut down"));
 }
 
+void InProcessTransport::Answer(Plan plan, SteadyTime hold_until,
+                                std::function<void(kubesim::ApiResponse)> answer) {
+  if (SteadyClock::now() < hold_until && plan.api->MustWait(plan.api_request)) {
+    worker_->Post(SteadyClock::now() + kubesim::ApiServer::kFreshnessPoll,
+                  [this, plan = std::move(plan), hold_until, answer = std::move(answer)]() mutable {
+                    Answer(std::move(plan), hold_until, std::move(answer));
+                  });
+    return;
+  }
+  answer(plan.WithHeaders(plan.api->Handle(plan.api_request)));
+}
+
 void InProcessTransport::Execute(const std::shared_ptr<SendOp>& op, Plan plan) {
   if (op->ended()) return;
   switch (plan.kind) {
     case Plan::Kind::kRespond:
-      op->Finish(ToResponse(std::move(plan.response)));
+      op->Finish(ToResponse(plan.WithHeaders(std::move(plan.response))));
       return;
     case Plan::Kind::kApi:
-      op->Finish(ToResponse(plan.api->Handle(plan.api_request)));
+      Answer(std::move(plan), SteadyClock::now() + kubesim::ApiServer::kFreshnessWait,
+             [op](kubesim::ApiResponse response) { op->Finish(ToResponse(std::move(response))); });
       return;
     case Plan::Kind::kDrop:
       op->Finish(DroppedConnection());
@@ -304,12 +317,12 @@ void InProcessTransport::Execute(const std::shared_ptr<SendOp>& op, Plan plan) {
   auto started = plan.api->StartWatch(plan.api_request, sink);
   if (auto* error = std::get_if<kubesim::ApiResponse>(&started)) {
     sink->Discard();
-    op->Finish(ToResponse(std::move(*error)));
+    op->Finish(ToResponse(plan.WithHeaders(std::move(*error))));
     return;
   }
   op->SetWatch(plan.api, std::get<uint64_t>(started));
-  auto finish = [op] {
-    op->Finish(http::Response{200, {{"Content-Type", "application/json"}}, std::move(op->watch_body)});
+  auto finish = [op, headers = plan.StreamHeaders()] {
+    op->Finish(http::Response{200, headers, std::move(op->watch_body)});
   };
   std::shared_ptr<Worker> worker = worker_;
   sink->Open({[worker, op](std::string line) {
@@ -348,17 +361,17 @@ std::unique_ptr<http::StreamHandle> InProcessTransport::Stream(http::Request req
 
 void InProcessTransport::Execute(const std::shared_ptr<StreamOp>& op, Plan plan) {
   if (op->ended()) return;
-  auto answer = [&op](kubesim::ApiResponse response) {
+  auto answer = [op](kubesim::ApiResponse response) {
     op->Headers(response.status, response.headers);
     op->Data(response.body);
     op->End(Status::Ok());
   };
   switch (plan.kind) {
     case Plan::Kind::kRespond:
-      answer(std::move(plan.response));
+      answer(plan.WithHeaders(std::move(plan.response)));
       return;
     case Plan::Kind::kApi:
-      answer(plan.api->Handle(plan.api_request));
+      Answer(std::move(plan), SteadyClock::now() + kubesim::ApiServer::kFreshnessWait, answer);
       return;
     case Plan::Kind::kDrop:
       op->End(DroppedConnection());
@@ -372,11 +385,11 @@ void InProcessTransport::Execute(const std::shared_ptr<StreamOp>& op, Plan plan)
   auto started = plan.api->StartWatch(plan.api_request, sink);
   if (auto* error = std::get_if<kubesim::ApiResponse>(&started)) {
     sink->Discard();
-    answer(std::move(*error));
+    answer(plan.WithHeaders(std::move(*error)));
     return;
   }
   op->SetWatch(plan.api, std::get<uint64_t>(started));
-  op->Headers(200, {{"Content-Type", "application/json"}});
+  op->Headers(200, plan.StreamHeaders());
   std::shared_ptr<Worker> worker = worker_;
   // Events arrive on whichever thread changed the object; deliver them on the worker, in order.
   sink->Open({[worker, op](std::string line) {

@@ -6,8 +6,10 @@
 // destroying the transport ends every pending request and open stream with kCancelled.
 #pragma once
 
+#include <functional>
 #include <memory>
 
+#include "common/clock.h"
 #include "common/http/transport.h"
 #include "tests/kubesim/sim_simulation.h"
 
@@ -36,6 +38,10 @@ class InProcessTransport final : public http::Transport {
 
   void Execute(const std::shared_ptr<SendOp>& op, kubesim::Plan plan);
   void Execute(const std::shared_ptr<StreamOp>& op, kubesim::Plan plan);
+  // Worker thread: passes a kApi plan's response to `answer` once the API server need not hold
+  // it (ApiServer::MustWait) any more, or at `hold_until`.
+  void Answer(kubesim::Plan plan, SteadyTime hold_until,
+              std::function<void(kubesim::ApiResponse)> answer);
 
   kubesim::Simulation& simulation_;
   std::shared_ptr<Worker> worker_;

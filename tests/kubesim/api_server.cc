@@ -3,7 +3,7 @@
 #include <atomic>
 #include <stdexcept>
 
-#include "common/base64.h"
+#include "tests/kubesim/continue_token.h"
 #include "tests/kubesim/json_util.h"
 #include "tests/kubesim/object_store.h"
 #include "tests/kubesim/request_target.h"
@@ -29,47 +29,91 @@ ApiResponse NotFoundPath() {
   return ErrorResponse(PathNotFound());
 }
 
-// Continue tokens as kube-apiserver writes them: {"v":"meta.k8s.io/v1","rv":N,"start":KEY} in
-// URL-safe base64 without padding. rv -1 (in the token of a 410 for an expired one) continues at
-// the latest state.
-struct ContinueToken {
-  int64_t rv = 0;
-  std::string start;
-};
-
-std::string EncodeContinue(int64_t rv, const std::string& start) {
-  Json token = {{"v", "meta.k8s.io/v1"}, {"rv", rv}, {"start", start}};
-  std::string text = EncodeBase64(token.dump());
-  while (!text.empty() && text.back() == '=') text.pop_back();
-  for (char& c : text) {
-    if (c == '+') c = '-';
-    if (c == '/') c = '_';
+// A resourceVersion parameter as kube-apiserver's APIObjectVersioner parses it: "" is 0, anything
+// else a base-10 uint64 by strconv.ParseUint's rules. Its failure is the storage layer's field
+// error, which kube-apiserver passes on as a 500 without a reason.
+Outcome<uint64_t> ParseResourceVersion(const std::string& text) {
+  if (text.empty()) return uint64_t{0};
+  uint64_t v = 0;
+  const char* problem = nullptr;
+  for (char c : text) {
+    if (c < '0' || c > '9') {
+      problem = "invalid syntax";
+      break;
+    }
+    auto digit = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - digit) / 10) {
+      problem = "value out of range";
+      break;
+    }
+    v = v * 10 + digit;
   }
-  return text;
+  if (problem == nullptr) return v;
+  std::string quoted = GoQuote(text);
+  return UnclassifiedError("resourceVersion: Invalid value: " + quoted +
+                           ": strconv.ParseUint: parsing " + quoted + ": " + problem);
 }
 
-Outcome<ContinueToken> DecodeContinue(const std::string& text) {
-  std::string standard = text;
-  bool url_safe = true;
-  for (char& c : standard) {
-    if (c == '+' || c == '/' || c == '=') url_safe = false;
-    if (c == '-') c = '+';
-    if (c == '_') c = '/';
+// etcd's answer to a read at a revision it has not reached, passed on by kube-apiserver.
+StatusError FutureRevision() {
+  return UnclassifiedError("etcdserver: mvcc: required revision is a future revision");
+}
+
+// kube-apiserver 1.26's ValidateListOptions: 422 Invalid on ListOptions.meta.k8s.io.
+std::optional<StatusError> ValidateListOptions(const QueryParams& query, bool watch) {
+  const std::string match = query.Get("resourceVersionMatch").value_or("");
+  if (match.empty()) return std::nullopt;
+  std::vector<FieldError> errors;
+  if (watch) {
+    errors.push_back(
+        Forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch"));
+  } else {
+    const std::string rv = query.Get("resourceVersion").value_or("");
+    if (rv.empty()) {
+      errors.push_back(Forbidden("resourceVersionMatch",
+                                 "resourceVersionMatch is forbidden unless resourceVersion is "
+                                 "provided"));
+    }
+    if (!query.Get("continue").value_or("").empty()) {
+      errors.push_back(Forbidden("resourceVersionMatch",
+                                 "resourceVersionMatch is forbidden when continue is provided"));
+    }
+    if (match != "Exact" && match != "NotOlderThan") {
+      errors.push_back(NotSupported("resourceVersionMatch", match, {"Exact", "NotOlderThan", ""}));
+    }
+    if (match == "Exact" && rv == "0") {
+      errors.push_back(Forbidden("resourceVersionMatch",
+                                 "resourceVersionMatch \"exact\" is forbidden for resourceVersion "
+                                 "\"0\""));
+    }
   }
-  constexpr Base64Decoding kGoRawBase64{.skip_blanks = false, .loose_tail = true};
-  std::optional<std::string> raw = url_safe ? DecodeBase64(standard, kGoRawBase64) : std::nullopt;
-  if (!raw) {
-    return BadRequest("invalid continue token: continue key is not valid: illegal base64 data");
-  }
-  Json token = Json::parse(*raw, nullptr, false);
-  if (token.is_discarded() || !token.is_object() || !token.contains("rv") ||
-      !token["rv"].is_number_integer() || !token.contains("start") || !token["start"].is_string() ||
-      (token["rv"].get<int64_t>() < 1 && token["rv"].get<int64_t>() != -1)) {
-    return BadRequest(
-        "invalid continue token: continue key is not valid: incorrect encoded start "
-        "resourceVersion (version meta.k8s.io/v1)");
-  }
-  return ContinueToken{token["rv"].get<int64_t>(), token["start"].get<std::string>()};
+  if (errors.empty()) return std::nullopt;
+  return InvalidError("ListOptions", "meta.k8s.io", "", errors);
+}
+
+// Whether kube-apiserver 1.26 serves a read from its watch cache rather than from etcd
+// (Cacher.Get, Cacher.GetList's shouldDelegateList): a get with a resourceVersion; a list with
+// one, unless it continues a paged list, is limited (with a resourceVersion other than "0") or
+// asks for resourceVersionMatch=Exact.
+bool ServedFromCache(const QueryParams& query, bool single_object) {
+  const std::string rv = query.Get("resourceVersion").value_or("");
+  if (rv.empty()) return false;
+  if (single_object) return true;
+  const std::string limit = query.Get("limit").value_or("");
+  bool limited = !limit.empty() && limit != "0" && rv != "0";
+  return !limited && query.Get("continue").value_or("").empty() &&
+         query.Get("resourceVersionMatch").value_or("") != "Exact";
+}
+
+// A read from the watch cache at `rv_text`: the cache must have reached it. kube-apiserver
+// waits up to 3 s for that (ApiServer::kFreshnessWait; the transport holds the request), then
+// answers 504 with the cache's resourceVersion.
+Outcome<uint64_t> CachedRead(WatchHub& hub, const ResourceType& type, const std::string& rv_text) {
+  auto rv = ParseResourceVersion(rv_text);
+  if (!rv.ok()) return rv;
+  uint64_t cache_rv = hub.CacheRv(type.key);
+  if (*rv > cache_rv) return TooLargeResourceVersion(*rv, cache_rv, 1);
+  return rv;
 }
 
 bool ParseRv(const std::string& text, uint64_t* out) {
@@ -185,37 +229,45 @@ ApiResponse ListObjects(const ObjectStore& store, WatchHub& hub, const TypePtr& 
     if (!ParseRv(*l, &v)) return ErrorResponse(BadRequest("invalid limit: " + *l));
     limit = static_cast<size_t>(v);
   }
-  std::string rv_text = query.Get("resourceVersion").value_or("");
-  std::string match_mode = query.Get("resourceVersionMatch").value_or("");
+  if (auto invalid = ValidateListOptions(query, /*watch=*/false)) return ErrorResponse(*invalid);
+  const std::string rv_text = query.Get("resourceVersion").value_or("");
+  const std::string match_mode = query.Get("resourceVersionMatch").value_or("");
+  const std::string cont = query.Get("continue").value_or("");
   uint64_t at_rv = 0;
   std::string after;
   uint64_t current = store.CurrentRv();
-  if (auto cont = query.Get("continue"); cont && !cont->empty()) {
-    if (!rv_text.empty()) {
-      return ErrorResponse(
-          BadRequest("specifying resource version is not allowed when using "
-                     "continue"));
-    }
-    auto token = DecodeContinue(*cont);
+  bool from_cache = ServedFromCache(query, /*single_object=*/false);
+  if (from_cache) {
+    auto fresh = CachedRead(hub, *type, rv_text);
+    if (!fresh.ok()) return ErrorResponse(fresh.error());
+    limit = 0;  // the watch cache ignores limit
+  } else if (!cont.empty()) {
+    auto token = DecodeContinue(cont);
     if (!token.ok()) return ErrorResponse(token.error());
-    at_rv = token->rv == -1 ? 0 : static_cast<uint64_t>(token->rv);
+    if (!rv_text.empty() && rv_text != "0") {
+      return ErrorResponse(
+          BadRequest("specifying resource version is not allowed when using continue"));
+    }
+    // A token's resourceVersion below 0 continues at the latest state.
+    at_rv = token->rv < 0 ? 0 : static_cast<uint64_t>(token->rv);
     after = token->start;
-    if (at_rv > current) {
-      return ErrorResponse(TooLargeResourceVersion(at_rv, current));
-    }
+    if (at_rv > current) return ErrorResponse(FutureRevision());
   } else if (!rv_text.empty()) {
-    uint64_t requested = 0;
-    if (!ParseRv(rv_text, &requested)) {
-      return ErrorResponse(BadRequest("invalid resource version: " + rv_text));
+    auto requested = ParseResourceVersion(rv_text);
+    if (!requested.ok()) {
+      return ErrorResponse(BadRequest("invalid resource version: " + requested.error().message));
     }
-    if (requested > current) return ErrorResponse(TooLargeResourceVersion(requested, current));
-    if (requested == 0) {
-      limit = 0;  // served from the watch cache, which ignores limit
-    } else if (match_mode == "Exact") {
-      if (requested < hub.ListFloor(type->key)) {
+    if (match_mode == "NotOlderThan") {
+      if (*requested > current) {
+        return ErrorResponse(TooLargeResourceVersion(*requested, current, 0));
+      }
+    } else if (*requested > 0) {
+      // Exact, or a limited list's resourceVersion, which etcd reads at exactly that revision.
+      if (*requested > current) return ErrorResponse(FutureRevision());
+      if (*requested < hub.ListFloor(type->key)) {
         return ErrorResponse(Expired("The resourceVersion for the provided list is too old."));
       }
-      at_rv = requested;
+      at_rv = *requested;
     }
   }
   auto match = [&](const StoredObject& o) {
@@ -253,7 +305,9 @@ ApiResponse ListObjects(const ObjectStore& store, WatchHub& hub, const TypePtr& 
       body += "\"remainingItemCount\":" + std::to_string(page->remaining) + ",";
     }
   }
-  body += "\"resourceVersion\":\"" + std::to_string(page->rv) + "\"}}";
+  // The watch cache answers at its own resourceVersion, etcd at its latest revision.
+  uint64_t list_rv = from_cache ? page->cache_rv : page->rv;
+  body += "\"resourceVersion\":\"" + std::to_string(list_rv) + "\"}}";
   return JsonResponse(200, std::move(body));
 }
 
@@ -317,6 +371,10 @@ ApiResponse ApiServer::Handle(const ApiRequest& request) {
       return ErrorResponse(BadRequest("watch requests are served as streams"));
     }
     if (!target.name.empty()) {
+      if (ServedFromCache(query, /*single_object=*/true)) {
+        auto fresh = CachedRead(state_->hub, *type, query.Get("resourceVersion").value_or(""));
+        if (!fresh.ok()) return ErrorResponse(fresh.error());
+      }
       ObjectPtr obj = state_->store.Get(*type, target.ns, target.name);
       if (!obj) return ErrorResponse(NotFoundError(type->plural, type->group, target.name));
       return JsonResponse(200, FullJson(*type, *obj));
@@ -380,19 +438,24 @@ std::variant<ApiResponse, uint64_t> ApiServer::StartWatch(const ApiRequest& requ
     timeout = std::chrono::seconds(seconds);
   }
   spec.deadline = state_->clock->Now() + timeout;
-  std::string rv_text = query.Get("resourceVersion").value_or("");
+  if (auto invalid = ValidateListOptions(query, /*watch=*/true)) return ErrorResponse(*invalid);
+  // From a resourceVersion the server has not reached, the watch waits for it.
+  auto rv = ParseResourceVersion(query.Get("resourceVersion").value_or(""));
+  if (!rv.ok()) return ErrorResponse(rv.error());
   std::optional<uint64_t> from;
-  std::optional<StatusError> failure;
-  if (!rv_text.empty() && rv_text != "0") {
-    uint64_t rv = 0;
-    if (!ParseRv(rv_text, &rv)) {
-      return ErrorResponse(BadRequest("invalid resource version: " + rv_text));
-    }
-    uint64_t current = state_->store.CurrentRv();
-    if (rv > current) failure = TooLargeResourceVersion(rv, current);
-    from = rv;
-  }
-  return state_->store.StartWatch(std::move(spec), std::move(sink), from, std::move(failure));
+  if (*rv != 0) from = *rv;
+  return state_->store.StartWatch(std::move(spec), std::move(sink), from);
+}
+
+bool ApiServer::MustWait(const ApiRequest& request) {
+  RequestTarget target = ParseTarget(request.path);
+  if (request.method != "GET" || target.kind != RequestTarget::Kind::kResource) return false;
+  QueryParams query(request.query);
+  if (query.Flag("watch") || !ServedFromCache(query, !target.name.empty())) return false;
+  auto resolved = Resolve(state_->registry, target);
+  if (!resolved.ok()) return false;
+  auto rv = ParseResourceVersion(query.Get("resourceVersion").value_or(""));
+  return rv.ok() && *rv > state_->hub.CacheRv(resolved->type->key);
 }
 
 void ApiServer::StopWatch(uint64_t watch_id) {

@@ -6,6 +6,7 @@
 // Thread-safe: any number of threads may call it concurrently.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -59,12 +60,20 @@ class ApiServer {
 
   static bool IsWatch(const ApiRequest& request);
 
-  // Any request that is not a watch.
+  // Any request that is not a watch, answered on the current state.
   ApiResponse Handle(const ApiRequest& request);
+  // kube-apiserver holds a read served from its watch cache at a resourceVersion the cache has
+  // not reached (a get, or a list without limit, with resourceVersion=N) until the cache gets
+  // there, for at most kFreshnessWait; then it answers 504. A transport holds such a request
+  // while MustWait() is true, up to kFreshnessWait, before calling Handle().
+  static constexpr std::chrono::seconds kFreshnessWait{3};
+  static constexpr std::chrono::milliseconds kFreshnessPoll{50};  // how often to ask MustWait()
+  bool MustWait(const ApiRequest& request);
   // A watch request: an error response (unknown resource, bad selector or resourceVersion), or
   // the id of a registered watch whose events go to `sink` until StopWatch or End. As in
   // kube-apiserver, a resourceVersion older than the history is not an error response: the
-  // watch starts and its only event is an ERROR carrying a 410 Expired Status, then End().
+  // watch starts and its only event is an ERROR carrying a 410 Expired Status, then End(). One
+  // the server has not reached yet starts a silent watch that sends the events after it.
   // `sink` may receive events (the initial ADDED list) before StartWatch returns, so it must be
   // ready to write (or buffer) from the moment it is passed in.
   std::variant<ApiResponse, uint64_t> StartWatch(const ApiRequest& request,

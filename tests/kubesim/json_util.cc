@@ -1,7 +1,9 @@
 #include "tests/kubesim/json_util.h"
 
 #include <cctype>
+#include <cstdio>
 #include <ctime>
+#include <random>
 
 namespace syncbus::kubesim {
 
@@ -106,5 +108,18 @@ std::string FormatSeconds(WallTime t) {
 }  // namespace
 
 std::string FormatTime(WallTime t) { return FormatSeconds(t) + "Z"; }
+
+std::string NewUid() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t a = rng(), b = rng();
+  a = (a & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;
+  b = (b & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xffff),
+                static_cast<unsigned>(b >> 48),
+                static_cast<unsigned long long>(b & 0xffffffffffffULL));
+  return buf;
+}
 
 }  // namespace syncbus::kubesim

@@ -1,5 +1,6 @@
 // Small JSON and time helpers shared by the simulator's engine: type names as the apiserver's
-// validators print them, RFC 3339 timestamps, and compact serialisation. Pure functions.
+// validators print them, RFC 3339 timestamps, compact serialisation and random UUIDs.
+// Thread-safe.
 #pragma once
 
 #include <string>
@@ -19,5 +20,7 @@ bool IsDateTime(const std::string& text);
 bool IsDate(const std::string& text);
 // metav1.Time: "2026-01-02T03:04:05Z".
 std::string FormatTime(WallTime t);
+// A random (version 4) UUID, as kube-apiserver makes for metadata.uid and Audit-Id.
+std::string NewUid();
 
 }  // namespace syncbus::kubesim

@@ -61,6 +61,7 @@ Outcome<ObjectStore::Page> ObjectStore::List(const TypePtr& type, const std::str
   std::lock_guard<std::mutex> lock(mu_);
   Page page;
   page.rv = at_rv == 0 ? rv_ : at_rv;
+  page.cache_rv = hub_->CacheRv(type->key);
   std::string prefix = type->namespaced && !ns.empty() ? ns + "/" : "";
   const Bucket* b = FindBucket(*type);
   static const std::map<std::string, ObjectPtr> kNone;
@@ -358,14 +359,13 @@ void ObjectStore::StartWatchWindow(const TypePtr& type) {
 }
 
 uint64_t ObjectStore::StartWatch(WatchHub::Spec spec, std::shared_ptr<WatchSink> sink,
-                                 std::optional<uint64_t> from_rv,
-                                 std::optional<StatusError> failure) {
+                                 std::optional<uint64_t> from_rv) {
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<ObjectPtr> initial;
     uint64_t cursor = from_rv.value_or(rv_);
-    if (!from_rv && !failure) {
+    if (!from_rv) {
       const Bucket* b = FindBucket(*spec.type);
       if (b != nullptr) {
         std::string prefix = spec.type->namespaced && !spec.ns.empty() ? spec.ns + "/" : "";
@@ -375,8 +375,7 @@ uint64_t ObjectStore::StartWatch(WatchHub::Spec spec, std::shared_ptr<WatchSink>
         }
       }
     }
-    id = hub_->Register(std::move(spec), std::move(sink), std::move(initial), cursor,
-                        std::move(failure));
+    id = hub_->Register(std::move(spec), std::move(sink), std::move(initial), cursor);
   }
   hub_->Pump();
   return id;

@@ -37,6 +37,7 @@ class ObjectStore {
   struct Page {
     std::vector<ObjectPtr> items;
     uint64_t rv = 0;       // the snapshot's resourceVersion
+    uint64_t cache_rv = 0;  // WatchHub::CacheRv of the type at the snapshot
     std::string last_key;  // set when more matching items follow
     size_t remaining = 0;  // matching items after this page
   };
@@ -66,10 +67,10 @@ class ObjectStore {
   void StartWatchWindow(const TypePtr& type);
 
   // Registers a watch atomically with the store state: from now (ADDED for every current
-  // object) when `from_rv` is empty, else replaying the history after it. With `failure`, the
-  // watch only reports that error.
+  // object) when `from_rv` is empty, else replaying the history after it (a future one waits
+  // for it).
   uint64_t StartWatch(WatchHub::Spec spec, std::shared_ptr<WatchSink> sink,
-                      std::optional<uint64_t> from_rv, std::optional<StatusError> failure);
+                      std::optional<uint64_t> from_rv);
   // Everything seen so far becomes too old to resume from (open watches get 410).
   void ExpireHistory();
 

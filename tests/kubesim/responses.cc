@@ -14,7 +14,12 @@ ApiResponse JsonResponse(int status, std::string body, const std::vector<std::st
 }
 
 ApiResponse ErrorResponse(const StatusError& error) {
-  return JsonResponse(error.code, error.ToJson().dump());
+  ApiResponse r = JsonResponse(error.code, error.ToJson().dump());
+  // As kube-apiserver's error writer: any Status asking for a retry says so in Retry-After too.
+  if (error.retry_after_seconds > 0) {
+    r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_seconds));
+  }
+  return r;
 }
 
 ApiResponse SuccessStatus(const std::string& name, const std::string& group,

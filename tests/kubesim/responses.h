@@ -12,6 +12,7 @@ namespace syncbus::kubesim {
 
 ApiResponse JsonResponse(int status, std::string body,
                          const std::vector<std::string>& warnings = {});
+// The Status as JSON, with Retry-After when it carries retryAfterSeconds.
 ApiResponse ErrorResponse(const StatusError& error);
 // {"kind":"Status",...,"status":"Success","details":{...}} for a completed delete.
 ApiResponse SuccessStatus(const std::string& name, const std::string& group,

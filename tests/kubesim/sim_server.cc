@@ -90,15 +90,14 @@ void SimServer::Handle(const http::ServerRequest& request,
 
 void SimServer::Execute(Plan plan, const std::shared_ptr<http::ResponseWriter>& writer) {
   switch (plan.kind) {
-    case Plan::Kind::kRespond:
-      writer->Respond(plan.response.status, std::move(plan.response.headers),
-                      std::move(plan.response.body));
-      return;
-    case Plan::Kind::kApi: {
-      ApiResponse response = plan.api->Handle(plan.api_request);
+    case Plan::Kind::kRespond: {
+      ApiResponse response = plan.WithHeaders(std::move(plan.response));
       writer->Respond(response.status, std::move(response.headers), std::move(response.body));
       return;
     }
+    case Plan::Kind::kApi:
+      Answer(std::move(plan), writer, std::chrono::steady_clock::now() + ApiServer::kFreshnessWait);
+      return;
     case Plan::Kind::kWatch:
       StartWatch(std::move(plan), writer);
       return;
@@ -112,17 +111,31 @@ void SimServer::Execute(Plan plan, const std::shared_ptr<http::ResponseWriter>& 
   }
 }
 
+void SimServer::Answer(Plan plan, const std::shared_ptr<http::ResponseWriter>& writer,
+                       std::chrono::steady_clock::time_point hold_until) {
+  if (std::chrono::steady_clock::now() < hold_until && plan.api->MustWait(plan.api_request)) {
+    server_->RunAfter(ApiServer::kFreshnessPoll,
+                      [this, plan = std::move(plan), writer, hold_until]() mutable {
+                        Answer(std::move(plan), writer, hold_until);
+                      });
+    return;
+  }
+  ApiResponse response = plan.WithHeaders(plan.api->Handle(plan.api_request));
+  writer->Respond(response.status, std::move(response.headers), std::move(response.body));
+}
+
 void SimServer::StartWatch(Plan plan, const std::shared_ptr<http::ResponseWriter>& writer) {
   auto sink = std::make_shared<PendingWatchSink>();
   ApiServer* api = plan.api;
   auto started = api->StartWatch(plan.api_request, sink);
   if (auto* error = std::get_if<ApiResponse>(&started)) {
     sink->Discard();
-    writer->Respond(error->status, std::move(error->headers), std::move(error->body));
+    ApiResponse response = plan.WithHeaders(std::move(*error));
+    writer->Respond(response.status, std::move(response.headers), std::move(response.body));
     return;
   }
   uint64_t id = std::get<uint64_t>(started);
-  writer->StartStream(200, {{"Content-Type", "application/json"}, {"Cache-Control", "no-cache"}});
+  writer->StartStream(200, plan.StreamHeaders());
   sink->Open({[writer](std::string line) { return writer->WriteChunk(std::move(line)); },
               [writer] { writer->EndStream(); }});
   writer->OnClientClose([api, id] { api->StopWatch(id); });

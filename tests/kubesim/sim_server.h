@@ -51,6 +51,10 @@ class SimServer {
   SimServer() = default;
   void Handle(const http::ServerRequest& request, std::shared_ptr<http::ResponseWriter> writer);
   void Execute(Plan plan, const std::shared_ptr<http::ResponseWriter>& writer);
+  // Answers a kApi plan once the API server need not hold it (ApiServer::MustWait) any more, or
+  // at `hold_until`.
+  void Answer(Plan plan, const std::shared_ptr<http::ResponseWriter>& writer,
+              std::chrono::steady_clock::time_point hold_until);
   void StartWatch(Plan plan, const std::shared_ptr<http::ResponseWriter>& writer);
   void ScheduleBookmarks();
 

@@ -1,13 +1,15 @@
 // Simulation: API servers, dispatch (routing, auth, faults) and the /_sim control API.
 #include "tests/kubesim/sim_simulation.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <charconv>
 #include <exception>
 #include <filesystem>
 
-#include <strings.h>
-
+#include "tests/kubesim/json_util.h"
+#include "tests/kubesim/request_target.h"
 #include "tests/kubesim/sim_router.h"
 
 namespace syncbus::kubesim {
@@ -54,6 +56,17 @@ std::optional<std::chrono::seconds> WatchTimeout(const http::ServerRequest& requ
 }
 
 }  // namespace
+
+ApiResponse Plan::WithHeaders(ApiResponse response) const {
+  response.headers.insert(response.headers.end(), headers.begin(), headers.end());
+  return response;
+}
+
+http::Headers Plan::StreamHeaders() const {
+  http::Headers out = {{"Content-Type", "application/json"}};
+  out.insert(out.end(), headers.begin(), headers.end());
+  return out;
+}
 
 ApiResponse SimStatusResponse(int code, const std::string& reason, const std::string& message) {
   Json status = {{"kind", "Status"},       {"apiVersion", "v1"}, {"metadata", Json::object()},
@@ -179,6 +192,13 @@ Plan Simulation::Dispatch(const http::ServerRequest& request) {
     return plan;
   }
   plan.in_flight = target->counters.Begin(&total_);
+  {
+    RequestTarget parsed = ParseTarget(route.path);
+    target->tally.Count(RequestVerb(request.method, parsed, QueryParams(request.query),
+                                    http::FindHeader(request.headers, "Content-Type").value_or("")),
+                        RequestResource(parsed));
+  }
+  plan.headers = {{"Audit-Id", NewUid()}, {"Cache-Control", "no-cache, private"}};
   if (!Authorized(request.headers)) {
     plan.response = SimStatusResponse(401, "Unauthorized", "Unauthorized");
     return plan;
@@ -308,7 +328,12 @@ Json Simulation::Stats() const {
                 {"peakInFlight", total_.peak_in_flight()},
                 {"objects", objects},
                 {"openWatches", watches}};
-  return {{"total", std::move(total)}, {"clusters", std::move(clusters)}};
+  std::map<std::pair<std::string, std::string>, uint64_t> targets;
+  for (const auto& [name, cluster] : clusters_) cluster->tally.AddTo(targets);
+  return {{"total", std::move(total)},
+          {"clusters", std::move(clusters)},
+          {"hubRequests", hub_->tally.ToJson()},
+          {"targetRequests", RequestTally::ToJson(targets)}};
 }
 
 }  // namespace syncbus::kubesim

@@ -21,6 +21,7 @@
 #include "tests/kubesim/api_server.h"
 #include "tests/kubesim/faults.h"
 #include "tests/kubesim/fleet.h"
+#include "tests/kubesim/request_tally.h"
 
 namespace syncbus::kubesim {
 
@@ -46,6 +47,7 @@ struct SimCluster {
   std::string name;                // "hub" or the target's name
   std::unique_ptr<ApiServer> api;
   RequestCounters counters;
+  RequestTally tally;              // by verb and resource
 };
 
 // What to do with one request, decided up front.
@@ -66,6 +68,14 @@ struct Plan {
   std::optional<std::chrono::seconds> watch_timeout;
   // Keeps the request counted as in flight; release it once the answer is complete.
   std::shared_ptr<void> in_flight;
+  // What kube-apiserver's filters add to every answer it gives, errors and watches included:
+  // Cache-Control and this request's Audit-Id. Empty for the control API.
+  http::Headers headers;
+
+  // `response` with `headers` added.
+  ApiResponse WithHeaders(ApiResponse response) const;
+  // The headers of a kWatch stream.
+  http::Headers StreamHeaders() const;
 };
 
 class Simulation {
@@ -103,7 +113,8 @@ class Simulation {
 
   // Sends a BOOKMARK on every open watch of every API server (and ends expired watches).
   void SendBookmarks();
-  // The body of GET /_sim/stats.
+  // The body of GET /_sim/stats: requests per API server, and by verb and resource for the hub
+  // ("hubRequests") and summed over the targets ("targetRequests").
   Json Stats() const;
 
  private:

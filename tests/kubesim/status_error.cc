@@ -122,6 +122,69 @@ FieldError TooMany(std::string field, long long actual, long long max) {
           "must have at most " + std::to_string(max) + " items", {}};
 }
 
+std::string GoQuote(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (size_t i = 0; i < text.size();) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      // A well-formed UTF-8 sequence stays as it is; any other byte is \xNN.
+      size_t len = c >= 0xc2 && c <= 0xdf   ? 2
+                   : c >= 0xe0 && c <= 0xef ? 3
+                   : c >= 0xf0 && c <= 0xf4 ? 4
+                                            : 0;
+      bool whole = len > 0 && i + len <= text.size();
+      for (size_t k = 1; whole && k < len; ++k) {
+        whole = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+      }
+      if (whole) {
+        out.append(text.substr(i, len));
+        i += len;
+        continue;
+      }
+    }
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\a':
+        out += "\\a";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\v':
+        out += "\\v";
+        break;
+      default:
+        if (c < 0x20 || c >= 0x7f) {
+          out += "\\x";
+          out += kHex[c >> 4];
+          out += kHex[c & 0xf];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+    ++i;
+  }
+  return out + "\"";
+}
+
 std::string Qualified(const std::string& name, const std::string& group) {
   return group.empty() ? name : name + "." + group;
 }
@@ -238,14 +301,22 @@ StatusError Forbidden403(std::string message) {
   return e;
 }
 
-StatusError TooLargeResourceVersion(unsigned long long requested, unsigned long long current) {
+StatusError TooLargeResourceVersion(unsigned long long requested, unsigned long long current,
+                                    int retry_after_seconds) {
   StatusError e;
   e.code = 504;
   e.reason = "Timeout";
-  e.message = "Too large resource version: " + std::to_string(requested) +
+  e.message = "Timeout: Too large resource version: " + std::to_string(requested) +
               ", current: " + std::to_string(current);
   e.causes.push_back({"ResourceVersionTooLarge", "Too large resource version", ""});
-  e.retry_after_seconds = 1;
+  e.retry_after_seconds = retry_after_seconds;
+  return e;
+}
+
+StatusError UnclassifiedError(std::string message) {
+  StatusError e;
+  e.code = 500;
+  e.message = std::move(message);
   return e;
 }
 

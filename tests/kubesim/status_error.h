@@ -5,6 +5,7 @@
 
 #include <cassert>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -58,6 +59,10 @@ FieldError Duplicate(std::string field, Json value);
 FieldError TooLong(std::string field, Json value, long long max);
 FieldError TooMany(std::string field, long long actual, long long max);
 
+// Go's strconv.Quote, as kube-apiserver's messages quote a value with %q: double quotes, C-style
+// escapes for control characters, \xNN for bytes that are not UTF-8.
+std::string GoQuote(std::string_view text);
+
 // A qualified resource or kind: "configmaps" / "syncsets.hive.openshift.io".
 std::string Qualified(const std::string& name, const std::string& group);
 
@@ -78,7 +83,13 @@ StatusError MethodNotAllowed();
 StatusError UnsupportedMediaType(const std::vector<std::string>& accepted);
 StatusError Expired(std::string message);          // 410 reason Expired
 StatusError Forbidden403(std::string message);     // 403 reason Forbidden
-StatusError TooLargeResourceVersion(unsigned long long requested, unsigned long long current);
+// 504 Timeout "Timeout: Too large resource version: N, current: M" with the
+// ResourceVersionTooLarge cause; `retry_after_seconds` 0 leaves retryAfterSeconds out.
+StatusError TooLargeResourceVersion(unsigned long long requested, unsigned long long current,
+                                    int retry_after_seconds);
+// An error kube-apiserver passes on without classifying it (reason Unknown): 500 with just the
+// message, e.g. etcd's "etcdserver: mvcc: required revision is a future revision".
+StatusError UnclassifiedError(std::string message);
 
 // Either a value or the StatusError of a failed request.
 template <typename T>

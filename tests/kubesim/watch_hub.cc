@@ -71,6 +71,7 @@ void WatchHub::Append(StoreEvent event) {
   SteadyTime now = clock_.Now();
   CompactLocked(now);
   latest_rv_ = event.rv;
+  cache_rvs_[event.resource->key] = event.rv;
   TypeLog& log = logs_[event.resource->key];
   if (log.capacity == 0) log.capacity = window_.min_events;
   ResizeLocked(log, now);
@@ -96,6 +97,7 @@ void WatchHub::StartWindow(const std::string& type_key, uint64_t rv) {
   TypeLog& log = logs_[type_key];
   log.in_window = 0;
   log.watch_floor = std::max(log.watch_floor, rv);
+  cache_rvs_[type_key] = rv;
   TrimLocked(log);
 }
 
@@ -106,6 +108,11 @@ uint64_t WatchHub::ListFloor(const std::string& type_key) {
   auto it = logs_.find(type_key);
   if (it != logs_.end()) floor = std::max(floor, it->second.list_floor);
   return floor;
+}
+
+uint64_t WatchHub::CacheRv(const std::string& type_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cache_rvs_.try_emplace(type_key, latest_rv_).first->second;
 }
 
 uint64_t WatchHub::WatchFloorLocked(const std::string& type_key) const {
@@ -126,8 +133,7 @@ std::vector<StoreEvent> WatchHub::EventsSince(uint64_t rv, const std::string& ty
 }
 
 uint64_t WatchHub::Register(Spec spec, std::shared_ptr<WatchSink> sink,
-                            std::vector<ObjectPtr> initial, uint64_t cursor,
-                            std::optional<StatusError> failure) {
+                            std::vector<ObjectPtr> initial, uint64_t cursor) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t id = next_id_++;
   Watcher w;
@@ -135,7 +141,6 @@ uint64_t WatchHub::Register(Spec spec, std::shared_ptr<WatchSink> sink,
   w.sink = std::move(sink);
   w.initial = std::move(initial);
   w.cursor = cursor;
-  w.failure = std::move(failure);
   watchers_.emplace(id, std::move(w));
   return id;
 }
@@ -181,10 +186,7 @@ std::vector<WatchHub::Delivery> WatchHub::CollectLocked() {
     Watcher& w = it->second;
     const ResourceType& type = *w.spec.type;
     Delivery d{it->first, w.sink, {}, false};
-    if (w.failure) {
-      d.lines.push_back(EventLine("ERROR", w.failure->ToJson().dump()));
-      d.end = true;
-    } else if (w.closing || (w.spec.deadline && now >= *w.spec.deadline)) {
+    if (w.closing || (w.spec.deadline && now >= *w.spec.deadline)) {
       d.end = true;
     } else {
       for (const auto& obj : w.initial) {
@@ -216,8 +218,9 @@ std::vector<WatchHub::Delivery> WatchHub::CollectLocked() {
           }
         }
       }
-      if (!d.end) {
-        w.cursor = std::max(w.cursor, latest_rv_);
+      // A watch from a future resourceVersion gets no bookmark before it is reached.
+      if (!d.end && w.cursor <= latest_rv_) {
+        w.cursor = latest_rv_;
         if (w.bookmark_due) d.lines.push_back(BookmarkLine(type, w.cursor));
       }
       w.bookmark_due = false;
@@ -264,8 +267,7 @@ void WatchHub::Pump() {
     if (!pump_again_ && gone.empty()) {
       bool pending = false;
       for (const auto& [id, w] : watchers_) {
-        if (!w.initial.empty() || w.cursor < latest_rv_ || w.bookmark_due || w.closing ||
-            w.failure) {
+        if (!w.initial.empty() || w.cursor < latest_rv_ || w.bookmark_due || w.closing) {
           pending = true;
           break;
         }

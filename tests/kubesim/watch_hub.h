@@ -76,13 +76,17 @@ class WatchHub {
   void StartWindow(const std::string& type_key, uint64_t rv);
   // A list of `type_key` can be rebuilt at any resourceVersion from this one on.
   uint64_t ListFloor(const std::string& type_key);
+  // The resourceVersion kube-apiserver's watch cache of `type_key` has reached: that of the
+  // type's newest event; without one, where StartWindow started it, else the server's
+  // resourceVersion at the first call (a cache starts at the state it first lists).
+  uint64_t CacheRv(const std::string& type_key);
   // Retained events of `type` after `rv`, oldest first (for list snapshots).
   std::vector<StoreEvent> EventsSince(uint64_t rv, const std::string& type_key) const;
   // Registers a watch that first receives ADDED for `initial` (already filtered by type and
-  // namespace), then every event after `cursor`. With `failure`, it only sends that ERROR and
-  // ends.
+  // namespace), then every event after `cursor`. A cursor beyond the latest resourceVersion
+  // waits silently (no bookmarks either) until events reach it, as in kube-apiserver.
   uint64_t Register(Spec spec, std::shared_ptr<WatchSink> sink, std::vector<ObjectPtr> initial,
-                    uint64_t cursor, std::optional<StatusError> failure);
+                    uint64_t cursor);
 
   // --- any thread, no lock held ---
   void Stop(uint64_t id);
@@ -97,7 +101,6 @@ class WatchHub {
     std::shared_ptr<WatchSink> sink;
     std::vector<ObjectPtr> initial;
     uint64_t cursor = 0;
-    std::optional<StatusError> failure;
     bool bookmark_due = false;
     bool closing = false;
   };
@@ -136,6 +139,7 @@ class WatchHub {
   const WatchWindow window_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, TypeLog> logs_;  // by ResourceType::key
+  std::unordered_map<std::string, uint64_t> cache_rvs_;  // CacheRv(), by ResourceType::key
   uint64_t expired_ = 0;  // Expire(): nothing at or below this resumes or lists
   uint64_t latest_rv_ = 0;
   SteadyTime next_compaction_;

@@ -30,18 +30,6 @@ std::mt19937_64& Rng() {
   return rng;
 }
 
-std::string NewUid() {
-  uint64_t a = Rng()(), b = Rng()();
-  a = (a & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;
-  b = (b & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx",
-                static_cast<unsigned>(a >> 32), static_cast<unsigned>((a >> 16) & 0xffff),
-                static_cast<unsigned>(a & 0xffff), static_cast<unsigned>(b >> 48),
-                static_cast<unsigned long long>(b & 0xffffffffffffULL));
-  return buf;
-}
-
 std::string RandomSuffix() {
   static const char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
   std::string out;

@@ -99,6 +99,7 @@ RawResponse ServerUnderTest::Raw(const std::string& method, const std::string& p
                   method << " " << path_and_query << ": " << response.status().ToString());
   RawResponse out;
   out.status = response->status;
+  out.headers = response->headers;
   out.text = response->body;
   out.body = Json::parse(out.text, nullptr, /*allow_exceptions=*/false);
   if (out.body.is_discarded()) out.body = nullptr;

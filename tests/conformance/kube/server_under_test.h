@@ -10,6 +10,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/http/transport.h"
 #include "common/json.h"
@@ -19,8 +20,14 @@ namespace syncbus::conformance {
 
 struct RawResponse {
   int status = 0;
+  http::Headers headers;
   Json body;  // null when the body is not JSON
   std::string text;
+
+  // The first header named `name` (case-insensitive), or "".
+  std::string Header(std::string_view name) const {
+    return http::FindHeader(headers, name).value_or("");
+  }
 };
 
 // A CurlTransport with default options; fails the running test when it cannot be made.

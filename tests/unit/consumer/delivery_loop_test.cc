@@ -1,12 +1,15 @@
 #include <doctest/doctest.h>
 
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "common/amqp/fake_session.h"
 #include "common/amqp/syncbus_topology.h"
 #include "common/fake_clock.h"
 #include "common/sync_message.h"
+#include "common/trace_event.h"
 #include "consumer/delivery_loop.h"
 #include "tests/unit/consumer/fake_object_store.h"
 
@@ -84,6 +87,7 @@ struct Harness {
   prometheus::Registry registry;
   std::unique_ptr<ClusterLeases> leases;
   Script script;
+  TraceRecorder trace{"consumer-1", registry};
   std::unique_ptr<DeliveryLoop> loop;
   amqp::TopologyOptions topology;
 
@@ -102,6 +106,7 @@ struct Harness {
     options.workers = workers;
     options.retry = {topology.retry_tiers, 4};
     options.delivery_limit = 2;
+    options.trace = &trace;
     loop = std::make_unique<DeliveryLoop>(options, session, script.Function(), leases.get(), clock, registry);
     REQUIRE(loop->Subscribe().ok());
   }
@@ -146,8 +151,25 @@ struct Harness {
     }
     return 0;
   }
+  double Gauge(const std::string& family) {
+    for (const auto& f : registry.Collect()) {
+      if (f.name == family && !f.metric.empty()) return f.metric[0].gauge.value;
+    }
+    FAIL(family << " is not registered");
+    return -1;
+  }
   std::vector<amqp::Message> Retrying(const std::string& tier) { return broker.ReadyMessages("syncbus.retry." + tier); }
   std::vector<amqp::Message> Dead() { return broker.ReadyMessages(amqp::kDeadQueue); }
+  // The trace events published so far, in order.
+  std::vector<TraceEvent> Traced() {
+    std::vector<TraceEvent> out;
+    for (const auto& m : broker.ReadyMessages(amqp::kTraceQueue)) {
+      auto e = DecodeTraceEvent(m.body);
+      REQUIRE_MESSAGE(e.ok(), e.status().message());
+      out.push_back(*e);
+    }
+    return out;
+  }
 };
 
 }  // namespace
@@ -332,6 +354,42 @@ TEST_CASE("deliveries for one cluster never run at the same time in one process 
   CHECK(h.Unacked() == 0);
 }
 
+TEST_CASE("busy workers are counted against the workers [concurrent]") {
+  Harness h(4, false);
+  // Holds the syncs until opened; opens when the test ends, so the workers can be joined even
+  // after a failed check.
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool open = false;
+    void Open() {
+      {
+        std::lock_guard lock(mu);
+        open = true;
+      }
+      cv.notify_all();
+    }
+    ~Gate() { Open(); }
+  } gate;
+  h.script.during = [&gate](const SyncRequest&) {
+    std::unique_lock lock(gate.mu);
+    gate.cv.wait(lock, [&gate] { return gate.open; });
+  };
+  CHECK(h.Gauge("syncbus_consumer_workers") == 4);
+  CHECK(h.Gauge("syncbus_consumer_workers_busy") == 0);
+  for (const char* c : {"c1", "c2", "c3"}) h.Send(Request(c));
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (h.Gauge("syncbus_consumer_workers_busy") < 3 && std::chrono::steady_clock::now() < deadline) {
+    REQUIRE(h.loop->Step(0ms).ok());
+    std::this_thread::yield();
+  }
+  CHECK(h.Gauge("syncbus_consumer_workers_busy") == 3);
+  gate.Open();
+  h.StepUntilIdle();
+  CHECK(h.Gauge("syncbus_consumer_workers_busy") == 0);
+  CHECK(h.script.runs() == 3);
+}
+
 TEST_CASE("after a lost connection the old result is dropped and the redelivery is processed") {
   Harness h(2, false);
   std::mutex gate_mu;
@@ -379,4 +437,77 @@ TEST_CASE("a request whose deliveries keep ending unsettled is parked as poison 
   REQUIRE(dead.size() == 1);
   CHECK(dead[0].headers[kDeadReasonHeader] == "delivery_limit");
   CHECK(h.script.runs() == 2);
+}
+
+TEST_CASE("each delivery is traced when taken and when settled, with how it ended") {
+  Harness h;
+  SyncOutcome applied = Applied();
+  applied.prepare_seconds = 0.25;
+  applied.target_seconds = 1.5;
+  applied.sets = {{"SyncSet", "set-a", 3, 3, true, ""}};
+  h.script.outcomes["ok"] = {applied};
+  h.script.outcomes["bad"] = {FailedSets(true)};
+  h.Send(Request("ok"), "ns1/ok/rev-1/1");
+  h.Send(Request("bad"), "ns1/bad/rev-1/2");
+  h.StepUntilIdle();
+  h.loop->Step(0ms);   // flushes what the last settlement recorded
+
+  std::map<std::string, std::vector<TraceEvent>> by_cluster;
+  for (const auto& e : h.Traced()) by_cluster[e.cluster].push_back(e);
+  REQUIRE(by_cluster["ns1/ok"].size() == 2);
+  const TraceEvent& taken = by_cluster["ns1/ok"][0];
+  CHECK(taken.step == TraceStep::kDelivered);
+  CHECK(taken.request == "ns1/ok/rev-1/1");
+  CHECK(taken.actor == "consumer-1");
+  CHECK(taken.lane == "change");
+  const TraceEvent& done = by_cluster["ns1/ok"][1];
+  CHECK(done.step == TraceStep::kSettled);
+  CHECK(done.outcome == TraceOutcome::kApplied);
+  CHECK(done.prepare == 250ms);
+  CHECK(done.target == 1500ms);
+  REQUIRE(done.sets.size() == 1);
+  CHECK(done.sets[0].name == "set-a");
+  CHECK(done.sets[0].applies == 3);
+
+  REQUIRE(by_cluster["ns1/bad"].size() == 2);
+  const TraceEvent& retried = by_cluster["ns1/bad"][1];
+  CHECK(retried.outcome == TraceOutcome::kRetry);
+  CHECK(retried.tier == "1s");
+  CHECK(retried.attempt == 0);
+  CHECK(retried.error.find("503") != std::string::npos);
+  CHECK(h.Counter("syncbus_trace_events_total", {{"result", "published"}}) == 4);
+}
+
+TEST_CASE("deferrals and parking are traced with their tier and reason") {
+  Harness h;
+  LeaseOptions other;
+  other.identity = "consumer-2";
+  ClusterLeases elsewhere(other, h.hub, h.clock, h.registry);
+  auto held = elsewhere.Acquire("ns1", "busy");
+  REQUIRE(held.ok());
+  h.Send(Request("busy"));
+  h.StepUntilIdle();
+  h.loop->Step(0ms);
+  auto events = h.Traced();
+  REQUIRE(events.size() == 2);
+  CHECK(events[1].outcome == TraceOutcome::kDeferred);
+  CHECK(events[1].tier == "1s");
+
+  elsewhere.Release(*held);
+  h.script.outcomes["doomed"] = {FailedSets(false)};
+  h.Send(Request("doomed"));
+  for (int i = 0; i < 4; ++i) {
+    h.StepUntilIdle();
+    h.clock.Advance(4100ms);
+  }
+  h.StepUntilIdle();
+  h.loop->Step(0ms);
+  std::vector<TraceEvent> doomed;
+  for (const auto& e : h.Traced()) {
+    if (e.cluster == "ns1/doomed") doomed.push_back(e);
+  }
+  REQUIRE(doomed.size() == 8);   // four deliveries, each taken and settled
+  CHECK(doomed.back().outcome == TraceOutcome::kParked);
+  CHECK(doomed.back().dead_reason == "max-attempts");
+  CHECK(doomed.back().attempt == 3);
 }

@@ -52,3 +52,24 @@ TEST_CASE(
   CHECK(targets.Get("ns/d", "kubeconfig", "not: [a kubeconfig").status().code() ==
         Code::kInvalidArgument);
 }
+
+TEST_CASE("a kept client is trusted for its Secret until a sync fails or the Secret changes") {
+  testing::ApplyFixture f;
+  TargetClients targets(f.transport, 0);
+  CHECK_FALSE(targets.Trusted("ns/a", "kubeconfig").has_value());   // never built
+  auto a = targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a.example:6443"));
+  REQUIRE(a.ok());
+  auto kept = targets.Trusted("ns/a", "kubeconfig");
+  REQUIRE(kept.has_value());
+  CHECK(kept->client == a->client);
+  CHECK_FALSE(targets.Trusted("ns/a", "other-secret").has_value());   // the CD names another one
+  targets.Distrust("ns/a");
+  CHECK_FALSE(targets.Trusted("ns/a", "kubeconfig").has_value());
+  CHECK(targets.KubeconfigSecret("ns/a") == "kubeconfig");              // still remembered: read it early
+  // Reading the Secret again (same kubeconfig) keeps the client and trusts it again.
+  auto again = targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a.example:6443"));
+  REQUIRE(again.ok());
+  CHECK(again->client == a->client);
+  CHECK(targets.Trusted("ns/a", "kubeconfig").has_value());
+  targets.Distrust("ns/unknown");   // harmless
+}

@@ -28,7 +28,7 @@ log: {level: debug, format: json}
 admin: {listen: "127.0.0.1:9090"}
 amqp: {host: rabbit, port: 5671, vhost: prod, user: u, password: p, heartbeatSeconds: 10}
 hub: {kubeconfig: /etc/kubeconfig, context: hub}
-topology: {retryTiers: [1s, 10s], deliveryLimit: 3, maxLength: 1000}
+topology: {retryTiers: [1s, 10s], deliveryLimit: 3, maxLength: 1000, traceMaxAge: 2h, traceMaxMiB: 64}
 publisher:
   resyncInterval: 30m
   maxPublishRate: 100
@@ -50,6 +50,8 @@ consumer:
   CHECK(c->amqp.host == "rabbit");
   CHECK(c->amqp.port == 5671);
   CHECK(c->topology.retry_tiers == std::vector<std::chrono::seconds>{1s, 10s});
+  CHECK(c->topology.trace_max_age == 2h);
+  CHECK(c->topology.trace_max_bytes == 64 << 20);
   CHECK(c->publisher.resync_interval == 30min);
   CHECK(c->publisher.leader_election.retry_period == 3s);
   CHECK(c->consumer.max_attempts == 4);
@@ -74,6 +76,9 @@ TEST_CASE("config errors name the bad key") {
       {"publisher: {resyncInterval: soon}", "publisher.resyncInterval: invalid duration"},
       {"log: {level: loud}", "log.level"},
       {"topology: {retryTiers: [30s, 5s]}", "topology.retryTiers[1]: tiers must increase"},
+      {"topology: {traceMaxAge: 10s}", "topology.traceMaxAge: must be at least 1m"},
+      {"topology: {traceMaxAge: 90500ms}", "topology.traceMaxAge: must be whole seconds"},
+      {"topology: {traceMaxMiB: 1}", "topology.traceMaxMiB: must be between 16"},
       {"publisher: {leaderElection: {leaseDuration: 5s, renewDeadline: 10s}}", "renewDeadline"},
       {"admin: {listen: nowhere}", "admin.listen"},
       {"amqp: [1, 2]", "amqp: expected a mapping"},

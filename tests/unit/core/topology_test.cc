@@ -16,8 +16,30 @@ TEST_CASE("topology names are readable and tiers map to queues") {
   CHECK(amqp::TierName(3600s) == "1h");
   CHECK(amqp::TierName(90s) == "90s");
   amqp::Topology t = amqp::SyncbusTopology();
-  CHECK(t.queues.size() == 2 + 4 + 1);
-  for (const auto& q : t.queues) CHECK(q.arguments["x-queue-type"] == "quorum");
+  CHECK(t.queues.size() == 2 + 4 + 1 + 1);
+  for (const auto& q : t.queues) {
+    if (q.name == amqp::kTraceQueue) continue;
+    CHECK(q.arguments["x-queue-type"] == "quorum");
+  }
+}
+
+TEST_CASE("the trace is a stream bounded by age and size, fed by a fanout exchange") {
+  amqp::TopologyOptions options;
+  options.trace_max_age = 2h;
+  options.trace_max_bytes = int64_t{64} << 20;
+  amqp::Topology t = amqp::SyncbusTopology(options);
+  const amqp::QueueSpec* trace = nullptr;
+  for (const auto& q : t.queues) {
+    if (q.name == "syncbus.trace") trace = &q;
+  }
+  REQUIRE(trace != nullptr);
+  CHECK(trace->durable);
+  CHECK(trace->arguments["x-queue-type"] == "stream");
+  CHECK(trace->arguments["x-max-age"] == "2h");
+  CHECK(trace->arguments["x-max-length-bytes"] == int64_t{64} << 20);
+  bool bound = false;
+  for (const auto& b : t.bindings) bound = bound || (b.source == "syncbus.trace" && b.destination == "syncbus.trace");
+  CHECK(bound);
 }
 
 TEST_CASE("rabbitmq/definitions.json equals the topology declared in code") {

@@ -272,6 +272,51 @@ TEST_CASE("Simulation dispatch routes to the right API server and counts request
   CHECK(watch.watch_timeout == std::optional<std::chrono::seconds>(7s));
 }
 
+TEST_CASE("Simulation counts requests by verb and resource, the hub apart from the targets") {
+  auto sim = MakeSimulation({.clusters = 2});
+  auto send = [&](const char* method, std::string path, std::string query = {}, std::string type = {}) {
+    http::ServerRequest r = Get(std::move(path), std::move(query));
+    r.method = method;
+    if (!type.empty()) r.headers = {{"Content-Type", type}};
+    sim->Dispatch(r);
+  };
+  const std::string cs = "/apis/hiveinternal.openshift.io/v1alpha1/namespaces/ns1/clustersyncs";
+  send("GET", "/apis/hive.openshift.io/v1/namespaces/ns1/syncsets");
+  send("GET", "/apis/hive.openshift.io/v1/selectorsyncsets");
+  send("GET", "/apis/hive.openshift.io/v1/selectorsyncsets", "watch=true&allowWatchBookmarks=true");
+  send("GET", "/api/v1/namespaces/ns1/secrets/kubeconfig");
+  send("POST", cs);
+  send("PUT", cs + "/c1/status");
+  send("PATCH", "/apis/coordination.k8s.io/v1/namespaces/ns1/leases/c1", "", "application/apply-patch+yaml");
+  send("PATCH", cs + "/c1", "", "application/merge-patch+json");
+  send("DELETE", cs + "/c1");
+  send("DELETE", cs);
+  send("GET", "/apis");   // discovery: not counted
+  REQUIRE(sim->cluster_names().size() == 2);
+  for (const auto& name : sim->cluster_names()) {
+    send("PATCH", "/clusters/" + name + "/api/v1/namespaces/default/configmaps/a", "", "application/apply-patch+yaml");
+  }
+
+  Json stats = sim->Stats();
+  Json hub = stats["hubRequests"];
+  INFO(hub.dump(2));
+  CHECK(hub["list"]["syncsets"] == 1);
+  CHECK(hub["list"]["selectorsyncsets"] == 1);
+  CHECK(hub["watch"]["selectorsyncsets"] == 1);
+  CHECK(hub["get"]["secrets"] == 1);
+  CHECK(hub["create"]["clustersyncs"] == 1);
+  CHECK(hub["update"]["clustersyncs/status"] == 1);
+  CHECK(hub["apply"]["leases"] == 1);
+  CHECK(hub["patch"]["clustersyncs"] == 1);
+  CHECK(hub["delete"]["clustersyncs"] == 1);
+  CHECK(hub["deletecollection"]["clustersyncs"] == 1);
+  size_t verbs = 0;
+  for (const auto& [verb, resources] : hub.items()) verbs += resources.size();
+  CHECK(verbs == 10);
+  CHECK(stats["targetRequests"]["apply"]["configmaps"] == 2);
+  CHECK_FALSE(stats["targetRequests"].contains("list"));
+}
+
 TEST_CASE("Simulation checks the bearer token when one is set") {
   auto sim = MakeSimulation({.clusters = 1}, "t0ken");
   Plan anonymous = sim->Dispatch(Get("/api/v1/namespaces"));
@@ -332,8 +377,48 @@ TEST_CASE("Simulation control API manages faults and watches") {
   CHECK(sim->Dispatch(Get("/_sim/clusters/cluster-0001/stats")).response.status == 200);
 }
 
+TEST_CASE("Simulation plans carry kube-apiserver's headers, a fresh Audit-Id each") {
+  auto sim = MakeSimulation({.clusters = 1}, "t0ken");
+  Plan refused = sim->Dispatch(Get("/api/v1/namespaces"));
+  http::ServerRequest request = Get("/clusters/cluster-0000/api/v1/namespaces");
+  request.headers = {{"Authorization", "Bearer t0ken"}};
+  Plan first = sim->Dispatch(request);
+  Plan second = sim->Dispatch(request);
+  for (const Plan* plan : {&refused, &first, &second}) {
+    CHECK(http::FindHeader(plan->headers, "Cache-Control") == "no-cache, private");
+    CHECK(http::FindHeader(plan->headers, "Audit-Id").value_or("").size() == 36);
+  }
+  CHECK(http::FindHeader(first.headers, "Audit-Id") !=
+        http::FindHeader(second.headers, "Audit-Id"));
+  ApiResponse answer = first.WithHeaders(first.api->Handle(first.api_request));
+  CHECK(http::FindHeader(answer.headers, "Content-Type") == "application/json");
+  CHECK(http::FindHeader(answer.headers, "Audit-Id") ==
+        http::FindHeader(first.headers, "Audit-Id"));
+  CHECK(http::FindHeader(first.StreamHeaders(), "Cache-Control") == "no-cache, private");
+  CHECK(sim->Dispatch(Get("/_sim/stats")).headers.empty());
+}
+
 // ---------------------------------------------------------------------------------------------
 // SimServer over a real socket
+
+TEST_CASE("SimServer holds a list from a future resourceVersion until it is reached [concurrent]") {
+  auto sim = StartSim({.clusters = 1});
+  std::string configmaps = sim->base_url() + "/api/v1/namespaces/default/configmaps";
+  CurlResult list = Curl("GET", configmaps);
+  REQUIRE(list.status == 200);
+  uint64_t next = std::stoull(list.json()["metadata"]["resourceVersion"].get<std::string>()) + 1;
+  auto start = std::chrono::steady_clock::now();
+  std::future<CurlResult> held = std::async(std::launch::async, [&] {
+    return Curl("GET", configmaps + "?resourceVersion=" + std::to_string(next));
+  });
+  std::this_thread::sleep_for(300ms);
+  std::string cm = R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"late"}})";
+  REQUIRE(Curl("POST", configmaps, cm).status == 201);
+  CurlResult answer = held.get();
+  CHECK(answer.status == 200);
+  CHECK(answer.json()["items"].back()["metadata"]["name"] == "late");
+  CHECK(std::chrono::steady_clock::now() - start < ApiServer::kFreshnessWait);
+}
 
 TEST_CASE("SimServer serves GET and LIST on the hub and the targets over HTTP") {
   auto sim = StartSim({.clusters = 3, .syncsets = 1, .selector_syncsets = 2, .resources = 2});
@@ -343,6 +428,9 @@ TEST_CASE("SimServer serves GET and LIST on the hub and the targets over HTTP") 
   CHECK(ns.status == 200);
   CHECK(ns.json()["metadata"]["name"] == "cluster-0001");
   CHECK(ns.headers.find("Content-Type: application/json") != std::string::npos);
+  // As kube-apiserver's filters: every API answer says not to cache it and has an Audit-Id.
+  CHECK(ns.headers.find("Cache-Control: no-cache, private") != std::string::npos);
+  CHECK(ns.headers.find("Audit-Id: ") != std::string::npos);
 
   CurlResult cds = Curl("GET", base + "/apis/hive.openshift.io/v1/clusterdeployments?limit=2");
   REQUIRE(cds.status == 200);
@@ -619,6 +707,20 @@ TEST_CASE("InProcessTransport routes like the simulator and answers on its own t
   auto control = SendAndWait(transport, Request("http://kubesim.test/_sim/stats"));
   REQUIRE(control.ok());
   CHECK(Json::parse(control->body)["clusters"]["cluster-0001"]["requests"] == 1);
+}
+
+TEST_CASE("InProcessTransport holds a read of a future resourceVersion, then answers 504") {
+  auto sim = GeneratedSimulation({.clusters = 1});
+  fakes::InProcessTransport transport(*sim);
+  auto start = std::chrono::steady_clock::now();
+  auto answer =
+      SendAndWait(transport, Request("http://kubesim.test/api/v1/namespaces/default/configmaps/x"
+                                     "?resourceVersion=99999999"));
+  REQUIRE(answer.ok());
+  CHECK(std::chrono::steady_clock::now() - start >= ApiServer::kFreshnessWait);
+  CHECK(answer->status == 504);
+  CHECK(http::FindHeader(answer->headers, "Retry-After") == "1");
+  CHECK(http::FindHeader(answer->headers, "Cache-Control") == "no-cache, private");
 }
 
 TEST_CASE("InProcessTransport injects drops errors and client timeouts") {

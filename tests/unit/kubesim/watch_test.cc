@@ -243,6 +243,29 @@ TEST_CASE("a window grown for a burst halves once its newest quarter is older th
   CHECK(kept->Events().size() == 200);
 }
 
+TEST_CASE(
+    "a watch from a future resourceVersion waits silently for it, then streams what follows") {
+  Fixture f;
+  ApiServer& s = *f.server;
+  uint64_t current = RvOf(Body(s.Call("POST", CmPath("default"), ConfigMap("a", "default", {}))));
+  auto sink = std::make_shared<RecordingSink>();
+  Watch(s, sink, CmPath("default"),
+        "allowWatchBookmarks=true&resourceVersion=" + std::to_string(current + 2));
+  s.Call("POST", CmPath("default"), ConfigMap("b", "default", {}));
+  s.SendBookmarks();
+  s.Call("POST", CmPath("default"), ConfigMap("c", "default", {}));
+  CHECK(sink->Events().empty());  // neither the events up to it nor bookmarks before it
+  CHECK(!sink->ended());
+  s.Call("POST", CmPath("default"), ConfigMap("d", "default", {}));
+  s.SendBookmarks();
+  auto events = sink->Events();
+  REQUIRE(events.size() == 2);
+  CHECK(events[0]["type"] == "ADDED");
+  CHECK(events[0]["object"]["metadata"]["name"] == "d");
+  CHECK(events[1]["type"] == "BOOKMARK");
+  CHECK(RvOf(events[1]["object"]) == current + 3);
+}
+
 TEST_CASE("label-filtered watches see objects enter and leave the selection") {
   Fixture f;
   ApiServer& s = *f.server;
@@ -317,6 +340,18 @@ TEST_CASE("watching one object by name, and errors that refuse a watch") {
   auto unknown = s.StartWatch(WatchRequest("/apis/nope/v1/things", ""), sink);
   REQUIRE(std::holds_alternative<ApiResponse>(unknown));
   CHECK(std::get<ApiResponse>(unknown).status == 404);
+  // As kube-apiserver 1.26.4: an unparsable resourceVersion is its storage layer's 500, and
+  // resourceVersionMatch is a 422 on a watch.
+  auto unparsable = s.StartWatch(WatchRequest(CmPath("default"), "resourceVersion=x1"), sink);
+  REQUIRE(std::holds_alternative<ApiResponse>(unparsable));
+  CHECK(std::get<ApiResponse>(unparsable).status == 500);
+  CHECK(Body(std::get<ApiResponse>(unparsable))["message"] ==
+        R"(resourceVersion: Invalid value: "x1": strconv.ParseUint: parsing "x1": invalid syntax)");
+  auto matched = s.StartWatch(
+      WatchRequest(CmPath("default"), "resourceVersion=1&resourceVersionMatch=NotOlderThan"), sink);
+  REQUIRE(std::holds_alternative<ApiResponse>(matched));
+  CHECK(std::get<ApiResponse>(matched).status == 422);
+  CHECK(sink->Events().size() == 1);
   CHECK(ApiServer::IsWatch(WatchRequest(CmPath("default"), "")));
   ApiRequest not_watch = WatchRequest(CmPath("default"), "");
   not_watch.query = "watch=false";

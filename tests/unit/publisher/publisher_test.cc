@@ -248,6 +248,48 @@ TEST_CASE("a request outstanding longer than the timeout is re-sent") {
   CHECK(q[0].reason == "resend");
 }
 
+TEST_CASE("the oldest outstanding request's age counts from its first publish, re-sends included") {
+  Fixture f;
+  f.options.outstanding_timeout = 10min;
+  auto oldest = [&f] {
+    for (const auto& fam : f.registry.Collect()) {
+      if (fam.name == "syncbus_publisher_oldest_outstanding_seconds") return fam.metric[0].gauge.value;
+    }
+    FAIL("syncbus_publisher_oldest_outstanding_seconds is not registered");
+    return -1.0;
+  };
+  f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}})});
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
+  CHECK(f.Round(true).published == 2);
+  CHECK(oldest() == 0);
+  f.clock.Advance(9min);
+  f.Round();
+  CHECK(oldest() == 540);
+  f.clock.Advance(2min);
+  CHECK(f.Round().published == 2);   // both re-sent: the age goes on
+  CHECK(oldest() == 660);
+  f.cache.Replace(HubKind::kClusterSync, {Cs("a", "s", 1), Cs("b", "s", 1)});
+  f.cache.Replace(HubKind::kClusterSyncLease,
+                  {Lease("a", f.clock.WallNow()), Lease("b", f.clock.WallNow())});
+  f.clock.Advance(1min);
+  f.Round();
+  CHECK(f.pub().outstanding() == 0);
+  CHECK(oldest() == 0);
+
+  // A leader that steps down reports nothing outstanding.
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 2)});
+  CHECK(f.Round().published == 2);
+  f.clock.Advance(1min);
+  f.Round();
+  CHECK(oldest() == 60);
+  f.pub().Reset();
+  CHECK(oldest() == 0);
+  for (const auto& fam : f.registry.Collect()) {
+    if (fam.name != "syncbus_publisher_outstanding" && fam.name != "syncbus_publisher_clusters") continue;
+    for (const auto& m : fam.metric) CHECK_MESSAGE(m.gauge.value == 0, fam.name);
+  }
+}
+
 TEST_CASE("a lapsed leader publishes nothing") {
   Fixture f;
   bool leader = false;
@@ -368,4 +410,29 @@ TEST_CASE("publishes refused by a full work queue keep the cluster pending, are 
   auto second = f.Round();
   CHECK(second.published == first->rejected);
   CHECK(f.pub().pending() == 0);
+}
+
+TEST_CASE("each confirmed request is traced with why it was sent, its lane and its message id") {
+  Fixture f;
+  TraceRecorder trace("publisher-1", f.registry);
+  f.options.trace = &trace;
+  f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}})});
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
+  CHECK(f.Round(true).published == 2);
+  auto requests = f.broker.ReadyMessages(amqp::WorkQueueName(amqp::Lane::kResync));
+  auto traced = f.broker.ReadyMessages(amqp::kTraceQueue);
+  REQUIRE(requests.size() == 2);
+  REQUIRE(traced.size() == 2);
+  CHECK(trace.buffered() == 0);   // flushed with the batch
+  for (size_t i = 0; i < 2; ++i) {
+    auto e = DecodeTraceEvent(traced[i].body);
+    REQUIRE(e.ok());
+    CHECK(e->step == TraceStep::kPublished);
+    CHECK(e->request == requests[i].message_id);
+    CHECK(e->cluster == requests[i].headers[kClusterHeader].get<std::string>());
+    CHECK(e->reason == "startup");
+    CHECK(e->lane == "resync");
+    CHECK(e->actor == "publisher-1");
+    CHECK(e->decided_at == f.clock.WallNow());
+  }
 }

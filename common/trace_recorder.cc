@@ -1,0 +1,69 @@
+#include "common/trace_recorder.h"
+
+#include <vector>
+
+namespace syncbus {
+namespace {
+
+prometheus::Family<prometheus::Counter>& EventsFamily(prometheus::Registry& registry) {
+  return prometheus::BuildCounter()
+      .Name("syncbus_trace_events_total")
+      .Help("Trace events by result: published to syncbus.trace, dropped because the buffer was full, "
+            "or dropped because the broker refused them")
+      .Register(registry);
+}
+
+}  // namespace
+
+TraceRecorder::TraceRecorder(std::string actor, prometheus::Registry& registry, size_t capacity)
+    : actor_(std::move(actor)),
+      capacity_(std::max<size_t>(1, capacity)),
+      published_(EventsFamily(registry).Add({{"result", "published"}})),
+      dropped_full_(EventsFamily(registry).Add({{"result", "dropped-full"}})),
+      dropped_failed_(EventsFamily(registry).Add({{"result", "dropped-failed"}})) {}
+
+void TraceRecorder::Record(TraceEvent event) {
+  event.actor = actor_;
+  std::lock_guard lock(mu_);
+  if (buffer_.size() >= capacity_) {
+    buffer_.pop_front();
+    dropped_full_.Increment();
+  }
+  buffer_.push_back(std::move(event));
+}
+
+size_t TraceRecorder::buffered() const {
+  std::lock_guard lock(mu_);
+  return buffer_.size();
+}
+
+Result<size_t> TraceRecorder::Flush(amqp::Session& session, std::chrono::milliseconds timeout, size_t max_batch) {
+  std::vector<amqp::Publication> batch;
+  {
+    std::lock_guard lock(mu_);
+    size_t n = std::min(buffer_.size(), max_batch);
+    batch.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      batch.push_back(TraceEventPublication(buffer_.front()));
+      buffer_.pop_front();
+    }
+  }
+  if (batch.empty()) return size_t{0};
+  std::vector<Status> results = session.PublishAll(batch, timeout);
+  size_t ok = 0;
+  Status first;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Status s = i < results.size() ? results[i] : Unavailable("trace event not confirmed");
+    if (s.ok()) {
+      ++ok;
+    } else if (first.ok()) {
+      first = s;
+    }
+  }
+  published_.Increment(static_cast<double>(ok));
+  dropped_failed_.Increment(static_cast<double>(batch.size() - ok));
+  if (!first.ok()) return first.Annotate("publishing trace events");
+  return ok;
+}
+
+}  // namespace syncbus

@@ -1,0 +1,233 @@
+// `syncbusctl status` and `trace`: read the hub, the trace stream and the dead-letter queue.
+#include <iostream>
+
+#include "common/amqp/session_impl.h"
+#include "common/amqp/syncbus_topology.h"
+#include "common/config.h"
+#include "common/daemon.h"
+#include "common/http/curl_transport.h"
+#include "common/kube/api_error.h"
+#include "common/kube/client_impl.h"
+#include "common/log.h"
+#include "common/time_format.h"
+#include "ctl/commands.h"
+#include "ctl/fleet_status.h"
+#include "ctl/text_table.h"
+#include "ctl/trace_reader.h"
+
+namespace syncbus::ctl {
+namespace {
+
+Result<Config> LoadOptionalConfig(const std::string& path) {
+  if (path.empty()) return ParseConfig("");
+  return LoadConfigFile(path);
+}
+
+int Fail(const std::string& message, int code = 1) {
+  std::cerr << "syncbusctl: " << message << std::endl;
+  return code;
+}
+
+Result<std::unique_ptr<amqp::RabbitmqSession>> ConnectBroker(const Config& config, const std::string& what) {
+  amqp::ConnectionOptions options = config.amqp;
+  options.connection_name = "syncbusctl " + what;
+  auto session = std::make_unique<amqp::RabbitmqSession>(options);
+  if (Status s = session->Connect(); !s.ok()) return s.Annotate("connecting to the broker");
+  return session;
+}
+
+// A missing trace stream (nothing of this version has connected yet) is reported and read as
+// empty: status still shows the hub's view and what is parked.
+Result<TraceRead> ReadWindow(amqp::Session& session, const std::string& cluster, std::chrono::milliseconds since,
+                             WallTime now) {
+  TraceQuery query;
+  query.since = now - since;
+  query.until = now;
+  query.cluster = cluster;
+  auto read = ReadTrace(session, query);
+  if (!read.ok() && read.status().code() == Code::kNotFound) {
+    std::cerr << "syncbusctl: " << read.status().message() << "; requests cannot be located" << std::endl;
+    return TraceRead{};
+  }
+  return read;
+}
+
+// The dead-letter queue's matches; `seen` (optional) gets how many messages it held.
+Result<std::vector<DeadLetter>> ParkedLetters(amqp::Session& session, const std::string& cluster,
+                                              size_t* seen = nullptr) {
+  DlqScanOptions scan;
+  scan.action = DlqAction::kList;
+  scan.filter.cluster = cluster;
+  auto result = ScanDeadLetters(session, scan, RealClock());
+  if (!result.ok()) return result.status();
+  if (!result->error.ok()) return result->error;
+  if (seen != nullptr) *seen = result->progress.scanned;
+  return std::move(result->matched);
+}
+
+std::map<std::string, uint32_t> QueueDepths(amqp::Session& session, const Config& config) {
+  std::map<std::string, uint32_t> out;
+  for (const auto& q : amqp::SyncbusTopology(config.topology).queues) {
+    if (q.name == amqp::kTraceQueue) continue;   // a stream keeps what it was sent: not a backlog
+    if (auto info = session.Inspect(q.name); info.ok()) out[q.name] = info->messages;
+  }
+  return out;
+}
+
+// "ns/name", or a bare name completed with -n.
+Result<std::pair<std::string, std::string>> SplitCluster(const std::string& cluster, const std::string& ns) {
+  size_t slash = cluster.find('/');
+  if (slash != std::string::npos) return std::pair{cluster.substr(0, slash), cluster.substr(slash + 1)};
+  if (ns.empty()) return InvalidArgument("cluster \"" + cluster + "\": give it as NAMESPACE/NAME or with -n NAMESPACE");
+  return std::pair{ns, cluster};
+}
+
+int ClusterStatusReport(kube::Client& hub, amqp::Session& broker, const StatusOptions& options, WallTime now) {
+  namespace res = kube::resources;
+  auto names = SplitCluster(options.cluster, options.ns);
+  if (!names.ok()) return Fail(names.status().message(), 2);
+  const auto& [ns, name] = *names;
+  const std::string key = ns + "/" + name;
+  auto cd = hub.Get(kube::Object(res::kClusterDeployments, ns, name));
+  if (!cd.ok()) return Fail(cd.status().Annotate("reading ClusterDeployment " + key).message());
+  auto ss = hub.List(kube::Collection(res::kSyncSets, ns), {});
+  if (!ss.ok()) return Fail(ss.status().Annotate("listing SyncSets").message());
+  auto sss = hub.List(kube::Collection(res::kSelectorSyncSets), {});
+  if (!sss.ok()) return Fail(sss.status().Annotate("listing SelectorSyncSets").message());
+  auto cs = hub.Get(kube::Object(res::kClusterSyncs, ns, name));
+  if (!cs.ok() && cs.status().code() != Code::kNotFound) return Fail(cs.status().Annotate("reading ClusterSync").message());
+  auto lease = hub.Get(kube::Object(res::kLeases, ns, name));
+  if (!lease.ok() && lease.status().code() != Code::kNotFound) return Fail(lease.status().Annotate("reading Lease").message());
+
+  auto trace = ReadWindow(broker, key, options.since, now);
+  if (!trace.ok()) return Fail(trace.status().message());
+  auto parked = ParkedLetters(broker, key);
+  if (!parked.ok()) return Fail(parked.status().Annotate("listing the dead-letter queue").message());
+
+  ClusterReport report;
+  report.key = key;
+  report.sets = DescribeSets(*cd, ss->items, sss->items, cs.ok() ? &*cs : nullptr, &report.skip_reason);
+  FleetProgress hub_view = ComputeProgress({*cd}, ss->items, sss->items, cs.ok() ? std::vector<Json>{*cs} : std::vector<Json>{});
+  report.position = LocateRequest(trace->events, *parked);
+  if (!hub_view.states.empty()) report.state = ClusterStateOf(hub_view.states.front(), report.position).state;
+  if (lease.ok()) {
+    const Json& spec = (*lease)["spec"];
+    report.lease_holder = spec.value("holderIdentity", "");
+    report.lease_renewed = spec.value("renewTime", "");
+    report.lease_seconds = spec.value("leaseDurationSeconds", 0);
+  }
+  report.recent = std::move(trace->events);
+  if (options.json) {
+    std::cout << report.ToJson(now).dump(2) << std::endl;
+  } else {
+    std::cout << FormatClusterReport(report, now);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunStatus(const StatusOptions& options) {
+  auto config = LoadOptionalConfig(options.config_file);
+  if (!config.ok()) return Fail(config.status().message(), 2);
+  log::Init("warn", config->log.format, "syncbusctl");
+  HubConfig hub_config = config->hub;
+  if (!options.kubeconfig.empty()) hub_config.kubeconfig = options.kubeconfig;
+  if (!options.context.empty()) hub_config.context = options.context;
+  auto cluster = HubClusterConfig(hub_config);
+  if (!cluster.ok()) return Fail(cluster.status().message(), 2);
+  auto transport = http::CurlTransport::Create({});
+  if (!transport.ok()) return Fail(transport.status().message(), 2);
+  kube::ClientImpl hub(*cluster, std::shared_ptr<http::Transport>(std::move(*transport)));
+  auto broker = ConnectBroker(*config, "status");
+  if (!broker.ok()) return Fail(broker.status().message());
+  const WallTime now = RealClock().WallNow();
+  if (!options.cluster.empty()) {
+    int code = ClusterStatusReport(hub, **broker, options, now);
+    (*broker)->Close();
+    return code;
+  }
+  auto progress = ReadProgress(hub, options.ns);
+  if (!progress.ok()) return Fail(progress.status().message());
+  // Depths first: the dead-letter scan below requeues what it reads, and a quorum queue counts
+  // requeued messages as ready only a moment later.
+  std::map<std::string, uint32_t> depths = QueueDepths(**broker, *config);
+  auto trace = ReadWindow(**broker, "", options.since, now);
+  if (!trace.ok()) return Fail(trace.status().message());
+  size_t dead_seen = 0;
+  auto parked = ParkedLetters(**broker, "", &dead_seen);
+  if (!parked.ok()) return Fail(parked.status().Annotate("listing the dead-letter queue").message());
+  FleetStatus status = ComputeFleetStatus(*progress, trace->events, *parked);
+  // The scan saw every parked message, also those another reader had out at the time.
+  depths[amqp::kDeadQueue] = std::max<uint32_t>(depths[amqp::kDeadQueue], static_cast<uint32_t>(dead_seen));
+  status.queues = std::move(depths);
+  status.trace_since = now - options.since;
+  (*broker)->Close();
+  if (trace->undecodable > 0) {
+    std::cerr << "syncbusctl: skipped " << trace->undecodable << " undecodable trace events" << std::endl;
+  }
+  if (options.json) {
+    std::cout << status.ToJson(now, options.wide).dump(2) << std::endl;
+    return 0;
+  }
+  std::cout << FormatFleetStatus(status, now);
+  if (options.wide) {
+    std::vector<std::vector<std::string>> rows = {{"CLUSTER", "STATE", "FOR", "DETAIL"}};
+    for (const auto& c : status.clusters) {
+      std::string age = c.since == WallTime{} ? "-"
+                                              : FormatAge(std::chrono::duration_cast<std::chrono::seconds>(now - c.since));
+      rows.push_back({c.key, FleetStateName(c.state), age, c.detail});
+    }
+    std::cout << "\n" << FormatTable(rows);
+  }
+  return 0;
+}
+
+int RunTrace(const TraceOptions& options) {
+  auto config = LoadOptionalConfig(options.config_file);
+  if (!config.ok()) return Fail(config.status().message(), 2);
+  log::Init("warn", config->log.format, "syncbusctl");
+  auto broker = ConnectBroker(*config, "trace");
+  if (!broker.ok()) return Fail(broker.status().message());
+  const WallTime now = RealClock().WallNow();
+  if (options.follow) {
+    const auto& stop = InstallStopSignals();
+    TraceQuery query;
+    query.since = now - options.since;
+    query.cluster = options.cluster;
+    query.quiet = std::chrono::milliseconds(500);
+    query.keep_going = [&stop] { return !stop.load(); };
+    query.on_event = [&](const TraceEvent& e) {
+      if (options.json) {
+        std::cout << EncodeTraceEvent(e) << std::endl;
+      } else {
+        std::string table = FormatTimeline({e});
+        std::cout << table.substr(table.find('\n') + 1) << std::flush;   // rows without the header
+      }
+    };
+    auto read = ReadTrace(**broker, query);
+    (*broker)->Close();
+    if (!read.ok()) return Fail(read.status().message());
+    return 0;
+  }
+  auto trace = ReadWindow(**broker, options.cluster, options.since, now);
+  if (!trace.ok()) return Fail(trace.status().message());
+  auto parked = ParkedLetters(**broker, options.cluster);
+  (*broker)->Close();
+  if (!parked.ok()) return Fail(parked.status().Annotate("listing the dead-letter queue").message());
+  RequestPosition position = LocateRequest(trace->events, *parked);
+  if (options.json) {
+    std::cout << TimelineJson(trace->events, position, now).dump(2) << std::endl;
+  } else {
+    if (trace->events.empty()) {
+      std::cout << "no trace events for " << options.cluster << " since " << FormatRfc3339(now - options.since)
+                << " (scanned " << trace->scanned << ")\n";
+    } else {
+      std::cout << FormatTimeline(trace->events);
+    }
+    std::cout << "\nnow: " << position.Describe(now) << "\n";
+  }
+  return trace->events.empty() && parked->empty() ? 1 : 0;
+}
+
+}  // namespace syncbus::ctl

@@ -1,0 +1,154 @@
+// The trace stream on a real RabbitMQ 3.10: events are read from a point in time without being
+// consumed, filtered by cluster, undecodable ones skipped and counted; an empty window ends on
+// quiet; `dlq replay` records the replay; and a daemon's recorder reaches it.
+#include <doctest/doctest.h>
+
+#include <prometheus/registry.h>
+
+#include "common/amqp/session_impl.h"
+#include "common/amqp/syncbus_topology.h"
+#include "common/sync_message.h"
+#include "common/trace_event.h"
+#include "common/trace_recorder.h"
+#include "consumer/retry_policy.h"
+#include "ctl/dead_letters.h"
+#include "ctl/trace_reader.h"
+#include "tests/support/test_broker.h"
+
+using namespace syncbus;
+using namespace syncbus::ctl;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Broker {
+  testing::TestVhost vhost = testing::NewTestVhost();
+  amqp::RabbitmqSession session{vhost.Options("trace-test")};
+
+  Broker() {
+    REQUIRE(session.Connect().ok());
+    REQUIRE(session.Declare(amqp::SyncbusTopology()).ok());
+  }
+};
+
+TraceEvent Event(const std::string& cluster, WallTime at, TraceStep step = TraceStep::kDelivered) {
+  TraceEvent e;
+  e.step = step;
+  e.cluster = cluster;
+  e.request = cluster + "/rev/1";
+  e.at = at;
+  e.lane = "change";
+  e.actor = "test";
+  if (step == TraceStep::kSettled) e.outcome = TraceOutcome::kApplied;
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("a trace read starts at a point in time, filters by cluster and leaves the stream as it was") {
+  Broker b;
+  const WallTime now = RealClock().WallNow();
+  std::vector<amqp::Publication> pubs = {
+      TraceEventPublication(Event("ns1/old", now - 2h)),
+      TraceEventPublication(Event("ns1/a", now - 10s)),
+      TraceEventPublication(Event("ns2/a", now - 9s)),
+      TraceEventPublication(Event("ns1/b", now - 8s)),
+      TraceEventPublication(Event("ns1/a", now - 7s, TraceStep::kSettled)),
+  };
+  amqp::Publication junk = pubs[1];
+  junk.message.body = "{\"version\":1,\"step\":\"forged\"}";
+  pubs.push_back(junk);
+  for (const auto& s : b.session.PublishAll(pubs, 10s)) REQUIRE_MESSAGE(s.ok(), s.ToString());
+
+  TraceQuery all;
+  all.since = now - 1h;
+  all.until = now + 1h;
+  all.quiet = 1s;
+  auto read = ReadTrace(b.session, all);
+  REQUIRE_MESSAGE(read.ok(), read.status().ToString());
+  CHECK(read->events.size() == 4);   // not the one from two hours ago, not the forged one
+  CHECK(read->undecodable == 1);
+
+  TraceQuery one = all;
+  one.cluster = "ns1/a";
+  read = ReadTrace(b.session, one);
+  REQUIRE(read.ok());
+  REQUIRE(read->events.size() == 2);
+  CHECK(read->events[0].step == TraceStep::kDelivered);
+  CHECK(read->events[1].step == TraceStep::kSettled);
+
+  one.cluster = "a";   // a bare name: every namespace
+  read = ReadTrace(b.session, one);
+  REQUIRE(read.ok());
+  CHECK(read->events.size() == 3);
+
+  // Nothing was consumed: a stream keeps what it was sent.
+  read = ReadTrace(b.session, all);
+  REQUIRE(read.ok());
+  CHECK(read->events.size() == 4);
+
+  TraceQuery future = all;
+  future.since = now + 30min;
+  auto started = std::chrono::steady_clock::now();
+  read = ReadTrace(b.session, future);
+  REQUIRE(read.ok());
+  CHECK(read->events.empty());
+  CHECK(std::chrono::steady_clock::now() - started < 5s);   // ends on quiet
+}
+
+TEST_CASE("a read stops at the first event recorded after its end") {
+  Broker b;
+  const WallTime now = RealClock().WallNow();
+  std::vector<amqp::Publication> pubs;
+  for (int i = 0; i < 3; ++i) pubs.push_back(TraceEventPublication(Event("ns1/a", now - 5s + std::chrono::seconds(i))));
+  pubs.push_back(TraceEventPublication(Event("ns1/a", now + 1h)));
+  for (const auto& s : b.session.PublishAll(pubs, 10s)) REQUIRE(s.ok());
+  TraceQuery q;
+  q.since = now - 1min;
+  q.until = now;
+  q.quiet = 5s;
+  auto started = std::chrono::steady_clock::now();
+  auto read = ReadTrace(b.session, q);
+  REQUIRE(read.ok());
+  CHECK(read->events.size() == 3);
+  CHECK(std::chrono::steady_clock::now() - started < 4s);   // did not wait for quiet
+}
+
+TEST_CASE("a recorder's flush and a dlq replay both land on the trace stream") {
+  Broker b;
+  prometheus::Registry registry;
+  TraceRecorder recorder("syncbus-consumer/c-1", registry);
+  const WallTime now = RealClock().WallNow();
+  recorder.Record(Event("ns1/a", now));
+  auto flushed = recorder.Flush(b.session, 10s);
+  REQUIRE_MESSAGE(flushed.ok(), flushed.status().ToString());
+  CHECK(*flushed == 1);
+
+  amqp::Delivery d;
+  d.routing_key = "change";
+  SyncRequest r;
+  r.cluster_namespace = "ns1";
+  r.cluster_name = "a";
+  r.reason = "syncset-changed";
+  r.enqueued_at = "2026-01-01T00:00:00.000Z";
+  d.message = ToAmqpMessage(r, "syncbus-publisher", "ns1/a/rev/9", now);
+  REQUIRE(b.session.Publish(consumer::DeadLetter(d, "delivery_limit", "crashed", now), 10s).ok());
+  DlqScanOptions replay;
+  replay.action = DlqAction::kReplay;
+  replay.trace_replays = true;
+  auto done = ScanDeadLetters(b.session, replay, RealClock());
+  REQUIRE(done.ok());
+  CHECK(done->progress.done == 1);
+
+  TraceQuery q;
+  q.since = now - 1min;
+  q.until = RealClock().WallNow() + 1min;
+  q.cluster = "ns1/a";
+  auto read = ReadTrace(b.session, q);
+  REQUIRE(read.ok());
+  REQUIRE(read->events.size() == 2);
+  CHECK(read->events[0].actor == "syncbus-consumer/c-1");
+  CHECK(read->events[1].step == TraceStep::kReplayed);
+  CHECK(read->events[1].request == "ns1/a/rev/9");
+  CHECK(read->events[1].reason == "delivery_limit");
+}
