@@ -192,7 +192,7 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(s.CheckKeys({"prefetch", "parallelSyncSets", "maxInFlight", "perClusterInFlight",
                                        "perClusterQps", "requestTimeout", "clusterDeadline", "maxAttempts",
                                        "shutdownGrace", "maxConnectionsPerHost", "maxIdleConnections",
-                                       "idleConnectionTimeout", "targetClients", "clusterLease"}));
+                                       "idleConnectionTimeout", "targetClients", "clusterLease", "hubMirror"}));
   SYNCBUS_RETURN_IF_ERROR(s.Int("prefetch", o.prefetch, 1, 65535));
   SYNCBUS_RETURN_IF_ERROR(s.Int("parallelSyncSets", o.parallel_sync_sets, 1, 1000));
   SYNCBUS_RETURN_IF_ERROR(s.Int("maxInFlight", o.max_in_flight, 1, 1000000));
@@ -209,7 +209,8 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(s.Int("targetClients", o.target_clients, 1, 10000000));
   Section ls = s.Child("clusterLease");
   auto& l = o.cluster_lease;
-  SYNCBUS_RETURN_IF_ERROR(ls.CheckKeys({"duration", "renewInterval", "safetyMargin"}));
+  SYNCBUS_RETURN_IF_ERROR(ls.CheckKeys({"duration", "renewInterval", "safetyMargin", "releaseByStatus"}));
+  SYNCBUS_RETURN_IF_ERROR(ls.Bool("releaseByStatus", l.release_by_status));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("duration", l.duration));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("renewInterval", l.renew_interval));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("safetyMargin", l.safety_margin));
@@ -220,6 +221,10 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   if (l.safety_margin + l.renew_interval >= l.duration) {
     return ls.Error("renewInterval", "renewInterval + safetyMargin must be shorter than duration");
   }
+  Section ms = s.Child("hubMirror");
+  SYNCBUS_RETURN_IF_ERROR(ms.CheckKeys({"enabled", "maxWait"}));
+  SYNCBUS_RETURN_IF_ERROR(ms.Bool("enabled", o.hub_mirror.enabled));
+  SYNCBUS_RETURN_IF_ERROR(ms.Duration("maxWait", o.hub_mirror.max_wait, std::chrono::milliseconds(0)));
   return Status::Ok();
 }
 

@@ -53,6 +53,16 @@ struct ClusterLeaseConfig {
   std::chrono::milliseconds duration{30000};        // leaseDurationSeconds written (whole seconds)
   std::chrono::milliseconds renew_interval{10000};  // background renewal period
   std::chrono::milliseconds safety_margin{10000};   // stop writing this long before it could lapse
+  // The ClusterSync write gives the lease back (no lease write); needs Leases and ClusterSyncs in
+  // one etcd (no --etcd-servers-overrides for leases) and the hub mirror.
+  bool release_by_status = true;
+};
+
+// The consumer's watch-fed copy of the hub (consumer/hub_mirror.h, docs/architecture.md).
+struct HubMirrorConfig {
+  bool enabled = true;                              // false: every sync reads the hub directly
+  // How long a sync waits for the mirror to reach what the publisher saw before reading the hub.
+  std::chrono::milliseconds max_wait{5000};
 };
 
 struct ConsumerConfig {
@@ -73,6 +83,7 @@ struct ConsumerConfig {
   std::chrono::milliseconds idle_connection_timeout{90000};
   int target_clients = 2000;   // clusters whose client and discovery are kept (LRU)
   ClusterLeaseConfig cluster_lease;
+  HubMirrorConfig hub_mirror;
 };
 
 struct Config {

@@ -1,5 +1,9 @@
 #include "common/sync_message.h"
 
+#include <array>
+#include <utility>
+
+#include "common/kube/resource_version.h"
 #include "common/time_format.h"
 
 namespace syncbus {
@@ -17,6 +21,30 @@ Result<std::string> RequireString(const Json& obj, const char* key, size_t max_l
                            std::to_string(max_len) + " characters");
   }
   return v;
+}
+
+// The body's names for the fields of a (const) HubVersions.
+template <typename Versions>
+auto SeenFields(Versions& v) {
+  using Field = decltype(&v.sync_sets);
+  return std::array<std::pair<const char*, Field>, 3>{{{"clusterDeployments", &v.cluster_deployments},
+                                                      {"syncSets", &v.sync_sets},
+                                                      {"selectorSyncSets", &v.selector_sync_sets}}};
+}
+
+Status DecodeSeen(const Json& j, HubVersions& seen) {
+  if (!j.is_object()) return InvalidArgument("field \"seen\" must be an object");
+  for (const auto& [key, field] : SeenFields(seen)) {
+    auto version = j.find(key);
+    if (version == j.end()) continue;
+    auto value = RequireString(j, key, 20);
+    if (!value.ok()) return value.status().Annotate("seen");
+    if (!kube::ParseResourceVersion(*value)) {
+      return InvalidArgument(std::string("seen.") + key + " \"" + *value + "\" is not a resourceVersion");
+    }
+    *field = std::move(*value);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -48,6 +76,13 @@ std::string EncodeSyncRequest(const SyncRequest& r) {
             {"reason", r.reason},
             {"fullReapply", r.full_reapply},
             {"enqueuedAt", r.enqueued_at}};
+  if (!r.seen.empty()) {
+    Json seen = Json::object();
+    for (const auto& [key, value] : SeenFields(r.seen)) {
+      if (!value->empty()) seen[key] = *value;
+    }
+    j["seen"] = std::move(seen);
+  }
   return j.dump();
 }
 
@@ -101,6 +136,9 @@ Result<SyncRequest> DecodeSyncRequest(std::string_view body) {
   if (!at.ok()) return fail(at.status());
   if (!ParseRfc3339(*at).ok()) return InvalidArgument("sync request: field \"enqueuedAt\" is not an RFC 3339 time");
   r.enqueued_at = std::move(*at);
+  if (auto seen = j.find("seen"); seen != j.end()) {
+    if (Status s = DecodeSeen(*seen, r.seen); !s.ok()) return fail(s);
+  }
   return r;
 }
 

@@ -27,6 +27,18 @@ inline constexpr char kFirstFailureHeader[] = "x-syncbus-first-failure";  // RFC
 inline constexpr char kLastErrorHeader[] = "x-syncbus-last-error";        // short, no secrets
 inline constexpr char kDeadReasonHeader[] = "x-syncbus-dead-reason";
 
+// How far the publisher's cache had got when it decided: the resourceVersion of each collection
+// as of its list or its last event (never a bookmark, which other watchers get at other times).
+// A consumer applies only from a mirror at least this new (consumer/hub_reader.h). "" = unknown.
+struct HubVersions {
+  std::string cluster_deployments;
+  std::string sync_sets;
+  std::string selector_sync_sets;
+
+  bool empty() const { return cluster_deployments.empty() && sync_sets.empty() && selector_sync_sets.empty(); }
+  bool operator==(const HubVersions&) const = default;
+};
+
 struct SyncRequest {
   std::string cluster_namespace;
   std::string cluster_name;
@@ -35,6 +47,7 @@ struct SyncRequest {
   std::string reason;            // why it was enqueued: "syncset-changed", "startup", ...
   bool full_reapply = false;     // reapply every set even if its status shows Success
   std::string enqueued_at;       // RFC 3339 with milliseconds
+  HubVersions seen;              // optional in the body ("seen"): absent from older publishers
 
   std::string ClusterKey() const { return cluster_namespace + "/" + cluster_name; }
   bool operator==(const SyncRequest&) const = default;
@@ -42,7 +55,8 @@ struct SyncRequest {
 
 std::string EncodeSyncRequest(const SyncRequest& request);
 // Rejects: not JSON, not an object, over kMaxSyncRequestBytes, missing or mistyped fields,
-// unsupported version, names that are not valid Kubernetes names, unknown lane.
+// unsupported version, names that are not valid Kubernetes names, unknown lane, a "seen" that is
+// not an object of decimal resourceVersions.
 Result<SyncRequest> DecodeSyncRequest(std::string_view body);
 
 // The AMQP message for a request: JSON body, content_type, message_id, timestamp, app_id,

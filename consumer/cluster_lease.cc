@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "common/kube/resource_version.h"
 #include "common/log.h"
 #include "common/time_format.h"
 
@@ -35,17 +36,21 @@ Status ClusterLease::Check(const Clock& clock) const {
   return Status::Ok();
 }
 
-ClusterLeases::ClusterLeases(LeaseOptions options, kube::Client& hub, Clock& clock, prometheus::Registry& registry)
+ClusterLeases::ClusterLeases(LeaseOptions options, kube::Client& hub, Clock& clock, prometheus::Registry& registry,
+                             HubMirror* mirror)
     : options_(std::move(options)),
       hub_(hub),
       clock_(clock),
+      mirror_(mirror),
       events_(prometheus::BuildCounter()
                   .Name("syncbus_consumer_leases_total")
-                  .Help("Per-cluster lease events: acquired, lost (taken over or not renewed in time), busy")
+                  .Help("Per-cluster lease events: acquired, lost (taken over or not renewed in time), busy, "
+                        "released-by-status (given back by the ClusterSync write, with no lease write)")
                   .Register(registry)),
       acquired_(events_.Add({{"event", "acquired"}})),
       lost_(events_.Add({{"event", "lost"}})),
-      busy_(events_.Add({{"event", "busy"}})) {}
+      busy_(events_.Add({{"event", "busy"}})),
+      released_by_status_(events_.Add({{"event", "released-by-status"}})) {}
 
 ClusterLeases::~ClusterLeases() {
   {
@@ -82,43 +87,72 @@ Json ClusterLeases::LeaseObject(const Json& existing, const std::string& ns, con
   return lease;
 }
 
-Result<std::shared_ptr<ClusterLease>> ClusterLeases::Acquire(const std::string& ns, const std::string& name) {
-  SteadyTime start = clock_.Now();
+Result<std::optional<Json>> ClusterLeases::ReadLease(const std::string& ns, const std::string& name,
+                                                     bool from_hub) {
+  if (mirror_ != nullptr && !from_hub) return mirror_->Lease(ns, name);
   auto current = hub_.Get(LeaseRef(ns, name));
-  if (!current.ok() && current.status().code() != Code::kNotFound) {
-    return current.status().Annotate("reading the cluster lease");
-  }
+  if (current.ok()) return std::optional<Json>(std::move(*current));
+  if (current.status().code() == Code::kNotFound) return std::optional<Json>();
+  return current.status().Annotate("reading the cluster lease");
+}
+
+bool ClusterLeases::HolderFinished(const Json& lease, const std::string& ns, const std::string& name) const {
+  if (!options_.release_by_status || mirror_ == nullptr) return false;
+  auto lease_version = kube::ParseResourceVersion(lease["metadata"].value("resourceVersion", ""));
+  auto status_version = kube::ParseResourceVersion(mirror_->StatusVersion(ns, name));
+  return lease_version && status_version && *status_version > *lease_version;
+}
+
+Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::string& ns, const std::string& name,
+                                                                bool from_hub, bool& race) {
+  race = false;
+  SteadyTime start = clock_.Now();
+  auto current = ReadLease(ns, name, from_hub);
+  if (!current.ok()) return current.status();
   bool take_over = true;
-  if (current.ok()) {
-    const Json spec = current->value("spec", Json::object());
+  if (*current) {
+    const Json spec = (*current)->value("spec", Json::object());
     std::string holder = spec.value("holderIdentity", "");
     take_over = holder != options_.identity;
-    if (!holder.empty() && take_over) {
+    if (!holder.empty() && take_over && !HolderFinished(**current, ns, name)) {
       auto renewed = ParseRfc3339(spec.value("renewTime", ""));
       auto duration = std::chrono::seconds(spec.value("leaseDurationSeconds", 0));
       if (renewed.ok() && *renewed + duration > clock_.WallNow()) {
-        busy_.Increment();
         return Status(Code::kConflict, "cluster " + ns + "/" + name + " is being synced by " + holder);
       }
       log::Info("taking over an expired cluster lease", {{"cluster", ns + "/" + name}, {"holder", holder}});
     }
   }
   Result<Json> written =
-      current.ok() ? hub_.Update(LeaseRef(ns, name), LeaseObject(*current, ns, name, take_over))
-                   : hub_.Create(kube::Collection(kube::resources::kLeases, ns), LeaseObject(nullptr, ns, name, true));
+      *current ? hub_.Update(LeaseRef(ns, name), LeaseObject(**current, ns, name, take_over))
+               : hub_.Create(kube::Collection(kube::resources::kLeases, ns), LeaseObject(nullptr, ns, name, true));
   if (!written.ok()) {
     if (LostTheRace(written.status().code())) {
-      busy_.Increment();
+      race = true;
       return Status(Code::kConflict, "another consumer took the lease of " + ns + "/" + name + " first");
     }
     return written.status().Annotate("writing the cluster lease");
   }
+  if (mirror_ != nullptr) mirror_->NoteWritten(HubCollection::kLeases, *written);
   auto lease = std::make_shared<ClusterLease>(ns, name);
   lease->record_ = std::move(*written);
   lease->valid_until_ns_.store(SteadyNs(start + options_.duration - options_.safety_margin));
+  return lease;
+}
+
+Result<std::shared_ptr<ClusterLease>> ClusterLeases::Acquire(const std::string& ns, const std::string& name) {
+  bool race = false;
+  auto lease = TryAcquire(ns, name, false, race);
+  // The mirror's copy was stale (or there is no mirror and another consumer won): with a mirror,
+  // read the hub once and decide again.
+  if (!lease.ok() && race && mirror_ != nullptr) lease = TryAcquire(ns, name, true, race);
+  if (!lease.ok()) {
+    if (lease.status().code() == Code::kConflict) busy_.Increment();
+    return lease.status();
+  }
   {
     std::lock_guard lock(mu_);
-    held_[ns + "/" + name] = lease;
+    held_[ns + "/" + name] = *lease;
   }
   acquired_.Increment();
   return lease;
@@ -164,7 +198,7 @@ void ClusterLeases::RenewHeld() {
   for (const auto& lease : held) Renew(lease);
 }
 
-void ClusterLeases::Release(const std::shared_ptr<ClusterLease>& lease) {
+void ClusterLeases::Release(const std::shared_ptr<ClusterLease>& lease, const std::string& status_version) {
   {
     std::lock_guard lock(mu_);
     auto it = held_.find(lease->ns_ + "/" + lease->name_);
@@ -174,10 +208,18 @@ void ClusterLeases::Release(const std::shared_ptr<ClusterLease>& lease) {
   if (lease->released_) return;
   lease->released_ = true;
   if (lease->lost_.load()) return;
+  auto held_version = kube::ParseResourceVersion(lease->record_["metadata"].value("resourceVersion", ""));
+  auto stored_version = kube::ParseResourceVersion(status_version);
+  if (options_.release_by_status && mirror_ != nullptr && held_version && stored_version &&
+      *stored_version > *held_version) {
+    released_by_status_.Increment();   // the ClusterSync write gave it back (see the header)
+    return;
+  }
   Json object = lease->record_;
   object["spec"]["holderIdentity"] = "";
   object["spec"]["renewTime"] = MicroTime(clock_.WallNow());
   auto written = hub_.Update(LeaseRef(lease->ns_, lease->name_), object);
+  if (written.ok() && mirror_ != nullptr) mirror_->NoteWritten(HubCollection::kLeases, *written);
   // A failed release only delays the next sync of this cluster until the lease expires.
   if (!written.ok()) {
     log::Debug("cluster lease release failed", {{"cluster", lease->ns_ + "/" + lease->name_},

@@ -3,6 +3,11 @@
 // resourceVersion precondition, renewed in the background while the cluster is worked on, given
 // back when done, and fenced: ClusterLease::Check() fails as soon as the lease may have lapsed
 // or was taken over, so a consumer that lost it stops writing. Thread-safe.
+// With the consumer's HubMirror, taking a lease is one write: the lease is read from the mirror
+// (a stale copy costs a 409 and one GET). Giving it back is usually no write at all: the sync's
+// own ClusterSync status write, the last write of a sync and the only one the holder makes after
+// its lease, gives it back. A lease whose ClusterSync was written after the lease's last write
+// (a higher resourceVersion: both live in the hub's one etcd) is free to take.
 #pragma once
 
 #include <atomic>
@@ -21,8 +26,12 @@
 #include "common/json.h"
 #include "common/kube/client.h"
 #include "common/status.h"
+#include "consumer/hub_mirror.h"
 
 namespace syncbus::consumer {
+
+// The label on every cluster Lease (and the selector of the mirror's Lease reflector).
+inline constexpr char kClusterLeaseSelector[] = "app.kubernetes.io/managed-by=syncbus";
 
 struct LeaseOptions {
   std::string identity;                                  // this consumer: "<host>-<random>"
@@ -31,6 +40,9 @@ struct LeaseOptions {
   // The holder stops writing this long before its lease could lapse for others; it also bounds
   // the wall-clock skew between consumers that the takeover rule tolerates.
   std::chrono::milliseconds safety_margin{10000};
+  // A holder whose ClusterSync was stored after its last lease write has finished (see above).
+  // Needs Leases and ClusterSyncs in one etcd; false gives every lease back with a write.
+  bool release_by_status = true;
 };
 
 class ClusterLeases;
@@ -57,14 +69,18 @@ class ClusterLease {
 
 class ClusterLeases {
  public:
-  ClusterLeases(LeaseOptions options, kube::Client& hub, Clock& clock, prometheus::Registry& registry);
+  // `mirror` (may be null: every Acquire reads the hub) must outlive this.
+  ClusterLeases(LeaseOptions options, kube::Client& hub, Clock& clock, prometheus::Registry& registry,
+                HubMirror* mirror = nullptr);
   ~ClusterLeases();   // stops the renewal thread (held leases simply expire)
 
   // Takes the lease of cluster ns/name. kConflict (holder named) when another consumer holds it
   // unexpired or won a race for it; other errors are hub failures.
   Result<std::shared_ptr<ClusterLease>> Acquire(const std::string& ns, const std::string& name);
-  // Gives it back (holder cleared) so the next delivery for the cluster runs at once anywhere.
-  void Release(const std::shared_ptr<ClusterLease>& lease);
+  // Gives it back so the next delivery for the cluster runs at once anywhere: with no write when
+  // the cluster's ClusterSync was stored at `status_version` after the lease's last write,
+  // otherwise by clearing the holder.
+  void Release(const std::shared_ptr<ClusterLease>& lease, const std::string& status_version = "");
   // Renews every held lease once; a 409 or a lapsed lease marks it lost.
   void RenewHeld();
   // Runs RenewHeld() every renew_interval of real time on a thread of its own.
@@ -75,12 +91,20 @@ class ClusterLeases {
 
  private:
   Json LeaseObject(const Json& existing, const std::string& ns, const std::string& name, bool take_over) const;
+  // The lease as the mirror has it (or the hub, without a mirror or when `from_hub`).
+  Result<std::optional<Json>> ReadLease(const std::string& ns, const std::string& name, bool from_hub);
+  // One attempt: kConflict with `race` set when the write lost to a newer version.
+  Result<std::shared_ptr<ClusterLease>> TryAcquire(const std::string& ns, const std::string& name, bool from_hub,
+                                                   bool& race);
+  // The holder of `spec` finished: its ClusterSync was written after the lease (see above).
+  bool HolderFinished(const Json& lease, const std::string& ns, const std::string& name) const;
   void Renew(const std::shared_ptr<ClusterLease>& lease);
   void MarkLost(ClusterLease& lease, const std::string& why);
 
   LeaseOptions options_;
   kube::Client& hub_;
   Clock& clock_;
+  HubMirror* mirror_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<ClusterLease>> held_;   // "ns/name"
   std::condition_variable stop_cv_;
@@ -90,6 +114,7 @@ class ClusterLeases {
   prometheus::Counter& acquired_;
   prometheus::Counter& lost_;
   prometheus::Counter& busy_;
+  prometheus::Counter& released_by_status_;
 };
 
 }  // namespace syncbus::consumer

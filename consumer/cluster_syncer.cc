@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "common/base64.h"
@@ -15,19 +16,6 @@ namespace {
 
 namespace res = kube::resources;
 
-const hive::SyncStatus* FindEntry(const hive::ClusterSyncStatus& st, SetKind kind, const std::string& name) {
-  const auto& list = kind == SetKind::kSyncSet ? st.sync_sets : st.selector_sync_sets;
-  for (const auto& e : list) {
-    if (e.name == name) return &e;
-  }
-  return nullptr;
-}
-
-bool NeedsApply(const hive::ClusterSyncStatus& st, SetKind kind, const std::string& name, int64_t gen) {
-  const hive::SyncStatus* e = FindEntry(st, kind, name);
-  return !e || e->observed_generation != gen || e->result != hive::SyncResult::kSuccess;
-}
-
 Json OwnerReference(const hive::ClusterDeployment& cd) {
   return Json::array({{{"apiVersion", hive::kHiveApiVersion},
                        {"kind", "ClusterDeployment"},
@@ -35,6 +23,16 @@ Json OwnerReference(const hive::ClusterDeployment& cd) {
                        {"uid", cd.meta.uid},
                        {"controller", true},
                        {"blockOwnerDeletion", true}}});
+}
+
+// The ClusterSync in `object`; a status that does not parse counts as empty (the write replaces
+// it). Null when even its metadata is invalid.
+std::shared_ptr<const hive::ClusterSync> ParseClusterSync(const Json& object) {
+  auto parsed = hive::ClusterSync::FromJson(object);
+  if (parsed.ok()) return std::make_shared<const hive::ClusterSync>(std::move(*parsed));
+  auto meta = hive::ObjectMeta::FromJson(object);
+  if (!meta.ok()) return nullptr;
+  return std::make_shared<const hive::ClusterSync>(hive::ClusterSync{std::move(*meta), {}});
 }
 
 std::string KindName(SetKind kind) { return kind == SetKind::kSyncSet ? "SyncSet" : "SelectorSyncSet"; }
@@ -49,10 +47,11 @@ void RecordFailedSet(SyncOutcome& outcome, const std::string& name, const SetRun
 
 }  // namespace
 
-ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, TargetClients& targets,
+ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, HubReader& reader, TargetClients& targets,
                              Clock& clock, prometheus::Registry& registry)
     : options_(std::move(options)),
       hub_(hub),
+      reader_(reader),
       targets_(targets),
       clock_(clock),
       limiter_({options_.max_in_flight, options_.per_cluster_in_flight, options_.per_cluster_qps}, clock),
@@ -117,240 +116,61 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   const std::string key = request.ClusterKey();
   const SteadyTime sync_start = clock_.Now();
   SyncOutcome outcome;
-  // The four hub reads go out at once (each is one round trip to the hub).
-  const std::string& ns = request.cluster_namespace;
-  auto ss_future = std::async(std::launch::async, [&] { return hub_.List(kube::Collection(res::kSyncSets, ns), {}); });
-  auto sss_future = std::async(std::launch::async, [&] { return hub_.List(kube::Collection(res::kSelectorSyncSets), {}); });
-  auto cs_future = std::async(std::launch::async, [&] {
-    return hub_.Get(kube::Object(res::kClusterSyncs, ns, request.cluster_name));
-  });
-  auto read_secret = [this, &ns](const std::string& name) {
-    return std::async(std::launch::async,
-                      [this, &ns, name] { return hub_.Get(kube::Object(res::kSecrets, ns, name)); });
-  };
-  // A cluster whose last sync succeeded keeps its client and is not asked for its Secret again
-  // while its ClusterDeployment names the same one. A full reapply reads it anyway, which bounds
-  // how long rotated credentials that still work go unnoticed.
-  const std::string remembered_secret = targets_.KubeconfigSecret(key);
-  std::optional<Target> kept;
-  if (!request.full_reapply) kept = targets_.Trusted(key, remembered_secret);
-  std::future<Result<Json>> secret_future;
-  if (!remembered_secret.empty() && !kept) secret_future = read_secret(remembered_secret);
-  auto cd_json = hub_.Get(kube::Object(res::kClusterDeployments, ns, request.cluster_name));
-  if (!cd_json.ok()) {
-    if (cd_json.status().code() == Code::kNotFound) {
-      outcome.kind = SyncOutcome::Kind::kSkipped;
-      outcome.detail = "cluster-gone";
-      return outcome;
-    }
-    return cd_json.status().Annotate("reading ClusterDeployment " + key);
+  // 1. Read.
+  Result<ClusterState> state = reader_.Read(request);
+  if (!state.ok()) return state.status();
+  if (!state->cd) {
+    outcome.kind = SyncOutcome::Kind::kSkipped;
+    outcome.detail = "cluster-gone";
+    return outcome;
   }
-  auto cd = hive::ClusterDeployment::FromJson(*cd_json);
-  if (!cd.ok()) return cd.status().Annotate("ClusterDeployment " + key);
-  if (std::string skip = cd->SkipReason(); !skip.empty()) {
+  const hive::ClusterDeployment& cd = *state->cd;
+  if (std::string skip = cd.SkipReason(); !skip.empty()) {
     outcome.kind = SyncOutcome::Kind::kSkipped;
     outcome.detail = skip;
     return outcome;
   }
+  static const hive::ClusterSyncStatus kNoStatus;
+  const hive::ClusterSyncStatus& current = state->status ? state->status->status : kNoStatus;
 
-  // The admin kubeconfig Secret is read while the set lists are still on their way (already
-  // since the start when the ClusterDeployment still names the one it named last time).
-  if (cd->admin_kubeconfig_secret != remembered_secret) {
-    kept.reset();
-    secret_future = {};
-    if (!cd->admin_kubeconfig_secret.empty()) secret_future = read_secret(cd->admin_kubeconfig_secret);
-  }
-
-  auto ss_list = ss_future.get();
-  if (!ss_list.ok()) return ss_list.status().Annotate("listing SyncSets in " + cd->meta.ns);
-  auto sss_list = sss_future.get();
-  if (!sss_list.ok()) return sss_list.status().Annotate("listing SelectorSyncSets");
-  std::vector<hive::SyncSet> syncsets;
-  std::vector<hive::SelectorSyncSet> selector_syncsets;
-  for (const auto& item : ss_list->items) {
-    auto ss = hive::SyncSet::FromJson(item);
-    if (!ss.ok()) {
-      log::Warn("ignoring invalid SyncSet", {{"cluster", key}, {"error", ss.status().message()}});
-      continue;
-    }
-    if (!ss->meta.deleting && hive::AppliesTo(*ss, *cd)) syncsets.push_back(std::move(*ss));
-  }
-  for (const auto& item : sss_list->items) {
-    auto sss = hive::SelectorSyncSet::FromJson(item);
-    if (!sss.ok()) {
-      log::Warn("ignoring invalid SelectorSyncSet", {{"cluster", key}, {"error", sss.status().message()}});
-      continue;
-    }
-    if (!sss->meta.deleting && hive::AppliesTo(*sss, *cd)) selector_syncsets.push_back(std::move(*sss));
-  }
-  // The typed sets hold what is needed; the parsed lists (every SelectorSyncSet of the fleet)
-  // would otherwise stay in memory for the whole sync.
-  ss_list->items = {};
-  sss_list->items = {};
-  auto by_name = [](const auto& a, const auto& b) { return a.meta.name < b.meta.name; };
-  std::sort(syncsets.begin(), syncsets.end(), by_name);
-  std::sort(selector_syncsets.begin(), selector_syncsets.end(), by_name);
-
-  hive::ClusterSyncStatus current;
-  auto cs_json = cs_future.get();
-  if (cs_json.ok()) {
-    auto cs = hive::ClusterSync::FromJson(*cs_json);
-    if (cs.ok()) current = std::move(cs->status);
-  } else if (cs_json.status().code() != Code::kNotFound) {
-    return cs_json.status().Annotate("reading ClusterSync " + key);
-  }
-
-  std::vector<SetWork> work;
-  for (const auto& ss : syncsets) {
-    work.push_back({SetKind::kSyncSet, ss.meta.name, ss.meta.ns, ss.meta.generation, &ss.spec,
-                    request.full_reapply || NeedsApply(current, SetKind::kSyncSet, ss.meta.name, ss.meta.generation)});
-  }
-  for (const auto& sss : selector_syncsets) {
-    work.push_back({SetKind::kSelectorSyncSet, sss.meta.name, "", sss.meta.generation, &sss.spec,
-                    request.full_reapply ||
-                        NeedsApply(current, SetKind::kSelectorSyncSet, sss.meta.name, sss.meta.generation)});
-  }
-  // Entries of sets no longer applicable; those tracking Sync-mode objects must delete them.
-  std::vector<const hive::SyncStatus*> removed;
-  for (SetKind kind : {SetKind::kSyncSet, SetKind::kSelectorSyncSet}) {
-    for (const auto& e : kind == SetKind::kSyncSet ? current.sync_sets : current.selector_sync_sets) {
-      bool applicable = std::any_of(work.begin(), work.end(), [&](const SetWork& w) {
-        return w.kind == kind && w.name == e.name;
-      });
-      if (!applicable) removed.push_back(&e);
-    }
-  }
-  auto removed_kind = [&](const hive::SyncStatus* e) {
-    return e >= current.sync_sets.data() && e < current.sync_sets.data() + current.sync_sets.size()
-               ? SetKind::kSyncSet
-               : SetKind::kSelectorSyncSet;
-  };
-  bool any_apply = std::any_of(work.begin(), work.end(), [](const SetWork& w) { return w.needs_apply; });
-  bool any_delete = std::any_of(removed.begin(), removed.end(),
-                                [](const hive::SyncStatus* e) { return !e->resources_to_delete.empty(); });
-  if (!any_apply && removed.empty() && !request.full_reapply) {
+  // 2. Plan.
+  const SyncPlan plan = PlanSync(*state, request.full_reapply);
+  if (plan.up_to_date() && !request.full_reapply) {
     outcome.kind = SyncOutcome::Kind::kUpToDate;
     return outcome;
   }
-
-  std::vector<SetOutcome> outcomes(work.size());
-  for (size_t i = 0; i < work.size(); ++i) {
-    outcomes[i] = {work[i].kind, work[i].name, work[i].generation, false, false, "", {}};
+  // The plan writes (at least the status): claim the cluster first.
+  if (fence) {
+    if (Status owned = fence(); !owned.ok()) return owned;
   }
-  for (const hive::SyncStatus* e : removed) {
-    SetOutcome gone{removed_kind(e), e->name, e->observed_generation, false, true, "", {}};
+  std::vector<SetOutcome> outcomes;
+  for (const SetWork& w : plan.work) outcomes.push_back({w.kind, w.name, w.generation, false, false, "", {}});
+  for (const RemovedSet& r : plan.removed) {
+    SetOutcome gone{r.kind, r.entry.name, r.entry.observed_generation, false, true, "", {}};
     gone.removed = true;
     outcomes.push_back(std::move(gone));
   }
-  if (any_apply || any_delete) {
-    Result<Target> target = kept ? Result<Target>(*kept) : ReadTarget(key, *cd, secret_future);
-    if (!target.ok()) return target.status();
 
-    TargetSession session;
-    session.cluster = key;
-    session.client = target->client;
-    session.mapper = target->mapper;
-    session.limiter = &limiter_;
-    session.clock = &clock_;
-    session.deadline = clock_.Now() + options_.cluster_deadline;
-    session.fence = fence;
-    session.field_manager = options_.field_manager;
-    session.observe = [this](bool ok, double seconds) {
-      applied_.Add({{"result", ok ? "success" : "failure"}}).Increment();
-      apply_seconds_.Observe(seconds);
-    };
-
-    SecretSources secrets;
-    // Objects every applicable set lists now: they are never deleted (moved between sets).
-    auto plan_input = [&](const SetWork& w) {
-      PlanInput in;
-      in.spec = w.spec;
-      in.set_namespace = w.ns;
-      in.cd_labels = &cd->meta.labels;
-      in.secrets = &secrets;
-      if (const hive::SyncStatus* e = FindEntry(current, w.kind, w.name)) in.previously_tracked = e->resources_to_delete;
-      return in;
-    };
-    // Discovery of every group-version the plans need runs while the source Secrets of the
-    // secretMappings are read fresh from the hub, all at once.
-    std::set<std::string> api_versions;
-    for (const SetWork& w : work) {
-      if (w.needs_apply) api_versions.merge(ApiVersionsOf(plan_input(w)));
-    }
-    for (const hive::SyncStatus* e : removed) {
-      for (const auto& ref : e->resources_to_delete) api_versions.insert(ref.api_version);
-    }
-    auto discovered = std::async(std::launch::async, [&] { target->mapper->Prefetch(api_versions); });
-    Status source_error = ReadSourceSecrets(work, secrets);
-    discovered.get();
-    if (!source_error.ok()) return source_error;
-
-    bool need_listing = any_delete || std::any_of(work.begin(), work.end(), [&](const SetWork& w) {
-      const hive::SyncStatus* e = FindEntry(current, w.kind, w.name);
-      return w.needs_apply && e != nullptr && !e->resources_to_delete.empty();
-    });
-    std::set<std::string> listed;
-    if (need_listing) {
-      for (const SetWork& w : work) listed.merge(ListedObjects(plan_input(w), *target->mapper));
-    }
-
-    const SteadyTime target_start = clock_.Now();
-    outcome.prepare_seconds = std::chrono::duration<double>(target_start - sync_start).count();
-    // Deletions first: the objects of sets no longer applicable.
-    if (any_delete) {
-      std::vector<SetPlan> plans;
-      std::vector<size_t> which;
-      for (size_t i = work.size(); i < outcomes.size(); ++i) {
-        const hive::SyncStatus* e = removed[i - work.size()];
-        if (e->resources_to_delete.empty()) continue;
-        plans.push_back(PlanRemoval(e->resources_to_delete, listed, *target->mapper));
-        which.push_back(i);
-      }
-      std::vector<SetRunResult> results = RunAll(session, std::move(plans));
-      for (size_t k = 0; k < which.size(); ++k) {
-        SetOutcome& o = outcomes[which[k]];
-        o.applied = true;
-        o.success = results[k].success;
-        o.failure_message = results[k].failure;
-        o.resources_to_delete = std::move(results[k].tracked);
-        outcome.sets.push_back({KindName(o.kind), o.name, 0, 0, o.success, o.failure_message});
-        if (!o.success) RecordFailedSet(outcome, o.name, results[k]);
-      }
-    }
-
-    std::vector<SetPlan> plans;
-    std::vector<size_t> which;
-    for (size_t i = 0; i < work.size(); ++i) {
-      if (!work[i].needs_apply) continue;
-      PlanInput in = plan_input(work[i]);
-      in.listed_elsewhere = &listed;
-      plans.push_back(PlanSet(in, *target->mapper));
-      which.push_back(i);
-    }
-    std::vector<SetRunResult> results = RunAll(session, std::move(plans));
-    for (size_t k = 0; k < which.size(); ++k) {
-      size_t idx = which[k];
-      SetRunResult& r = results[k];
-      outcomes[idx].applied = true;
-      outcomes[idx].success = r.success;
-      outcomes[idx].failure_message = r.failure;
-      outcomes[idx].resources_to_delete = std::move(r.tracked);
-      outcome.applies += r.applies;
-      outcome.sets.push_back({KindName(work[idx].kind), work[idx].name, work[idx].generation, r.applies, r.success,
-                              r.failure});
-      outcome.slowest_set_serial_seconds = std::max(outcome.slowest_set_serial_seconds, r.serial_seconds);
-      if (!r.success) RecordFailedSet(outcome, work[idx].name, r);
-    }
-    outcome.target_seconds = std::chrono::duration<double>(clock_.Now() - target_start).count();
+  // 3. Apply. A cluster whose last sync succeeded keeps its client and is not asked for its
+  // Secret again while its ClusterDeployment names the same one. A full reapply reads it anyway,
+  // which bounds how long rotated credentials that still work go unnoticed.
+  if (plan.any_apply() || plan.any_delete()) {
+    std::optional<Target> kept;
+    if (!request.full_reapply) kept = targets_.Trusted(key, cd.admin_kubeconfig_secret);
+    outcome.prepare_seconds = std::chrono::duration<double>(clock_.Now() - sync_start).count();
+    Status applied = Apply(request, cd, current, plan, kept, fence, outcomes, outcome);
+    if (!applied.ok()) return applied;
   }
+
+  // 4. Record.
   if (fence) {
     if (Status owned = fence(); !owned.ok()) return owned;   // another consumer owns it now
   }
   const SteadyTime store_start = clock_.Now();
-  Status stored = StoreStatus(*cd, outcomes, std::move(cs_json));
+  Status stored = StoreStatus(cd, outcomes, state->status, outcome.status_version);
   if (!stored.ok()) return stored;
   if (request.full_reapply && outcome.failed_sets.empty()) {
-    Status renewed = RenewLease(*cd);
+    Status renewed = RenewLease(cd);
     if (!renewed.ok()) return renewed;
   }
   outcome.store_seconds = std::chrono::duration<double>(clock_.Now() - store_start).count();
@@ -362,12 +182,119 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   return outcome;
 }
 
-Result<Target> ClusterSyncer::ReadTarget(const std::string& key, const hive::ClusterDeployment& cd,
-                                         std::future<Result<Json>>& secret_future) {
-  if (!secret_future.valid()) {
+Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeployment& cd,
+                            const hive::ClusterSyncStatus& current, const SyncPlan& plan,
+                            const std::optional<Target>& kept, const SyncFence& fence,
+                            std::vector<SetOutcome>& outcomes, SyncOutcome& outcome) {
+  const std::string key = request.ClusterKey();
+  const std::vector<SetWork>& work = plan.work;
+  Result<Target> target = kept ? Result<Target>(*kept) : ReadTarget(key, cd);
+  if (!target.ok()) return target.status();
+
+  TargetSession session;
+  session.cluster = key;
+  session.client = target->client;
+  session.mapper = target->mapper;
+  session.limiter = &limiter_;
+  session.clock = &clock_;
+  session.deadline = clock_.Now() + options_.cluster_deadline;
+  session.fence = fence;
+  session.field_manager = options_.field_manager;
+  session.observe = [this](bool ok, double seconds) {
+    applied_.Add({{"result", ok ? "success" : "failure"}}).Increment();
+    apply_seconds_.Observe(seconds);
+  };
+
+  SecretSources secrets;
+  // Objects every applicable set lists now: they are never deleted (moved between sets).
+  auto plan_input = [&](const SetWork& w) {
+    PlanInput in;
+    in.spec = w.spec;
+    in.set_namespace = w.ns;
+    in.cd_labels = &cd.meta.labels;
+    in.secrets = &secrets;
+    if (const hive::SyncStatus* e = FindEntry(current, w.kind, w.name)) in.previously_tracked = e->resources_to_delete;
+    return in;
+  };
+  // Discovery of every group-version the plans need runs while the source Secrets of the
+  // secretMappings are read fresh from the hub, all at once.
+  std::set<std::string> api_versions;
+  for (const SetWork& w : work) {
+    if (w.needs_apply) api_versions.merge(ApiVersionsOf(plan_input(w)));
+  }
+  for (const RemovedSet& r : plan.removed) {
+    for (const auto& ref : r.entry.resources_to_delete) api_versions.insert(ref.api_version);
+  }
+  auto discovered = std::async(std::launch::async, [&] { target->mapper->Prefetch(api_versions); });
+  Status source_error = ReadSourceSecrets(work, secrets);
+  discovered.get();
+  if (!source_error.ok()) return source_error;
+
+  const bool any_delete = plan.any_delete();
+  bool need_listing = any_delete || std::any_of(work.begin(), work.end(), [&](const SetWork& w) {
+    const hive::SyncStatus* e = FindEntry(current, w.kind, w.name);
+    return w.needs_apply && e != nullptr && !e->resources_to_delete.empty();
+  });
+  std::set<std::string> listed;
+  if (need_listing) {
+    for (const SetWork& w : work) listed.merge(ListedObjects(plan_input(w), *target->mapper));
+  }
+
+  const SteadyTime target_start = clock_.Now();
+  // Deletions first: the objects of sets no longer applicable.
+  if (any_delete) {
+    std::vector<SetPlan> plans;
+    std::vector<size_t> which;
+    for (size_t k = 0; k < plan.removed.size(); ++k) {
+      const hive::SyncStatus& e = plan.removed[k].entry;
+      if (e.resources_to_delete.empty()) continue;
+      plans.push_back(PlanRemoval(e.resources_to_delete, listed, *target->mapper));
+      which.push_back(work.size() + k);
+    }
+    std::vector<SetRunResult> results = RunAll(session, std::move(plans));
+    for (size_t k = 0; k < which.size(); ++k) {
+      SetOutcome& o = outcomes[which[k]];
+      o.applied = true;
+      o.success = results[k].success;
+      o.failure_message = results[k].failure;
+      o.resources_to_delete = std::move(results[k].tracked);
+      outcome.sets.push_back({KindName(o.kind), o.name, 0, 0, o.success, o.failure_message});
+      if (!o.success) RecordFailedSet(outcome, o.name, results[k]);
+    }
+  }
+
+  std::vector<SetPlan> plans;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < work.size(); ++i) {
+    if (!work[i].needs_apply) continue;
+    PlanInput in = plan_input(work[i]);
+    in.listed_elsewhere = &listed;
+    plans.push_back(PlanSet(in, *target->mapper));
+    which.push_back(i);
+  }
+  std::vector<SetRunResult> results = RunAll(session, std::move(plans));
+  for (size_t k = 0; k < which.size(); ++k) {
+    size_t idx = which[k];
+    SetRunResult& r = results[k];
+    outcomes[idx].applied = true;
+    outcomes[idx].success = r.success;
+    outcomes[idx].failure_message = r.failure;
+    outcomes[idx].resources_to_delete = std::move(r.tracked);
+    outcome.applies += r.applies;
+    outcome.sets.push_back({KindName(work[idx].kind), work[idx].name, work[idx].generation, r.applies, r.success,
+                            r.failure});
+    outcome.slowest_set_serial_seconds = std::max(outcome.slowest_set_serial_seconds, r.serial_seconds);
+    if (!r.success) RecordFailedSet(outcome, work[idx].name, r);
+  }
+  outcome.target_seconds = std::chrono::duration<double>(clock_.Now() - target_start).count();
+  return Status::Ok();
+}
+
+Result<Target> ClusterSyncer::ReadTarget(const std::string& key, const hive::ClusterDeployment& cd) {
+  if (cd.admin_kubeconfig_secret.empty()) {
     return InvalidArgument("ClusterDeployment " + key + " names no spec.clusterMetadata.adminKubeconfigSecretRef");
   }
-  auto secret = secret_future.get();
+  auto secret = hub_.Get(kube::Object(res::kSecrets, cd.meta.ns, cd.admin_kubeconfig_secret));
   if (!secret.ok()) return secret.status().Annotate("reading admin kubeconfig Secret of " + key);
   std::optional<std::string> kubeconfig;
   if (secret->contains("data") && (*secret)["data"].contains("kubeconfig") &&
@@ -415,37 +342,52 @@ Status ClusterSyncer::ReadSourceSecrets(const std::vector<SetWork>& work, Secret
 }
 
 Status ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes,
-                                  Result<Json> first_read) {
+                                  std::shared_ptr<const hive::ClusterSync> known, std::string& stored_version) {
   const std::string key = cd.meta.Key();
   for (int attempt = 0; attempt < 5; ++attempt) {
-    // The first attempt merges into what Sync read (a conflict means someone wrote since).
-    auto current = attempt == 0 ? std::move(first_read)
-                                : hub_.Get(kube::Object(res::kClusterSyncs, cd.meta.ns, cd.meta.name));
-    if (!current.ok() && current.status().code() == Code::kNotFound) {
+    if (!known) {
       Json fresh = {{"apiVersion", hive::kHiveInternalApiVersion},
                     {"kind", "ClusterSync"},
                     {"metadata", {{"name", cd.meta.name}, {"namespace", cd.meta.ns},
                                   {"ownerReferences", OwnerReference(cd)}}},
                     {"spec", Json::object()}};
-      current = hub_.Create(kube::Collection(res::kClusterSyncs, cd.meta.ns), fresh);
-      if (!current.ok() && current.status().code() == Code::kAlreadyExists) continue;
+      auto created = hub_.Create(kube::Collection(res::kClusterSyncs, cd.meta.ns), fresh);
+      if (!created.ok() && created.status().code() != Code::kAlreadyExists) {
+        return created.status().Annotate("storing ClusterSync " + key);
+      }
+      if (created.ok()) {
+        known = ParseClusterSync(*created);
+        if (!known) return InvalidArgument("ClusterSync " + key + " as created has no valid metadata");
+      }
     }
-    if (!current.ok()) return current.status().Annotate("storing ClusterSync " + key);
-    auto parsed = hive::ClusterSync::FromJson(*current);
-    hive::ClusterSyncStatus previous = parsed.ok() ? parsed->status : hive::ClusterSyncStatus{};
-    hive::ClusterSyncStatus next = BuildStatus(previous, outcomes, clock_.WallNow());
-    Json next_json = next.ToJson();
-    Json prev_json = current->contains("status") ? (*current)["status"] : Json::object();
-    if (next_json == prev_json) return Status::Ok();   // nothing changed: write nothing
-    Json update = {{"apiVersion", hive::kHiveInternalApiVersion},
-                   {"kind", "ClusterSync"},
-                   {"metadata", {{"name", cd.meta.name}, {"namespace", cd.meta.ns},
-                                 {"resourceVersion", (*current)["metadata"].value("resourceVersion", "")}}},
-                   {"status", next_json}};
-    auto written = hub_.Update(kube::StatusOf(res::kClusterSyncs, cd.meta.ns, cd.meta.name), update);
-    if (written.ok()) return Status::Ok();
-    if (written.status().code() != Code::kConflict) return written.status().Annotate("storing ClusterSync " + key);
-    // Someone else wrote in between: re-read and merge again.
+    if (known) {
+      // The status this write replaces: the one read, so nothing another writer stored is lost
+      // (a 409 says there is one, and the loop merges into it).
+      hive::ClusterSyncStatus next = BuildStatus(known->status, outcomes, clock_.WallNow());
+      Json next_json = next.ToJson();
+      if (next_json == known->status.ToJson()) return Status::Ok();   // nothing changed: write nothing
+      Json update = {{"apiVersion", hive::kHiveInternalApiVersion},
+                     {"kind", "ClusterSync"},
+                     {"metadata", {{"name", cd.meta.name}, {"namespace", cd.meta.ns},
+                                   {"resourceVersion", known->meta.resource_version}}},
+                     {"status", next_json}};
+      auto written = hub_.Update(kube::StatusOf(res::kClusterSyncs, cd.meta.ns, cd.meta.name), update);
+      if (written.ok()) {
+        stored_version = (*written)["metadata"].value("resourceVersion", "");
+        reader_.NoteStatusWritten(*written);
+        return Status::Ok();
+      }
+      if (written.status().code() != Code::kConflict && written.status().code() != Code::kNotFound) {
+        return written.status().Annotate("storing ClusterSync " + key);
+      }
+    }
+    // Someone else wrote (or created, or deleted) it in between: read it and merge again.
+    auto current = hub_.Get(kube::Object(res::kClusterSyncs, cd.meta.ns, cd.meta.name));
+    if (!current.ok() && current.status().code() != Code::kNotFound) {
+      return current.status().Annotate("storing ClusterSync " + key);
+    }
+    known = current.ok() ? ParseClusterSync(*current) : nullptr;
+    if (current.ok() && !known) return InvalidArgument("ClusterSync " + key + " has no valid metadata");
   }
   return Status(Code::kConflict, "storing ClusterSync " + key + ": still conflicting after 5 attempts");
 }

@@ -1,16 +1,22 @@
-// ClusterSyncer: processes one sync request end to end — reads the cluster's ClusterDeployment,
-// applicable SyncSets/SelectorSyncSets and their source Secrets fresh from the hub (the admin
-// kubeconfig Secret only when the cluster has no trusted client: see target_clients.h), deletes the Sync-mode objects of sets no longer applicable, applies the sets that need
-// it to the target cluster (SyncSets then SelectorSyncSets by name; see set_applier.h), then
-// stores the ClusterSync status (and the ClusterSyncLease after a full reapply). Target requests
-// are non-blocking and shared by all clusters through one RequestLimiter; Sync() blocks its
-// caller until the status is stored, so the caller may ack. Thread-safe: Sync() may run
-// concurrently for different clusters; the caller keeps one cluster on one thread at a time.
+// ClusterSyncer: processes one sync request end to end, in four steps:
+//   1. read: the cluster's state (its ClusterDeployment, applicable sets and ClusterSync) from a
+//      HubReader — the consumer's watch-fed mirror, or the hub itself (hub_reader.h);
+//   2. plan: which sets to apply and which removed sets' objects to delete (sync_plan.h);
+//   3. apply: deletions, then the sets (SyncSets then SelectorSyncSets by name; set_applier.h) to
+//      the target cluster, whose client comes from its admin kubeconfig Secret (read only when the
+//      cluster has no trusted client: target_clients.h) — with the source Secrets of the sets'
+//      secretMappings, read fresh from the hub;
+//   4. record: one ClusterSync status write, with the resourceVersion of the state read (a 409
+//      re-reads and merges), and the ClusterSyncLease after a full reapply.
+// Target requests are non-blocking and shared by all clusters through one RequestLimiter; Sync()
+// blocks its caller until the status is stored, so the caller may ack. Thread-safe: Sync() may
+// run concurrently for different clusters; the caller keeps one cluster on one thread at a time.
 #pragma once
 
 #include <chrono>
 #include <functional>
-#include <future>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,9 +29,11 @@
 #include "common/kube/client.h"
 #include "common/sync_message.h"
 #include "common/trace_event.h"
+#include "consumer/hub_reader.h"
 #include "consumer/request_limiter.h"
 #include "consumer/set_applier.h"
 #include "consumer/status_builder.h"
+#include "consumer/sync_plan.h"
 #include "consumer/target_clients.h"
 
 namespace syncbus::consumer {
@@ -57,46 +65,46 @@ struct SyncOutcome {
   bool transient = false;              // every failure may heal by itself (retry soon)
   std::chrono::milliseconds retry_after{0};   // the longest Retry-After a target sent with a failure
   std::vector<TraceSet> sets;          // every set applied or removed (generation 0), for the trace
+  std::string status_version;          // the ClusterSync as this sync stored it ("": not written)
 };
 
 class ClusterSyncer {
  public:
-  ClusterSyncer(SyncerOptions options, kube::Client& hub, TargetClients& targets, Clock& clock,
+  // `hub` serves the writes and the reads that are not the cluster's state; `reader` the state.
+  ClusterSyncer(SyncerOptions options, kube::Client& hub, HubReader& reader, TargetClients& targets, Clock& clock,
                 prometheus::Registry& registry);
 
   // Errors are failures to read the hub or store the status (the request must be retried);
   // apply failures on the target are recorded in the status and reported in the outcome.
-  // `fence` (see set_applier.h) is checked before every write, to the target or the hub.
+  // `fence` (see set_applier.h) is checked before every write, to the target or the hub; its
+  // first call, on the caller's thread once the plan needs a write, may take the cluster's lease.
   Result<SyncOutcome> Sync(const SyncRequest& request, const SyncFence& fence = nullptr);
 
   RequestLimiter::Stats limiter_stats() const { return limiter_.stats(); }
 
  private:
-  struct SetWork {
-    SetKind kind;
-    std::string name;
-    std::string ns;                          // SyncSet: its namespace
-    int64_t generation;
-    const hive::SyncSetCommonSpec* spec;
-    bool needs_apply;
-  };
-
   Result<SyncOutcome> SyncOnce(const SyncRequest& request, const SyncFence& fence);
-  // The cluster's client from its admin kubeconfig Secret (read by `secret_future`).
-  Result<Target> ReadTarget(const std::string& key, const hive::ClusterDeployment& cd,
-                            std::future<Result<Json>>& secret_future);
+  // Step 3: the target work of `plan`. Fills `outcomes` (one per plan.work entry, then one per
+  // removed set) and the figures of `outcome`.
+  Status Apply(const SyncRequest& request, const hive::ClusterDeployment& cd, const hive::ClusterSyncStatus& current,
+               const SyncPlan& plan, const std::optional<Target>& kept, const SyncFence& fence,
+               std::vector<SetOutcome>& outcomes, SyncOutcome& outcome);
+  // The cluster's client from its admin kubeconfig Secret, read now.
+  Result<Target> ReadTarget(const std::string& key, const hive::ClusterDeployment& cd);
   // Reads the source Secrets of the secretMappings of the sets to apply into `secrets`, 16 at a
   // time. One that is absent is kept as NotFound (its set fails); any other error is returned.
   Status ReadSourceSecrets(const std::vector<SetWork>& work, SecretSources& secrets);
   // Runs `plans` (at most options_.parallel_sync_sets at once) and waits for all of them.
   std::vector<SetRunResult> RunAll(const TargetSession& session, std::vector<SetPlan> plans);
-  // `first_read`: the ClusterSync as Sync read it (or its error), merged into first.
+  // Step 4. `known`: the ClusterSync as the state had it (null: none), merged into first.
+  // `stored_version`: the resourceVersion written (untouched when nothing needed writing).
   Status StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes,
-                     Result<Json> first_read);
+                     std::shared_ptr<const hive::ClusterSync> known, std::string& stored_version);
   Status RenewLease(const hive::ClusterDeployment& cd);
 
   SyncerOptions options_;
   kube::Client& hub_;
+  HubReader& reader_;
   TargetClients& targets_;
   Clock& clock_;
   RequestLimiter limiter_;

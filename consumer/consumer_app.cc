@@ -7,7 +7,10 @@
 #include "common/random.h"
 #include "consumer/cluster_lease.h"
 #include "consumer/cluster_syncer.h"
+#include "common/kube/reflector.h"
 #include "consumer/delivery_loop.h"
+#include "consumer/hub_mirror.h"
+#include "consumer/hub_reader.h"
 #include "consumer/target_clients.h"
 
 namespace syncbus::consumer {
@@ -39,7 +42,42 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   syncer_options.per_cluster_qps = c.per_cluster_qps;
   syncer_options.request_timeout = c.request_timeout;
   syncer_options.cluster_deadline = c.cluster_deadline;
-  ClusterSyncer syncer(syncer_options, *deps_.hub, targets, clock, *deps_.registry);
+  // The state each sync reads: from the mirror, fed by one reflector per collection, or (mirror
+  // disabled) from the hub directly.
+  DirectHubReader direct(*deps_.hub);
+  HubMirror mirror;
+  std::vector<std::unique_ptr<kube::Reflector>> reflectors;
+  std::unique_ptr<MirrorHubReader> mirrored;
+  if (c.hub_mirror.enabled) {
+    namespace res = kube::resources;
+    const std::string& ns = config_.publisher.ns;
+    struct Watched {
+      HubCollection collection;
+      kube::ObjectRef ref;
+      std::string selector;
+    };
+    const Watched watched[] = {
+        {HubCollection::kClusterDeployments, kube::Collection(res::kClusterDeployments, ns), ""},
+        {HubCollection::kSyncSets, kube::Collection(res::kSyncSets, ns), ""},
+        {HubCollection::kSelectorSyncSets, kube::Collection(res::kSelectorSyncSets), ""},
+        {HubCollection::kClusterSyncs, kube::Collection(res::kClusterSyncs, ns), ""},
+        {HubCollection::kLeases, kube::Collection(res::kLeases, ns), kClusterLeaseSelector},
+    };
+    for (const Watched& w : watched) {
+      kube::Reflector::Options options;
+      options.clock = &clock;
+      options.list.label_selector = w.selector;
+      reflectors.push_back(
+          std::make_unique<kube::Reflector>(*deps_.hub, w.ref, mirror.handler(w.collection), options));
+      reflectors.back()->Start();
+    }
+    mirrored = std::make_unique<MirrorHubReader>(mirror, direct, c.hub_mirror.max_wait, *deps_.registry);
+    while (!stop.load() && !mirror.synced()) SleepUnlessStopped(std::chrono::milliseconds(100), stop);
+    if (stop.load()) return Status::Ok();
+    log::Info("hub mirror synced", {{"namespace", ns.empty() ? "(all)" : ns}});
+  }
+  HubReader& reader = mirrored ? static_cast<HubReader&>(*mirrored) : direct;
+  ClusterSyncer syncer(syncer_options, *deps_.hub, reader, targets, clock, *deps_.registry);
   DeliveryOptions options;
   options.prefetch = static_cast<uint16_t>(config_.consumer.prefetch);
   options.workers = config_.consumer.prefetch;
@@ -52,7 +90,8 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   lease_options.duration = std::chrono::duration_cast<std::chrono::seconds>(c.cluster_lease.duration);
   lease_options.renew_interval = c.cluster_lease.renew_interval;
   lease_options.safety_margin = c.cluster_lease.safety_margin;
-  ClusterLeases leases(lease_options, *deps_.hub, clock, *deps_.registry);
+  lease_options.release_by_status = c.cluster_lease.release_by_status;
+  ClusterLeases leases(lease_options, *deps_.hub, clock, *deps_.registry, mirrored ? &mirror : nullptr);
   leases.StartRenewing();
   std::unique_ptr<amqp::Session> session = deps_.new_session();
   DeliveryLoop loop(
@@ -94,6 +133,7 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   }
   consuming_.store(false);
   session->Close();
+  for (auto& r : reflectors) r->Stop();
   return Status::Ok();
 }
 

@@ -116,23 +116,39 @@ Status DeliveryLoop::Subscribe() {
 }
 
 DeliveryLoop::Done DeliveryLoop::Run(Job job) {
-  std::shared_ptr<ClusterLease> lease;
-  if (leases_ != nullptr) {
-    auto acquired = leases_->Acquire(job.request.cluster_namespace, job.request.cluster_name);
-    if (!acquired.ok()) {
-      bool busy = acquired.status().code() == Code::kConflict;
-      return {std::move(job), acquired.status(), busy};
-    }
-    lease = std::move(*acquired);
-  }
-  // Writes stop when the lease is lost, or when shutdown gave up waiting for this job.
-  SyncFence fence = [lease, this] {
+  // The cluster's lease is taken at the sync's first call of the fence, which the syncer makes
+  // before its first write: a request that needs no write costs no lease write. Later calls
+  // (before every write) check that it is still held.
+  struct Claim {
+    std::mutex mu;
+    bool tried = false;
+    std::shared_ptr<ClusterLease> lease;
+    Status refused;   // why it could not be taken
+  };
+  auto claim = std::make_shared<Claim>();
+  SyncFence fence = [claim, this, ns = job.request.cluster_namespace, name = job.request.cluster_name] {
     if (abandon_.load()) return Status(Code::kCancelled, "shutting down: the delivery is left to the broker");
-    return lease ? lease->Check(clock_) : Status::Ok();
+    if (leases_ == nullptr) return Status::Ok();
+    std::lock_guard lock(claim->mu);
+    if (!claim->tried) {
+      claim->tried = true;
+      auto acquired = leases_->Acquire(ns, name);
+      if (acquired.ok()) claim->lease = std::move(*acquired);
+      else claim->refused = acquired.status();
+    }
+    return claim->lease ? claim->lease->Check(clock_) : claim->refused;
   };
   Result<SyncOutcome> outcome = sync_(job.request, fence);
+  std::shared_ptr<ClusterLease> lease;
+  Status refused;
+  {
+    std::lock_guard lock(claim->mu);
+    lease = claim->lease;
+    refused = claim->refused;
+  }
+  if (!refused.ok()) return {std::move(job), refused, refused.code() == Code::kConflict};
   bool lost = lease && !lease->Check(clock_).ok();
-  if (lease) leases_->Release(lease);
+  if (lease) leases_->Release(lease, outcome.ok() ? outcome->status_version : "");
   // A failure after the lease was lost is the new owner's business: defer without an attempt.
   bool failed = !outcome.ok() || !outcome->failed_sets.empty();
   return {std::move(job), std::move(outcome), lost && failed};

@@ -8,6 +8,10 @@
 namespace syncbus::publisher {
 namespace {
 
+std::string VersionOf(const Json& object) {
+  return object.contains("metadata") ? object["metadata"].value("resourceVersion", "") : "";
+}
+
 std::string KeyOf(const Json& object) {
   const Json& m = object.contains("metadata") ? object["metadata"] : Json::object();
   std::string ns = m.value("namespace", "");
@@ -205,8 +209,14 @@ void HubCache::Replace(HubKind kind, const std::vector<Json>& items) {
   MarkAllDirtyLocked();
 }
 
+void HubCache::Listed(HubKind kind, const std::string& resource_version) {
+  std::lock_guard lock(mu_);
+  versions_[static_cast<int>(kind)] = resource_version;
+}
+
 void HubCache::Upsert(HubKind kind, const Json& object) {
   std::lock_guard lock(mu_);
+  versions_[static_cast<int>(kind)] = VersionOf(object);
   Status s = ApplyUpsertLocked(kind, object);
   if (!s.ok()) {
     ++invalid_;
@@ -217,6 +227,7 @@ void HubCache::Upsert(HubKind kind, const Json& object) {
 
 void HubCache::Delete(HubKind kind, const Json& object) {
   std::lock_guard lock(mu_);
+  versions_[static_cast<int>(kind)] = VersionOf(object);
   ApplyDeleteLocked(kind, object);
 }
 
@@ -259,8 +270,13 @@ void HubCache::Plan(const std::vector<std::string>& cluster_keys,
   std::vector<const hive::SelectorSyncSet*> all_sss;
   all_sss.reserve(selector_syncsets_.size());
   for (const auto& [k, s] : selector_syncsets_) all_sss.push_back(&s);
+  HubVersions seen;
+  seen.cluster_deployments = versions_[static_cast<int>(HubKind::kClusterDeployment)];
+  seen.sync_sets = versions_[static_cast<int>(HubKind::kSyncSet)];
+  seen.selector_sync_sets = versions_[static_cast<int>(HubKind::kSelectorSyncSet)];
   for (const auto& key : cluster_keys) {
     ClusterView view;
+    view.seen = seen;
     auto cd = cds_.find(key);
     if (cd != cds_.end()) {
       view.cd = &cd->second;

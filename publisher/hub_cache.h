@@ -18,6 +18,7 @@
 #include "common/hive/desired_state.h"
 #include "common/hive/types.h"
 #include "common/json.h"
+#include "common/sync_message.h"
 
 namespace syncbus::publisher {
 
@@ -39,6 +40,9 @@ struct ClusterView {
   hive::SecretVersions secrets;
   // The latest time any of them was written (creation or a managedFields entry), if known.
   std::optional<WallTime> secrets_written_at;
+  // How far the cache had got (list or last event per collection): requests carry it, and
+  // consumers apply only from a mirror at least this new.
+  HubVersions seen;
 };
 
 class HubCache {
@@ -48,6 +52,9 @@ class HubCache {
   void Replace(HubKind kind, const std::vector<Json>& items);
   void Upsert(HubKind kind, const Json& object);
   void Delete(HubKind kind, const Json& object);
+  // The list behind the last Replace() of `kind` was at `resource_version` (bookmarks are not
+  // reported: other watchers receive them at other times).
+  void Listed(HubKind kind, const std::string& resource_version);
 
   // True once every kind has had its first Replace (the initial list).
   bool synced() const;
@@ -92,6 +99,7 @@ class HubCache {
   bool woken_ = false;
   bool replacing_ = false;   // inside Replace(): per-object dirty marking is skipped
   bool listed_[kHubKinds] = {};
+  std::string versions_[kHubKinds];   // the last list's or event's resourceVersion
   uint64_t invalid_ = 0;
 };
 

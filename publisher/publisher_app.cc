@@ -25,6 +25,9 @@ class CacheFeeder final : public kube::ReflectorHandler {
   void OnUpsert(Json object) override { cache_.Upsert(kind_, object); }
   void OnDelete(Json object) override { cache_.Delete(kind_, object); }
   void OnSynced() override {}
+  void OnCheckpoint(const std::string& resource_version, bool bookmark) override {
+    if (!bookmark) cache_.Listed(kind_, resource_version);
+  }
 
  private:
   HubCache& cache_;

@@ -89,6 +89,8 @@ Status Reflector::RunWatch(WatchStream& stream, SteadyTime started, bool& health
         handler_.OnDelete(std::move(event.object));
         break;
       case WatchEventType::kBookmark:
+        if (!version.empty()) handler_.OnCheckpoint(version, true);
+        break;
       case WatchEventType::kError:
         break;
     }
@@ -116,6 +118,7 @@ void Reflector::Run() {
       }
       handler_.OnReplace(std::move(list->items));
       handler_.OnSynced();
+      handler_.OnCheckpoint(list->resource_version, false);
       need_list = false;
       after_list = true;
     }
@@ -133,6 +136,7 @@ void Reflector::Run() {
       log::Warn("reflector watch failed",
                 {{"collection", what}, {"error", opened.status().ToString()}});
       need_list = opened.status().code() == Code::kGone;
+      if (need_list) handler_.OnStale();
       Wait(backoff_.Next());
       continue;
     }
@@ -151,6 +155,7 @@ void Reflector::Run() {
     stream.reset();
     if (Stopping()) break;
     need_list = end.code() == Code::kGone;
+    if (need_list) handler_.OnStale();
     if (end.code() != Code::kUnavailable && end.code() != Code::kGone) {
       log::Warn("reflector watch ended", {{"collection", what}, {"error", end.ToString()}});
     }

@@ -30,6 +30,13 @@ class ReflectorHandler {
   virtual void OnDelete(Json object) = 0;
   // Right after each OnReplace: the mirror is complete as of that list.
   virtual void OnSynced() = 0;
+  // The mirror is complete as of `resource_version`: after each OnSynced (the list's version)
+  // and at each bookmark. Events carry their own version in their object.
+  virtual void OnCheckpoint(const std::string& resource_version, bool bookmark) {
+    (void)resource_version, (void)bookmark;
+  }
+  // A 410 ended the watch: the mirror misses events until the relist's OnReplace.
+  virtual void OnStale() {}
 };
 
 class Reflector {

@@ -110,7 +110,8 @@ int Run(int argc, char** argv) {
   }
   prometheus::Registry registry;
   consumer::TargetClients targets(transport, 0);
-  consumer::ClusterSyncer syncer(options, hub, targets, RealClock(), registry);
+  consumer::DirectHubReader reader(hub);
+  consumer::ClusterSyncer syncer(options, hub, reader, targets, RealClock(), registry);
 
   // One pass syncs every cluster once; later passes find the per-cluster clients and discovery
   // caches warm, as a consumer does on the periodic reapply of clusters it has seen.

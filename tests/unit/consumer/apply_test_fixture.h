@@ -35,7 +35,8 @@ struct ApplyFixture {
     cc.server = "http://sim.invalid";
     hub = std::make_unique<kube::ClientImpl>(cc, transport);
     targets = std::make_unique<TargetClients>(transport, 0);
-    syncer = std::make_unique<ClusterSyncer>(options, *hub, *targets, clock, registry);
+    reader = std::make_unique<DirectHubReader>(*hub);
+    syncer = std::make_unique<ClusterSyncer>(options, *hub, *reader, *targets, clock, registry);
   }
   static SyncerOptions Defaults() {
     SyncerOptions o;
@@ -120,6 +121,7 @@ struct ApplyFixture {
   std::shared_ptr<fakes::InProcessTransport> transport;
   std::unique_ptr<kube::ClientImpl> hub;
   std::unique_ptr<TargetClients> targets;
+  std::unique_ptr<DirectHubReader> reader;
   std::unique_ptr<ClusterSyncer> syncer;
 };
 

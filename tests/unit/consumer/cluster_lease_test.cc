@@ -2,6 +2,7 @@
 
 #include "common/fake_clock.h"
 #include "consumer/cluster_lease.h"
+#include "consumer/hub_mirror.h"
 #include "tests/unit/consumer/fake_object_store.h"
 
 using namespace syncbus;
@@ -112,4 +113,103 @@ TEST_CASE("a hub outage fences the holder once the lease could have lapsed") {
   auto failed = p.b.Acquire("ns1", "c2");
   REQUIRE_FALSE(failed.ok());
   CHECK(failed.status().code() == Code::kUnavailable);
+}
+
+namespace {
+
+// Two consumers, each with its own mirror that the test feeds as their watches would.
+struct MirroredPool {
+  FakeClock clock;
+  testing::FakeObjectStore hub;
+  prometheus::Registry registry;
+  HubMirror mirror_a, mirror_b;
+  ClusterLeases a{Pool::Options("consumer-a"), hub, clock, registry, &mirror_a};
+  ClusterLeases b{Pool::Options("consumer-b"), hub, clock, registry, &mirror_b};
+
+  Json Lease() { return hub.Peek(kube::Object(kube::resources::kLeases, "ns1", "c1")); }
+  // The hub's lease, as a watch event to `mirror`.
+  void Deliver(HubMirror& mirror) { mirror.handler(HubCollection::kLeases).OnUpsert(Lease()); }
+  // A ClusterSync stored at `version`, delivered to both mirrors.
+  void StatusStored(const std::string& version) {
+    Json cs = {{"metadata", {{"namespace", "ns1"}, {"name", "c1"}, {"resourceVersion", version}}}};
+    for (HubMirror* m : {&mirror_a, &mirror_b}) m->handler(HubCollection::kClusterSyncs).OnUpsert(cs);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("with a mirror, taking a lease is one write and no read, and the status write gives it back") {
+  MirroredPool p;
+  auto held = p.a.Acquire("ns1", "c1");
+  REQUIRE_MESSAGE(held.ok(), held.status().ToString());
+  CHECK(p.hub.writes() == 1);
+  CHECK(p.hub.gets() == 0);
+  p.Deliver(p.mirror_b);
+
+  // consumer-a stored the status after its lease write: giving the lease back writes nothing.
+  std::string lease_version = p.Lease()["metadata"]["resourceVersion"];
+  std::string status_version = std::to_string(std::stoi(lease_version) + 1);
+  p.StatusStored(status_version);
+  p.a.Release(*held, status_version);
+  CHECK(p.hub.writes() == 1);
+  CHECK(p.Lease()["spec"]["holderIdentity"] == "consumer-a");
+  CHECK(p.a.held() == 0);
+
+  // consumer-b sees the ClusterSync newer than the lease: the holder finished; one write.
+  auto taken = p.b.Acquire("ns1", "c1");
+  REQUIRE_MESSAGE(taken.ok(), taken.status().ToString());
+  CHECK(p.hub.writes() == 2);
+  CHECK(p.hub.gets() == 0);
+  CHECK(p.Lease()["spec"]["holderIdentity"] == "consumer-b");
+}
+
+TEST_CASE("a lease newer than the cluster's status is still held") {
+  MirroredPool p;
+  p.StatusStored("1");   // an older status (the store's versions start after it)
+  auto held = p.a.Acquire("ns1", "c1");
+  REQUIRE(held.ok());
+  p.Deliver(p.mirror_b);
+  auto busy = p.b.Acquire("ns1", "c1");
+  REQUIRE_FALSE(busy.ok());
+  CHECK(busy.status().code() == Code::kConflict);
+
+  // No status written (nothing changed): the holder gives it back with a write.
+  p.a.Release(*held, "");
+  CHECK(p.Lease()["spec"]["holderIdentity"] == "");
+  p.Deliver(p.mirror_b);
+  CHECK(p.b.Acquire("ns1", "c1").ok());
+}
+
+TEST_CASE("a renewal after the status write keeps the lease until it is given back with a write") {
+  MirroredPool p;
+  auto held = p.a.Acquire("ns1", "c1");
+  REQUIRE(held.ok());
+  std::string status_version = std::to_string(std::stoi(std::string(p.Lease()["metadata"]["resourceVersion"])) + 1);
+  p.hub.Overwrite(kube::Object(kube::resources::kConfigMaps, "ns1", "bump"), Json::object());   // status write
+  p.a.RenewHeld();   // a renewal lands after it
+  p.a.Release(*held, status_version);
+  CHECK(p.Lease()["spec"]["holderIdentity"] == "");   // released by a write, not by the status
+}
+
+TEST_CASE("a stale lease in the mirror costs one conflict and one read of the hub") {
+  MirroredPool p;
+  auto held = p.a.Acquire("ns1", "c1");
+  REQUIRE(held.ok());
+  p.a.Release(*held, "");            // holder cleared on the hub
+  // consumer-b's mirror has not seen the lease at all: its create conflicts, it reads, it takes.
+  auto taken = p.b.Acquire("ns1", "c1");
+  REQUIRE_MESSAGE(taken.ok(), taken.status().ToString());
+  CHECK(p.hub.gets() == 1);
+  CHECK(p.Lease()["spec"]["holderIdentity"] == "consumer-b");
+}
+
+TEST_CASE("without releaseByStatus every lease is given back with a write") {
+  MirroredPool p;
+  LeaseOptions o = Pool::Options("consumer-c");
+  o.release_by_status = false;
+  ClusterLeases c(o, p.hub, p.clock, p.registry, &p.mirror_a);
+  auto held = c.Acquire("ns1", "c2");
+  REQUIRE(held.ok());
+  c.Release(*held, "999");
+  CHECK(p.hub.Peek(kube::Object(kube::resources::kLeases, "ns1", "c2"))["spec"]["holderIdentity"] == "");
 }

@@ -59,6 +59,14 @@ struct Script {
         std::lock_guard lock(mu);
         ran.push_back(r.cluster_name);
       }
+      // As the real syncer: the first fence call, before any write, claims the cluster.
+      if (fence) {
+        if (Status claimed = fence(); !claimed.ok()) {
+          std::lock_guard lock(mu);
+          ++fence_failures;
+          return claimed;
+        }
+      }
       if (during) during(r);
       std::lock_guard lock(mu);
       if (fence && !fence().ok()) {
@@ -281,7 +289,9 @@ TEST_CASE("a cluster busy on another consumer is deferred without counting an at
   REQUIRE(held.ok());
   h.Send(Request("c1"));
   h.StepUntilIdle();
-  CHECK(h.script.runs() == 0);
+  // The sync read its state, then its first fence call (before any write) found the lease taken.
+  CHECK(h.script.runs() == 1);
+  CHECK(h.script.fence_failures == 1);
   auto deferred = h.Retrying("1s");
   REQUIRE(deferred.size() == 1);
   CHECK(deferred[0].headers[kAttemptHeader] == 0);
@@ -292,7 +302,8 @@ TEST_CASE("a cluster busy on another consumer is deferred without counting an at
   elsewhere.Release(*held);
   h.clock.Advance(1100ms);
   h.StepUntilIdle();
-  CHECK(h.script.runs() == 1);
+  CHECK(h.script.runs() == 2);
+  CHECK(h.script.fence_failures == 1);
   CHECK(h.Retrying("1s").empty());
 }
 

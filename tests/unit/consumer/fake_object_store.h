@@ -15,6 +15,7 @@ class FakeObjectStore final : public kube::Client {
  public:
   Result<Json> Get(const kube::ObjectRef& ref) override {
     std::lock_guard lock(mu_);
+    ++gets_;
     if (!outage_.ok()) return outage_;
     auto it = objects_.find(ref.Path());
     if (it == objects_.end()) return Status(Code::kNotFound, ref.Describe() + " not found");
@@ -62,6 +63,16 @@ class FakeObjectStore final : public kube::Client {
     std::lock_guard lock(mu_);
     return writes_;
   }
+  // The stored object, as a test looks at it (not counted in gets()).
+  Json Peek(const kube::ObjectRef& ref) const {
+    std::lock_guard lock(mu_);
+    auto it = objects_.find(ref.Path());
+    return it == objects_.end() ? Json() : it->second;
+  }
+  int gets() const {
+    std::lock_guard lock(mu_);
+    return gets_;
+  }
 
  private:
   static Status Unsupported() { return {Code::kUnsupported, "not in the fake"}; }
@@ -77,6 +88,7 @@ class FakeObjectStore final : public kube::Client {
   Status outage_;
   int version_ = 0;
   int writes_ = 0;
+  int gets_ = 0;
 };
 
 }  // namespace syncbus::testing

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "common/fake_clock.h"
+#include "common/kube/resource_version.h"
 #include "common/sync_message.h"
 
 using namespace syncbus;
@@ -78,4 +79,45 @@ TEST_CASE("DNS name rules") {
   CHECK(IsDnsSubdomain("a.b-c.d"));
   CHECK_FALSE(IsDnsSubdomain("a..b"));
   CHECK_FALSE(IsDnsSubdomain(""));
+}
+
+TEST_CASE("sync request carries what the publisher saw, and rejects a malformed one") {
+  SyncRequest r = Sample();
+  r.seen = {"101", "202", "303"};
+  auto decoded = DecodeSyncRequest(EncodeSyncRequest(r));
+  REQUIRE(decoded.ok());
+  CHECK(decoded->seen == r.seen);
+
+  // Absent (an older publisher): empty, not an error.
+  CHECK(EncodeSyncRequest(Sample()).find("seen") == std::string::npos);
+  auto without = DecodeSyncRequest(EncodeSyncRequest(Sample()));
+  REQUIRE(without.ok());
+  CHECK(without->seen.empty());
+
+  Json body = Json::parse(EncodeSyncRequest(r));
+  body["seen"] = {{"syncSets", "12a"}};
+  auto bad = DecodeSyncRequest(body.dump());
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("seen.syncSets") != std::string::npos);
+  body["seen"] = "101";
+  CHECK_FALSE(DecodeSyncRequest(body.dump()).ok());
+  body["seen"] = {{"clusterDeployments", 101}};
+  CHECK_FALSE(DecodeSyncRequest(body.dump()).ok());
+  body["seen"] = {{"selectorSyncSets", "1"}};
+  auto partial = DecodeSyncRequest(body.dump());
+  REQUIRE(partial.ok());
+  CHECK(partial->seen.selector_sync_sets == "1");
+  CHECK(partial->seen.sync_sets.empty());
+}
+
+TEST_CASE("resourceVersions compare as etcd revisions, and anything else never counts as new enough") {
+  CHECK(kube::ResourceVersionAtLeast("10", "9"));
+  CHECK(kube::ResourceVersionAtLeast("10", "10"));
+  CHECK_FALSE(kube::ResourceVersionAtLeast("9", "10"));   // not string order
+  CHECK(kube::ResourceVersionAtLeast("", ""));
+  CHECK(kube::ResourceVersionAtLeast("5", ""));
+  CHECK_FALSE(kube::ResourceVersionAtLeast("", "5"));
+  CHECK_FALSE(kube::ResourceVersionAtLeast("abc", "5"));
+  CHECK_FALSE(kube::ResourceVersionAtLeast("-5", "1"));
+  CHECK_FALSE(kube::ResourceVersionAtLeast("99999999999999999999999", "1"));
 }

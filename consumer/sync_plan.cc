@@ -1,0 +1,46 @@
+#include "consumer/sync_plan.h"
+
+#include <algorithm>
+
+namespace syncbus::consumer {
+
+const hive::SyncStatus* FindEntry(const hive::ClusterSyncStatus& status, SetKind kind, const std::string& name) {
+  const auto& entries = kind == SetKind::kSyncSet ? status.sync_sets : status.selector_sync_sets;
+  for (const auto& e : entries) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+bool SyncPlan::any_apply() const {
+  return std::any_of(work.begin(), work.end(), [](const SetWork& w) { return w.needs_apply; });
+}
+
+bool SyncPlan::any_delete() const {
+  return std::any_of(removed.begin(), removed.end(),
+                     [](const RemovedSet& r) { return !r.entry.resources_to_delete.empty(); });
+}
+
+SyncPlan PlanSync(const ClusterState& state, bool full_reapply) {
+  static const hive::ClusterSyncStatus kNoStatus;
+  const hive::ClusterSyncStatus& current = state.status ? state.status->status : kNoStatus;
+  SyncPlan plan;
+  auto add = [&](SetKind kind, const hive::ObjectMeta& meta, const hive::SyncSetCommonSpec& spec, std::string ns) {
+    const hive::SyncStatus* e = FindEntry(current, kind, meta.name);
+    bool needs_apply = full_reapply || !e || e->observed_generation != meta.generation ||
+                       e->result != hive::SyncResult::kSuccess;
+    plan.work.push_back({kind, meta.name, std::move(ns), meta.generation, &spec, needs_apply});
+  };
+  for (const auto& ss : state.sync_sets) add(SetKind::kSyncSet, ss->meta, ss->spec, ss->meta.ns);
+  for (const auto& sss : state.selector_sync_sets) add(SetKind::kSelectorSyncSet, sss->meta, sss->spec, "");
+  for (SetKind kind : {SetKind::kSyncSet, SetKind::kSelectorSyncSet}) {
+    for (const auto& e : kind == SetKind::kSyncSet ? current.sync_sets : current.selector_sync_sets) {
+      bool applicable = std::any_of(plan.work.begin(), plan.work.end(),
+                                    [&](const SetWork& w) { return w.kind == kind && w.name == e.name; });
+      if (!applicable) plan.removed.push_back({kind, e});
+    }
+  }
+  return plan;
+}
+
+}  // namespace syncbus::consumer

@@ -1,0 +1,46 @@
+// SyncPlan: what one sync must do, decided from the cluster's state alone: which applicable sets
+// need applying (new, at a new generation, failed last time, or all of them on a full reapply),
+// and which ClusterSync entries belong to sets that no longer apply (their Sync-mode objects are
+// deleted). Pure functions over value types; a plan points into the ClusterState it was made from,
+// which must outlive it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/hive/types.h"
+#include "consumer/cluster_state.h"
+#include "consumer/status_builder.h"
+
+namespace syncbus::consumer {
+
+struct SetWork {
+  SetKind kind;
+  std::string name;
+  std::string ns;                          // SyncSet: its namespace
+  int64_t generation;
+  const hive::SyncSetCommonSpec* spec;
+  bool needs_apply;
+};
+
+struct RemovedSet {
+  SetKind kind;
+  hive::SyncStatus entry;                  // its entry in the ClusterSync status
+};
+
+struct SyncPlan {
+  std::vector<SetWork> work;               // every applicable set: SyncSets, then SelectorSyncSets
+  std::vector<RemovedSet> removed;
+
+  bool any_apply() const;
+  bool any_delete() const;                 // a removed set tracks objects to delete
+  // Nothing to apply and nothing removed: the request needs no target traffic.
+  bool up_to_date() const { return !any_apply() && removed.empty(); }
+};
+
+SyncPlan PlanSync(const ClusterState& state, bool full_reapply);
+
+// The status entry of set `name` of `kind`, or null.
+const hive::SyncStatus* FindEntry(const hive::ClusterSyncStatus& status, SetKind kind, const std::string& name);
+
+}  // namespace syncbus::consumer
