@@ -43,7 +43,7 @@ struct Rig {
   std::unique_ptr<ClusterSyncer> syncer;
   HubVersions seen;   // what a publisher would have seen: the last write this rig made
 
-  explicit Rig(bool with_mirror = false) {
+  explicit Rig(bool with_mirror = false, std::chrono::milliseconds max_wait = std::chrono::seconds(30)) {
     sim = kubesim::testing::MakeSimulation({.clusters = 2, .syncsets = 1, .selector_syncsets = 1, .resources = 2});
     auto generated = sim->GenerateFleet("http://kubesim.test");
     REQUIRE_MESSAGE(generated.ok(), generated.status().ToString());
@@ -68,7 +68,7 @@ struct Rig {
                                                                kube::Reflector::Options{}));
         reflectors.back()->Start();
       }
-      mirrored = std::make_unique<MirrorHubReader>(mirror, *direct, std::chrono::seconds(30), registry);
+      mirrored = std::make_unique<MirrorHubReader>(mirror, *direct, max_wait, registry);
       reader = mirrored.get();
       // Sees the fleet as generated: a publisher's view at the current version.
       auto sets = hub->List(kube::Collection(res::kSyncSets), {});
@@ -222,4 +222,31 @@ TEST_CASE("a status written by someone else since the mirror saw it: a 409, one 
   CHECK(parsed->status.selector_sync_sets[0].observed_generation == 2);
   REQUIRE(parsed->status.sync_sets.size() == 1);   // the other writer's entry, kept through the merge
   CHECK(parsed->status.sync_sets[0].last_transition_time == "2020-01-01T00:00:00Z");
+}
+
+TEST_CASE("a publisher ahead of the consumer mirror: the sync applies what the publisher saw") {
+  Rig rig(/*with_mirror=*/true, std::chrono::milliseconds(200));
+  REQUIRE(rig.Sync().ok());
+  // The mirror's SelectorSyncSet watch stalls; the publisher sees an edit the mirror never gets.
+  rig.reflectors[2]->Stop();
+  rig.EditSelectorSyncSet();
+  auto before = rig.HubRequests();
+  auto synced = rig.Sync();
+  REQUIRE_MESSAGE(synced.ok(), synced.status().ToString());
+  CHECK(synced->kind == SyncOutcome::Kind::kSynced);
+  REQUIRE(synced->sets.size() == 1);
+  CHECK(synced->sets[0].name == "fleet-sss-00");
+  CHECK(synced->sets[0].generation == 2);   // the edit, not the mirror's older generation
+  // Read from the hub after the bounded wait, and said so.
+  auto requests = rig.SyncRequests(before);
+  CHECK(requests["list selectorsyncsets"] == 1);
+  CHECK(requests["get clusterdeployments"] == 1);
+  bool counted = false;
+  for (const auto& family : rig.registry.Collect()) {
+    if (family.name != "syncbus_consumer_hub_state_reads_total") continue;
+    for (const auto& m : family.metric) {
+      for (const auto& l : m.label) counted = counted || (l.value == "behind" && m.counter.value == 1);
+    }
+  }
+  CHECK(counted);
 }
