@@ -165,7 +165,7 @@ TEST_CASE("after a failed sync the next one reads the kubeconfig Secret again") 
   CHECK(rig.HubCount("get", "secrets") == 2);
 }
 
-TEST_CASE("with the mirror, a steady-state sync costs the hub one request: its status write") {
+TEST_CASE("with the mirror, a steady-state sync costs the hub one request: its status write [concurrent]") {
   Rig rig(/*with_mirror=*/true);
   auto first = rig.Sync();
   REQUIRE_MESSAGE(first.ok(), first.status().ToString());
@@ -224,7 +224,7 @@ TEST_CASE("a status written by someone else since the mirror saw it: a 409, one 
   CHECK(parsed->status.sync_sets[0].last_transition_time == "2020-01-01T00:00:00Z");
 }
 
-TEST_CASE("a publisher ahead of the consumer mirror: the sync applies what the publisher saw") {
+TEST_CASE("a publisher ahead of the consumer mirror: the sync applies what the publisher saw [concurrent]") {
   Rig rig(/*with_mirror=*/true, std::chrono::milliseconds(200));
   REQUIRE(rig.Sync().ok());
   // The mirror's SelectorSyncSet watch stalls; the publisher sees an edit the mirror never gets.

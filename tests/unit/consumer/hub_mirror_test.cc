@@ -148,7 +148,7 @@ TEST_CASE("caught up: the sync reads the mirror and the hub not at all") {
   CHECK(rig.Reads("fresh") == 1);
 }
 
-TEST_CASE("behind: the sync waits until the mirror catches up, then reads it") {
+TEST_CASE("behind: the sync waits until the mirror catches up, then reads it [concurrent]") {
   ReaderRig rig(std::chrono::seconds(30));
   ListAll(rig.mirror, "100");
   auto read = std::async(std::launch::async, [&] { return rig.reader.Read(Request({"", "105", ""})); });
@@ -162,7 +162,7 @@ TEST_CASE("behind: the sync waits until the mirror catches up, then reads it") {
   CHECK(rig.Reads("waited") + rig.Reads("fresh") == 1);   // "fresh" if the edit came first
 }
 
-TEST_CASE("a bookmark catches the mirror up too") {
+TEST_CASE("a bookmark catches the mirror up too [concurrent]") {
   ReaderRig rig(std::chrono::seconds(30));
   ListAll(rig.mirror, "100");
   auto read = std::async(std::launch::async, [&] { return rig.reader.Read(Request({"", "", "150"})); });
@@ -187,7 +187,7 @@ TEST_CASE("a request that does not say what the publisher saw reads the hub") {
   CHECK(rig.Reads("unknown") == 1);
 }
 
-TEST_CASE("a 410 during the wait: the stale mirror serves nothing until its relist") {
+TEST_CASE("a 410 during the wait: the stale mirror serves nothing until its relist [concurrent]") {
   ReaderRig rig(std::chrono::seconds(30));
   ListAll(rig.mirror, "100");
   rig.mirror.handler(HubCollection::kSyncSets).OnStale();
