@@ -436,3 +436,18 @@ TEST_CASE("each confirmed request is traced with why it was sent, its lane and i
     CHECK(e->decided_at == f.clock.WallNow());
   }
 }
+
+TEST_CASE("a request carries how far the cache had got: its lists and its last events") {
+  Fixture f;
+  f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}})});
+  for (HubKind k : {HubKind::kClusterDeployment, HubKind::kSyncSet, HubKind::kSelectorSyncSet}) {
+    f.cache.Listed(k, "100");
+  }
+  Json edited = Sss("s", 1);
+  edited["metadata"]["resourceVersion"] = "120";
+  f.cache.Upsert(HubKind::kSelectorSyncSet, edited);
+  f.Round(true);
+  auto q = f.Queue(amqp::Lane::kResync);
+  REQUIRE(q.size() == 1);
+  CHECK(q[0].seen == HubVersions{"100", "100", "120"});
+}
