@@ -89,6 +89,8 @@ TEST_CASE("a fleet is synced through the broker and an edit propagates") {
   Json edited = sss->items.front();
   std::string name = edited["metadata"]["name"];
   edited["spec"]["resources"][0]["data"]["edited"] = "yes";
+  auto stats_before = p.hub->GetPath("/_sim/stats");
+  REQUIRE(stats_before.ok());
   auto updated = p.hub->Update(kube::Object(kube::resources::kSelectorSyncSets, "", name), edited);
   REQUIRE_MESSAGE(updated.ok(), updated.status().ToString());
   REQUIRE((*updated)["metadata"]["generation"].get<int64_t>() == 2);
@@ -101,6 +103,24 @@ TEST_CASE("a fleet is synced through the broker and an edit propagates") {
   auto cm = target.Get(kube::Object(kube::resources::kConfigMaps, cm_ns, cm_name));
   REQUIRE(cm.ok());
   CHECK((*cm)["data"].value("edited", "") == "yes");
+
+  // The consumers read every cluster's state from their hub mirrors: the edit's syncs sent the hub
+  // no read of the sets or the ClusterDeployments, and a status write per cluster (a second one
+  // only after a conflict).
+  auto stats_after = p.hub->GetPath("/_sim/stats");
+  REQUIRE(stats_after.ok());
+  auto delta = [&](const std::string& verb, const std::string& resource) {
+    auto count = [&](const Json& stats) {
+      return stats["hubRequests"].value(verb, Json::object()).value(resource, int64_t{0});
+    };
+    return count(*stats_after) - count(*stats_before);
+  };
+  // (The test's own progress polls list every collection once each.)
+  const int64_t polls = delta("list", "clusterdeployments");
+  CHECK(delta("list", "syncsets") == polls);
+  CHECK(delta("list", "selectorsyncsets") == polls);
+  CHECK(delta("get", "clusterdeployments") == 0);
+  CHECK(delta("update", "clustersyncs/status") >= kClusters);
 
   // SIGTERM: every daemon exits cleanly.
   for (auto& d : p.daemons) CHECK(d.Stop(SIGTERM, 30s) == std::optional<int>(0));
