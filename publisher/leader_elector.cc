@@ -55,10 +55,15 @@ bool LeaderElector::Tick() {
   SteadyTime now = clock_.Now();
   if (!current.ok()) {
     if (current.status().code() != Code::kNotFound) {
-      log::Warn("leader election: cannot read the lease", {{"error", current.status().message()}});
+      SetProblem("cannot read the lease " + config_.ns + "/" + config_.name + ": " + current.status().message());
       return is_leader();
     }
     auto created = client_.Create(kube::Collection(leases, config_.ns), LeaseFor(nullptr, true));
+    if (!created.ok() && created.status().code() != Code::kAlreadyExists) {
+      SetProblem("cannot create the lease " + config_.ns + "/" + config_.name + ": " + created.status().message());
+    } else {
+      SetProblem("");
+    }
     if (created.ok()) {
       renewed_at_ns_.store(std::chrono::nanoseconds(now.time_since_epoch()).count());
       held_ = true;
@@ -67,6 +72,7 @@ bool LeaderElector::Tick() {
     }
     return is_leader();
   }
+  SetProblem("");
   const Json& spec = (*current).contains("spec") ? (*current)["spec"] : Json::object();
   std::string holder = spec.value("holderIdentity", "");
   std::string record = holder + "|" + spec.value("renewTime", "");
@@ -101,6 +107,18 @@ bool LeaderElector::Tick() {
   observed_at_ = now;
   renewed_at_ns_.store(std::chrono::nanoseconds(now.time_since_epoch()).count());
   return true;
+}
+
+std::string LeaderElector::problem() const {
+  std::lock_guard<std::mutex> lock(problem_mu_);
+  return problem_;
+}
+
+void LeaderElector::SetProblem(std::string problem) {
+  std::lock_guard<std::mutex> lock(problem_mu_);
+  if (problem == problem_) return;
+  if (!problem.empty()) log::Warn("leader election: " + problem);
+  problem_ = std::move(problem);
 }
 
 Status LeaderElector::Release() {

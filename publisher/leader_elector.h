@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <string>
 
 #include "common/clock.h"
@@ -27,10 +28,15 @@ class LeaderElector {
   Status Release();
 
   const std::string& identity() const { return identity_; }
+  // Why the last attempt could neither read, create nor renew the lease (for example its
+  // namespace does not exist, or RBAC refuses it); empty once an attempt got an answer it could
+  // act on. Thread-safe. A changed problem is logged once as a warning, not on every attempt.
+  std::string problem() const;
   uint64_t transitions() const { return transitions_.load(); }
 
  private:
   Json LeaseFor(const Json& existing, bool take_over) const;
+  void SetProblem(std::string problem);
 
   kube::Client& client_;
   LeaderElectionConfig config_;
@@ -42,6 +48,8 @@ class LeaderElector {
   std::atomic<int64_t> renewed_at_ns_{-1};   // steady ns of our last successful renew; -1 none
   bool held_ = false;                   // we wrote the current record
   std::atomic<uint64_t> transitions_{0};
+  mutable std::mutex problem_mu_;
+  std::string problem_;                 // guarded by problem_mu_
 };
 
 }  // namespace syncbus::publisher

@@ -100,7 +100,11 @@ Status PublisherApp::healthy() const {
 
 Status PublisherApp::ready() const {
   if (!cache_.synced()) return Unavailable("hub cache not synced yet");
-  if (!connected_.load()) return Unavailable("not connected to the broker");
+  if (!connected_.load()) {
+    std::lock_guard<std::mutex> lock(election_mu_);
+    if (!election_problem_.empty()) return Unavailable("not the leader: " + election_problem_);
+    return Unavailable("not connected to the broker (a standby connects once it leads)");
+  }
   return Status::Ok();
 }
 
@@ -162,6 +166,10 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     election = std::thread([&] {
       while (!stop.load()) {
         leader_gauge_->Set(elector->Tick() ? 1 : 0);
+        {
+          std::lock_guard<std::mutex> lock(election_mu_);
+          election_problem_ = elector->problem();
+        }
         SleepUnlessStopped(le.retry_period, stop);
       }
     });

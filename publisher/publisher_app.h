@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
@@ -50,6 +51,8 @@ class PublisherApp {
   void Beat();
 
   std::atomic<bool> connected_{false};
+  mutable std::mutex election_mu_;
+  std::string election_problem_;   // the leader elector's problem(), guarded by election_mu_
   std::atomic<int64_t> heartbeat_ns_{-1};   // steady time of the loop's last beat; -1 not started
   prometheus::Gauge* leader_gauge_;
   prometheus::Gauge* heartbeat_gauge_;

@@ -117,6 +117,36 @@ TEST_CASE("leader election: a leader that cannot renew stops leading before its 
   CHECK_FALSE(a.Tick());
 }
 
+TEST_CASE("leader election: a lease that cannot be created says why, until it can") {
+  Hub hub;
+  hub.config.ns = "missing";   // its namespace does not exist: every create is refused
+  auto a = hub.Elector("a");
+  CHECK_FALSE(a.Tick());
+  CHECK(a.problem().find("cannot create the lease missing/syncbus-publisher") != std::string::npos);
+  CHECK(a.problem().find("missing") != std::string::npos);
+  hub.clock.Advance(2s);
+  CHECK_FALSE(a.Tick());
+  CHECK_FALSE(a.problem().empty());
+  REQUIRE(hub.client->Create(kube::Collection(kube::resources::kNamespaces),
+                             Json{{"apiVersion", "v1"}, {"kind", "Namespace"},
+                                  {"metadata", {{"name", "missing"}}}}).ok());
+  hub.clock.Advance(2s);
+  CHECK(a.Tick());
+  CHECK(a.problem().empty());
+}
+
+TEST_CASE("leader election: an unreadable lease is a problem; an answer clears it") {
+  Hub hub;
+  auto a = hub.Elector("a");
+  hub.HubDown(true);
+  CHECK_FALSE(a.Tick());
+  CHECK(a.problem().find("cannot read the lease syncbus/syncbus-publisher") != std::string::npos);
+  hub.HubDown(false);
+  hub.clock.Advance(2s);
+  CHECK(a.Tick());
+  CHECK(a.problem().empty());
+}
+
 TEST_CASE("leader election: release hands over at once") {
   Hub hub;
   auto a = hub.Elector("a");

@@ -1,0 +1,646 @@
+"""scripts/bench-fleet: the whole system through the broker (see scripts/bench-fleet --help).
+
+Simulator mode runs a private RabbitMQ node, syncbus-kubesim (hub + fleet, real-cluster latency),
+one publisher and N consumers, and measures: time to converge, applies/s, CPU and peak RSS per
+consumer, hub requests per cluster sync by verb and resource (start-up and steady state), edit
+latency while the whole fleet resyncs, and throughput per consumer at 1, 2 and 4 consumers.
+--real-apiserver runs the same pipeline against real kube-apiservers (scripts/envtest: a hub and a
+target that holds every cluster as a namespace) and measures the hub's CPU (apiserver + etcd, from
+/proc) and requests (apiserver_request_total) per cluster sync.
+Every figure with a goal is printed with "met" or "MISSED"."""
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import string
+import subprocess
+import sys
+import threading
+import time
+
+from bench_fleet_parts import (BenchError, Broker, Daemons, KubeClient, Processes, cpu_seconds,
+                               make_work_dir, memory_kib, metric_sum, note, parse_metrics, read_env_file)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HIVE = "/apis/hive.openshift.io/v1"
+
+GOAL_REQUESTS_PER_SYNC = 3.0
+GOAL_EDIT_SECONDS = 5.0
+GOAL_SCALE_OUT = 0.90
+GOAL_CONSUMER_MIB = 512
+GOAL_HUB_CPU_MS = 25.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports
+
+
+class Report:
+    """Rows of (figure, value, goal, verdict), printed as one table at the end."""
+
+    def __init__(self):
+        self.rows = []
+        self.missed = 0
+
+    def add(self, figure, value, goal="", met=None):
+        verdict = "" if met is None else ("met" if met else "MISSED")
+        if met is False:
+            self.missed += 1
+        self.rows.append((figure, value, goal, verdict))
+        print(f"  {figure}: {value}" + (f"   goal {goal}: {verdict}" if goal else ""), flush=True)
+
+    def print(self, title):
+        """One line per figure: verdict first, so a MISSED goal stands out."""
+        width = max(len(r[0]) for r in self.rows)
+        print(f"\n==== {title}")
+        for figure, value, goal, verdict in self.rows:
+            tail = f"  (goal {goal})" if goal else ""
+            print(f"{verdict or '-':<6}  {figure:<{width}}  {value}{tail}")
+        print(f"==== {len(self.rows)} figures, {self.missed} goal(s) MISSED", flush=True)
+
+
+def requests_table(counts, syncs, limit=12):
+    """'update clustersyncs/status 1.00, ...' sorted by count, per sync."""
+    items = sorted(((n, k) for k, n in counts.items() if n > 0), reverse=True)[:limit]
+    return ", ".join(f"{verb} {res} {n / max(syncs, 1):.2f}" for n, (verb, res) in items) or "none"
+
+
+def subtract(after, before, own=None):
+    out = {}
+    for key, n in after.items():
+        d = n - before.get(key, 0) - (own or {}).get(key, 0)
+        if d > 0:
+            out[key] = d
+    return out
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, int(round(p / 100.0 * (len(ordered) - 1)))))
+    return ordered[index]
+
+
+# ---------------------------------------------------------------------------------------------
+# The pipeline's own view: publisher and consumer metrics
+
+
+class Pipeline:
+    def __init__(self, daemons, broker, clusters):
+        self.d = daemons
+        self.broker = broker
+        self.clusters = clusters
+
+    def publisher_state(self, name="publisher"):
+        s = self.d.scrape(name)
+        return {
+            "in_sync": metric_sum(s, "syncbus_publisher_clusters", state="in_sync"),
+            "outstanding": metric_sum(s, "syncbus_publisher_outstanding"),
+            "pending": metric_sum(s, "syncbus_publisher_pending"),
+            "enqueued": metric_sum(s, "syncbus_publisher_enqueued_total"),
+        }
+
+    def consumer_totals(self):
+        """Summed over the running consumers: settled deliveries, applies, apply seconds."""
+        totals = {"syncs": 0.0, "applied": 0.0, "applies": 0.0, "apply_sum": 0.0, "apply_count": 0.0}
+        for name in self.d.consumers():
+            s = self.d.scrape(name)
+            totals["syncs"] += sum(v for n, l, v in s if n == "syncbus_consumer_deliveries_total"
+                                   and l.get("outcome") != "retried")
+            totals["applied"] += metric_sum(s, "syncbus_consumer_deliveries_total", outcome="applied")
+            totals["applies"] += metric_sum(s, "syncbus_consumer_resources_applied_total")
+            totals["apply_sum"] += metric_sum(s, "syncbus_consumer_apply_duration_seconds_sum")
+            totals["apply_count"] += metric_sum(s, "syncbus_consumer_apply_duration_seconds_count")
+        return totals
+
+    def settle(self, timeout=60):
+        """Until no consumer has a cluster in flight and their counters stop moving: a consumer
+        acks (and counts) a sync just after the status write that the publisher already saw."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            busy = sum(metric_sum(self.d.scrape(n), "syncbus_consumer_in_flight_clusters") for n in self.d.consumers())
+            totals = self.consumer_totals()
+            if busy == 0 and totals == last:
+                return
+            last = totals
+            time.sleep(0.3)
+
+    def wait_converged(self, expect_enqueued=0, enqueued_base=0.0, timeout=3600, label="", publisher="publisher",
+                       started=None):
+        """Until the publisher sees every cluster in sync with nothing outstanding or pending (and
+        at least `expect_enqueued` requests confirmed since `enqueued_base`). Prints progress;
+        returns the seconds since `started` (default: now)."""
+        start = started if started is not None else time.monotonic()
+        last_print = start
+        last_applies = self.consumer_totals()["applies"]
+        while True:
+            for name in [publisher] + self.d.consumers():
+                self.d.procs.check_alive(name)
+            try:
+                p = self.publisher_state(publisher)
+            except OSError:
+                p = None
+            now = time.monotonic()
+            if p and p["in_sync"] >= self.clusters and p["outstanding"] == 0 and p["pending"] == 0 \
+                    and p["enqueued"] - enqueued_base >= expect_enqueued:
+                seconds = now - start
+                self.settle()
+                return seconds
+            if now - last_print >= 5:
+                applies = self.consumer_totals()["applies"]
+                depth = self.broker.queue_depth("syncbus.work.change") + self.broker.queue_depth("syncbus.work.resync")
+                state = f"in sync {int(p['in_sync'])}/{self.clusters}, outstanding {int(p['outstanding'])}" if p else "publisher not answering"
+                note(f"{label} {now - start:5.0f}s: {state}, queued {depth}, "
+                     f"{(applies - last_applies) / (now - last_print):.0f} applies/s")
+                last_print, last_applies = now, applies
+            if now - start > timeout:
+                raise BenchError(f"{label}: not converged after {timeout}s (logs: {self.d.procs.work})")
+            time.sleep(0.25)
+
+
+# ---------------------------------------------------------------------------------------------
+# Edits
+
+
+def edit_token():
+    return "edit-" + "".join(random.choices(string.ascii_lowercase + string.digits, k=10))
+
+
+def edit_set(hub, path, resource, value):
+    """Sets data.payload of the set's first resource to `value` (GET + PUT); returns that
+    resource's (namespace, name)."""
+    obj = hub.get(path, resource)
+    first = obj["spec"]["resources"][0]
+    first.setdefault("data", {})["payload"] = value
+    hub.update(path, obj, resource)
+    return first["metadata"].get("namespace", "default"), first["metadata"]["name"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulator mode
+
+
+def sim_hub_requests(hub):
+    stats = hub.get("/_sim/stats")
+    return {(verb, res): n for verb, by_res in stats["hubRequests"].items() for res, n in by_res.items()}
+
+
+def start_sim(procs, bin_dir, name, clusters, syncsets, sss, resources, latency, threads):
+    work = procs.work
+    kubeconfig = os.path.join(work, name + ".kubeconfig")
+    p50, p99 = latency
+    procs.start(name, [os.path.join(bin_dir, "tests", "kubesim", "syncbus-kubesim"),
+                       "--clusters", str(clusters), "--syncsets", str(syncsets),
+                       "--selector-syncsets", str(sss), "--resources", str(resources),
+                       "--latency-p50-ms", str(p50), "--latency-p99-ms", str(p99),
+                       "--threads", str(threads), "--log-level", "warn", "--host-per-cluster",
+                       "--kubeconfig-out", kubeconfig])
+    deadline = time.monotonic() + 900
+    while not (os.path.exists(kubeconfig) and os.path.getsize(kubeconfig) > 0):
+        procs.check_alive(name)
+        if time.monotonic() > deadline:
+            raise BenchError(f"the simulator did not come up (log: {work}/{name}.log)")
+        time.sleep(0.2)
+    return kubeconfig, KubeClient(kubeconfig)
+
+
+def consumer_yaml(args, prefetch=None):
+    return (f"consumer: {{prefetch: {prefetch or args.prefetch}, maxAttempts: 8, "
+            f"maxInFlight: {args.max_in_flight}}}\n")
+
+
+def run_simulator(args, procs, broker, report):
+    n = args.clusters
+    note(f"simulator: {n} clusters x ({args.syncsets} SyncSets + {args.selector_syncsets} SelectorSyncSets)"
+         f" x {args.resources} ConfigMaps, target latency p50 {args.latency[0]} ms p99 {args.latency[1]} ms")
+    t0 = time.monotonic()
+    kubeconfig, hub = start_sim(procs, args.build_dir, "kubesim", n, args.syncsets, args.selector_syncsets,
+                                args.resources, args.latency, args.sim_threads)
+    note(f"fleet ready in {time.monotonic() - t0:.1f}s")
+    publisher_yaml = "publisher: {leaderElection: {enabled: false}}\n"
+    d = Daemons(procs, args.build_dir, broker, kubeconfig, publisher_yaml, consumer_yaml(args))
+    pipe = Pipeline(d, broker, n)
+
+    # 1. Converge from nothing synced.
+    print(f"\n---- converge: {n} clusters, {args.consumers} consumers (prefetch {args.prefetch})", flush=True)
+    before = sim_hub_requests(hub)
+    start = time.monotonic()
+    for i in range(1, args.consumers + 1):
+        d.start_consumer(f"consumer-{i}")
+    d.start_publisher()
+    d.wait_ready(["publisher"] + d.consumers())
+    seconds = pipe.wait_converged(label="converge", started=start)
+    totals = pipe.consumer_totals()
+    after = sim_hub_requests(hub)
+    requests = subtract(after, before)
+    syncs = totals["syncs"]
+    report.add("converge: time", f"{seconds:.1f} s for {n} clusters ({n / seconds:.1f} clusters/s)")
+    report.add("converge: applies/s", f"{totals['applies'] / seconds:.0f} ({int(totals['applies'])} applies)")
+    for name in d.consumers():
+        pid = d.pid(name)
+        report.add(f"converge: {name} CPU", f"{cpu_seconds(pid):.1f} s "
+                   f"({1000 * cpu_seconds(pid) / max(totals['applies'], 1) * len(d.consumers()):.2f} ms per apply)")
+    hub_total = sum(requests.values())
+    report.add("converge: hub requests per sync (incl. start-up lists and watches)",
+               f"{hub_total / max(syncs, 1):.2f} over {int(syncs)} syncs: {requests_table(requests, syncs)}")
+
+    # 2. Memory with the caches full.
+    peak = 0
+    for name in d.consumers():
+        rss, hwm = memory_kib(d.pid(name))
+        peak = max(peak, hwm)
+        report.add(f"memory: {name} RSS now / peak", f"{rss / 1024:.0f} / {hwm / 1024:.0f} MiB")
+    report.add(f"memory: consumer peak RSS with the caches full ({n} clusters)", f"{peak / 1024:.0f} MiB",
+               f"<= {GOAL_CONSUMER_MIB} MiB at 10,000 clusters" if n >= 10000 else "",
+               (peak / 1024 <= GOAL_CONSUMER_MIB) if n >= 10000 else None)
+
+    # 3. Steady state: one SelectorSyncSet edit reaches every cluster.
+    print("\n---- steady state: one SelectorSyncSet edited, every cluster syncs it", flush=True)
+    base = pipe.publisher_state()
+    totals0 = pipe.consumer_totals()
+    before = sim_hub_requests(hub)
+    own_before = dict(hub.sent)
+    start = time.monotonic()
+    edit_set(hub, f"{HIVE}/selectorsyncsets/fleet-sss-00", "selectorsyncsets", edit_token())
+    seconds = pipe.wait_converged(expect_enqueued=n, enqueued_base=base["enqueued"], label="edit wave")
+    totals1 = pipe.consumer_totals()
+    own = subtract(hub.sent, own_before)
+    requests = subtract(sim_hub_requests(hub), before, own)
+    syncs = totals1["syncs"] - totals0["syncs"]
+    per_sync = sum(requests.values()) / max(syncs, 1)
+    report.add("steady state: wave time", f"{seconds:.1f} s for {int(syncs)} syncs")
+    report.add("steady state: hub requests per cluster sync", f"{per_sync:.2f}: {requests_table(requests, syncs)}",
+               f"<= {GOAL_REQUESTS_PER_SYNC:g}", per_sync <= GOAL_REQUESTS_PER_SYNC)
+
+    # 4. Edit latency while the whole fleet resyncs.
+    if args.edits > 0:
+        edit_latency_during_resync(args, d, pipe, hub, broker, report)
+
+    d.stop("publisher")
+    for name in d.consumers():
+        d.stop(name)
+    procs.stop("kubesim")
+
+    # 5. Scale-out.
+    if args.scale_out:
+        scale_out(args, procs, broker, report)
+
+
+def edit_latency_during_resync(args, d, pipe, hub, broker, report):
+    n = args.clusters
+    print(f"\n---- edit latency during a full resync: publisher restarted with resyncInterval 1s, "
+          f"{args.edits} SyncSet edits", flush=True)
+    d.stop("publisher")
+    d.start_publisher(publisher_yaml="publisher: {leaderElection: {enabled: false}, resyncInterval: 1s, "
+                                     "resyncJitter: 0}\n")
+    d.wait_ready(["publisher"])
+    # Wait until the resync lane holds a real backlog.
+    want = min(n // 2, 2000)
+    deadline = time.monotonic() + 300
+    while broker.queue_depth("syncbus.work.resync") < want:
+        d.procs.check_alive("publisher")
+        if time.monotonic() > deadline:
+            raise BenchError(f"the resync lane never reached {want} messages")
+        time.sleep(0.5)
+    totals0 = pipe.consumer_totals()
+    rng = random.Random(7)
+    targets = rng.sample(range(n), min(args.edits, n))
+    names = hub.get("/_sim/clusters")["clusters"]
+    results, depths = [], []
+    lock = threading.Lock()
+
+    def watch(cluster, ns, name, token, started):
+        target = KubeClient(server=hub.server)
+        path = f"/clusters/{cluster}/api/v1/namespaces/{ns}/configmaps/{name}"
+        deadline = started + 300
+        while time.monotonic() < deadline:
+            code, obj = target.request("GET", path, accept_codes=(200, 404))
+            if code == 200 and obj.get("data", {}).get("payload") == token:
+                with lock:
+                    results.append(time.monotonic() - started)
+                return
+            time.sleep(0.05)
+        with lock:
+            results.append(float("inf"))
+
+    threads = []
+    for i in targets:
+        cluster = names[i]
+        token = edit_token()
+        depths.append(broker.queue_depth("syncbus.work.resync"))
+        started = time.monotonic()
+        ns, name = edit_set(hub, f"{HIVE}/namespaces/{cluster}/syncsets/{cluster}-ss-00", "syncsets", token)
+        t = threading.Thread(target=watch, args=(cluster, ns, name, token, started), daemon=True)
+        t.start()
+        threads.append(t)
+        time.sleep(args.edit_interval)
+    for t in threads:
+        t.join()
+    totals1 = pipe.consumer_totals()
+    resync_applies_s = (totals1["applies"] - totals0["applies"])
+    apply_mean = (totals1["apply_sum"] - totals0["apply_sum"]) / max(totals1["apply_count"] - totals0["apply_count"], 1)
+    apply_time = args.resources * apply_mean   # the edited set: its resources one after another
+    goal = GOAL_EDIT_SECONDS + apply_time
+    p50, p99 = percentile(results, 50), percentile(results, 99)
+    report.add("edit latency during resync: resync lane depth at the edits",
+               f"min {min(depths)}, median {int(statistics.median(depths))} messages; "
+               f"{resync_applies_s:.0f} applies meanwhile")
+    report.add("edit latency during resync: p50", f"{p50:.2f} s over {len(results)} edits",
+               f"<= 5 s + apply time ({apply_time:.2f} s) = {goal:.2f} s", p50 <= goal)
+    report.add("edit latency during resync: p99", f"{p99:.2f} s (max {max(results):.2f} s)",
+               f"<= {goal:.2f} s", p99 <= goal)
+    # Back to normal: the resync backlog is not needed any more.
+    d.stop("publisher")
+    broker.purge("syncbus.work.resync")
+
+
+def scale_out(args, procs, broker, report):
+    n = args.scale_clusters
+    print(f"\n---- scale-out: {n} clusters, prefetch {args.scale_prefetch} per consumer (latency-bound), "
+          f"an edit of one SelectorSyncSet synced by 1, 2 and 4 consumers", flush=True)
+    kubeconfig, hub = start_sim(procs, args.build_dir, "kubesim-scale", n, args.syncsets, args.selector_syncsets,
+                                args.resources, args.scale_latency, args.sim_threads)
+    d = Daemons(procs, args.build_dir, broker, kubeconfig, "publisher: {leaderElection: {enabled: false}}\n",
+                consumer_yaml(args, args.scale_prefetch))
+    pipe = Pipeline(d, broker, n)
+    for i in range(1, 5):
+        d.start_consumer(f"consumer-{i}")
+    d.start_publisher()
+    d.wait_ready(["publisher"] + d.consumers())
+    pipe.wait_converged(label="scale-out fleet")
+    rates = {}
+    for count in (1, 2, 4):
+        for i in range(count + 1, 5):
+            if f"consumer-{i}" in d.metrics:
+                d.stop(f"consumer-{i}")
+        for i in range(1, count + 1):
+            if f"consumer-{i}" not in d.metrics:
+                d.start_consumer(f"consumer-{i}")
+        d.wait_ready(d.consumers())
+        base = pipe.publisher_state()
+        totals0 = pipe.consumer_totals()
+        edit_set(hub, f"{HIVE}/selectorsyncsets/fleet-sss-{count % max(args.selector_syncsets, 1):02d}",
+                 "selectorsyncsets", edit_token())
+        seconds = pipe.wait_converged(expect_enqueued=n, enqueued_base=base["enqueued"], label=f"{count} consumer(s)")
+        syncs = pipe.consumer_totals()["syncs"] - totals0["syncs"]
+        rates[count] = syncs / seconds
+        report.add(f"scale-out: {count} consumer(s)", f"{rates[count]:.1f} cluster syncs/s ({int(syncs)} in {seconds:.1f} s)")
+    for count in (2, 4):
+        ratio = rates[count] / count / rates[1]
+        report.add(f"scale-out: throughput per consumer at {count}, relative to 1", f"{100 * ratio:.0f}%",
+                   f">= {100 * GOAL_SCALE_OUT:.0f}%", ratio >= GOAL_SCALE_OUT)
+    d.stop("publisher")
+    for name in d.consumers():
+        d.stop(name)
+    procs.stop("kubesim-scale")
+
+
+# ---------------------------------------------------------------------------------------------
+# Real API server mode
+
+
+def hub_request_counts(hub):
+    """apiserver_request_total by (verb, resource[/subresource]), resource requests only."""
+    counts = {}
+    verbs = {"POST": "create", "PUT": "update"}
+    for name, labels, value in parse_metrics(hub.get_text("/metrics")):
+        if name != "apiserver_request_total" or not labels.get("resource"):
+            continue
+        verb = verbs.get(labels.get("verb", ""), labels.get("verb", "").lower())
+        resource = labels["resource"] + ("/" + labels["subresource"] if labels.get("subresource") else "")
+        counts[(verb, resource)] = counts.get((verb, resource), 0) + value
+    return counts
+
+
+def real_fleet(hub, target, target_kubeconfig, n, namespace):
+    """n clusters in one hub namespace: ClusterDeployment, kubeconfig Secret, 3 SyncSets of 2
+    ConfigMaps each; one SelectorSyncSet of 2 ConfigMaps for all; a namespace per cluster on
+    the target."""
+    import base64
+    with open(target_kubeconfig, "rb") as f:
+        kubeconfig = base64.b64encode(f.read()).decode()
+    shared = "bench-fleet-shared"
+    for ns in (namespace, "syncbus"):   # "syncbus": the publisher's leader-election Lease (deploy/namespace.yaml)
+        hub.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    target.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": shared}})
+
+    def cm(name, ns, value):
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},
+                "data": {"payload": value, "owner": "bench-fleet"}}
+
+    for i in range(n):
+        name = f"cluster-{i:04d}"
+        target.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        hub.create(f"{HIVE}/namespaces/{namespace}/clusterdeployments", {
+            "apiVersion": "hive.openshift.io/v1", "kind": "ClusterDeployment",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"syncbus.io/bench": "fleet"}},
+            "spec": {"baseDomain": "bench.syncbus.io", "clusterName": name, "platform": {"none": {}},
+                     "installed": True,
+                     "clusterMetadata": {"clusterID": f"5e1f0000-0000-4000-8000-{i:012d}", "infraID": name,
+                                         "adminKubeconfigSecretRef": {"name": name + "-admin-kubeconfig"}}}})
+        hub.create(f"/api/v1/namespaces/{namespace}/secrets", {
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name + "-admin-kubeconfig", "namespace": namespace},
+            "data": {"kubeconfig": kubeconfig}})
+        for s in range(3):
+            hub.create(f"{HIVE}/namespaces/{namespace}/syncsets", {
+                "apiVersion": "hive.openshift.io/v1", "kind": "SyncSet",
+                "metadata": {"name": f"{name}-ss-{s}", "namespace": namespace},
+                "spec": {"clusterDeploymentRefs": [{"name": name}], "resourceApplyMode": "Sync",
+                         "resources": [cm(f"ss-{s}-cm-{r}", name, "v1") for r in range(2)]}})
+    hub.create(f"{HIVE}/selectorsyncsets", {
+        "apiVersion": "hive.openshift.io/v1", "kind": "SelectorSyncSet", "metadata": {"name": "bench-fleet-sss"},
+        "spec": {"clusterDeploymentSelector": {"matchLabels": {"syncbus.io/bench": "fleet"}},
+                 "resourceApplyMode": "Upsert",
+                 "resources": [cm(f"sss-cm-{r}", shared, "v1") for r in range(2)]}})
+
+
+class HubMeter:
+    """The hub's CPU (apiserver + etcd) and requests between two readings."""
+
+    def __init__(self, hub, pids):
+        self.hub = hub
+        self.pids = pids
+
+    def read(self):
+        return {"time": time.monotonic(), "cpu": sum(cpu_seconds(p) for p in self.pids),
+                "requests": hub_request_counts(self.hub), "own": dict(self.hub.sent)}
+
+    def delta(self, a, b):
+        own = subtract(b["own"], a["own"])
+        return {"seconds": b["time"] - a["time"], "cpu": b["cpu"] - a["cpu"],
+                "requests": subtract(b["requests"], a["requests"], own)}
+
+
+def run_real_apiserver(args, procs, broker, report):
+    if not os.environ.get("KUBEBUILDER_ASSETS"):
+        raise BenchError("--real-apiserver needs KUBEBUILDER_ASSETS (a directory with kube-apiserver 1.26; "
+                         "see scripts/envtest)")
+    envtest = os.path.join(ROOT, "scripts", "envtest")
+    env_dir = os.path.join(procs.work, "envtest")
+    note("starting a real hub and target API server (scripts/envtest)")
+    with open(os.path.join(procs.work, "envtest.log"), "wb") as log:
+        if subprocess.call([envtest, "start", "--dir", env_dir], stdout=log, stderr=subprocess.STDOUT) != 0:
+            raise BenchError(f"scripts/envtest start failed (log: {procs.work}/envtest.log)")
+    try:
+        env = read_env_file(os.path.join(env_dir, "envtest.env"))
+        hub = KubeClient(env["SYNCBUS_ENVTEST_HUB_KUBECONFIG"])
+        target = KubeClient(env["SYNCBUS_ENVTEST_TARGET_KUBECONFIG"])
+        n, namespace = args.clusters, "bench-fleet"
+        t0 = time.monotonic()
+        real_fleet(hub, target, env["SYNCBUS_ENVTEST_TARGET_KUBECONFIG"], n, namespace)
+        note(f"fleet of {n} clusters (3 SyncSets x 2 ConfigMaps each + 1 SelectorSyncSet) written in "
+             f"{time.monotonic() - t0:.1f}s")
+        meter = HubMeter(hub, [int(env["SYNCBUS_ENVTEST_HUB_PID"]), int(env["SYNCBUS_ENVTEST_HUB_ETCD_PID"])])
+        time.sleep(5)   # let the writes settle before the idle reading
+        idle0 = meter.read()
+        time.sleep(args.idle_seconds)
+        idle = meter.delta(idle0, meter.read())
+        idle_rate = idle["cpu"] / idle["seconds"]
+        report.add("hub idle CPU (apiserver + etcd)", f"{1000 * idle_rate:.0f} ms per second")
+
+        d = Daemons(procs, args.build_dir, broker, env["SYNCBUS_ENVTEST_HUB_KUBECONFIG"],
+                    f"publisher: {{namespace: {namespace}}}\n", consumer_yaml(args))
+        pipe = Pipeline(d, broker, n)
+        print(f"\n---- converge on the real hub: {n} clusters, {args.consumers} consumers", flush=True)
+        a = meter.read()
+        for i in range(1, args.consumers + 1):
+            d.start_consumer(f"consumer-{i}")
+        start = time.monotonic()
+        d.start_publisher()
+        d.wait_ready(["publisher"] + d.consumers())
+        seconds = pipe.wait_converged(label="converge", timeout=1800, started=start)
+        syncs = pipe.consumer_totals()["syncs"]
+        converge = meter.delta(a, meter.read())
+        report_real_window(report, "converge (incl. start-up)", converge, syncs, idle_rate, seconds, goal=True)
+
+        print("\n---- steady state on the real hub: the SelectorSyncSet edited, every cluster syncs it", flush=True)
+        base = pipe.publisher_state()
+        totals0 = pipe.consumer_totals()
+        a = meter.read()
+        edit_set(hub, f"{HIVE}/selectorsyncsets/bench-fleet-sss", "selectorsyncsets", edit_token())
+        seconds = pipe.wait_converged(expect_enqueued=n, enqueued_base=base["enqueued"], label="edit wave",
+                                      timeout=1800)
+        syncs = pipe.consumer_totals()["syncs"] - totals0["syncs"]
+        wave = meter.delta(a, meter.read())
+        report_real_window(report, "steady state (one edit)", wave, syncs, idle_rate, seconds, goal=False)
+        for name in d.consumers():
+            pid = d.pid(name)
+            report.add(f"{name} CPU / peak RSS", f"{cpu_seconds(pid):.1f} s / {memory_kib(pid)[1] / 1024:.0f} MiB")
+        d.stop("publisher")
+        for name in d.consumers():
+            d.stop(name)
+    finally:
+        subprocess.call([envtest, "stop", "--dir", env_dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def report_real_window(report, label, delta, syncs, idle_rate, seconds, goal):
+    requests = delta["requests"]
+    per_sync_ms = 1000 * delta["cpu"] / max(syncs, 1)
+    above_idle_ms = 1000 * (delta["cpu"] - idle_rate * delta["seconds"]) / max(syncs, 1)
+    total = sum(requests.values())
+    report.add(f"{label}: time", f"{seconds:.1f} s, {int(syncs)} syncs")
+    report.add(f"{label}: hub CPU per cluster sync", f"{per_sync_ms:.1f} ms ({delta['cpu']:.2f} s in all; "
+               f"{above_idle_ms:.1f} ms above idle)",
+               f"<= {GOAL_HUB_CPU_MS:g} ms" if goal else "", (per_sync_ms <= GOAL_HUB_CPU_MS) if goal else None)
+    report.add(f"{label}: hub requests per cluster sync", f"{total / max(syncs, 1):.2f}: {requests_table(requests, syncs)}",
+               f"<= {GOAL_REQUESTS_PER_SYNC:g}" if not goal else "",
+               (total / max(syncs, 1) <= GOAL_REQUESTS_PER_SYNC) if not goal else None)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def latency_arg(text):
+    try:
+        p50, p99 = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected P50,P99 in milliseconds, e.g. 27,230; got '{text}'")
+    if p50 < 0 or p99 < p50:
+        raise argparse.ArgumentTypeError(f"expected 0 <= P50 <= P99; got '{text}'")
+    return p50, p99
+
+
+def positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got '{text}'")
+    return value
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="bench-fleet", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--real-apiserver", action="store_true",
+                   help="real hub and target kube-apiservers from $KUBEBUILDER_ASSETS (default fleet: 100 clusters "
+                        "in one namespace, 3 SyncSets x 2 ConfigMaps each + 1 SelectorSyncSet)")
+    p.add_argument("--clusters", type=positive, help="clusters (default 10000; 100 with --real-apiserver)")
+    p.add_argument("--syncsets", type=int, default=2, help="SyncSets per cluster (default 2)")
+    p.add_argument("--selector-syncsets", type=positive, default=8, help="SelectorSyncSets (default 8)")
+    p.add_argument("--resources", type=positive, default=10, help="ConfigMaps per set (default 10)")
+    p.add_argument("--consumers", type=positive, default=2, help="consumer processes (default 2)")
+    p.add_argument("--prefetch", type=positive, default=20, help="consumer.prefetch (default 20)")
+    p.add_argument("--max-in-flight", type=positive, default=2000, help="consumer.maxInFlight (default 2000)")
+    p.add_argument("--latency", type=latency_arg, default=(27, 230),
+                   help="target latency P50,P99 in ms (default 27,230, as measured on real clusters)")
+    p.add_argument("--sim-threads", type=positive, default=2, help="simulator threads (default 2)")
+    p.add_argument("--edits", type=int, default=20, help="SyncSet edits during the full resync (default 20; 0 skips)")
+    p.add_argument("--edit-interval", type=float, default=0.5, help="seconds between those edits (default 0.5)")
+    p.add_argument("--no-scale-out", dest="scale_out", action="store_false", help="skip the scale-out runs")
+    p.add_argument("--scale-clusters", type=positive, default=400, help="fleet of the scale-out runs (default 400)")
+    p.add_argument("--scale-prefetch", type=positive, default=4,
+                   help="prefetch per consumer in the scale-out runs (default 4: latency-bound)")
+    p.add_argument("--scale-latency", type=latency_arg, default=(100, 400),
+                   help="target latency of the scale-out runs (default 100,400)")
+    p.add_argument("--idle-seconds", type=float, default=10, help="hub idle reading, --real-apiserver (default 10)")
+    p.add_argument("--build-dir", default=os.path.join(ROOT, "build"), help="where the binaries are (default build/)")
+    p.add_argument("--keep-logs", action="store_true",
+                   help="keep the work directory (logs, configs) after a run that completed; kept anyway on errors")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a goal is MISSED (default: only on errors)")
+    args = p.parse_args(argv)
+    if args.clusters is None:
+        args.clusters = 100 if args.real_apiserver else 10000
+    if args.syncsets < 0 or args.edits < 0:
+        p.error("--syncsets and --edits cannot be negative")
+    args.build_dir = os.path.abspath(args.build_dir)
+    return args
+
+
+def main(argv):
+    args = parse_args(argv)
+    work = make_work_dir()
+    procs = Processes(work)
+    broker = None
+    report = Report()
+    note(f"work directory {work}")
+    try:
+        broker = Broker(ROOT, work)
+        if args.real_apiserver:
+            run_real_apiserver(args, procs, broker, report)
+        else:
+            run_simulator(args, procs, broker, report)
+    except BenchError as e:
+        note(f"error: {e}")
+        if report.rows:
+            report.print("bench-fleet: figures so far")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        procs.stop_all()
+        if broker:
+            broker.stop()
+    mode = "real kube-apiserver hub" if args.real_apiserver else "simulator"
+    if not args.keep_logs:
+        shutil.rmtree(work, ignore_errors=True)
+    report.print(f"bench-fleet ({mode}, {args.clusters} clusters, {args.consumers} consumers, "
+                 f"{os.cpu_count()} CPUs" + (f"; logs: {work})" if args.keep_logs else ")"))
+    return 1 if args.strict and report.missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

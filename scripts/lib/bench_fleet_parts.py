@@ -1,0 +1,358 @@
+"""Building blocks of scripts/bench-fleet: processes, Kubernetes REST calls, Prometheus scrapes,
+the broker's management API and /proc readings. No benchmark logic here (see bench_fleet.py)."""
+
+import base64
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import yaml
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class BenchError(Exception):
+    """A benchmark step that cannot go on: printed as one line, exit 1."""
+
+
+def note(message):
+    print(f"bench-fleet: {message}", file=sys.stderr, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_env_file(path):
+    """KEY=VALUE lines (broker.env, envtest.env) as a dict."""
+    values = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                key, value = line.split("=", 1)
+                values[key] = value
+    return values
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+
+class Processes:
+    """Children started by the benchmark, each with its log file; all stopped by stop_all()."""
+
+    def __init__(self, work):
+        self.work = work
+        self.children = {}
+
+    def start(self, name, argv, env=None):
+        log = open(os.path.join(self.work, name + ".log"), "wb")
+        child = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                 start_new_session=True)
+        log.close()
+        self.children[name] = child
+        return child
+
+    def stop(self, name, sig=signal.SIGTERM, timeout=30):
+        child = self.children.pop(name, None)
+        if child is None or child.poll() is not None:
+            return
+        child.send_signal(sig)
+        try:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+    def check_alive(self, name):
+        child = self.children.get(name)
+        if child is not None and child.poll() is not None:
+            raise BenchError(f"{name} exited with {child.returncode} "
+                             f"(log: {os.path.join(self.work, name + '.log')})")
+
+    def stop_all(self):
+        for name in list(self.children):
+            self.stop(name)
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of a live process."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def memory_kib(pid):
+    """(VmRSS, VmHWM) in KiB."""
+    rss = hwm = 0
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+            elif line.startswith("VmHWM:"):
+                hwm = int(line.split()[1])
+    return rss, hwm
+
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes REST
+
+
+class KubeClient:
+    """JSON over HTTP(S) to one API server, from a kubeconfig (bearer token and CA data; the
+    simulator's has neither). Keeps no connection: every call is one request."""
+
+    def __init__(self, kubeconfig_file=None, server=None, token=None, ca_pem=None):
+        if kubeconfig_file:
+            with open(kubeconfig_file, encoding="utf-8") as f:
+                config = yaml.safe_load(f)
+            cluster = config["clusters"][0]["cluster"]
+            user = config["users"][0].get("user") or {}
+            server = cluster["server"]
+            token = user.get("token")
+            if "certificate-authority-data" in cluster:
+                ca_pem = base64.b64decode(cluster["certificate-authority-data"]).decode()
+        self.server = server.rstrip("/")
+        self.token = token
+        self.context = None
+        if self.server.startswith("https:"):
+            self.context = ssl.create_default_context(cadata=ca_pem) if ca_pem else ssl.create_default_context()
+        self.sent = {}   # (verb, resource) -> requests this client sent
+
+    def request(self, method, path, body=None, content_type="application/json", timeout=60,
+                accept_codes=(200, 201)):
+        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        req = urllib.request.Request(self.server + path, data=data, method=method)
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        if self.token:
+            req.add_header("Authorization", "Bearer " + self.token)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout, context=self.context) as response:
+                code, text = response.status, response.read()
+        except urllib.error.HTTPError as e:
+            code, text = e.code, e.read()
+        if code not in accept_codes:
+            raise BenchError(f"{method} {path}: HTTP {code} {text[:300].decode(errors='replace')}")
+        return code, (json.loads(text) if text else None)
+
+    def count(self, verb, resource):
+        self.sent[(verb, resource)] = self.sent.get((verb, resource), 0) + 1
+
+    def get(self, path, resource=None, accept_codes=(200,)):
+        if resource:
+            self.count("get", resource)
+        return self.request("GET", path, accept_codes=accept_codes)[1]
+
+    def create(self, path, obj, resource=None, accept_codes=(200, 201, 409)):
+        if resource:
+            self.count("create", resource)
+        return self.request("POST", path, obj, accept_codes=accept_codes)[0]
+
+    def update(self, path, obj, resource=None, accept_codes=(200,)):
+        if resource:
+            self.count("update", resource)
+        return self.request("PUT", path, obj, accept_codes=accept_codes)[0]
+
+    def get_text(self, path):
+        req = urllib.request.Request(self.server + path)
+        if self.token:
+            req.add_header("Authorization", "Bearer " + self.token)
+        with urllib.request.urlopen(req, timeout=60, context=self.context) as response:
+            return response.read().decode()
+
+
+# ---------------------------------------------------------------------------------------------
+# Prometheus text
+
+
+def parse_metrics(text):
+    """[(name, {label: value}, float)] from the Prometheus text format."""
+    samples = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        if "{" in line:
+            name, rest = line.split("{", 1)
+            label_text, value = rest.rsplit("}", 1)
+            labels = {}
+            for part in _split_labels(label_text):
+                key, _, raw = part.partition("=")
+                labels[key.strip()] = raw.strip().strip('"')
+        else:
+            name, value = line.split(None, 1)
+            labels = {}
+        try:
+            samples.append((name.strip(), labels, float(value.split()[0])))
+        except ValueError:
+            continue
+    return samples
+
+
+def _split_labels(text):
+    parts, current, quoted = [], "", False
+    for ch in text:
+        if ch == '"' and not current.endswith("\\"):
+            quoted = not quoted
+        if ch == "," and not quoted:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        parts.append(current)
+    return parts
+
+
+def metric_sum(samples, name, **labels):
+    return sum(v for n, l, v in samples if n == name and all(l.get(k) == w for k, w in labels.items()))
+
+
+def scrape(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return parse_metrics(response.read().decode())
+
+
+# ---------------------------------------------------------------------------------------------
+# RabbitMQ management API
+
+
+class Broker:
+    """A private RabbitMQ node started through scripts/rabbitmq-node."""
+
+    def __init__(self, root, work):
+        self.root = root
+        self.dir = os.path.join(work, "broker")
+        log = os.path.join(work, "broker.log")
+        with open(log, "wb") as f:
+            rc = subprocess.call([os.path.join(root, "scripts", "rabbitmq-node"), "start", "--dir", self.dir],
+                                 stdout=f, stderr=subprocess.STDOUT)
+        if rc != 0:
+            raise BenchError(f"RabbitMQ did not start (log: {log})")
+        self.env = read_env_file(os.path.join(self.dir, "broker.env"))
+        auth = f"{self.env['SYNCBUS_BROKER_USER']}:{self.env['SYNCBUS_BROKER_PASSWORD']}"
+        self.auth = "Basic " + base64.b64encode(auth.encode()).decode()
+        self.mgmt = self.env["SYNCBUS_MGMT_URL"].rstrip("/")
+
+    def amqp_yaml(self):
+        e = self.env
+        return (f"amqp: {{host: 127.0.0.1, port: {e['SYNCBUS_AMQP_PORT']}, vhost: /, "
+                f"user: {e['SYNCBUS_BROKER_USER']}, password: \"{e['SYNCBUS_BROKER_PASSWORD']}\"}}\n")
+
+    def _call(self, method, path):
+        req = urllib.request.Request(self.mgmt + path, method=method)
+        req.add_header("Authorization", self.auth)
+        with urllib.request.urlopen(req, timeout=30) as response:
+            text = response.read()
+        return json.loads(text) if text else None
+
+    def queue_depth(self, name):
+        """Messages ready + unacked in a queue of vhost /, 0 if it does not exist yet."""
+        try:
+            q = self._call("GET", "/api/queues/%2F/" + urllib.parse.quote(name, safe=""))
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return 0
+            raise
+        return int(q.get("messages", 0) or 0)
+
+    def purge(self, name):
+        try:
+            self._call("DELETE", "/api/queues/%2F/" + urllib.parse.quote(name, safe="") + "/contents")
+        except urllib.error.HTTPError as e:
+            if e.code != 404:
+                raise
+
+    def stop(self):
+        subprocess.call([os.path.join(self.root, "scripts", "rabbitmq-node"), "stop", "--dir", self.dir, "--wipe"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# ---------------------------------------------------------------------------------------------
+# Daemons
+
+
+class Daemons:
+    """The publisher and consumers of one run: config files, processes, metrics endpoints."""
+
+    def __init__(self, procs, bin_dir, broker, hub_kubeconfig, extra_publisher="", extra_consumer=""):
+        self.procs = procs
+        self.bin = bin_dir
+        self.broker = broker
+        self.hub_kubeconfig = hub_kubeconfig
+        self.extra_publisher = extra_publisher
+        self.extra_consumer = extra_consumer
+        self.metrics = {}
+
+    def _config(self, name, section):
+        port = free_port()
+        path = os.path.join(self.procs.work, name + ".yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("log: {level: info}\n")
+            f.write(f"admin: {{listen: \"127.0.0.1:{port}\"}}\n")
+            f.write(self.broker.amqp_yaml())
+            f.write(f"hub: {{kubeconfig: {self.hub_kubeconfig}}}\n")
+            f.write(section)
+        self.metrics[name] = f"http://127.0.0.1:{port}"
+        return path
+
+    def start_publisher(self, name="publisher", publisher_yaml=None):
+        section = publisher_yaml if publisher_yaml is not None else self.extra_publisher
+        config = self._config(name, section)
+        return self.procs.start(name, [os.path.join(self.bin, "publisher", "syncbus-publisher"), "--config", config])
+
+    def start_consumer(self, name):
+        config = self._config(name, self.extra_consumer)
+        return self.procs.start(name, [os.path.join(self.bin, "consumer", "syncbus-consumer"),
+                                       "--config", config, "--name", "syncbus-" + name])
+
+    def stop(self, name):
+        self.procs.stop(name)
+        self.metrics.pop(name, None)
+
+    def pid(self, name):
+        return self.procs.children[name].pid
+
+    def consumers(self):
+        return sorted(n for n in self.metrics if n.startswith("consumer"))
+
+    def scrape(self, name):
+        return scrape(self.metrics[name] + "/metrics")
+
+    def wait_ready(self, names, timeout=300):
+        deadline = time.monotonic() + timeout
+        pending = set(names)
+        why = {}
+        while pending:
+            for name in list(pending):
+                self.procs.check_alive(name)
+                try:
+                    with urllib.request.urlopen(self.metrics[name] + "/readyz", timeout=5) as r:
+                        if r.status == 200:
+                            pending.discard(name)
+                except urllib.error.HTTPError as e:
+                    why[name] = e.read().decode(errors="replace").strip()
+                except (urllib.error.URLError, OSError) as e:
+                    why[name] = str(e)
+            if pending and time.monotonic() > deadline:
+                raise BenchError(f"not ready after {timeout}s: " +
+                                 "; ".join(f"{n} ({why.get(n, 'no answer')})" for n in sorted(pending)))
+            if pending:
+                time.sleep(0.2)
+
+
+def make_work_dir():
+    return tempfile.mkdtemp(prefix="syncbus-bench-fleet.", dir=os.environ.get("TMPDIR", "/tmp"))
