@@ -49,6 +49,12 @@ Publisher::Publisher(PublisherOptions options, HubCache& cache, amqp::Session& s
                   .Help("Requests re-sent because they stayed outstanding longer than the timeout")
                   .Register(registry)
                   .Add({})),
+      promoted_(prometheus::BuildCounter()
+                    .Name("syncbus_publisher_promoted_total")
+                    .Help("Changes sent on the change lane while the cluster's request still waited on the "
+                          "resync lane")
+                    .Register(registry)
+                    .Add({})),
       rejected_(prometheus::BuildCounter()
                     .Name("syncbus_publisher_rejected_total")
                     .Help("Publishes the broker refused (nack: a work queue at its length limit); "
@@ -176,7 +182,13 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
       return;
     }
     bool timed_out = out != outstanding_.end() && now - out->second.published_at >= options_.outstanding_timeout;
-    if (out != outstanding_.end() && !timed_out) {
+    // A change must not wait behind the resync lane: while this cluster's request sits there, the
+    // change goes out on the change lane (once per change: a later one waits for it).
+    bool promote = out != outstanding_.end() && !timed_out && out->second.resync_queued &&
+                   need.kind == NeedKind::kChange &&
+                   (out->second.snapshot.revision != view.desired.revision || secrets_changed) &&
+                   (!out->second.promoted || SnapshotProcessed(out->second.snapshot, view.status));
+    if (out != outstanding_.end() && !timed_out && !promote) {
       ++stats.coalesced;
       return;
     }
@@ -185,7 +197,7 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
       auto last = last_published_.find(key);
       if (last != last_published_.end() && now - last->second < options_.outstanding_timeout) return;
     }
-    if (outstanding_.size() >= options_.max_outstanding && !timed_out) {
+    if (outstanding_.size() >= options_.max_outstanding && !timed_out && !promote) {
       ++stats.deferred;
       KeepPending(key, as_startup);
       return;
@@ -203,8 +215,16 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
     r.full_reapply = need.kind == NeedKind::kReapply || secrets_changed || reapply_due;
     r.lane = (as_startup || need.kind == NeedKind::kReapply) ? amqp::Lane::kResync : amqp::Lane::kChange;
     r.reason = as_startup ? "startup" : (timed_out ? "resend" : need.reason);
+    std::optional<Outstanding> overtaken;
+    if (promote) {
+      // The queued resync still does the full reapply; the change applies what changed.
+      r.full_reapply = secrets_changed;
+      r.lane = amqp::Lane::kChange;
+      r.reason = need.reason;
+      overtaken = out->second;
+    }
     r.enqueued_at = FormatRfc3339Millis(now_wall);
-    to_send.push_back({key, std::move(r), view.desired, view.secrets});
+    to_send.push_back({key, std::move(r), view.desired, view.secrets, std::move(overtaken)});
   });
 
   // Rate limit: whatever gets no token waits for the next round; after the broker refused
@@ -284,11 +304,20 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
       continue;
     }
     auto previous = outstanding_.find(item.key);
-    bool resend = previous != outstanding_.end();
-    if (resend) resent_.Increment();
-    SteadyTime first_published = resend ? previous->second.first_published : now;
-    outstanding_[item.key] = {item.snapshot, item.secrets, now, wall, item.request.full_reapply,
-                              first_published};
+    if (item.promoted_from) {
+      const Outstanding& resync = *item.promoted_from;
+      outstanding_[item.key] = {item.snapshot, item.secrets, now,
+                                resync.full_reapply ? resync.published_wall : wall,
+                                resync.full_reapply || item.request.full_reapply, resync.first_published,
+                                /*resync_queued=*/true, /*promoted=*/true};
+      promoted_.Increment();
+    } else {
+      bool resend = previous != outstanding_.end();
+      if (resend) resent_.Increment();
+      SteadyTime first_published = resend ? previous->second.first_published : now;
+      outstanding_[item.key] = {item.snapshot, item.secrets, now, wall, item.request.full_reapply,
+                                first_published, item.request.lane == amqp::Lane::kResync, false};
+    }
     last_published_[item.key] = now;
     ++stats.published;
     enqueued_.Add({{"lane", amqp::LaneName(item.request.lane)}, {"reason", item.request.reason}}).Increment();

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -83,12 +84,18 @@ class Publisher {
     WallTime published_wall;
     bool full_reapply = false;
     SteadyTime first_published;     // kept when the request is re-sent
+    // A request of this cluster waits on the resync lane. A change then goes out on the change
+    // lane at once ("promoted") instead of waiting behind the resync backlog; the entry keeps
+    // the resync's obligations (its full reapply, its publish time) until that is processed too.
+    bool resync_queued = false;
+    bool promoted = false;          // a change-lane request went out after the queued resync
   };
   struct ToSend {
     std::string key;
     SyncRequest request;
     DesiredState snapshot;
     hive::SecretVersions secrets;
+    std::optional<Outstanding> promoted_from;   // the outstanding resync this change overtakes
   };
 
   bool TakeToken();
@@ -130,6 +137,7 @@ class Publisher {
   prometheus::Gauge& oldest_outstanding_gauge_;
   prometheus::Gauge& pending_gauge_;
   prometheus::Counter& resent_;
+  prometheus::Counter& promoted_;
   prometheus::Counter& rejected_;
   prometheus::Histogram& confirm_latency_;
   prometheus::Family<prometheus::Gauge>& clusters_;

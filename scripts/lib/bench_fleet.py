@@ -591,7 +591,7 @@ def parse_args(argv):
     p.add_argument("--edits", type=int, default=20, help="SyncSet edits during the full resync (default 20; 0 skips)")
     p.add_argument("--edit-interval", type=float, default=0.5, help="seconds between those edits (default 0.5)")
     p.add_argument("--no-scale-out", dest="scale_out", action="store_false", help="skip the scale-out runs")
-    p.add_argument("--scale-clusters", type=positive, default=400, help="fleet of the scale-out runs (default 400)")
+    p.add_argument("--scale-clusters", type=positive, default=200, help="fleet of the scale-out runs (default 200)")
     p.add_argument("--scale-prefetch", type=positive, default=4,
                    help="prefetch per consumer in the scale-out runs (default 4: latency-bound)")
     p.add_argument("--scale-latency", type=latency_arg, default=(100, 400),

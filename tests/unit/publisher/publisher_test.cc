@@ -451,3 +451,68 @@ TEST_CASE("a request carries how far the cache had got: its lists and its last e
   REQUIRE(q.size() == 1);
   CHECK(q[0].seen == HubVersions{"100", "100", "120"});
 }
+
+TEST_CASE("a change does not wait behind the resync lane: it goes out on the change lane at once") {
+  Fixture f;
+  f.cache.Replace(HubKind::kClusterDeployment, {Cd("b", {{"fleet", "a"}})});
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
+  f.Round(true);   // no status, no lease: a full reapply waits on the resync lane
+  REQUIRE(f.Queue(amqp::Lane::kResync).size() == 1);
+  CHECK(f.Queue(amqp::Lane::kResync)[0].full_reapply);
+
+  f.cache.Upsert(HubKind::kSelectorSyncSet, Sss("s", 2));
+  CHECK(f.Round().published == 1);
+  auto change = f.Queue(amqp::Lane::kChange);
+  REQUIRE(change.size() == 1);
+  CHECK(change[0].reason == "missing-status");
+  CHECK_FALSE(change[0].full_reapply);   // the queued resync still does the full reapply
+  CHECK(f.Queue(amqp::Lane::kResync).size() == 1);
+  CHECK(f.pub().outstanding() == 1);
+
+  // Further edits before the change is processed coalesce into it.
+  f.cache.Upsert(HubKind::kSelectorSyncSet, Sss("s", 3));
+  CHECK(f.Round().published == 0);
+
+  // The change is processed; the resync has not run yet (no lease renewal): nothing is sent,
+  // not even the reapply the missing lease makes due.
+  f.cache.Upsert(HubKind::kClusterSync, Cs("b", "s", 3));
+  CHECK(f.Round().published == 0);
+  CHECK(f.pub().outstanding() == 1);
+
+  // A new change while the resync still waits is promoted again.
+  f.cache.Upsert(HubKind::kSelectorSyncSet, Sss("s", 4));
+  CHECK(f.Round().published == 1);
+  CHECK(f.Queue(amqp::Lane::kChange).size() == 2);
+
+  // The resync runs (full reapply: lease renewed) and the status is current: nothing outstanding.
+  f.clock.Advance(1s);
+  f.cache.Upsert(HubKind::kClusterSync, Cs("b", "s", 4));
+  f.cache.Upsert(HubKind::kClusterSyncLease, Lease("b", f.clock.WallNow()));
+  CHECK(f.Round().published == 0);
+  CHECK(f.pub().outstanding() == 0);
+  CHECK(f.Queue(amqp::Lane::kResync).size() == 1);
+  CHECK(f.Queue(amqp::Lane::kChange).size() == 2);
+  double promoted = 0;
+  for (const auto& fam : f.registry.Collect()) {
+    if (fam.name == "syncbus_publisher_promoted_total") promoted = fam.metric[0].counter.value;
+  }
+  CHECK(promoted == 2);
+}
+
+TEST_CASE("a change overtaking a start-up request that is no full reapply leaves nothing outstanding once applied") {
+  Fixture f;
+  f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}})});
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 2)});
+  f.cache.Replace(HubKind::kClusterSync, {Cs("a", "s", 1)});
+  f.cache.Replace(HubKind::kClusterSyncLease, {Lease("a", f.clock.WallNow())});
+  f.Round(true);
+  auto resync = f.Queue(amqp::Lane::kResync);
+  REQUIRE(resync.size() == 1);
+  CHECK_FALSE(resync[0].full_reapply);
+  f.cache.Upsert(HubKind::kSelectorSyncSet, Sss("s", 3));
+  CHECK(f.Round().published == 1);
+  REQUIRE(f.Queue(amqp::Lane::kChange).size() == 1);
+  f.cache.Upsert(HubKind::kClusterSync, Cs("a", "s", 3));
+  CHECK(f.Round().published == 0);
+  CHECK(f.pub().outstanding() == 0);
+}
