@@ -156,7 +156,7 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   // which bounds how long rotated credentials that still work go unnoticed.
   if (plan.any_apply() || plan.any_delete()) {
     std::optional<Target> kept;
-    if (!request.full_reapply) kept = targets_.Trusted(key, cd.admin_kubeconfig_secret);
+    if (!request.full_reapply) kept = targets_.Trusted(key, cd.admin_kubeconfig_secret, options_.request_timeout);
     outcome.prepare_seconds = std::chrono::duration<double>(clock_.Now() - sync_start).count();
     Status applied = Apply(request, cd, current, plan, kept, fence, outcomes, outcome);
     if (!applied.ok()) return applied;

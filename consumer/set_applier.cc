@@ -94,7 +94,7 @@ std::vector<ApplyStep> PlanObjects(const PlanInput& input, RestMapper& mapper, b
   std::vector<ApplyStep> steps;
   for (size_t i = 0; i < spec.resources.size(); ++i) {
     std::string what = "resources[" + std::to_string(i) + "]";
-    Json obj = spec.resources[i];
+    Json obj = spec.resources[i].Parse();
     if (spec.enable_resource_templates && input.cd_labels != nullptr) {
       if (Status s = ExpandTemplates(obj, *input.cd_labels); !s.ok()) {
         steps.push_back(Failed(what, s));
@@ -210,11 +210,7 @@ std::set<std::string> ApiVersionsOf(const PlanInput& input) {
   auto add = [&out](const std::string& api_version) {
     if (!api_version.empty() && api_version.find("{{") == std::string::npos) out.insert(api_version);
   };
-  for (const Json& r : spec.resources) {
-    if (r.is_object() && r.contains("apiVersion") && r["apiVersion"].is_string()) {
-      add(r["apiVersion"].get<std::string>());
-    }
-  }
+  for (const hive::EmbeddedObject& r : spec.resources) add(r.api_version());
   if (!spec.secret_mappings.empty()) add("v1");
   for (const auto& p : spec.patches) add(p.api_version);
   for (const auto& ref : input.previously_tracked) add(ref.api_version);

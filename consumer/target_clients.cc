@@ -38,13 +38,37 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
   }
   it->second.kubeconfig_digest = std::move(digest);
   it->second.kubeconfig_secret = kubeconfig_secret;
+  it->second.kubeconfig_yaml = kubeconfig_yaml;
   it->second.trusted = true;
   it->second.target = target;
+  ForgetKeptLocked(cluster_key);
   while (entries_.size() > capacity_) {
-    entries_.erase(recency_.back());  // a sync still using it holds its own references
+    auto dropped = entries_.find(recency_.back());   // a sync still using it holds its own references
+    if (dropped->second.trusted) {
+      KeepLocked(dropped->first, std::move(dropped->second.kubeconfig_secret),
+                 std::move(dropped->second.kubeconfig_yaml));
+    }
+    entries_.erase(dropped);
     recency_.pop_back();
   }
   return target;
+}
+
+void TargetClients::KeepLocked(const std::string& cluster_key, std::string secret, std::string yaml) {
+  ForgetKeptLocked(cluster_key);
+  auto [it, added] = kept_.try_emplace(cluster_key);
+  it->second = {std::move(secret), std::move(yaml), kept_recency_.insert(kept_recency_.begin(), cluster_key)};
+  while (kept_.size() > 10 * capacity_) {
+    kept_.erase(kept_recency_.back());
+    kept_recency_.pop_back();
+  }
+}
+
+void TargetClients::ForgetKeptLocked(const std::string& cluster_key) {
+  auto it = kept_.find(cluster_key);
+  if (it == kept_.end()) return;
+  kept_recency_.erase(it->second.recency);
+  kept_.erase(it);
 }
 
 std::string TargetClients::KubeconfigSecret(const std::string& cluster_key) const {
@@ -53,25 +77,42 @@ std::string TargetClients::KubeconfigSecret(const std::string& cluster_key) cons
   return it == entries_.end() ? "" : it->second.kubeconfig_secret;
 }
 
-std::optional<Target> TargetClients::Trusted(const std::string& cluster_key, const std::string& kubeconfig_secret) {
-  std::lock_guard lock(mu_);
-  auto it = entries_.find(cluster_key);
-  if (it == entries_.end() || !it->second.trusted || it->second.kubeconfig_secret != kubeconfig_secret) {
-    return std::nullopt;
+std::optional<Target> TargetClients::Trusted(const std::string& cluster_key, const std::string& kubeconfig_secret,
+                                             std::chrono::milliseconds request_timeout) {
+  std::string yaml;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(cluster_key);
+    if (it != entries_.end()) {
+      if (!it->second.trusted || it->second.kubeconfig_secret != kubeconfig_secret) return std::nullopt;
+      recency_.splice(recency_.begin(), recency_, it->second.recency);
+      return it->second.target;
+    }
+    auto kept = kept_.find(cluster_key);
+    if (kept == kept_.end() || kept->second.kubeconfig_secret != kubeconfig_secret) return std::nullopt;
+    yaml = std::move(kept->second.kubeconfig_yaml);
+    ForgetKeptLocked(cluster_key);
   }
-  recency_.splice(recency_.begin(), recency_, it->second.recency);
-  return it->second.target;
+  Result<Target> rebuilt = Get(cluster_key, kubeconfig_secret, yaml, request_timeout);
+  if (!rebuilt.ok()) return std::nullopt;
+  return *rebuilt;
 }
 
 void TargetClients::Distrust(const std::string& cluster_key) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(cluster_key);
   if (it != entries_.end()) it->second.trusted = false;
+  ForgetKeptLocked(cluster_key);
 }
 
 size_t TargetClients::size() const {
   std::lock_guard lock(mu_);
   return entries_.size();
+}
+
+size_t TargetClients::kept_kubeconfigs() const {
+  std::lock_guard lock(mu_);
+  return kept_.size();
 }
 
 }  // namespace syncbus::consumer

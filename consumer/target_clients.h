@@ -5,7 +5,10 @@
 // reading the Secret again (Trusted); a failed sync withdraws that trust (Distrust), so the next
 // one reads the Secret afresh (rotated credentials are picked up then). At most `capacity`
 // clusters are kept; beyond it the least recently used is dropped (its next sync builds a new
-// client and rediscovers). Connections are pooled by the shared transport. Thread-safe.
+// client and rediscovers), but a trusted kubeconfig is kept on its own, for up to 10 x
+// `capacity` clusters, so that the rebuild needs no Secret read: a consumer of a fleet larger
+// than `capacity` would otherwise read the hub for every sync. Connections are pooled by the
+// shared transport. Thread-safe.
 #pragma once
 
 #include <algorithm>
@@ -47,16 +50,28 @@ class TargetClients {
   std::string KubeconfigSecret(const std::string& cluster_key) const;
   // The kept client of a cluster whose kubeconfig came from `kubeconfig_secret` and has not been
   // distrusted since; nullopt otherwise (read the Secret and Get).
-  std::optional<Target> Trusted(const std::string& cluster_key, const std::string& kubeconfig_secret);
+  // A dropped cluster's kept kubeconfig is built into a new client (`request_timeout` as for Get).
+  std::optional<Target> Trusted(const std::string& cluster_key, const std::string& kubeconfig_secret,
+                                std::chrono::milliseconds request_timeout = std::chrono::seconds(30));
   // The cluster's next sync must read its kubeconfig Secret again (its last sync failed).
   void Distrust(const std::string& cluster_key);
 
   size_t size() const;
+  size_t kept_kubeconfigs() const;
 
  private:
+  struct Kept {   // a dropped cluster's trusted kubeconfig
+    std::string kubeconfig_secret;
+    std::string kubeconfig_yaml;
+    std::list<std::string>::iterator recency;  // in kept_recency_
+  };
+  void KeepLocked(const std::string& cluster_key, std::string secret, std::string yaml);
+  void ForgetKeptLocked(const std::string& cluster_key);
+
   struct Entry {
     std::string kubeconfig_digest;
     std::string kubeconfig_secret;
+    std::string kubeconfig_yaml;
     bool trusted = false;      // set by Get, cleared by Distrust
     Target target;
     std::list<std::string>::iterator recency;  // in recency_
@@ -67,6 +82,8 @@ class TargetClients {
   mutable std::mutex mu_;
   std::unordered_map<std::string, Entry> entries_;
   std::list<std::string> recency_;  // cluster keys, most recently used first
+  std::unordered_map<std::string, Kept> kept_;
+  std::list<std::string> kept_recency_;   // most recently kept first
 };
 
 }  // namespace syncbus::consumer

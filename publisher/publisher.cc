@@ -144,6 +144,7 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
   std::vector<std::string> work_keys(work.begin(), work.end());
 
   std::vector<ToSend> to_send;
+  size_t new_outstanding = 0;   // clusters of to_send not outstanding yet: the cap counts them too
   WallTime now_wall = clock_.WallNow();
   SteadyTime now = clock_.Now();
   cache_.Plan(work_keys, [&](const std::string& key, const ClusterView& view) {
@@ -197,7 +198,10 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
       auto last = last_published_.find(key);
       if (last != last_published_.end() && now - last->second < options_.outstanding_timeout) return;
     }
-    if (outstanding_.size() >= options_.max_outstanding && !timed_out && !promote) {
+    // The cap bounds the resync backlog (start-up and periodic reapplies); a change, at most one
+    // outstanding per cluster, is never held back by it.
+    bool resync_work = as_startup || need.kind == NeedKind::kReapply;
+    if (resync_work && outstanding_.size() + new_outstanding >= options_.max_outstanding && !timed_out) {
       ++stats.deferred;
       KeepPending(key, as_startup);
       return;
@@ -224,6 +228,7 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
       overtaken = out->second;
     }
     r.enqueued_at = FormatRfc3339Millis(now_wall);
+    if (out == outstanding_.end()) ++new_outstanding;
     to_send.push_back({key, std::move(r), view.desired, view.secrets, std::move(overtaken)});
   });
 

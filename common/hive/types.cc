@@ -58,6 +58,19 @@ Status RequireObject(const Json& j, const std::string& path) {
   return j.is_object() ? Status::Ok() : InvalidArgument(path + ": expected an object");
 }
 
+}  // namespace
+
+EmbeddedObject::EmbeddedObject(const Json& object)
+    : text_(object.dump(-1, ' ', false, Json::error_handler_t::replace)) {
+  if (!object.is_object()) return;
+  auto v = object.find("apiVersion");
+  if (v != object.end() && v->is_string()) api_version_ = v->get<std::string>();
+}
+
+Json EmbeddedObject::Parse() const { return Json::parse(text_); }
+
+namespace {
+
 Result<SyncSetCommonSpec> ParseCommonSpec(const Json& spec) {
   SyncSetCommonSpec out;
   auto resources = ReadArray(spec, "resources", "spec");
@@ -67,7 +80,7 @@ Result<SyncSetCommonSpec> ParseCommonSpec(const Json& spec) {
     if (!r.is_object()) {
       return InvalidArgument("spec.resources[" + std::to_string(i) + "]: expected an object");
     }
-    out.resources.push_back(r);
+    out.resources.emplace_back(r);
   }
   std::string mode;
   SYNCBUS_RETURN_IF_ERROR(ReadString(spec, "resourceApplyMode", "spec", mode));

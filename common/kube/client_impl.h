@@ -59,6 +59,8 @@ class ClientImpl final : public Client {
   ClientImpl(const ClientImpl&) = delete;
   ClientImpl& operator=(const ClientImpl&) = delete;
 
+  const ClusterConfig& config() const { return config_; }
+
   // Client. Blocking: must not run on the transport's thread.
   Result<Json> Get(const ObjectRef& object) override;
   Result<ObjectList> List(const ObjectRef& collection, const ListOptions& options) override;

@@ -365,8 +365,10 @@ TEST_CASE("a target's 429 Retry-After travels into the outcome, and the failure 
 
 TEST_CASE("ApiVersionsOf lists what planning maps: resources, secretMappings, patches, tracked objects") {
   hive::SyncSetCommonSpec spec;
-  spec.resources = {ConfigMap("a", {}), Json{{"apiVersion", "apps/v1"}, {"kind", "Deployment"}},
-                    Json{{"apiVersion", "{{ fromCDLabel \"v\" }}"}, {"kind", "X"}}, Json("not an object")};
+  for (const Json& r : {ConfigMap("a", {}), Json{{"apiVersion", "apps/v1"}, {"kind", "Deployment"}},
+                        Json{{"apiVersion", "{{ fromCDLabel \"v\" }}"}, {"kind", "X"}}, Json("not an object")}) {
+    spec.resources.emplace_back(r);
+  }
   spec.secret_mappings.push_back({});
   hive::SyncObjectPatch patch;
   patch.api_version = "config.openshift.io/v1";

@@ -516,3 +516,31 @@ TEST_CASE("a change overtaking a start-up request that is no full reapply leaves
   CHECK(f.Round().published == 0);
   CHECK(f.pub().outstanding() == 0);
 }
+
+TEST_CASE("the outstanding cap holds back periodic reapplies, never a change") {
+  Fixture f;
+  f.options.max_outstanding = 2;
+  f.options.reapply = {1h, 0.0};
+  std::vector<Json> cds, statuses, leases;
+  for (const char* name : {"a", "b", "c", "d"}) {
+    cds.push_back(Cd(name, {{"fleet", "a"}}));
+    statuses.push_back(Cs(name, "s", 1));
+    leases.push_back(Lease(name, f.clock.WallNow()));
+  }
+  f.cache.Replace(HubKind::kClusterDeployment, cds);
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
+  f.cache.Replace(HubKind::kClusterSync, statuses);
+  f.cache.Replace(HubKind::kClusterSyncLease, leases);
+  CHECK(f.Round(true).published == 0);
+  f.clock.Advance(1h + 1s);
+  auto due = f.Round();
+  CHECK(due.published == 2);   // every reapply is due; the cap lets two out
+  CHECK(due.deferred == 2);
+  CHECK(f.pub().pending() == 2);
+  // An edit reaches all four at once: two overtake their queued reapply, two were held back.
+  f.cache.Upsert(HubKind::kSelectorSyncSet, Sss("s", 2));
+  CHECK(f.Round().published == 4);
+  CHECK(f.Queue(amqp::Lane::kChange).size() == 4);
+  CHECK(f.Queue(amqp::Lane::kResync).size() == 2);
+  CHECK(f.pub().outstanding() == 4);
+}
