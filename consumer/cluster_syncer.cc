@@ -116,33 +116,42 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   const std::string key = request.ClusterKey();
   const SteadyTime sync_start = clock_.Now();
   SyncOutcome outcome;
-  // 1. Read.
+  // 1. Read, 2. plan, and claim the cluster when the plan writes (at least the status). Two
+  // requests of one cluster can be in flight at once (a change that overtook a queued resync, a
+  // re-send, a replay): when another sync stored the cluster's status from newer state between
+  // this read and the claim, read again, from the hub, and plan anew.
   Result<ClusterState> state = reader_.Read(request);
-  if (!state.ok()) return state.status();
-  if (!state->cd) {
-    outcome.kind = SyncOutcome::Kind::kSkipped;
-    outcome.detail = "cluster-gone";
-    return outcome;
+  SyncPlan plan;
+  bool claimed = false;
+  while (true) {
+    if (!state.ok()) return state.status();
+    if (!state->cd) {
+      outcome.kind = SyncOutcome::Kind::kSkipped;
+      outcome.detail = "cluster-gone";
+      return outcome;
+    }
+    if (std::string skip = state->cd->SkipReason(); !skip.empty()) {
+      outcome.kind = SyncOutcome::Kind::kSkipped;
+      outcome.detail = skip;
+      return outcome;
+    }
+    plan = PlanSync(*state, request.full_reapply);
+    if (plan.up_to_date() && !request.full_reapply) {
+      outcome.kind = SyncOutcome::Kind::kUpToDate;
+      return outcome;
+    }
+    if (!fence || claimed) break;
+    if (Status owned = fence(); !owned.ok()) return owned;
+    claimed = true;
+    if (!reader_.Overtaken(*state)) break;
+    log::Info("another sync stored newer state of the cluster meanwhile; reading the hub",
+              {{"cluster", key}});
+    state = reader_.ReadAfresh(request);
   }
   const hive::ClusterDeployment& cd = *state->cd;
-  if (std::string skip = cd.SkipReason(); !skip.empty()) {
-    outcome.kind = SyncOutcome::Kind::kSkipped;
-    outcome.detail = skip;
-    return outcome;
-  }
   static const hive::ClusterSyncStatus kNoStatus;
   const hive::ClusterSyncStatus& current = state->status ? state->status->status : kNoStatus;
 
-  // 2. Plan.
-  const SyncPlan plan = PlanSync(*state, request.full_reapply);
-  if (plan.up_to_date() && !request.full_reapply) {
-    outcome.kind = SyncOutcome::Kind::kUpToDate;
-    return outcome;
-  }
-  // The plan writes (at least the status): claim the cluster first.
-  if (fence) {
-    if (Status owned = fence(); !owned.ok()) return owned;
-  }
   std::vector<SetOutcome> outcomes;
   for (const SetWork& w : plan.work) outcomes.push_back({w.kind, w.name, w.generation, false, false, "", {}});
   for (const RemovedSet& r : plan.removed) {

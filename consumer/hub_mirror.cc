@@ -39,10 +39,26 @@ const char* CollectionName(HubCollection c) {
 
 }  // namespace
 
+// Parses each list page as it arrives into staged maps (so a 10,000-cluster fleet's SyncSets are
+// never all held as JSON), which replace the collection's when the list completes.
 class HubMirror::Feed final : public kube::ReflectorHandler {
  public:
   Feed(HubMirror& mirror, HubCollection collection) : mirror_(mirror), collection_(collection) {}
-  void OnReplace(std::vector<Json> items) override { mirror_.Replace(collection_, std::move(items)); }
+  void OnListStart() override {
+    staged_ = Maps();
+    staged_invalid_ = 0;
+  }
+  void OnListPage(std::vector<Json>& items) override {
+    for (const Json& item : items) {
+      if (!Store(staged_, collection_, item, false)) ++staged_invalid_;
+    }
+    items.clear();
+  }
+  void OnReplace(std::vector<Json> items) override {
+    OnListPage(items);
+    mirror_.Replace(collection_, staged_, staged_invalid_);
+    OnListStart();
+  }
   void OnUpsert(Json object) override { mirror_.Upsert(collection_, object, true); }
   void OnDelete(Json object) override { mirror_.Delete(collection_, object); }
   void OnSynced() override {}
@@ -52,6 +68,8 @@ class HubMirror::Feed final : public kube::ReflectorHandler {
  private:
   HubMirror& mirror_;
   const HubCollection collection_;
+  Maps staged_;                 // the reflector's thread only
+  uint64_t staged_invalid_ = 0;
 };
 
 HubMirror::HubMirror() {
@@ -98,35 +116,41 @@ ClusterState HubMirror::Read(const std::string& ns, const std::string& name) con
   std::vector<std::shared_ptr<const hive::SelectorSyncSet>> selector_syncsets;
   ClusterState state;
   std::lock_guard lock(mu_);
-  auto cd = cds_.find(key);
-  if (cd == cds_.end()) return state;
+  auto cd = live_.cds.find(key);
+  if (cd == live_.cds.end()) return state;
   state.cd = cd->second;
-  if (auto in_ns = syncsets_.find(ns); in_ns != syncsets_.end()) {
+  if (auto in_ns = live_.syncsets.find(ns); in_ns != live_.syncsets.end()) {
     for (const auto& [set_name, set] : in_ns->second) syncsets.push_back(set);
   }
-  for (const auto& [set_name, set] : selector_syncsets_) selector_syncsets.push_back(set);
+  for (const auto& [set_name, set] : live_.selector_syncsets) selector_syncsets.push_back(set);
   state.sync_sets = ApplicableSyncSets(*state.cd, syncsets);
   state.selector_sync_sets = ApplicableSelectorSyncSets(*state.cd, selector_syncsets);
-  if (auto st = statuses_.find(key); st != statuses_.end()) state.status = st->second;
+  if (auto st = live_.statuses.find(key); st != live_.statuses.end()) state.status = st->second;
   return state;
 }
 
 std::optional<Json> HubMirror::Lease(const std::string& ns, const std::string& name) const {
   std::lock_guard lock(mu_);
-  auto it = leases_.find(ns + "/" + name);
-  if (it == leases_.end()) return std::nullopt;
+  auto it = live_.leases.find(ns + "/" + name);
+  if (it == live_.leases.end()) return std::nullopt;
   return it->second;
 }
 
 std::string HubMirror::StatusVersion(const std::string& ns, const std::string& name) const {
   std::lock_guard lock(mu_);
-  auto it = statuses_.find(ns + "/" + name);
-  return it == statuses_.end() ? "" : it->second->meta.resource_version;
+  auto it = live_.statuses.find(ns + "/" + name);
+  return it == live_.statuses.end() ? "" : it->second->meta.resource_version;
+}
+
+std::shared_ptr<const hive::ClusterSync> HubMirror::Status(const std::string& ns, const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = live_.statuses.find(ns + "/" + name);
+  return it == live_.statuses.end() ? nullptr : it->second;
 }
 
 void HubMirror::NoteWritten(HubCollection collection, const Json& object) {
   std::lock_guard lock(mu_);
-  UpsertLocked(collection, object, true);
+  if (!Store(live_, collection, object, true)) ++invalid_;
 }
 
 std::string HubMirror::version(HubCollection collection) const {
@@ -139,70 +163,66 @@ uint64_t HubMirror::invalid_objects() const {
   return invalid_;
 }
 
-void HubMirror::ClearLocked(HubCollection c) {
-  switch (c) {
-    case HubCollection::kClusterDeployments: cds_.clear(); break;
-    case HubCollection::kSyncSets: syncsets_.clear(); break;
-    case HubCollection::kSelectorSyncSets: selector_syncsets_.clear(); break;
-    case HubCollection::kClusterSyncs: statuses_.clear(); break;
-    case HubCollection::kLeases: leases_.clear(); break;
-  }
-}
-
-void HubMirror::Replace(HubCollection c, std::vector<Json> items) {
+void HubMirror::Replace(HubCollection c, Maps& staged, uint64_t invalid) {
   std::lock_guard lock(mu_);
-  ClearLocked(c);
-  for (const Json& item : items) UpsertLocked(c, item, false);
+  invalid_ += invalid;
+  switch (c) {
+    case HubCollection::kClusterDeployments: live_.cds.swap(staged.cds); break;
+    case HubCollection::kSyncSets: live_.syncsets.swap(staged.syncsets); break;
+    case HubCollection::kSelectorSyncSets: live_.selector_syncsets.swap(staged.selector_syncsets); break;
+    case HubCollection::kClusterSyncs: live_.statuses.swap(staged.statuses); break;
+    case HubCollection::kLeases: live_.leases.swap(staged.leases); break;
+  }
 }
 
 void HubMirror::Upsert(HubCollection c, const Json& object, bool only_if_newer) {
   {
     std::lock_guard lock(mu_);
-    UpsertLocked(c, object, only_if_newer);
+    if (!Store(live_, c, object, only_if_newer)) ++invalid_;
     Progress& p = progress_[static_cast<int>(c)];
     if (p.listed && !p.stale) p.version = VersionOf(object);
   }
   progress_cv_.notify_all();
 }
 
-void HubMirror::UpsertLocked(HubCollection c, const Json& object, bool only_if_newer) {
+bool HubMirror::Store(Maps& maps, HubCollection c, const Json& object, bool only_if_newer) {
   const std::string key = KeyOf(object);
   const std::string version = VersionOf(object);
   // Parses with T::FromJson into `map[k]`, unless the held entry is as new (only_if_newer).
   auto store = [&](auto& map, const std::string& k, auto parse) {
     auto held = map.find(k);
-    if (only_if_newer && held != map.end() && !Newer(version, held->second->meta.resource_version)) return;
+    if (only_if_newer && held != map.end() && !Newer(version, held->second->meta.resource_version)) return true;
     auto parsed = parse(object);
     if (!parsed.ok()) {
-      ++invalid_;
       log::Warn("ignoring an invalid hub object", {{"collection", CollectionName(c)}, {"object", k},
                                                    {"error", parsed.status().message()}});
       map.erase(k);   // its older version is no longer what the hub holds
-      return;
+      return false;
     }
     map[k] = std::make_shared<std::remove_reference_t<decltype(*parsed)>>(std::move(*parsed));
+    return true;
   };
   switch (c) {
     case HubCollection::kClusterDeployments:
-      store(cds_, key, hive::ClusterDeployment::FromJson);
-      break;
-    case HubCollection::kSyncSets:
-      store(syncsets_[Metadata(object).value("namespace", "")], Metadata(object).value("name", ""),
-            hive::SyncSet::FromJson);
-      break;
+      return store(maps.cds, key, hive::ClusterDeployment::FromJson);
+    case HubCollection::kSyncSets: {
+      auto& in_ns = maps.syncsets[Metadata(object).value("namespace", "")];
+      bool valid = store(in_ns, Metadata(object).value("name", ""), hive::SyncSet::FromJson);
+      if (in_ns.empty()) maps.syncsets.erase(Metadata(object).value("namespace", ""));
+      return valid;
+    }
     case HubCollection::kSelectorSyncSets:
-      store(selector_syncsets_, Metadata(object).value("name", ""), hive::SelectorSyncSet::FromJson);
-      break;
+      return store(maps.selector_syncsets, Metadata(object).value("name", ""), hive::SelectorSyncSet::FromJson);
     case HubCollection::kClusterSyncs:
-      store(statuses_, key, hive::ClusterSync::FromJson);
-      break;
+      return store(maps.statuses, key, hive::ClusterSync::FromJson);
     case HubCollection::kLeases: {
-      auto held = leases_.find(key);
-      if (only_if_newer && held != leases_.end() && !Newer(version, VersionOf(held->second))) return;
-      leases_[key] = object;
-      break;
+      auto held = maps.leases.find(key);
+      if (only_if_newer && held != maps.leases.end() && !Newer(version, VersionOf(held->second))) return true;
+      maps.leases[key] = object;
+      return true;
     }
   }
+  return true;
 }
 
 void HubMirror::Delete(HubCollection c, const Json& object) {
@@ -211,18 +231,18 @@ void HubMirror::Delete(HubCollection c, const Json& object) {
     const std::string key = KeyOf(object);
     const std::string name = Metadata(object).value("name", "");
     switch (c) {
-      case HubCollection::kClusterDeployments: cds_.erase(key); break;
+      case HubCollection::kClusterDeployments: live_.cds.erase(key); break;
       case HubCollection::kSyncSets: {
-        auto in_ns = syncsets_.find(Metadata(object).value("namespace", ""));
-        if (in_ns != syncsets_.end()) {
+        auto in_ns = live_.syncsets.find(Metadata(object).value("namespace", ""));
+        if (in_ns != live_.syncsets.end()) {
           in_ns->second.erase(name);
-          if (in_ns->second.empty()) syncsets_.erase(in_ns);
+          if (in_ns->second.empty()) live_.syncsets.erase(in_ns);
         }
         break;
       }
-      case HubCollection::kSelectorSyncSets: selector_syncsets_.erase(name); break;
-      case HubCollection::kClusterSyncs: statuses_.erase(key); break;
-      case HubCollection::kLeases: leases_.erase(key); break;
+      case HubCollection::kSelectorSyncSets: live_.selector_syncsets.erase(name); break;
+      case HubCollection::kClusterSyncs: live_.statuses.erase(key); break;
+      case HubCollection::kLeases: live_.leases.erase(key); break;
     }
     Progress& p = progress_[static_cast<int>(c)];
     if (p.listed && !p.stale) p.version = VersionOf(object);

@@ -48,6 +48,8 @@ class HubMirror {
   std::optional<Json> Lease(const std::string& ns, const std::string& name) const;
   // The resourceVersion of the cluster's ClusterSync ("" if none).
   std::string StatusVersion(const std::string& ns, const std::string& name) const;
+  // The cluster's ClusterSync as the mirror holds it now (null if none).
+  std::shared_ptr<const hive::ClusterSync> Status(const std::string& ns, const std::string& name) const;
 
   // Takes in an object this process just wrote (a ClusterSync or a Lease), so the next read sees
   // it before its watch event arrives; an entry with a newer resourceVersion is kept instead.
@@ -65,24 +67,33 @@ class HubMirror {
     bool stale = false;
   };
 
-  void Replace(HubCollection c, std::vector<Json> items);
+  // The parsed objects: the mirror's own, and a list's pages as they arrive (Feed) until the
+  // list completes and they replace the collection's.
+  struct Maps {
+    std::map<std::string, std::shared_ptr<const hive::ClusterDeployment>> cds;           // "ns/name"
+    std::map<std::string, std::map<std::string, std::shared_ptr<const hive::SyncSet>>> syncsets;  // ns -> name
+    std::map<std::string, std::shared_ptr<const hive::SelectorSyncSet>> selector_syncsets;  // name
+    std::map<std::string, std::shared_ptr<const hive::ClusterSync>> statuses;           // "ns/name"
+    std::map<std::string, Json> leases;                                                 // "ns/name"
+  };
+
+  // Replaces collection `c` with `staged`'s (a completed list's objects); `invalid` of the list's
+  // objects failed to parse.
+  void Replace(HubCollection c, Maps& staged, uint64_t invalid);
   void Upsert(HubCollection c, const Json& object, bool only_if_newer);
   void Delete(HubCollection c, const Json& object);
   void Checkpoint(HubCollection c, const std::string& version);
   void MarkStale(HubCollection c);
-  void UpsertLocked(HubCollection c, const Json& object, bool only_if_newer);
-  void ClearLocked(HubCollection c);
+  // Parses `object` into `maps` (unless the entry held is as new, with only_if_newer); false when
+  // it is invalid (its older version, if any, is dropped).
+  static bool Store(Maps& maps, HubCollection c, const Json& object, bool only_if_newer);
   bool FreshAtLocked(const HubVersions& want) const;
 
   std::unique_ptr<Feed> feeds_[kHubCollections];
   mutable std::mutex mu_;
   mutable std::condition_variable progress_cv_;
   Progress progress_[kHubCollections];
-  std::map<std::string, std::shared_ptr<const hive::ClusterDeployment>> cds_;           // "ns/name"
-  std::map<std::string, std::map<std::string, std::shared_ptr<const hive::SyncSet>>> syncsets_;  // ns -> name
-  std::map<std::string, std::shared_ptr<const hive::SelectorSyncSet>> selector_syncsets_;  // name
-  std::map<std::string, std::shared_ptr<const hive::ClusterSync>> statuses_;           // "ns/name"
-  std::map<std::string, Json> leases_;                                                 // "ns/name"
+  Maps live_;
   uint64_t invalid_ = 0;
 };
 

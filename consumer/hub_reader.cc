@@ -1,5 +1,6 @@
 #include "consumer/hub_reader.h"
 
+#include <algorithm>
 #include <future>
 
 #include "common/log.h"
@@ -74,7 +75,8 @@ MirrorHubReader::MirrorHubReader(HubMirror& mirror, HubReader& direct, std::chro
       fresh_(reads_.Add({{"source", "mirror"}, {"result", "fresh"}})),
       waited_(reads_.Add({{"source", "mirror"}, {"result", "waited"}})),
       behind_(reads_.Add({{"source", "hub"}, {"result", "behind"}})),
-      unknown_(reads_.Add({{"source", "hub"}, {"result", "unknown"}})) {}
+      unknown_(reads_.Add({{"source", "hub"}, {"result", "unknown"}})),
+      overtaken_(reads_.Add({{"source", "hub"}, {"result", "overtaken"}})) {}
 
 Result<ClusterState> MirrorHubReader::Read(const SyncRequest& request) {
   if (request.seen.empty()) {
@@ -94,6 +96,27 @@ Result<ClusterState> MirrorHubReader::Read(const SyncRequest& request) {
              {{"cluster", request.ClusterKey()},
               {"want_syncsets", request.seen.sync_sets},
               {"have_syncsets", mirror_.version(HubCollection::kSyncSets)}});
+  return direct_.Read(request);
+}
+
+bool MirrorHubReader::Overtaken(const ClusterState& state) const {
+  if (!state.cd) return false;
+  std::shared_ptr<const hive::ClusterSync> now = mirror_.Status(state.cd->meta.ns, state.cd->meta.name);
+  if (!now || now == state.status) return false;
+  if (state.status && now->meta.resource_version == state.status->meta.resource_version) return false;
+  auto newer = [](const std::vector<hive::SyncStatus>& entries, const auto& sets) {
+    for (const hive::SyncStatus& entry : entries) {
+      auto set = std::find_if(sets.begin(), sets.end(), [&](const auto& s) { return s->meta.name == entry.name; });
+      if (set == sets.end() || (*set)->meta.generation < entry.observed_generation) return true;
+    }
+    return false;
+  };
+  return newer(now->status.sync_sets, state.sync_sets) ||
+         newer(now->status.selector_sync_sets, state.selector_sync_sets);
+}
+
+Result<ClusterState> MirrorHubReader::ReadAfresh(const SyncRequest& request) {
+  overtaken_.Increment();
   return direct_.Read(request);
 }
 

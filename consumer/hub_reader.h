@@ -25,6 +25,12 @@ class HubReader {
  public:
   virtual ~HubReader() = default;
   virtual Result<ClusterState> Read(const SyncRequest& request) = 0;
+  // Asked once the sync has claimed its cluster: whether another sync stored the cluster's status
+  // since `state` was read, from newer state (a set at a newer generation than `state` has, or a
+  // set `state` does not have). Applying `state` then would undo that sync's work.
+  virtual bool Overtaken(const ClusterState& state) const { (void)state; return false; }
+  // Reads the cluster's state from the hub itself.
+  virtual Result<ClusterState> ReadAfresh(const SyncRequest& request) { return Read(request); }
   // The ClusterSync this process just stored, so the next Read sees it even before its watch
   // event arrives.
   virtual void NoteStatusWritten(const Json& cluster_sync) { (void)cluster_sync; }
@@ -46,6 +52,8 @@ class MirrorHubReader final : public HubReader {
   MirrorHubReader(HubMirror& mirror, HubReader& direct, std::chrono::milliseconds max_wait,
                   prometheus::Registry& registry);
   Result<ClusterState> Read(const SyncRequest& request) override;
+  bool Overtaken(const ClusterState& state) const override;
+  Result<ClusterState> ReadAfresh(const SyncRequest& request) override;
   void NoteStatusWritten(const Json& cluster_sync) override {
     mirror_.NoteWritten(HubCollection::kClusterSyncs, cluster_sync);
   }
@@ -59,6 +67,7 @@ class MirrorHubReader final : public HubReader {
   prometheus::Counter& waited_;    // served after waiting for the mirror
   prometheus::Counter& behind_;    // direct: the mirror did not catch up in time
   prometheus::Counter& unknown_;   // direct: the request says nothing of what the publisher saw
+  prometheus::Counter& overtaken_; // direct: another sync stored newer state after the mirror read
 };
 
 }  // namespace syncbus::consumer

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,10 @@ struct ListOptions {
   std::string label_selector;
   std::string field_selector;
   int limit = 500;              // page size; List follows `continue` until the end
+  // Called with each page's objects as they arrive, in list order; what it leaves in the vector
+  // is returned in ObjectList::items. A caller that converts objects into a smaller form of its
+  // own takes them here, so a large collection is never held as JSON all at once.
+  std::function<void(std::vector<Json>& page)> on_page;
 };
 
 struct ObjectList {

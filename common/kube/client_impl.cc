@@ -482,14 +482,19 @@ Result<ObjectList> ClientImpl::List(const ObjectRef& collection, const ListOptio
     if (first) list.resource_version = metadata.value("resourceVersion", "");
     first = false;
     continue_token = metadata.value("continue", "");
+    std::vector<Json> items;
     if (page->contains("items") && (*page)["items"].is_array()) {
+      items.reserve((*page)["items"].size());
       for (Json& item : (*page)["items"]) {
         // Items of a list omit apiVersion/kind; fill them so each item stands alone.
         if (!item.contains("apiVersion")) item["apiVersion"] = collection.resource.ApiVersion();
         if (!item.contains("kind")) item["kind"] = collection.resource.kind;
-        list.items.push_back(std::move(item));
+        items.push_back(std::move(item));
       }
     }
+    *page = Json();   // the rest of the page: its items were moved out
+    if (options.on_page) options.on_page(items);
+    for (Json& item : items) list.items.push_back(std::move(item));
   } while (!continue_token.empty());
   return list;
 }

@@ -103,7 +103,10 @@ void Reflector::Run() {
   bool after_list = false;
   while (!Stopping()) {
     if (need_list) {
-      Result<ObjectList> list = client_.List(collection_, options_.list);
+      handler_.OnListStart();
+      ListOptions list_options = options_.list;
+      list_options.on_page = [this](std::vector<Json>& items) { handler_.OnListPage(items); };
+      Result<ObjectList> list = client_.List(collection_, list_options);
       if (Stopping()) break;
       if (!list.ok()) {
         log::Warn("reflector list failed",

@@ -24,7 +24,15 @@ namespace syncbus::kube {
 class ReflectorHandler {
  public:
   virtual ~ReflectorHandler() = default;
-  // The whole collection as of a list: the first one and every relist after a 410.
+  // A list begins (the first, a relist, or a retry after a page failed): objects taken from the
+  // pages of an unfinished list are to be forgotten.
+  virtual void OnListStart() {}
+  // Each page of the list as it arrives, before OnReplace. A handler may take objects out of
+  // `items` to keep them in a smaller form of its own (the hub mirror parses them), so the whole
+  // collection is never held as JSON at once; OnReplace then receives what the pages left.
+  virtual void OnListPage(std::vector<Json>& items) { (void)items; }
+  // The whole collection as of a list (less what OnListPage took): the first one and every
+  // relist after a 410.
   virtual void OnReplace(std::vector<Json> items) = 0;
   virtual void OnUpsert(Json object) = 0;
   virtual void OnDelete(Json object) = 0;

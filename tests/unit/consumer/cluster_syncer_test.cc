@@ -12,6 +12,7 @@
 #include "consumer/cluster_syncer.h"
 #include "consumer/hub_mirror.h"
 #include "tests/fakes/in_process_transport.h"
+#include "tests/support/wait.h"
 #include "tests/unit/kubesim/api_test_util.h"
 
 using namespace syncbus;
@@ -249,4 +250,57 @@ TEST_CASE("a publisher ahead of the consumer mirror: the sync applies what the p
     }
   }
   CHECK(counted);
+}
+
+TEST_CASE("a sync overtaken between its read and its claim reads the hub again and applies the newer state [concurrent]") {
+  Rig rig(/*with_mirror=*/true);
+  REQUIRE(rig.Sync(/*full_reapply=*/true).ok());
+  auto sss = rig.hub->Get(kube::Object(kube::resources::kSelectorSyncSets, "", "fleet-sss-00"));
+  REQUIRE(sss.ok());
+  const Json first = (*sss)["spec"]["resources"][0];
+  const std::string target_path = "/clusters/cluster-0001/api/v1/namespaces/" +
+                                  first["metadata"].value("namespace", "default") + "/configmaps/" +
+                                  first["metadata"]["name"].get<std::string>();
+  // A second consumer, reading the hub directly.
+  ClusterSyncer other(SyncerOptions{}, *rig.hub, *rig.direct, *rig.targets, RealClock(), rig.registry);
+  SyncRequest request;
+  request.cluster_namespace = request.cluster_name = "cluster-0001";
+  request.full_reapply = true;   // a queued resync: it has work even with nothing changed
+  request.seen = rig.seen;
+  // Between this sync's read and its claim, the set is edited and the other consumer applies the
+  // edit (a change that overtook the resync) and stores its status.
+  auto overtake = [&]() -> Status {
+    rig.EditSelectorSyncSet();
+    SyncRequest change = request;
+    change.full_reapply = false;
+    auto synced = other.Sync(change);
+    REQUIRE_MESSAGE(synced.ok(), synced.status().ToString());
+    REQUIRE(synced->kind == SyncOutcome::Kind::kSynced);
+    const std::string written = synced->status_version;
+    REQUIRE(syncbus::testing::WaitFor(
+        [&] { return rig.mirror.StatusVersion("cluster-0001", "cluster-0001") == written; },
+        std::chrono::seconds(10)));
+    return Status::Ok();
+  };
+  bool claimed = false;
+  auto outcome = rig.syncer->Sync(request, [&]() -> Status {
+    if (claimed) return Status::Ok();
+    claimed = true;
+    return overtake();
+  });
+  REQUIRE_MESSAGE(outcome.ok(), outcome.status().ToString());
+  CHECK(outcome->kind == SyncOutcome::Kind::kSynced);
+  auto cm = rig.hub->GetPath(target_path);
+  REQUIRE(cm.ok());
+  CHECK((*cm)["data"].value("edited", "") == "1");   // the resync did not put the old content back
+  double overtaken = 0;
+  for (const auto& fam : rig.registry.Collect()) {
+    if (fam.name != "syncbus_consumer_hub_state_reads_total") continue;
+    for (const auto& m : fam.metric) {
+      for (const auto& l : m.label) {
+        if (l.name == "result" && l.value == "overtaken") overtaken += m.counter.value;
+      }
+    }
+  }
+  CHECK(overtaken == 1);
 }

@@ -212,3 +212,26 @@ TEST_CASE("a collection that has not listed yet is fresh at no version") {
   mirror.handler(HubCollection::kSyncSets).OnCheckpoint("5", false);
   CHECK_FALSE(mirror.FreshAt({"", "5", ""}));   // the others have not listed
 }
+
+TEST_CASE("hub mirror: a list's pages are parsed as they arrive and replace the collection when it completes") {
+  HubMirror mirror;
+  ListAll(mirror, "10");
+  kube::ReflectorHandler& sets = mirror.handler(HubCollection::kSyncSets);
+  // A relist: its first page is taken (parsed), the mirror still serves the old list.
+  sets.OnListStart();
+  std::vector<Json> page = {SyncSet("c1", "b", "c1", "11")};
+  sets.OnListPage(page);
+  CHECK(page.empty());
+  REQUIRE(mirror.Read("c1", "c1").sync_sets.size() == 1);
+  CHECK(mirror.Read("c1", "c1").sync_sets[0]->meta.name == "a");
+  // That list failed on its second page; the retry starts over: nothing of the failed one stays.
+  sets.OnListStart();
+  page = {SyncSet("c1", "c", "c1", "12")};
+  sets.OnListPage(page);
+  sets.OnReplace({SyncSet("c1", "d", "c1", "12"), Json{{"metadata", {{"name", "bad"}, {"namespace", "c1"}}},
+                                                      {"spec", {{"resources", "not a list"}}}}});
+  std::vector<std::string> names;
+  for (const auto& set : mirror.Read("c1", "c1").sync_sets) names.push_back(set->meta.name);
+  CHECK(names == std::vector<std::string>{"c", "d"});
+  CHECK(mirror.invalid_objects() == 1);
+}

@@ -145,6 +145,32 @@ TEST_CASE("client over the simulator: paged list returns every item and the list
   CHECK(one->items[0]["metadata"]["name"] == "cm-7");
 }
 
+TEST_CASE("client over the simulator: each page goes to on_page as it arrives; what it leaves is returned") {
+  Sim sim;
+  for (int i = 0; i < 25; ++i) {
+    REQUIRE(sim.client
+                ->Create(Collection(resources::kConfigMaps, "hive"),
+                         ConfigMap("cm-" + std::to_string(i), "v"))
+                .ok());
+  }
+  ListOptions options;
+  options.limit = 10;
+  std::vector<size_t> page_sizes;
+  size_t taken = 0;
+  options.on_page = [&](std::vector<Json>& page) {
+    page_sizes.push_back(page.size());
+    for (const Json& item : page) CHECK(item["kind"] == "ConfigMap");   // complete objects
+    // Take every object but the page's first.
+    taken += page.size() - 1;
+    page.erase(page.begin() + 1, page.end());
+  };
+  Result<ObjectList> list = sim.client->List(Collection(resources::kConfigMaps, "hive"), options);
+  REQUIRE(list.ok());
+  CHECK(page_sizes == std::vector<size_t>{10, 10, 5});
+  CHECK(taken == 22);
+  CHECK(list->items.size() == 3);
+}
+
 TEST_CASE(
     "client over the simulator: watch from a list's version sees changes in order [concurrent]") {
   Sim sim;

@@ -80,6 +80,8 @@ class FakeClient final : public Client {
     Result<ObjectList> next = std::move(lists_.front());
     lists_.pop_front();
     cv_.notify_all();
+    lock.unlock();
+    if (next.ok() && options.on_page) options.on_page(next->items);   // one page
     return next;
   }
   Result<std::unique_ptr<WatchStream>> Watch(const ObjectRef&,
@@ -153,6 +155,17 @@ class FakeClient final : public Client {
 // Records handler calls as strings ("replace:a,b", "upsert:a", "delete:a", "synced").
 class RecordingHandler final : public ReflectorHandler {
  public:
+  // With take_pages, list starts ("start") and pages ("page:a,b") are recorded and the pages'
+  // objects taken.
+  explicit RecordingHandler(bool take_pages = false) : take_pages_(take_pages) {}
+  void OnListStart() override {
+    if (take_pages_) Record("start");
+  }
+  void OnListPage(std::vector<Json>& items) override {
+    if (!take_pages_) return;
+    Record("page:" + Names(items));
+    items.clear();
+  }
   void OnReplace(std::vector<Json> items) override {
     std::string line = "replace:";
     for (size_t i = 0; i < items.size(); ++i) {
@@ -176,11 +189,17 @@ class RecordingHandler final : public ReflectorHandler {
   }
 
  private:
+  static std::string Names(const std::vector<Json>& items) {
+    std::string names;
+    for (size_t i = 0; i < items.size(); ++i) names += (i ? "," : "") + items[i]["metadata"]["name"].get<std::string>();
+    return names;
+  }
   void Record(std::string line) {
     std::lock_guard lock(mu_);
     calls_.push_back(std::move(line));
     cv_.notify_all();
   }
+  const bool take_pages_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::string> calls_;
@@ -379,6 +398,18 @@ TEST_CASE("reflector: Stop cuts a real backoff wait short [concurrent]") {
   reflector.Stop();
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::minutes(1));
   CHECK(reflector.lists() == 0);
+}
+
+TEST_CASE("reflector: a handler takes the list's pages as they come; a failed list starts over [concurrent]") {
+  Fixture f;
+  RecordingHandler handler(/*take_pages=*/true);
+  f.client.AddList(Status(Code::kUnavailable, "hub down"));
+  f.client.AddList(ListOf({Obj("a", "5"), Obj("b", "7")}, "10"));
+  Reflector reflector(f.client, Collection(resources::kClusterDeployments), handler, f.Options());
+  reflector.Start();
+  f.client.AwaitWatch(1);
+  CHECK(handler.Await(5) == std::vector<std::string>{"start", "start", "page:a,b", "replace:", "synced"});
+  reflector.Stop();
 }
 
 }  // namespace
