@@ -306,7 +306,7 @@ def edit_latency_during_resync(args, d, pipe, hub, broker, report):
                                      "resyncJitter: 0}\n")
     d.wait_ready(["publisher"])
     # Wait until the resync lane holds a real backlog.
-    want = min(n // 2, 2000)
+    want = max(1, min(n // 4, 2000))
     deadline = time.monotonic() + 300
     while broker.queue_depth("syncbus.work.resync") < want:
         d.procs.check_alive("publisher")

@@ -145,7 +145,7 @@ TEST_CASE("client over the simulator: paged list returns every item and the list
   CHECK(one->items[0]["metadata"]["name"] == "cm-7");
 }
 
-TEST_CASE("client over the simulator: each page goes to on_page as it arrives; what it leaves is returned") {
+TEST_CASE("client over the simulator: each page goes to on_page as it arrives, what it leaves is returned") {
   Sim sim;
   for (int i = 0; i < 25; ++i) {
     REQUIRE(sim.client

@@ -400,7 +400,7 @@ TEST_CASE("reflector: Stop cuts a real backoff wait short [concurrent]") {
   CHECK(reflector.lists() == 0);
 }
 
-TEST_CASE("reflector: a handler takes the list's pages as they come; a failed list starts over [concurrent]") {
+TEST_CASE("reflector: a handler takes the pages of a list as they come, a failed list starts over [concurrent]") {
   Fixture f;
   RecordingHandler handler(/*take_pages=*/true);
   f.client.AddList(Status(Code::kUnavailable, "hub down"));

@@ -135,7 +135,7 @@ TEST_CASE("leader election: a lease that cannot be created says why, until it ca
   CHECK(a.problem().empty());
 }
 
-TEST_CASE("leader election: an unreadable lease is a problem; an answer clears it") {
+TEST_CASE("leader election: an unreadable lease is a problem until an answer clears it") {
   Hub hub;
   auto a = hub.Elector("a");
   hub.HubDown(true);
