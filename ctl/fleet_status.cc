@@ -217,7 +217,8 @@ Json ClusterReport::ToJson(WallTime now) const {
   Json j = {{"cluster", key}, {"state", FleetStateName(state)}, {"request", position.ToJson(now)}, {"sets", sets_json}};
   if (!skip_reason.empty()) j["skipReason"] = skip_reason;
   if (!lease_holder.empty()) {
-    j["lease"] = {{"holder", lease_holder}, {"renewTime", lease_renewed}, {"durationSeconds", lease_seconds}};
+    j["lease"] = {{"holder", lease_holder}, {"renewTime", lease_renewed}, {"durationSeconds", lease_seconds},
+                  {"releasedByStatus", lease_released_by_status}};
   }
   return j;
 }
@@ -228,6 +229,9 @@ std::string FormatClusterReport(const ClusterReport& r, WallTime now) {
                     "\nlease:    ";
   if (r.lease_holder.empty()) {
     out += "not held";
+  } else if (r.lease_released_by_status) {
+    out += "not held (" + r.lease_holder + " gave it back with its status write " +
+           Age(ParseOr(r.lease_renewed), now) + " ago or later)";
   } else {
     out += "held by " + r.lease_holder + ", renewed " + Age(ParseOr(r.lease_renewed), now) + " ago (duration " +
            std::to_string(r.lease_seconds) + "s)";

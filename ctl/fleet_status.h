@@ -75,6 +75,9 @@ struct ClusterReport {
   std::string lease_holder;        // "" = none
   std::string lease_renewed;       // RFC 3339
   int lease_seconds = 0;
+  // The holder stored the cluster's status after taking the lease (ClusterSync newer than the
+  // Lease): that write gave the lease back (consumer.clusterLease.releaseByStatus).
+  bool lease_released_by_status = false;
   std::vector<SetState> sets;
   std::vector<TraceEvent> recent;  // its events in the trace window
 

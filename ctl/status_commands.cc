@@ -8,6 +8,7 @@
 #include "common/http/curl_transport.h"
 #include "common/kube/api_error.h"
 #include "common/kube/client_impl.h"
+#include "common/kube/resource_version.h"
 #include "common/log.h"
 #include "common/time_format.h"
 #include "ctl/commands.h"
@@ -115,6 +116,11 @@ int ClusterStatusReport(kube::Client& hub, amqp::Session& broker, const StatusOp
     report.lease_holder = spec.value("holderIdentity", "");
     report.lease_renewed = spec.value("renewTime", "");
     report.lease_seconds = spec.value("leaseDurationSeconds", 0);
+    if (cs.ok()) {
+      auto status_rv = kube::ParseResourceVersion((*cs)["metadata"].value("resourceVersion", ""));
+      auto lease_rv = kube::ParseResourceVersion((*lease)["metadata"].value("resourceVersion", ""));
+      report.lease_released_by_status = status_rv && lease_rv && *status_rv > *lease_rv;
+    }
   }
   report.recent = std::move(trace->events);
   if (options.json) {

@@ -237,6 +237,12 @@ TEST_CASE("one cluster's report lists its sets against their generations and its
   CHECK(j["sets"][0]["observedGeneration"] == 1);
   CHECK(j["request"]["where"] == "retrying");
 
+  report.lease_released_by_status = true;
+  text = FormatClusterReport(report, T("2026-01-01T00:10:05Z"));
+  CHECK(text.find("lease:    not held (consumer-1 gave it back with its status write 5s ago or later)") !=
+        std::string::npos);
+  CHECK(report.ToJson(T("2026-01-01T00:10:05Z"))["lease"]["releasedByStatus"] == true);
+
   skip.clear();
   DescribeSets(Cd("b", false), {}, {Sss("s", 2)}, nullptr, &skip);
   CHECK(skip == "not-installed");
