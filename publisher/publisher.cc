@@ -138,7 +138,8 @@ const hive::SecretVersions& Publisher::AppliedSecrets(const std::string& key, co
 Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys, bool startup) {
   SteadyTime started = clock_.Now();
   ReconcileStats stats;
-  std::set<std::string> work(keys.begin(), keys.end());
+  const std::set<std::string> dirty(keys.begin(), keys.end());
+  std::set<std::string> work = dirty;
   work.insert(pending_.begin(), pending_.end());
   for (auto& key : DueKeys()) work.insert(std::move(key));
   std::vector<std::string> work_keys(work.begin(), work.end());
@@ -150,7 +151,9 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
   cache_.Plan(work_keys, [&](const std::string& key, const ClusterView& view) {
     ++stats.evaluated;
     pending_.erase(key);
-    bool as_startup = startup_pending_.erase(key) > 0 || startup;
+    // Start-up work deferred (rate limit, cap) stays start-up work, unless the cluster changed
+    // since: then it is a change and takes the change lane.
+    bool as_startup = (startup_pending_.erase(key) > 0 && dirty.count(key) == 0) || startup;
     if (!view.cd) {  // cluster deleted: forget it
       cluster_state_.erase(key);
       outstanding_.erase(key);

@@ -544,3 +544,26 @@ TEST_CASE("the outstanding cap holds back periodic reapplies, never a change") {
   CHECK(f.Queue(amqp::Lane::kResync).size() == 2);
   CHECK(f.pub().outstanding() == 4);
 }
+
+TEST_CASE("a cluster whose deferred start-up request has not gone out yet and that changes meanwhile takes the change lane") {
+  Fixture f;
+  f.options.max_publish_rate = 2;
+  std::vector<Json> cds;
+  for (const char* name : {"a", "b", "c", "d"}) cds.push_back(Cd(name, {{"fleet", "a"}}));
+  f.cache.Replace(HubKind::kClusterDeployment, cds);
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
+  auto first = f.Round(true);
+  CHECK(first.published == 2);   // a and b; c and d wait for tokens as start-up work
+  CHECK(f.pub().pending() == 2);
+  f.cache.Upsert(HubKind::kClusterDeployment, Cd("d", {{"fleet", "a"}, {"edited", "yes"}}));
+  CHECK(f.Round().published == 0);   // no tokens yet
+  f.clock.Advance(1s);
+  CHECK(f.Round().published == 2);
+  auto change = f.Queue(amqp::Lane::kChange);
+  REQUIRE(change.size() == 1);
+  CHECK(change[0].cluster_name == "d");
+  CHECK(change[0].reason != "startup");
+  auto resync = f.Queue(amqp::Lane::kResync);
+  REQUIRE(resync.size() == 3);
+  for (const auto& r : resync) CHECK(r.reason == "startup");
+}
