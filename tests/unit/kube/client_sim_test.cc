@@ -74,6 +74,13 @@ WatchEvent NextEvent(WatchStream& stream) {
   return {};
 }
 
+// cm-0 .. cm-<n-1> in namespace hive.
+void CreateConfigMaps(Sim& sim, int n) {
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(sim.client->Create(Collection(resources::kConfigMaps, "hive"), ConfigMap("cm-" + std::to_string(i), "v")).ok());
+  }
+}
+
 TEST_CASE("client over the simulator: create, get, update conflict, delete") {
   Sim sim;
   ObjectRef ref = Object(resources::kConfigMaps, "hive", "a");
@@ -116,12 +123,7 @@ TEST_CASE("client over the simulator: a wrong token is kUnauthorized") {
 
 TEST_CASE("client over the simulator: paged list returns every item and the list's version") {
   Sim sim;
-  for (int i = 0; i < 25; ++i) {
-    REQUIRE(sim.client
-                ->Create(Collection(resources::kConfigMaps, "hive"),
-                         ConfigMap("cm-" + std::to_string(i), "v"))
-                .ok());
-  }
+  CreateConfigMaps(sim, 25);
   uint64_t before = sim.simulation->hub().stats().requests;
   ListOptions options;
   options.limit = 10;
@@ -147,12 +149,7 @@ TEST_CASE("client over the simulator: paged list returns every item and the list
 
 TEST_CASE("client over the simulator: each page goes to on_page as it arrives, what it leaves is returned") {
   Sim sim;
-  for (int i = 0; i < 25; ++i) {
-    REQUIRE(sim.client
-                ->Create(Collection(resources::kConfigMaps, "hive"),
-                         ConfigMap("cm-" + std::to_string(i), "v"))
-                .ok());
-  }
+  CreateConfigMaps(sim, 25);
   ListOptions options;
   options.limit = 10;
   std::vector<size_t> page_sizes;
