@@ -236,7 +236,10 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
   });
 
   // Rate limit: whatever gets no token waits for the next round; after the broker refused
-  // publishes (a full queue), nothing goes out until the hold-off has passed.
+  // publishes (a full queue), nothing goes out until the hold-off has passed. Changes take the
+  // tokens first: a fleet-wide resync must not hold an edit back.
+  std::stable_partition(to_send.begin(), to_send.end(),
+                        [](const ToSend& item) { return item.request.lane == amqp::Lane::kChange; });
   std::vector<ToSend> batch;
   Status s;
   bool holding_off = RejectHoldOff(now);

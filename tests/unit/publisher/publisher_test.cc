@@ -567,3 +567,20 @@ TEST_CASE("a cluster whose deferred start-up request has not gone out yet and th
   REQUIRE(resync.size() == 3);
   for (const auto& r : resync) CHECK(r.reason == "startup");
 }
+
+TEST_CASE("changes take the rate limit's tokens before resync work") {
+  Fixture f;
+  f.options.max_publish_rate = 1;
+  std::vector<Json> cds;
+  for (const char* name : {"a", "b", "c", "d"}) cds.push_back(Cd(name, {{"fleet", "a"}}));
+  f.cache.Replace(HubKind::kClusterDeployment, cds);
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
+  CHECK(f.Round(true).published == 1);   // a; b, c and d wait as start-up work
+  f.cache.Upsert(HubKind::kClusterDeployment, Cd("d", {{"fleet", "a"}, {"edited", "yes"}}));
+  f.clock.Advance(1s);
+  CHECK(f.Round().published == 1);   // one token: the change to d, ahead of b and c
+  auto change = f.Queue(amqp::Lane::kChange);
+  REQUIRE(change.size() == 1);
+  CHECK(change[0].cluster_name == "d");
+  CHECK(f.Queue(amqp::Lane::kResync).size() == 1);
+}
