@@ -47,9 +47,15 @@ Result<TraceRead> ReadTrace(amqp::Session& session, const TraceQuery& query) {
     if (past_end) break;
   }
   (void)session.Cancel(*tag);
-  // Daemons flush at different moments: order by when each step happened.
-  std::stable_sort(out.events.begin(), out.events.end(),
-                   [](const TraceEvent& a, const TraceEvent& b) { return a.at < b.at; });
+  // Daemons flush at different moments: order by when each step happened. Within one clock tick
+  // (a replay delivered at once on loopback) a request is sent before it is delivered, and
+  // delivered before it is settled.
+  auto rank = [](TraceStep step) {
+    return step == TraceStep::kPublished || step == TraceStep::kReplayed ? 0 : step == TraceStep::kDelivered ? 1 : 2;
+  };
+  std::stable_sort(out.events.begin(), out.events.end(), [&](const TraceEvent& a, const TraceEvent& b) {
+    return a.at != b.at ? a.at < b.at : rank(a.step) < rank(b.step);
+  });
   return out;
 }
 

@@ -152,3 +152,27 @@ TEST_CASE("a recorder's flush and a dlq replay both land on the trace stream") {
   CHECK(read->events[1].request == "ns1/a/rev/9");
   CHECK(read->events[1].reason == "delivery_limit");
 }
+
+TEST_CASE("events of one instant are ordered as a request goes: sent, delivered, settled") {
+  Broker b;
+  const WallTime at = RealClock().WallNow() - 5s;
+  // Appended in the order a loopback replay can produce: the consumer's delivery and settlement
+  // land on the stream before syncbusctl's record of the replay, all in one millisecond.
+  std::vector<amqp::Publication> pubs = {
+      TraceEventPublication(Event("ns/a", at, TraceStep::kSettled)),
+      TraceEventPublication(Event("ns/a", at, TraceStep::kDelivered)),
+      TraceEventPublication(Event("ns/a", at, TraceStep::kReplayed)),
+  };
+  for (const auto& s : b.session.PublishAll(pubs, 10s)) REQUIRE_MESSAGE(s.ok(), s.ToString());
+  TraceQuery q;
+  q.since = at - 1s;
+  q.until = at + 1s;
+  q.quiet = 1s;
+  q.cluster = "ns/a";
+  auto read = ReadTrace(b.session, q);
+  REQUIRE_MESSAGE(read.ok(), read.status().ToString());
+  REQUIRE(read->events.size() == 3);
+  CHECK(read->events[0].step == TraceStep::kReplayed);
+  CHECK(read->events[1].step == TraceStep::kDelivered);
+  CHECK(read->events[2].step == TraceStep::kSettled);
+}
