@@ -206,9 +206,10 @@ bool HubMirror::Store(Maps& maps, HubCollection c, const Json& object, bool only
     case HubCollection::kClusterDeployments:
       return store(maps.cds, key, hive::ClusterDeployment::FromJson);
     case HubCollection::kSyncSets: {
-      auto& in_ns = maps.syncsets[Metadata(object).value("namespace", "")];
+      const std::string ns = Metadata(object).value("namespace", "");
+      auto& in_ns = maps.syncsets[ns];
       bool valid = store(in_ns, Metadata(object).value("name", ""), hive::SyncSet::FromJson);
-      if (in_ns.empty()) maps.syncsets.erase(Metadata(object).value("namespace", ""));
+      if (in_ns.empty()) maps.syncsets.erase(ns);
       return valid;
     }
     case HubCollection::kSelectorSyncSets:

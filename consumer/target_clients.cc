@@ -1,6 +1,5 @@
 #include "consumer/target_clients.h"
 
-#include "common/digest.h"
 #include "common/kube/config.h"
 
 namespace syncbus::consumer {
@@ -9,11 +8,11 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
                                   const std::string& kubeconfig_secret,
                                   const std::string& kubeconfig_yaml,
                                   std::chrono::milliseconds request_timeout) {
-  std::string digest = Sha256Hex(kubeconfig_yaml + "\n" + std::to_string(request_timeout.count()));
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(cluster_key);
-    if (it != entries_.end() && it->second.kubeconfig_digest == digest) {
+    if (it != entries_.end() && it->second.kubeconfig_yaml == kubeconfig_yaml &&
+        it->second.request_timeout == request_timeout) {
       recency_.splice(recency_.begin(), recency_, it->second.recency);
       it->second.kubeconfig_secret = kubeconfig_secret;
       it->second.trusted = true;
@@ -36,9 +35,9 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
   } else {
     recency_.splice(recency_.begin(), recency_, it->second.recency);
   }
-  it->second.kubeconfig_digest = std::move(digest);
   it->second.kubeconfig_secret = kubeconfig_secret;
   it->second.kubeconfig_yaml = kubeconfig_yaml;
+  it->second.request_timeout = request_timeout;
   it->second.trusted = true;
   it->second.target = target;
   ForgetKeptLocked(cluster_key);
@@ -56,8 +55,7 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
 
 void TargetClients::KeepLocked(const std::string& cluster_key, std::string secret, std::string yaml) {
   ForgetKeptLocked(cluster_key);
-  auto [it, added] = kept_.try_emplace(cluster_key);
-  it->second = {std::move(secret), std::move(yaml), kept_recency_.insert(kept_recency_.begin(), cluster_key)};
+  kept_[cluster_key] = {std::move(secret), std::move(yaml), kept_recency_.insert(kept_recency_.begin(), cluster_key)};
   while (kept_.size() > 10 * capacity_) {
     kept_.erase(kept_recency_.back());
     kept_recency_.pop_back();

@@ -69,9 +69,9 @@ class TargetClients {
   void ForgetKeptLocked(const std::string& cluster_key);
 
   struct Entry {
-    std::string kubeconfig_digest;
     std::string kubeconfig_secret;
-    std::string kubeconfig_yaml;
+    std::string kubeconfig_yaml;                 // the client is rebuilt when it or the timeout changes
+    std::chrono::milliseconds request_timeout{0};
     bool trusted = false;      // set by Get, cleared by Distrust
     Target target;
     std::list<std::string>::iterator recency;  // in recency_

@@ -106,8 +106,10 @@ class Pipeline:
         }
 
     def consumer_totals(self):
-        """Summed over the running consumers: settled deliveries, applies, apply seconds."""
-        totals = {"syncs": 0.0, "applied": 0.0, "applies": 0.0, "apply_sum": 0.0, "apply_count": 0.0}
+        """Summed over the running consumers: settled deliveries, applies, apply seconds, clusters in
+        flight."""
+        totals = {"syncs": 0.0, "applied": 0.0, "applies": 0.0, "apply_sum": 0.0, "apply_count": 0.0,
+                  "in_flight": 0.0}
         for name in self.d.consumers():
             s = self.d.scrape(name)
             totals["syncs"] += sum(v for n, l, v in s if n == "syncbus_consumer_deliveries_total"
@@ -116,6 +118,7 @@ class Pipeline:
             totals["applies"] += metric_sum(s, "syncbus_consumer_resources_applied_total")
             totals["apply_sum"] += metric_sum(s, "syncbus_consumer_apply_duration_seconds_sum")
             totals["apply_count"] += metric_sum(s, "syncbus_consumer_apply_duration_seconds_count")
+            totals["in_flight"] += metric_sum(s, "syncbus_consumer_in_flight_clusters")
         return totals
 
     def settle(self, timeout=60):
@@ -124,9 +127,8 @@ class Pipeline:
         deadline = time.monotonic() + timeout
         last = None
         while time.monotonic() < deadline:
-            busy = sum(metric_sum(self.d.scrape(n), "syncbus_consumer_in_flight_clusters") for n in self.d.consumers())
             totals = self.consumer_totals()
-            if busy == 0 and totals == last:
+            if totals["in_flight"] == 0 and totals == last:
                 return
             last = totals
             time.sleep(0.3)
