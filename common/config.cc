@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "common/time_format.h"
 
@@ -42,6 +43,19 @@ class Section {
     if (!n || n.IsNull()) return Status::Ok();
     if (!n.IsScalar()) return Error(key, "expected a string");
     out = n.as<std::string>();
+    return Status::Ok();
+  }
+
+  // A non-empty list of strings.
+  Status StringList(const std::string& key, std::vector<std::string>& out) const {
+    YAML::Node n = Get(key);
+    if (!n || n.IsNull()) return Status::Ok();
+    if (!n.IsSequence() || n.size() == 0) return Error(key, "expected a non-empty list of strings");
+    out.clear();
+    for (size_t i = 0; i < n.size(); ++i) {
+      if (!n[i].IsScalar()) return Error(key + "[" + std::to_string(i) + "]", "expected a string");
+      out.push_back(n[i].as<std::string>());
+    }
     return Status::Ok();
   }
 
@@ -109,10 +123,25 @@ Result<std::string> ReadFile(const std::string& path) {
 }
 
 Status ParseAmqp(const Section& s, amqp::ConnectionOptions& o) {
-  SYNCBUS_RETURN_IF_ERROR(s.CheckKeys({"host", "port", "vhost", "user", "password", "passwordFile",
-                                       "heartbeatSeconds", "connectTimeout", "tls"}));
+  SYNCBUS_RETURN_IF_ERROR(
+      s.CheckKeys({"host", "port", "addresses", "vhost", "user", "password", "passwordFile",
+                   "heartbeatSeconds", "connectTimeout", "tls"}));
   SYNCBUS_RETURN_IF_ERROR(s.String("host", o.host));
   SYNCBUS_RETURN_IF_ERROR(s.Int("port", o.port, 1, 65535));
+  std::vector<std::string> addresses;
+  SYNCBUS_RETURN_IF_ERROR(s.StringList("addresses", addresses));
+  if (!addresses.empty()) {
+    YAML::Node host = s.Get("host");
+    if (host && !host.IsNull()) {
+      return s.Error("addresses", "give either host (and port) or addresses, not both");
+    }
+    for (size_t i = 0; i < addresses.size(); ++i) {
+      auto address = amqp::ParseAddress(addresses[i], o.port);
+      if (!address.ok())
+        return s.Error("addresses[" + std::to_string(i) + "]", address.status().message());
+      o.addresses.push_back(*address);
+    }
+  }
   SYNCBUS_RETURN_IF_ERROR(s.String("vhost", o.vhost));
   SYNCBUS_RETURN_IF_ERROR(s.String("user", o.user));
   SYNCBUS_RETURN_IF_ERROR(s.String("password", o.password));

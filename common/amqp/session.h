@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/amqp/address.h"
 #include "common/amqp/topology.h"
 #include "common/json.h"
 #include "common/status.h"
@@ -21,6 +22,9 @@ namespace syncbus::amqp {
 struct ConnectionOptions {
   std::string host = "127.0.0.1";
   int port = 5672;
+  // The nodes of one RabbitMQ cluster, tried in turn; empty = just host:port. Outside Kubernetes
+  // (no Service in front of the cluster) a client lists every node so it can fail over.
+  std::vector<Address> addresses;
   std::string vhost = "/";
   std::string user = "guest";
   std::string password = "guest";
@@ -33,6 +37,17 @@ struct ConnectionOptions {
   bool tls = false;
   std::string tls_ca_file, tls_cert_file, tls_key_file;
   bool tls_verify_peer = true;
+
+  // `addresses`, or host:port when it is empty.
+  std::vector<Address> Endpoints() const {
+    return addresses.empty() ? std::vector<Address>{{host, port}} : addresses;
+  }
+  // The endpoints as one string for logs: "a:5671,b:5671".
+  std::string DescribeEndpoints() const {
+    std::string text;
+    for (const Address& a : Endpoints()) text += (text.empty() ? "" : ",") + a.ToString();
+    return text;
+  }
 };
 
 // Message properties and body. Headers are an AMQP field table expressed as a JSON object

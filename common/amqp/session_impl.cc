@@ -5,6 +5,7 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "common/amqp/field_table.h"
@@ -58,6 +59,41 @@ Status LibraryError(int rc, const std::string& what) {
     default: break;
   }
   return Status(code, what + ": " + amqp_error_string2(rc));
+}
+
+// What an operator needs to fix a failed TLS handshake, appended to rabbitmq-c's terse error.
+Status WithTlsHint(const Status& status, int rc, const ConnectionOptions& options,
+                   const Address& address) {
+  if (!options.tls) return status;
+  std::string hint;
+  switch (rc) {
+    case AMQP_STATUS_SSL_PEER_VERIFY_FAILED:
+      hint =
+          "the broker's certificate is not signed by " +
+          (options.tls_ca_file.empty() ? std::string("a CA the system trusts")
+                                       : "the CA in amqp.tls.caFile (" + options.tls_ca_file + ")");
+      break;
+    case AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED:
+      hint = "the broker's certificate does not name \"" + address.host +
+             "\" (only DNS names are matched: connect by a name the certificate lists, not by IP "
+             "address)";
+      break;
+    case AMQP_STATUS_SSL_CONNECTION_FAILED:
+    case AMQP_STATUS_SSL_ERROR:
+    case AMQP_STATUS_SOCKET_ERROR:
+    case AMQP_STATUS_CONNECTION_CLOSED:
+      hint =
+          options.tls_cert_file.empty()
+              ? "TLS handshake refused: does the broker listen with TLS on this port, and does it "
+                "require a client certificate (amqp.tls.certFile, keyFile)?"
+              : "TLS handshake refused: does the broker listen with TLS on this port, and does it "
+                "trust the CA of the client certificate " +
+                    options.tls_cert_file + "?";
+      break;
+    default:
+      return status;
+  }
+  return Status(status.code(), status.message() + " (" + hint + ")");
 }
 
 // A channel.close or connection.close from the broker, e.g. 404 NOT_FOUND.
@@ -170,6 +206,9 @@ void RabbitmqSession::ConnectionDeleter::operator()(amqp_connection_state_t_* co
 
 RabbitmqSession::RabbitmqSession(ConnectionOptions options) : options_(std::move(options)) {
   if (options_.connection_name.empty()) options_.connection_name = "syncbus";
+  // Clients of one pool start at different nodes (by name), so connections spread over the
+  // cluster rather than all landing on the first node listed.
+  next_endpoint_ = std::hash<std::string>{}(options_.connection_name) % options_.Endpoints().size();
 }
 
 RabbitmqSession::~RabbitmqSession() { Close(); }
@@ -180,8 +219,34 @@ Status RabbitmqSession::Connect() {
   consumers_.clear();
   cancelled_.reset();
   blocked_ = false;
-  const std::string where = options_.host + ":" + std::to_string(options_.port);
+  const std::vector<Address> endpoints = options_.Endpoints();
+  const size_t n = endpoints.size();
+  // Each node in turn, starting after the one used last: a lost connection most often means
+  // that node went away. Errors that every node would repeat (a bad CA file) end the round.
+  std::vector<Status> failures;
+  for (size_t i = 0; i < n; ++i) {
+    size_t index = (next_endpoint_ + i) % n;
+    Status st = ConnectTo(endpoints[index]);
+    if (st.ok()) {
+      next_endpoint_ = (index + 1) % n;
+      return st;
+    }
+    if (st.code() == Code::kInvalidArgument || n == 1) return st;
+    failures.push_back(std::move(st));
+  }
+  // None answered: the most telling failure's code (a refused login or certificate says more
+  // than a refused connection), every node's error in the message.
+  Code code = Code::kUnavailable;
+  std::string message = "no AMQP broker of " + std::to_string(n) + " reachable";
+  for (const Status& f : failures) {
+    if (code == Code::kUnavailable && f.code() != Code::kTimeout) code = f.code();
+    message += "; " + f.message();
+  }
+  return Status(code, message);
+}
 
+Status RabbitmqSession::ConnectTo(const Address& address) {
+  const std::string where = address.ToString();
   conn_.reset(amqp_new_connection());
   if (!conn_) return Internal("rabbitmq-c could not allocate a connection");
   amqp_socket_t* socket = options_.tls ? amqp_ssl_socket_new(conn_.get())
@@ -208,10 +273,11 @@ Status RabbitmqSession::Connect() {
   }
 
   timeval connect_tv = ToTimeval(options_.connect_timeout);
-  int rc = amqp_socket_open_noblock(socket, options_.host.c_str(), options_.port, &connect_tv);
+  int rc = amqp_socket_open_noblock(socket, address.host.c_str(), address.port, &connect_tv);
   if (rc != AMQP_STATUS_OK) {
     conn_.reset();
-    return LibraryError(rc, "connecting to AMQP broker " + where);
+    return WithTlsHint(LibraryError(rc, "connecting to AMQP broker " + where), rc, options_,
+                       address);
   }
   amqp_set_handshake_timeout(conn_.get(), &connect_tv);
 
@@ -238,6 +304,11 @@ Status RabbitmqSession::Connect() {
                                        " as " + Quote(options_.user));
   if (!login.ok()) {
     conn_.reset();
+    // Over TLS 1.3 a broker checks the client's certificate after the client's side of the
+    // handshake is done: a refusal shows up here, as the first read failing.
+    if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
+      return WithTlsHint(login, reply.library_error, options_, address);
+    }
     return login;
   }
 
@@ -251,6 +322,7 @@ Status RabbitmqSession::Connect() {
   log::Info("amqp: connection open", {{"connection", options_.connection_name},
                                       {"broker", where},
                                       {"vhost", options_.vhost},
+                                      {"tls", options_.tls},
                                       {"heartbeat_s", heartbeat}});
   return Status::Ok();
 }

@@ -63,6 +63,8 @@ class RabbitmqSession final : public Session {
 
   std::vector<Status> PublishSpan(std::span<const Publication> publications,
                                   std::chrono::milliseconds timeout);
+  // One connection attempt to one node.
+  Status ConnectTo(const Address& address);
   Status OpenChannel();
   Status RestoreChannel();
   Result<std::string> StartConsumer(const std::string& queue, uint16_t prefetch,
@@ -93,6 +95,7 @@ class RabbitmqSession final : public Session {
 
   ConnectionOptions options_;
   ConnectionPtr conn_;
+  size_t next_endpoint_ = 0;  // index into options_.Endpoints() tried first
   bool connected_ = false;
   bool closing_ = false;
   bool blocked_ = false;

@@ -79,6 +79,39 @@ TEST_CASE("bad credentials, unknown vhosts and closed ports fail with clear stat
 }
 
 TEST_CASE(
+    "with several broker addresses a dead node is skipped and every connect finds the live one") {
+  TestVhost vhost = NewTestVhost();
+  ConnectionOptions options = vhost.Options("addresses");
+  // Port 1 on loopback refuses at once: a node that is down.
+  options.addresses = {{"127.0.0.1", 1}, {options.host, options.port}, {"127.0.0.1", 1}};
+  options.connect_timeout = milliseconds(2000);
+  RabbitmqSession session(options);
+  for (int round = 0; round < 3; ++round) {
+    Status connected = session.Connect();
+    REQUIRE_MESSAGE(connected.ok(), connected.ToString());
+    CHECK(session.Declare(SyncbusTopology()).ok());
+    session.Close();
+  }
+
+  ConnectionOptions none = options;
+  none.addresses = {{"127.0.0.1", 1}, {"127.0.0.1", 2}};
+  RabbitmqSession nowhere(none);
+  Status s = nowhere.Connect();
+  CHECK(s.code() == Code::kUnavailable);
+  CHECK(s.message().find("no AMQP broker of 2 reachable") != std::string::npos);
+  CHECK(s.message().find("127.0.0.1:1") != std::string::npos);
+  CHECK(s.message().find("127.0.0.1:2") != std::string::npos);
+
+  // A refused login is reported as such even when other nodes were down.
+  ConnectionOptions bad_login = options;
+  bad_login.password = "not-the-password";
+  RabbitmqSession refused(bad_login);
+  s = refused.Connect();
+  CHECK(s.code() == Code::kUnauthorized);
+  CHECK(s.message().find("ACCESS_REFUSED") != std::string::npos);
+}
+
+TEST_CASE(
     "a connection closed by an operator fails Next, after reconnecting, unacked "
     "deliveries come back redelivered") {
   TestVhost vhost = NewTestVhost();

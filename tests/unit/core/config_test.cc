@@ -112,3 +112,32 @@ TEST_CASE("password file is read and trimmed") {
   CHECK(c->amqp.password == "s3cret");
   CHECK_FALSE(ParseConfig("amqp: {passwordFile: /nonexistent/pw}").ok());
 }
+
+TEST_CASE("amqp.addresses lists the nodes of a cluster while host and port name one node") {
+  auto one = ParseConfig("amqp: {host: rabbit, port: 5671}");
+  REQUIRE(one.ok());
+  CHECK(one->amqp.DescribeEndpoints() == "rabbit:5671");
+
+  auto many =
+      ParseConfig(R"(amqp: {port: 5671, addresses: ["rabbit-0:5672", "rabbit-1", "[::1]:5673"]})");
+  REQUIRE(many.ok());
+  REQUIRE(many->amqp.Endpoints().size() == 3);
+  CHECK(many->amqp.Endpoints()[0] == amqp::Address{"rabbit-0", 5672});
+  CHECK(many->amqp.Endpoints()[1] == amqp::Address{"rabbit-1", 5671});  // the port key
+  CHECK(many->amqp.Endpoints()[2] == amqp::Address{"::1", 5673});
+  CHECK(many->amqp.DescribeEndpoints() == "rabbit-0:5672,rabbit-1:5671,[::1]:5673");
+}
+
+TEST_CASE("bad amqp.addresses are errors that name the entry") {
+  auto both = ParseConfig(R"(amqp: {host: rabbit, addresses: ["a:1"]})");
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.status().message().find("amqp.addresses: give either host (and port) or addresses") !=
+        std::string::npos);
+  auto port = ParseConfig(R"(amqp: {addresses: ["a:1", "b:99999"]})");
+  REQUIRE_FALSE(port.ok());
+  CHECK(port.status().message().find("amqp.addresses[1]: broker address \"b:99999\": the port") !=
+        std::string::npos);
+  CHECK_FALSE(ParseConfig("amqp: {addresses: []}").ok());
+  CHECK_FALSE(ParseConfig("amqp: {addresses: rabbit}").ok());
+  CHECK_FALSE(ParseConfig("amqp: {addresses: [[a]]}").ok());
+}
