@@ -48,11 +48,13 @@ Result<kube::ClusterConfig> HubClusterConfig(const HubConfig& hub) {
   return config;
 }
 
-std::optional<HubConnection> NewHubConnection(
-    const HubConfig& hub, const http::CurlTransport::Options& transport_options,
-    prometheus::Registry& registry) {
+std::optional<HubConnection> NewHubConnection(const HubConfig& hub,
+                                              const http::CurlTransport::Options& transport_options,
+                                              prometheus::Registry& registry,
+                                              const std::string& user_agent) {
   auto transport = http::CurlTransport::Create(transport_options);
   auto config = HubClusterConfig(hub);
+  if (config.ok()) config->user_agent = user_agent;
   if (!transport.ok() || !config.ok()) {
     log::Error("cannot start",
                {{"error", (!transport.ok() ? transport.status() : config.status()).message()}});

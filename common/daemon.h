@@ -39,9 +39,12 @@ struct HubConnection {
 // `registry` as syncbus_hub_requests_total{method,code} and syncbus_hub_request_duration_seconds
 // (http::MeteredTransport); other clients of the transport are not. On error logs "cannot start"
 // and returns nullopt: the main exits 1.
-std::optional<HubConnection> NewHubConnection(
-    const HubConfig& hub, const http::CurlTransport::Options& transport_options,
-    prometheus::Registry& registry);
+// `user_agent` names the process to the hub ("syncbus-consumer/<identity>"), so the hub's audit
+// log tells replicas apart.
+std::optional<HubConnection> NewHubConnection(const HubConfig& hub,
+                                              const http::CurlTransport::Options& transport_options,
+                                              prometheus::Registry& registry,
+                                              const std::string& user_agent);
 
 // Runs the daemon's loop (`run`, until stop) with the admin endpoint serving the `healthy` and
 // `ready` probes unless disabled, then logs "<component> stopped". /metrics also carries `transport`'s counters (see

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -129,6 +130,12 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
       outcome.kind = SyncOutcome::Kind::kSkipped;
       outcome.detail = "cluster-gone";
       return outcome;
+    }
+    if (!options_.crash_annotation.empty() &&
+        state->cd->meta.annotations.count(options_.crash_annotation)) {
+      log::Error("crashing on purpose: the ClusterDeployment carries the crash annotation",
+                 {{"cluster", key}, {"annotation", options_.crash_annotation}});
+      std::abort();
     }
     if (std::string skip = state->cd->SkipReason(); !skip.empty()) {
       outcome.kind = SyncOutcome::Kind::kSkipped;

@@ -46,6 +46,9 @@ struct SyncerOptions {
   double per_cluster_qps = 50;                 // 0 = no rate limit
   std::chrono::milliseconds request_timeout{30000};
   std::chrono::milliseconds cluster_deadline{std::chrono::minutes(10)};   // one Sync's target work
+  // Whole-system fault injection: abort the process on reading a ClusterDeployment that carries
+  // this annotation, as a crash bug on poison input would. Empty (production) = never.
+  std::string crash_annotation;
 };
 
 struct SyncOutcome {

@@ -33,7 +33,8 @@ Status ConsumerApp::healthy() const {
 Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   Clock& clock = *deps_.clock;
   // Pacing per target happens in the syncer's request limiter, not in the clients.
-  TargetClients targets(deps_.transport, 0, static_cast<size_t>(config_.consumer.target_clients));
+  TargetClients targets(deps_.transport, 0, static_cast<size_t>(config_.consumer.target_clients),
+                        "syncbus-consumer/" + deps_.identity);
   const ConsumerConfig& c = config_.consumer;
   SyncerOptions syncer_options;
   syncer_options.parallel_sync_sets = c.parallel_sync_sets;
@@ -42,6 +43,7 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   syncer_options.per_cluster_qps = c.per_cluster_qps;
   syncer_options.request_timeout = c.request_timeout;
   syncer_options.cluster_deadline = c.cluster_deadline;
+  syncer_options.crash_annotation = deps_.crash_annotation;
   // The state each sync reads: from the mirror, fed by one reflector per collection, or (mirror
   // disabled) from the hub directly.
   DirectHubReader direct(*deps_.hub);
@@ -114,7 +116,8 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
       }
       consuming_.store(true);
       backoff.Reset();
-      log::Info("consuming", {{"host", config_.amqp.host}, {"vhost", config_.amqp.vhost},
+      log::Info("consuming", {{"brokers", config_.amqp.DescribeEndpoints()},
+                              {"vhost", config_.amqp.vhost},
                               {"prefetch", config_.consumer.prefetch}});
     }
     Status s = loop.Step(std::chrono::milliseconds(50));

@@ -29,6 +29,9 @@ struct ConsumerDeps {
   // Fails the hub and target requests still in flight at once (CurlTransport::Shutdown), so a
   // request stuck on an unresponsive server cannot hold the exit past the grace period. Optional.
   std::function<void()> abort_io;
+  // Fault injection for whole-system tests only (SYNCBUS_CRASH_ON_ANNOTATION): the process aborts
+  // when it syncs a cluster whose ClusterDeployment carries this annotation. Empty = never.
+  std::string crash_annotation;
 };
 
 class ConsumerApp {

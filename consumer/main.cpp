@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 
 #include "common/amqp/session_impl.h"
 #include "common/clock.h"
 #include "common/daemon.h"
 #include "common/http/curl_transport.h"
+#include "common/log.h"
 #include "consumer/consumer_app.h"
 
 namespace {
@@ -41,15 +43,24 @@ int main(int argc, char** argv) {
   transport_options.max_idle_connections = config->consumer.max_idle_connections;
   transport_options.idle_pool_timeout = config->consumer.idle_connection_timeout;
   auto registry = std::make_shared<prometheus::Registry>();
-  auto hub = NewHubConnection(config->hub, transport_options, *registry);
+  const std::string identity = LeaseIdentity(name);
+  auto hub =
+      NewHubConnection(config->hub, transport_options, *registry, "syncbus-consumer/" + identity);
   if (!hub) return 1;
   amqp::ConnectionOptions amqp_options = config->amqp;
   amqp_options.connection_name = name;
+  // Whole-system fault injection only (scripts/chaos); never set in deploy/.
+  std::string crash_annotation;
+  if (const char* value = std::getenv("SYNCBUS_CRASH_ON_ANNOTATION"); value != nullptr && *value) {
+    crash_annotation = value;
+    log::Warn("fault injection on: syncs of clusters annotated with it abort this process",
+              {{"annotation", crash_annotation}});
+  }
   consumer::ConsumerApp app(
       *config, {std::move(hub->client), hub->transport,
                 [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
-                &RealClock(), registry, LeaseIdentity(name),
-                [transport = hub->transport] { transport->Shutdown(); }});
+                &RealClock(), registry, identity,
+                [transport = hub->transport] { transport->Shutdown(); }, crash_annotation});
   return RunDaemon(
       config->admin, registry, hub->transport,
       [&app] { return app.healthy(); }, [&app] { return app.ready(); },

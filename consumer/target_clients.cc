@@ -24,7 +24,7 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
     return InvalidArgument("admin kubeconfig of " + cluster_key + ": " + config.status().message());
   }
   config->qps = qps_;
-  config->user_agent = "syncbus-consumer";
+  config->user_agent = user_agent_;
   config->request_timeout = request_timeout;
   auto client = std::make_shared<kube::ClientImpl>(std::move(*config), transport_);
   Target target{client, std::make_shared<RestMapper>(*client)};

@@ -35,11 +35,13 @@ class TargetClients {
  public:
   // `client_qps` paces each client on its own (0 = none); the ClusterSyncer's RequestLimiter
   // already limits each cluster's rate, so the consumer passes 0.
+  // `user_agent` names this consumer process to every target ("syncbus-consumer/<identity>").
   TargetClients(std::shared_ptr<http::Transport> transport, double client_qps,
-                size_t capacity = 2000)
+                size_t capacity = 2000, std::string user_agent = "syncbus-consumer")
       : transport_(std::move(transport)),
         qps_(client_qps),
-        capacity_(std::max<size_t>(1, capacity)) {}
+        capacity_(std::max<size_t>(1, capacity)),
+        user_agent_(std::move(user_agent)) {}
 
   // `kubeconfig_yaml` was read from the Secret named `kubeconfig_secret`. kInvalidArgument
   // (permanent until someone fixes the Secret) for a bad kubeconfig.
@@ -79,6 +81,7 @@ class TargetClients {
   std::shared_ptr<http::Transport> transport_;
   double qps_;
   size_t capacity_;
+  std::string user_agent_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, Entry> entries_;
   std::list<std::string> recency_;  // cluster keys, most recently used first

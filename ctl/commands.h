@@ -69,10 +69,12 @@ struct TraceOptions {
   std::chrono::milliseconds since{std::chrono::hours(1)};
   bool json = false;
   bool follow = false;                      // keep printing new steps until interrupted
+  bool all = false;                         // every cluster's events (cluster empty), JSON lines
 };
 
 // `syncbusctl trace CLUSTER`: the cluster's recent timeline from the trace stream and where its
-// newest request is now.
+// newest request is now. `syncbusctl trace --all`: every event of the window, one JSON object
+// per line (for audits and tools).
 int RunTrace(const TraceOptions& options);
 
 // Prints the topology as `rabbitmqctl import_definitions` JSON for `vhost`.

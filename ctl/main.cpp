@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
   ctl::TraceOptions trace;
   std::string trace_since = "1h";
   auto* tr = cli.add_subcommand("trace", "a cluster's recent timeline: decided, published, delivered, attempts, applied, acked");
-  tr->add_option("cluster", trace.cluster, "NAMESPACE/NAME, or a name in any namespace")->required();
+  tr->add_option("cluster", trace.cluster, "NAMESPACE/NAME, or a name in any namespace");
+  tr->add_flag("--all", trace.all, "every cluster's events instead, one JSON object per line");
   tr->add_option("-c,--config", trace.config_file, "syncbus YAML config (its amqp section)");
   tr->add_option("--since", trace_since, "how far back to read the trace stream (e.g. 30m, 6h)");
   tr->add_flag("-f,--follow", trace.follow, "keep printing new steps until interrupted");
@@ -84,6 +85,10 @@ int main(int argc, char** argv) {
       status.json = status.json || output == "json";
       status.wide = output == "wide";
       return ctl::RunStatus(status);
+    }
+    if (trace.all == !trace.cluster.empty()) {
+      std::fprintf(stderr, "syncbusctl trace: give a cluster or --all\n");
+      return 2;
     }
     trace.since = *since;
     trace.json = trace.json || output == "json";

@@ -200,11 +200,11 @@ int RunTrace(const TraceOptions& options) {
     const auto& stop = InstallStopSignals();
     TraceQuery query;
     query.since = now - options.since;
-    query.cluster = options.cluster;
+    query.cluster = options.cluster;  // empty with --all: every cluster
     query.quiet = std::chrono::milliseconds(500);
     query.keep_going = [&stop] { return !stop.load(); };
     query.on_event = [&](const TraceEvent& e) {
-      if (options.json) {
+      if (options.json || options.all) {
         std::cout << EncodeTraceEvent(e) << std::endl;
       } else {
         std::string table = FormatTimeline({e});
@@ -218,6 +218,12 @@ int RunTrace(const TraceOptions& options) {
   }
   auto trace = ReadWindow(**broker, options.cluster, options.since, now);
   if (!trace.ok()) return Fail(trace.status().message());
+  if (options.all) {
+    (*broker)->Close();
+    for (const TraceEvent& e : trace->events) std::cout << EncodeTraceEvent(e) << "\n";
+    std::cout << std::flush;
+    return 0;
+  }
   auto parked = ParkedLetters(**broker, options.cluster);
   (*broker)->Close();
   if (!parked.ok()) return Fail(parked.status().Annotate("listing the dead-letter queue").message());

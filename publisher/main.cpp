@@ -38,14 +38,16 @@ int main(int argc, char** argv) {
   const auto& stop = InstallStopSignals();
 
   auto registry = std::make_shared<prometheus::Registry>();
-  auto hub = NewHubConnection(config->hub, {}, *registry);
+  const std::string identity = ElectionIdentity();
+  auto hub = NewHubConnection(config->hub, {}, *registry, "syncbus-publisher/" + identity);
   if (!hub) return 1;
   amqp::ConnectionOptions amqp_options = config->amqp;
-  amqp_options.connection_name = "syncbus-publisher";
+  // Each replica's connection has its own name in the management UI.
+  amqp_options.connection_name = "syncbus-publisher/" + identity;
   publisher::PublisherApp app(
       *config, {std::move(hub->client),
                 [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
-                &RealClock(), registry, ElectionIdentity()});
+                &RealClock(), registry, identity});
   return RunDaemon(
       config->admin, registry, hub->transport,
       [&app] { return app.healthy(); }, [&app] { return app.ready(); },

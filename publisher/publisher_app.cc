@@ -210,7 +210,8 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
         continue;
       }
       connected_.store(true);
-      log::Info("connected to the broker", {{"host", config_.amqp.host}, {"vhost", config_.amqp.vhost}});
+      log::Info("connected to the broker",
+                {{"brokers", config_.amqp.DescribeEndpoints()}, {"vhost", config_.amqp.vhost}});
     }
     // The first round looks at every cluster; later rounds at what changed (plus what is
     // pending, due or outstanding too long, which the publisher adds itself).
