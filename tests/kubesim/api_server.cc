@@ -143,7 +143,7 @@ struct ApiServer::State {
         hub(*clock,
             options.watch_history == 0 ? WatchWindow{} : WatchWindow::Fixed(options.watch_history)),
         store(&hub, registry.Namespaces(), [this] { return FormatNow(); }),
-        writes(&registry, &store, clock) {}
+        writes(&registry, &store, clock, options.name) {}
 
   std::string FormatNow() const;
 
@@ -191,7 +191,7 @@ ApiResponse ApiServer::Call(const std::string& method, const std::string& path, 
     request.body = body.dump();
     request.headers.emplace_back("Content-Type", content_type);
   }
-  return Handle(request);
+  return Serve(request, nullptr);
 }
 
 namespace {
@@ -314,6 +314,10 @@ ApiResponse ListObjects(const ObjectStore& store, WatchHub& hub, const TypePtr& 
 }  // namespace
 
 ApiResponse ApiServer::Handle(const ApiRequest& request) {
+  return Serve(request, state_->options.journal);
+}
+
+ApiResponse ApiServer::Serve(const ApiRequest& request, Journal* journal) {
   ++state_->requests;
   RequestTarget target = ParseTarget(request.path);
   ResourceRegistry& registry = state_->registry;
@@ -364,7 +368,7 @@ ApiResponse ApiServer::Handle(const ApiRequest& request) {
   if (!resolved.ok()) return ErrorResponse(resolved.error());
   const TypePtr& type = resolved->type;
   QueryParams query(request.query);
-  WriteRequest write{type, target.ns, target.name, target.subresource, &request, &query};
+  WriteRequest write{type, target.ns, target.name, target.subresource, &request, &query, journal};
   const std::string& m = request.method;
   if (m == "GET") {
     if (query.Flag("watch")) {

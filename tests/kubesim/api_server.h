@@ -19,6 +19,8 @@
 
 namespace syncbus::kubesim {
 
+class Journal;
+
 struct ApiRequest {
   std::string method;          // GET POST PUT PATCH DELETE
   std::string path;            // "/apis/hive.openshift.io/v1/namespaces/ns/syncsets/a"
@@ -52,6 +54,8 @@ class ApiServer {
     // kube-apiserver's watch cache keeps (WatchWindow in watch_hub.h), N = exactly the last N.
     size_t watch_history = 0;
     const Clock* clock = nullptr;            // timestamps and watch timeouts; null = real clock
+    // Records the writes of Handle() under `name` (not Call()'s); not owned, outlives the server.
+    Journal* journal = nullptr;
   };
   explicit ApiServer(Options options);
   ~ApiServer();
@@ -60,7 +64,7 @@ class ApiServer {
 
   static bool IsWatch(const ApiRequest& request);
 
-  // Any request that is not a watch, answered on the current state.
+  // Any request that is not a watch, answered on the current state; its writes are journaled.
   ApiResponse Handle(const ApiRequest& request);
   // kube-apiserver holds a read served from its watch cache at a resourceVersion the cache has
   // not reached (a get, or a list without limit, with resourceVersion=N) until the cache gets
@@ -86,7 +90,7 @@ class ApiServer {
   void ExpireHistory();     // every resourceVersion seen so far is now too old (410 on resume)
   void CloseAllWatches();   // ends every open watch; clients must rewatch
 
-  // Convenience for fleet generation and assertions: same semantics as Handle().
+  // Convenience for fleet generation and assertions: same semantics as Handle(), not journaled.
   ApiResponse Call(const std::string& method, const std::string& path, const Json& body = nullptr,
                    const std::string& content_type = "application/json",
                    const std::string& query = {});
@@ -100,6 +104,8 @@ class ApiServer {
 
  private:
   struct State;
+  ApiResponse Serve(const ApiRequest& request, Journal* journal);
+
   std::unique_ptr<State> state_;
 };
 

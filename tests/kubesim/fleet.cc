@@ -117,8 +117,15 @@ std::string FleetResourceNamespace(const FleetSpec& spec, int index) {
 
 std::string MakeKubeconfig(const std::string& name, const std::string& server,
                            const ClientAuth& auth) {
-  std::string user =
-      auth.token.empty() ? "  user: {}\n" : "  user:\n    token: \"" + auth.token + "\"\n";
+  std::string user;
+  if (!auth.token.empty()) user += "    token: \"" + auth.token + "\"\n";
+  if (!auth.client_cert_pem.empty()) {
+    user += "    client-certificate-data: " + EncodeBase64(auth.client_cert_pem) + "\n";
+  }
+  if (!auth.client_key_pem.empty()) {
+    user += "    client-key-data: " + EncodeBase64(auth.client_key_pem) + "\n";
+  }
+  user = user.empty() ? "  user: {}\n" : "  user:\n" + user;
   std::string ca = auth.ca_pem.empty()
                        ? std::string()
                        : "    certificate-authority-data: " + EncodeBase64(auth.ca_pem) + "\n";
@@ -148,6 +155,11 @@ std::string FleetSummary::ToString(const FleetSpec& spec) const {
 
 Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const std::string& base_url,
                                  const ClientAuth& auth) {
+  return PopulateHub(hub, spec, base_url, [&auth](const std::string&) { return auth; });
+}
+
+Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const std::string& base_url,
+                                 const ClusterAuth& auth) {
   SYNCBUS_RETURN_IF_ERROR(spec.Validate());
   if (spec.host_per_cluster && base_url.rfind("http://", 0) != 0) {
     return InvalidArgument("a host per cluster needs a plain http:// simulator, not " + base_url);
@@ -166,7 +178,9 @@ Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const st
         Create(hub, "/apis/hive.openshift.io/v1/namespaces/" + name + "/clusterdeployments",
                ClusterDeployment(i, name)));
     std::string server = spec.host_per_cluster ? WithHost(base_url, name + ".localhost") : base_url;
-    std::string kubeconfig = MakeKubeconfig(name, server + "/clusters/" + name, auth);
+    Result<ClientAuth> cluster_auth = auth(name);
+    if (!cluster_auth.ok()) return cluster_auth.status().Annotate("credentials of " + name);
+    std::string kubeconfig = MakeKubeconfig(name, server + "/clusters/" + name, *cluster_auth);
     SYNCBUS_RETURN_IF_ERROR(Create(
         hub, "/api/v1/namespaces/" + name + "/secrets",
         {{"apiVersion", "v1"},

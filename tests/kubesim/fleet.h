@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,11 +42,16 @@ std::vector<std::string> FleetClusterNames(int clusters);
 std::string FleetResourceNamespace(const FleetSpec& spec, int index);
 
 // How clients reach the simulator: bearer token (empty = none) and, for HTTPS, the PEM of the
-// certificate authority to trust (empty = plain HTTP or the system store).
+// certificate authority to trust (empty = plain HTTP or the system store); optionally a client
+// certificate and its private key (PEM, both or neither).
 struct ClientAuth {
   std::string token;
   std::string ca_pem;
+  std::string client_cert_pem;
+  std::string client_key_pem;
 };
+// The ClientAuth of one cluster's admin kubeconfig, by cluster name.
+using ClusterAuth = std::function<Result<ClientAuth>(const std::string& cluster)>;
 
 // A kubeconfig (YAML) for one API server: `server` is its base URL.
 std::string MakeKubeconfig(const std::string& name, const std::string& server,
@@ -61,7 +67,10 @@ struct FleetSummary {
 };
 
 // Writes the hub side. Each admin kubeconfig points at `base_url` + "/clusters/<name>" (with
-// host_per_cluster, base_url's host replaced by <name>.localhost).
+// host_per_cluster, base_url's host replaced by <name>.localhost) with `auth(<name>)`.
+Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const std::string& base_url,
+                                 const ClusterAuth& auth);
+// The same with one ClientAuth for every cluster.
 Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const std::string& base_url,
                                  const ClientAuth& auth);
 // Creates the extra namespaces on one target cluster; returns how many.

@@ -1,5 +1,6 @@
 // syncbus-kubesim: the Kubernetes API simulator (a hub with Hive's CRDs and N target clusters) on
-// one port, with a generated fleet and fault injection. Thin main over SimServer.
+// one port, with a generated fleet, fault injection, per-cluster credentials and a write journal.
+// Thin main over SimServer.
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -85,7 +86,17 @@ int main(int argc, char** argv) {
                "clients, as with real clusters (plain HTTP only)");
   cli.add_option("--namespaces-per-cluster", fleet.namespaces_per_cluster,
                  "extra namespaces per target; resources spread over them instead of default");
-  cli.add_option("--token", sim.token, "require this bearer token (401 otherwise)");
+  cli.add_option("--token", sim.token,
+                 "require this bearer token (401 otherwise); with --cluster-credentials, on the "
+                 "hub only");
+  cli.add_flag("--cluster-credentials", sim.cluster_credentials,
+               "give every target cluster its own random bearer token, which it alone accepts, "
+               "and put it in the cluster's admin kubeconfig Secret on the hub with a client key "
+               "and self-signed certificate of its own (EC P-256; not checked over HTTP)");
+  cli.add_option("--journal", sim.journal_path,
+                 "write one JSON line per request that changed an object (POST, PUT, PATCH, "
+                 "DELETE) on the hub or a target to this file (truncated at start; written out "
+                 "at least every 100ms, on POST /_sim/journal/flush and on exit)");
   cli.add_option("--tls-cert", options.tls_cert_file,
                  "serve HTTPS with this PEM certificate (kubeconfigs trust it as their CA)");
   cli.add_option("--tls-key", options.tls_key_file, "the certificate's PEM private key");

@@ -257,7 +257,8 @@ void ObjectStore::FinishNamespaceLocked(const std::string& ns) {
   RemoveLocked(nb->second, namespace_object, Propagation::kBackground);
 }
 
-ObjectStore::Committed ObjectStore::Create(const TypePtr& type, const PreparedObject& object) {
+ObjectStore::Committed ObjectStore::Create(const TypePtr& type, const PreparedObject& object,
+                                           const OnCommit& on_commit) {
   Committed out;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -270,13 +271,15 @@ ObjectStore::Committed ObjectStore::Create(const TypePtr& type, const PreparedOb
     }
     out.object = object.Finish(++rv_);
     StoreLocked(bucket, out.object, nullptr);
+    if (on_commit) on_commit(out.object);
   }
   hub_->Pump();
   return out;
 }
 
 ObjectStore::Committed ObjectStore::Update(const TypePtr& type, const ObjectPtr& expected,
-                                           const PreparedObject& object) {
+                                           const PreparedObject& object,
+                                           const OnCommit& on_commit) {
   Committed out;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -293,13 +296,14 @@ ObjectStore::Committed ObjectStore::Update(const TypePtr& type, const ObjectPtr&
       out.object = object.Finish(++rv_);
       StoreLocked(bucket, out.object, expected);
     }
+    if (on_commit) on_commit(out.object);
   }
   hub_->Pump();
   return out;
 }
 
 ObjectStore::Committed ObjectStore::Delete(const TypePtr& type, const ObjectPtr& expected,
-                                           Propagation policy) {
+                                           Propagation policy, const OnCommit& on_commit) {
   Committed out;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -336,6 +340,7 @@ ObjectStore::Committed ObjectStore::Delete(const TypePtr& type, const ObjectPtr&
       out.object = RemoveLocked(bucket, expected, policy);
       out.removed = true;
     }
+    if (on_commit && (out.removed || out.object != expected)) on_commit(out.object);
   }
   hub_->Pump();
   return out;

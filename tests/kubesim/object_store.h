@@ -54,13 +54,20 @@ class ObjectStore {
     ObjectPtr object;      // the stored (or, when removed, the last) state
     bool removed = false;  // the write removed the object (finalizers cleared)
   };
-  Committed Create(const TypePtr& type, const PreparedObject& object);
+  // Told the state a write committed (for a removal, the last state) while the store still
+  // holds its lock, so it sees one object's writes in the order they were applied; not told
+  // when the write changed nothing. Must be quick and must not call the store.
+  using OnCommit = std::function<void(const ObjectPtr& object)>;
+  Committed Create(const TypePtr& type, const PreparedObject& object,
+                   const OnCommit& on_commit = nullptr);
   // Replaces `expected` (the current state the write was computed from). An object being
   // deleted whose finalizers are now gone is removed instead.
-  Committed Update(const TypePtr& type, const ObjectPtr& expected, const PreparedObject& object);
+  Committed Update(const TypePtr& type, const ObjectPtr& expected, const PreparedObject& object,
+                   const OnCommit& on_commit = nullptr);
   // A DELETE: objects with finalizers (and namespaces, which first empty themselves) get a
   // deletionTimestamp; others are removed, their dependents collected per `policy`.
-  Committed Delete(const TypePtr& type, const ObjectPtr& expected, Propagation policy);
+  Committed Delete(const TypePtr& type, const ObjectPtr& expected, Propagation policy,
+                   const OnCommit& on_commit = nullptr);
   // Removes every object of `type` (its CRD went away).
   void RemoveAll(const TypePtr& type);
   // `type` is served anew from now on (its CRD was written): watches resume only from here.

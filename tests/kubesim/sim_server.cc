@@ -55,6 +55,7 @@ SimServer::~SimServer() { Stop(); }
 
 void SimServer::Stop() {
   if (server_) server_->Stop();
+  if (simulation_) simulation_->FlushJournal();  // a failure was logged by the journal
 }
 
 int SimServer::port() const { return server_->port(); }
@@ -64,7 +65,10 @@ std::string SimServer::base_url() const {
 }
 
 std::string SimServer::HubKubeconfig() const {
-  return MakeKubeconfig("kubesim-hub", base_url(), {options_.simulation.token, ca_pem_});
+  ClientAuth auth;
+  auth.token = options_.simulation.token;
+  auth.ca_pem = ca_pem_;
+  return MakeKubeconfig("kubesim-hub", base_url(), auth);
 }
 
 void SimServer::ScheduleBookmarks() {

@@ -35,7 +35,8 @@ class SimServer {
   SimServer(const SimServer&) = delete;
   SimServer& operator=(const SimServer&) = delete;
 
-  // Stops serving (open watches and pending requests are cut). Idempotent.
+  // Stops serving (open watches and pending requests are cut) and flushes the journal.
+  // Idempotent.
   void Stop();
 
   int port() const;

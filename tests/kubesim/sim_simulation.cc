@@ -8,6 +8,7 @@
 #include <exception>
 #include <filesystem>
 
+#include "tests/kubesim/credentials.h"
 #include "tests/kubesim/json_util.h"
 #include "tests/kubesim/request_target.h"
 #include "tests/kubesim/sim_router.h"
@@ -118,20 +119,33 @@ Result<std::unique_ptr<Simulation>> Simulation::Create(Options options) {
   if (!crds.ok()) return crds.status();
   std::unique_ptr<Simulation> sim(new Simulation(std::move(options)));
   SYNCBUS_RETURN_IF_ERROR(sim->faults_.SetDefault(sim->options_.faults));
+  if (!sim->options_.journal_path.empty()) {
+    auto journal = Journal::Open(sim->options_.journal_path);
+    if (!journal.ok()) return journal.status();
+    sim->journal_ = std::move(journal).value();
+  }
   try {
     sim->hub_ = std::make_unique<SimCluster>();
     sim->hub_->name = kHubName;
+    sim->hub_->token = sim->options_.token;
     ApiServer::Options api_options;
     api_options.watch_history = sim->options_.watch_history;
     api_options.clock = sim->options_.clock;
     api_options.name = kHubName;
     api_options.crd_files = *crds;
+    api_options.journal = sim->journal_.get();
     sim->hub_->api = std::make_unique<ApiServer>(api_options);
     api_options.crd_files.clear();
     sim->names_ = FleetClusterNames(sim->options_.fleet.clusters);
     for (const std::string& name : sim->names_) {
       auto cluster = std::make_unique<SimCluster>();
       cluster->name = name;
+      cluster->token = sim->options_.token;
+      if (sim->options_.cluster_credentials) {
+        auto token = NewBearerToken();
+        if (!token.ok()) return token.status().Annotate("the token of " + name);
+        cluster->token = std::move(token).value();
+      }
       api_options.name = name;
       cluster->api = std::make_unique<ApiServer>(api_options);
       sim->clusters_.emplace(name, std::move(cluster));
@@ -144,7 +158,8 @@ Result<std::unique_ptr<Simulation>> Simulation::Create(Options options) {
 
 Result<FleetSummary> Simulation::GenerateFleet(const std::string& base_url,
                                                const std::string& ca_pem) {
-  auto summary = PopulateHub(*hub_->api, options_.fleet, base_url, {options_.token, ca_pem});
+  auto summary = PopulateHub(*hub_->api, options_.fleet, base_url,
+                             [&](const std::string& name) { return AdminAuth(name, ca_pem); });
   if (!summary.ok()) return summary.status();
   auto start = std::chrono::steady_clock::now();
   for (auto& [name, cluster] : clusters_) {
@@ -168,11 +183,26 @@ SimCluster* Simulation::Find(std::string_view cluster) {
   return it == clusters_.end() ? nullptr : it->second.get();
 }
 
-bool Simulation::Authorized(const http::Headers& headers) const {
-  if (options_.token.empty()) return true;
+Result<ClientAuth> Simulation::AdminAuth(const std::string& cluster, const std::string& ca_pem) {
+  SimCluster* target = Find(cluster);
+  if (target == nullptr || cluster.empty()) return NotFound("no cluster " + cluster);
+  ClientAuth auth;
+  auth.token = target->token;
+  auth.ca_pem = ca_pem;
+  if (!options_.cluster_credentials) return auth;
+  auto certificate = NewClientCertificate(cluster + "-admin");
+  if (!certificate.ok()) return certificate.status();
+  auth.client_cert_pem = std::move(certificate->cert_pem);
+  auth.client_key_pem = std::move(certificate->key_pem);
+  return auth;
+}
+
+bool Simulation::Authorized(const SimCluster& cluster, const http::Headers& headers) {
+  if (cluster.token.empty()) return true;
   for (const auto& [name, value] : headers) {
     if (name.size() == 13 && strncasecmp(name.c_str(), "Authorization", 13) == 0) {
-      return value == "Bearer " + options_.token;
+      return value.size() == 7 + cluster.token.size() && value.compare(0, 7, "Bearer ") == 0 &&
+             value.compare(7, std::string::npos, cluster.token) == 0;
     }
   }
   return false;
@@ -199,7 +229,7 @@ Plan Simulation::Dispatch(const http::ServerRequest& request) {
                         RequestResource(parsed));
   }
   plan.headers = {{"Audit-Id", NewUid()}, {"Cache-Control", "no-cache, private"}};
-  if (!Authorized(request.headers)) {
+  if (!Authorized(*target, request.headers)) {
     plan.response = SimStatusResponse(401, "Unauthorized", "Unauthorized");
     return plan;
   }
@@ -258,6 +288,16 @@ ApiResponse Simulation::Control(const http::ServerRequest& request, const std::s
     if (method != "GET") return method_not_allowed();
     return JsonOk({{"hub", kHubName}, {"clusters", names_}});
   }
+  if (path == "/journal/flush") {
+    if (method != "POST") return method_not_allowed();
+    if (!journal_) {
+      return SimStatusResponse(404, "NotFound",
+                               "no journal: the simulator was started without one (--journal)");
+    }
+    Status flushed = journal_->Flush();
+    if (!flushed.ok()) return SimStatusResponse(500, "InternalError", flushed.message());
+    return JsonOk({{"journal", journal_->path()}, {"done", "flush"}});
+  }
   if (path == "/faults") {
     if (method == "GET") return JsonOk(faults_.ToJson());
     if (method != "PUT") return method_not_allowed();
@@ -305,6 +345,10 @@ ApiResponse Simulation::Control(const http::ServerRequest& request, const std::s
     }
   }
   return SimStatusResponse(404, "NotFound", "no simulator control endpoint /_sim" + path);
+}
+
+Status Simulation::FlushJournal() {
+  return journal_ ? journal_->Flush() : Status::Ok();
 }
 
 void Simulation::SendBookmarks() {

@@ -1,7 +1,8 @@
 // Simulation: everything the Kubernetes simulator serves, without a transport — the hub and the
-// target clusters (one ApiServer each, with request counters), fault settings, the control API
-// and the fleet. Dispatch() turns one HTTP request into a Plan that the socket server and the
-// in-process transport carry out alike, so their behaviour cannot diverge. Thread-safe.
+// target clusters (one ApiServer each, with request counters and credentials), fault settings,
+// the control API, the write journal and the fleet. Dispatch() turns one HTTP request into a Plan
+// that the socket server and the in-process transport carry out alike, so their behaviour cannot
+// diverge. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -21,6 +22,7 @@
 #include "tests/kubesim/api_server.h"
 #include "tests/kubesim/faults.h"
 #include "tests/kubesim/fleet.h"
+#include "tests/kubesim/journal.h"
 #include "tests/kubesim/request_tally.h"
 
 namespace syncbus::kubesim {
@@ -45,6 +47,7 @@ class RequestCounters {
 // One simulated API server.
 struct SimCluster {
   std::string name;                // "hub" or the target's name
+  std::string token;               // the bearer token it requires; empty = none
   std::unique_ptr<ApiServer> api;
   RequestCounters counters;
   RequestTally tally;              // by verb and resource
@@ -83,6 +86,11 @@ class Simulation {
   struct Options {
     FleetSpec fleet;                     // targets are the fleet's clusters
     std::string token;                   // required bearer token; empty = none
+    // Every target requires its own random bearer token instead of `token` (which the hub keeps)
+    // and its admin kubeconfig also carries a client key and certificate of its own.
+    bool cluster_credentials = false;
+    // Journal the successful writes of every API server to this file (journal.h); empty = none.
+    std::string journal_path;
     std::string crd_dir;                 // the hub's CRDs (*.yaml); empty = SYNCBUS_KUBESIM_CRD_DIR
     uint64_t seed = 1;                   // fault draws
     FaultSpec faults;                    // initial setting for every cluster and the hub
@@ -97,7 +105,8 @@ class Simulation {
 
   // Writes the fleet's objects to the hub and the targets. `base_url` is where this simulation
   // is served ("http://127.0.0.1:PORT"): the admin kubeconfigs point below it, trusting
-  // `ca_pem` when it is served over HTTPS.
+  // `ca_pem` when it is served over HTTPS. With cluster_credentials each kubeconfig gets its
+  // cluster's token and a fresh client key and certificate.
   Result<FleetSummary> GenerateFleet(const std::string& base_url, const std::string& ca_pem = {});
 
   // Routes, authenticates and draws faults for one request; control requests are carried out
@@ -113,6 +122,8 @@ class Simulation {
 
   // Sends a BOOKMARK on every open watch of every API server (and ends expired watches).
   void SendBookmarks();
+  // Returns once everything journaled so far is on disk (Journal::Flush); Ok without a journal.
+  Status FlushJournal();
   // The body of GET /_sim/stats: requests per API server, and by verb and resource for the hub
   // ("hubRequests") and summed over the targets ("targetRequests").
   Json Stats() const;
@@ -121,11 +132,14 @@ class Simulation {
   explicit Simulation(Options options);
   SimCluster* Find(std::string_view cluster);   // "" = the hub
   ApiResponse Control(const http::ServerRequest& request, const std::string& path);
-  bool Authorized(const http::Headers& headers) const;
+  static bool Authorized(const SimCluster& cluster, const http::Headers& headers);
+  // The credentials of `cluster`'s admin kubeconfig.
+  Result<ClientAuth> AdminAuth(const std::string& cluster, const std::string& ca_pem);
 
   const Options options_;
   FaultTable faults_;
   RequestCounters total_;
+  std::unique_ptr<Journal> journal_;   // outlives the API servers that append to it
   std::unique_ptr<SimCluster> hub_;
   std::map<std::string, std::unique_ptr<SimCluster>, std::less<>> clusters_;
   std::vector<std::string> names_;

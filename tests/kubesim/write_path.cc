@@ -46,6 +46,14 @@ std::string MediaType(const ApiRequest& r) {
   return type;
 }
 
+// The journal's verb for a write request.
+const char* JournalVerb(const ApiRequest& r) {
+  if (r.method == "POST") return "create";
+  if (r.method == "PUT") return "update";
+  if (r.method == "DELETE") return "delete";
+  return MediaType(r) == kApplyPatch ? "apply" : "patch";
+}
+
 std::string MetaString(const Json& object, const char* key) {
   auto meta = object.find("metadata");
   if (meta == object.end() || !meta->is_object()) return "";
@@ -231,10 +239,29 @@ StatusError PatchOptionsInvalid(FieldError error) {
 
 }  // namespace
 
-WritePath::WritePath(ResourceRegistry* registry, ObjectStore* store, const Clock* clock)
-    : registry_(registry), store_(store), clock_(clock) {}
+WritePath::WritePath(ResourceRegistry* registry, ObjectStore* store, const Clock* clock,
+                     std::string server_name)
+    : registry_(registry), store_(store), clock_(clock), server_name_(std::move(server_name)) {}
 
 std::string WritePath::Now() const { return FormatTime(clock_->WallNow()); }
+
+ObjectStore::OnCommit WritePath::Journaling(const WriteRequest& r, int code) const {
+  if (r.journal == nullptr) return nullptr;
+  JournalEntry entry;
+  entry.cluster = server_name_;
+  entry.verb = JournalVerb(*r.http);
+  entry.type = r.type;
+  entry.subresource = r.subresource;
+  entry.code = code;
+  entry.user_agent = http::FindHeader(r.http->headers, "User-Agent").value_or("");
+  // The store calls this at most once, under its lock: little more than a move into the buffer.
+  return [journal = r.journal, clock = clock_,
+          entry = std::move(entry)](const ObjectPtr& object) mutable {
+    entry.time = clock->WallNow();
+    entry.object = object;
+    journal->Append(std::move(entry));
+  };
+}
 
 Outcome<WritePath::Options> WritePath::ParseOptions(const WriteRequest& r) const {
   Options opts;
@@ -358,7 +385,7 @@ Outcome<WritePath::CreateResult> WritePath::CommitCreate(
       return result;
     }
     PreparedObject prepared = Prepare(type, next);
-    ObjectStore::Committed c = store_->Create(r.type, prepared);
+    ObjectStore::Committed c = store_->Create(r.type, prepared, Journaling(r, 201));
     switch (c.code) {
       case ObjectStore::Code::kOk:
         AfterCommit(r.type, c);
@@ -477,7 +504,8 @@ Outcome<WritePath::UpdateResult> WritePath::UpdateFrom(
     result.body = next.dump();
     return result;
   }
-  ObjectStore::Committed c = store_->Update(r.type, current, Prepare(type, next));
+  ObjectStore::Committed c =
+      store_->Update(r.type, current, Prepare(type, next), Journaling(r, 200));
   result.code = c.code;
   if (c.code == ObjectStore::Code::kOk) {
     AfterCommit(r.type, c);
@@ -716,7 +744,7 @@ ApiResponse WritePath::Delete(const WriteRequest& r) {
       if (!current->index.deleting) ObjectStore::MarkDeleting(type, obj, Now());
       return JsonResponse(200, obj.dump());
     }
-    ObjectStore::Committed c = store_->Delete(r.type, current, opts->policy);
+    ObjectStore::Committed c = store_->Delete(r.type, current, opts->policy, Journaling(r, 200));
     if (c.code == ObjectStore::Code::kStale) continue;
     AfterCommit(r.type, c);
     if (c.removed && !type.return_deleted_object) {
@@ -743,7 +771,7 @@ ApiResponse WritePath::DeleteCollection(const WriteRequest& r, const LabelSelect
     if (opts->dry_run) {
       rendered = FullJson(type, *obj);
     } else {
-      ObjectStore::Committed c = store_->Delete(r.type, obj, opts->policy);
+      ObjectStore::Committed c = store_->Delete(r.type, obj, opts->policy, Journaling(r, 200));
       if (c.code != ObjectStore::Code::kOk) continue;
       AfterCommit(r.type, c);
       rendered = FullJson(type, *c.object);

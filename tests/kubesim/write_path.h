@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "tests/kubesim/apply.h"
 #include "tests/kubesim/api_server.h"
+#include "tests/kubesim/journal.h"
 #include "tests/kubesim/object_store.h"
 #include "tests/kubesim/request_target.h"
 #include "tests/kubesim/resource_registry.h"
@@ -24,11 +25,14 @@ struct WriteRequest {
   std::string ns, name, subresource;
   const ApiRequest* http = nullptr;
   const QueryParams* query = nullptr;
+  Journal* journal = nullptr;  // records what the request commits, when set
 };
 
 class WritePath {
  public:
-  WritePath(ResourceRegistry* registry, ObjectStore* store, const Clock* clock);
+  // `server_name`: the API server's name in journal entries.
+  WritePath(ResourceRegistry* registry, ObjectStore* store, const Clock* clock,
+            std::string server_name);
 
   ApiResponse Create(const WriteRequest& r);
   ApiResponse Update(const WriteRequest& r);
@@ -72,11 +76,14 @@ class WritePath {
   ApiResponse Apply(const WriteRequest& r, const Options& opts);
   // CustomResourceDefinitions: (un)registers their types and marks them Established.
   void AfterCommit(const TypePtr& type, const ObjectStore::Committed& committed);
+  // What journals a commit of `r` answered with HTTP `code` (null when `r` is not journaled).
+  ObjectStore::OnCommit Journaling(const WriteRequest& r, int code) const;
   std::string Now() const;
 
   ResourceRegistry* registry_;
   ObjectStore* store_;
   const Clock* clock_;
+  const std::string server_name_;
 };
 
 }  // namespace syncbus::kubesim

@@ -112,13 +112,14 @@ TEST_CASE("Fleet generation reports the API's error when an object is refused") 
   FleetSpec fleet{.clusters = 2, .syncsets = 0, .selector_syncsets = 1, .resources = 1};
   auto sim = MakeSimulation(fleet);
   REQUIRE(sim->GenerateFleet("http://sim.test").ok());
-  auto again = PopulateHub(sim->hub(), fleet, "http://sim.test", {});
+  auto again = PopulateHub(sim->hub(), fleet, "http://sim.test", ClientAuth{});
   REQUIRE_FALSE(again.ok());
   CHECK(again.status().http_status() == 409);
   CHECK(again.status().message().find("cluster-0000") != std::string::npos);
   FleetSpec negative;
   negative.clusters = -1;
-  CHECK(PopulateHub(sim->hub(), negative, "", {}).status().code() == Code::kInvalidArgument);
+  CHECK(PopulateHub(sim->hub(), negative, "", ClientAuth{}).status().code() ==
+        Code::kInvalidArgument);
 }
 
 TEST_CASE("Fleet generation with a host per cluster points each kubeconfig at <name>.localhost") {

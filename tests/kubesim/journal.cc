@@ -1,0 +1,148 @@
+// Journal: entries buffered under a mutex, rendered and written by one thread at a time.
+#include "tests/kubesim/journal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/json.h"
+#include "common/log.h"
+
+namespace syncbus::kubesim {
+namespace {
+
+using Line = nlohmann::ordered_json;  // keys in the documented order
+
+std::string Errno(const std::string& what) {
+  return what + ": " + std::strerror(errno);
+}
+
+// `object[key]` when it is a string or integer, else null.
+Line Scalar(const Json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || !(it->is_string() || it->is_number_integer())) return nullptr;
+  return Line(*it);
+}
+
+void AddLeaseFields(const Json& body, Line& line) {
+  static const Json kNone = Json::object();
+  auto spec_it = body.find("spec");
+  const Json& spec = spec_it != body.end() && spec_it->is_object() ? *spec_it : kNone;
+  Line holder = Scalar(spec, "holderIdentity");
+  line["holder"] = holder.is_string() ? holder : Line("");
+  line["leaseDurationSeconds"] = Scalar(spec, "leaseDurationSeconds");
+  line["renewTime"] = Scalar(spec, "renewTime");
+  line["acquireTime"] = Scalar(spec, "acquireTime");
+}
+
+}  // namespace
+
+std::string JournalLine(const JournalEntry& entry) {
+  const StoredObject& object = *entry.object;
+  Line line = {
+      {"t", std::chrono::duration_cast<std::chrono::milliseconds>(entry.time.time_since_epoch())
+                .count()},
+      {"cluster", entry.cluster},
+      {"verb", entry.verb},
+      {"resource", entry.type->plural},
+      {"subresource", entry.subresource},
+      {"namespace", object.index.ns},
+      {"name", object.index.name},
+      {"code", entry.code},
+      {"userAgent", entry.user_agent},
+      {"resourceVersion", std::to_string(object.rv)}};
+  Json body = Json::parse(object.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_object()) {
+    auto meta = body.find("metadata");
+    if (meta != body.end() && meta->is_object()) {
+      auto generation = meta->find("generation");
+      if (generation != meta->end() && generation->is_number_integer()) {
+        line["generation"] = *generation;
+      }
+    }
+    if (entry.type->group == "coordination.k8s.io" && entry.type->plural == "leases") {
+      AddLeaseFields(body, line);
+    }
+  }
+  // A client's User-Agent need not be UTF-8.
+  return line.dump(-1, ' ', false, Line::error_handler_t::replace);
+}
+
+Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return InvalidArgument(Errno("opening the journal " + path));
+  std::unique_ptr<Journal> journal(new Journal(path, fd));
+  journal->writer_ = std::thread([raw = journal.get()] { raw->Run(); });
+  return journal;
+}
+
+Journal::Journal(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+
+Journal::~Journal() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (writer_.joinable()) writer_.join();
+  WriteBuffered(/*sync=*/true);  // a failure is logged there
+  ::close(fd_);
+}
+
+void Journal::Append(JournalEntry entry) {
+  std::lock_guard<std::mutex> lock(mu_);
+  buffer_.push_back(std::move(entry));
+}
+
+Status Journal::Flush() {
+  return WriteBuffered(/*sync=*/true);
+}
+
+void Journal::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    wake_.wait_for(lock, kInterval, [this] { return stopping_; });
+    lock.unlock();
+    WriteBuffered(/*sync=*/false);  // a failure is logged there
+    lock.lock();
+  }
+}
+
+Status Journal::WriteBuffered(bool sync) {
+  std::lock_guard<std::mutex> write_lock(write_mu_);
+  std::vector<JournalEntry> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batch.swap(buffer_);
+  }
+  std::string data;
+  for (const JournalEntry& entry : batch) {
+    data += JournalLine(entry);
+    data += '\n';
+  }
+  Status status = WriteAll(data);
+  if (status.ok() && sync && ::fdatasync(fd_) != 0) status = Unavailable(Errno("syncing"));
+  if (status.ok() && failure_.ok()) return status;
+  if (failure_.ok()) {
+    failure_ = status.Annotate("journal " + path_);
+    log::Error(
+        "kubesim: writing the journal failed; entries are lost (later failures are not logged)",
+        {{"path", path_}, {"error", status.message()}});
+  }
+  return failure_;
+}
+
+Status Journal::WriteAll(const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Unavailable(Errno("writing"));
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace syncbus::kubesim
