@@ -226,6 +226,12 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     }
     backoff.Reset();
     startup = false;
+    // rabbitmq-c answers the broker's heartbeats only inside calls: a round that sent nothing
+    // must still touch the connection, or an idle leader is dropped after two intervals.
+    if (Status alive = session->Poll(); !alive.ok()) {
+      log::Warn("broker connection lost; reconnecting", {{"error", alive.message()}});
+      session->Close();
+    }
   }
   connected_.store(false);
   session->Close();   // every confirm was awaited inside Reconcile: nothing left to flush

@@ -495,3 +495,28 @@ TEST_CASE("publisher: broker stopped and restarted, every pending cluster still 
   for (const auto& [cluster, n] : per_cluster) CHECK_MESSAGE(n == 1, cluster << " got " << n);
   CHECK(pub.Stop().ok());
 }
+
+TEST_CASE("publisher: an idle leader keeps its broker connection through heartbeats") {
+  Rig rig(2);
+  rig.config.amqp.heartbeat_seconds = 1;   // the broker drops a client silent for two intervals
+  RunningPublisher pub(rig.config, rig.hub);
+  REQUIRE(WaitFor([&] { return pub.Ready(); }, 30s));
+  const std::string path = "/api/vhosts/" + testing::ManagementApi::Escape(rig.vhost->name()) + "/connections";
+  // The management API lists a connection once its first statistics arrive.
+  auto publisher_connections = [&] {
+    std::set<std::string> names;
+    auto list = rig.vhost->api().Get(path);
+    REQUIRE(list.ok());
+    for (const auto& c : *list) {
+      if (c["client_properties"].value("connection_name", "") == "publisher") names.insert(c.value("name", ""));
+    }
+    return names;
+  };
+  std::set<std::string> first;
+  REQUIRE(WaitFor([&] { return !(first = publisher_connections()).empty(); }, 20s));
+  // Nothing to publish for five heartbeat intervals.
+  std::this_thread::sleep_for(5s);
+  CHECK(pub.Ready());
+  CHECK(publisher_connections() == first);
+  CHECK(pub.Stop().ok());
+}
