@@ -39,7 +39,8 @@ enum class TraceOutcome {
   kUpToDate,    // nothing to do (a duplicate or stale trigger), acked
   kSkipped,     // cluster paused, deleting, unreachable or gone, acked
   kRetry,       // failed; sent to retry tier `tier`
-  kDeferred,    // cluster busy on another consumer; sent to the shortest tier, no attempt counted
+  kDeferred,    // could not run now (cluster busy on another consumer, or held back after it ended
+                // unsettled before); sent to tier `tier`, no attempt counted
   kParked,      // in the dead-letter queue (`reason`)
 };
 const char* TraceOutcomeName(TraceOutcome outcome);

@@ -91,7 +91,8 @@ size_t DeliveryLoop::in_flight() const {
   std::lock_guard lock(mu_);
   size_t waiting = 0;
   for (const auto& [k, q] : waiting_) waiting += q.size();
-  return ready_change_.size() + ready_resync_.size() + running_ + finished_.size() + waiting;
+  return ready_change_.size() + ready_resync_.size() + ready_alone_.size() + running_ +
+         finished_.size() + waiting;
 }
 
 Status DeliveryLoop::Subscribe() {
@@ -99,7 +100,7 @@ Status DeliveryLoop::Subscribe() {
     // Work of an older connection can no longer be acked: drop it (the broker redelivers).
     std::lock_guard lock(mu_);
     ++generation_;
-    for (auto* ready : {&ready_change_, &ready_resync_}) {
+    for (auto* ready : {&ready_change_, &ready_resync_, &ready_alone_}) {
       for (const auto& job : *ready) active_.erase(job.request.ClusterKey());
       ready->clear();
     }
@@ -154,18 +155,35 @@ DeliveryLoop::Done DeliveryLoop::Run(Job job) {
   return {std::move(job), std::move(outcome), lost && failed};
 }
 
+std::deque<DeliveryLoop::Job>& DeliveryLoop::ReadyQueueLocked(const Job& job) {
+  if (job.alone) return ready_alone_;
+  return job.request.lane == amqp::Lane::kChange ? ready_change_ : ready_resync_;
+}
+
+bool DeliveryLoop::RunnableLocked() const {
+  if (alone_running_) return false;
+  // A suspect waits for the jobs in flight to finish, and nothing new starts meanwhile.
+  if (!ready_alone_.empty()) return running_ == 0;
+  return !ready_change_.empty() || !ready_resync_.empty();
+}
+
 void DeliveryLoop::WorkerMain() {
   std::unique_lock lock(mu_);
   while (true) {
-    work_cv_.wait(lock, [&] { return stopping_ || !ready_change_.empty() || !ready_resync_.empty(); });
+    work_cv_.wait(lock, [&] { return stopping_ || RunnableLocked(); });
     if (stopping_) return;
-    std::deque<Job>& ready = ready_change_.empty() ? ready_resync_ : ready_change_;
+    std::deque<Job>& ready = !ready_alone_.empty() ? ready_alone_
+                             : ready_change_.empty() ? ready_resync_
+                                                     : ready_change_;
     Job job = std::move(ready.front());
     ready.pop_front();
+    const bool alone = job.alone;
+    alone_running_ = alone;
     workers_busy_gauge_.Set(static_cast<double>(++running_));
     lock.unlock();
     Done done = Run(std::move(job));
     lock.lock();
+    if (alone) alone_running_ = false;
     workers_busy_gauge_.Set(static_cast<double>(--running_));
     std::string key = done.job.request.ClusterKey();
     finished_.push_back(std::move(done));
@@ -177,9 +195,10 @@ void DeliveryLoop::WorkerMain() {
       Job next = std::move(w->second.front());
       w->second.pop_front();
       if (w->second.empty()) waiting_.erase(w);
-      (next.request.lane == amqp::Lane::kChange ? ready_change_ : ready_resync_).push_back(std::move(next));
-      work_cv_.notify_one();
+      ReadyQueueLocked(next).push_back(std::move(next));
     }
+    // The end of a job may let a suspect start (nothing left in flight), or the others resume.
+    work_cv_.notify_all();
   }
 }
 
@@ -190,7 +209,7 @@ void DeliveryLoop::Enqueue(Job job) {
     waiting_[key].push_back(std::move(job));
     return;
   }
-  (job.request.lane == amqp::Lane::kChange ? ready_change_ : ready_resync_).push_back(std::move(job));
+  ReadyQueueLocked(job).push_back(std::move(job));
   work_cv_.notify_one();
 }
 
@@ -222,13 +241,33 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
     });
     return;
   }
+  const int unsettled = UnsettledDeliveries(delivery.message);
+  if (NeedsQuarantine(delivery.message)) {
+    amqp::Publication held = Quarantine(delivery, options_.retry);
+    const std::string tier = held.message.headers.value(amqp::kRetryTierHeader, "");
+    log::Warn("request held back: it ended unsettled before (did a consumer crash on it?); it runs alone next",
+              {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}, {"tier", tier}});
+    Status s = Park(delivery, held, "quarantined");
+    if (!s.ok()) {
+      log::Warn("holding back failed; the message will be redelivered", {{"error", s.message()}});
+      return;
+    }
+    Trace(TraceStep::kSettled, delivery, *request, clock_.Now(), [&](TraceEvent& e) {
+      e.outcome = TraceOutcome::kDeferred;
+      e.tier = tier;
+      e.error = "delivered " + std::to_string(unsettled) +
+                " time(s) without being settled (a consumer died or lost its connection holding it): "
+                "held back, then run alone";
+    });
+    return;
+  }
   Trace(TraceStep::kDelivered, delivery, *request, clock_.Now(), [&](TraceEvent& e) {
     if (auto decided = ParseRfc3339(request->enqueued_at); decided.ok()) {
       e.queued = std::max(std::chrono::milliseconds(0),
                           std::chrono::duration_cast<std::chrono::milliseconds>(e.at - *decided));
     }
   });
-  Enqueue({generation_, std::move(delivery), std::move(*request), clock_.Now()});
+  Enqueue({generation_, std::move(delivery), std::move(*request), clock_.Now(), unsettled > 0});
 }
 
 void DeliveryLoop::Trace(TraceStep step, const amqp::Delivery& delivery, const SyncRequest& request,

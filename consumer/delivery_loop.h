@@ -4,8 +4,11 @@
 // its delay queue (or the dead-letter queue) and ack the original only after that publish is
 // confirmed, so a request is never in neither queue. A cluster busy on another consumer goes to
 // the shortest delay tier without counting an attempt. Undecodable messages are parked at once.
-// Deliveries for a cluster already in progress in this process wait for it. Step()/Drain() run
-// on one thread (the session's owner); workers are internal.
+// A request that ended unsettled before (its consumer died holding it) is held back in a delay
+// tier first and then runs alone, with nothing else in flight in this process, so a request that
+// crashes consumers takes neither the pool nor other work down with it (RetryPolicy's
+// Quarantine). Deliveries for a cluster already in progress in this process wait for it.
+// Step()/Drain() run on one thread (the session's owner); workers are internal.
 #pragma once
 
 #include <atomic>
@@ -79,6 +82,7 @@ class DeliveryLoop {
     amqp::Delivery delivery;
     SyncRequest request;
     SteadyTime received;
+    bool alone = false;          // a suspect: runs with no other job in flight
   };
   struct Done {
     Job job;
@@ -88,6 +92,9 @@ class DeliveryLoop {
 
   void Dispatch(amqp::Delivery delivery);
   void Enqueue(Job job);
+  // With mu_ held: the queue `job` waits in when runnable, and whether a worker may take one.
+  std::deque<Job>& ReadyQueueLocked(const Job& job);
+  bool RunnableLocked() const;
   void WorkerMain();
   Done Run(Job job);
   Status SettleFinished();
@@ -108,6 +115,8 @@ class DeliveryLoop {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
   std::deque<Job> ready_change_, ready_resync_;         // runnable jobs; change lane first
+  std::deque<Job> ready_alone_;                        // suspects, first of all, one at a time
+  bool alone_running_ = false;
   std::set<std::string> active_;                       // clusters with a ready or running job
   std::map<std::string, std::deque<Job>> waiting_;      // cluster busy: jobs queued behind it
   std::vector<Done> finished_;

@@ -51,6 +51,7 @@ amqp::Publication Base(const amqp::Delivery& delivery, const std::string& error,
   h.erase("x-death");   // the broker's own history; ours travels in x-syncbus-* headers
   h.erase(kDeliveryCountHeader);
   h.erase(kUnsettledHeader);   // a consumer settled this copy: it is not crashing consumers
+  h.erase(kQuarantinedHeader);
   if (!h.contains(kFirstFailureHeader)) h[kFirstFailureHeader] = FormatRfc3339(now);
   h[kLastErrorHeader] = SanitizeError(error);
   // The lane travels as the routing key so that a retry returns to the lane it came from.
@@ -98,6 +99,24 @@ amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& polic
   p.exchange = amqp::kRetryExchange;
   p.message.headers[amqp::kRetryTierHeader] =
       amqp::TierName(*std::min_element(policy.tiers.begin(), policy.tiers.end()));
+  return p;
+}
+
+bool NeedsQuarantine(const amqp::Message& message) {
+  int unsettled = UnsettledDeliveries(message);
+  return unsettled > 0 && IntHeader(message, kQuarantinedHeader) < unsettled;
+}
+
+amqp::Publication Quarantine(const amqp::Delivery& delivery, const RetryPolicy& policy) {
+  amqp::Publication p = Defer(delivery, policy);
+  int unsettled = UnsettledDeliveries(delivery.message);
+  p.message.headers[kQuarantinedHeader] = unsettled;
+  if (!policy.tiers.empty()) {
+    std::vector<std::chrono::seconds> tiers = policy.tiers;
+    std::sort(tiers.begin(), tiers.end());
+    size_t tier = std::min<size_t>(static_cast<size_t>(unsettled) - 1, tiers.size() - 1);
+    p.message.headers[amqp::kRetryTierHeader] = amqp::TierName(tiers[tier]);
+  }
   return p;
 }
 

@@ -26,6 +26,8 @@ inline constexpr char kDeadAtHeader[] = "x-syncbus-dead-at";
 inline constexpr char kUnsettledHeader[] = "x-syncbus-unsettled";
 // The quorum queue's count of earlier unsettled deliveries of this copy.
 inline constexpr char kDeliveryCountHeader[] = "x-delivery-count";
+// The unsettled count a message was last held back for (see Quarantine).
+inline constexpr char kQuarantinedHeader[] = "x-syncbus-quarantined";
 
 // The attempt number recorded on a delivery (0 for a fresh request).
 int AttemptOf(const amqp::Message& message);
@@ -44,6 +46,15 @@ amqp::Publication NextAttempt(const amqp::Delivery& delivery, const RetryPolicy&
 // shortest tier without counting an attempt or touching its failure history; its unsettled
 // deliveries travel along.
 amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& policy);
+
+// A delivery that ended unsettled before (a consumer crashed, was killed or lost its connection
+// holding it) and has not been held back for that yet: a request that crashes consumers must not
+// run again at once, or it takes the whole pool down in a few seconds.
+bool NeedsQuarantine(const amqp::Message& message);
+// Holds such a delivery back without counting an attempt: to the tier of its unsettled count
+// (1: the shortest, 2: the next, ...), the count travelling along. When it returns it runs alone
+// in its consumer (DeliveryLoop), so another crash takes no other work with it.
+amqp::Publication Quarantine(const amqp::Delivery& delivery, const RetryPolicy& policy);
 
 // Parks a message in the dead-letter queue at once with `reason` and `error`.
 amqp::Publication DeadLetter(const amqp::Delivery& delivery, const std::string& reason,

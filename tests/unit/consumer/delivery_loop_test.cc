@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/amqp/fake_session.h"
@@ -422,10 +423,16 @@ TEST_CASE("after a lost connection the old result is dropped and the redelivery 
     open = true;
   }
   gate_cv.notify_all();
+  // The redelivery ended unsettled once: held back in the shortest tier, then run.
+  h.StepUntilIdle();
+  CHECK(h.script.runs() == 1);
+  CHECK(h.Retrying("1s").size() == 1);
+  h.clock.Advance(1100ms);
   h.StepUntilIdle();
   CHECK(h.script.runs() == 2);
   CHECK(h.Unacked() == 0);
   CHECK(h.Counter("syncbus_consumer_redeliveries_total", {}) == 1);
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "quarantined"}}) == 1);
   CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "applied"}}) == 1);
 }
 
@@ -437,7 +444,11 @@ TEST_CASE("a request whose deliveries keep ending unsettled is parked as poison 
   REQUIRE(h.publisher.Publish(p, 1s).ok());
   h.Send(Request("healthy"));
   h.StepUntilIdle();
-  CHECK(h.Dead().empty());                   // 2 is within the limit: it runs
+  CHECK(h.script.runs() == 1);               // 2 is within the limit: held back in the 2nd tier
+  CHECK(h.Retrying("2s").size() == 1);
+  h.clock.Advance(2100ms);
+  h.StepUntilIdle();
+  CHECK(h.Dead().empty());                   // then it runs
   CHECK(h.script.runs() == 2);
 
   // One more consumer died holding it: over the limit, parked without running.
@@ -521,4 +532,65 @@ TEST_CASE("deferrals and parking are traced with their tier and reason") {
   CHECK(doomed.back().outcome == TraceOutcome::kParked);
   CHECK(doomed.back().dead_reason == "max-attempts");
   CHECK(doomed.back().attempt == 3);
+}
+
+TEST_CASE("a request held back after unsettled deliveries runs alone: after the work in flight, before new work [concurrent]") {
+  Harness h(4, false);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<std::string> open, running;
+  std::vector<std::string> started;
+  h.script.during = [&](const SyncRequest& r) {
+    std::unique_lock lock(mu);
+    running.insert(r.cluster_name);
+    started.push_back(r.cluster_name);
+    cv.notify_all();
+    cv.wait(lock, [&] { return open.count(r.cluster_name) > 0; });
+    running.erase(r.cluster_name);
+  };
+  auto step_until = [&](const std::function<bool()>& done) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      REQUIRE(h.loop->Step(0ms).ok());
+      std::lock_guard lock(mu);
+      if (done()) return;
+    }
+    FAIL("timed out");
+  };
+  auto release = [&](const std::string& name) {
+    std::lock_guard lock(mu);
+    open.insert(name);
+    cv.notify_all();
+  };
+  h.Send(Request("a"));
+  h.Send(Request("b"));
+  step_until([&] { return running.size() == 2; });
+
+  // Already held back for its one unsettled delivery: it runs, but only once a and b are done.
+  SyncRequest s = Request("suspect");
+  amqp::Publication p{amqp::kWorkExchange, "change", ToAmqpMessage(s, "syncbus-publisher", "s", h.clock.WallNow())};
+  p.message.headers[kUnsettledHeader] = 1;
+  p.message.headers[kQuarantinedHeader] = 1;
+  REQUIRE(h.publisher.Publish(p, 1s).ok());
+  step_until([&] { return h.loop->in_flight() == 3; });
+  release("a");
+  step_until([&] { return running.size() == 1; });
+  {
+    std::lock_guard lock(mu);
+    CHECK(running.count("suspect") == 0);    // b is still in flight
+  }
+  release("b");
+  step_until([&] { return running.count("suspect") == 1; });
+  // While it runs, nothing else starts.
+  h.Send(Request("c"));
+  step_until([&] { return h.loop->in_flight() == 2; });
+  {
+    std::lock_guard lock(mu);
+    CHECK(running == std::set<std::string>{"suspect"});
+  }
+  release("suspect");
+  release("c");
+  h.StepUntilIdle();
+  std::lock_guard lock(mu);
+  CHECK(started == std::vector<std::string>{"a", "b", "suspect", "c"});
 }

@@ -121,3 +121,39 @@ TEST_CASE("unsettled deliveries are carried across deferrals and forgotten once 
   auto retried = NextAttempt(d, policy, "503", false, clock.WallNow());
   CHECK(UnsettledDeliveries(retried.message) == 0);
 }
+
+TEST_CASE("a delivery that ended unsettled is held back in the tier of its count, once per count") {
+  FakeClock clock;
+  RetryPolicy policy{{30s, 5s, 120s}, 8};
+  amqp::Delivery d = Fresh("resync");
+  d.message.headers[kAttemptHeader] = 2;
+  CHECK_FALSE(NeedsQuarantine(d.message));   // never delivered before
+  d.message.headers[kDeliveryCountHeader] = 1;
+  REQUIRE(NeedsQuarantine(d.message));
+  auto held = Quarantine(d, policy);
+  CHECK(held.exchange == amqp::kRetryExchange);
+  CHECK(held.routing_key == "resync");
+  CHECK(held.message.headers[amqp::kRetryTierHeader] == "5s");   // count 1: the shortest tier
+  CHECK(AttemptOf(held.message) == 2);                            // no attempt counted
+  CHECK(UnsettledDeliveries(held.message) == 1);
+  CHECK_FALSE(NeedsQuarantine(held.message));                     // back from the tier: it runs
+
+  // It crashed its consumer once more: held back longer.
+  amqp::Delivery again;
+  again.routing_key = "resync";
+  again.message = held.message;
+  again.message.headers[kDeliveryCountHeader] = 1;
+  REQUIRE(NeedsQuarantine(again.message));
+  auto longer = Quarantine(again, policy);
+  CHECK(longer.message.headers[amqp::kRetryTierHeader] == "30s");
+  CHECK(UnsettledDeliveries(longer.message) == 2);
+  amqp::Delivery many = again;
+  many.message = longer.message;
+  many.message.headers[kUnsettledHeader] = 7;
+  CHECK(Quarantine(many, policy).message.headers[amqp::kRetryTierHeader] == "2m");   // the last
+
+  // A consumer settled it (a failure retried): the history is forgotten.
+  auto retried = NextAttempt(again, policy, "503", false, clock.WallNow());
+  CHECK_FALSE(retried.message.headers.contains(kQuarantinedHeader));
+  CHECK_FALSE(NeedsQuarantine(retried.message));
+}
