@@ -2,6 +2,8 @@
 // endpoints (/metrics, /healthz, /readyz) and by the Kubernetes simulator. Requests are handled on
 // the server's event-loop thread(s); handlers must not block (defer with RunAfter).
 // ResponseWriter methods are thread-safe: calls from other threads are marshalled onto the loop.
+// The process must ignore SIGPIPE (libevent writes with writev): a write to a connection its peer
+// reset would otherwise end the process instead of that connection.
 #pragma once
 
 #include <chrono>

@@ -143,6 +143,9 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A write to a connection its client has reset (a killed consumer's watch, a request it gave
+  // up on) must fail that connection only: without this, SIGPIPE ends the whole simulator.
+  std::signal(SIGPIPE, SIG_IGN);
   RaiseOpenFileLimit();
 
   auto server = kubesim::SimServer::Start(options);
