@@ -33,8 +33,11 @@ struct LeaderElectionConfig {
   bool enabled = true;
   std::string ns = "syncbus";
   std::string name = "syncbus-publisher";
-  std::chrono::milliseconds lease_duration{15000};
-  std::chrono::milliseconds renew_deadline{10000};
+  // Shorter than client-go's 15 s / 10 s: a SIGKILLed leader is replaced within about
+  // leaseDuration + 2 x retryPeriod, 14 s (docs/publisher.md); the 3 s between renewDeadline and
+  // leaseDuration stays the margin a cut-off leader has to stop.
+  std::chrono::milliseconds lease_duration{10000};
+  std::chrono::milliseconds renew_deadline{7000};
   std::chrono::milliseconds retry_period{2000};
 };
 

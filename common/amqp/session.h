@@ -29,7 +29,9 @@ struct ConnectionOptions {
   std::string user = "guest";
   std::string password = "guest";
   std::string connection_name;            // shown in the management UI
-  int heartbeat_seconds = 30;
+  // A frozen or cut-off client is dropped by the broker after about two intervals, and its
+  // unacked deliveries go to another consumer: 10 s keeps that within a cluster lease.
+  int heartbeat_seconds = 10;
   std::chrono::milliseconds connect_timeout{5000};
   // Limit for each synchronous broker round trip (declare, consume, get, ...); exceeding it
   // drops the connection (kTimeout, then connected() is false).

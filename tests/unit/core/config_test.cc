@@ -12,7 +12,10 @@ TEST_CASE("empty config gives the documented defaults") {
   auto c = ParseConfig("");
   REQUIRE(c.ok());
   CHECK(c->publisher.resync_interval == std::chrono::hours(2));
-  CHECK(c->publisher.leader_election.lease_duration == 15s);
+  CHECK(c->publisher.leader_election.lease_duration == 10s);
+  CHECK(c->publisher.leader_election.renew_deadline == 7s);
+  CHECK(c->publisher.leader_election.retry_period == 2s);
+  CHECK(c->amqp.heartbeat_seconds == 10);
   CHECK(c->topology.retry_tiers.size() == 4);
   CHECK(c->consumer.prefetch == 20);
   CHECK(c->consumer.max_connections_per_host == 32);

@@ -57,7 +57,7 @@ TEST_CASE("leader election: the first replica creates the Lease and renews it") 
   CHECK(a.Tick());
   Json lease = hub.Lease();
   CHECK(lease["spec"]["holderIdentity"] == "a");
-  CHECK(lease["spec"]["leaseDurationSeconds"] == 15);
+  CHECK(lease["spec"]["leaseDurationSeconds"] == 10);
   std::string first_renew = lease["spec"]["renewTime"];
   hub.clock.Advance(2s);
   CHECK(a.Tick());
@@ -79,13 +79,13 @@ TEST_CASE("leader election: a standby waits out the whole lease, then takes over
     CHECK_FALSE(b.Tick());
   }
   // a stops renewing (killed). b measures the lease on its own clock from when it last saw the
-  // record change (just now): not before 15 s.
+  // record change (just now): not before 10 s.
   hub.clock.Advance(2s);
   CHECK_FALSE(b.Tick());
-  hub.clock.Advance(12s);
+  hub.clock.Advance(7s);
   CHECK_FALSE(b.Tick());
   hub.clock.Advance(2s);
-  CHECK(b.Tick());         // 16 s without a change: expired
+  CHECK(b.Tick());         // 11 s without a change: expired
   Json lease = hub.Lease();
   CHECK(lease["spec"]["holderIdentity"] == "b");
   CHECK(lease["spec"]["leaseTransitions"] == 1);
@@ -101,18 +101,18 @@ TEST_CASE("leader election: a leader that cannot renew stops leading before its 
   REQUIRE(a.Tick());
   CHECK_FALSE(b.Tick());   // b saw the record at t=0
   hub.HubDown(true);
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 3; ++i) {
     hub.clock.Advance(2s);
     a.Tick();
-    CHECK(a.is_leader());  // up to t=8 s: still within the 10 s renew deadline
+    CHECK(a.is_leader());  // up to t=6 s: still within the 7 s renew deadline
   }
-  hub.clock.Advance(2s + 1ms);
+  hub.clock.Advance(1s + 1ms);
   a.Tick();
-  CHECK_FALSE(a.is_leader());   // t=10 s: no renewal for renewDeadline -> not leader
-  // Nobody else could have taken over yet: the lease is valid until 15 s after b saw it.
+  CHECK_FALSE(a.is_leader());   // t=7 s: no renewal for renewDeadline -> not leader
+  // Nobody else could have taken over yet: the lease is valid until 10 s after b saw it.
   hub.HubDown(false);
   CHECK_FALSE(b.Tick());
-  hub.clock.Advance(5s);
+  hub.clock.Advance(3s);
   CHECK(b.Tick());
   CHECK_FALSE(a.Tick());
 }
