@@ -35,13 +35,15 @@ def free_port():
 
 
 def read_env_file(path):
-    """KEY=VALUE lines (broker.env, envtest.env) as a dict."""
+    """KEY=VALUE lines (broker.env, cluster.env, envtest.env) as a dict."""
     values = {}
     with open(path, encoding="utf-8") as f:
         for line in f:
             line = line.strip()
             if line and not line.startswith("#") and "=" in line:
                 key, value = line.split("=", 1)
+                if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                    value = value[1:-1]   # sourceable shell: KEY="a b c"
                 values[key] = value
     return values
 
