@@ -11,8 +11,11 @@ namespace {
 const prometheus::Histogram::BucketBoundaries kLatencyBuckets = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 
-constexpr std::chrono::milliseconds kFirstRejectHoldOff{500};
-constexpr std::chrono::milliseconds kMaxRejectHoldOff{30000};
+// A nack means a full work queue, or one without a leader while a RabbitMQ node is down (a
+// quorum queue elects another within seconds): retry soon, and never wait long once the queue
+// is back. A full queue costs the broker one refused batch per hold-off.
+constexpr std::chrono::milliseconds kFirstRejectHoldOff{250};
+constexpr std::chrono::milliseconds kMaxRejectHoldOff{2000};
 
 }  // namespace
 
@@ -57,8 +60,8 @@ Publisher::Publisher(PublisherOptions options, HubCache& cache, amqp::Session& s
                     .Add({})),
       rejected_(prometheus::BuildCounter()
                     .Name("syncbus_publisher_rejected_total")
-                    .Help("Publishes the broker refused (nack: a work queue at its length limit); "
-                          "the cluster stays pending")
+                    .Help("Publishes the broker refused (nack: a work queue at its length limit, or "
+                          "without a leader); the cluster stays pending")
                     .Register(registry)
                     .Add({})),
       confirm_latency_(prometheus::BuildHistogram()
@@ -363,7 +366,8 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
     reject_holdoff_ = std::min(kMaxRejectHoldOff, reject_holdoff_.count() == 0 ? kFirstRejectHoldOff
                                                                                 : reject_holdoff_ * 2);
     rejected_until_ = now + reject_holdoff_;
-    log::Warn("the broker refused publishes (work queue full); holding off",
+    log::Warn("the broker refused publishes (a work queue full, or without a leader while a node is down); "
+              "holding off",
               {{"rejected", rejected}, {"hold_off_ms", reject_holdoff_.count()}});
   } else if (first_error.ok()) {
     reject_holdoff_ = std::chrono::milliseconds(0);

@@ -412,6 +412,27 @@ TEST_CASE("publishes refused by a full work queue keep the cluster pending, are 
   CHECK(f.pub().pending() == 0);
 }
 
+TEST_CASE("while publishes keep being refused the publisher tries again at least every 2 s") {
+  // A nack may be a queue without a leader (a RabbitMQ node died): once the queue is back, the
+  // pending clusters must go out within seconds, however long the refusals lasted.
+  amqp::TopologyOptions topology;
+  topology.max_length = 1;
+  Fixture f(topology);
+  std::vector<Json> cds;
+  for (int i = 0; i < 6; ++i) cds.push_back(Cd("c" + std::to_string(i), {{"fleet", "a"}}));
+  f.cache.Replace(HubKind::kClusterDeployment, cds);
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
+  auto first = f.pub().Reconcile(f.cache.AllClusterKeys(), true);
+  REQUIRE(first.ok());
+  REQUIRE(first->rejected > 0);
+  for (int round = 0; round < 8; ++round) {
+    f.clock.Advance(2s);
+    auto stats = f.pub().Reconcile({}, false);
+    REQUIRE(stats.ok());
+    CHECK_MESSAGE(stats->rejected == first->rejected, "round " << round << ": the refused clusters were not tried again");
+  }
+}
+
 TEST_CASE("each confirmed request is traced with why it was sent, its lane and its message id") {
   Fixture f;
   TraceRecorder trace("publisher-1", f.registry);
