@@ -103,6 +103,22 @@ bool ClusterLeases::HolderFinished(const Json& lease, const std::string& ns, con
   return lease_version && status_version && *status_version > *lease_version;
 }
 
+std::string ClusterLeases::LiveHolderElsewhere(const Json& lease, const std::string& ns,
+                                               const std::string& name) const {
+  const Json spec = lease.value("spec", Json::object());
+  std::string holder = spec.value("holderIdentity", "");
+  if (holder.empty() || holder == options_.identity || HolderFinished(lease, ns, name)) return "";
+  auto renewed = ParseRfc3339(spec.value("renewTime", ""));
+  auto duration = std::chrono::seconds(spec.value("leaseDurationSeconds", 0));
+  return renewed.ok() && *renewed + duration > clock_.WallNow() ? holder : "";
+}
+
+std::string ClusterLeases::HolderElsewhere(const std::string& ns, const std::string& name) {
+  auto current = ReadLease(ns, name, false);
+  if (!current.ok() || !*current) return "";
+  return LiveHolderElsewhere(**current, ns, name);
+}
+
 Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::string& ns, const std::string& name,
                                                                 bool from_hub, bool& race) {
   race = false;
@@ -114,12 +130,10 @@ Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::strin
     const Json spec = (*current)->value("spec", Json::object());
     std::string holder = spec.value("holderIdentity", "");
     take_over = holder != options_.identity;
+    if (std::string live = LiveHolderElsewhere(**current, ns, name); !live.empty()) {
+      return Status(Code::kConflict, "cluster " + ns + "/" + name + " is being synced by " + live);
+    }
     if (!holder.empty() && take_over && !HolderFinished(**current, ns, name)) {
-      auto renewed = ParseRfc3339(spec.value("renewTime", ""));
-      auto duration = std::chrono::seconds(spec.value("leaseDurationSeconds", 0));
-      if (renewed.ok() && *renewed + duration > clock_.WallNow()) {
-        return Status(Code::kConflict, "cluster " + ns + "/" + name + " is being synced by " + holder);
-      }
       log::Info("taking over an expired cluster lease", {{"cluster", ns + "/" + name}, {"holder", holder}});
     }
   }

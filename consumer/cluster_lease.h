@@ -77,6 +77,9 @@ class ClusterLeases {
   // Takes the lease of cluster ns/name. kConflict (holder named) when another consumer holds it
   // unexpired or won a race for it; other errors are hub failures.
   Result<std::shared_ptr<ClusterLease>> Acquire(const std::string& ns, const std::string& name);
+  // The consumer holding the lease of ns/name now, live and unfinished, when that is not this one
+  // (read from the mirror, or the hub without one); "" when free, ours, or unknown (read failed).
+  std::string HolderElsewhere(const std::string& ns, const std::string& name);
   // Gives it back so the next delivery for the cluster runs at once anywhere: with no write when
   // the cluster's ClusterSync was stored at `status_version` after the lease's last write,
   // otherwise by clearing the holder.
@@ -98,6 +101,8 @@ class ClusterLeases {
                                                    bool& race);
   // The holder of `spec` finished: its ClusterSync was written after the lease (see above).
   bool HolderFinished(const Json& lease, const std::string& ns, const std::string& name) const;
+  // The lease's holder when another consumer holds it, live and unfinished; "" otherwise.
+  std::string LiveHolderElsewhere(const Json& lease, const std::string& ns, const std::string& name) const;
   void Renew(const std::shared_ptr<ClusterLease>& lease);
   void MarkLost(ClusterLease& lease, const std::string& why);
 

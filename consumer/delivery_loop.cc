@@ -261,6 +261,26 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
     });
     return;
   }
+  if (unsettled > 0 && leases_ != nullptr) {
+    // A suspect runs alone, which holds up this consumer's other work: not while its cluster is
+    // leased elsewhere (most often by the consumer that died holding it), when it would only be
+    // deferred. One lease read, from the mirror.
+    if (std::string holder = leases_->HolderElsewhere(request->cluster_namespace, request->cluster_name);
+        !holder.empty()) {
+      amqp::Publication deferred = Defer(delivery, options_.retry);
+      Status s = Park(delivery, deferred, "busy");
+      if (!s.ok()) {
+        log::Warn("deferring failed; the message will be redelivered", {{"error", s.message()}});
+        return;
+      }
+      Trace(TraceStep::kSettled, delivery, *request, clock_.Now(), [&](TraceEvent& e) {
+        e.outcome = TraceOutcome::kDeferred;
+        e.tier = deferred.message.headers.value(amqp::kRetryTierHeader, "");
+        e.error = "the cluster is busy on another consumer (" + holder + ")";
+      });
+      return;
+    }
+  }
   Trace(TraceStep::kDelivered, delivery, *request, clock_.Now(), [&](TraceEvent& e) {
     if (auto decided = ParseRfc3339(request->enqueued_at); decided.ok()) {
       e.queued = std::max(std::chrono::milliseconds(0),

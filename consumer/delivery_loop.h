@@ -7,7 +7,9 @@
 // A request that ended unsettled before (its consumer died holding it) is held back in a delay
 // tier first and then runs alone, with nothing else in flight in this process, so a request that
 // crashes consumers takes neither the pool nor other work down with it (RetryPolicy's
-// Quarantine). Deliveries for a cluster already in progress in this process wait for it.
+// Quarantine); while its cluster is leased elsewhere (by the consumer that died holding it) it
+// is deferred instead, without holding up this consumer's other work. Deliveries for a cluster
+// already in progress in this process wait for it.
 // Step()/Drain() run on one thread (the session's owner); workers are internal.
 #pragma once
 

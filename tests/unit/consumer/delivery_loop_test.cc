@@ -594,3 +594,43 @@ TEST_CASE("a request held back after unsettled deliveries runs alone: after the 
   std::lock_guard lock(mu);
   CHECK(started == std::vector<std::string>{"a", "b", "suspect", "c"});
 }
+
+TEST_CASE("a held-back request whose cluster is leased elsewhere is deferred at once, without waiting to run alone [concurrent]") {
+  Harness h(4);
+  LeaseOptions other;
+  other.identity = "consumer-2";
+  ClusterLeases elsewhere(other, h.hub, h.clock, h.registry);
+  auto held = elsewhere.Acquire("ns1", "suspect");
+  REQUIRE(held.ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  h.script.during = [&](const SyncRequest& r) {
+    if (r.cluster_name != "slow") return;
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return open; });
+  };
+  h.Send(Request("slow"));
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (h.script.runs() == 0 && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
+
+  SyncRequest s = Request("suspect");
+  amqp::Publication p{amqp::kWorkExchange, "change", ToAmqpMessage(s, "syncbus-publisher", "s", h.clock.WallNow())};
+  p.message.headers[kUnsettledHeader] = 1;
+  p.message.headers[kQuarantinedHeader] = 1;
+  REQUIRE(h.publisher.Publish(p, 1s).ok());
+  // Deferred while "slow" still runs: it did not wait for the consumer to be idle.
+  deadline = std::chrono::steady_clock::now() + 10s;
+  while (h.Retrying("1s").empty() && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
+  auto deferred = h.Retrying("1s");
+  REQUIRE(deferred.size() == 1);
+  CHECK(UnsettledDeliveries(deferred[0]) == 1);   // still counted towards the delivery limit
+  CHECK(h.script.runs() == 1);                    // "suspect" never ran
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "busy"}}) == 1);
+  {
+    std::lock_guard lock(mu);
+    open = true;
+  }
+  cv.notify_all();
+  h.StepUntilIdle();
+}
