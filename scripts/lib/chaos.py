@@ -1,0 +1,497 @@
+"""scripts/chaos: the whole system through many faults at once. A 3-node RabbitMQ cluster
+listening with TLS only, the Kubernetes simulator with a fleet whose clusters each have their own
+credentials, 2 publishers and 3 consumers under a supervisor that restarts them, a stream of
+SyncSet and SelectorSyncSet edits, and faults (chaos_faults.py) until the count is reached; a
+request that crashes every consumer that takes it (poison); then the proofs (chaos_checks.py):
+convergence object by object, the dead-letter queue, lease exclusion, recovery times against their
+goals, and a scan of every log, message, trace event and metric for secrets."""
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_fleet_parts import BenchError  # noqa: E402
+from chaos_checks import (Check, analyse_journal, cluster_credentials, explain_dead_letters,  # noqa: E402
+                          format_recovery, measure_recovery, recovery_table, verify_fleet)
+from chaos_faults import Chaos, EditStream, make_rng  # noqa: E402
+from chaos_system import (Daemon, RabbitCluster, Sampler, Simulator, Supervisor, admin_yaml,  # noqa: E402
+                          note, now, write_daemon_config)
+import secret_scan  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CRASH_ANNOTATION = "chaos.syncbus.io/crash-consumer"
+WORK_QUEUES = ["syncbus.work.change", "syncbus.work.resync", "syncbus.dead"]
+
+
+class System:
+    """Everything one run started, for the faults and the checks."""
+
+    def __init__(self, args, work):
+        self.args = args
+        self.work = work
+        self.bin = args.build_dir
+        self.rabbit = None
+        self.sim = None
+        self.supervisor = Supervisor(crash_backoff=args.crash_backoff)
+        self.sampler = None
+        self.ctl_config = None
+
+    def daemons(self):
+        return list(self.supervisor.daemons.values())
+
+    def consumers(self):
+        return [d for d in self.daemons() if d.kind == "consumer"]
+
+    def publishers(self):
+        return [d for d in self.daemons() if d.kind == "publisher"]
+
+    def ctl(self, *argv, timeout=900):
+        """syncbusctl with the run's config; (exit code, stdout)."""
+        r = subprocess.run([os.path.join(self.bin, "ctl", "syncbusctl"), *argv], capture_output=True,
+                           text=True, timeout=timeout)
+        with open(os.path.join(self.work, "syncbusctl.log"), "a", encoding="utf-8") as log:
+            log.write(f"$ syncbusctl {' '.join(argv)}\n{r.stdout}{r.stderr}\n")
+        return r.returncode, r.stdout, r.stderr
+
+    def stop(self, keep):
+        if self.sampler:
+            self.sampler.stop()
+        self.supervisor.stop_all()
+        if self.sim:
+            self.sim.stop()
+        if self.rabbit and not keep:
+            self.rabbit.stop(wipe=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Setting up
+
+
+def start_system(s):
+    args, work = s.args, s.work
+    tls = os.path.join(work, "tls")
+    subprocess.run([os.path.join(ROOT, "scripts", "tls-certs"), "--dir", tls], check=True,
+                   stdout=subprocess.DEVNULL)
+    note("starting a 3-node RabbitMQ cluster (TLS only)")
+    s.rabbit = RabbitCluster(ROOT, work, 3, tls)
+    note(f"RabbitMQ cluster up in {s.rabbit.start_seconds:.1f}s: {', '.join(s.rabbit.node_names)}")
+    secrets_dir = os.path.join(work, "secrets")
+    os.makedirs(secrets_dir, mode=0o700)
+    password_file = os.path.join(secrets_dir, "amqp-password")
+    with open(password_file, "w", encoding="utf-8") as f:
+        f.write(s.rabbit.password + "\n")
+    os.chmod(password_file, 0o600)
+    s.hub_token = secrets.token_hex(24)
+    note(f"starting the simulator: {args.clusters} clusters, {args.syncsets} SyncSets and "
+         f"{args.selector_syncsets} SelectorSyncSets of {args.resources} ConfigMaps each")
+    s.sim = Simulator(s.bin, work, args.clusters, args.syncsets, args.selector_syncsets, args.resources,
+                      args.latency, s.hub_token)
+    # The publishers' leader Lease lives in the syncbus namespace, as deployed.
+    s.sim.hub.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": "syncbus"}})
+    lease = args.lease
+    renew = max(1, lease // 3)
+    # The production ratio: a frozen consumer is dropped by the broker (two heartbeats) before
+    # its cluster leases lapse (10 s heartbeats for 30 s leases).
+    heartbeat = min(10, max(2, lease // 3))
+    common = (s.rabbit.amqp_yaml(tls, password_file, heartbeat) +
+              f"hub: {{kubeconfig: {s.sim.kubeconfig}}}\n"
+              "log: {level: info}\n"
+              "topology: {retryTiers: [%s]}\n"
+              "consumer: {prefetch: %d, clusterLease: {duration: %ds, renewInterval: %ds, safetyMargin: %ds}}\n"
+              % (", ".join(args.retry_tiers), args.prefetch, lease, renew, renew))
+    env = dict(os.environ, SYNCBUS_CRASH_ON_ANNOTATION=CRASH_ANNOTATION)
+    for i in range(1, args.publishers + 1):
+        name = f"publisher-{i}"
+        port, admin = admin_yaml()
+        path = os.path.join(work, name + ".yaml")
+        write_daemon_config(path, admin + common)
+        s.supervisor.add(Daemon(name, "publisher", [os.path.join(s.bin, "publisher", "syncbus-publisher"),
+                                                    "--config", path],
+                                dict(os.environ), os.path.join(work, name + ".log"), f"http://127.0.0.1:{port}"))
+    for i in range(1, args.consumers + 1):
+        name = f"consumer-{i}"
+        port, admin = admin_yaml()
+        path = os.path.join(work, name + ".yaml")
+        write_daemon_config(path, admin + common)
+        s.supervisor.add(Daemon(name, "consumer", [os.path.join(s.bin, "consumer", "syncbus-consumer"),
+                                                   "--config", path, "--name", name],
+                                env, os.path.join(work, name + ".log"), f"http://127.0.0.1:{port}"))
+    s.ctl_config = os.path.join(work, "consumer-1.yaml")
+    s.supervisor.start_watching()
+    s.sampler = Sampler(s.supervisor)
+    s.sampler.start()
+    wait_ready(s, timeout=600)
+
+
+def ready(d):
+    try:
+        with urllib.request.urlopen(d.admin_url + "/readyz", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def wait_ready(s, timeout):
+    """Every consumer ready and one publisher leading."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        consumers = all(d.running() and not d.stopped and ready(d) for d in s.consumers())
+        leaders = [d for d in s.publishers() if d.running() and not d.stopped and ready(d)]
+        if consumers and leaders:
+            return
+        time.sleep(0.5)
+    raise BenchError(f"daemons not ready after {timeout}s (logs in {s.work})")
+
+
+def wait_converged(s, timeout, label):
+    started = time.monotonic()
+    rc, out, err = s.ctl("wait", "-c", s.ctl_config, "--timeout", f"{int(timeout)}s", "-q", "--json",
+                         timeout=timeout + 60)
+    took = time.monotonic() - started
+    if rc != 0:
+        raise BenchError(f"{label}: the fleet did not converge within {timeout:.0f}s: {err.strip()[-500:]}")
+    note(f"{label}: converged in {took:.1f}s")
+    return took
+
+
+# ---------------------------------------------------------------------------------------------
+# Poison
+
+
+def poison_episode(s, chaos, edits, victim, timeout):
+    """A cluster whose ClusterDeployment makes every consumer that syncs it abort: its request
+    must be parked after the delivery limit, the pool must come back and stay healthy, `dlq
+    list` must show it, and after the fix `dlq replay` must sync it."""
+    checks = []
+    chaos.pause()
+    wait_ready(s, timeout=300)
+    crashes_before = sum(len(d.crash_times) for d in s.consumers())
+    cd_path = f"/apis/hive.openshift.io/v1/namespaces/{victim}/clusterdeployments/{victim}"
+    cd = s.sim.hub.get(cd_path)
+    cd["metadata"].setdefault("annotations", {})[CRASH_ANNOTATION] = "true"
+    s.sim.hub.update(cd_path, cd)
+    started = now()
+    edits.edit(f"/apis/hive.openshift.io/v1/namespaces/{victim}/syncsets/{victim}-ss-00")
+    note(f"poison: {victim} now crashes the consumer that syncs it")
+    parked_at = None
+    listed = ""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rc, out, _ = s.ctl("dlq", "list", "-c", s.ctl_config, "--cluster", victim, "-q")
+        if rc == 0 and victim in out:
+            parked_at, listed = now(), out
+            break
+        time.sleep(2)
+    crashes = sum(len(d.crash_times) for d in s.consumers()) - crashes_before
+    if parked_at is None:
+        checks.append(Check("poison parked", False, f"{victim} not in the dead-letter queue after {timeout}s "
+                            f"({crashes} consumer crashes)"))
+        chaos.resume()
+        return checks
+    note(f"poison: parked after {parked_at - started:.0f}s and {crashes} consumer crashes")
+    checks.append(Check("poison parked after the delivery limit", True,
+                        f"{victim}: {crashes} consumer crashes, parked {parked_at - started:.0f}s after the "
+                        f"edit; `syncbusctl dlq list` shows it:\n" + indent(listed)))
+    # The pool comes back (the supervisor's back-off) and then stays up.
+    wait_ready(s, timeout=300)
+    quiet_from = now()
+    time.sleep(s.args.healthy_window)
+    later = sum(len(d.crash_times) for d in s.consumers()) - crashes_before - crashes
+    all_up = all(d.running() and ready(d) for d in s.consumers())
+    checks.append(Check("pool healthy after parking (no crash loop)", later == 0 and all_up,
+                        f"{later} crashes in the {now() - quiet_from:.0f}s after every consumer was back; "
+                        f"all {len(s.consumers())} consumers ready: {all_up}"))
+    # The fix, then the replay.
+    cd = s.sim.hub.get(cd_path)
+    cd["metadata"]["annotations"].pop(CRASH_ANNOTATION, None)
+    s.sim.hub.update(cd_path, cd)
+    rc, out, err = s.ctl("dlq", "replay", "-c", s.ctl_config, "--cluster", victim, "-q")
+    replayed = now()
+    synced = None
+    if rc == 0:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and synced is None:
+            code, cs = s.sim.hub.request(
+                "GET", f"/apis/hiveinternal.openshift.io/v1alpha1/namespaces/{victim}/clustersyncs/{victim}",
+                accept_codes=(200, 404))
+            if code == 200 and in_sync(s, victim, cs):
+                synced = now()
+            else:
+                time.sleep(0.5)
+    checks.append(Check("replay after the fix syncs the cluster", synced is not None,
+                        f"replay exit {rc}; {victim} in sync {synced - replayed:.1f}s later" if synced
+                        else f"replay exit {rc} {err.strip()[:300]}; {victim} not in sync within 120s"))
+    chaos.resume()
+    return checks
+
+
+def in_sync(s, cluster, clustersync):
+    """Every set of `cluster` at its current generation, Success."""
+    sets = [("syncSets", x) for x in s.sim.hub.get(f"/apis/hive.openshift.io/v1/namespaces/{cluster}/syncsets")["items"]]
+    sets += [("selectorSyncSets", x) for x in s.sim.hub.get("/apis/hive.openshift.io/v1/selectorsyncsets")["items"]]
+    status = clustersync.get("status", {})
+    for field, x in sets:
+        entry = next((e for e in status.get(field, []) if e["name"] == x["metadata"]["name"]), None)
+        if entry is None or entry.get("observedGeneration") != x["metadata"]["generation"] or \
+                entry.get("result") != "Success":
+            return False
+    return True
+
+
+def indent(text):
+    return "\n".join("      " + line for line in text.rstrip().splitlines())
+
+
+# ---------------------------------------------------------------------------------------------
+# Secrets
+
+
+def collect_secrets(s, creds):
+    found = [secret_scan.Secret("hub token", s.hub_token),
+             secret_scan.Secret("broker password", s.rabbit.password)]
+    cookie = os.path.join(s.rabbit.dir, "cookie")
+    if os.path.exists(cookie):
+        with open(cookie, encoding="utf-8") as f:
+            found.append(secret_scan.Secret("Erlang cookie", f.read().strip()))
+    for key in ("client-key.pem", "server-key.pem", "ca-key.pem"):
+        with open(os.path.join(s.work, "tls", key), encoding="utf-8") as f:
+            found.append(secret_scan.Secret(f"TLS {key}", f.read()))
+    for cluster, (token, key) in sorted(creds.items()):
+        found.append(secret_scan.Secret(f"{cluster} kubeconfig token", token))
+        if key:
+            found.append(secret_scan.Secret(f"{cluster} kubeconfig client key", key))
+    return found
+
+
+def scan_for_secrets(s, creds):
+    """Logs, broker messages (every queue, and the trace stream through `syncbusctl trace --all`),
+    metrics: none may hold a secret. A planted copy of one proves the scan finds them."""
+    secret_list = collect_secrets(s, creds)
+    scanner = secret_scan.Scanner(secret_list)
+    evidence = os.path.join(s.work, "scan")
+    os.makedirs(evidence, exist_ok=True)
+    # Messages still in the broker's queues, read without consuming.
+    with open(os.path.join(evidence, "messages.json"), "w", encoding="utf-8") as f:
+        for queue in WORK_QUEUES + [f"syncbus.retry.{t}" for t in s.args.retry_tiers]:
+            try:
+                for m in s.rabbit.messages(queue):
+                    f.write(json.dumps({"queue": queue, "message": m}) + "\n")
+            except Exception as e:   # a missing queue: nothing to scan there
+                f.write(json.dumps({"queue": queue, "error": str(e)}) + "\n")
+    rc, out, err = s.ctl("trace", "--all", "-c", s.ctl_config, "--since", "24h", timeout=600)
+    with open(os.path.join(evidence, "trace-events.jsonl"), "w", encoding="utf-8") as f:
+        f.write(out)
+    trace_events = out.count("\n")
+    pages = 0
+    with open(os.path.join(evidence, "metrics.txt"), "w", encoding="utf-8") as f:
+        urls = [d.admin_url + "/metrics" for d in s.daemons() if d.running()] + s.rabbit.prometheus_urls()
+        for url in urls:
+            try:
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    f.write(f"# {url}\n" + r.read().decode(errors="replace"))
+                    pages += 1
+            except OSError as e:
+                f.write(f"# {url}: {e}\n")
+    # Everything the run wrote, but the credential files themselves (mounted Secrets in a
+    # deployment) and the brokers' state; the RabbitMQ nodes' logs are scanned on their own.
+    credential_files = ["secrets/*", "tls/*", "hub.kubeconfig", "rabbitmq/*"]
+    findings = scanner.scan_tree(s.work, exclude=credential_files)
+    for root in s.rabbit.log_dirs():
+        if os.path.isdir(root):
+            findings += scanner.scan_tree(root)
+    problems = [f"{f.secret} ({f.form}) at {f.location}: {f.excerpt}" for f in findings[:50]]
+    problems += [f"not scanned: {e}" for e in scanner.errors]
+    checks = [Check("no secret in logs, messages, trace events or metrics", not problems,
+                    f"{len(secret_list)} secrets ({len(scanner.needles)} forms), {scanner.sources} files, "
+                    f"{scanner.bytes_scanned / 1e6:.1f} MB: logs of every process and RabbitMQ node, "
+                    f"{trace_events} trace events (syncbusctl exit {rc}), the queues' messages, {pages} "
+                    f"metrics pages", problems)]
+    # The scan finds a secret that is there: plant one cluster's token in a copy of a log.
+    planted = os.path.join(s.work, "planted", "consumer-1.log")
+    os.makedirs(os.path.dirname(planted), exist_ok=True)
+    with open(os.path.join(s.work, "consumer-1.log"), encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    cluster, (token, _) = sorted(creds.items())[len(creds) // 2]
+    with open(planted, "w", encoding="utf-8") as f:
+        f.write(text + f"\nrequest failed Authorization: Bearer {token}\n")
+    hit = scanner.scan_tree(os.path.dirname(planted))
+    shutil.rmtree(os.path.dirname(planted))
+    checks.append(Check("the scan finds a planted secret", any(f.secret.startswith(cluster) for f in hit),
+                        f"{cluster}'s token planted in a copy of consumer-1.log: "
+                        f"{len(hit)} finding(s)"))
+    return checks
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+def run(args):
+    work = args.work_dir or tempfile.mkdtemp(prefix="syncbus-chaos.", dir=os.environ.get("TMPDIR", "/tmp"))
+    os.makedirs(work, exist_ok=True)
+    note(f"work dir {work}")
+    rng = make_rng(args.seed)
+    run_started = time.monotonic()
+    s = System(args, work)
+    checks = []
+    try:
+        start_system(s)
+        converge = wait_converged(s, 1800, "initial sync")
+        edits = EditStream(s.sim.hub, s.sim.names, args.syncsets, args.selector_syncsets, args.edit_rate,
+                           args.selector_edit_every, rng)
+        chaos = Chaos(s, args.faults, args.fault_interval, args.lease, rng)
+        edits.start()
+        chaos.start()
+        chaos_started = now()
+        poison_at = args.faults // 2
+        victim = s.sim.names[rng.randrange(len(s.sim.names))]
+        while not chaos.done():
+            if not args.no_poison and poison_at is not None and len(chaos.faults) >= poison_at:
+                poison_at = None
+                checks += poison_episode(s, chaos, edits, victim, timeout=args.poison_timeout)
+            if s.sim.proc.poll() is not None:
+                raise BenchError(f"the simulator exited ({s.sim.proc.returncode}) in the middle of the run "
+                                 f"(log: {s.sim.log_path})")
+            time.sleep(1)
+        chaos.stop()
+        last_fault = max(f.at for f in chaos.faults)
+        note(f"{len(chaos.faults)} faults in {now() - chaos_started:.0f}s; waiting for every process and node")
+        s.sim.clear_faults(["*"])
+        wait_ready(s, timeout=300)
+        edits.stop()
+        edits_stopped = now()
+        note(f"edit stream stopped: {edits.edits} edits ({edits.failed} refused during hub faults)")
+        after_faults = wait_converged(s, args.converge_timeout, "after the last fault")
+        s.sim.flush_journal()
+        creds = cluster_credentials(s.sim.hub)
+        checks.append(verify_fleet(s.sim.hub, s.sim.names, creds))
+        dead = s.rabbit.messages("syncbus.dead")
+        checks.append(explain_dead_letters(dead, set() if args.no_poison else {f"{victim}/{victim}"}))
+        checks.append(analyse_journal(s.sim.journal, chaos.faults, s.sim.names,
+                                      exclude=set() if args.no_poison else {victim}))
+        measure_recovery(chaos.faults, s.sampler, [d.name for d in s.publishers()], [d.name for d in s.consumers()],
+                         edits_stopped)
+        crashes = {d.name: [how for _, how, ours in d.exits if not ours] for d in s.daemons()}
+        unexpected = {n: c for n, c in crashes.items() if any("SIGABRT" not in x for x in c)}
+        checks.append(Check("no process exited unless made to (poison aborts aside)", not unexpected,
+                            "exits: " + ", ".join(f"{n}: {len(c)}" for n, c in crashes.items()),
+                            [f"{n}: {c}" for n, c in unexpected.items()]))
+        if chaos.errors:
+            checks.append(Check("every fault could be injected", False, f"{len(chaos.errors)} could not",
+                                chaos.errors))
+        checks += scan_for_secrets(s, creds)
+        report(args, s, chaos, edits, checks, converge, after_faults, last_fault, run_started)
+    finally:
+        s.stop(args.keep)
+        if args.keep and s.rabbit:
+            note(f"kept: {work} (RabbitMQ cluster still running: scripts/rabbitmq-cluster stop --dir "
+                 f"{s.rabbit.dir} --wipe)")
+    failed = [c for c in checks if not c.ok]
+    if not failed and not args.keep and not args.work_dir:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+def report(args, s, chaos, edits, checks, converge, after_faults, last_fault, run_started):
+    by_kind = {}
+    for f in chaos.faults:
+        by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
+    rows, notes = recovery_table(chaos.faults, args.lease)
+    print()
+    print(f"== chaos run: {args.clusters} clusters, {len(chaos.faults)} faults, "
+          f"{edits.edits} edits, {(time.monotonic() - run_started) / 60:.1f} min")
+    print("faults: " + ", ".join(f"{k} {n}" for k, n in sorted(by_kind.items())))
+    print(f"initial sync {converge:.0f}s; converged {after_faults:.0f}s after the faults ended")
+    print()
+    print("recovery, wall seconds from the fault (consumer faults: until every cluster the victim held had "
+          "its status stored again; undisturbed: no other fault began meanwhile, the goals are judged on those)")
+    print(format_recovery(rows))
+    victims = [f for f in chaos.faults if f.kind in ("consumer-kill", "consumer-pause")]
+    if victims:
+        held = sum(f.recovery.get("held clusters", 0) for f in victims)
+        print(f"  consumer faults: the victims held {held} cluster leases in all "
+              f"({', '.join(str(f.recovery.get('held clusters', 0)) for f in victims)})")
+    for n in notes:
+        print("  " + n)
+    print()
+    for c in checks:
+        print(f"[{'ok' if c.ok else 'FAILED'}] {c.name}: {c.detail}")
+        for p in c.problems[:20]:
+            print(f"      {p}")
+        if len(c.problems) > 20:
+            print(f"      ... and {len(c.problems) - 20} more")
+    with open(os.path.join(s.work, "faults.jsonl"), "w", encoding="utf-8") as f:
+        for fault in chaos.faults:
+            f.write(json.dumps(fault.__dict__, default=str) + "\n")
+    failed = [c for c in checks if not c.ok]
+    print()
+    print(f"chaos: {'FAILED: ' + ', '.join(c.name for c in failed) if failed else 'all checks passed'}"
+          f" (details: {s.work})")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="scripts/chaos", description=__doc__.split("\n\n")[0])
+    p.add_argument("--short", action="store_true",
+                   help="the test suite's variant: 200 clusters, 20 faults, 10 s cluster leases")
+    p.add_argument("--clusters", type=int)
+    p.add_argument("--faults", type=int, help="faults to inject (at least 100 by default)")
+    p.add_argument("--fault-interval", type=float, help="mean seconds between faults")
+    p.add_argument("--syncsets", type=int, default=2)
+    p.add_argument("--selector-syncsets", type=int, default=2)
+    p.add_argument("--resources", type=int, default=3)
+    p.add_argument("--consumers", type=int, default=3)
+    p.add_argument("--publishers", type=int, default=2)
+    p.add_argument("--prefetch", type=int, default=10)
+    p.add_argument("--lease", type=int, help="cluster lease duration, seconds (default 30)")
+    p.add_argument("--latency", default="27,230", help="target latency p50,p99 in ms")
+    p.add_argument("--edit-rate", type=float, default=2.0, help="SyncSet edits per second")
+    p.add_argument("--selector-edit-every", type=float, help="seconds between SelectorSyncSet edits")
+    p.add_argument("--no-poison", action="store_true", help="leave out the poison request")
+    p.add_argument("--seed", type=int, default=int(time.time()))
+    p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    p.add_argument("--work-dir", help="keep everything here")
+    p.add_argument("--keep", action="store_true", help="leave the RabbitMQ cluster and files behind")
+    args = p.parse_args(argv)
+    short = args.short
+    args.clusters = args.clusters or (200 if short else 1000)
+    args.faults = args.faults or (20 if short else 100)
+    args.fault_interval = args.fault_interval or (5.0 if short else 7.0)
+    args.lease = args.lease or (10 if short else 30)
+    args.selector_edit_every = args.selector_edit_every or (30.0 if short else 120.0)
+    args.crash_backoff = 2.0 if short else 10.0
+    # Delay tiers (retries, and holding back a request that ended unsettled): shorter than
+    # production's 5s..6m so that a run's retries and its poison request settle within minutes.
+    args.retry_tiers = ["1s", "2s", "5s", "10s"] if short else ["5s", "15s", "30s", "60s"]
+    args.healthy_window = 10 if short else 60
+    args.poison_timeout = 300 if short else 900
+    args.converge_timeout = 600 if short else 1800
+    p50, p99 = (float(x) for x in args.latency.split(","))
+    args.latency = (p50, p99)
+    args.build_dir = os.path.abspath(args.build_dir)
+    return args
+
+
+def main(argv):
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    note(f"seed {args.seed}")
+    try:
+        return run(args)
+    except BenchError as e:
+        print(f"chaos: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,364 @@
+"""Faults of a chaos run (scripts/chaos) and the scheduler that injects them: SIGKILL of a consumer
+in the middle of applying, of the publisher leader, of a RabbitMQ node (often the work queues'
+leader) followed by its restart, SIGSTOP of a consumer for longer than its cluster lease, a daemon's
+broker connection closed through the management API, and bursts of hub or target errors,
+throttling, timeouts and dropped connections in the simulator. Each fault is recorded with its
+time; recovery is computed afterwards (chaos_checks.py)."""
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+
+from chaos_system import note, now
+
+WORK_QUEUES = ("syncbus.work.change", "syncbus.work.resync")
+
+
+@dataclass
+class Fault:
+    kind: str
+    target: str
+    at: float                      # wall time of the injection
+    detail: str = ""
+    identity: str = ""             # consumer-kill / consumer-pause: the victim's lease identity
+    lanes: tuple = ()              # broker-kill: the work lanes whose queue leader was on the node
+    ended: float = 0.0             # when the fault was undone (process back, node started, burst over)
+    node_back: float = 0.0         # broker-kill: node running and an online member of every queue
+    recovery: dict = field(default_factory=dict)   # figure -> seconds (chaos_checks.py)
+
+
+class Chaos:
+    """Injects `total` faults, one every `interval` seconds (jittered), drawn by weight among those
+    that fit the system's state: at most one RabbitMQ node down, one consumer impaired, one
+    major fault (node or publisher leader) recovering, one burst of each kind at a time."""
+
+    WEIGHTS = {"consumer-kill": 20, "consumer-pause": 8, "publisher-kill": 12, "broker-kill": 14,
+               "connection-close": 18, "hub-burst": 12, "target-burst": 16}
+
+    def __init__(self, system, total, interval, lease_seconds, rng):
+        self.s = system
+        self.total = total
+        self.interval = interval
+        self.lease_seconds = lease_seconds
+        self.rng = rng
+        self.faults = []
+        self.errors = []
+        self._lock = threading.Lock()
+        self._paused = threading.Event()
+        self._stop = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._timers = []
+        self._major_until = 0.0
+        self._consumer_until = 0.0   # a consumer fault's recovery window (2 x lease)
+        self._impaired = set()     # consumer names killed or paused and not back yet
+        self._bursting = set()     # "hub" / "target"
+        self._broker_kills = 0
+        self._thread = threading.Thread(target=self._loop, name="chaos", daemon=True)
+
+    # -- control
+
+    def start(self):
+        self._thread.start()
+
+    def pause(self):
+        """No new faults until resume(); returns once every fault in progress has ended."""
+        self._paused.set()
+        self.wait_quiet()
+
+    def resume(self):
+        self._paused.clear()
+
+    def done(self):
+        return len(self.faults) >= self.total
+
+    def wait_quiet(self, timeout=600):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                busy = self._impaired or self._bursting or any(t.is_alive() for t in self._timers)
+            if not busy:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def stop(self):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.wait_quiet()
+
+    # -- scheduling
+
+    def _loop(self):
+        while not self._stop.is_set() and not self.done():
+            wait = self.interval * self.rng.uniform(0.7, 1.3)
+            if self._stop.wait(wait):
+                return
+            if self._paused.is_set():
+                continue
+            kinds = [k for k in self.WEIGHTS if self._eligible(k)]
+            # Every kind at least once, as soon as it fits.
+            seen = {f.kind for f in self.faults}
+            kinds = [k for k in kinds if k not in seen] or kinds
+            if not kinds:
+                continue
+            kind = self.rng.choices(kinds, weights=[self.WEIGHTS[k] for k in kinds])[0]
+            try:
+                fault = getattr(self, "_" + kind.replace("-", "_"))()
+            except Exception as e:   # a fault that could not be injected is reported, the run goes on
+                self.errors.append(f"{kind}: {e}")
+                note(f"fault {kind} could not be injected: {e}")
+                continue
+            if fault is not None:
+                with self._lock:
+                    self.faults.append(fault)
+                note(f"fault {len(self.faults)}/{self.total}: {fault.kind} {fault.target} {fault.detail}")
+
+    def _eligible(self, kind):
+        t = now()
+        with self._lock:
+            impaired = bool(self._impaired)
+            bursting = set(self._bursting)
+        if kind in ("consumer-kill", "consumer-pause"):
+            return not impaired and t >= self._consumer_until and len(self._healthy_consumers()) >= 2
+        if kind in ("publisher-kill", "broker-kill"):
+            return t >= self._major_until and not self.s.rabbit.down and self._leader() is not None
+        if kind == "hub-burst":
+            return "hub" not in bursting
+        if kind == "target-burst":
+            return "target" not in bursting
+        return True
+
+    def _healthy_consumers(self):
+        return [d for d in self.s.consumers() if d.running() and not d.stopped]
+
+    def _leader(self):
+        for d in self.s.publishers():
+            if d.running() and not d.stopped and self.s.sampler.latest(d.name)[1].get("leader") == 1:
+                return d
+        return None
+
+    def _later(self, delay, action):
+        timer = threading.Timer(delay, action)
+        timer.daemon = True
+        with self._lock:
+            self._timers = [x for x in self._timers if x.is_alive()] + [timer]
+        timer.start()
+
+    def _back_when_ready(self, fault, daemon, key):
+        """Marks `fault` ended (and frees `key`) once `daemon` runs again, with a fresh process."""
+        def watch():
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                if daemon.running() and daemon.started_at > fault.at:
+                    break
+                time.sleep(0.1)
+            fault.ended = now()
+            with self._lock:
+                self._impaired.discard(key)
+        self._later(0, watch)
+
+    # -- the faults
+
+    def _busy_consumer(self):
+        """A consumer in the middle of applying (waiting up to 10 s for one), else any."""
+        deadline = time.monotonic() + 10
+        while True:
+            healthy = self._healthy_consumers()
+            busy = [d for d in healthy if self.s.sampler.latest(d.name)[1].get("busy", 0) > 0]
+            if busy or time.monotonic() > deadline:
+                return self.rng.choice(busy or healthy)
+            time.sleep(0.05)
+
+    def _consumer_kill(self):
+        victim = self._busy_consumer()
+        self._consumer_until = now() + 2 * self.lease_seconds
+        with self._lock:
+            self._impaired.add(victim.name)
+        fault = Fault("consumer-kill", victim.name, now(), identity=victim.identity(),
+                      detail=f"{int(self.s.sampler.latest(victim.name)[1].get('busy', 0))} workers busy")
+        if not self.s.supervisor.kill(victim.name, restart_after=self.rng.uniform(1, 3)):
+            with self._lock:
+                self._impaired.discard(victim.name)
+            return None
+        self._back_when_ready(fault, victim, victim.name)
+        return fault
+
+    def _consumer_pause(self):
+        victim = self._busy_consumer()
+        seconds = self.lease_seconds + self.rng.uniform(3, 10)
+        self._consumer_until = now() + seconds + 2 * self.lease_seconds
+        with self._lock:
+            self._impaired.add(victim.name)
+        fault = Fault("consumer-pause", victim.name, now(), identity=victim.identity(),
+                      detail=f"SIGSTOP for {seconds:.0f}s")
+        if not self.s.supervisor.pause(victim.name):
+            with self._lock:
+                self._impaired.discard(victim.name)
+            return None
+
+        def resume():
+            self.s.supervisor.resume(victim.name)
+            fault.ended = now()
+            with self._lock:
+                self._impaired.discard(victim.name)
+        self._later(seconds, resume)
+        return fault
+
+    def _publisher_kill(self):
+        leader = self._leader()
+        if leader is None:
+            return None
+        fault = Fault("publisher-kill", leader.name, now(), detail="the leader")
+        self._major_until = fault.at + 45
+        if not self.s.supervisor.kill(leader.name, restart_after=self.rng.uniform(2, 5)):
+            return None
+        self._back_when_ready(fault, leader, "publisher:" + leader.name)
+        return fault
+
+    def _broker_kill(self):
+        rabbit = self.s.rabbit
+        up = rabbit.up_nodes()
+        leaders = {q: rabbit.queue_leader(q) for q in WORK_QUEUES}
+        self._broker_kills += 1
+        if self._broker_kills % 2 == 1:
+            # Every other time the node leading the change lane's queue.
+            k = rabbit.node_names.index(leaders[WORK_QUEUES[0]])
+        else:
+            k = self.rng.choice(up)
+        name = rabbit.node_names[k]
+        lanes = tuple(q.rsplit(".", 1)[1] for q, leader in leaders.items() if leader == name)
+        down_for = self.rng.uniform(5, 12)
+        fault = Fault("broker-kill", name, now(), lanes=lanes,
+                      detail=f"leader of {', '.join(lanes) or 'no work queue'}; down {down_for:.0f}s")
+        self._major_until = fault.at + 60
+        rabbit.kill(k)
+
+        def restart():
+            try:
+                rabbit.start_node(k)
+                fault.ended = now()
+                deadline = time.monotonic() + 300
+                while time.monotonic() < deadline:
+                    try:
+                        running, online = rabbit.running_members(name)
+                    except Exception:   # the management API of a node starting up
+                        running, online = False, False
+                    if running and online:
+                        fault.node_back = now()
+                        break
+                    time.sleep(0.25)
+            except Exception as e:
+                self.errors.append(f"restarting {name}: {e}")
+                note(f"could not restart {name}: {e}")
+        self._later(down_for, restart)
+        return fault
+
+    def _connection_close(self):
+        candidates = [d for d in self.s.daemons() if d.running() and not d.stopped
+                      and (d.kind == "consumer" or self.s.sampler.latest(d.name)[1].get("leader") == 1)]
+        victim = self.rng.choice(candidates)
+        connection_name = victim.name if victim.kind == "consumer" else None
+        closed = 0
+        for c in self.s.rabbit.connections():
+            name = (c.get("client_properties") or {}).get("connection_name", "")
+            if (connection_name and name == connection_name) or \
+                    (connection_name is None and name.startswith("syncbus-publisher/")):
+                closed += self.s.rabbit.close_connections(name)
+                break
+        if closed == 0:
+            return None
+        return Fault("connection-close", victim.name, now(), detail="through the management API")
+
+    def _hub_burst(self):
+        seconds = self.rng.uniform(5, 12)
+        spec = self.rng.choice([
+            {"errorRate": 0.3}, {"throttleRate": 0.3, "retryAfterSeconds": 1},
+            {"dropRate": 0.2}, {"errorRate": 0.15, "throttleRate": 0.1, "dropRate": 0.05}])
+        return self._burst("hub", ["hub"], spec, seconds, "hub-burst")
+
+    def _target_burst(self):
+        names = self.s.sim.names
+        chosen = self.rng.sample(names, max(3, len(names) // 20))
+        seconds = self.rng.uniform(8, 20)
+        spec = self.rng.choice([
+            {"errorRate": 0.5}, {"throttleRate": 0.5, "retryAfterSeconds": 2}, {"timeoutRate": 0.3},
+            {"dropRate": 0.3}, {"errorRate": 0.2, "throttleRate": 0.1, "timeoutRate": 0.05, "dropRate": 0.1}])
+        return self._burst("target", chosen, spec, seconds, "target-burst")
+
+    def _burst(self, slot, clusters, spec, seconds, kind):
+        with self._lock:
+            self._bursting.add(slot)
+        self.s.sim.set_faults(clusters, **spec)
+        what = ", ".join(f"{k}={v}" for k, v in spec.items())
+        where = "hub" if slot == "hub" else f"{len(clusters)} clusters"
+        fault = Fault(kind, where, now(), detail=f"{what} for {seconds:.0f}s")
+
+        def clear():
+            try:
+                self.s.sim.clear_faults(clusters)
+            except Exception as e:
+                self.errors.append(f"clearing {kind}: {e}")
+            fault.ended = now()
+            with self._lock:
+                self._bursting.discard(slot)
+        self._later(seconds, clear)
+        return fault
+
+
+class EditStream:
+    """Edits SyncSets (`rate` per second, random clusters) and SelectorSyncSets (every
+    `selector_every` seconds) on the hub the whole time: a resource's data.payload gets a new
+    value. Failed edits (hub bursts) are retried by the next round; counts what it did."""
+
+    def __init__(self, hub, clusters, syncsets, selector_syncsets, rate, selector_every, rng):
+        self.hub = hub
+        self.clusters = clusters
+        self.syncsets = syncsets
+        self.selector_syncsets = selector_syncsets
+        self.rate = rate
+        self.selector_every = selector_every
+        self.rng = rng
+        self.edits = 0
+        self.failed = 0
+        self._n = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="edits", daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self):
+        next_selector = time.monotonic() + self.selector_every
+        while not self._stop.wait(1.0 / self.rate):
+            if self.selector_syncsets and time.monotonic() >= next_selector:
+                next_selector = time.monotonic() + self.selector_every
+                k = self.rng.randrange(self.selector_syncsets)
+                self.edit(f"/apis/hive.openshift.io/v1/selectorsyncsets/fleet-sss-{k:02d}")
+            elif self.syncsets:
+                cluster = self.rng.choice(self.clusters)
+                k = self.rng.randrange(self.syncsets)
+                self.edit(f"/apis/hive.openshift.io/v1/namespaces/{cluster}/syncsets/{cluster}-ss-{k:02d}")
+
+    def edit(self, path):
+        self._n += 1
+        try:
+            obj = self.hub.get(path)
+            resources = obj["spec"]["resources"]
+            r = resources[self.rng.randrange(len(resources))]
+            r.setdefault("data", {})["payload"] = f"edit-{self._n}-{self.rng.getrandbits(32):08x}"
+            self.hub.update(path, obj)
+            self.edits += 1
+        except Exception:   # a hub burst or a 409: the stream goes on
+            self.failed += 1
+
+
+def make_rng(seed):
+    return random.Random(seed)
