@@ -5,6 +5,7 @@ broker connection closed through the management API, and bursts of hub or target
 throttling, timeouts and dropped connections in the simulator. Each fault is recorded with its
 time; recovery is computed afterwards (chaos_checks.py)."""
 
+import datetime
 import random
 import threading
 import time
@@ -31,7 +32,12 @@ class Fault:
 class Chaos:
     """Injects `total` faults, one every `interval` seconds (jittered), drawn by weight among those
     that fit the system's state: at most one RabbitMQ node down, one consumer impaired, one
-    major fault (node or publisher leader) recovering, one burst of each kind at a time."""
+    node or leader death recovering, one burst of each kind at a time. Every other major fault
+    (a death, a freeze, a hub burst) gets a quiet window: no other major fault starts until it
+    should have recovered, so its recovery can be judged against its goal; the others overlap
+    freely, and minor faults (closed connections, target bursts) never wait."""
+
+    MAJOR = {"consumer-kill", "consumer-pause", "publisher-kill", "broker-kill", "hub-burst"}
 
     WEIGHTS = {"consumer-kill": 20, "consumer-pause": 8, "publisher-kill": 12, "broker-kill": 14,
                "connection-close": 18, "hub-burst": 12, "target-burst": 16}
@@ -52,6 +58,8 @@ class Chaos:
         self._timers = []
         self._major_until = 0.0
         self._consumer_until = 0.0   # a consumer fault's recovery window (2 x lease)
+        self._quiet_until = 0.0      # a protected major fault's recovery window
+        self._protect = True         # whether the next major fault gets one
         self._impaired = set()     # consumer names killed or paused and not back yet
         self._bursting = set()     # "hub" / "target"
         self._broker_kills = 0
@@ -112,12 +120,19 @@ class Chaos:
                 note(f"fault {kind} could not be injected: {e}")
                 continue
             if fault is not None:
+                if kind in self.MAJOR:
+                    if self._protect:
+                        self._quiet_until = fault.at + self._window(fault)
+                        fault.detail += "; quiet window"
+                    self._protect = not self._protect
                 with self._lock:
                     self.faults.append(fault)
                 note(f"fault {len(self.faults)}/{self.total}: {fault.kind} {fault.target} {fault.detail}")
 
     def _eligible(self, kind):
         t = now()
+        if kind in self.MAJOR and t < self._quiet_until:
+            return False
         with self._lock:
             impaired = bool(self._impaired)
             bursting = set(self._bursting)
@@ -130,6 +145,18 @@ class Chaos:
         if kind == "target-burst":
             return "target" not in bursting
         return True
+
+    def _window(self, fault):
+        """How long a fault of this kind takes to recover from, at most (its goal, roughly)."""
+        if fault.kind == "consumer-kill":
+            return 2 * self.lease_seconds
+        if fault.kind == "consumer-pause":
+            return 3 * self.lease_seconds + 10
+        if fault.kind == "publisher-kill":
+            return 20
+        if fault.kind == "broker-kill":
+            return 40
+        return 20   # hub-burst: its length and the retries after it
 
     def _healthy_consumers(self):
         return [d for d in self.s.consumers() if d.running() and not d.stopped]
@@ -163,14 +190,40 @@ class Chaos:
     # -- the faults
 
     def _busy_consumer(self):
-        """A consumer in the middle of applying (waiting up to 10 s for one), else any."""
+        """A consumer in the middle of applying: holding cluster leases (waiting up to 10 s for
+        one), else one with busy workers, else any."""
         deadline = time.monotonic() + 10
         while True:
             healthy = self._healthy_consumers()
+            holding = self._lease_holders()
+            leasing = [d for d in healthy if holding.get(d.identity(), 0) > 0]
             busy = [d for d in healthy if self.s.sampler.latest(d.name)[1].get("busy", 0) > 0]
-            if busy or time.monotonic() > deadline:
-                return self.rng.choice(busy or healthy)
-            time.sleep(0.05)
+            if leasing or time.monotonic() > deadline:
+                return self.rng.choice(leasing or busy or healthy)
+            time.sleep(0.2)
+
+    def _lease_holders(self):
+        """{consumer identity: cluster leases it holds now}, from the hub: live, and not given
+        back by a status write since (the ClusterSync's resourceVersion is not newer)."""
+        hub = self.s.sim.hub
+        try:
+            leases = hub.get("/apis/coordination.k8s.io/v1/leases?labelSelector="
+                             "app.kubernetes.io%2Fmanaged-by%3Dsyncbus")["items"]
+            syncs = hub.get("/apis/hiveinternal.openshift.io/v1alpha1/clustersyncs")["items"]
+        except Exception:   # a hub burst: choose without
+            return {}
+        status_rv = {c["metadata"]["namespace"]: int(c["metadata"]["resourceVersion"]) for c in syncs}
+        held = {}
+        for lease in leases:
+            spec, meta = lease.get("spec", {}), lease["metadata"]
+            holder = spec.get("holderIdentity", "")
+            renewed = unix_seconds(spec.get("renewTime"))
+            if not holder or renewed + spec.get("leaseDurationSeconds", 0) < now():
+                continue
+            if status_rv.get(meta["namespace"], 0) > int(meta["resourceVersion"]):
+                continue
+            held[holder] = held.get(holder, 0) + 1
+        return held
 
     def _consumer_kill(self):
         victim = self._busy_consumer()
@@ -362,3 +415,12 @@ class EditStream:
 
 def make_rng(seed):
     return random.Random(seed)
+
+
+def unix_seconds(micro_time):
+    """A Lease's MicroTime ("2026-11-25T13:20:20.533434Z") in Unix seconds; 0 when unset."""
+    try:
+        return datetime.datetime.strptime(micro_time, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+    except (TypeError, ValueError):
+        return 0.0
