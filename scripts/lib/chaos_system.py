@@ -175,6 +175,14 @@ class RabbitCluster:
         return "\n".join(lines) + "\n"
 
     def stop(self, wipe=True):
+        """Stops the cluster; one whose data is wiped anyway is killed first, which saves the
+        nodes' orderly shutdown (about 12 s)."""
+        if wipe:
+            for k in self.up_nodes():
+                try:
+                    self.kill(k)
+                except (OSError, KeyError, ValueError):
+                    pass   # already gone, or never started
         args = [os.path.join(self.root, "scripts", "rabbitmq-cluster"), "stop", "--dir", self.dir]
         if wipe:
             args.append("--wipe")
