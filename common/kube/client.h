@@ -53,8 +53,10 @@ class WatchStream {
   virtual ~WatchStream() = default;
   // Waits up to `timeout` for the next event. nullopt: nothing yet. Errors end the stream:
   // kGone (410, from the response or an ERROR event: relist), kUnavailable (connection ended or
-  // the server closed the watch: rewatch from the last seen resourceVersion), others (an ERROR
-  // event is never delivered as an event: it ends the stream as its mapped error).
+  // the server closed the watch: rewatch from the last seen resourceVersion), kTimeout (no
+  // response headers within the request timeout, or still open that long past timeoutSeconds:
+  // rewatch), others (an ERROR event is never delivered as an event: it ends the stream as its
+  // mapped error).
   virtual Result<std::optional<WatchEvent>> Next(std::chrono::milliseconds timeout) = 0;
   // Ends the watch from any thread: a Next() blocked in another thread returns kCancelled at
   // once. The stream must outlive both calls.

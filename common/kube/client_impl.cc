@@ -1,5 +1,6 @@
 #include "common/kube/client_impl.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <cctype>
@@ -136,21 +137,44 @@ struct WatchState {
   }
 };
 
+// Deadlines a watch is held to, so that a server (or a proxy in front of it) that accepted the
+// request and then went silent cannot stall a reflector forever: a real apiserver sends its
+// response headers at once and closes the watch at timeoutSeconds.
+struct WatchDeadlines {
+  std::chrono::milliseconds answer_within{0};  // response headers; 0 = no limit
+  std::chrono::milliseconds close_within{0};   // the whole watch; 0 = no limit
+};
+
 class WatchStreamImpl final : public WatchStream {
  public:
-  explicit WatchStreamImpl(std::shared_ptr<WatchState> state) : state_(std::move(state)) {}
+  WatchStreamImpl(std::shared_ptr<WatchState> state, WatchDeadlines deadlines)
+      : state_(std::move(state)),
+        deadlines_(deadlines),
+        opened_(std::chrono::steady_clock::now()) {}
   ~WatchStreamImpl() override { Cancel(); }
   void Attach(std::unique_ptr<http::StreamHandle> handle) { handle_ = std::move(handle); }
 
   Result<std::optional<WatchEvent>> Next(std::chrono::milliseconds timeout) override {
     std::unique_lock lock(state_->mu);
-    state_->cv.wait_for(lock, timeout, [&] { return !state_->events.empty() || state_->end; });
+    auto ready = [&] { return !state_->events.empty() || state_->end.has_value(); };
+    auto wake = std::chrono::steady_clock::now() + timeout;
+    std::optional<std::chrono::steady_clock::time_point> deadline = NextDeadline();
+    if (deadline && *deadline < wake) wake = *deadline;
+    state_->cv.wait_until(lock, wake, ready);
     if (!state_->events.empty()) {
       WatchEvent event = std::move(state_->events.front());
       state_->events.pop_front();
       return std::optional<WatchEvent>(std::move(event));
     }
     if (state_->end) return *state_->end;
+    deadline = NextDeadline();  // the headers may have come meanwhile
+    if (deadline && std::chrono::steady_clock::now() >= *deadline) {
+      state_->EndWith(Status(Code::kTimeout, Overdue()));
+      Status end = *state_->end;
+      lock.unlock();
+      if (handle_ != nullptr) handle_->Cancel();
+      return end;
+    }
     return std::optional<WatchEvent>();
   }
 
@@ -165,7 +189,29 @@ class WatchStreamImpl final : public WatchStream {
   }
 
  private:
+  // The deadline still ahead of this watch (state_->mu held).
+  std::optional<std::chrono::steady_clock::time_point> NextDeadline() const {
+    if (state_->http_status == 0 && deadlines_.answer_within.count() > 0) {
+      return opened_ + deadlines_.answer_within;
+    }
+    if (deadlines_.close_within.count() > 0) return opened_ + deadlines_.close_within;
+    return std::nullopt;
+  }
+  std::string Overdue() const {
+    auto seconds = [](std::chrono::milliseconds d) {
+      return fmt::format("{:g}", d.count() / 1000.0);
+    };
+    if (state_->http_status == 0) {
+      return "watch: no response from the server within " + seconds(deadlines_.answer_within) +
+             " s";
+    }
+    return "watch: still open " + seconds(deadlines_.close_within) +
+           " s after it started, past its timeoutSeconds: the server or a proxy stopped sending";
+  }
+
   std::shared_ptr<WatchState> state_;
+  const WatchDeadlines deadlines_;
+  const std::chrono::steady_clock::time_point opened_;
   std::unique_ptr<http::StreamHandle> handle_;
 };
 
@@ -551,7 +597,13 @@ Result<std::unique_ptr<WatchStream>> ClientImpl::Watch(const ObjectRef& collecti
     }
     state->cv.notify_all();
   };
-  auto stream = std::make_unique<WatchStreamImpl>(state);
+  WatchDeadlines deadlines;
+  deadlines.answer_within = config_.request_timeout;
+  if (options.timeout_seconds > 0 && config_.request_timeout.count() > 0) {
+    deadlines.close_within =
+        std::chrono::seconds(options.timeout_seconds) + config_.request_timeout;
+  }
+  auto stream = std::make_unique<WatchStreamImpl>(state, deadlines);
   stream->Attach(transport_->Stream(std::move(request), std::move(callbacks)));
   return std::unique_ptr<WatchStream>(std::move(stream));
 }

@@ -18,7 +18,8 @@ struct ClusterConfig {
   std::shared_ptr<const http::TlsOptions> tls = std::make_shared<http::TlsOptions>();
   std::string user_agent = "syncbus";
   double qps = 0;              // client-side rate limit; 0 = unlimited
-  std::chrono::milliseconds request_timeout{30000};   // per request (watches: none)
+  // Per request. A watch must answer within it and end within timeoutSeconds plus it.
+  std::chrono::milliseconds request_timeout{30000};
 };
 
 // Parses kubeconfig YAML and picks `context` (empty = current-context). Supports token,

@@ -615,6 +615,41 @@ TEST_CASE("client over curl and the socket simulator: chunked watch, close and 4
 }
 
 TEST_CASE(
+    "client over curl and the socket simulator: an unanswered watch ends at the request timeout") {
+  SocketSim sim;
+  Result<ClusterConfig> config = ParseKubeconfig(sim.server->HubKubeconfig());
+  REQUIRE(config.ok());
+  config->request_timeout = milliseconds(300);
+  ClientImpl hub(*config, sim.transport);
+  WatchOptions options;
+  options.timeout_seconds = 1;
+
+  // Answered: the watch lives past the request timeout and ends when the server closes it at
+  // its timeoutSeconds.
+  Result<std::unique_ptr<WatchStream>> answered =
+      hub.Watch(Collection(resources::kConfigMaps, "default"), options);
+  REQUIRE(answered.ok());
+  auto started = std::chrono::steady_clock::now();
+  Result<std::optional<WatchEvent>> next = (*answered)->Next(kDeadline);
+  while (next.ok()) next = (*answered)->Next(kDeadline);
+  CHECK(next.status().code() == Code::kUnavailable);
+  CHECK(std::chrono::steady_clock::now() - started >= milliseconds(900));
+
+  // Accepted and never answered: the watch ends with kTimeout instead of hanging.
+  kubesim::FaultSpec silent;
+  silent.timeout_rate = 1.0;
+  REQUIRE(sim.server->simulation().faults().SetDefault(silent).ok());
+  Result<std::unique_ptr<WatchStream>> unanswered =
+      hub.Watch(Collection(resources::kConfigMaps, "default"), options);
+  REQUIRE(unanswered.ok());
+  Result<std::optional<WatchEvent>> stalled = (*unanswered)->Next(kDeadline);
+  REQUIRE_FALSE(stalled.ok());
+  CHECK(stalled.status().code() == Code::kTimeout);
+  CHECK(stalled.status().message().find("no response from the server within 0.3 s") !=
+        std::string::npos);
+}
+
+TEST_CASE(
     "client over curl and the socket simulator: 1,000 async applies across targets [concurrent]") {
   SocketSim sim(4);
   std::vector<std::unique_ptr<ClientImpl>> targets;
