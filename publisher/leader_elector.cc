@@ -1,5 +1,7 @@
 #include "publisher/leader_elector.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "common/time_format.h"
 
@@ -25,6 +27,15 @@ bool LeaderElector::is_leader() const {
   if (renewed < 0) return false;
   auto since = clock_.Now().time_since_epoch() - std::chrono::nanoseconds(renewed);
   return since < config_.renew_deadline;
+}
+
+std::chrono::milliseconds LeaderElector::NextAttemptIn() const {
+  const auto retry = std::chrono::duration_cast<std::chrono::milliseconds>(config_.retry_period);
+  if (observed_duration_.count() == 0) return retry;
+  auto lapses_in = std::chrono::duration_cast<std::chrono::milliseconds>(
+      observed_at_ + observed_duration_ - clock_.Now());
+  // Just past the lapse, so that the attempt finds it lapsed.
+  return std::clamp(lapses_in + std::chrono::milliseconds(1), std::chrono::milliseconds(1), retry);
 }
 
 Json LeaderElector::LeaseFor(const Json& existing, bool take_over) const {
@@ -81,8 +92,10 @@ bool LeaderElector::Tick() {
     observed_at_ = now;
   }
   bool mine = holder == identity_;
+  observed_duration_ = std::chrono::seconds(0);
   if (!mine && !holder.empty()) {
     auto duration = std::chrono::seconds(spec.value("leaseDurationSeconds", 15));
+    observed_duration_ = duration;
     if (now - observed_at_ < duration) {
       if (held_) log::Warn("leader election: lost the lease", {{"holder", holder}});
       held_ = false;
@@ -102,6 +115,7 @@ bool LeaderElector::Tick() {
     log::Info("leader election: became leader", {{"identity", identity_}, {"previous", holder}});
   }
   held_ = true;
+  observed_duration_ = std::chrono::seconds(0);
   const Json& new_spec = (*written)["spec"];
   observed_record_ = identity_ + "|" + new_spec.value("renewTime", "");
   observed_at_ = now;

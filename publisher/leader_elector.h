@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <string>
 
@@ -24,6 +25,9 @@ class LeaderElector {
   bool Tick();
   // True while the last successful renewal is younger than renewDeadline.
   bool is_leader() const;
+  // When to call Tick() next: retryPeriod, or sooner for a standby whose observed lease lapses
+  // before then (a dead leader's lease is taken when it lapses, not up to retryPeriod later).
+  std::chrono::milliseconds NextAttemptIn() const;
   // Gives the lease up (holder cleared) so a standby takes over at once. Only if we hold it.
   Status Release();
 
@@ -45,6 +49,7 @@ class LeaderElector {
 
   std::string observed_record_;         // holder + renewTime last seen
   SteadyTime observed_at_{};            // when observed_record_ last changed (our clock)
+  std::chrono::seconds observed_duration_{0};  // another holder's leaseDurationSeconds; 0: none
   std::atomic<int64_t> renewed_at_ns_{-1};   // steady ns of our last successful renew; -1 none
   bool held_ = false;                   // we wrote the current record
   std::atomic<uint64_t> transitions_{0};

@@ -170,7 +170,7 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
           std::lock_guard<std::mutex> lock(election_mu_);
           election_problem_ = elector->problem();
         }
-        SleepUnlessStopped(le.retry_period, stop);
+        SleepUnlessStopped(elector->NextAttemptIn(), stop);
       }
     });
   } else {

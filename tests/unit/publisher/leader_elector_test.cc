@@ -94,6 +94,25 @@ TEST_CASE("leader election: a standby waits out the whole lease, then takes over
   CHECK_FALSE(a.is_leader());
 }
 
+TEST_CASE("leader election: a standby's next attempt is timed to the lease's lapse") {
+  Hub hub;
+  auto a = hub.Elector("a");
+  auto b = hub.Elector("b");
+  CHECK(b.NextAttemptIn() == 2s);  // nothing observed yet: retryPeriod
+  REQUIRE(a.Tick());
+  CHECK(a.NextAttemptIn() == 2s);  // the leader renews every retryPeriod
+  CHECK_FALSE(b.Tick());           // sees a's record now: it lapses in 10 s
+  CHECK(b.NextAttemptIn() == 2s);
+  // a dies. b's attempts come every 2 s until the last one before the lapse, then one just
+  // after it instead of up to 2 s later.
+  hub.clock.Advance(8500ms);
+  CHECK_FALSE(b.Tick());
+  CHECK(b.NextAttemptIn() == 1501ms);
+  hub.clock.Advance(b.NextAttemptIn());
+  CHECK(b.Tick());
+  CHECK(b.NextAttemptIn() == 2s);
+}
+
 TEST_CASE("leader election: a leader that cannot renew stops leading before its lease can expire") {
   Hub hub;
   auto a = hub.Elector("a");
