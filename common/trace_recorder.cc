@@ -1,5 +1,7 @@
 #include "common/trace_recorder.h"
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 namespace syncbus {
@@ -15,9 +17,11 @@ prometheus::Family<prometheus::Counter>& EventsFamily(prometheus::Registry& regi
 
 }  // namespace
 
-TraceRecorder::TraceRecorder(std::string actor, prometheus::Registry& registry, size_t capacity)
+TraceRecorder::TraceRecorder(std::string actor, prometheus::Registry& registry, size_t capacity,
+                             Clock* clock)
     : actor_(std::move(actor)),
       capacity_(std::max<size_t>(1, capacity)),
+      clock_(clock != nullptr ? *clock : RealClock()),
       published_(EventsFamily(registry).Add({{"result", "published"}})),
       dropped_full_(EventsFamily(registry).Add({{"result", "dropped-full"}})),
       dropped_failed_(EventsFamily(registry).Add({{"result", "dropped-failed"}})) {}
@@ -38,6 +42,7 @@ size_t TraceRecorder::buffered() const {
 }
 
 Result<size_t> TraceRecorder::Flush(amqp::Session& session, std::chrono::milliseconds timeout, size_t max_batch) {
+  if (hold_off_.count() > 0 && clock_.Now() < held_until_) return size_t{0};
   std::vector<amqp::Publication> batch;
   {
     std::lock_guard lock(mu_);
@@ -62,7 +67,13 @@ Result<size_t> TraceRecorder::Flush(amqp::Session& session, std::chrono::millise
   }
   published_.Increment(static_cast<double>(ok));
   dropped_failed_.Increment(static_cast<double>(batch.size() - ok));
-  if (!first.ok()) return first.Annotate("publishing trace events");
+  if (!first.ok()) {
+    hold_off_ = hold_off_.count() == 0 ? kFirstHoldOff : std::min(kMaxHoldOff, hold_off_ * 2);
+    held_until_ = clock_.Now() + hold_off_;
+    return first.Annotate("publishing trace events (next attempt in " +
+                          std::to_string(hold_off_.count() / 1000) + " s)");
+  }
+  hold_off_ = std::chrono::milliseconds(0);
   return ok;
 }
 

@@ -1,32 +1,45 @@
 // TraceRecorder: buffers trace events (trace_event.h) from any thread and publishes them to the
 // trace exchange when its owner flushes with its own Session — the daemons flush on their broker
-// thread, once per loop turn, in one pipelined batch. Tracing never holds up work: the buffer is
-// bounded (the oldest events are dropped and counted), and a failed flush drops its batch.
+// thread, once per loop turn, in one pipelined batch. Tracing hardly holds up work: the buffer is
+// bounded (the oldest events are dropped and counted), a flush waits at most kFlushTimeout for
+// its confirms, and after a failed flush (dropped) the next ones are skipped for a growing
+// hold-off: a trace stream without a leader (its node died) costs a daemon one short wait per
+// hold-off, not its confirm timeout on every turn.
 // Record() is thread-safe; Flush() runs on the thread that owns the Session.
 #pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
 
 #include <chrono>
 #include <deque>
 #include <mutex>
 #include <string>
 
-#include <prometheus/counter.h>
-#include <prometheus/registry.h>
-
 #include "common/amqp/session.h"
+#include "common/clock.h"
 #include "common/trace_event.h"
 
 namespace syncbus {
 
 class TraceRecorder {
  public:
-  // `actor` is stamped on every event (the daemon's identity). `registry` must outlive this.
-  TraceRecorder(std::string actor, prometheus::Registry& registry, size_t capacity = 20000);
+  static constexpr std::chrono::milliseconds kFlushTimeout{2000};
+  static constexpr std::chrono::milliseconds kFirstHoldOff{5000};
+  static constexpr std::chrono::milliseconds kMaxHoldOff{60000};
+
+  // `actor` is stamped on every event (the daemon's identity). `registry` and `clock` (null:
+  // RealClock()) must outlive this.
+  TraceRecorder(std::string actor, prometheus::Registry& registry, size_t capacity = 20000,
+                Clock* clock = nullptr);
 
   void Record(TraceEvent event);
-  // Publishes everything buffered (at most `max_batch` events). Returns the number published;
-  // a broker failure drops the batch, is counted, and is returned for the caller to log.
-  Result<size_t> Flush(amqp::Session& session, std::chrono::milliseconds timeout, size_t max_batch = 2000);
+  // Publishes everything buffered (at most `max_batch` events), waiting up to `timeout` for the
+  // confirms. Returns the number published; a broker failure drops the batch, is counted, starts
+  // a hold-off and is returned for the caller to log. During a hold-off nothing is published
+  // (0 is returned; the events stay buffered).
+  Result<size_t> Flush(amqp::Session& session, std::chrono::milliseconds timeout = kFlushTimeout,
+                       size_t max_batch = 2000);
 
   size_t buffered() const;
   const std::string& actor() const { return actor_; }
@@ -34,6 +47,9 @@ class TraceRecorder {
  private:
   const std::string actor_;
   const size_t capacity_;
+  Clock& clock_;
+  std::chrono::milliseconds hold_off_{0};  // Flush() thread only
+  SteadyTime held_until_{};                // Flush() thread only
   mutable std::mutex mu_;
   std::deque<TraceEvent> buffer_;
   prometheus::Counter& published_;

@@ -417,8 +417,8 @@ Status DeliveryLoop::Step(std::chrono::milliseconds timeout) {
   if (!settled.ok()) return settled;
   if (options_.trace != nullptr && options_.trace->buffered() > 0) {
     // Best effort: a lost connection shows up in Next() below.
-    if (auto flushed = options_.trace->Flush(session_, options_.confirm_timeout); !flushed.ok()) {
-      log::Debug("trace events dropped", {{"error", flushed.status().message()}});
+    if (auto flushed = options_.trace->Flush(session_); !flushed.ok()) {
+      log::Warn("trace events dropped", {{"error", flushed.status().message()}});
     }
   }
   auto next = session_.Next(timeout);

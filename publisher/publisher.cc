@@ -356,8 +356,8 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
   batch.clear();
   if (options_.trace != nullptr) {
     // Best effort, on the same session: a broken connection surfaces with the next publish.
-    if (auto flushed = options_.trace->Flush(session_, options_.confirm_timeout); !flushed.ok()) {
-      log::Debug("trace events dropped", {{"error", flushed.status().message()}});
+    if (auto flushed = options_.trace->Flush(session_); !flushed.ok()) {
+      log::Warn("trace events dropped", {{"error", flushed.status().message()}});
     }
   }
   if (rejected > 0) {

@@ -182,6 +182,47 @@ TEST_CASE("a refused flush drops its batch, counts it and says why") {
   CHECK(Count(registry, "dropped-failed") == 1);
 }
 
+TEST_CASE("after a failed flush the recorder holds off, longer each time, and keeps its events") {
+  FakeClock clock;
+  amqp::FakeBroker broker(clock);
+  amqp::FakeSession session(broker, "daemon");
+  REQUIRE(session.Connect().ok());  // no topology yet: flushes fail
+  prometheus::Registry registry;
+  TraceRecorder recorder("c", registry, 100, &clock);
+  recorder.Record(Settled());
+  auto failed = recorder.Flush(session);
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.status().message().find("next attempt in 5 s") != std::string::npos);
+  REQUIRE(session.Declare(amqp::SyncbusTopology()).ok());  // the broker is fine again
+
+  recorder.Record(Settled());
+  auto held = recorder.Flush(session);  // within the hold-off: nothing is sent
+  REQUIRE(held.ok());
+  CHECK(*held == 0);
+  CHECK(recorder.buffered() == 1);
+  clock.Advance(5s);
+  auto sent = recorder.Flush(session);
+  REQUIRE(sent.ok());
+  CHECK(*sent == 1);
+  CHECK(broker.ReadyMessages(amqp::kTraceQueue).size() == 1);
+
+  // A success resets the hold-off; repeated failures double it up to a minute.
+  amqp::FakeSession bare(broker, "other");  // never connected: every publish fails
+  std::vector<std::string> waits;
+  for (int i = 0; i < 6; ++i) {
+    recorder.Record(Settled());
+    auto f = recorder.Flush(bare);
+    REQUIRE_FALSE(f.ok());
+    std::string message = f.status().message();
+    size_t at = message.find("next attempt in ");
+    waits.push_back(message.substr(at, message.find(')', at) - at));
+    clock.Advance(60s);
+  }
+  CHECK(waits == std::vector<std::string>{"next attempt in 5 s", "next attempt in 10 s",
+                                          "next attempt in 20 s", "next attempt in 40 s",
+                                          "next attempt in 60 s", "next attempt in 60 s"});
+}
+
 TEST_CASE("the recorder takes events from many threads at once [concurrent]") {
   prometheus::Registry registry;
   TraceRecorder recorder("c", registry, 100000);
