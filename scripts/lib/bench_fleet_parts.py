@@ -154,20 +154,20 @@ class KubeClient:
     def count(self, verb, resource):
         self.sent[(verb, resource)] = self.sent.get((verb, resource), 0) + 1
 
-    def get(self, path, resource=None, accept_codes=(200,)):
+    def get(self, path, resource=None, accept_codes=(200,), timeout=60):
         if resource:
             self.count("get", resource)
-        return self.request("GET", path, accept_codes=accept_codes)[1]
+        return self.request("GET", path, accept_codes=accept_codes, timeout=timeout)[1]
 
     def create(self, path, obj, resource=None, accept_codes=(200, 201, 409)):
         if resource:
             self.count("create", resource)
         return self.request("POST", path, obj, accept_codes=accept_codes)[0]
 
-    def update(self, path, obj, resource=None, accept_codes=(200,)):
+    def update(self, path, obj, resource=None, accept_codes=(200,), timeout=60):
         if resource:
             self.count("update", resource)
-        return self.request("PUT", path, obj, accept_codes=accept_codes)[0]
+        return self.request("PUT", path, obj, accept_codes=accept_codes, timeout=timeout)[0]
 
     def get_text(self, path):
         req = urllib.request.Request(self.server + path)

@@ -7,6 +7,7 @@ convergence object by object, the dead-letter queue, lease exclusion, recovery t
 goals, and a scan of every log, message, trace event and metric for secrets."""
 
 import argparse
+import datetime
 import json
 import os
 import secrets
@@ -22,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_fleet_parts import BenchError  # noqa: E402
 from chaos_checks import (Check, analyse_journal, cluster_credentials, explain_dead_letters,  # noqa: E402
-                          format_recovery, measure_recovery, recovery_table, verify_fleet)
+                          WorkTimes, format_recovery, measure_recovery, recovery_table, verify_fleet)
 from chaos_faults import Chaos, EditStream, make_rng  # noqa: E402
 from chaos_system import (Daemon, RabbitCluster, Sampler, Simulator, Supervisor, admin_yaml,  # noqa: E402
                           note, now, write_daemon_config)
@@ -199,10 +200,26 @@ def poison_episode(s, chaos, edits, victim, timeout):
                             f"({crashes} consumer crashes)"))
         chaos.resume()
         return checks
+    # The cluster may have had more than one request on its way (a change and a new leader's
+    # startup resync, say): each is a poison of its own, parked after its own delivery limit.
+    pending = unsettled_requests(s, victim, started)
+    while pending and time.monotonic() < deadline:
+        time.sleep(2)
+        pending = unsettled_requests(s, victim, started)
+    if pending:
+        checks.append(Check("poison parked", False, f"{victim}: request(s) {', '.join(pending)} neither "
+                            f"parked nor settled after {timeout}s"))
+        chaos.resume()
+        return checks
+    rc, out, _ = s.ctl("dlq", "list", "-c", s.ctl_config, "--cluster", victim, "-q")
+    listed = out if rc == 0 and victim in out else listed
+    copies = sum(1 for line in listed.splitlines() if victim in line)
+    crashes = sum(len(d.crash_times) for d in s.consumers()) - crashes_before
     note(f"poison: parked after {parked_at - started:.0f}s and {crashes} consumer crashes")
     checks.append(Check("poison parked after the delivery limit", True,
-                        f"{victim}: {crashes} consumer crashes, parked {parked_at - started:.0f}s after the "
-                        f"edit; `syncbusctl dlq list` shows it:\n" + indent(listed)))
+                        f"{victim}: {crashes} consumer crashes, first request parked {parked_at - started:.0f}s "
+                        f"after the edit ({copies} request(s) in all); `syncbusctl dlq list` shows it:\n" +
+                        indent(listed)))
     # The pool comes back (the supervisor's back-off) and then stays up.
     wait_ready(s, timeout=300)
     quiet_from = now()
@@ -234,6 +251,23 @@ def poison_episode(s, chaos, edits, victim, timeout):
                         else f"replay exit {rc} {err.strip()[:300]}; {victim} not in sync within 120s"))
     chaos.resume()
     return checks
+
+
+def unsettled_requests(s, cluster, since):
+    """Requests of `cluster` seen since `since` (Unix seconds) that are still on their way: last
+    seen published, delivered (in flight, or its consumer crashed) or sent to a delay tier."""
+    rc, out, _ = s.ctl("trace", cluster, "-c", s.ctl_config, "--json", "--since", "1h")
+    if rc != 0:
+        return [f"(trace unreadable: exit {rc})"]
+    since_text = datetime.datetime.fromtimestamp(since, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+    last, recent = {}, set()
+    for e in json.loads(out).get("events", []):
+        request = e.get("request", "")
+        last[request] = e
+        if e.get("at", "") >= since_text:
+            recent.add(request)
+    return sorted(r for r in recent
+                  if not (last[r].get("step") == "settled" and last[r].get("outcome") not in ("retry", "deferred")))
 
 
 def in_sync(s, cluster, clustersync):
@@ -274,9 +308,26 @@ def collect_secrets(s, creds):
     return found
 
 
-def scan_for_secrets(s, creds):
-    """Logs, broker messages (every queue, and the trace stream through `syncbusctl trace --all`),
-    metrics: none may hold a secret. A planted copy of one proves the scan finds them."""
+def read_trace(s):
+    """Every daemon's trace events (`syncbusctl trace --all`), kept in scan/trace-events.jsonl:
+    (syncbusctl's exit status, the events)."""
+    rc, out, _ = s.ctl("trace", "--all", "-c", s.ctl_config, "--since", "24h", timeout=600)
+    evidence = os.path.join(s.work, "scan")
+    os.makedirs(evidence, exist_ok=True)
+    with open(os.path.join(evidence, "trace-events.jsonl"), "w", encoding="utf-8") as f:
+        f.write(out)
+    events = []
+    for line in out.splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            pass
+    return rc, events
+
+
+def scan_for_secrets(s, creds, trace):
+    """Logs, broker messages (every queue, and the trace stream: `trace` from read_trace, in
+    scan/), metrics: none may hold a secret. A planted copy of one proves the scan finds them."""
     secret_list = collect_secrets(s, creds)
     scanner = secret_scan.Scanner(secret_list)
     evidence = os.path.join(s.work, "scan")
@@ -289,10 +340,7 @@ def scan_for_secrets(s, creds):
                     f.write(json.dumps({"queue": queue, "message": m}) + "\n")
             except Exception as e:   # a missing queue: nothing to scan there
                 f.write(json.dumps({"queue": queue, "error": str(e)}) + "\n")
-    rc, out, err = s.ctl("trace", "--all", "-c", s.ctl_config, "--since", "24h", timeout=600)
-    with open(os.path.join(evidence, "trace-events.jsonl"), "w", encoding="utf-8") as f:
-        f.write(out)
-    trace_events = out.count("\n")
+    rc, trace_events = trace
     pages = 0
     with open(os.path.join(evidence, "metrics.txt"), "w", encoding="utf-8") as f:
         urls = [d.admin_url + "/metrics" for d in s.daemons() if d.running()] + s.rabbit.prometheus_urls()
@@ -315,7 +363,7 @@ def scan_for_secrets(s, creds):
     checks = [Check("no secret in logs, messages, trace events or metrics", not problems,
                     f"{len(secret_list)} secrets ({len(scanner.needles)} forms), {scanner.sources} files, "
                     f"{scanner.bytes_scanned / 1e6:.1f} MB: logs of every process and RabbitMQ node, "
-                    f"{trace_events} trace events (syncbusctl exit {rc}), the queues' messages, {pages} "
+                    f"{len(trace_events)} trace events (syncbusctl exit {rc}), the queues' messages, {pages} "
                     f"metrics pages", problems)]
     # The scan finds a secret that is there: plant one cluster's token in a copy of a log.
     planted = os.path.join(s.work, "planted", "consumer-1.log")
@@ -380,8 +428,8 @@ def run(args):
         checks.append(explain_dead_letters(dead, set() if args.no_poison else {f"{victim}/{victim}"}))
         checks.append(analyse_journal(s.sim.journal, chaos.faults, s.sim.names,
                                       exclude=set() if args.no_poison else {victim}))
-        measure_recovery(chaos.faults, s.sampler, [d.name for d in s.publishers()], [d.name for d in s.consumers()],
-                         edits_stopped)
+        trace = read_trace(s)
+        measure_recovery(chaos.faults, WorkTimes(trace[1]), [d.name for d in s.consumers()], edits_stopped)
         crashes = {d.name: [how for _, how, ours in d.exits if not ours] for d in s.daemons()}
         unexpected = {n: c for n, c in crashes.items() if any("SIGABRT" not in x for x in c)}
         checks.append(Check("no process exited unless made to (poison aborts aside)", not unexpected,
@@ -390,7 +438,7 @@ def run(args):
         if chaos.errors:
             checks.append(Check("every fault could be injected", False, f"{len(chaos.errors)} could not",
                                 chaos.errors))
-        checks += scan_for_secrets(s, creds)
+        checks += scan_for_secrets(s, creds, trace)
         report(args, s, chaos, edits, checks, converge, after_faults, last_fault, run_started)
     finally:
         s.stop(args.keep)

@@ -203,33 +203,94 @@ def analyse_journal(path, faults, cluster_names, exclude=()):
 
 
 # ---------------------------------------------------------------------------------------------
-# Recovery of the other faults (from the metrics sampler)
+# Recovery of the other faults (from the trace stream)
 
 
-def measure_recovery(faults, sampler, publishers, consumers, work_ended):
-    """Fills the figures timed from the daemons' metrics. Without work nothing is published or
-    consumed: a fault less than 30 s before the edit stream ended that saw nothing afterwards is
-    not measured rather than counted as never recovered."""
+class WorkTimes:
+    """When work got through, from the daemons' trace events (`syncbusctl trace --all`): each
+    confirmed publish with the moment its request was decided, each settled delivery with the
+    moment it was delivered. Work is back after a fault at the first publish (settle) of work
+    that began after it, or, if a stall followed, when the last stall that began within
+    STALL_WINDOW of the fault ended: a publish confirmed just after a node died, then 30 s of
+    nothing, is no recovery. A stall is a gap of more than STALL_GAP with nothing getting through
+    (the edit stream gives the publisher work every 0.5 s)."""
+
+    SETTLED = ("applied", "up-to-date", "skipped", "retry")
+    STALL_GAP = 3.0
+    STALL_WINDOW = 30.0
+
+    def __init__(self, events):
+        self.confirms = []   # (confirmed, decided)
+        self.settles = []    # (settled, delivered, actor, lane)
+        delivered = {}       # (request, actor) -> delivered
+        for e in sorted(events, key=lambda e: e.get("at", "")):
+            at = unix_ms(e.get("at"), None)
+            if at is None:
+                continue
+            step, actor = e.get("step"), e.get("actor", "")
+            if step == "published":
+                decided = unix_ms(e.get("decidedAt"), at)
+                self.confirms.append(((at + e.get("durationMs", 0)) / 1000.0, decided / 1000.0))
+            elif step == "delivered":
+                delivered[(e.get("request"), actor)] = at / 1000.0
+            elif step == "settled" and e.get("outcome") in self.SETTLED:
+                d = delivered.pop((e.get("request"), actor), None)
+                if d is not None:
+                    self.settles.append((at / 1000.0, d, actor, e.get("lane", "")))
+
+    def published(self, after):
+        """When publishing was back after `after` (see the class); None if it never was."""
+        first = min((c for c, decided in self.confirms if decided > after), default=None)
+        return self._past_stalls(after, first, [c for c, _ in self.confirms])
+
+    def consumed(self, after, actor=None, lanes=None):
+        """When consuming was back after `after` (see the class), counting the deliveries on one
+        of `lanes`; None if it never was. For one consumer (its identity contains `actor`) the
+        first settle only: a third of the work has gaps of seconds without any stall."""
+        mine = [(t, d) for t, d, a, lane in self.settles
+                if (actor is None or actor in a) and (lanes is None or lane in lanes)]
+        first = min((t for t, d in mine if d > after), default=None)
+        if actor is not None:
+            return first
+        return self._past_stalls(after, first, [t for t, _ in mine])
+
+    def _past_stalls(self, after, first, times):
+        if first is None:
+            return None
+        points = [after] + sorted(t for t in times if after < t <= after + self.STALL_WINDOW + 60)
+        back = first
+        for a, b in zip(points, points[1:]):
+            if a > after + self.STALL_WINDOW:
+                break
+            if b - a > self.STALL_GAP:
+                back = max(back, b)
+        return back
+
+
+def measure_recovery(faults, work, consumers, work_ended):
+    """Fills the figures timed from the trace (`work`, a WorkTimes). Without work nothing is
+    published or consumed: a fault less than 30 s before the edit stream ended that saw nothing
+    afterwards is not measured rather than counted as never recovered."""
+    def since(f, t):
+        return None if t is None else t - f.at
+
     for f in faults:
         if f.kind == "publisher-kill":
-            t = sampler.first_increase(publishers, "enqueued", f.at)
-            f.recovery["publishing again"] = None if t is None else t - f.at
+            f.recovery["publishing again"] = since(f, work.published(f.at))
         elif f.kind == "broker-kill":
-            t = sampler.first_increase(publishers, "enqueued", f.at)
-            f.recovery["publishing again"] = None if t is None else t - f.at
+            f.recovery["publishing again"] = since(f, work.published(f.at))
             # The change lane always has work in a run (the edit stream); the resync lane may have
             # none for minutes, so its consumption cannot be timed.
-            key = "settled_change" if "change" in f.lanes else "settled"
-            t = sampler.first_increase(consumers, key, f.at)
-            f.recovery["consuming again"] = None if t is None else t - f.at
+            lanes = ("change",) if "change" in f.lanes else None
+            f.recovery["consuming again"] = since(f, work.consumed(f.at, lanes=lanes))
             if f.ended and f.node_back:
                 f.recovery["back in the cluster"] = f.node_back - f.ended
         elif f.kind == "connection-close":
             if f.target in consumers:
-                t = sampler.first_increase([f.target], "settled", f.at)
+                t = work.consumed(f.at, actor="/" + f.target + "-")
             else:
-                t = sampler.first_increase(publishers, "enqueued", f.at)
-            f.recovery["working again"] = None if t is None else t - f.at
+                t = work.published(f.at)
+            f.recovery["working again"] = since(f, t)
         for figure in ("publishing again", "consuming again", "working again"):
             if f.recovery.get(figure, 0) is None and f.at > work_ended - 30:
                 del f.recovery[figure]
@@ -285,14 +346,17 @@ DISTURBED_BY = {
     "consumer-pause": {"consumer-kill", "consumer-pause", "broker-kill", "hub-burst"},
     "publisher-kill": {"publisher-kill", "broker-kill", "hub-burst"},
     "broker-kill": {"publisher-kill", "broker-kill", "hub-burst", "consumer-kill", "consumer-pause"},
-    "connection-close": {"publisher-kill", "broker-kill", "consumer-kill", "consumer-pause"},
+    "connection-close": {"publisher-kill", "broker-kill", "consumer-kill", "consumer-pause", "hub-burst"},
 }
 
 
 def disturbed(fault, seconds, faults):
-    """A fault that can stretch `fault`'s recovery began after it and before it had recovered."""
+    """A fault that can stretch `fault`'s recovery was still going on when it struck (a burst not
+    over, a process or node not back yet), or began after it and before it had recovered."""
     kinds = DISTURBED_BY.get(fault.kind, set())
-    return any(g is not fault and g.kind in kinds and fault.at < g.at <= fault.at + seconds for g in faults)
+    return any(g is not fault and g.kind in kinds and
+               (fault.at < g.at <= fault.at + seconds or g.at <= fault.at < g.ended)
+               for g in faults)
 
 
 def summary(values):

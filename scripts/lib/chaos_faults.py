@@ -328,8 +328,8 @@ class Chaos:
     def _hub_burst(self):
         seconds = self.rng.uniform(5, 12)
         spec = self.rng.choice([
-            {"errorRate": 0.3}, {"throttleRate": 0.3, "retryAfterSeconds": 1},
-            {"dropRate": 0.2}, {"errorRate": 0.15, "throttleRate": 0.1, "dropRate": 0.05}])
+            {"errorRate": 0.3}, {"throttleRate": 0.3, "retryAfterSeconds": 1}, {"dropRate": 0.2},
+            {"timeoutRate": 0.1}, {"errorRate": 0.15, "throttleRate": 0.1, "timeoutRate": 0.05, "dropRate": 0.05}])
         return self._burst("hub", ["hub"], spec, seconds, "hub-burst")
 
     def _target_burst(self):
@@ -403,13 +403,15 @@ class EditStream:
     def edit(self, path):
         self._n += 1
         try:
-            obj = self.hub.get(path)
+            # A short timeout, as a person's kubectl would give up: a hub burst's unanswered
+            # request must not stall the stream (and with it the recovery figures).
+            obj = self.hub.get(path, timeout=5)
             resources = obj["spec"]["resources"]
             r = resources[self.rng.randrange(len(resources))]
             r.setdefault("data", {})["payload"] = f"edit-{self._n}-{self.rng.getrandbits(32):08x}"
-            self.hub.update(path, obj)
+            self.hub.update(path, obj, timeout=5)
             self.edits += 1
-        except Exception:   # a hub burst or a 409: the stream goes on
+        except Exception:   # a hub burst (an error or no answer) or a 409: the stream goes on
             self.failed += 1
 
 

@@ -388,21 +388,20 @@ class Supervisor:
 
 class Sampler:
     """Scrapes every running daemon's /metrics every `interval` seconds on a thread per daemon (a
-    stopped process must not hold up the others) and keeps a time series of a few counters:
-    publisher confirmed publishes and leadership, consumer settled deliveries by lane and busy
-    workers."""
+    stopped process must not hold up the others) and keeps the latest of what the faults aim by:
+    a publisher's leadership, a consumer's busy workers."""
 
     def __init__(self, supervisor, interval=0.25):
         self.supervisor = supervisor
         self.interval = interval
-        self.series = {}   # daemon name -> [(wall time, {key: value})]
+        self.series = {}   # daemon name -> (wall time, {key: value}) of the latest scrape
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = []
 
     def start(self):
         for name in self.supervisor.daemons:
-            self.series[name] = []
+            self.series[name] = (0.0, {})
             t = threading.Thread(target=self._loop, args=(name,), name="sample-" + name, daemon=True)
             t.start()
             self._threads.append(t)
@@ -418,51 +417,18 @@ class Sampler:
             except (urllib.error.URLError, OSError, ValueError):
                 continue
             values = self._values(d.kind, samples)
-            values["started"] = d.started_at
             with self._lock:
-                self.series[name].append((now(), values))
+                self.series[name] = (now(), values)
 
     @staticmethod
     def _values(kind, samples):
         if kind == "publisher":
-            return {"enqueued": metric_sum(samples, "syncbus_publisher_enqueued_total"),
-                    "leader": metric_sum(samples, "syncbus_publisher_leader")}
-        settled = {}
-        for n, labels, v in samples:
-            if n == "syncbus_consumer_deliveries_total" and labels.get("outcome") not in ("busy", "quarantined"):
-                settled[labels.get("lane", "")] = settled.get(labels.get("lane", ""), 0) + v
-        return {"settled": sum(settled.values()),
-                "settled_change": settled.get("change", 0.0),
-                "settled_resync": settled.get("resync", 0.0),
-                "busy": metric_sum(samples, "syncbus_consumer_workers_busy")}
+            return {"leader": metric_sum(samples, "syncbus_publisher_leader")}
+        return {"busy": metric_sum(samples, "syncbus_consumer_workers_busy")}
 
     def latest(self, name):
         with self._lock:
-            s = self.series.get(name) or []
-            return s[-1] if s else (0.0, {})
-
-    def first_increase(self, names, key, after, until=None):
-        """The first wall time after `after` at which one of `names` shows `key` above its value
-        at `after`: the last sample before it of the same process, or 0 for a process started
-        since. None when none did (before `until`)."""
-        best = None
-        with self._lock:
-            for name in names:
-                before = {}   # process start time -> last value at or before `after`
-                for t, values in self.series.get(name, []):
-                    if key not in values:
-                        continue
-                    started = values["started"]
-                    if t <= after:
-                        before[started] = values[key]
-                        continue
-                    if until is not None and t > until:
-                        break
-                    base = 0.0 if started > after else before.get(started)
-                    if base is not None and values[key] > base:
-                        best = t if best is None else min(best, t)
-                        break
-        return best
+            return self.series.get(name, (0.0, {}))
 
     def stop(self):
         self._stop.set()
