@@ -92,7 +92,7 @@ size_t DeliveryLoop::in_flight() const {
   size_t waiting = 0;
   for (const auto& [k, q] : waiting_) waiting += q.size();
   return ready_change_.size() + ready_resync_.size() + ready_alone_.size() + running_ +
-         finished_.size() + waiting;
+         finished_.size() + waiting + pending_park_count_.load();
 }
 
 Status DeliveryLoop::Subscribe() {
@@ -107,6 +107,9 @@ Status DeliveryLoop::Subscribe() {
     waiting_.clear();
     finished_.clear();
   }
+  pending_parks_.clear();
+  pending_park_count_.store(0);
+  park_hold_off_ = std::chrono::milliseconds(0);
   consumer_tags_.clear();
   for (amqp::Lane lane : {amqp::Lane::kChange, amqp::Lane::kResync}) {
     auto tag = session_.Consume(amqp::WorkQueueName(lane), options_.prefetch);
@@ -219,8 +222,9 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
   if (!request.ok()) {
     log::Warn("undecodable message parked", {{"queue", delivery.queue}, {"message_id", delivery.message.message_id},
                                              {"error", request.status().message()}});
-    Status s = Park(delivery, DeadLetter(delivery, "undecodable", request.status().message(), clock_.WallNow()),
-                    "dead-lettered");
+    Status s = Park(
+        delivery, DeadLetter(delivery, "undecodable", request.status().message(), clock_.WallNow()),
+        "dead-lettered", nullptr, {});
     if (!s.ok()) log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
     return;
   }
@@ -229,16 +233,14 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
     log::Warn("poison request parked", {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}});
     const std::string why = "delivered " + std::to_string(unsettled) +
                             " times without being settled (consumers crashed or were killed)";
-    Status s = Park(delivery, DeadLetter(delivery, "delivery_limit", why, clock_.WallNow()), "dead-lettered");
-    if (!s.ok()) {
+    Status s = Park(delivery, DeadLetter(delivery, "delivery_limit", why, clock_.WallNow()),
+                    "dead-lettered", &*request, [why](TraceEvent& e) {
+                      e.outcome = TraceOutcome::kParked;
+                      e.dead_reason = "delivery_limit";
+                      e.error = why;
+                    });
+    if (!s.ok())
       log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
-      return;
-    }
-    Trace(TraceStep::kSettled, delivery, *request, clock_.Now(), [&](TraceEvent& e) {
-      e.outcome = TraceOutcome::kParked;
-      e.dead_reason = "delivery_limit";
-      e.error = why;
-    });
     return;
   }
   const int unsettled = UnsettledDeliveries(delivery.message);
@@ -247,18 +249,15 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
     const std::string tier = held.message.headers.value(amqp::kRetryTierHeader, "");
     log::Warn("request held back: it ended unsettled before (did a consumer crash on it?); it runs alone next",
               {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}, {"tier", tier}});
-    Status s = Park(delivery, held, "quarantined");
-    if (!s.ok()) {
-      log::Warn("holding back failed; the message will be redelivered", {{"error", s.message()}});
-      return;
-    }
-    Trace(TraceStep::kSettled, delivery, *request, clock_.Now(), [&](TraceEvent& e) {
+    Status s = Park(delivery, held, "quarantined", &*request, [tier, unsettled](TraceEvent& e) {
       e.outcome = TraceOutcome::kDeferred;
       e.tier = tier;
       e.error = "delivered " + std::to_string(unsettled) +
                 " time(s) without being settled (a consumer died or lost its connection holding it): "
                 "held back, then run alone";
     });
+    if (!s.ok())
+      log::Warn("holding back failed; the message will be redelivered", {{"error", s.message()}});
     return;
   }
   if (unsettled > 0 && leases_ != nullptr) {
@@ -268,16 +267,14 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
     if (std::string holder = leases_->HolderElsewhere(request->cluster_namespace, request->cluster_name);
         !holder.empty()) {
       amqp::Publication deferred = Defer(delivery, options_.retry);
-      Status s = Park(delivery, deferred, "busy");
-      if (!s.ok()) {
-        log::Warn("deferring failed; the message will be redelivered", {{"error", s.message()}});
-        return;
-      }
-      Trace(TraceStep::kSettled, delivery, *request, clock_.Now(), [&](TraceEvent& e) {
+      std::string tier = deferred.message.headers.value(amqp::kRetryTierHeader, "");
+      Status s = Park(delivery, deferred, "busy", &*request, [tier, holder](TraceEvent& e) {
         e.outcome = TraceOutcome::kDeferred;
-        e.tier = deferred.message.headers.value(amqp::kRetryTierHeader, "");
+        e.tier = tier;
         e.error = "the cluster is busy on another consumer (" + holder + ")";
       });
+      if (!s.ok())
+        log::Warn("deferring failed; the message will be redelivered", {{"error", s.message()}});
       return;
     }
   }
@@ -309,19 +306,70 @@ void DeliveryLoop::Trace(TraceStep step, const amqp::Delivery& delivery, const S
 }
 
 Status DeliveryLoop::Park(const amqp::Delivery& delivery, const amqp::Publication& publication,
-                          const char* outcome) {
+                          const char* outcome, const SyncRequest* request, TraceFill fill,
+                          std::optional<SteadyTime> since) {
+  PendingPark park{generation_,
+                   delivery,
+                   publication,
+                   outcome,
+                   request != nullptr ? std::optional<SyncRequest>(*request) : std::nullopt,
+                   since.value_or(clock_.Now()),
+                   std::move(fill)};
+  Status s = TryPark(park);
+  if (s.ok() || !session_.connected()) return s;
+  // Refused on a live connection (a delay queue without a leader while a node is down, or
+  // full): the delivery stays unacked with us, so it must not be left there — try again.
+  park_hold_off_ = park_hold_off_.count() == 0 ? kFirstParkHoldOff
+                                               : std::min(kMaxParkHoldOff, park_hold_off_ * 2);
+  parks_due_ = clock_.Now() + park_hold_off_;
+  log::Warn("the broker refused a settlement; trying again",
+            {{"exchange", publication.exchange},
+             {"message_id", delivery.message.message_id},
+             {"error", s.message()},
+             {"in_ms", park_hold_off_.count()}});
+  pending_parks_.push_back(std::move(park));
+  pending_park_count_.store(pending_parks_.size());
+  return Status::Ok();
+}
+
+Status DeliveryLoop::RetryParks() {
+  if (pending_parks_.empty() || clock_.Now() < parks_due_) return Status::Ok();
+  while (!pending_parks_.empty()) {
+    PendingPark& park = pending_parks_.front();
+    if (park.generation != generation_) {  // from a dead connection: redelivered
+      pending_parks_.pop_front();
+      continue;
+    }
+    Status s = TryPark(park);
+    if (!s.ok()) {
+      if (!session_.connected()) return s;
+      park_hold_off_ = std::min(kMaxParkHoldOff, park_hold_off_ * 2);
+      parks_due_ = clock_.Now() + park_hold_off_;
+      break;
+    }
+    pending_parks_.pop_front();
+  }
+  if (pending_parks_.empty()) park_hold_off_ = std::chrono::milliseconds(0);
+  pending_park_count_.store(pending_parks_.size());
+  return Status::Ok();
+}
+
+Status DeliveryLoop::TryPark(const PendingPark& park) {
+  const amqp::Publication& publication = park.publication;
   Status published = session_.Publish(publication, options_.confirm_timeout);
   if (!published.ok()) return published.Annotate("publishing to " + publication.exchange);
   // Confirmed: only now may the original go.
-  Status acked = session_.Ack(delivery.delivery_tag);
+  Status acked = session_.Ack(park.delivery.delivery_tag);
   if (!acked.ok()) return acked;
-  std::string lane = delivery.routing_key.empty() ? "unknown" : delivery.routing_key;
-  deliveries_.Add({{"lane", lane}, {"outcome", outcome}}).Increment();
+  std::string lane = park.delivery.routing_key.empty() ? "unknown" : park.delivery.routing_key;
+  deliveries_.Add({{"lane", lane}, {"outcome", park.outcome}}).Increment();
   if (publication.exchange == amqp::kDeadExchange) {
     dead_lettered_.Add({{"reason", publication.message.headers.value(kDeadReasonHeader, "unknown")}}).Increment();
-  } else if (std::string_view(outcome) == "retried") {
+  } else if (park.outcome == "retried") {
     retries_.Add({{"tier", publication.message.headers.value(amqp::kRetryTierHeader, "")}}).Increment();
   }
+  if (park.request && park.fill)
+    Trace(TraceStep::kSettled, park.delivery, *park.request, park.since, park.fill);
   return Status::Ok();
 }
 
@@ -333,15 +381,15 @@ Status DeliveryLoop::Settle(Done& done) {
     log::Debug("cluster busy on another consumer; deferred",
                {{"cluster", r.ClusterKey()}, {"detail", done.outcome.ok() ? done.outcome->detail : done.outcome.status().message()}});
     amqp::Publication deferred = Defer(d, options_.retry);
-    Status parked = Park(d, deferred, "busy");
-    if (parked.ok()) {
-      Trace(TraceStep::kSettled, d, r, done.job.received, [&](TraceEvent& e) {
-        e.outcome = TraceOutcome::kDeferred;
-        e.tier = deferred.message.headers.value(amqp::kRetryTierHeader, "");
-        e.error = "the cluster is busy on another consumer";
-      });
-    }
-    return parked;
+    std::string tier = deferred.message.headers.value(amqp::kRetryTierHeader, "");
+    return Park(
+        d, deferred, "busy", &r,
+        [tier](TraceEvent& e) {
+          e.outcome = TraceOutcome::kDeferred;
+          e.tier = tier;
+          e.error = "the cluster is busy on another consumer";
+        },
+        done.job.received);
   }
   if (done.outcome.ok() && done.outcome->failed_sets.empty()) {
     Status acked = session_.Ack(d.delivery_tag);
@@ -383,17 +431,20 @@ Status DeliveryLoop::Settle(Done& done) {
   log::Info(dead ? "request parked after its last attempt" : "request scheduled for retry",
             {{"cluster", r.ClusterKey()}, {"attempt", AttemptOf(next.message)},
              {"tier", next.message.headers.value(amqp::kRetryTierHeader, "")}, {"error", SanitizeError(error)}});
-  Status parked = Park(d, next, dead ? "dead-lettered" : "retried");
-  if (parked.ok()) {
-    Trace(TraceStep::kSettled, d, r, done.job.received, [&](TraceEvent& e) {
-      e.outcome = dead ? TraceOutcome::kParked : TraceOutcome::kRetry;
-      e.tier = next.message.headers.value(amqp::kRetryTierHeader, "");
-      e.dead_reason = next.message.headers.value(kDeadReasonHeader, "");
-      e.error = SanitizeError(error);
-      if (done.outcome.ok()) FillSync(e, *done.outcome);
-    });
-  }
-  return parked;
+  std::optional<SyncOutcome> outcome;
+  if (done.outcome.ok()) outcome = *done.outcome;
+  return Park(
+      d, next, dead ? "dead-lettered" : "retried", &r,
+      [dead, tier = next.message.headers.value(amqp::kRetryTierHeader, ""),
+       reason = next.message.headers.value(kDeadReasonHeader, ""), error = SanitizeError(error),
+       outcome = std::move(outcome)](TraceEvent& e) {
+        e.outcome = dead ? TraceOutcome::kParked : TraceOutcome::kRetry;
+        e.tier = tier;
+        e.dead_reason = reason;
+        e.error = error;
+        if (outcome) FillSync(e, *outcome);
+      },
+      done.job.received);
 }
 
 Status DeliveryLoop::SettleFinished() {
@@ -415,6 +466,7 @@ Status DeliveryLoop::SettleFinished() {
 Status DeliveryLoop::Step(std::chrono::milliseconds timeout) {
   Status settled = SettleFinished();
   if (!settled.ok()) return settled;
+  if (Status retried = RetryParks(); !retried.ok()) return retried;
   if (options_.trace != nullptr && options_.trace->buffered() > 0) {
     // Best effort: a lost connection shows up in Next() below.
     if (auto flushed = options_.trace->Flush(session_); !flushed.ok()) {
@@ -432,7 +484,7 @@ size_t DeliveryLoop::Drain(std::chrono::milliseconds grace) {
   consumer_tags_.clear();
   SteadyTime deadline = clock_.Now() + grace;
   while (in_flight() > 0 && clock_.Now() < deadline) {
-    if (!SettleFinished().ok()) break;
+    if (!SettleFinished().ok() || !RetryParks().ok()) break;
     // Keep the connection serviced (heartbeats) while workers finish; deliveries that still
     // arrive after the cancel are left unacked and return to the queue on close.
     auto polled = session_.Next(std::chrono::milliseconds(20));

@@ -2,7 +2,9 @@
 // lane first) that take the cluster's lease and run the sync under its fence, then settles it on
 // the session's thread: ack once the status is stored; on failure publish the next attempt to
 // its delay queue (or the dead-letter queue) and ack the original only after that publish is
-// confirmed, so a request is never in neither queue. A cluster busy on another consumer goes to
+// confirmed, so a request is never in neither queue; a publish the broker refuses (a delay queue
+// without a leader while a node is down) is tried again shortly, never left unacked on a live
+// connection. A cluster busy on another consumer goes to
 // the shortest delay tier without counting an attempt. Undecodable messages are parked at once.
 // A request that ended unsettled before (its consumer died holding it) is held back in a delay
 // tier first and then runs alone, with nothing else in flight in this process, so a request that
@@ -13,6 +15,11 @@
 // Step()/Drain() run on one thread (the session's owner); workers are internal.
 #pragma once
 
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,15 +27,11 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <prometheus/counter.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
 
 #include "common/amqp/session.h"
 #include "common/clock.h"
@@ -99,9 +102,32 @@ class DeliveryLoop {
   bool RunnableLocked() const;
   void WorkerMain();
   Done Run(Job job);
+  using TraceFill = std::function<void(TraceEvent&)>;
+  // A settlement by publication: the next attempt, a deferral or the dead-letter queue.
+  struct PendingPark {
+    uint64_t generation = 0;
+    amqp::Delivery delivery;
+    amqp::Publication publication;
+    std::string outcome;                 // syncbus_consumer_deliveries_total's label
+    std::optional<SyncRequest> request;  // with `fill`: the trace's kSettled event
+    SteadyTime since;
+    TraceFill fill;
+  };
+  static constexpr std::chrono::milliseconds kFirstParkHoldOff{250};
+  static constexpr std::chrono::milliseconds kMaxParkHoldOff{2000};
+
   Status SettleFinished();
   Status Settle(Done& done);
-  Status Park(const amqp::Delivery& delivery, const amqp::Publication& publication, const char* outcome);
+  // Publishes `publication`, acks `delivery` once it is confirmed, counts it and traces it
+  // (kSettled, `fill`, duration from `since`, default now). Refused on a live connection, it
+  // is kept and tried again from Step() after a hold-off (250 ms doubling to 2 s): a delivery
+  // is never left unacked on a live connection. An error means the connection is gone.
+  Status Park(const amqp::Delivery& delivery, const amqp::Publication& publication,
+              const char* outcome, const SyncRequest* request, TraceFill fill,
+              std::optional<SteadyTime> since = std::nullopt);
+  Status TryPark(const PendingPark& park);
+  // Tries the kept settlements again once their hold-off has passed; an error: connection gone.
+  Status RetryParks();
   // Records a trace event for `delivery` (no-op without a recorder).
   void Trace(TraceStep step, const amqp::Delivery& delivery, const SyncRequest& request, SteadyTime since,
              const std::function<void(TraceEvent&)>& fill);
@@ -113,6 +139,10 @@ class DeliveryLoop {
   Clock& clock_;
   uint64_t generation_ = 0;   // session thread only
   std::vector<std::string> consumer_tags_;
+  std::deque<PendingPark> pending_parks_;       // session thread only
+  std::chrono::milliseconds park_hold_off_{0};  // session thread only
+  SteadyTime parks_due_{};                      // session thread only
+  std::atomic<size_t> pending_park_count_{0};   // for in_flight()
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
