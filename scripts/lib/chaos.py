@@ -386,6 +386,8 @@ def scan_for_secrets(s, creds, trace):
 
 
 def run(args):
+    if args.work_dir and os.path.isdir(args.work_dir) and os.listdir(args.work_dir):
+        raise BenchError(f"--work-dir {args.work_dir} is not empty (an earlier run's?): give a new or empty one")
     work = args.work_dir or tempfile.mkdtemp(prefix="syncbus-chaos.", dir=os.environ.get("TMPDIR", "/tmp"))
     os.makedirs(work, exist_ok=True)
     note(f"work dir {work}")
@@ -463,7 +465,8 @@ def report(args, s, chaos, edits, checks, converge, after_faults, last_fault, ru
     print(f"initial sync {converge:.0f}s; converged {after_faults:.0f}s after the faults ended")
     print()
     print("recovery, wall seconds from the fault (consumer faults: until every cluster the victim held had "
-          "its status stored again; undisturbed: no other fault began meanwhile, the goals are judged on those)")
+          "its status stored again; undisturbed: no other fault that could stretch it began meanwhile or "
+          "was still going on, the goals are judged on those)")
     print(format_recovery(rows))
     victims = [f for f in chaos.faults if f.kind in ("consumer-kill", "consumer-pause")]
     if victims:
