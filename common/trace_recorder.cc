@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "common/random_impl.h"
+
 namespace syncbus {
 namespace {
 
@@ -22,6 +24,7 @@ TraceRecorder::TraceRecorder(std::string actor, prometheus::Registry& registry, 
     : actor_(std::move(actor)),
       capacity_(std::max<size_t>(1, capacity)),
       clock_(clock != nullptr ? *clock : RealClock()),
+      hold_off_({kFirstHoldOff, kMaxHoldOff, 2.0, /*jitter=*/0.0}, RealRandom()),
       published_(EventsFamily(registry).Add({{"result", "published"}})),
       dropped_full_(EventsFamily(registry).Add({{"result", "dropped-full"}})),
       dropped_failed_(EventsFamily(registry).Add({{"result", "dropped-failed"}})) {}
@@ -42,7 +45,7 @@ size_t TraceRecorder::buffered() const {
 }
 
 Result<size_t> TraceRecorder::Flush(amqp::Session& session, std::chrono::milliseconds timeout, size_t max_batch) {
-  if (hold_off_.count() > 0 && clock_.Now() < held_until_) return size_t{0};
+  if (clock_.Now() < held_until_) return size_t{0};
   std::vector<amqp::Publication> batch;
   {
     std::lock_guard lock(mu_);
@@ -68,12 +71,12 @@ Result<size_t> TraceRecorder::Flush(amqp::Session& session, std::chrono::millise
   published_.Increment(static_cast<double>(ok));
   dropped_failed_.Increment(static_cast<double>(batch.size() - ok));
   if (!first.ok()) {
-    hold_off_ = hold_off_.count() == 0 ? kFirstHoldOff : std::min(kMaxHoldOff, hold_off_ * 2);
-    held_until_ = clock_.Now() + hold_off_;
+    const std::chrono::milliseconds hold_off = hold_off_.Next();
+    held_until_ = clock_.Now() + hold_off;
     return first.Annotate("publishing trace events (next attempt in " +
-                          std::to_string(hold_off_.count() / 1000) + " s)");
+                          std::to_string(hold_off.count() / 1000) + " s)");
   }
-  hold_off_ = std::chrono::milliseconds(0);
+  hold_off_.Reset();
   return ok;
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "common/amqp/session.h"
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "common/trace_event.h"
 
@@ -48,7 +49,7 @@ class TraceRecorder {
   const std::string actor_;
   const size_t capacity_;
   Clock& clock_;
-  std::chrono::milliseconds hold_off_{0};  // Flush() thread only
+  Backoff hold_off_;                       // Flush() thread only
   SteadyTime held_until_{};                // Flush() thread only
   mutable std::mutex mu_;
   std::deque<TraceEvent> buffer_;

@@ -109,7 +109,7 @@ Status DeliveryLoop::Subscribe() {
   }
   pending_parks_.clear();
   pending_park_count_.store(0);
-  park_hold_off_ = std::chrono::milliseconds(0);
+  park_hold_off_.Reset();
   consumer_tags_.clear();
   for (amqp::Lane lane : {amqp::Lane::kChange, amqp::Lane::kResync}) {
     auto tag = session_.Consume(amqp::WorkQueueName(lane), options_.prefetch);
@@ -319,14 +319,13 @@ Status DeliveryLoop::Park(const amqp::Delivery& delivery, const amqp::Publicatio
   if (s.ok() || !session_.connected()) return s;
   // Refused on a live connection (a delay queue without a leader while a node is down, or
   // full): the delivery stays unacked with us, so it must not be left there — try again.
-  park_hold_off_ = park_hold_off_.count() == 0 ? kFirstParkHoldOff
-                                               : std::min(kMaxParkHoldOff, park_hold_off_ * 2);
-  parks_due_ = clock_.Now() + park_hold_off_;
+  const std::chrono::milliseconds hold_off = park_hold_off_.Next();
+  parks_due_ = clock_.Now() + hold_off;
   log::Warn("the broker refused a settlement; trying again",
             {{"exchange", publication.exchange},
              {"message_id", delivery.message.message_id},
              {"error", s.message()},
-             {"in_ms", park_hold_off_.count()}});
+             {"in_ms", hold_off.count()}});
   pending_parks_.push_back(std::move(park));
   pending_park_count_.store(pending_parks_.size());
   return Status::Ok();
@@ -343,13 +342,12 @@ Status DeliveryLoop::RetryParks() {
     Status s = TryPark(park);
     if (!s.ok()) {
       if (!session_.connected()) return s;
-      park_hold_off_ = std::min(kMaxParkHoldOff, park_hold_off_ * 2);
-      parks_due_ = clock_.Now() + park_hold_off_;
+      parks_due_ = clock_.Now() + park_hold_off_.Next();
       break;
     }
     pending_parks_.pop_front();
   }
-  if (pending_parks_.empty()) park_hold_off_ = std::chrono::milliseconds(0);
+  if (pending_parks_.empty()) park_hold_off_.Reset();
   pending_park_count_.store(pending_parks_.size());
   return Status::Ok();
 }

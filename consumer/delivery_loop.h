@@ -34,7 +34,9 @@
 #include <vector>
 
 #include "common/amqp/session.h"
+#include "common/backoff.h"
 #include "common/clock.h"
+#include "common/random_impl.h"
 #include "common/trace_recorder.h"
 #include "consumer/cluster_lease.h"
 #include "consumer/cluster_syncer.h"
@@ -113,8 +115,6 @@ class DeliveryLoop {
     SteadyTime since;
     TraceFill fill;
   };
-  static constexpr std::chrono::milliseconds kFirstParkHoldOff{250};
-  static constexpr std::chrono::milliseconds kMaxParkHoldOff{2000};
 
   Status SettleFinished();
   Status Settle(Done& done);
@@ -140,7 +140,10 @@ class DeliveryLoop {
   uint64_t generation_ = 0;   // session thread only
   std::vector<std::string> consumer_tags_;
   std::deque<PendingPark> pending_parks_;       // session thread only
-  std::chrono::milliseconds park_hold_off_{0};  // session thread only
+  // Refused settlements: 250 ms doubling to 2 s.
+  Backoff park_hold_off_{
+      {std::chrono::milliseconds(250), std::chrono::milliseconds(2000), 2.0, /*jitter=*/0.0},
+      RealRandom()};                            // session thread only
   SteadyTime parks_due_{};                      // session thread only
   std::atomic<size_t> pending_park_count_{0};   // for in_flight()
 
