@@ -20,6 +20,15 @@ import yaml
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
+def wait_or_kill(proc, timeout):
+    """Waits `timeout` seconds for `proc` to exit, then SIGKILLs it and reaps it."""
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class BenchError(Exception):
     """A benchmark step that cannot go on: printed as one line, exit 1."""
 
@@ -72,11 +81,7 @@ class Processes:
         if child is None or child.poll() is not None:
             return
         child.send_signal(sig)
-        try:
-            child.wait(timeout)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+        wait_or_kill(child, timeout)
 
     def check_alive(self, name):
         child = self.children.get(name)

@@ -111,23 +111,19 @@ def start_system(s):
               "topology: {retryTiers: [%s]}\n"
               "consumer: {prefetch: %d, clusterLease: {duration: %ds, renewInterval: %ds, safetyMargin: %ds}}\n"
               % (", ".join(args.retry_tiers), args.prefetch, lease, renew, renew))
-    env = dict(os.environ, SYNCBUS_CRASH_ON_ANNOTATION=CRASH_ANNOTATION)
-    for i in range(1, args.publishers + 1):
-        name = f"publisher-{i}"
-        port, admin = admin_yaml()
-        path = os.path.join(work, name + ".yaml")
-        write_daemon_config(path, admin + common)
-        s.supervisor.add(Daemon(name, "publisher", [os.path.join(s.bin, "publisher", "syncbus-publisher"),
-                                                    "--config", path],
-                                dict(os.environ), os.path.join(work, name + ".log"), f"http://127.0.0.1:{port}"))
-    for i in range(1, args.consumers + 1):
-        name = f"consumer-{i}"
-        port, admin = admin_yaml()
-        path = os.path.join(work, name + ".yaml")
-        write_daemon_config(path, admin + common)
-        s.supervisor.add(Daemon(name, "consumer", [os.path.join(s.bin, "consumer", "syncbus-consumer"),
-                                                   "--config", path, "--name", name],
-                                env, os.path.join(work, name + ".log"), f"http://127.0.0.1:{port}"))
+    crash_env = dict(os.environ, SYNCBUS_CRASH_ON_ANNOTATION=CRASH_ANNOTATION)
+    for kind, count, env in (("publisher", args.publishers, dict(os.environ)),
+                             ("consumer", args.consumers, crash_env)):
+        for i in range(1, count + 1):
+            name = f"{kind}-{i}"
+            port, admin = admin_yaml()
+            path = os.path.join(work, name + ".yaml")
+            write_daemon_config(path, admin + common)
+            argv = [os.path.join(s.bin, kind, "syncbus-" + kind), "--config", path]
+            if kind == "consumer":
+                argv += ["--name", name]
+            s.supervisor.add(Daemon(name, kind, argv, env, os.path.join(work, name + ".log"),
+                                    f"http://127.0.0.1:{port}"))
     s.ctl_config = os.path.join(work, "consumer-1.yaml")
     s.supervisor.start_watching()
     s.sampler = Sampler(s.supervisor)

@@ -15,7 +15,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from bench_fleet_parts import BenchError, KubeClient, free_port, metric_sum, parse_metrics, read_env_file
+from bench_fleet_parts import BenchError, KubeClient, free_port, metric_sum, parse_metrics, read_env_file, wait_or_kill
 
 
 def note(message):
@@ -239,11 +239,7 @@ class Simulator:
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            wait_or_kill(self.proc, 30)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -375,11 +371,7 @@ class Supervisor:
                 d.proc.send_signal(signal.SIGTERM)
         for d in self.daemons.values():
             if d.proc is not None:
-                try:
-                    d.proc.wait(40)
-                except subprocess.TimeoutExpired:
-                    d.proc.kill()
-                    d.proc.wait()
+                wait_or_kill(d.proc, 40)
 
 
 # ---------------------------------------------------------------------------------------------
