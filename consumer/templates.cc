@@ -1,101 +1,147 @@
 #include "consumer/templates.h"
 
-#include <cctype>
-#include <string_view>
+#include <memory>
+
+#include "consumer/gotemplate/exec.h"
+#include "consumer/gotemplate/go_text.h"
+#include "consumer/gotemplate/parser.h"
 
 namespace syncbus::consumer {
 namespace {
 
-constexpr std::string_view kFunction = "fromCDLabel";
+namespace gt = gotemplate;
 
-bool IsSpace(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+// Hive names its template "cdParams" (clustersync templateForCD).
+constexpr char kTemplateName[] = "cdParams";
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
-  return s;
-}
+// The template set Hive parses successive strings into (one per top-level field of a resource).
+// A {{define}}d template stays callable by later strings, and a later non-empty definition
+// replaces an earlier one, as with Go's Template.Parse. Unlike Hive, a string whose own body is
+// empty (only spaces, comments or {{define}}s) renders as itself instead of re-running the
+// previous string's body (Go keeps an existing non-empty body), a Hive quirk that turns a " "
+// into whatever the string before it rendered to.
+class TemplateSet {
+ public:
+  TemplateSet(const hive::Labels& labels, gt::Budget& budget) : labels_(labels), budget_(budget) {}
 
-// A Go string literal: "..." with \" and \\ escapes, or `...` raw.
-Result<std::string> ParseStringLiteral(std::string_view s) {
-  if (s.size() >= 2 && s.front() == '`' && s.back() == '`') return std::string(s.substr(1, s.size() - 2));
-  if (s.size() < 2 || s.front() != '"' || s.back() != '"') {
-    return InvalidArgument("expected a quoted label key, got " + std::string(s));
-  }
-  std::string out;
-  for (size_t i = 1; i + 1 < s.size(); ++i) {
-    if (s[i] == '\\') {
-      if (i + 2 >= s.size()) return InvalidArgument("unterminated escape in " + std::string(s));
-      char e = s[++i];
-      if (e != '"' && e != '\\') return InvalidArgument("unsupported escape \\" + std::string(1, e));
-      out.push_back(e);
-    } else if (s[i] == '"') {
-      return InvalidArgument("unexpected quote in " + std::string(s));
-    } else {
-      out.push_back(s[i]);
+  // Hive's applyTemplate for one string.
+  Result<std::string> Apply(const std::string& s) {
+    if (s.empty()) return std::string();
+    auto text = std::make_shared<const std::string>(s);
+    Result<gt::TreeSet> trees = gt::Parse(kTemplateName, text);
+    if (!trees.ok()) {
+      return InvalidArgument("failed to parse template string " + gt::Quote(s) + ": " + trees.status().message());
     }
+    for (auto& [name, tree] : *trees) {
+      auto existing = namespace_.find(name);
+      if (name != kTemplateName && existing != namespace_.end() && gt::IsEmptyTree(tree->root.get())) continue;
+      namespace_[name] = tree;
+    }
+    Result<std::string> out = gt::Execute(namespace_, kTemplateName, labels_, budget_);
+    if (!out.ok()) {
+      return InvalidArgument("failed to execute template on string " + gt::Quote(s) + ": " + out.status().message());
+    }
+    return out;
+  }
+
+ private:
+  const hive::Labels& labels_;
+  gt::Budget& budget_;
+  gt::Namespace namespace_;
+};
+
+// What Go's encoding/json writes for a string: each invalid UTF-8 byte becomes U+FFFD.
+std::string ValidUtf8(const std::string& s) {
+  if (gt::ValidUtf8(s)) return s;
+  std::string out;
+  std::string_view rest = s;
+  while (!rest.empty()) {
+    gt::DecodedRune d = gt::DecodeRune(rest);
+    gt::AppendRune(out, d.rune);
+    rest.remove_prefix(static_cast<size_t>(d.width));
   }
   return out;
 }
 
-Result<std::string> EvalAction(std::string_view action, const hive::Labels& labels) {
-  action = Trim(action);
-  if (action.substr(0, kFunction.size()) != kFunction ||
-      action.size() == kFunction.size() || !IsSpace(action[kFunction.size()])) {
-    return InvalidArgument("unsupported template action {{" + std::string(action) +
-                           "}}: only fromCDLabel \"key\" is available");
+// Hive's applyTemplate over a decoded value: strings rendered, arrays in order, objects by key.
+Status Render(Json& value, TemplateSet& set) {
+  if (value.is_string()) {
+    Result<std::string> out = set.Apply(value.get_ref<const std::string&>());
+    if (!out.ok()) return out.status();
+    value = ValidUtf8(*out);
+    return Status::Ok();
   }
-  auto key = ParseStringLiteral(Trim(action.substr(kFunction.size())));
-  if (!key.ok()) return key.status().Annotate("template {{" + std::string(action) + "}}");
-  auto it = labels.find(*key);
-  return it == labels.end() ? std::string() : it->second;
+  if (value.is_object() || value.is_array()) {
+    for (auto& child : value) {
+      if (Status s = Render(child, set); !s.ok()) return s;
+    }
+  }
+  return Status::Ok();
+}
+
+// Go's %#v of a value of an unstructured object (map[string]interface{}, []interface{}, string,
+// int64, float64, bool, nil).
+void AppendGoSyntax(std::string& out, const Json& v, bool top) {
+  switch (v.type()) {
+    case Json::value_t::object: {
+      out += "map[string]interface {}{";
+      bool first = true;
+      for (const auto& [key, item] : v.items()) {
+        if (!first) out += ", ";
+        first = false;
+        out += gt::Quote(key);
+        out.push_back(':');
+        AppendGoSyntax(out, item, false);
+      }
+      out.push_back('}');
+      return;
+    }
+    case Json::value_t::array: {
+      out += "[]interface {}{";
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i > 0) out += ", ";
+        AppendGoSyntax(out, v[i], false);
+      }
+      out.push_back('}');
+      return;
+    }
+    case Json::value_t::string: out += gt::Quote(v.get_ref<const std::string&>()); return;
+    case Json::value_t::boolean: out += v.get<bool>() ? "true" : "false"; return;
+    case Json::value_t::number_integer: out += std::to_string(v.get<int64_t>()); return;
+    case Json::value_t::number_unsigned: {
+      auto u = v.get<uint64_t>();
+      if (u <= static_cast<uint64_t>(INT64_MAX)) {
+        out += std::to_string(u);
+      } else {
+        out += gt::FormatFloat(static_cast<double>(u), 'g', -1);  // Go decodes it as a float64
+      }
+      return;
+    }
+    case Json::value_t::number_float: out += gt::FormatFloat(v.get<double>(), 'g', -1); return;
+    default: out += top ? "<nil>" : "interface {}(nil)"; return;
+  }
 }
 
 }  // namespace
 
 Result<std::string> ExpandTemplate(const std::string& text, const hive::Labels& cd_labels) {
-  std::string out;
-  size_t pos = 0;
-  while (true) {
-    size_t open = text.find("{{", pos);
-    if (open == std::string::npos) {
-      out.append(text, pos, std::string::npos);
-      return out;
-    }
-    size_t close = text.find("}}", open + 2);
-    if (close == std::string::npos) return InvalidArgument("unclosed template action in \"" + text + "\"");
-    std::string_view action(text.data() + open + 2, close - open - 2);
-    bool trim_left = action.size() >= 2 && action[0] == '-' && IsSpace(action[1]);
-    bool trim_right = action.size() >= 2 && action.back() == '-' && IsSpace(action[action.size() - 2]);
-    if (trim_left) action.remove_prefix(1);
-    if (trim_right) action.remove_suffix(1);
-    std::string literal = text.substr(pos, open - pos);
-    if (trim_left) {
-      while (!literal.empty() && IsSpace(literal.back())) literal.pop_back();
-    }
-    out += literal;
-    auto value = EvalAction(action, cd_labels);
-    if (!value.ok()) return value.status();
-    out += *value;
-    pos = close + 2;
-    if (trim_right) {
-      while (pos < text.size() && IsSpace(text[pos])) ++pos;
-    }
-  }
+  gt::Budget budget;
+  TemplateSet set(cd_labels, budget);
+  return set.Apply(text);
 }
 
 Status ExpandTemplates(Json& value, const hive::Labels& cd_labels) {
-  if (value.is_string()) {
-    const std::string& s = value.get_ref<const std::string&>();
-    if (s.find("{{") == std::string::npos) return Status::Ok();
-    auto expanded = ExpandTemplate(s, cd_labels);
-    if (!expanded.ok()) return expanded.status();
-    value = std::move(*expanded);
-    return Status::Ok();
+  gt::Budget budget;
+  if (!value.is_object()) {
+    TemplateSet set(cd_labels, budget);
+    return Render(value, set);
   }
-  if (value.is_object() || value.is_array()) {
-    for (auto& child : value) {
-      if (Status s = ExpandTemplates(child, cd_labels); !s.ok()) return s;
+  for (auto& [key, field] : value.items()) {
+    TemplateSet set(cd_labels, budget);
+    if (Status s = Render(field, set); !s.ok()) {
+      std::string shown;
+      AppendGoSyntax(shown, field, true);
+      return InvalidArgument("Failed to apply template to value " + shown + ": " + s.message());
     }
   }
   return Status::Ok();

@@ -1,0 +1,3 @@
+module syncbus.test/oracle/gotemplate
+
+go 1.19
