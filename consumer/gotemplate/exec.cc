@@ -12,6 +12,11 @@ namespace {
 
 using Children = std::vector<std::unique_ptr<Node>>;
 
+#define NOINLINE [[gnu::noinline]]
+
+// Stands for an absent pipeline ({{template "x"}}), which evaluates to nil.
+const Node kNoPipe(NodeType::kPipe, 0, nullptr);
+
 // The outcome of walking a node: Go's panics for {{break}}/{{continue}}, or an error.
 enum class Flow { kNext, kBreak, kContinue, kError };
 
@@ -112,47 +117,54 @@ class Executor {
     return std::nullopt;
   }
 
+  // Walk and the functions it recurses through keep small frames (the work and the error texts
+  // are in NOINLINE helpers) so that kMaxExecNesting levels fit a thread's stack even under
+  // AddressSanitizer.
   Flow Walk(const Value& dot, const Node& node) {
     At(node);
     if (!Step()) return Flow::kError;
-    if (nesting_ == kMaxExecNesting) {
-      Errorf("exceeded maximum nesting depth (" + std::to_string(kMaxExecNesting) + ")");
-      return Flow::kError;
-    }
+    if (nesting_ == kMaxExecNesting) return FailNesting();
     ++nesting_;
-    Flow flow = WalkNode(dot, node);
+    Flow flow = Flow::kNext;
+    switch (node.type) {
+      case NodeType::kAction: flow = WalkAction(dot, node); break;
+      case NodeType::kBreak: flow = Flow::kBreak; break;
+      case NodeType::kContinue: flow = Flow::kContinue; break;
+      case NodeType::kIf:
+      case NodeType::kWith: flow = WalkIfOrWith(dot, node); break;
+      case NodeType::kList:
+        for (const auto& child : node.children) {
+          flow = Walk(dot, *child);
+          if (flow != Flow::kNext) break;
+        }
+        break;
+      case NodeType::kRange: flow = WalkRange(dot, node); break;
+      case NodeType::kTemplate: flow = WalkTemplate(dot, node); break;
+      case NodeType::kText: flow = Write(node.text) ? Flow::kNext : Flow::kError; break;
+      default: flow = FailUnknownNode(node); break;
+    }
     --nesting_;
     return flow;
   }
 
-  Flow WalkNode(const Value& dot, const Node& node) {
-    switch (node.type) {
-      case NodeType::kAction: {
-        std::optional<Value> val = EvalPipeline(dot, node.pipe.get());
-        if (!val) return Flow::kError;
-        if (node.pipe->decl.empty() && !PrintValue(node, *val)) return Flow::kError;
-        return Flow::kNext;
-      }
-      case NodeType::kBreak: return Flow::kBreak;
-      case NodeType::kContinue: return Flow::kContinue;
-      case NodeType::kIf:
-      case NodeType::kWith: return WalkIfOrWith(dot, node);
-      case NodeType::kList:
-        for (const auto& child : node.children) {
-          Flow flow = Walk(dot, *child);
-          if (flow != Flow::kNext) return flow;
-        }
-        return Flow::kNext;
-      case NodeType::kRange: return WalkRange(dot, node);
-      case NodeType::kTemplate: return WalkTemplate(dot, node);
-      case NodeType::kText: return Write(node.text) ? Flow::kNext : Flow::kError;
-      default:
-        Errorf("unknown node: " + node.String());
-        return Flow::kError;
-    }
+  NOINLINE Flow FailNesting() {
+    Errorf("exceeded maximum nesting depth (" + std::to_string(kMaxExecNesting) + ")");
+    return Flow::kError;
   }
 
-  bool PrintValue(const Node& n, const Value& v) {
+  NOINLINE Flow FailUnknownNode(const Node& node) {
+    Errorf("unknown node: " + node.String());
+    return Flow::kError;
+  }
+
+  NOINLINE Flow WalkAction(const Value& dot, const Node& node) {
+    std::optional<Value> val = EvalPipeline(dot, node.pipe.get());
+    if (!val) return Flow::kError;
+    if (node.pipe->decl.empty() && !PrintValue(node, *val)) return Flow::kError;
+    return Flow::kNext;
+  }
+
+  NOINLINE bool PrintValue(const Node& n, const Value& v) {
     At(n);
     if (v.is_nil()) return Write("<no value>");
     std::optional<std::string> text = Sprint({v}, budget_.max_output_bytes);
@@ -163,9 +175,9 @@ class Executor {
     return Write(*text);
   }
 
-  Flow WalkIfOrWith(const Value& dot, const Node& node) {
+  NOINLINE Flow WalkIfOrWith(const Value& dot, const Node& node) {
     size_t mark = vars_.size();
-    std::optional<Value> val = EvalPipeline(dot, node.pipe.get());
+    std::unique_ptr<Value> val = EvalCondition(dot, *node.pipe);
     Flow flow = Flow::kNext;
     if (!val) {
       flow = Flow::kError;
@@ -178,8 +190,15 @@ class Executor {
     return flow;
   }
 
+  // The value of an if/with pipeline, on the heap: it lives while the body walks.
+  NOINLINE std::unique_ptr<Value> EvalCondition(const Value& dot, const Node& pipe) {
+    std::optional<Value> val = EvalPipeline(dot, &pipe);
+    if (!val) return nullptr;
+    return std::make_unique<Value>(std::move(*val));
+  }
+
   // One iteration of a range body (Go's oneIteration); index is nil for integers.
-  Flow Iterate(const Node& r, const Value& index, const Value& elem, size_t mark) {
+  NOINLINE Flow Iterate(const Node& r, const Value& index, const Value& elem, size_t mark) {
     const Node& pipe = *r.pipe;
     if (!pipe.decl.empty()) {
       if (pipe.flag) {
@@ -201,7 +220,13 @@ class Executor {
     return flow == Flow::kContinue ? Flow::kNext : flow;
   }
 
-  Flow WalkRange(const Value& dot, const Node& r) {
+  NOINLINE Flow FailRange(const Value& val, bool two_variables) {
+    Errorf(two_variables ? "can't use " + *Sprint({val}) + " to iterate over more than one variable"
+                         : "range can't iterate over " + *Sprint({val}));
+    return Flow::kError;
+  }
+
+  NOINLINE Flow WalkRange(const Value& dot, const Node& r) {
     At(r);
     size_t outer = vars_.size();
     std::optional<Value> val = EvalPipeline(dot, r.pipe.get());
@@ -213,8 +238,7 @@ class Executor {
       case Kind::kInt:
       case Kind::kUint8:
         if (r.pipe->decl.size() > 1) {
-          Errorf("can't use " + *Sprint({*val}) + " to iterate over more than one variable");
-          return Flow::kError;
+          return FailRange(*val, true);
         }
         for (int64_t i = 0; i < val->i; ++i) {
           ran = true;
@@ -224,9 +248,7 @@ class Executor {
         }
         break;
       case Kind::kNil: break;  // acts like an empty map
-      default:
-        Errorf("range can't iterate over " + *Sprint({*val}));
-        return Flow::kError;
+      default: return FailRange(*val, false);
     }
     if (flow == Flow::kError) return flow;
     if (!ran && r.else_list) flow = Walk(dot, *r.else_list);
@@ -234,22 +256,16 @@ class Executor {
     return flow == Flow::kBreak ? Flow::kNext : flow;  // a {{break}} ends this range only
   }
 
-  Flow WalkTemplate(const Value& dot, const Node& t) {
+  NOINLINE Flow WalkTemplate(const Value& dot, const Node& t) {
     At(t);
     auto it = templates_.find(t.text);
-    if (it == templates_.end()) {
-      Errorf("template " + Quote(t.text) + " not defined");
-      return Flow::kError;
-    }
-    if (depth_ == kMaxTemplateDepth) {
-      Errorf("exceeded maximum template depth (" + std::to_string(kMaxTemplateDepth) + ")");
-      return Flow::kError;
-    }
-    std::optional<Value> new_dot = EvalPipeline(dot, t.pipe.get());
+    if (it == templates_.end() || depth_ == kMaxTemplateDepth) return FailTemplate(t, it == templates_.end());
+    std::unique_ptr<Value> new_dot = EvalCondition(dot, t.pipe ? *t.pipe : kNoPipe);
     if (!new_dot) return Flow::kError;
     const Tree* saved_tmpl = tmpl_;
     std::vector<Variable> saved_vars = std::move(vars_);
-    vars_ = {{"$", *new_dot}};
+    vars_.clear();
+    vars_.push_back({"$", *new_dot});
     tmpl_ = it->second.get();
     ++depth_;
     Flow flow = Walk(*new_dot, *it->second->root);
@@ -259,8 +275,14 @@ class Executor {
     return flow;
   }
 
+  NOINLINE Flow FailTemplate(const Node& t, bool undefined) {
+    Errorf(undefined ? "template " + Quote(t.text) + " not defined"
+                     : "exceeded maximum template depth (" + std::to_string(kMaxTemplateDepth) + ")");
+    return Flow::kError;
+  }
+
   std::optional<Value> EvalPipeline(const Value& dot, const Node* pipe) {
-    if (pipe == nullptr) return Value::Nil();
+    if (pipe == nullptr || pipe == &kNoPipe) return Value::Nil();
     At(*pipe);
     std::optional<Value> value;
     const Value* final = nullptr;
