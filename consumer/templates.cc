@@ -30,16 +30,20 @@ class TemplateSet {
     auto text = std::make_shared<const std::string>(s);
     Result<gt::TreeSet> trees = gt::Parse(kTemplateName, text);
     if (!trees.ok()) {
-      return InvalidArgument("failed to parse template string " + gt::Quote(s) + ": " + trees.status().message());
+      return InvalidArgument("failed to parse template string " + gt::Quote(s) + ": " +
+                             trees.status().message());
     }
     for (auto& [name, tree] : *trees) {
       auto existing = namespace_.find(name);
-      if (name != kTemplateName && existing != namespace_.end() && gt::IsEmptyTree(tree->root.get())) continue;
+      if (name != kTemplateName && existing != namespace_.end() &&
+          gt::IsEmptyTree(tree->root.get()))
+        continue;
       namespace_[name] = tree;
     }
     Result<std::string> out = gt::Execute(namespace_, kTemplateName, labels_, budget_);
     if (!out.ok()) {
-      return InvalidArgument("failed to execute template on string " + gt::Quote(s) + ": " + out.status().message());
+      return InvalidArgument("failed to execute template on string " + gt::Quote(s) + ": " +
+                             out.status().message());
     }
     return out;
   }
@@ -105,9 +109,15 @@ void AppendGoSyntax(std::string& out, const Json& v, bool top) {
       out.push_back('}');
       return;
     }
-    case Json::value_t::string: out += gt::Quote(v.get_ref<const std::string&>()); return;
-    case Json::value_t::boolean: out += v.get<bool>() ? "true" : "false"; return;
-    case Json::value_t::number_integer: out += std::to_string(v.get<int64_t>()); return;
+    case Json::value_t::string:
+      out += gt::Quote(v.get_ref<const std::string&>());
+      return;
+    case Json::value_t::boolean:
+      out += v.get<bool>() ? "true" : "false";
+      return;
+    case Json::value_t::number_integer:
+      out += std::to_string(v.get<int64_t>());
+      return;
     case Json::value_t::number_unsigned: {
       auto u = v.get<uint64_t>();
       if (u <= static_cast<uint64_t>(INT64_MAX)) {
@@ -117,8 +127,12 @@ void AppendGoSyntax(std::string& out, const Json& v, bool top) {
       }
       return;
     }
-    case Json::value_t::number_float: out += gt::FormatFloat(v.get<double>(), 'g', -1); return;
-    default: out += top ? "<nil>" : "interface {}(nil)"; return;
+    case Json::value_t::number_float:
+      out += gt::FormatFloat(v.get<double>(), 'g', -1);
+      return;
+    default:
+      out += top ? "<nil>" : "interface {}(nil)";
+      return;
   }
 }
 

@@ -13,8 +13,28 @@
 namespace syncbus::consumer::gotemplate {
 
 enum class NodeType {
-  kText, kAction, kBool, kChain, kCommand, kDot, kElse, kEnd, kField, kIdentifier, kIf, kList,
-  kNil, kNumber, kPipe, kRange, kString, kTemplate, kVariable, kWith, kBreak, kContinue,
+  kText,
+  kAction,
+  kBool,
+  kChain,
+  kCommand,
+  kDot,
+  kElse,
+  kEnd,
+  kField,
+  kIdentifier,
+  kIf,
+  kList,
+  kNil,
+  kNumber,
+  kPipe,
+  kRange,
+  kString,
+  kTemplate,
+  kVariable,
+  kWith,
+  kBreak,
+  kContinue,
 };
 
 struct Tree;

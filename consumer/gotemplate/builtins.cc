@@ -14,19 +14,30 @@ enum class BasicKind { kInvalid, kBool, kComplex, kInt, kFloat, kString, kUint }
 
 BasicKind KindOf(const Value& v) {
   switch (v.kind) {
-    case Kind::kBool: return BasicKind::kBool;
-    case Kind::kInt: return BasicKind::kInt;
-    case Kind::kUint8: return BasicKind::kUint;
-    case Kind::kFloat64: return BasicKind::kFloat;
-    case Kind::kComplex128: return BasicKind::kComplex;
-    case Kind::kString: return BasicKind::kString;
-    case Kind::kNil: return BasicKind::kInvalid;
+    case Kind::kBool:
+      return BasicKind::kBool;
+    case Kind::kInt:
+      return BasicKind::kInt;
+    case Kind::kUint8:
+      return BasicKind::kUint;
+    case Kind::kFloat64:
+      return BasicKind::kFloat;
+    case Kind::kComplex128:
+      return BasicKind::kComplex;
+    case Kind::kString:
+      return BasicKind::kString;
+    case Kind::kNil:
+      return BasicKind::kInvalid;
   }
   return BasicKind::kInvalid;
 }
 
-CallResult Error(std::string message) { return {Value::Nil(), std::move(message)}; }
-CallResult Ok(Value v) { return {std::move(v), std::nullopt}; }
+CallResult Error(std::string message) {
+  return {Value::Nil(), std::move(message)};
+}
+CallResult Ok(Value v) {
+  return {std::move(v), std::nullopt};
+}
 
 std::string Incompatible(const Value& a, const Value& b) {
   return std::string("incompatible types for comparison: ") + TypeName(a) + " and " + TypeName(b);
@@ -53,13 +64,25 @@ Compared Eq(const Value& a1, const std::vector<Value>& rest) {
       }
     } else {
       switch (k1) {
-        case BasicKind::kBool: truth = a1.b == a.b; break;
-        case BasicKind::kComplex: truth = a1.c == a.c; break;
-        case BasicKind::kFloat: truth = a1.f == a.f; break;
+        case BasicKind::kBool:
+          truth = a1.b == a.b;
+          break;
+        case BasicKind::kComplex:
+          truth = a1.c == a.c;
+          break;
+        case BasicKind::kFloat:
+          truth = a1.f == a.f;
+          break;
         case BasicKind::kInt:
-        case BasicKind::kUint: truth = a1.i == a.i; break;
-        case BasicKind::kString: truth = a1.s == a.s; break;
-        case BasicKind::kInvalid: truth = true; break;  // nil == nil
+        case BasicKind::kUint:
+          truth = a1.i == a.i;
+          break;
+        case BasicKind::kString:
+          truth = a1.s == a.s;
+          break;
+        case BasicKind::kInvalid:
+          truth = true;
+          break;  // nil == nil
       }
     }
     if (truth) return {true, std::nullopt};
@@ -74,17 +97,23 @@ Compared Lt(const Value& a, const Value& b) {
   if (k2 == BasicKind::kInvalid) return {false, "invalid type for comparison"};
   if (k1 != k2) {
     if (k1 == BasicKind::kInt && k2 == BasicKind::kUint) return {a.i < b.i, std::nullopt};
-    if (k1 == BasicKind::kUint && k2 == BasicKind::kInt) return {b.i >= 0 && a.i < b.i, std::nullopt};
+    if (k1 == BasicKind::kUint && k2 == BasicKind::kInt)
+      return {b.i >= 0 && a.i < b.i, std::nullopt};
     return {false, Incompatible(a, b)};
   }
   switch (k1) {
     case BasicKind::kBool:
-    case BasicKind::kComplex: return {false, "invalid type for comparison"};
-    case BasicKind::kFloat: return {a.f < b.f, std::nullopt};
+    case BasicKind::kComplex:
+      return {false, "invalid type for comparison"};
+    case BasicKind::kFloat:
+      return {a.f < b.f, std::nullopt};
     case BasicKind::kInt:
-    case BasicKind::kUint: return {a.i < b.i, std::nullopt};
-    case BasicKind::kString: return {a.s < b.s, std::nullopt};
-    case BasicKind::kInvalid: break;
+    case BasicKind::kUint:
+      return {a.i < b.i, std::nullopt};
+    case BasicKind::kString:
+      return {a.s < b.s, std::nullopt};
+    case BasicKind::kInvalid:
+      break;
   }
   return {false, "invalid type for comparison"};
 }
@@ -97,7 +126,8 @@ CallResult FromCompared(const Compared& c, bool negate) {
 // Go's indexArg.
 std::optional<std::string> IndexArg(const Value& index, int64_t cap, int64_t* out) {
   if (index.is_nil()) return "cannot index slice/array with nil";
-  if (!index.is_integer()) return std::string("cannot index slice/array with type ") + TypeName(index);
+  if (!index.is_integer())
+    return std::string("cannot index slice/array with type ") + TypeName(index);
   if (index.i < 0 || index.i > cap) return "index out of range: " + std::to_string(index.i);
   *out = index.i;
   return std::nullopt;
@@ -107,10 +137,12 @@ CallResult Index(const std::vector<Value>& args) {
   Value item = args[0];
   if (item.is_nil()) return Error("index of untyped nil");
   for (size_t k = 1; k < args.size(); ++k) {
-    if (item.kind != Kind::kString) return Error(std::string("can't index item of type ") + TypeName(item));
+    if (item.kind != Kind::kString)
+      return Error(std::string("can't index item of type ") + TypeName(item));
     int64_t x = 0;
     if (auto err = IndexArg(args[k], static_cast<int64_t>(item.s.size()), &x)) return Error(*err);
-    if (x == static_cast<int64_t>(item.s.size())) return Error("reflect: string index out of range");
+    if (x == static_cast<int64_t>(item.s.size()))
+      return Error("reflect: string index out of range");
     item = Value::Uint8(static_cast<uint8_t>(item.s[static_cast<size_t>(x)]));
   }
   return Ok(item);
@@ -121,15 +153,18 @@ CallResult Slice(const std::vector<Value>& args) {
   if (item.is_nil()) return Error("slice of untyped nil");
   size_t indexes = args.size() - 1;
   if (indexes > 3) return Error("too many slice indexes: " + std::to_string(indexes));
-  if (item.kind != Kind::kString) return Error(std::string("can't slice item of type ") + TypeName(item));
+  if (item.kind != Kind::kString)
+    return Error(std::string("can't slice item of type ") + TypeName(item));
   if (indexes == 3) return Error("cannot 3-index slice a string");
   auto len = static_cast<int64_t>(item.s.size());
   int64_t idx[2] = {0, len};
   for (size_t k = 0; k < indexes; ++k) {
     if (auto err = IndexArg(args[k + 1], len, &idx[k])) return Error(*err);
   }
-  if (idx[0] > idx[1]) return Error("invalid slice index: " + std::to_string(idx[0]) + " > " + std::to_string(idx[1]));
-  return Ok(Value::String(item.s.substr(static_cast<size_t>(idx[0]), static_cast<size_t>(idx[1] - idx[0]))));
+  if (idx[0] > idx[1])
+    return Error("invalid slice index: " + std::to_string(idx[0]) + " > " + std::to_string(idx[1]));
+  return Ok(Value::String(
+      item.s.substr(static_cast<size_t>(idx[0]), static_cast<size_t>(idx[1] - idx[0]))));
 }
 
 CallResult Len(const Value& item) {
@@ -146,7 +181,8 @@ CallResult Call(const std::string& callee, const Value& fn) {
 }
 
 CallResult Text(std::optional<std::string> s, size_t max_bytes) {
-  if (!s || s->size() > max_bytes) return Error("result longer than " + std::to_string(max_bytes) + " bytes");
+  if (!s || s->size() > max_bytes)
+    return Error("result longer than " + std::to_string(max_bytes) + " bytes");
   return Ok(Value::String(std::move(*s)));
 }
 
@@ -193,13 +229,27 @@ std::string HtmlEscape(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '\0': out += "\xEF\xBF\xBD"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      default: out.push_back(c); break;
+      case '\0':
+        out += "\xEF\xBF\xBD";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      default:
+        out.push_back(c);
+        break;
     }
   }
   return out;
@@ -217,20 +267,35 @@ std::string JsEscape(std::string_view s) {
         out.append(s.substr(i, static_cast<size_t>(d.width)));
       } else {
         std::string hex;
-        for (char32_t r = d.rune; r != 0 || hex.size() < 4; r >>= 4) hex.insert(hex.begin(), kHex[r & 0xF]);
+        for (char32_t r = d.rune; r != 0 || hex.size() < 4; r >>= 4)
+          hex.insert(hex.begin(), kHex[r & 0xF]);
         out += "\\u" + hex;
       }
       i += static_cast<size_t>(d.width) - 1;
       continue;
     }
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\'': out += "\\'"; break;
-      case '"': out += "\\\""; break;
-      case '<': out += "\\u003C"; break;
-      case '>': out += "\\u003E"; break;
-      case '&': out += "\\u0026"; break;
-      case '=': out += "\\u003D"; break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\'':
+        out += "\\'";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '<':
+        out += "\\u003C";
+        break;
+      case '>':
+        out += "\\u003E";
+        break;
+      case '&':
+        out += "\\u0026";
+        break;
+      case '=':
+        out += "\\u003D";
+        break;
       default:
         if (c < ' ') {
           out += "\\u00";
@@ -250,8 +315,8 @@ std::string UrlQueryEscape(std::string_view s) {
   std::string out;
   for (char ch : s) {
     auto c = static_cast<unsigned char>(ch);
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-        c == '.' || c == '~') {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '_' || c == '.' || c == '~') {
       out.push_back(ch);
     } else if (c == ' ') {
       out.push_back('+');
@@ -264,8 +329,8 @@ std::string UrlQueryEscape(std::string_view s) {
   return out;
 }
 
-CallResult CallFunction(std::string_view name, const std::vector<Value>& args, const hive::Labels& labels,
-                        const std::string& callee, size_t max_bytes) {
+CallResult CallFunction(std::string_view name, const std::vector<Value>& args,
+                        const hive::Labels& labels, const std::string& callee, size_t max_bytes) {
   if (name == "fromCDLabel") {
     auto it = labels.find(args[0].s);
     return Ok(Value::String(it == labels.end() ? std::string() : it->second));
@@ -275,7 +340,8 @@ CallResult CallFunction(std::string_view name, const std::vector<Value>& args, c
   if (name == "index") return Index(args);
   if (name == "slice") return Slice(args);
   if (name == "call") return Call(callee, args[0]);
-  if (name == "eq") return FromCompared(Eq(args[0], std::vector<Value>(args.begin() + 1, args.end())), false);
+  if (name == "eq")
+    return FromCompared(Eq(args[0], std::vector<Value>(args.begin() + 1, args.end())), false);
   if (name == "ne") return FromCompared(Eq(args[0], {args[1]}), true);
   if (name == "lt") return FromCompared(Lt(args[0], args[1]), false);
   if (name == "ge") return FromCompared(Lt(args[0], args[1]), true);
@@ -287,7 +353,8 @@ CallResult CallFunction(std::string_view name, const std::vector<Value>& args, c
   if (name == "print") return Text(Sprint(args, max_bytes), max_bytes);
   if (name == "println") return Text(Sprintln(args, max_bytes), max_bytes);
   if (name == "printf") {
-    return Text(Sprintf(args[0].s, std::vector<Value>(args.begin() + 1, args.end()), max_bytes), max_bytes);
+    return Text(Sprintf(args[0].s, std::vector<Value>(args.begin() + 1, args.end()), max_bytes),
+                max_bytes);
   }
   std::string text = EvalArgs(args);
   if (text.size() > max_bytes) return Text(std::nullopt, max_bytes);

@@ -34,8 +34,8 @@ struct CallResult {
 // Calls a builtin other than and/or (the executor short-circuits those). `callee` is the text
 // Go's call builtin names its first argument with. A string result longer than max_bytes is
 // an error.
-CallResult CallFunction(std::string_view name, const std::vector<Value>& args, const hive::Labels& labels,
-                        const std::string& callee, size_t max_bytes);
+CallResult CallFunction(std::string_view name, const std::vector<Value>& args,
+                        const hive::Labels& labels, const std::string& callee, size_t max_bytes);
 
 // The text html/js/urlquery escape: fmt.Sprint of the arguments, nil printed as "<no value>".
 std::string EvalArgs(const std::vector<Value>& args);

@@ -25,15 +25,19 @@ enum class Want { kReflectValue, kAny, kString, kNone };
 
 Want WantOf(ParamType p) {
   switch (p) {
-    case ParamType::kReflectValue: return Want::kReflectValue;
-    case ParamType::kAny: return Want::kAny;
-    case ParamType::kString: return Want::kString;
+    case ParamType::kReflectValue:
+      return Want::kReflectValue;
+    case ParamType::kAny:
+      return Want::kAny;
+    case ParamType::kString:
+      return Want::kString;
   }
   return Want::kAny;
 }
 
 bool IsHexInt(std::string_view s) {
-  return s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && s.find_first_of("pP") == std::string_view::npos;
+  return s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') &&
+         s.find_first_of("pP") == std::string_view::npos;
 }
 
 // reflect.Value.String() of a pipeline value (the callee name Go's call builtin reports).
@@ -84,8 +88,9 @@ class Executor {
     if (out_.size() + text.size() > budget_.max_output_bytes ||
         budget_.total_output_bytes + text.size() > budget_.max_total_output_bytes) {
       Errorf("output longer than " +
-             std::to_string(out_.size() + text.size() > budget_.max_output_bytes ? budget_.max_output_bytes
-                                                                                 : budget_.max_total_output_bytes) +
+             std::to_string(out_.size() + text.size() > budget_.max_output_bytes
+                                ? budget_.max_output_bytes
+                                : budget_.max_total_output_bytes) +
              " bytes");
       return false;
     }
@@ -127,21 +132,37 @@ class Executor {
     ++nesting_;
     Flow flow = Flow::kNext;
     switch (node.type) {
-      case NodeType::kAction: flow = WalkAction(dot, node); break;
-      case NodeType::kBreak: flow = Flow::kBreak; break;
-      case NodeType::kContinue: flow = Flow::kContinue; break;
+      case NodeType::kAction:
+        flow = WalkAction(dot, node);
+        break;
+      case NodeType::kBreak:
+        flow = Flow::kBreak;
+        break;
+      case NodeType::kContinue:
+        flow = Flow::kContinue;
+        break;
       case NodeType::kIf:
-      case NodeType::kWith: flow = WalkIfOrWith(dot, node); break;
+      case NodeType::kWith:
+        flow = WalkIfOrWith(dot, node);
+        break;
       case NodeType::kList:
         for (const auto& child : node.children) {
           flow = Walk(dot, *child);
           if (flow != Flow::kNext) break;
         }
         break;
-      case NodeType::kRange: flow = WalkRange(dot, node); break;
-      case NodeType::kTemplate: flow = WalkTemplate(dot, node); break;
-      case NodeType::kText: flow = Write(node.text) ? Flow::kNext : Flow::kError; break;
-      default: flow = FailUnknownNode(node); break;
+      case NodeType::kRange:
+        flow = WalkRange(dot, node);
+        break;
+      case NodeType::kTemplate:
+        flow = WalkTemplate(dot, node);
+        break;
+      case NodeType::kText:
+        flow = Write(node.text) ? Flow::kNext : Flow::kError;
+        break;
+      default:
+        flow = FailUnknownNode(node);
+        break;
     }
     --nesting_;
     return flow;
@@ -242,13 +263,16 @@ class Executor {
         }
         for (int64_t i = 0; i < val->i; ++i) {
           ran = true;
-          Value elem = val->kind == Kind::kInt ? Value::Int(i) : Value::Uint8(static_cast<uint8_t>(i));
+          Value elem =
+              val->kind == Kind::kInt ? Value::Int(i) : Value::Uint8(static_cast<uint8_t>(i));
           flow = Iterate(r, Value::Nil(), elem, mark);
           if (flow != Flow::kNext) break;
         }
         break;
-      case Kind::kNil: break;  // acts like an empty map
-      default: return FailRange(*val, false);
+      case Kind::kNil:
+        break;  // acts like an empty map
+      default:
+        return FailRange(*val, false);
     }
     if (flow == Flow::kError) return flow;
     if (!ran && r.else_list) flow = Walk(dot, *r.else_list);
@@ -259,7 +283,8 @@ class Executor {
   NOINLINE Flow WalkTemplate(const Value& dot, const Node& t) {
     At(t);
     auto it = templates_.find(t.text);
-    if (it == templates_.end() || depth_ == kMaxTemplateDepth) return FailTemplate(t, it == templates_.end());
+    if (it == templates_.end() || depth_ == kMaxTemplateDepth)
+      return FailTemplate(t, it == templates_.end());
     std::unique_ptr<Value> new_dot = EvalCondition(dot, t.pipe ? *t.pipe : kNoPipe);
     if (!new_dot) return Flow::kError;
     const Tree* saved_tmpl = tmpl_;
@@ -276,8 +301,9 @@ class Executor {
   }
 
   NOINLINE Flow FailTemplate(const Node& t, bool undefined) {
-    Errorf(undefined ? "template " + Quote(t.text) + " not defined"
-                     : "exceeded maximum template depth (" + std::to_string(kMaxTemplateDepth) + ")");
+    Errorf(undefined
+               ? "template " + Quote(t.text) + " not defined"
+               : "exceeded maximum template depth (" + std::to_string(kMaxTemplateDepth) + ")");
     return Flow::kError;
   }
 
@@ -314,24 +340,36 @@ class Executor {
     if (!Step()) return std::nullopt;
     const Node& first = *cmd.children[0];
     switch (first.type) {
-      case NodeType::kField: return EvalFieldNode(dot, first, cmd.children, final);
-      case NodeType::kChain: return EvalChainNode(dot, first, cmd.children, final);
-      case NodeType::kIdentifier: return EvalFunction(dot, first, cmd, cmd.children, final);
+      case NodeType::kField:
+        return EvalFieldNode(dot, first, cmd.children, final);
+      case NodeType::kChain:
+        return EvalChainNode(dot, first, cmd.children, final);
+      case NodeType::kIdentifier:
+        return EvalFunction(dot, first, cmd, cmd.children, final);
       case NodeType::kPipe:
         if (!NotAFunction(cmd.children, final)) return std::nullopt;
         return EvalPipeline(dot, &first);
-      case NodeType::kVariable: return EvalVariableNode(dot, first, cmd.children, final);
-      default: break;
+      case NodeType::kVariable:
+        return EvalVariableNode(dot, first, cmd.children, final);
+      default:
+        break;
     }
     At(first);
     if (!NotAFunction(cmd.children, final)) return std::nullopt;
     switch (first.type) {
-      case NodeType::kBool: return Value::Bool(first.flag);
-      case NodeType::kDot: return dot;
-      case NodeType::kNil: Errorf("nil is not a command"); return std::nullopt;
-      case NodeType::kNumber: return IdealConstant(first);
-      case NodeType::kString: return Value::String(first.text);
-      default: break;
+      case NodeType::kBool:
+        return Value::Bool(first.flag);
+      case NodeType::kDot:
+        return dot;
+      case NodeType::kNil:
+        Errorf("nil is not a command");
+        return std::nullopt;
+      case NodeType::kNumber:
+        return IdealConstant(first);
+      case NodeType::kString:
+        return Value::String(first.text);
+      default:
+        break;
     }
     Errorf("can't evaluate command " + Quote(first.String()));
     return std::nullopt;
@@ -340,7 +378,8 @@ class Executor {
   std::optional<Value> IdealConstant(const Node& c) {
     At(c);
     if (c.is_complex) return Value::Complex(c.complex128);
-    if (c.is_float && !IsHexInt(c.text) && c.text[0] != '\'' && c.text.find_first_of(".eEpP") != std::string::npos) {
+    if (c.is_float && !IsHexInt(c.text) && c.text[0] != '\'' &&
+        c.text.find_first_of(".eEpP") != std::string::npos) {
       return Value::Float(c.float64);
     }
     if (c.is_int) return Value::Int(c.int64);
@@ -351,12 +390,14 @@ class Executor {
     return Value::Nil();
   }
 
-  std::optional<Value> EvalFieldNode(const Value& dot, const Node& field, const Children& args, const Value* final) {
+  std::optional<Value> EvalFieldNode(const Value& dot, const Node& field, const Children& args,
+                                     const Value* final) {
     At(field);
     return EvalFieldChain(dot, field, field.idents, 0, args, final);
   }
 
-  std::optional<Value> EvalChainNode(const Value& dot, const Node& chain, const Children& args, const Value* final) {
+  std::optional<Value> EvalChainNode(const Value& dot, const Node& chain, const Children& args,
+                                     const Value* final) {
     At(chain);
     if (chain.node->type == NodeType::kNil) {
       Errorf("indirection through explicit nil in " + chain.String());
@@ -367,8 +408,8 @@ class Executor {
     return EvalFieldChain(*receiver, chain, chain.idents, 0, args, final);
   }
 
-  std::optional<Value> EvalVariableNode(const Value& dot, const Node& variable, const Children& args,
-                                        const Value* final) {
+  std::optional<Value> EvalVariableNode(const Value& dot, const Node& variable,
+                                        const Children& args, const Value* final) {
     (void)dot;
     At(variable);
     std::optional<Value> value = VarValue(variable.idents[0]);
@@ -382,24 +423,25 @@ class Executor {
 
   // Go's evalFieldChain + evalField: a field of nil is nil (missingkey=default); no value a
   // template can compute has fields or methods.
-  std::optional<Value> EvalFieldChain(const Value& receiver, const Node& node, const std::vector<std::string>& idents,
-                                      size_t from, const Children& args, const Value* final) {
+  std::optional<Value> EvalFieldChain(const Value& receiver, const Node& node,
+                                      const std::vector<std::string>& idents, size_t from,
+                                      const Children& args, const Value* final) {
     (void)node;
     (void)args;
-    (void)final;
+    (void) final;
     if (receiver.is_nil()) return Value::Nil();
     Errorf("can't evaluate field " + idents[from] + " in type " + TypeName(receiver));
     return std::nullopt;
   }
 
-  std::optional<Value> EvalFunction(const Value& dot, const Node& ident, const Node& cmd, const Children& args,
-                                    const Value* final) {
+  std::optional<Value> EvalFunction(const Value& dot, const Node& ident, const Node& cmd,
+                                    const Children& args, const Value* final) {
     At(ident);
     return EvalCall(dot, ident.text, cmd, args, final);
   }
 
-  std::optional<Value> EvalCall(const Value& dot, const std::string& name, const Node& node, const Children& all_args,
-                                const Value* final) {
+  std::optional<Value> EvalCall(const Value& dot, const std::string& name, const Node& node,
+                                const Children& all_args, const Value* final) {
     const Signature& sig = *FindFunction(name);
     size_t nargs = all_args.empty() ? 0 : all_args.size() - 1;
     auto arg = [&](size_t i) -> const Node& { return *all_args[i + 1]; };
@@ -409,8 +451,8 @@ class Executor {
     if (sig.variadic) {
       num_fixed = sig_in - 1;
       if (num_in < num_fixed) {
-        Errorf("wrong number of args for " + name + ": want at least " + std::to_string(sig_in - 1) + " got " +
-               std::to_string(nargs));
+        Errorf("wrong number of args for " + name + ": want at least " +
+               std::to_string(sig_in - 1) + " got " + std::to_string(nargs));
         return std::nullopt;
       }
     } else if (num_in != sig_in) {
@@ -481,7 +523,8 @@ class Executor {
     At(n);
     std::optional<Value> v;
     switch (n.type) {
-      case NodeType::kDot: return ValidateType(dot, want);
+      case NodeType::kDot:
+        return ValidateType(dot, want);
       case NodeType::kNil:
         if (want != Want::kString) return Value::Nil();
         Errorf("cannot assign nil to string");
@@ -491,10 +534,18 @@ class Executor {
         v = EvalFieldNode(dot, n, self, nullptr);
         break;
       }
-      case NodeType::kVariable: v = EvalVariableNode(dot, n, {}, nullptr); break;
-      case NodeType::kPipe: v = EvalPipeline(dot, &n); break;
-      case NodeType::kIdentifier: v = EvalFunction(dot, n, n, {}, nullptr); break;
-      case NodeType::kChain: v = EvalChainNode(dot, n, {}, nullptr); break;
+      case NodeType::kVariable:
+        v = EvalVariableNode(dot, n, {}, nullptr);
+        break;
+      case NodeType::kPipe:
+        v = EvalPipeline(dot, &n);
+        break;
+      case NodeType::kIdentifier:
+        v = EvalFunction(dot, n, n, {}, nullptr);
+        break;
+      case NodeType::kChain:
+        v = EvalChainNode(dot, n, {}, nullptr);
+        break;
       default: {
         if (want == Want::kString) {
           At(n);
@@ -504,10 +555,14 @@ class Executor {
         }
         At(n);
         switch (n.type) {
-          case NodeType::kBool: return Value::Bool(n.flag);
-          case NodeType::kNumber: return IdealConstant(n);
-          case NodeType::kString: return Value::String(n.text);
-          default: break;
+          case NodeType::kBool:
+            return Value::Bool(n.flag);
+          case NodeType::kNumber:
+            return IdealConstant(n);
+          case NodeType::kString:
+            return Value::String(n.text);
+          default:
+            break;
         }
         Errorf("can't handle assignment of " + n.String() + " to empty interface argument");
         return std::nullopt;
@@ -531,8 +586,8 @@ class Executor {
 
 }  // namespace
 
-Result<std::string> Execute(const Namespace& templates, const std::string& name, const hive::Labels& labels,
-                            Budget& budget) {
+Result<std::string> Execute(const Namespace& templates, const std::string& name,
+                            const hive::Labels& labels, Budget& budget) {
   auto it = templates.find(name);
   if (it == templates.end()) return InvalidArgument("template: no template " + Quote(name));
   Executor executor(templates, labels, budget);

@@ -40,7 +40,7 @@ using Namespace = std::map<std::string, std::shared_ptr<const Tree>>;
 
 // Runs templates[name] with dot = nil. The error is Go's message (or, for a syncbus bound, one
 // in the same form).
-Result<std::string> Execute(const Namespace& templates, const std::string& name, const hive::Labels& labels,
-                            Budget& budget);
+Result<std::string> Execute(const Namespace& templates, const std::string& name,
+                            const hive::Labels& labels, Budget& budget);
 
 }  // namespace syncbus::consumer::gotemplate

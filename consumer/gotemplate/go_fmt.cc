@@ -9,26 +9,39 @@ namespace syncbus::consumer::gotemplate {
 
 const char* TypeName(const Value& v) {
   switch (v.kind) {
-    case Kind::kNil: return "<nil>";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kUint8: return "uint8";
-    case Kind::kFloat64: return "float64";
-    case Kind::kComplex128: return "complex128";
-    case Kind::kString: return "string";
+    case Kind::kNil:
+      return "<nil>";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kUint8:
+      return "uint8";
+    case Kind::kFloat64:
+      return "float64";
+    case Kind::kComplex128:
+      return "complex128";
+    case Kind::kString:
+      return "string";
   }
   return "<nil>";
 }
 
 bool IsTrue(const Value& v) {
   switch (v.kind) {
-    case Kind::kNil: return false;
-    case Kind::kBool: return v.b;
+    case Kind::kNil:
+      return false;
+    case Kind::kBool:
+      return v.b;
     case Kind::kInt:
-    case Kind::kUint8: return v.i != 0;
-    case Kind::kFloat64: return v.f != 0;
-    case Kind::kComplex128: return v.c != std::complex<double>(0, 0);
-    case Kind::kString: return !v.s.empty();
+    case Kind::kUint8:
+      return v.i != 0;
+    case Kind::kFloat64:
+      return v.f != 0;
+    case Kind::kComplex128:
+      return v.c != std::complex<double>(0, 0);
+    case Kind::kString:
+      return !v.s.empty();
   }
   return false;
 }
@@ -73,12 +86,23 @@ class Printer {
           BadVerb(verb);
         }
         return;
-      case Kind::kInt: FmtIntegerVerb(static_cast<uint64_t>(arg->i), true, verb); return;
-      case Kind::kUint8: FmtIntegerVerb(static_cast<uint64_t>(arg->i), false, verb); return;
-      case Kind::kFloat64: FmtFloatVerb(arg->f, verb); return;
-      case Kind::kComplex128: FmtComplex(arg->c, verb); return;
-      case Kind::kString: FmtString(arg->s, verb); return;
-      case Kind::kNil: return;
+      case Kind::kInt:
+        FmtIntegerVerb(static_cast<uint64_t>(arg->i), true, verb);
+        return;
+      case Kind::kUint8:
+        FmtIntegerVerb(static_cast<uint64_t>(arg->i), false, verb);
+        return;
+      case Kind::kFloat64:
+        FmtFloatVerb(arg->f, verb);
+        return;
+      case Kind::kComplex128:
+        FmtComplex(arg->c, verb);
+        return;
+      case Kind::kString:
+        FmtString(arg->s, verb);
+        return;
+      case Kind::kNil:
+        return;
     }
   }
 
@@ -141,16 +165,34 @@ class Printer {
           FmtInteger(v, 10, is_signed, verb, kLower);
         }
         return;
-      case 'd': FmtInteger(v, 10, is_signed, verb, kLower); return;
-      case 'b': FmtInteger(v, 2, is_signed, verb, kLower); return;
+      case 'd':
+        FmtInteger(v, 10, is_signed, verb, kLower);
+        return;
+      case 'b':
+        FmtInteger(v, 2, is_signed, verb, kLower);
+        return;
       case 'o':
-      case 'O': FmtInteger(v, 8, is_signed, verb, kLower); return;
-      case 'x': FmtInteger(v, 16, is_signed, verb, kLower); return;
-      case 'X': FmtInteger(v, 16, is_signed, verb, kUpper); return;
-      case 'c': FmtC(v); return;
-      case 'q': FmtQc(v); return;
-      case 'U': FmtUnicode(v); return;
-      default: BadVerb(verb); return;
+      case 'O':
+        FmtInteger(v, 8, is_signed, verb, kLower);
+        return;
+      case 'x':
+        FmtInteger(v, 16, is_signed, verb, kLower);
+        return;
+      case 'X':
+        FmtInteger(v, 16, is_signed, verb, kUpper);
+        return;
+      case 'c':
+        FmtC(v);
+        return;
+      case 'q':
+        FmtQc(v);
+        return;
+      case 'U':
+        FmtUnicode(v);
+        return;
+      default:
+        BadVerb(verb);
+        return;
     }
   }
 
@@ -214,7 +256,8 @@ class Printer {
       x >>= 4;
     } while (x != 0);
     std::string out = "U+";
-    if (static_cast<int>(hex.size()) < prec) out.append(static_cast<size_t>(prec) - hex.size(), '0');
+    if (static_cast<int>(hex.size()) < prec)
+      out.append(static_cast<size_t>(prec) - hex.size(), '0');
     out += hex;
     if (f_.sharp && u <= kMaxRune && IsPrint(static_cast<char32_t>(u))) {
       out += " '";
@@ -306,27 +349,47 @@ class Printer {
           FmtS(v);
         }
         return;
-      case 's': FmtS(v); return;
-      case 'x': FmtSx(v, kLower); return;
-      case 'X': FmtSx(v, kUpper); return;
-      case 'q': FmtQ(v); return;
-      default: BadVerb(verb); return;
+      case 's':
+        FmtS(v);
+        return;
+      case 'x':
+        FmtSx(v, kLower);
+        return;
+      case 'X':
+        FmtSx(v, kUpper);
+        return;
+      case 'q':
+        FmtQ(v);
+        return;
+      default:
+        BadVerb(verb);
+        return;
     }
   }
 
   void FmtFloatVerb(double v, char32_t verb) {
     switch (verb) {
-      case 'v': FmtFloat(v, 'g', -1); return;
+      case 'v':
+        FmtFloat(v, 'g', -1);
+        return;
       case 'b':
       case 'g':
       case 'G':
       case 'x':
-      case 'X': FmtFloat(v, static_cast<char>(verb), -1); return;
+      case 'X':
+        FmtFloat(v, static_cast<char>(verb), -1);
+        return;
       case 'f':
       case 'e':
-      case 'E': FmtFloat(v, static_cast<char>(verb), 6); return;
-      case 'F': FmtFloat(v, 'f', 6); return;
-      default: BadVerb(verb); return;
+      case 'E':
+        FmtFloat(v, static_cast<char>(verb), 6);
+        return;
+      case 'F':
+        FmtFloat(v, 'f', 6);
+        return;
+      default:
+        BadVerb(verb);
+        return;
     }
   }
 
@@ -400,7 +463,16 @@ class Printer {
 
   void FmtComplex(std::complex<double> v, char32_t verb) {
     switch (verb) {
-      case 'v': case 'b': case 'g': case 'G': case 'x': case 'X': case 'f': case 'F': case 'e': case 'E': {
+      case 'v':
+      case 'b':
+      case 'g':
+      case 'G':
+      case 'x':
+      case 'X':
+      case 'f':
+      case 'F':
+      case 'e':
+      case 'E': {
         bool plus = f_.plus;
         buf.push_back('(');
         FmtFloatVerb(v.real(), verb);
@@ -410,7 +482,9 @@ class Printer {
         f_.plus = plus;
         return;
       }
-      default: BadVerb(verb); return;
+      default:
+        BadVerb(verb);
+        return;
     }
   }
 
@@ -419,7 +493,9 @@ class Printer {
   size_t limit_;
 };
 
-bool TooLarge(int x) { return x > 1000000 || x < -1000000; }
+bool TooLarge(int x) {
+  return x > 1000000 || x < -1000000;
+}
 
 struct Num {
   int num = 0;
@@ -493,7 +569,8 @@ void Printer::DoPrintf(std::string_view format, const std::vector<Value>& a) {
         }
       }
     }
-    if (ok && index >= 0 && static_cast<size_t>(index) < a.size()) return {static_cast<size_t>(index), i + wid, true};
+    if (ok && index >= 0 && static_cast<size_t>(index) < a.size())
+      return {static_cast<size_t>(index), i + wid, true};
     good_arg_num = false;
     return {num, i + wid, ok};
   };
@@ -670,7 +747,8 @@ std::optional<std::string> Sprintln(const std::vector<Value>& args, size_t limit
   return std::move(p.buf);
 }
 
-std::optional<std::string> Sprintf(std::string_view format, const std::vector<Value>& args, size_t limit) {
+std::optional<std::string> Sprintf(std::string_view format, const std::vector<Value>& args,
+                                   size_t limit) {
   Printer p(limit);
   p.DoPrintf(format, args);
   if (p.Overflow()) return std::nullopt;

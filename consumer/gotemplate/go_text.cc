@@ -21,14 +21,16 @@ struct RuneRange {
 template <size_t N>
 bool InRanges(const RuneRange (&ranges)[N], char32_t r) {
   const RuneRange* end = ranges + N;
-  const RuneRange* it =
-      std::upper_bound(ranges, end, r, [](char32_t x, const RuneRange& range) { return x < range.first; });
+  const RuneRange* it = std::upper_bound(
+      ranges, end, r, [](char32_t x, const RuneRange& range) { return x < range.first; });
   return it != ranges && r <= (it - 1)->last;
 }
 
 constexpr char kLowerHex[] = "0123456789abcdef";
 
-char Lower(char c) { return static_cast<char>(c | ('a' - 'A')); }
+char Lower(char c) {
+  return static_cast<char>(c | ('a' - 'A'));
+}
 
 // One rune of a quoted string (strconv's appendEscapedRune).
 void AppendEscapedRune(std::string& out, char32_t r, char quote, bool ascii_only) {
@@ -47,14 +49,29 @@ void AppendEscapedRune(std::string& out, char32_t r, char quote, bool ascii_only
     return;
   }
   switch (r) {
-    case '\a': out += "\\a"; return;
-    case '\b': out += "\\b"; return;
-    case '\f': out += "\\f"; return;
-    case '\n': out += "\\n"; return;
-    case '\r': out += "\\r"; return;
-    case '\t': out += "\\t"; return;
-    case '\v': out += "\\v"; return;
-    default: break;
+    case '\a':
+      out += "\\a";
+      return;
+    case '\b':
+      out += "\\b";
+      return;
+    case '\f':
+      out += "\\f";
+      return;
+    case '\n':
+      out += "\\n";
+      return;
+    case '\r':
+      out += "\\r";
+      return;
+    case '\t':
+      out += "\\t";
+      return;
+    case '\v':
+      out += "\\v";
+      return;
+    default:
+      break;
   }
   if (r < ' ' || r == 0x7F) {
     out += "\\x";
@@ -65,7 +82,8 @@ void AppendEscapedRune(std::string& out, char32_t r, char quote, bool ascii_only
   if (!ValidRune(r)) r = kRuneError;
   int digits = r < 0x10000 ? 4 : 8;
   out += r < 0x10000 ? "\\u" : "\\U";
-  for (int shift = (digits - 1) * 4; shift >= 0; shift -= 4) out.push_back(kLowerHex[(r >> shift) & 0xF]);
+  for (int shift = (digits - 1) * 4; shift >= 0; shift -= 4)
+    out.push_back(kLowerHex[(r >> shift) & 0xF]);
 }
 
 std::string QuoteWith(std::string_view s, char quote, bool ascii_only) {
@@ -109,7 +127,8 @@ bool UnderscoreOk(std::string_view s) {
   size_t i = 0;
   if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
   bool hex = false;
-  if (s.size() >= 2 && s[0] == '0' && (Lower(s[1]) == 'b' || Lower(s[1]) == 'o' || Lower(s[1]) == 'x')) {
+  if (s.size() >= 2 && s[0] == '0' &&
+      (Lower(s[1]) == 'b' || Lower(s[1]) == 'o' || Lower(s[1]) == 'x')) {
     i = 2;
     saw = '0';
     hex = Lower(s[1]) == 'x';
@@ -202,7 +221,8 @@ Digits FromScientific(std::string_view text) {
     if (c >= '0' && c <= '9') out.d.push_back(c);
   }
   int exp = 0;
-  std::from_chars(text.data() + e + 1 + (text[e + 1] == '+' ? 1 : 0), text.data() + text.size(), exp);
+  std::from_chars(text.data() + e + 1 + (text[e + 1] == '+' ? 1 : 0), text.data() + text.size(),
+                  exp);
   out.dp = exp + 1;
   while (!out.d.empty() && out.d.back() == '0') out.d.pop_back();
   if (out.d.empty()) out.dp = 0;
@@ -212,10 +232,10 @@ Digits FromScientific(std::string_view text) {
 // Shortest digits that round-trip (prec < 0), or `digits` significant digits, correctly rounded.
 Digits SignificantDigits(double v, int digits) {
   std::string buf(digits < 0 ? 64 : static_cast<size_t>(digits) + 32, '\0');
-  std::to_chars_result r = digits < 0
-                               ? std::to_chars(buf.data(), buf.data() + buf.size(), v, std::chars_format::scientific)
-                               : std::to_chars(buf.data(), buf.data() + buf.size(), v,
-                                               std::chars_format::scientific, digits - 1);
+  std::to_chars_result r = digits < 0 ? std::to_chars(buf.data(), buf.data() + buf.size(), v,
+                                                      std::chars_format::scientific)
+                                      : std::to_chars(buf.data(), buf.data() + buf.size(), v,
+                                                      std::chars_format::scientific, digits - 1);
   return FromScientific(std::string_view(buf.data(), static_cast<size_t>(r.ptr - buf.data())));
 }
 
@@ -281,7 +301,9 @@ void FmtF(std::string& out, bool neg, const Digits& d, int prec) {
   }
 }
 
-void AppendUnsigned(std::string& out, uint64_t v) { out += std::to_string(v); }
+void AppendUnsigned(std::string& out, uint64_t v) {
+  out += std::to_string(v);
+}
 
 void FmtB(std::string& out, bool neg, uint64_t mant, int exp) {
   if (neg) out.push_back('-');
@@ -342,7 +364,9 @@ DecodedRune DecodeRune(std::string_view s) {
   if (s.empty()) return {kRuneError, 0};
   auto b0 = static_cast<unsigned char>(s[0]);
   if (b0 < 0x80) return {b0, 1};
-  auto cont = [&](size_t i) { return i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80; };
+  auto cont = [&](size_t i) {
+    return i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
+  };
   auto at = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
   if (b0 >= 0xC2 && b0 <= 0xDF) {
     if (!cont(1)) return {kRuneError, 1};
@@ -356,8 +380,8 @@ DecodedRune DecodeRune(std::string_view s) {
   if (b0 >= 0xF0 && b0 <= 0xF4) {
     if (!cont(1) || !cont(2) || !cont(3)) return {kRuneError, 1};
     if ((b0 == 0xF0 && at(1) < 0x90) || (b0 == 0xF4 && at(1) > 0x8F)) return {kRuneError, 1};
-    return {static_cast<char32_t>(((b0 & 0x07) << 18) | ((at(1) & 0x3F) << 12) | ((at(2) & 0x3F) << 6) |
-                                  (at(3) & 0x3F)),
+    return {static_cast<char32_t>(((b0 & 0x07) << 18) | ((at(1) & 0x3F) << 12) |
+                                  ((at(2) & 0x3F) << 6) | (at(3) & 0x3F)),
             4};
   }
   return {kRuneError, 1};
@@ -410,16 +434,32 @@ bool ValidUtf8(std::string_view s) {
   return true;
 }
 
-bool ValidRune(int64_t r) { return (r >= 0 && r < 0xD800) || (r > 0xDFFF && r <= kMaxRune); }
+bool ValidRune(int64_t r) {
+  return (r >= 0 && r < 0xD800) || (r > 0xDFFF && r <= kMaxRune);
+}
 
-bool IsPrint(char32_t r) { return InRanges(kPrintRanges, r); }
-bool IsLetter(char32_t r) { return InRanges(kLetterRanges, r); }
-bool IsDigit(char32_t r) { return InRanges(kDigitRanges, r); }
+bool IsPrint(char32_t r) {
+  return InRanges(kPrintRanges, r);
+}
+bool IsLetter(char32_t r) {
+  return InRanges(kLetterRanges, r);
+}
+bool IsDigit(char32_t r) {
+  return InRanges(kDigitRanges, r);
+}
 
-std::string Quote(std::string_view s) { return QuoteWith(s, '"', false); }
-std::string QuoteToAscii(std::string_view s) { return QuoteWith(s, '"', true); }
-std::string QuoteRune(char32_t r) { return QuoteRuneWith(r, false); }
-std::string QuoteRuneToAscii(char32_t r) { return QuoteRuneWith(r, true); }
+std::string Quote(std::string_view s) {
+  return QuoteWith(s, '"', false);
+}
+std::string QuoteToAscii(std::string_view s) {
+  return QuoteWith(s, '"', true);
+}
+std::string QuoteRune(char32_t r) {
+  return QuoteRuneWith(r, false);
+}
+std::string QuoteRuneToAscii(char32_t r) {
+  return QuoteRuneWith(r, true);
+}
 
 bool CanBackquote(std::string_view s) {
   while (!s.empty()) {
@@ -449,13 +489,27 @@ UnquotedChar UnquoteChar(std::string_view s, char quote) {
   char e = s[1];
   s.remove_prefix(2);
   switch (e) {
-    case 'a': out.value = '\a'; break;
-    case 'b': out.value = '\b'; break;
-    case 'f': out.value = '\f'; break;
-    case 'n': out.value = '\n'; break;
-    case 'r': out.value = '\r'; break;
-    case 't': out.value = '\t'; break;
-    case 'v': out.value = '\v'; break;
+    case 'a':
+      out.value = '\a';
+      break;
+    case 'b':
+      out.value = '\b';
+      break;
+    case 'f':
+      out.value = '\f';
+      break;
+    case 'n':
+      out.value = '\n';
+      break;
+    case 'r':
+      out.value = '\r';
+      break;
+    case 't':
+      out.value = '\t';
+      break;
+    case 'v':
+      out.value = '\v';
+      break;
     case 'x':
     case 'u':
     case 'U': {
@@ -475,7 +529,14 @@ UnquotedChar UnquoteChar(std::string_view s, char quote) {
       out.value = static_cast<char32_t>(v);
       break;
     }
-    case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': {
+    case '0':
+    case '1':
+    case '2':
+    case '3':
+    case '4':
+    case '5':
+    case '6':
+    case '7': {
       int v = e - '0';
       if (s.size() < 2) return out;
       for (size_t j = 0; j < 2; ++j) {
@@ -488,13 +549,16 @@ UnquotedChar UnquoteChar(std::string_view s, char quote) {
       out.value = static_cast<char32_t>(v);
       break;
     }
-    case '\\': out.value = '\\'; break;
+    case '\\':
+      out.value = '\\';
+      break;
     case '\'':
     case '"':
       if (e != quote) return out;
       out.value = static_cast<unsigned char>(e);
       break;
-    default: return out;
+    default:
+      return out;
   }
   out.ok = true;
   out.tail = s;

@@ -17,8 +17,12 @@ constexpr std::string_view kRightComment = "*/";
 constexpr std::string_view kSpaceChars = " \t\r\n";
 constexpr size_t kTrimMarkerLen = 2;
 
-bool IsSpace(char32_t r) { return r == ' ' || r == '\t' || r == '\r' || r == '\n'; }
-bool IsAlphaNumeric(char32_t r) { return r == '_' || IsLetter(r) || IsDigit(r); }
+bool IsSpace(char32_t r) {
+  return r == ' ' || r == '\t' || r == '\r' || r == '\n';
+}
+bool IsAlphaNumeric(char32_t r) {
+  return r == '_' || IsLetter(r) || IsDigit(r);
+}
 
 bool HasLeftTrimMarker(std::string_view s) {
   return s.size() >= 2 && s[0] == '-' && IsSpace(static_cast<unsigned char>(s[1]));
@@ -36,16 +40,28 @@ size_t LeftTrimLength(std::string_view s) {
   return n == std::string_view::npos ? s.size() : n;
 }
 
-int CountNewlines(std::string_view s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+int CountNewlines(std::string_view s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
 
-std::string SharpU(char32_t r) { return *Sprintf("%#U", {Value::Int(static_cast<int64_t>(r))}); }
+std::string SharpU(char32_t r) {
+  return *Sprintf("%#U", {Value::Int(static_cast<int64_t>(r))});
+}
 
 const std::unordered_map<std::string_view, ItemType>& Keywords() {
   static const auto* keywords = new std::unordered_map<std::string_view, ItemType>{
-      {".", ItemType::kDot},         {"block", ItemType::kBlock}, {"break", ItemType::kBreak},
-      {"continue", ItemType::kContinue}, {"define", ItemType::kDefine}, {"else", ItemType::kElse},
-      {"end", ItemType::kEnd},       {"if", ItemType::kIf},       {"range", ItemType::kRange},
-      {"nil", ItemType::kNil},       {"template", ItemType::kTemplate}, {"with", ItemType::kWith},
+      {".", ItemType::kDot},
+      {"block", ItemType::kBlock},
+      {"break", ItemType::kBreak},
+      {"continue", ItemType::kContinue},
+      {"define", ItemType::kDefine},
+      {"else", ItemType::kElse},
+      {"end", ItemType::kEnd},
+      {"if", ItemType::kIf},
+      {"range", ItemType::kRange},
+      {"nil", ItemType::kNil},
+      {"template", ItemType::kTemplate},
+      {"with", ItemType::kWith},
   };
   return *keywords;
 }
@@ -86,13 +102,16 @@ void Lexer::Backup() {
 }
 
 Item Lexer::ThisItem(ItemType type) {
-  Item item{type, static_cast<int>(start_), std::string(input_.substr(start_, pos_ - start_)), start_line_};
+  Item item{type, static_cast<int>(start_), std::string(input_.substr(start_, pos_ - start_)),
+            start_line_};
   start_ = pos_;
   start_line_ = line_;
   return item;
 }
 
-Lexer::State Lexer::Emit(ItemType type) { return EmitItem(ThisItem(type)); }
+Lexer::State Lexer::Emit(ItemType type) {
+  return EmitItem(ThisItem(type));
+}
 
 Lexer::State Lexer::EmitItem(Item item) {
   item_ = std::move(item);
@@ -107,7 +126,8 @@ void Lexer::Ignore() {
 
 bool Lexer::Accept(std::string_view valid) {
   char32_t r = Next();
-  if (r != kEof && r < 0x80 && valid.find(static_cast<char>(r)) != std::string_view::npos) return true;
+  if (r != kEof && r < 0x80 && valid.find(static_cast<char>(r)) != std::string_view::npos)
+    return true;
   Backup();
   return false;
 }
@@ -133,22 +153,48 @@ Item Lexer::NextItem() {
   State state = inside_action_ ? State::kInsideAction : State::kText;
   while (state != State::kDone) {
     switch (state) {
-      case State::kText: state = LexText(); break;
-      case State::kLeftDelim: state = LexLeftDelim(); break;
-      case State::kComment: state = LexComment(); break;
-      case State::kRightDelim: state = LexRightDelim(); break;
-      case State::kInsideAction: state = LexInsideAction(); break;
-      case State::kSpace: state = LexSpace(); break;
-      case State::kQuote: state = LexQuote(); break;
-      case State::kRawQuote: state = LexRawQuote(); break;
-      case State::kVariable:
-        state = AtTerminator() ? Emit(ItemType::kVariable) : LexFieldOrVariable(ItemType::kVariable);
+      case State::kText:
+        state = LexText();
         break;
-      case State::kChar: state = LexChar(); break;
-      case State::kNumber: state = LexNumber(); break;
-      case State::kIdentifier: state = LexIdentifier(); break;
-      case State::kField: state = LexFieldOrVariable(ItemType::kField); break;
-      case State::kDone: break;
+      case State::kLeftDelim:
+        state = LexLeftDelim();
+        break;
+      case State::kComment:
+        state = LexComment();
+        break;
+      case State::kRightDelim:
+        state = LexRightDelim();
+        break;
+      case State::kInsideAction:
+        state = LexInsideAction();
+        break;
+      case State::kSpace:
+        state = LexSpace();
+        break;
+      case State::kQuote:
+        state = LexQuote();
+        break;
+      case State::kRawQuote:
+        state = LexRawQuote();
+        break;
+      case State::kVariable:
+        state =
+            AtTerminator() ? Emit(ItemType::kVariable) : LexFieldOrVariable(ItemType::kVariable);
+        break;
+      case State::kChar:
+        state = LexChar();
+        break;
+      case State::kNumber:
+        state = LexNumber();
+        break;
+      case State::kIdentifier:
+        state = LexIdentifier();
+        break;
+      case State::kField:
+        state = LexFieldOrVariable(ItemType::kField);
+        break;
+      case State::kDone:
+        break;
     }
   }
   return item_;
@@ -161,7 +207,8 @@ Lexer::State Lexer::LexText() {
       pos_ = x;
       size_t trim = 0;
       size_t delim_end = pos_ + kLeftDelimText.size();
-      if (HasLeftTrimMarker(input_.substr(delim_end))) trim = RightTrimLength(input_.substr(start_, pos_ - start_));
+      if (HasLeftTrimMarker(input_.substr(delim_end)))
+        trim = RightTrimLength(input_.substr(start_, pos_ - start_));
       pos_ -= trim;
       line_ += CountNewlines(input_.substr(start_, pos_ - start_));
       Item item = ThisItem(ItemType::kText);
@@ -252,15 +299,21 @@ Lexer::State Lexer::LexInsideAction() {
     return State::kSpace;
   }
   switch (r) {
-    case '=': return Emit(ItemType::kAssign);
+    case '=':
+      return Emit(ItemType::kAssign);
     case ':':
       if (Next() != '=') return Errorf("expected :=");
       return Emit(ItemType::kDeclare);
-    case '|': return Emit(ItemType::kPipe);
-    case '"': return State::kQuote;
-    case '`': return State::kRawQuote;
-    case '$': return State::kVariable;
-    case '\'': return State::kChar;
+    case '|':
+      return Emit(ItemType::kPipe);
+    case '"':
+      return State::kQuote;
+    case '`':
+      return State::kRawQuote;
+    case '$':
+      return State::kVariable;
+    case '\'':
+      return State::kChar;
     case '.':
       if (pos_ < input_.size()) {
         char c = input_[pos_];
@@ -274,7 +327,8 @@ Lexer::State Lexer::LexInsideAction() {
     case ')':
       if (--paren_depth_ < 0) return Errorf("unexpected right paren");
       return Emit(ItemType::kRightParen);
-    default: break;
+    default:
+      break;
   }
   if (r == '+' || r == '-' || (r >= '0' && r <= '9')) {
     Backup();
@@ -310,7 +364,8 @@ Lexer::State Lexer::LexIdentifier() {
     std::string_view word = input_.substr(start_, pos_ - start_);
     if (!AtTerminator()) return Errorf("bad character " + SharpU(r));
     auto keyword = Keywords().find(word);
-    if (keyword != Keywords().end() && keyword->second > ItemType::kKeyword) return Emit(keyword->second);
+    if (keyword != Keywords().end() && keyword->second > ItemType::kKeyword)
+      return Emit(keyword->second);
     if (word[0] == '.') return Emit(ItemType::kField);
     if (word == "true" || word == "false") return Emit(ItemType::kBool);
     return Emit(ItemType::kIdentifier);
@@ -318,7 +373,8 @@ Lexer::State Lexer::LexIdentifier() {
 }
 
 Lexer::State Lexer::LexFieldOrVariable(ItemType type) {
-  if (AtTerminator()) return Emit(type == ItemType::kVariable ? ItemType::kVariable : ItemType::kDot);
+  if (AtTerminator())
+    return Emit(type == ItemType::kVariable ? ItemType::kVariable : ItemType::kDot);
   char32_t r = 0;
   while (true) {
     r = Next();
@@ -335,8 +391,16 @@ bool Lexer::AtTerminator() {
   char32_t r = Peek();
   if (IsSpace(r)) return true;
   switch (r) {
-    case kEof: case '.': case ',': case '|': case ':': case ')': case '(': return true;
-    default: break;
+    case kEof:
+    case '.':
+    case ',':
+    case '|':
+    case ':':
+    case ')':
+    case '(':
+      return true;
+    default:
+      break;
   }
   return input_.substr(pos_).substr(0, 2) == kRightDelimText;
 }
@@ -356,7 +420,8 @@ Lexer::State Lexer::LexChar() {
 }
 
 Lexer::State Lexer::LexNumber() {
-  if (!ScanNumber()) return Errorf("bad number syntax: " + Quote(input_.substr(start_, pos_ - start_)));
+  if (!ScanNumber())
+    return Errorf("bad number syntax: " + Quote(input_.substr(start_, pos_ - start_)));
   char32_t sign = Peek();
   if (sign == '+' || sign == '-') {
     if (!ScanNumber() || input_[pos_ - 1] != 'i') {

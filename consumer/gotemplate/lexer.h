@@ -64,8 +64,22 @@ class Lexer {
   Item NextItem();
 
  private:
-  enum class State { kText, kLeftDelim, kComment, kRightDelim, kInsideAction, kSpace, kQuote,
-                     kRawQuote, kVariable, kChar, kNumber, kIdentifier, kField, kDone };
+  enum class State {
+    kText,
+    kLeftDelim,
+    kComment,
+    kRightDelim,
+    kInsideAction,
+    kSpace,
+    kQuote,
+    kRawQuote,
+    kVariable,
+    kChar,
+    kNumber,
+    kIdentifier,
+    kField,
+    kDone
+  };
 
   char32_t Next();
   char32_t Peek();

@@ -14,22 +14,28 @@ using NodePtr = std::unique_ptr<Node>;
 
 bool HasFunction(std::string_view name) {
   static const std::set<std::string_view> kFunctions = {
-      "fromCDLabel", "and", "call", "html", "index", "slice", "js", "len", "not", "or", "print",
-      "printf", "println", "urlquery", "eq", "ge", "gt", "le", "lt", "ne"};
+      "fromCDLabel", "and",    "call",    "html",     "index", "slice", "js", "len", "not", "or",
+      "print",       "printf", "println", "urlquery", "eq",    "ge",    "gt", "le",  "lt",  "ne"};
   return kFunctions.count(name) != 0;
 }
 
-bool FitsInt64(double f) { return f >= -9223372036854775808.0 && f < 9223372036854775808.0; }
-bool FitsUint64(double f) { return f >= 0 && f < 18446744073709551616.0; }
+bool FitsInt64(double f) {
+  return f >= -9223372036854775808.0 && f < 9223372036854775808.0;
+}
+bool FitsUint64(double f) {
+  return f >= 0 && f < 18446744073709551616.0;
+}
 
 // Go's NumberNode.simplifyComplex.
 void SimplifyComplex(Node& n) {
   n.is_float = n.complex128.imag() == 0;
   if (!n.is_float) return;
   n.float64 = n.complex128.real();
-  n.is_int = FitsInt64(n.float64) && static_cast<double>(static_cast<int64_t>(n.float64)) == n.float64;
+  n.is_int =
+      FitsInt64(n.float64) && static_cast<double>(static_cast<int64_t>(n.float64)) == n.float64;
   if (n.is_int) n.int64 = static_cast<int64_t>(n.float64);
-  n.is_uint = FitsUint64(n.float64) && static_cast<double>(static_cast<uint64_t>(n.float64)) == n.float64;
+  n.is_uint =
+      FitsUint64(n.float64) && static_cast<double>(static_cast<uint64_t>(n.float64)) == n.float64;
   if (n.is_uint) n.uint64 = static_cast<uint64_t>(n.float64);
 }
 
@@ -71,16 +77,19 @@ std::optional<std::string> ParseFloatForScan(std::string_view token, double* out
     *out = *f;
     return std::nullopt;
   }
-  return "strconv.ParseFloat: parsing " + Quote(token) + (out_of_range ? ": value out of range" : ": invalid syntax");
+  return "strconv.ParseFloat: parsing " + Quote(token) +
+         (out_of_range ? ": value out of range" : ": invalid syntax");
 }
 
 // fmt.Sscan(text, &complex128) for the "N+Ni" text the lexer calls a complex constant.
 std::optional<std::string> ScanComplex(std::string_view text, std::complex<double>* out) {
   std::string_view real = FloatToken(text);
   std::string_view rest = text.substr(real.size());
-  if (rest.empty() || (rest[0] != '+' && rest[0] != '-')) return "syntax error scanning complex number";
+  if (rest.empty() || (rest[0] != '+' && rest[0] != '-'))
+    return "syntax error scanning complex number";
   std::string_view imag = FloatToken(rest);
-  if (imag.size() >= rest.size() || rest[imag.size()] != 'i') return "syntax error scanning complex number";
+  if (imag.size() >= rest.size() || rest[imag.size()] != 'i')
+    return "syntax error scanning complex number";
   double re = 0;
   double im = 0;
   if (auto err = ParseFloatForScan(real, &re)) return err;
@@ -146,14 +155,17 @@ class TreeParser {
       sh_.trees[tree_->name] = tree_;
       return;
     }
-    if (!IsEmptyTree(tree_->root.get())) Errorf("template: multiple definition of template " + Quote(tree_->name));
+    if (!IsEmptyTree(tree_->root.get()))
+      Errorf("template: multiple definition of template " + Quote(tree_->name));
   }
 
  private:
   bool Failed() const { return sh_.error.has_value(); }
 
   void Errorf(const std::string& message) {
-    if (!Failed()) sh_.error = "template: " + sh_.parse_name + ":" + std::to_string(token_[0].line) + ": " + message;
+    if (!Failed())
+      sh_.error =
+          "template: " + sh_.parse_name + ":" + std::to_string(token_[0].line) + ": " + message;
   }
 
   NodePtr NewNode(NodeType type, int pos) { return std::make_unique<Node>(type, pos, tree_.get()); }
@@ -201,7 +213,8 @@ class TreeParser {
       if (action_line_ != 0 && action_line_ != token.line) {
         extra = " in action started at " + sh_.parse_name + ":" + std::to_string(action_line_);
         std::string_view suffix = " action";
-        if (token.val.size() >= suffix.size() && token.val.compare(token.val.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        if (token.val.size() >= suffix.size() &&
+            token.val.compare(token.val.size() - suffix.size(), suffix.size(), suffix) == 0) {
           extra = extra.substr(std::string_view(" in action").size());
         }
       }
@@ -284,26 +297,37 @@ class TreeParser {
         action_line_ = 0;
         return n;
       }
-      default: Unexpected(token, "input"); return nullptr;
+      default:
+        Unexpected(token, "input");
+        return nullptr;
     }
   }
 
   NodePtr Action() {
     Item token = NextNonSpace();
     switch (token.type) {
-      case ItemType::kBlock: return BlockControl();
-      case ItemType::kBreak: return BreakOrContinue(token, NodeType::kBreak, "{{break}}");
-      case ItemType::kContinue: return BreakOrContinue(token, NodeType::kContinue, "{{continue}}");
-      case ItemType::kElse: return ElseControl();
+      case ItemType::kBlock:
+        return BlockControl();
+      case ItemType::kBreak:
+        return BreakOrContinue(token, NodeType::kBreak, "{{break}}");
+      case ItemType::kContinue:
+        return BreakOrContinue(token, NodeType::kContinue, "{{continue}}");
+      case ItemType::kElse:
+        return ElseControl();
       case ItemType::kEnd: {
         Item right = Expect(ItemType::kRightDelim, "end");
         return NewNode(NodeType::kEnd, right.pos);
       }
-      case ItemType::kIf: return BranchControl(NodeType::kIf, "if");
-      case ItemType::kRange: return BranchControl(NodeType::kRange, "range");
-      case ItemType::kTemplate: return TemplateControl();
-      case ItemType::kWith: return BranchControl(NodeType::kWith, "with");
-      default: break;
+      case ItemType::kIf:
+        return BranchControl(NodeType::kIf, "if");
+      case ItemType::kRange:
+        return BranchControl(NodeType::kRange, "range");
+      case ItemType::kTemplate:
+        return TemplateControl();
+      case ItemType::kWith:
+        return BranchControl(NodeType::kWith, "with");
+      default:
+        break;
     }
     Backup();
     Item start = Peek();
@@ -374,7 +398,8 @@ class TreeParser {
         vars_.push_back(v.val);
         if (context == "range" && pipe->decl.size() < 2) {
           ItemType t = PeekNonSpace().type;
-          if (t == ItemType::kVariable || t == ItemType::kRightDelim || t == ItemType::kRightParen) continue;
+          if (t == ItemType::kVariable || t == ItemType::kRightDelim || t == ItemType::kRightParen)
+            continue;
           Errorf("range can only initialize variables");
           return nullptr;
         }
@@ -397,19 +422,31 @@ class TreeParser {
         }
         for (size_t i = 1; i < pipe->children.size(); ++i) {
           switch (pipe->children[i]->children[0]->type) {
-            case NodeType::kBool: case NodeType::kDot: case NodeType::kNil: case NodeType::kNumber:
+            case NodeType::kBool:
+            case NodeType::kDot:
+            case NodeType::kNil:
+            case NodeType::kNumber:
             case NodeType::kString:
               Errorf("non executable command in pipeline stage " + std::to_string(i + 1));
               return nullptr;
-            default: break;
+            default:
+              break;
           }
         }
         return pipe;
       }
       switch (token.type) {
-        case ItemType::kBool: case ItemType::kCharConstant: case ItemType::kComplex: case ItemType::kDot:
-        case ItemType::kField: case ItemType::kIdentifier: case ItemType::kNumber: case ItemType::kNil:
-        case ItemType::kRawString: case ItemType::kString: case ItemType::kVariable:
+        case ItemType::kBool:
+        case ItemType::kCharConstant:
+        case ItemType::kComplex:
+        case ItemType::kDot:
+        case ItemType::kField:
+        case ItemType::kIdentifier:
+        case ItemType::kNumber:
+        case ItemType::kNil:
+        case ItemType::kRawString:
+        case ItemType::kString:
+        case ItemType::kVariable:
         case ItemType::kLeftParen: {
           Backup();
           NodePtr cmd = Command();
@@ -417,7 +454,9 @@ class TreeParser {
           pipe->children.push_back(std::move(cmd));
           break;
         }
-        default: Unexpected(token, context); return nullptr;
+        default:
+          Unexpected(token, context);
+          return nullptr;
       }
     }
   }
@@ -573,13 +612,19 @@ class TreeParser {
       NodeType term = node->type;
       chain->node = std::move(node);
       switch (term) {
-        case NodeType::kField: return NewField(chain->pos, chain->String());
-        case NodeType::kVariable: return NewVariable(chain->pos, chain->String());
-        case NodeType::kBool: case NodeType::kString: case NodeType::kNumber: case NodeType::kNil:
+        case NodeType::kField:
+          return NewField(chain->pos, chain->String());
+        case NodeType::kVariable:
+          return NewVariable(chain->pos, chain->String());
+        case NodeType::kBool:
+        case NodeType::kString:
+        case NodeType::kNumber:
+        case NodeType::kNil:
         case NodeType::kDot:
           Errorf("unexpected . after term " + Quote(chain->node->String()));
           return nullptr;
-        default: return chain;
+        default:
+          return chain;
       }
     }
     return node;
@@ -597,8 +642,10 @@ class TreeParser {
         n->text = token.val;
         return n;
       }
-      case ItemType::kDot: return NewNode(NodeType::kDot, token.pos);
-      case ItemType::kNil: return NewNode(NodeType::kNil, token.pos);
+      case ItemType::kDot:
+        return NewNode(NodeType::kDot, token.pos);
+      case ItemType::kNil:
+        return NewNode(NodeType::kNil, token.pos);
       case ItemType::kVariable: {
         NodePtr v = NewVariable(token.pos, token.val);
         for (const std::string& name : vars_) {
@@ -607,7 +654,8 @@ class TreeParser {
         Errorf("undefined variable " + Quote(v->idents[0]));
         return nullptr;
       }
-      case ItemType::kField: return NewField(token.pos, token.val);
+      case ItemType::kField:
+        return NewField(token.pos, token.val);
       case ItemType::kBool: {
         NodePtr n = NewNode(NodeType::kBool, token.pos);
         n->flag = token.val == "true";
@@ -615,7 +663,8 @@ class TreeParser {
       }
       case ItemType::kCharConstant:
       case ItemType::kComplex:
-      case ItemType::kNumber: return NewNumber(token);
+      case ItemType::kNumber:
+        return NewNumber(token);
       case ItemType::kLeftParen: {
         if (!Enter()) return nullptr;
         NodePtr pipe = Pipeline("parenthesized pipeline", ItemType::kRightParen);
@@ -634,7 +683,9 @@ class TreeParser {
         n->text = std::move(*s);
         return n;
       }
-      default: Backup(); return nullptr;
+      default:
+        Backup();
+        return nullptr;
     }
   }
 

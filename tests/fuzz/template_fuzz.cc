@@ -10,7 +10,9 @@
 
 namespace {
 
-bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 }  // namespace
 
@@ -23,11 +25,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (first.ok() && *first != *second) std::abort();
   if (!first.ok()) {
     const std::string& m = first.status().message();
-    if (!StartsWith(m, "failed to parse template string ") && !StartsWith(m, "failed to execute template on string ")) {
+    if (!StartsWith(m, "failed to parse template string ") &&
+        !StartsWith(m, "failed to execute template on string ")) {
       std::abort();
     }
   }
-  syncbus::Json doc = {{"metadata", {{"name", text}}}, {"list", syncbus::Json::array({text, 1, text})}};
+  syncbus::Json doc = {{"metadata", {{"name", text}}},
+                       {"list", syncbus::Json::array({text, 1, text})}};
   syncbus::Status s = syncbus::consumer::ExpandTemplates(doc, labels);
   if (s.ok()) {
     (void)doc.dump();  // throws (and so fails the target) on invalid UTF-8

@@ -46,7 +46,8 @@ std::vector<GoldenCase> ReadCases(const std::string& path) {
     while (!rest.empty()) {
       char quote = rest.front();
       size_t end = 1;
-      while (end < rest.size() && rest[end] != quote) end += (quote == '"' && rest[end] == '\\') ? 2 : 1;
+      while (end < rest.size() && rest[end] != quote)
+        end += (quote == '"' && rest[end] == '\\') ? 2 : 1;
       std::optional<std::string> value = consumer::gotemplate::Unquote(rest.substr(0, end + 1));
       REQUIRE_MESSAGE(value.has_value(), path << ":" << number << ": bad literal");
       values.push_back(*value);
@@ -76,7 +77,9 @@ std::vector<GoldenCase> ReadCases(const std::string& path) {
   return cases;
 }
 
-std::string OracleDir() { return syncbus::testing::SourceDir() + "/tests/oracle/gotemplate"; }
+std::string OracleDir() {
+  return syncbus::testing::SourceDir() + "/tests/oracle/gotemplate";
+}
 
 }  // namespace
 
@@ -85,7 +88,8 @@ TEST_CASE("gotemplate golden: the golden file holds exactly the corpus's cases")
   std::vector<GoldenCase> golden = ReadCases(OracleDir() + "/golden.txt");
   REQUIRE(corpus.size() == golden.size());
   for (size_t i = 0; i < corpus.size(); ++i) {
-    INFO("case " << corpus[i].name << " (regenerate golden.txt: go run . -update in tests/oracle/gotemplate)");
+    INFO("case " << corpus[i].name
+                 << " (regenerate golden.txt: go run . -update in tests/oracle/gotemplate)");
     CHECK(golden[i].name == corpus[i].name);
     CHECK(golden[i].labels == corpus[i].labels);
     CHECK(golden[i].kind == corpus[i].kind);
