@@ -23,7 +23,7 @@ struct Signature {
   bool variadic = false;
 };
 
-// Nullopt for a name that is not a function.
+// Nullptr for a name that is not a function.
 const Signature* FindFunction(std::string_view name);
 
 struct CallResult {

@@ -341,16 +341,16 @@ class Executor {
     const Node& first = *cmd.children[0];
     switch (first.type) {
       case NodeType::kField:
-        return EvalFieldNode(dot, first, cmd.children, final);
+        return EvalFieldNode(dot, first);
       case NodeType::kChain:
-        return EvalChainNode(dot, first, cmd.children, final);
+        return EvalChainNode(dot, first);
       case NodeType::kIdentifier:
         return EvalFunction(dot, first, cmd, cmd.children, final);
       case NodeType::kPipe:
         if (!NotAFunction(cmd.children, final)) return std::nullopt;
         return EvalPipeline(dot, &first);
       case NodeType::kVariable:
-        return EvalVariableNode(dot, first, cmd.children, final);
+        return EvalVariableNode(first, cmd.children, final);
       default:
         break;
     }
@@ -390,14 +390,13 @@ class Executor {
     return Value::Nil();
   }
 
-  std::optional<Value> EvalFieldNode(const Value& dot, const Node& field, const Children& args,
-                                     const Value* final) {
+  // A field's arguments are never looked at: fields of nil are nil, other values have none.
+  std::optional<Value> EvalFieldNode(const Value& dot, const Node& field) {
     At(field);
-    return EvalFieldChain(dot, field, field.idents, 0, args, final);
+    return EvalFieldChain(dot, field.idents[0]);
   }
 
-  std::optional<Value> EvalChainNode(const Value& dot, const Node& chain, const Children& args,
-                                     const Value* final) {
+  std::optional<Value> EvalChainNode(const Value& dot, const Node& chain) {
     At(chain);
     if (chain.node->type == NodeType::kNil) {
       Errorf("indirection through explicit nil in " + chain.String());
@@ -405,12 +404,11 @@ class Executor {
     }
     std::optional<Value> receiver = EvalArg(dot, Want::kNone, *chain.node);
     if (!receiver) return std::nullopt;
-    return EvalFieldChain(*receiver, chain, chain.idents, 0, args, final);
+    return EvalFieldChain(*receiver, chain.idents[0]);
   }
 
-  std::optional<Value> EvalVariableNode(const Value& dot, const Node& variable,
-                                        const Children& args, const Value* final) {
-    (void)dot;
+  std::optional<Value> EvalVariableNode(const Node& variable, const Children& args,
+                                        const Value* final) {
     At(variable);
     std::optional<Value> value = VarValue(variable.idents[0]);
     if (!value) return std::nullopt;
@@ -418,19 +416,14 @@ class Executor {
       if (!NotAFunction(args, final)) return std::nullopt;
       return value;
     }
-    return EvalFieldChain(*value, variable, variable.idents, 1, args, final);
+    return EvalFieldChain(*value, variable.idents[1]);
   }
 
-  // Go's evalFieldChain + evalField: a field of nil is nil (missingkey=default); no value a
-  // template can compute has fields or methods.
-  std::optional<Value> EvalFieldChain(const Value& receiver, const Node& node,
-                                      const std::vector<std::string>& idents, size_t from,
-                                      const Children& args, const Value* final) {
-    (void)node;
-    (void)args;
-    (void) final;
+  // Go's evalFieldChain + evalField for .first.more...: a field of nil is nil
+  // (missingkey=default), and no value a template can compute has fields or methods.
+  std::optional<Value> EvalFieldChain(const Value& receiver, const std::string& first) {
     if (receiver.is_nil()) return Value::Nil();
-    Errorf("can't evaluate field " + idents[from] + " in type " + TypeName(receiver));
+    Errorf("can't evaluate field " + first + " in type " + TypeName(receiver));
     return std::nullopt;
   }
 
@@ -529,13 +522,11 @@ class Executor {
         if (want != Want::kString) return Value::Nil();
         Errorf("cannot assign nil to string");
         return std::nullopt;
-      case NodeType::kField: {
-        Children self;  // Go passes []parse.Node{n}: one argument, so no "has arguments" error
-        v = EvalFieldNode(dot, n, self, nullptr);
+      case NodeType::kField:
+        v = EvalFieldNode(dot, n);
         break;
-      }
       case NodeType::kVariable:
-        v = EvalVariableNode(dot, n, {}, nullptr);
+        v = EvalVariableNode(n, {}, nullptr);
         break;
       case NodeType::kPipe:
         v = EvalPipeline(dot, &n);
@@ -544,7 +535,7 @@ class Executor {
         v = EvalFunction(dot, n, n, {}, nullptr);
         break;
       case NodeType::kChain:
-        v = EvalChainNode(dot, n, {}, nullptr);
+        v = EvalChainNode(dot, n);
         break;
       default: {
         if (want == Want::kString) {
