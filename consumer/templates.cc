@@ -26,7 +26,8 @@ class TemplateSet {
 
   // Hive's applyTemplate for one string.
   Result<std::string> Apply(const std::string& s) {
-    if (s.empty()) return std::string();
+    // Without "{{" the text is all the output (and no later string can see this one's body).
+    if (s.find("{{") == std::string::npos) return s;
     auto text = std::make_shared<const std::string>(s);
     Result<gt::TreeSet> trees = gt::Parse(kTemplateName, text);
     if (!trees.ok()) {
