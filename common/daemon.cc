@@ -4,6 +4,7 @@
 #include <iostream>
 #include <thread>
 
+#include "common/build_info.h"
 #include "common/http/metered_transport.h"
 #include "common/http/transport_metrics.h"
 #include "common/kube/client_impl.h"
@@ -69,6 +70,7 @@ int RunDaemon(const AdminConfig& admin, std::shared_ptr<prometheus::Registry> re
               std::shared_ptr<http::CurlTransport> transport, std::function<Status()> healthy,
               std::function<Status()> ready, const std::function<Status()>& run,
               const std::string& component) {
+  RegisterBuildInfo(*registry);
   http::TransportMetrics transport_metrics(*registry, std::move(transport));
   AdminServer::Hooks hooks{std::move(healthy), std::move(ready),
                            [&transport_metrics] { transport_metrics.Refresh(); }};

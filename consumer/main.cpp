@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "common/amqp/session_impl.h"
+#include "common/build_info.h"
 #include "common/clock.h"
 #include "common/daemon.h"
 #include "common/http/curl_transport.h"
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   cli.add_option("-c,--config", config_path, "YAML config file (see docs/configuration.md)")
       ->required();
   cli.add_option("--name", name, "connection name shown in the RabbitMQ management UI");
+  cli.set_version_flag("--version", VersionText("syncbus-consumer"));
   CLI11_PARSE(cli, argc, argv);
 
   auto config = LoadDaemonConfig(config_path, "consumer");

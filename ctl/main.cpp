@@ -1,6 +1,7 @@
 // syncbusctl: operators' command line for syncbus.
 #include <CLI/CLI.hpp>
 
+#include "common/build_info.h"
 #include "common/time_format.h"
 #include "ctl/commands.h"
 
@@ -8,6 +9,7 @@ int main(int argc, char** argv) {
   using namespace syncbus;
   CLI::App cli{"syncbusctl: operate syncbus (fleet status and traces, barrier, dead-letter queue, topology)"};
   cli.require_subcommand(1);
+  cli.set_version_flag("--version", VersionText("syncbusctl"));
 
   ctl::WaitOptions wait;
   std::string timeout = "10m", interval = "1s";

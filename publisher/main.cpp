@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/amqp/session_impl.h"
+#include "common/build_info.h"
 #include "common/clock.h"
 #include "common/daemon.h"
 #include "publisher/publisher_app.h"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   std::string config_path;
   cli.add_option("-c,--config", config_path, "YAML config file (see docs/configuration.md)")
       ->required();
+  cli.set_version_flag("--version", VersionText("syncbus-publisher"));
   CLI11_PARSE(cli, argc, argv);
 
   auto config = LoadDaemonConfig(config_path, "publisher");

@@ -4,7 +4,8 @@
 // and the metrics that only appear once touched exist. Then the daemons' /metrics and RabbitMQ's
 // Prometheus endpoints, as the ServiceMonitor of deploy/monitoring/service-monitors.yaml scrapes
 // them, are read, and every metric name in the PromQL of the three files must be among what they
-// export — or be one of the kube-state-metrics series listed in kExternal.
+// export — or be one of the kube-state-metrics series listed in kExternal. Both daemons must also
+// export syncbus_build_info with this build's version and revision.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <yaml-cpp/yaml.h>
@@ -15,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/build_info.h"
 #include "ctl/fleet_progress.h"
 #include "tests/support/files.h"
 #include "tests/support/metric_names.h"
@@ -227,7 +229,16 @@ TEST_CASE("the dashboard, the alerts and the autoscaling rule name only metrics 
                                      << consumer.Log().substr(0, 4000));
 
   std::map<std::string, std::string> exported;
-  for (const auto& url : {publisher_url, consumer_url}) exported.merge(ExportedMetrics(rig.Get(url)));
+  for (const auto& url : {publisher_url, consumer_url}) {
+    std::string page = rig.Get(url);
+    // Each daemon says which build it runs (the labels of common/build_info.h, value 1).
+    const BuildInfo& build = GetBuildInfo();
+    std::regex build_info("\\nsyncbus_build_info\\{build_type=\"" + std::string(build.build_type) +
+                          "\",compiler=\"[^\"]+\",revision=\"" + std::string(build.revision) +
+                          "\",version=\"" + std::string(build.version) + "\"\\} 1\\n");
+    CHECK_MESSAGE(std::regex_search(page, build_info), url << " has no syncbus_build_info of this build");
+    exported.merge(ExportedMetrics(page));
+  }
   const BrokerEnv& broker = rig.vhost.env();
   std::string base = "http://127.0.0.1:" + std::to_string(broker.prometheus_port);
   std::vector<std::string> scrapes = RabbitmqScrapes(rig.vhost.name());
