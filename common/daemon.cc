@@ -49,6 +49,13 @@ Result<kube::ClusterConfig> HubClusterConfig(const HubConfig& hub) {
   return config;
 }
 
+Result<kube::ClusterConfig> CommandLineHubConfig(const HubConfig& hub) {
+  auto config = kube::LoadClientConfig(kube::LoadingRulesFromEnvironment(hub.kubeconfig, hub.context));
+  if (!config.ok()) return config.status().Annotate("hub connection");
+  config->qps = hub.qps;
+  return config;
+}
+
 std::optional<HubConnection> NewHubConnection(const HubConfig& hub,
                                               const http::CurlTransport::Options& transport_options,
                                               prometheus::Registry& registry,

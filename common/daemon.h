@@ -27,8 +27,12 @@ std::optional<Config> LoadDaemonConfig(const std::string& path, const std::strin
 // Installs SIGTERM/SIGINT handlers that set the returned flag (idempotent).
 const std::atomic<bool>& InstallStopSignals();
 
-// kubeconfig (+ context) when configured, else the in-cluster service account.
+// The daemons' hub: kubeconfig (+ context) when configured, else the in-cluster service account.
 Result<kube::ClusterConfig> HubClusterConfig(const HubConfig& hub);
+// syncbusctl's hub: hub.kubeconfig when set (--kubeconfig, else the config file's), else
+// kubectl's lookup ($KUBECONFIG merged, ~/.kube/config, in-cluster; kube::LoadClientConfig), with
+// hub.context (--context, else the config file's) picking the context.
+Result<kube::ClusterConfig> CommandLineHubConfig(const HubConfig& hub);
 
 // A client of the hub and the transport under it (shared: other clients may use it too).
 struct HubConnection {

@@ -38,7 +38,7 @@ int RunWait(const WaitOptions& options) {
   HubConfig hub = config->hub;
   if (!options.kubeconfig.empty()) hub.kubeconfig = options.kubeconfig;
   if (!options.context.empty()) hub.context = options.context;
-  auto cluster = HubClusterConfig(hub);
+  auto cluster = CommandLineHubConfig(hub);
   auto transport = http::CurlTransport::Create({});
   if (!cluster.ok() || !transport.ok()) {
     std::cerr << "syncbusctl: " << (!cluster.ok() ? cluster.status() : transport.status()).message() << "\n";

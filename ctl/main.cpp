@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   ctl::WaitOptions wait;
   std::string timeout = "10m", interval = "1s";
   auto* w = cli.add_subcommand("wait", "wait until every cluster has its current SyncSets applied (a barrier)");
-  w->add_option("--kubeconfig", wait.kubeconfig, "hub kubeconfig (default: config file's hub, else in-cluster)");
+  w->add_option("--kubeconfig", wait.kubeconfig, "hub kubeconfig (default: the config file's hub.kubeconfig, else $KUBECONFIG, ~/.kube/config, in-cluster)");
   w->add_option("--context", wait.context, "kubeconfig context");
   w->add_option("-c,--config", wait.config_file, "syncbus YAML config");
   w->add_option("-n,--namespace", wait.ns, "only clusters in this namespace");
@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   std::string status_since = "1h", output;
   auto* st = cli.add_subcommand("status", "the fleet at a glance, or one cluster: its request, lease and sets");
   st->add_option("cluster", status.cluster, "one cluster: NAMESPACE/NAME, or NAME with -n");
-  st->add_option("--kubeconfig", status.kubeconfig, "hub kubeconfig (default: config file's hub, else in-cluster)");
+  st->add_option("--kubeconfig", status.kubeconfig, "hub kubeconfig (default: the config file's hub.kubeconfig, else $KUBECONFIG, ~/.kube/config, in-cluster)");
   st->add_option("--context", status.context, "kubeconfig context");
   st->add_option("-c,--config", status.config_file, "syncbus YAML config (hub and amqp sections)");
   st->add_option("-n,--namespace", status.ns, "only clusters in this namespace");

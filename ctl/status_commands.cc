@@ -140,7 +140,7 @@ int RunStatus(const StatusOptions& options) {
   HubConfig hub_config = config->hub;
   if (!options.kubeconfig.empty()) hub_config.kubeconfig = options.kubeconfig;
   if (!options.context.empty()) hub_config.context = options.context;
-  auto cluster = HubClusterConfig(hub_config);
+  auto cluster = CommandLineHubConfig(hub_config);
   if (!cluster.ok()) return Fail(cluster.status().message(), 2);
   auto transport = http::CurlTransport::Create({});
   if (!transport.ok()) return Fail(transport.status().message(), 2);

@@ -295,6 +295,10 @@ Status Configure(Transfer& t, const CurlTransport::Options& options) {
   }
   if (!t.header_list.Append("Expect:")) return Internal("curl_slist_append: out of memory");
   if (t.request.tls != nullptr) SYNCBUS_RETURN_IF_ERROR(ConfigureTls(t, *t.request.tls));
+  if (!t.request.proxy.empty()) {
+    curl_easy_setopt(easy, CURLOPT_PROXY, t.request.proxy.c_str());
+    t.pool_key.append("|proxy=").append(t.request.proxy);
+  }
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t.header_list.get());
   curl_easy_setopt(easy, CURLOPT_URL, t.request.url.c_str());
   t.pool_key.insert(0, OriginOf(t.request.url));

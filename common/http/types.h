@@ -32,6 +32,9 @@ struct Request {
   std::string body;
   std::chrono::milliseconds timeout{30000};  // whole request; 0 = none (watches)
   std::shared_ptr<const TlsOptions> tls;     // null = defaults
+  // Proxy URL as libcurl takes it (http://, https://, socks5h://...); empty = libcurl's default,
+  // the http_proxy / https_proxy / no_proxy environment.
+  std::string proxy;
 };
 
 struct Response {

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/base64.h"
 #include "common/kube/api_error.h"
 
 namespace syncbus::kube {
@@ -64,6 +65,29 @@ std::string PercentEncode(std::string_view in) {
     }
   }
   return out;
+}
+
+// An Impersonate-Extra-<key> header name: the key's bytes that are not token characters of a
+// header name (and '%') percent-encoded, as client-go escapes them.
+std::string HeaderKeyEscape(std::string_view key) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  static constexpr std::string_view kTokenPunctuation = "!#$&'*+-.^_`|~";
+  std::string out;
+  for (unsigned char c : key) {
+    if (std::isalnum(c) || kTokenPunctuation.find(static_cast<char>(c)) != std::string_view::npos) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out;
+}
+
+// A kubeconfig proxy-url as libcurl takes it: client-go's socks5 proxies resolve host names on
+// the proxy, which is libcurl's socks5h.
+std::string ProxyForCurl(const std::string& proxy_url) {
+  if (proxy_url.starts_with("socks5://")) return "socks5h://" + proxy_url.substr(9);
+  return proxy_url;
 }
 
 std::string TrimTrailingSlash(std::string s) {
@@ -356,13 +380,33 @@ class ClientImpl::Pacer {
   std::thread thread_;
 };
 
-ClientImpl::ClientImpl(ClusterConfig config, std::shared_ptr<http::Transport> transport)
+ClientImpl::ClientImpl(ClusterConfig config, std::shared_ptr<http::Transport> transport,
+                       const Clock& clock)
     : config_(std::move(config)),
       base_url_(TrimTrailingSlash(config_.server)),
       transport_(std::move(transport)),
       token_(std::make_unique<TokenSource>()) {
   token_->file = config_.token_file;
   token_->token = config_.bearer_token;
+  if (config_.bearer_token.empty() && config_.token_file.empty()) {
+    if (!config_.username.empty() || !config_.password.empty()) {
+      fixed_headers_.emplace_back(
+          "Authorization", "Basic " + EncodeBase64(config_.username + ":" + config_.password));
+    } else if (config_.exec != nullptr) {
+      exec_ = std::make_shared<ExecCredentialPlugin>(config_.exec, config_.tls, clock);
+    }
+  }
+  const Impersonation& as = config_.impersonate;
+  if (!as.empty()) {
+    fixed_headers_.emplace_back("Impersonate-User", as.user);
+    if (!as.uid.empty()) fixed_headers_.emplace_back("Impersonate-Uid", as.uid);
+    for (const std::string& group : as.groups) fixed_headers_.emplace_back("Impersonate-Group", group);
+    for (const auto& [key, values] : as.extra) {
+      for (const std::string& value : values) {
+        fixed_headers_.emplace_back("Impersonate-Extra-" + HeaderKeyEscape(key), value);
+      }
+    }
+  }
   if (config_.qps > 0) pacer_ = std::make_unique<Pacer>(config_.qps);
 }
 
@@ -381,27 +425,49 @@ std::string ClientImpl::Url(const std::string& path, const Query& query) const {
   return url;
 }
 
-http::Request ClientImpl::NewRequest(std::string method, std::string url, std::string content_type,
-                                     std::string body) const {
-  http::Request request;
+Result<ClientImpl::Prepared> ClientImpl::NewRequest(std::string method, std::string url,
+                                                    std::string content_type,
+                                                    std::string body) const {
+  Prepared prepared;
+  http::Request& request = prepared.request;
   request.method = std::move(method);
   request.url = std::move(url);
   request.headers.emplace_back("Accept", "application/json");
   request.headers.emplace_back("User-Agent", config_.user_agent);
+  request.tls = config_.tls;
   if (std::string token = token_->Current(); !token.empty()) {
     request.headers.emplace_back("Authorization", "Bearer " + token);
+  } else if (exec_ != nullptr) {
+    Result<std::shared_ptr<const ExecCredentialPlugin::Credential>> credential = exec_->Get();
+    if (!credential.ok()) return credential.status().Annotate("getting credentials");
+    if (!(*credential)->token.empty()) {
+      request.headers.emplace_back("Authorization", "Bearer " + (*credential)->token);
+    }
+    if ((*credential)->tls != nullptr) request.tls = (*credential)->tls;
+    prepared.credential = std::move(*credential);
   }
+  request.headers.insert(request.headers.end(), fixed_headers_.begin(), fixed_headers_.end());
   if (!content_type.empty()) request.headers.emplace_back("Content-Type", std::move(content_type));
   request.body = std::move(body);
-  request.tls = config_.tls;
   request.timeout = config_.request_timeout;
-  return request;
+  request.proxy = ProxyForCurl(config_.proxy_url);
+  return prepared;
 }
 
-void ClientImpl::CallJson(http::Request request, Callback<Json> done) {
+void ClientImpl::CallJson(Result<Prepared> prepared, Callback<Json> done) {
+  if (!prepared.ok()) {
+    done(prepared.status());
+    return;
+  }
   auto shared_done = std::make_shared<Callback<Json>>(std::move(done));
-  auto send = [transport = transport_, request = std::move(request), shared_done]() mutable {
-    transport->Send(std::move(request), [shared_done](Result<http::Response> result) {
+  // The plugin outlives the client for requests still in flight.
+  auto send = [transport = transport_, request = std::move(prepared->request), shared_done,
+               exec = exec_, credential = std::move(prepared->credential)]() mutable {
+    transport->Send(std::move(request), [shared_done, exec, credential](
+                                            Result<http::Response> result) {
+      if (exec != nullptr && credential != nullptr && result.ok() && result->status == 401) {
+        exec->Rejected(credential);
+      }
       (*shared_done)(ToJson(std::move(result)));
     });
   };
@@ -556,12 +622,16 @@ Result<std::unique_ptr<WatchStream>> ClientImpl::Watch(const ObjectRef& collecti
   if (options.timeout_seconds > 0)
     query.emplace_back("timeoutSeconds", std::to_string(options.timeout_seconds));
   if (!options.label_selector.empty()) query.emplace_back("labelSelector", options.label_selector);
-  http::Request request = NewRequest("GET", Url(target.Path(), query), {}, {});
+  Result<Prepared> prepared = NewRequest("GET", Url(target.Path(), query), {}, {});
+  if (!prepared.ok()) return prepared.status().Annotate("watch");
+  http::Request request = std::move(prepared->request);
   request.timeout = std::chrono::milliseconds(0);
 
   auto state = std::make_shared<WatchState>();
   http::Transport::StreamCallbacks callbacks;
-  callbacks.on_headers = [state](int status, const http::Headers& headers) {
+  callbacks.on_headers = [state, exec = exec_, credential = std::move(prepared->credential)](
+                             int status, const http::Headers& headers) {
+    if (status == 401 && exec != nullptr && credential != nullptr) exec->Rejected(credential);
     std::lock_guard lock(state->mu);
     state->http_status = status;
     state->headers = headers;

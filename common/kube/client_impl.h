@@ -15,6 +15,7 @@
 #include "common/http/transport.h"
 #include "common/kube/client.h"
 #include "common/kube/config.h"
+#include "common/kube/exec_credential.h"
 
 namespace syncbus::kube {
 
@@ -53,8 +54,13 @@ class ClientImpl final : public Client {
   using StatusCallback = std::function<void(Status)>;
 
   // With config.qps > 0 requests are paced by a token bucket (burst: one second's worth) and
-  // held-back requests are sent from a pacing thread.
-  ClientImpl(ClusterConfig config, std::shared_ptr<http::Transport> transport);
+  // held-back requests are sent from a pacing thread. Credentials: the config's token (or token
+  // file), else its basic authentication, else its exec plugin, which runs on the thread that
+  // makes a request when no unexpired credential is cached (`clock` tells expiry; it must
+  // outlive the client); a 401 answer to a plugin's credential makes the next request run it
+  // again.
+  ClientImpl(ClusterConfig config, std::shared_ptr<http::Transport> transport,
+             const Clock& clock = RealClock());
   ~ClientImpl() override;
   ClientImpl(const ClientImpl&) = delete;
   ClientImpl& operator=(const ClientImpl&) = delete;
@@ -91,16 +97,24 @@ class ClientImpl final : public Client {
   class Pacer;
   struct TokenSource;
 
-  http::Request NewRequest(std::string method, std::string url, std::string content_type,
-                           std::string body) const;
+  // A request with its headers, and the plugin credential it carries (null without a plugin).
+  struct Prepared {
+    http::Request request;
+    std::shared_ptr<const ExecCredentialPlugin::Credential> credential;
+  };
+  // Fails when the exec plugin cannot give a credential.
+  Result<Prepared> NewRequest(std::string method, std::string url, std::string content_type,
+                              std::string body) const;
   // Sends through the QPS limit; `done` gets the parsed body of a 2xx answer, the mapped error
-  // otherwise.
-  void CallJson(http::Request request, Callback<Json> done);
+  // otherwise (the error of `prepared` when it holds one).
+  void CallJson(Result<Prepared> prepared, Callback<Json> done);
 
   const ClusterConfig config_;
   const std::string base_url_;
   std::shared_ptr<http::Transport> transport_;
   std::unique_ptr<TokenSource> token_;
+  std::shared_ptr<ExecCredentialPlugin> exec_;  // null without an exec plugin
+  http::Headers fixed_headers_;                  // basic authentication, impersonation
   std::unique_ptr<Pacer> pacer_;  // null without a QPS limit
 };
 

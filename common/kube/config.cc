@@ -2,11 +2,13 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <system_error>
 
@@ -16,6 +18,10 @@ namespace syncbus::kube {
 namespace {
 
 constexpr char kServiceAccountDir[] = "/var/run/secrets/kubernetes.io/serviceaccount";
+constexpr char kExecV1[] = "client.authentication.k8s.io/v1";
+constexpr char kExecV1beta1[] = "client.authentication.k8s.io/v1beta1";
+// The cluster extension whose content an exec plugin receives as spec.cluster.config.
+constexpr char kExecExtension[] = "client.authentication.k8s.io/exec";
 
 Status ConfigError(const std::string& what) {
   return InvalidArgument("kubeconfig: " + what);
@@ -42,17 +48,60 @@ Result<std::string> ReadFile(const std::string& path) {
   return content.str();
 }
 
+bool FileExists(const std::string& path) {
+  return std::ifstream(path).good();
+}
+
 std::string TrimTrailingSpace(std::string s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
   return s;
 }
 
-// Reads optional string / bool fields of one map node, naming the node in errors.
+std::string DirName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// A YAML value as JSON (the exec extension handed to a plugin): plain scalars that read as
+// booleans, integers, floats or null become those; quoted scalars stay strings.
+Json YamlToJson(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Sequence: {
+      Json out = Json::array();
+      for (const auto& item : node) out.push_back(YamlToJson(item));
+      return out;
+    }
+    case YAML::NodeType::Map: {
+      Json out = Json::object();
+      for (const auto& item : node) out[item.first.as<std::string>()] = YamlToJson(item.second);
+      return out;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& text = node.Scalar();
+      if (node.Tag() != "!") {
+        bool b = false;
+        long long i = 0;
+        double d = 0;
+        if (text == "~" || text == "null") return nullptr;
+        if (YAML::convert<bool>::decode(node, b)) return b;
+        if (YAML::convert<long long>::decode(node, i)) return i;
+        if (YAML::convert<double>::decode(node, d)) return d;
+      }
+      return text;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+// Reads optional fields of one map node, naming the node in errors.
 class Fields {
  public:
   Fields(const YAML::Node& node, std::string where) : node_(node), where_(std::move(where)) {}
 
   const std::string& where() const { return where_; }
+  const YAML::Node& node() const { return node_; }
   bool Has(const char* key) const { return node_[key].IsDefined() && !node_[key].IsNull(); }
 
   Result<std::string> String(const char* key) const {
@@ -83,33 +132,81 @@ class Fields {
     if (!decoded) return ConfigError(where_ + "." + key + ": invalid base64");
     return *decoded;
   }
+  Result<std::vector<std::string>> Strings(const char* key) const {
+    YAML::Node value = node_[key];
+    std::vector<std::string> out;
+    if (!value.IsDefined() || value.IsNull()) return out;
+    if (!value.IsSequence()) return ConfigError(where_ + "." + key + ": not a list");
+    for (const auto& item : value) {
+      if (!item.IsScalar()) return ConfigError(where_ + "." + key + ": not a list of strings");
+      out.push_back(item.as<std::string>());
+    }
+    return out;
+  }
 
  private:
   YAML::Node node_;
   std::string where_;
 };
 
-// Finds the entry named `name` in the list `section` ("clusters", "users", "contexts") and
-// returns its `inner` map ("cluster", "user", "context") with a path for error messages.
-Result<Fields> FindNamed(const YAML::Node& root, const char* section, const char* inner,
-                         const std::string& name) {
+// One named entry of a clusters/users/contexts list and the directory its relative paths
+// resolve against (its file's).
+struct Entry {
+  YAML::Node body;     // the entry's cluster/user/context map (undefined when missing)
+  std::string where;   // for errors: "[FILE: ]clusters[0].cluster"
+  std::string base_dir;
+};
+
+// The kubeconfig files merged by kubectl's rules: the first file that names an entry wins it
+// whole; current-context comes from the first file that sets one.
+struct Merged {
+  std::map<std::string, Entry> clusters, users, contexts;
+  std::string current_context;
+  size_t files = 0;
+};
+
+Status MergeSection(const YAML::Node& root, const char* section, const char* inner,
+                    const std::string& prefix, const std::string& base_dir,
+                    std::map<std::string, Entry>& into) {
   // A missing key yields an invalid node: only IsDefined() may be asked of it.
   YAML::Node list = root[section];
-  bool present = list.IsDefined() && !list.IsNull();
-  if (present && !list.IsSequence()) return ConfigError(std::string(section) + ": not a list");
-  for (size_t i = 0; present && i < list.size(); ++i) {
+  if (!list.IsDefined() || list.IsNull()) return Status::Ok();
+  if (!list.IsSequence()) return ConfigError(prefix + section + ": not a list");
+  for (size_t i = 0; i < list.size(); ++i) {
     YAML::Node entry = list[i];
     if (!entry.IsMap()) continue;
-    YAML::Node entry_name = entry["name"];
-    if (!entry_name.IsDefined() || !entry_name.IsScalar() || entry_name.as<std::string>() != name) {
-      continue;
-    }
-    std::string where = std::string(section) + "[" + std::to_string(i) + "]." + inner;
-    YAML::Node body = entry[inner];
-    if (!body.IsDefined() || !body.IsMap()) return ConfigError(where + ": missing");
-    return Fields(body, where);
+    YAML::Node name = entry["name"];
+    if (!name.IsDefined() || !name.IsScalar()) continue;
+    std::string where = prefix + section + "[" + std::to_string(i) + "]." + inner;
+    into.try_emplace(name.as<std::string>(), Entry{entry[inner], where, base_dir});
   }
-  return ConfigError(std::string(inner) + " \"" + name + "\" not found");
+  return Status::Ok();
+}
+
+// Adds one parsed file; `file` (empty for a lone document) prefixes error locations.
+Status MergeFile(const YAML::Node& root, const std::string& file, const std::string& base_dir,
+                 Merged& merged) {
+  std::string prefix = file.empty() ? "" : file + ": ";
+  if (root.IsNull()) return Status::Ok();   // an empty file
+  if (!root.IsMap()) return ConfigError(prefix + "not a YAML map");
+  SYNCBUS_RETURN_IF_ERROR(MergeSection(root, "clusters", "cluster", prefix, base_dir, merged.clusters));
+  SYNCBUS_RETURN_IF_ERROR(MergeSection(root, "users", "user", prefix, base_dir, merged.users));
+  SYNCBUS_RETURN_IF_ERROR(MergeSection(root, "contexts", "context", prefix, base_dir, merged.contexts));
+  YAML::Node current = root["current-context"];
+  if (merged.current_context.empty() && current.IsDefined() && current.IsScalar()) {
+    merged.current_context = current.as<std::string>();
+  }
+  ++merged.files;
+  return Status::Ok();
+}
+
+Result<Fields> Find(const std::map<std::string, Entry>& entries, const char* inner,
+                    const std::string& name) {
+  auto it = entries.find(name);
+  if (it == entries.end()) return ConfigError(std::string(inner) + " \"" + name + "\" not found");
+  const Entry& entry = it->second;
+  if (!entry.body.IsDefined() || !entry.body.IsMap()) return ConfigError(entry.where + ": missing");
+  return Fields(entry.body, entry.where);
 }
 
 Status ApplyCluster(const Fields& cluster, const std::string& base_dir, ClusterConfig& config,
@@ -129,30 +226,177 @@ Status ApplyCluster(const Fields& cluster, const std::string& base_dir, ClusterC
   Result<std::string> server_name = cluster.String("tls-server-name");
   SYNCBUS_RETURN_IF_ERROR(server_name);
   tls.server_name = *server_name;
-  if (cluster.Has("proxy-url")) {
-    return Status(Code::kUnsupported,
-                  "kubeconfig: " + cluster.where() + ".proxy-url: proxies are not supported");
+  Result<std::string> proxy = cluster.String("proxy-url");
+  SYNCBUS_RETURN_IF_ERROR(proxy);
+  if (!proxy->empty()) {
+    std::string scheme = proxy->substr(0, proxy->find("://"));
+    if (proxy->find("://") == std::string::npos ||
+        (scheme != "http" && scheme != "https" && scheme != "socks5")) {
+      return ConfigError(cluster.where() + ".proxy-url: \"" + *proxy +
+                         "\": the scheme must be http, https or socks5");
+    }
+  }
+  config.proxy_url = *proxy;
+  return Status::Ok();
+}
+
+// spec.cluster of the ExecCredential a plugin with provideClusterInfo gets (client-go's
+// clientauthentication Cluster): the cluster as the client sees it, the CA as data.
+Result<Json> ExecClusterInfo(const Fields& cluster, const ClusterConfig& config,
+                             const http::TlsOptions& tls) {
+  Json info = {{"server", config.server}};
+  if (!tls.server_name.empty()) info["tls-server-name"] = tls.server_name;
+  if (tls.insecure_skip_verify) info["insecure-skip-tls-verify"] = true;
+  std::string ca = tls.ca_pem;
+  if (ca.empty() && !tls.ca_file.empty()) {
+    Result<std::string> read = ReadFile(tls.ca_file);
+    if (!read.ok()) {
+      return ConfigError(cluster.where() + ".certificate-authority: " + read.status().message());
+    }
+    ca = *read;
+  }
+  if (!ca.empty()) info["certificate-authority-data"] = EncodeBase64(ca);
+  if (!config.proxy_url.empty()) info["proxy-url"] = config.proxy_url;
+  Result<bool> no_compression = cluster.Bool("disable-compression");
+  SYNCBUS_RETURN_IF_ERROR(no_compression);
+  if (*no_compression) info["disable-compression"] = true;
+  YAML::Node extensions = cluster.node()["extensions"];
+  if (extensions.IsDefined() && extensions.IsSequence()) {
+    for (const auto& extension : extensions) {
+      if (!extension.IsMap() || !extension["name"].IsDefined() ||
+          !extension["name"].IsScalar() || extension["name"].Scalar() != kExecExtension) {
+        continue;
+      }
+      if (extension["extension"].IsDefined()) info["config"] = YamlToJson(extension["extension"]);
+    }
+  }
+  return info;
+}
+
+Result<std::shared_ptr<ExecConfig>> ParseExec(const Fields& user, const std::string& user_name,
+                                              const std::string& base_dir) {
+  YAML::Node node = user.node()["exec"];
+  std::string where = user.where() + ".exec";
+  if (!node.IsMap()) return ConfigError(where + ": not a map");
+  Fields exec(node, where);
+  auto config = std::make_shared<ExecConfig>();
+  Result<std::string> api_version = exec.Required("apiVersion");
+  SYNCBUS_RETURN_IF_ERROR(api_version);
+  if (*api_version != kExecV1 && *api_version != kExecV1beta1) {
+    return ConfigError(where + ".apiVersion: \"" + *api_version + "\": exec plugins speak " +
+                       kExecV1 + " or " + kExecV1beta1);
+  }
+  config->api_version = *api_version;
+  Result<std::string> command = exec.Required("command");
+  SYNCBUS_RETURN_IF_ERROR(command);
+  // kubectl resolves a command with a path separator against the kubeconfig's directory; a bare
+  // name is looked up in PATH when the plugin runs.
+  config->command = command->find('/') == std::string::npos ? *command : Resolve(*command, base_dir);
+  Result<std::vector<std::string>> args = exec.Strings("args");
+  SYNCBUS_RETURN_IF_ERROR(args);
+  config->args = std::move(*args);
+  YAML::Node env = node["env"];
+  if (env.IsDefined() && !env.IsNull()) {
+    if (!env.IsSequence()) return ConfigError(where + ".env: not a list");
+    for (size_t i = 0; i < env.size(); ++i) {
+      std::string at = where + ".env[" + std::to_string(i) + "]";
+      if (!env[i].IsMap()) return ConfigError(at + ": not a map");
+      Fields variable(env[i], at);
+      Result<std::string> name = variable.Required("name");
+      SYNCBUS_RETURN_IF_ERROR(name);
+      Result<std::string> value = variable.String("value");
+      SYNCBUS_RETURN_IF_ERROR(value);
+      config->env.emplace_back(*name, *value);
+    }
+  }
+  Result<std::string> mode = exec.String("interactiveMode");
+  SYNCBUS_RETURN_IF_ERROR(mode);
+  if (mode->empty()) {
+    // client.authentication.k8s.io/v1 has no default; v1beta1 defaults to IfAvailable.
+    if (*api_version == kExecV1) {
+      return ConfigError(where + ": interactiveMode must be specified for " + user_name +
+                         " to use exec authentication plugin");
+    }
+    config->interactive = ExecConfig::Interactive::kIfAvailable;
+  } else if (*mode == "Never") {
+    config->interactive = ExecConfig::Interactive::kNever;
+  } else if (*mode == "IfAvailable") {
+    config->interactive = ExecConfig::Interactive::kIfAvailable;
+  } else if (*mode == "Always") {
+    config->interactive = ExecConfig::Interactive::kAlways;
+  } else {
+    return ConfigError(where + ".interactiveMode: \"" + *mode +
+                       "\": expected Never, IfAvailable or Always");
+  }
+  Result<std::string> hint = exec.String("installHint");
+  SYNCBUS_RETURN_IF_ERROR(hint);
+  config->install_hint = *hint;
+  return config;
+}
+
+Status ApplyImpersonation(const Fields& user, ClusterConfig& config) {
+  Impersonation& as = config.impersonate;
+  Result<std::string> name = user.String("as");
+  SYNCBUS_RETURN_IF_ERROR(name);
+  as.user = *name;
+  Result<std::string> uid = user.String("as-uid");
+  SYNCBUS_RETURN_IF_ERROR(uid);
+  as.uid = *uid;
+  Result<std::vector<std::string>> groups = user.Strings("as-groups");
+  SYNCBUS_RETURN_IF_ERROR(groups);
+  as.groups = std::move(*groups);
+  YAML::Node extra = user.node()["as-user-extra"];
+  if (extra.IsDefined() && !extra.IsNull()) {
+    if (!extra.IsMap()) return ConfigError(user.where() + ".as-user-extra: not a map");
+    Fields values(extra, user.where() + ".as-user-extra");
+    for (const auto& item : extra) {
+      std::string key = item.first.as<std::string>();
+      Result<std::vector<std::string>> list = values.Strings(key.c_str());
+      SYNCBUS_RETURN_IF_ERROR(list);
+      as.extra[key] = std::move(*list);
+    }
+  }
+  if (as.user.empty() && (!as.uid.empty() || !as.groups.empty() || !as.extra.empty())) {
+    return ConfigError(user.where() + ": as-uid, as-groups or as-user-extra without as (the "
+                       "user to impersonate)");
   }
   return Status::Ok();
 }
 
-Status ApplyUser(const Fields& user, const std::string& base_dir, ClusterConfig& config,
+// `cluster` (applied to `config` and `tls` already) is what a plugin with provideClusterInfo
+// gets to see.
+Status ApplyUser(const Fields& user, const std::string& user_name, const std::string& base_dir,
+                 ExecPlugins exec_plugins, const Fields& cluster, ClusterConfig& config,
                  http::TlsOptions& tls) {
-  for (const char* plugin : {"exec", "auth-provider"}) {
-    if (user.Has(plugin)) {
-      return Status(Code::kUnsupported, "kubeconfig: " + user.where() + "." + plugin +
-                                            ": credential plugins are not supported");
-    }
-  }
-  if (user.Has("username") || user.Has("password")) {
+  if (user.Has("auth-provider")) {
     return Status(Code::kUnsupported,
-                  "kubeconfig: " + user.where() + ": basic authentication is not supported");
+                  "kubeconfig: " + user.where() +
+                      ".auth-provider: auth-provider plugins are not supported (kubectl removed "
+                      "them too): use an exec credential plugin");
+  }
+  if (user.Has("exec") && exec_plugins == ExecPlugins::kRefuse) {
+    return Status(Code::kUnsupported,
+                  "kubeconfig: " + user.where() +
+                      ".exec: exec credential plugins are refused in this kubeconfig (it comes "
+                      "from a Secret, and running its command would run a program on this host)");
   }
   Result<std::string> token = user.String("token");
   SYNCBUS_RETURN_IF_ERROR(token);
   config.bearer_token = *token;
   Result<std::string> token_file = user.String("tokenFile");
   SYNCBUS_RETURN_IF_ERROR(token_file);
+  Result<std::string> username = user.String("username");
+  SYNCBUS_RETURN_IF_ERROR(username);
+  Result<std::string> password = user.String("password");
+  SYNCBUS_RETURN_IF_ERROR(password);
+  bool has_token = !token->empty() || !token_file->empty();
+  bool has_basic = !username->empty() || !password->empty();
+  if (has_token && has_basic) {
+    return ConfigError(user.where() + ": more than one authentication method found for " +
+                       user_name + "; found token and basic auth, only one is allowed");
+  }
+  config.username = *username;
+  config.password = *password;
   if (config.bearer_token.empty() && !token_file->empty()) {
     config.token_file = Resolve(*token_file, base_dir);
     Result<std::string> content = ReadFile(config.token_file);
@@ -179,19 +423,28 @@ Status ApplyUser(const Fields& user, const std::string& base_dir, ClusterConfig&
                        (has_cert ? "client certificate without client-key(-data)"
                                  : "client key without client-certificate(-data)"));
   }
+  SYNCBUS_RETURN_IF_ERROR(ApplyImpersonation(user, config));
+  if (user.Has("exec")) {
+    Result<std::shared_ptr<ExecConfig>> exec = ParseExec(user, user_name, base_dir);
+    SYNCBUS_RETURN_IF_ERROR(exec);
+    Result<bool> provide = Fields(user.node()["exec"], user.where() + ".exec").Bool("provideClusterInfo");
+    SYNCBUS_RETURN_IF_ERROR(provide);
+    if (*provide) {
+      Result<Json> info = ExecClusterInfo(cluster, config, tls);
+      SYNCBUS_RETURN_IF_ERROR(info);
+      (*exec)->cluster = std::move(*info);
+    }
+    // As client-go: credentials written in the kubeconfig win, the plugin is not run.
+    if (!has_token && !has_basic && !has_cert) config.exec = std::move(*exec);
+  }
   return Status::Ok();
 }
 
-Result<ClusterConfig> Parse(const YAML::Node& root, const std::string& context_name,
-                            const std::string& base_dir) {
-  if (!root.IsMap()) return ConfigError("not a YAML map");
-  std::string name = context_name;
-  if (name.empty()) {
-    YAML::Node current = root["current-context"];
-    if (current.IsDefined() && current.IsScalar()) name = current.as<std::string>();
-    if (name.empty()) return ConfigError("no current-context set and no context given");
-  }
-  Result<Fields> context = FindNamed(root, "contexts", "context", name);
+Result<ClusterConfig> Build(const Merged& merged, const std::string& context_name,
+                            ExecPlugins exec_plugins) {
+  std::string name = context_name.empty() ? merged.current_context : context_name;
+  if (name.empty()) return ConfigError("no current-context set and no context given");
+  Result<Fields> context = Find(merged.contexts, "context", name);
   SYNCBUS_RETURN_IF_ERROR(context);
   Result<std::string> cluster_name = context->Required("cluster");
   SYNCBUS_RETURN_IF_ERROR(cluster_name);
@@ -200,39 +453,107 @@ Result<ClusterConfig> Parse(const YAML::Node& root, const std::string& context_n
 
   ClusterConfig config;
   auto tls = std::make_shared<http::TlsOptions>();
-  Result<Fields> cluster = FindNamed(root, "clusters", "cluster", *cluster_name);
+  Result<Fields> cluster = Find(merged.clusters, "cluster", *cluster_name);
   SYNCBUS_RETURN_IF_ERROR(cluster);
-  SYNCBUS_RETURN_IF_ERROR(ApplyCluster(*cluster, base_dir, config, *tls));
+  const std::string& cluster_dir = merged.clusters.at(*cluster_name).base_dir;
+  SYNCBUS_RETURN_IF_ERROR(ApplyCluster(*cluster, cluster_dir, config, *tls));
   if (!user_name->empty()) {
-    Result<Fields> user = FindNamed(root, "users", "user", *user_name);
+    Result<Fields> user = Find(merged.users, "user", *user_name);
     SYNCBUS_RETURN_IF_ERROR(user);
-    SYNCBUS_RETURN_IF_ERROR(ApplyUser(*user, base_dir, config, *tls));
+    const std::string& user_dir = merged.users.at(*user_name).base_dir;
+    SYNCBUS_RETURN_IF_ERROR(
+        ApplyUser(*user, *user_name, user_dir, exec_plugins, *cluster, config, *tls));
   }
   config.tls = std::move(tls);
   return config;
 }
 
-std::string DirName(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
+Result<YAML::Node> LoadYaml(const std::string& yaml, const std::string& file) {
+  try {
+    return YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    return ConfigError((file.empty() ? "" : file + ": ") + "invalid YAML: " + e.what());
+  }
+}
+
+// "a:b::a" -> {"a", "b"}: empty entries dropped, repeats kept once (kubectl's deduplication).
+std::vector<std::string> SplitPathList(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream stream(list);
+  std::string item;
+  while (std::getline(stream, item, ':')) {
+    if (!item.empty() && std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+  }
+  return out;
 }
 
 }  // namespace
 
 Result<ClusterConfig> ParseKubeconfig(const std::string& yaml, const std::string& context,
-                                      const std::string& base_dir) {
-  try {
-    return Parse(YAML::Load(yaml), context, base_dir);
-  } catch (const YAML::Exception& e) {
-    return ConfigError(std::string("invalid YAML: ") + e.what());
-  }
+                                      const std::string& base_dir, ExecPlugins exec) {
+  Result<YAML::Node> root = LoadYaml(yaml, "");
+  SYNCBUS_RETURN_IF_ERROR(root);
+  if (!root->IsMap()) return ConfigError("not a YAML map");
+  Merged merged;
+  SYNCBUS_RETURN_IF_ERROR(MergeFile(*root, "", base_dir, merged));
+  return Build(merged, context, exec);
 }
 
 Result<ClusterConfig> LoadKubeconfigFile(const std::string& path, const std::string& context) {
   Result<std::string> content = ReadFile(path);
   if (!content.ok()) return content.status().Annotate("kubeconfig");
-  return ParseKubeconfig(*content, context, DirName(path));
+  return ParseKubeconfig(*content, context, DirName(path), ExecPlugins::kAllow);
+}
+
+LoadingRules LoadingRulesFromEnvironment(std::string explicit_path, std::string context) {
+  LoadingRules rules;
+  rules.explicit_path = std::move(explicit_path);
+  rules.context = std::move(context);
+  // Read once at start-up, before any thread could change the environment.
+  if (const char* list = std::getenv("KUBECONFIG")) rules.kubeconfig_env = list;  // NOLINT(concurrency-mt-unsafe)
+  if (const char* home = std::getenv("HOME")) rules.home = home;  // NOLINT(concurrency-mt-unsafe)
+  return rules;
+}
+
+Result<ClusterConfig> LoadClientConfig(const LoadingRules& rules) {
+  std::vector<std::string> files;
+  std::string tried;
+  if (!rules.explicit_path.empty()) {
+    files.push_back(rules.explicit_path);   // must exist: a read error below is the answer
+  } else if (!rules.kubeconfig_env.empty()) {
+    for (const std::string& file : SplitPathList(rules.kubeconfig_env)) {
+      if (FileExists(file)) files.push_back(file);
+    }
+    tried = "$KUBECONFIG (" + rules.kubeconfig_env + ") names no file that exists";
+  } else {
+    std::string home_config = rules.home.empty() ? "" : rules.home + "/.kube/config";
+    if (!home_config.empty() && FileExists(home_config)) files.push_back(home_config);
+    tried = "$KUBECONFIG is not set and " +
+            (home_config.empty() ? std::string("$HOME is not set") : home_config + " does not exist");
+  }
+  if (files.empty()) {
+    Result<ClusterConfig> in_cluster = InClusterConfig(rules.in_cluster_root);
+    if (in_cluster.ok() || in_cluster.status().code() != Code::kNotFound) return in_cluster;
+    return Status(Code::kNotFound, "no kubeconfig: --kubeconfig not given, " + tried +
+                                       ", and not running in a cluster (" +
+                                       in_cluster.status().message() + ")");
+  }
+  Merged merged;
+  for (const std::string& file : files) {
+    Result<std::string> content = ReadFile(file);
+    if (!content.ok()) return content.status().Annotate("kubeconfig");
+    Result<YAML::Node> root = LoadYaml(*content, file);
+    SYNCBUS_RETURN_IF_ERROR(root);
+    SYNCBUS_RETURN_IF_ERROR(MergeFile(*root, files.size() > 1 ? file : "", DirName(file), merged));
+  }
+  Result<ClusterConfig> config = Build(merged, rules.context, ExecPlugins::kAllow);
+  const std::string prefix = "kubeconfig: ";
+  if (!config.ok() && files.size() == 1 && config.status().message().starts_with(prefix)) {
+    // "kubeconfig FILE: what", naming the one file read.
+    return Status(config.status().code(), "kubeconfig " + files.front() + ": " +
+                                              config.status().message().substr(prefix.size()));
+  }
+  return config;
 }
 
 Result<ClusterConfig> InClusterConfig(const std::string& root) {

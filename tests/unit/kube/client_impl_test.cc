@@ -466,6 +466,106 @@ TEST_CASE(
   CHECK(transport->requests().size() == 1);
 }
 
+TEST_CASE("client: basic authentication and impersonation headers") {
+  ClusterConfig config = Config("https://h");
+  config.bearer_token.clear();
+  config.username = "admin";
+  config.password = "p:w";
+  config.impersonate.user = "alice";
+  config.impersonate.uid = "42";
+  config.impersonate.groups = {"admins", "system:authenticated"};
+  config.impersonate.extra = {{"scopes.example.com/team name", {"a", "b"}}};
+  auto transport = std::make_shared<ScriptedTransport>();
+  ClientImpl client(config, transport);
+  REQUIRE(client.Get(Object(resources::kSecrets, "n", "s")).ok());
+  http::Request sent = transport->last();
+  CHECK(Header(sent, "Authorization") == "Basic YWRtaW46cDp3");   // admin:p:w
+  CHECK(Header(sent, "Impersonate-User") == "alice");
+  CHECK(Header(sent, "Impersonate-Uid") == "42");
+  std::vector<std::string> groups, extra;
+  for (const auto& [name, value] : sent.headers) {
+    if (name == "Impersonate-Group") groups.push_back(value);
+    if (name == "Impersonate-Extra-scopes.example.com%2Fteam%20name") extra.push_back(value);
+  }
+  CHECK(groups == std::vector<std::string>{"admins", "system:authenticated"});
+  CHECK(extra == std::vector<std::string>{"a", "b"});
+
+  // A token wins over basic authentication.
+  config.bearer_token = "tok";
+  ClientImpl with_token(config, transport);
+  REQUIRE(with_token.Get(Object(resources::kSecrets, "n", "s")).ok());
+  CHECK(Header(transport->last(), "Authorization") == "Bearer tok");
+}
+
+TEST_CASE("client: the proxy URL goes with every request, socks5 resolving on the proxy") {
+  auto transport = std::make_shared<ScriptedTransport>();
+  ClusterConfig config = Config("https://h");
+  config.proxy_url = "http://proxy:3128";
+  REQUIRE(ClientImpl(config, transport).Get(Object(resources::kSecrets, "n", "s")).ok());
+  CHECK(transport->last().proxy == "http://proxy:3128");
+  config.proxy_url = "socks5://proxy:1080";
+  ClientImpl socks(config, transport);
+  REQUIRE(socks.Get(Object(resources::kSecrets, "n", "s")).ok());
+  CHECK(transport->last().proxy == "socks5h://proxy:1080");
+  REQUIRE(socks.Watch(Collection(resources::kSecrets), {}).ok());
+  CHECK(transport->last().proxy == "socks5h://proxy:1080");
+  config.proxy_url.clear();
+  REQUIRE(ClientImpl(config, transport).Get(Object(resources::kSecrets, "n", "s")).ok());
+  CHECK(transport->last().proxy.empty());
+}
+
+TEST_CASE("client: an exec plugin's token, run again after a 401") {
+  std::string dir = std::filesystem::temp_directory_path() / "kube-exec-XXXXXX";
+  REQUIRE(mkdtemp(dir.data()) != nullptr);
+  std::string plugin = dir + "/plugin";
+  // Prints token-1, token-2, ... one per run.
+  std::ofstream(plugin) << "#!/bin/sh
+echo run >> '" << dir << "/runs'
+"
+                        << "n=$(wc -l < '" << dir << "/runs' | tr -d ' ')
+"
+                        << "echo '{\"kind\":\"ExecCredential\",\"apiVersion\":"
+                           "\"client.authentication.k8s.io/v1beta1\",\"status\":{\"token\":"
+                           "\"token-'$n'\"}}'\n";
+  std::filesystem::permissions(plugin, std::filesystem::perms::owner_all);
+  auto exec = std::make_shared<ExecConfig>();
+  exec->api_version = "client.authentication.k8s.io/v1beta1";
+  exec->command = plugin;
+  exec->interactive = ExecConfig::Interactive::kNever;
+  ClusterConfig config = Config("https://h");
+  config.bearer_token.clear();
+  config.exec = exec;
+  // The server takes token-2 only.
+  auto transport = std::make_shared<ScriptedTransport>([](const http::Request& request) {
+    if (Header(request, "Authorization") == "Bearer token-2") return JsonResponse(200, Json::object());
+    return JsonResponse(401, {{"kind", "Status"}, {"code", 401}, {"reason", "Unauthorized"}});
+  });
+  FakeClock clock;
+  ClientImpl client(config, transport, clock);
+  ObjectRef secret = Object(resources::kSecrets, "n", "s");
+  CHECK(client.Get(secret).status().code() == Code::kUnauthorized);
+  CHECK(Header(transport->last(), "Authorization") == "Bearer token-1");
+  REQUIRE(client.Get(secret).ok());
+  CHECK(Header(transport->last(), "Authorization") == "Bearer token-2");
+  REQUIRE(client.Get(secret).ok());   // cached: the plugin ran twice
+  std::ifstream runs(dir + "/runs");
+  int count = 0;
+  for (std::string line; std::getline(runs, line);) ++count;
+  CHECK(count == 2);
+
+  // A plugin that cannot run fails the request with its error, before anything is sent.
+  exec->command = dir + "/absent";
+  size_t sent = transport->requests().size();
+  ClientImpl broken(config, transport, clock);
+  Result<Json> failed = broken.Get(secret);
+  CHECK(failed.status().code() == Code::kUnauthorized);
+  CHECK(failed.status().message().find("getting credentials: exec plugin: executable") !=
+        std::string::npos);
+  CHECK(broken.Watch(Collection(resources::kSecrets), {}).status().code() == Code::kUnauthorized);
+  CHECK(transport->requests().size() == sent);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("token bucket: burst, then one token per 1/qps") {
   FakeClock clock;
   TokenBucket bucket(2.0, 2.0, clock.Now());

@@ -681,6 +681,32 @@ TEST_CASE(
   CHECK_MESSAGE(ok == kApplies, first_error);
 }
 
+TEST_CASE("client over curl and the socket simulator: requests go through the kubeconfig's proxy-url") {
+  SocketSim sim;
+  // The server's host does not resolve: only the proxy (the simulator itself, which answers
+  // requests in absolute form by their path) can carry the requests.
+  std::string kubeconfig = sim.server->HubKubeconfig();
+  const std::string base = sim.server->base_url();   // http://127.0.0.1:PORT
+  size_t at = kubeconfig.find(base);
+  REQUIRE(at != std::string::npos);
+  kubeconfig.replace(at, base.size(), "http://hub.syncbus-proxied.invalid:6443");
+  Result<ClusterConfig> direct = ParseKubeconfig(kubeconfig);
+  REQUIRE(direct.ok());
+  CHECK(ClientImpl(*direct, sim.transport).Get(Object(resources::kNamespaces, "", "default"))
+            .status().code() == Code::kUnavailable);
+
+  size_t cluster = kubeconfig.find("    server: ");
+  REQUIRE(cluster != std::string::npos);
+  kubeconfig.insert(cluster, "    proxy-url: " + base + "\n");
+  Result<ClusterConfig> proxied = ParseKubeconfig(kubeconfig);
+  REQUIRE_MESSAGE(proxied.ok(), proxied.status().ToString());
+  CHECK(proxied->proxy_url == base);
+  ClientImpl hub(*proxied, sim.transport);
+  Result<Json> ns = hub.Get(Object(resources::kNamespaces, "", "default"));
+  REQUIRE_MESSAGE(ns.ok(), ns.status().ToString());
+  CHECK((*ns)["metadata"]["name"] == "default");
+}
+
 TEST_CASE(
     "reflector over curl and the socket simulator: mirror equals server after churn [concurrent]") {
   SocketSim sim;

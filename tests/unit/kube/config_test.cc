@@ -26,6 +26,7 @@ class TempDir {
     std::ofstream(path_ + "/" + name) << content;
   }
 
+
  private:
   std::string path_;
 };
@@ -256,33 +257,186 @@ users:
       "kubeconfig: users[0].user.tokenFile: cannot read /nonexistent/token"));
 }
 
-TEST_CASE("kubeconfig: credential plugins and basic auth are unsupported") {
-  auto with_user = [](const std::string& user) {
-    return ParseKubeconfig(R"(
+// A kubeconfig whose one context uses user `u` with the given fields (indented by 4).
+Result<ClusterConfig> WithUser(const std::string& user, ExecPlugins exec = ExecPlugins::kRefuse,
+                               const std::string& cluster = {}) {
+  return ParseKubeconfig(R"(
 current-context: a
 contexts:
 - name: a
   context: {cluster: c, user: u}
 clusters:
 - name: c
-  cluster: {server: "https://c:6443"}
+  cluster:
+    server: "https://c:6443"
+)" + cluster + R"(
 users:
 - name: u
   user:
-)" + user);
-  };
-  Result<ClusterConfig> exec =
-      with_user("    exec: {command: aws, apiVersion: client.authentication.k8s.io/v1}\n");
+)" + user, "", "/kube", exec);
+}
+
+TEST_CASE("kubeconfig: exec plugins are refused unless allowed, auth-provider is unsupported") {
+  Result<ClusterConfig> exec = WithUser(
+      "    exec: {command: aws, apiVersion: client.authentication.k8s.io/v1, "
+      "interactiveMode: Never}\n");
   CHECK(exec.status().code() == Code::kUnsupported);
   CHECK(exec.status().message() ==
-        "kubeconfig: users[0].user.exec: credential plugins are not supported");
+        "kubeconfig: users[0].user.exec: exec credential plugins are refused in this kubeconfig "
+        "(it comes from a Secret, and running its command would run a program on this host)");
 
-  Result<ClusterConfig> provider = with_user("    auth-provider: {name: gcp}\n");
+  Result<ClusterConfig> provider = WithUser("    auth-provider: {name: gcp}\n", ExecPlugins::kAllow);
   CHECK(provider.status().code() == Code::kUnsupported);
   CHECK(provider.status().message().find("users[0].user.auth-provider") != std::string::npos);
+}
 
-  Result<ClusterConfig> basic = with_user("    username: admin\n    password: pw\n");
-  CHECK(basic.status().code() == Code::kUnsupported);
+TEST_CASE("kubeconfig: basic authentication, and not together with a token") {
+  Result<ClusterConfig> basic = WithUser("    username: admin\n    password: pw\n");
+  REQUIRE(basic.ok());
+  CHECK(basic->username == "admin");
+  CHECK(basic->password == "pw");
+  CHECK(basic->bearer_token.empty());
+
+  Result<ClusterConfig> both = WithUser("    username: admin\n    password: pw\n    token: t\n");
+  CHECK(both.status().code() == Code::kInvalidArgument);
+  CHECK(both.status().message() ==
+        "kubeconfig: users[0].user: more than one authentication method found for u; found token "
+        "and basic auth, only one is allowed");
+}
+
+TEST_CASE("kubeconfig: impersonation (as, as-uid, as-groups, as-user-extra)") {
+  Result<ClusterConfig> config = WithUser(R"(    token: t
+    as: alice
+    as-uid: "1234"
+    as-groups: [admins, "system:authenticated"]
+    as-user-extra:
+      scopes.example.com/team: [a, b]
+)");
+  REQUIRE(config.ok());
+  CHECK(config->impersonate.user == "alice");
+  CHECK(config->impersonate.uid == "1234");
+  CHECK(config->impersonate.groups == std::vector<std::string>{"admins", "system:authenticated"});
+  CHECK(config->impersonate.extra.at("scopes.example.com/team") ==
+        std::vector<std::string>{"a", "b"});
+
+  Result<ClusterConfig> groups_only = WithUser("    token: t\n    as-groups: [admins]\n");
+  CHECK(groups_only.status().code() == Code::kInvalidArgument);
+  CHECK(groups_only.status().message().find("without as") != std::string::npos);
+  Result<ClusterConfig> not_a_list = WithUser("    as: bob\n    as-groups: admins\n");
+  CHECK(not_a_list.status().message() == "kubeconfig: users[0].user.as-groups: not a list");
+}
+
+TEST_CASE("kubeconfig: proxy-url takes http, https and socks5") {
+  for (const char* proxy : {"http://proxy:3128", "https://proxy:3129", "socks5://proxy:1080"}) {
+    Result<ClusterConfig> config =
+        WithUser("    token: t\n", ExecPlugins::kRefuse, std::string("    proxy-url: ") + proxy + "\n");
+    REQUIRE(config.ok());
+    CHECK(config->proxy_url == proxy);
+  }
+  Result<ClusterConfig> ftp =
+      WithUser("    token: t\n", ExecPlugins::kRefuse, "    proxy-url: ftp://proxy:21\n");
+  CHECK(ftp.status().message() ==
+        "kubeconfig: clusters[0].cluster.proxy-url: \"ftp://proxy:21\": the scheme must be http, "
+        "https or socks5");
+  Result<ClusterConfig> bare =
+      WithUser("    token: t\n", ExecPlugins::kRefuse, "    proxy-url: proxy:3128\n");
+  CHECK(bare.status().code() == Code::kInvalidArgument);
+}
+
+TEST_CASE("kubeconfig: exec plugin settings") {
+  Result<ClusterConfig> v1 = WithUser(R"(    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: bin/get-token
+      args: [--cluster, c1]
+      env:
+      - {name: REGION, value: eu-1}
+      - {name: EMPTY}
+      interactiveMode: Always
+      installHint: install get-token from your platform team
+)",
+                                      ExecPlugins::kAllow);
+  REQUIRE(v1.ok());
+  REQUIRE(v1->exec != nullptr);
+  const ExecConfig& exec = *v1->exec;
+  CHECK(exec.api_version == "client.authentication.k8s.io/v1");
+  CHECK(exec.command == "/kube/bin/get-token");   // a relative path: from the kubeconfig's dir
+  CHECK(exec.args == std::vector<std::string>{"--cluster", "c1"});
+  CHECK(exec.env == std::vector<std::pair<std::string, std::string>>{{"REGION", "eu-1"}, {"EMPTY", ""}});
+  CHECK(exec.interactive == ExecConfig::Interactive::kAlways);
+  CHECK(exec.install_hint == "install get-token from your platform team");
+  CHECK(exec.cluster.is_null());   // no provideClusterInfo
+
+  // A bare name is looked up in PATH when the plugin runs.
+  Result<ClusterConfig> bare = WithUser(
+      "    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: aws}\n",
+      ExecPlugins::kAllow);
+  REQUIRE(bare.ok());
+  CHECK(bare->exec->command == "aws");
+  // v1beta1 defaults interactiveMode to IfAvailable; v1 has no default.
+  CHECK(bare->exec->interactive == ExecConfig::Interactive::kIfAvailable);
+  Result<ClusterConfig> no_mode = WithUser(
+      "    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws}\n", ExecPlugins::kAllow);
+  CHECK(no_mode.status().message() ==
+        "kubeconfig: users[0].user.exec: interactiveMode must be specified for u to use exec "
+        "authentication plugin");
+  Result<ClusterConfig> bad_mode = WithUser(
+      "    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws, interactiveMode: Sometimes}\n",
+      ExecPlugins::kAllow);
+  CHECK(bad_mode.status().message().find("interactiveMode: \"Sometimes\"") != std::string::npos);
+  Result<ClusterConfig> alpha = WithUser(
+      "    exec: {apiVersion: client.authentication.k8s.io/v1alpha1, command: aws}\n",
+      ExecPlugins::kAllow);
+  CHECK(alpha.status().message().find("v1alpha1\": exec plugins speak") != std::string::npos);
+  Result<ClusterConfig> no_command = WithUser(
+      "    exec: {apiVersion: client.authentication.k8s.io/v1beta1}\n", ExecPlugins::kAllow);
+  CHECK(no_command.status().message() == "kubeconfig: users[0].user.exec.command: missing");
+
+  // Credentials written in the kubeconfig win: the plugin is not run.
+  Result<ClusterConfig> with_token = WithUser(
+      "    token: t\n    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: aws}\n",
+      ExecPlugins::kAllow);
+  REQUIRE(with_token.ok());
+  CHECK(with_token->exec == nullptr);
+  CHECK(with_token->bearer_token == "t");
+}
+
+TEST_CASE("kubeconfig: provideClusterInfo hands the plugin the cluster, its CA as data") {
+  TempDir dir;
+  dir.Write("ca.crt", "ca-pem\n");
+  dir.Write("config", R"(
+current-context: a
+contexts:
+- name: a
+  context: {cluster: c, user: u}
+clusters:
+- name: c
+  cluster:
+    server: https://c:6443
+    certificate-authority: ca.crt
+    tls-server-name: api.c
+    proxy-url: http://proxy:3128
+    extensions:
+    - name: client.authentication.k8s.io/exec
+      extension: {audience: "hub", retries: 3, verbose: true}
+    - name: other
+      extension: {ignored: 1}
+users:
+- name: u
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: get-token
+      interactiveMode: Never
+      provideClusterInfo: true
+)");
+  Result<ClusterConfig> config = LoadKubeconfigFile(dir.path() + "/config");
+  REQUIRE(config.ok());
+  REQUIRE(config->exec != nullptr);
+  CHECK(config->exec->cluster == Json{{"server", "https://c:6443"},
+                                      {"tls-server-name", "api.c"},
+                                      {"certificate-authority-data", "Y2EtcGVtCg=="},
+                                      {"proxy-url", "http://proxy:3128"},
+                                      {"config", {{"audience", "hub"}, {"retries", 3}, {"verbose", true}}}});
 }
 
 TEST_CASE("kubeconfig: malformed values") {
@@ -360,6 +514,166 @@ users:
   Result<ClusterConfig> missing = LoadKubeconfigFile(dir.path() + "/absent");
   CHECK(missing.status().code() == Code::kNotFound);
   CHECK(missing.status().message().starts_with("kubeconfig: cannot read "));
+}
+
+// A kubeconfig file with one cluster `cluster` at `server`, one token user `user` and one
+// context `context` joining them; current-context `current` when not empty.
+std::string OneContext(const std::string& context, const std::string& cluster,
+                       const std::string& server, const std::string& user,
+                       const std::string& token, const std::string& current = {}) {
+  std::string out = current.empty() ? "" : "current-context: " + current + "\n";
+  out += "clusters:\n- name: " + cluster + "\n  cluster: {server: \"" + server +
+         "\", certificate-authority: ca.crt}\n";
+  out += "users:\n- name: " + user + "\n  user: {token: " + token + "}\n";
+  out += "contexts:\n- name: " + context + "\n  context: {cluster: " + cluster + ", user: " +
+         user + "}\n";
+  return out;
+}
+
+// Rules for a test: no $KUBECONFIG, no home, no in-cluster environment unless set.
+LoadingRules Rules() {
+  LoadingRules rules;
+  rules.in_cluster_root = "/nonexistent";
+  return rules;
+}
+
+TEST_CASE("kubeconfig lookup: --kubeconfig, then $KUBECONFIG, then ~/.kube/config, then in-cluster") {
+  ScopedEnv no_host("KUBERNETES_SERVICE_HOST", nullptr);
+  TempDir dir;
+  fs::create_directories(dir.path() + "/home/.kube");
+  dir.Write("home/.kube/config", OneContext("home", "home-c", "https://home:6443", "home-u", "home-t", "home"));
+  dir.Write("explicit", OneContext("explicit", "ex-c", "https://explicit:6443", "ex-u", "ex-t", "explicit"));
+  dir.Write("env", OneContext("env", "env-c", "https://env:6443", "env-u", "env-t", "env"));
+
+  LoadingRules rules = Rules();
+  rules.home = dir.path() + "/home";
+  rules.kubeconfig_env = dir.path() + "/env";
+  rules.explicit_path = dir.path() + "/explicit";
+  Result<ClusterConfig> config = LoadClientConfig(rules);
+  REQUIRE(config.ok());
+  CHECK(config->server == "https://explicit:6443");
+
+  rules.explicit_path.clear();
+  config = LoadClientConfig(rules);
+  REQUIRE(config.ok());
+  CHECK(config->server == "https://env:6443");
+
+  rules.kubeconfig_env.clear();
+  config = LoadClientConfig(rules);
+  REQUIRE(config.ok());
+  CHECK(config->server == "https://home:6443");
+  CHECK(config->tls->ca_file == dir.path() + "/home/.kube/ca.crt");
+
+  // $KUBECONFIG replaces ~/.kube/config: when it names no file that exists, the next place is
+  // the in-cluster service account, not the home file.
+  rules.kubeconfig_env = dir.path() + "/absent:" + dir.path() + "/also-absent";
+  Result<ClusterConfig> nothing = LoadClientConfig(rules);
+  CHECK(nothing.status().code() == Code::kNotFound);
+  CHECK(nothing.status().message().starts_with("no kubeconfig: --kubeconfig not given, $KUBECONFIG ("));
+  CHECK(nothing.status().message().find("not running in a cluster (in-cluster: KUBERNETES_SERVICE_HOST") !=
+        std::string::npos);
+
+  fs::create_directories(dir.path() + "/sa");
+  dir.Write("sa/token", "sa-token\n");
+  rules.in_cluster_root = dir.path() + "/sa";
+  ScopedEnv host("KUBERNETES_SERVICE_HOST", "10.0.0.1");
+  ScopedEnv port("KUBERNETES_SERVICE_PORT", "443");
+  config = LoadClientConfig(rules);
+  REQUIRE(config.ok());
+  CHECK(config->server == "https://10.0.0.1:443");
+  CHECK(config->bearer_token == "sa-token");
+
+  rules.kubeconfig_env.clear();
+  rules.home = dir.path() + "/no-such-home";
+  config = LoadClientConfig(rules);
+  REQUIRE(config.ok());
+  CHECK(config->server == "https://10.0.0.1:443");
+
+  // An explicit file must exist.
+  rules.explicit_path = dir.path() + "/absent";
+  Result<ClusterConfig> missing = LoadClientConfig(rules);
+  CHECK(missing.status().code() == Code::kNotFound);
+  CHECK(missing.status().message().starts_with("kubeconfig: cannot read " + dir.path() + "/absent"));
+}
+
+TEST_CASE("kubeconfig lookup: the files of $KUBECONFIG merge as kubectl merges them") {
+  TempDir dir;
+  fs::create_directories(dir.path() + "/a");
+  fs::create_directories(dir.path() + "/b");
+  // The first file sets no current-context; both name the cluster `shared` and the user `u`.
+  dir.Write("a/config", OneContext("first", "shared", "https://from-a:6443", "u", "token-a"));
+  // The second also has a cluster and a context of its own.
+  dir.Write("b/config", R"(current-context: second
+clusters:
+- name: shared
+  cluster: {server: "https://from-b:6443", certificate-authority: ca.crt}
+- name: b-only
+  cluster: {server: "https://b-only:6443", certificate-authority: ca.crt}
+users:
+- name: u
+  user: {token: token-b}
+contexts:
+- name: second
+  context: {cluster: shared, user: u}
+- name: only-b
+  context: {cluster: b-only, user: u}
+)");
+
+  LoadingRules rules = Rules();
+  rules.kubeconfig_env = dir.path() + "/a/config::" + dir.path() + "/missing:" + dir.path() +
+                         "/b/config:" + dir.path() + "/a/config";
+  // current-context from the first file that sets one (b); context "second" names cluster
+  // `shared` and user `u`, which the first file (a) wins whole.
+  Result<ClusterConfig> config = LoadClientConfig(rules);
+  REQUIRE(config.ok());
+  CHECK(config->server == "https://from-a:6443");
+  CHECK(config->bearer_token == "token-a");
+  CHECK(config->tls->ca_file == dir.path() + "/a/ca.crt");
+  // An entry only the second file has keeps the second file's directory.
+  rules.context = "only-b";
+  config = LoadClientConfig(rules);
+  REQUIRE(config.ok());
+  CHECK(config->server == "https://b-only:6443");
+  CHECK(config->tls->ca_file == dir.path() + "/b/ca.crt");
+  // A context from the first file.
+  rules.context = "first";
+  config = LoadClientConfig(rules);
+  REQUIRE(config.ok());
+  CHECK(config->server == "https://from-a:6443");
+  rules.context = "nowhere";
+  CHECK(LoadClientConfig(rules).status().message() == "kubeconfig: context \"nowhere\" not found");
+
+  // A file that exists but does not parse fails the whole lookup, naming the file.
+  dir.Write("bad", "clusters: [unclosed\n");
+  rules.context.clear();
+  rules.kubeconfig_env = dir.path() + "/bad:" + dir.path() + "/a/config";
+  Result<ClusterConfig> bad = LoadClientConfig(rules);
+  CHECK(bad.status().code() == Code::kInvalidArgument);
+  CHECK(bad.status().message().starts_with("kubeconfig: " + dir.path() + "/bad: invalid YAML"));
+}
+
+TEST_CASE("kubeconfig lookup: exec plugins are allowed in files the user names") {
+  TempDir dir;
+  dir.Write("config", R"(
+current-context: a
+contexts:
+- name: a
+  context: {cluster: c, user: u}
+clusters:
+- name: c
+  cluster: {server: "https://c:6443"}
+users:
+- name: u
+  user:
+    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: ./get-token}
+)");
+  LoadingRules rules = Rules();
+  rules.explicit_path = dir.path() + "/config";
+  Result<ClusterConfig> config = LoadClientConfig(rules);
+  REQUIRE(config.ok());
+  REQUIRE(config->exec != nullptr);
+  CHECK(config->exec->command == dir.path() + "/./get-token");
+  CHECK(LoadKubeconfigFile(dir.path() + "/config").ok());
 }
 
 TEST_CASE("in-cluster: service host, token and CA from the service-account directory") {
