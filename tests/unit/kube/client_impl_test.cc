@@ -519,11 +519,8 @@ TEST_CASE("client: an exec plugin's token, run again after a 401") {
   REQUIRE(mkdtemp(dir.data()) != nullptr);
   std::string plugin = dir + "/plugin";
   // Prints token-1, token-2, ... one per run.
-  std::ofstream(plugin) << "#!/bin/sh
-echo run >> '" << dir << "/runs'
-"
-                        << "n=$(wc -l < '" << dir << "/runs' | tr -d ' ')
-"
+  std::ofstream(plugin) << "#!/bin/sh\necho run >> '" << dir << "/runs'\n"
+                        << "n=$(wc -l < '" << dir << "/runs' | tr -d ' ')\n"
                         << "echo '{\"kind\":\"ExecCredential\",\"apiVersion\":"
                            "\"client.authentication.k8s.io/v1beta1\",\"status\":{\"token\":"
                            "\"token-'$n'\"}}'\n";

@@ -86,7 +86,7 @@ ExecCredentialPlugin Plugin(std::shared_ptr<ExecConfig> config, const Clock& clo
   return ExecCredentialPlugin(std::move(config), tls, clock, {terminal});
 }
 
-TEST_CASE("exec plugin: args, env and the ExecCredential input; the token is kept until it expires") {
+TEST_CASE("exec plugin: args, env and the ExecCredential input, and the token is kept until it expires") {
   PluginDir dir;
   FakeClock clock;
   std::string expires = FormatRfc3339(clock.WallNow() + std::chrono::minutes(10));
