@@ -50,7 +50,8 @@ Result<kube::ClusterConfig> HubClusterConfig(const HubConfig& hub) {
 }
 
 Result<kube::ClusterConfig> CommandLineHubConfig(const HubConfig& hub) {
-  auto config = kube::LoadClientConfig(kube::LoadingRulesFromEnvironment(hub.kubeconfig, hub.context));
+  auto config =
+      kube::LoadClientConfig(kube::LoadingRulesFromEnvironment(hub.kubeconfig, hub.context));
   if (!config.ok()) return config.status().Annotate("hub connection");
   config->qps = hub.qps;
   return config;

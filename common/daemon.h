@@ -51,8 +51,9 @@ std::optional<HubConnection> NewHubConnection(const HubConfig& hub,
                                               const std::string& user_agent);
 
 // Runs the daemon's loop (`run`, until stop) with the admin endpoint serving the `healthy` and
-// `ready` probes unless disabled, then logs "<component> stopped". /metrics also carries `transport`'s counters (see
-// http::TransportMetrics) and syncbus_build_info (common/build_info.h). Returns the exit code: 1 when the admin endpoint cannot start or `run`
+// `ready` probes unless disabled, then logs "<component> stopped". /metrics also carries
+// `transport`'s counters (see http::TransportMetrics) and syncbus_build_info
+// (common/build_info.h). Returns the exit code: 1 when the admin endpoint cannot start or `run`
 // fails, else 0.
 int RunDaemon(const AdminConfig& admin, std::shared_ptr<prometheus::Registry> registry,
               std::shared_ptr<http::CurlTransport> transport, std::function<Status()> healthy,

@@ -14,7 +14,7 @@
 namespace syncbus::ctl {
 
 struct WaitOptions {
-  std::string kubeconfig;                 // empty: the config file's hub section, else kubectl's lookup
+  std::string kubeconfig;                 // empty: the config file's hub section / kubectl's lookup
   std::string context;
   std::string config_file;                // optional syncbus.yaml for hub settings
   std::string ns;

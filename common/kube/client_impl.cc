@@ -400,7 +400,9 @@ ClientImpl::ClientImpl(ClusterConfig config, std::shared_ptr<http::Transport> tr
   if (!as.empty()) {
     fixed_headers_.emplace_back("Impersonate-User", as.user);
     if (!as.uid.empty()) fixed_headers_.emplace_back("Impersonate-Uid", as.uid);
-    for (const std::string& group : as.groups) fixed_headers_.emplace_back("Impersonate-Group", group);
+    for (const std::string& group : as.groups) {
+      fixed_headers_.emplace_back("Impersonate-Group", group);
+    }
     for (const auto& [key, values] : as.extra) {
       for (const std::string& value : values) {
         fixed_headers_.emplace_back("Impersonate-Extra-" + HeaderKeyEscape(key), value);

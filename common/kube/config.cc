@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <system_error>
+#include <tuple>
 
 #include "common/base64.h"
 
@@ -189,9 +190,11 @@ Status MergeFile(const YAML::Node& root, const std::string& file, const std::str
   std::string prefix = file.empty() ? "" : file + ": ";
   if (root.IsNull()) return Status::Ok();   // an empty file
   if (!root.IsMap()) return ConfigError(prefix + "not a YAML map");
-  SYNCBUS_RETURN_IF_ERROR(MergeSection(root, "clusters", "cluster", prefix, base_dir, merged.clusters));
-  SYNCBUS_RETURN_IF_ERROR(MergeSection(root, "users", "user", prefix, base_dir, merged.users));
-  SYNCBUS_RETURN_IF_ERROR(MergeSection(root, "contexts", "context", prefix, base_dir, merged.contexts));
+  for (auto [section, inner, into] : {std::tuple{"clusters", "cluster", &merged.clusters},
+                                      std::tuple{"users", "user", &merged.users},
+                                      std::tuple{"contexts", "context", &merged.contexts}}) {
+    SYNCBUS_RETURN_IF_ERROR(MergeSection(root, section, inner, prefix, base_dir, *into));
+  }
   YAML::Node current = root["current-context"];
   if (merged.current_context.empty() && current.IsDefined() && current.IsScalar()) {
     merged.current_context = current.as<std::string>();
@@ -291,7 +294,8 @@ Result<std::shared_ptr<ExecConfig>> ParseExec(const Fields& user, const std::str
   SYNCBUS_RETURN_IF_ERROR(command);
   // kubectl resolves a command with a path separator against the kubeconfig's directory; a bare
   // name is looked up in PATH when the plugin runs.
-  config->command = command->find('/') == std::string::npos ? *command : Resolve(*command, base_dir);
+  config->command =
+      command->find('/') == std::string::npos ? *command : Resolve(*command, base_dir);
   Result<std::vector<std::string>> args = exec.Strings("args");
   SYNCBUS_RETURN_IF_ERROR(args);
   config->args = std::move(*args);
@@ -427,7 +431,8 @@ Status ApplyUser(const Fields& user, const std::string& user_name, const std::st
   if (user.Has("exec")) {
     Result<std::shared_ptr<ExecConfig>> exec = ParseExec(user, user_name, base_dir);
     SYNCBUS_RETURN_IF_ERROR(exec);
-    Result<bool> provide = Fields(user.node()["exec"], user.where() + ".exec").Bool("provideClusterInfo");
+    Result<bool> provide =
+        Fields(user.node()["exec"], user.where() + ".exec").Bool("provideClusterInfo");
     SYNCBUS_RETURN_IF_ERROR(provide);
     if (*provide) {
       Result<Json> info = ExecClusterInfo(cluster, config, tls);
@@ -510,8 +515,10 @@ LoadingRules LoadingRulesFromEnvironment(std::string explicit_path, std::string 
   rules.explicit_path = std::move(explicit_path);
   rules.context = std::move(context);
   // Read once at start-up, before any thread could change the environment.
-  if (const char* list = std::getenv("KUBECONFIG")) rules.kubeconfig_env = list;  // NOLINT(concurrency-mt-unsafe)
-  if (const char* home = std::getenv("HOME")) rules.home = home;  // NOLINT(concurrency-mt-unsafe)
+  const char* list = std::getenv("KUBECONFIG");  // NOLINT(concurrency-mt-unsafe)
+  const char* home = std::getenv("HOME");        // NOLINT(concurrency-mt-unsafe)
+  if (list != nullptr) rules.kubeconfig_env = list;
+  if (home != nullptr) rules.home = home;
   return rules;
 }
 
@@ -528,8 +535,8 @@ Result<ClusterConfig> LoadClientConfig(const LoadingRules& rules) {
   } else {
     std::string home_config = rules.home.empty() ? "" : rules.home + "/.kube/config";
     if (!home_config.empty() && FileExists(home_config)) files.push_back(home_config);
-    tried = "$KUBECONFIG is not set and " +
-            (home_config.empty() ? std::string("$HOME is not set") : home_config + " does not exist");
+    tried = "$KUBECONFIG is not set and " + (home_config.empty() ? std::string("$HOME is not set")
+                                                                 : home_config + " does not exist");
   }
   if (files.empty()) {
     Result<ClusterConfig> in_cluster = InClusterConfig(rules.in_cluster_root);

@@ -39,9 +39,11 @@ class FileActions {
 };
 
 // This process's environment with `extra` set on top (a later value replaces an earlier one).
-std::vector<std::string> Environment(const std::vector<std::pair<std::string, std::string>>& extra) {
+std::vector<std::string> Environment(
+    const std::vector<std::pair<std::string, std::string>>& extra) {
   std::vector<std::string> env;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) env.emplace_back(*entry);
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry)
+    env.emplace_back(*entry);
   for (const auto& [name, value] : extra) {
     std::string prefix = name + "=";
     std::erase_if(env, [&](const std::string& e) { return e.starts_with(prefix); });
@@ -74,8 +76,8 @@ Result<RunResult> Run(const std::vector<std::string>& argv, const std::vector<st
   for (const std::string& entry : env) c_env.push_back(const_cast<char*>(entry.c_str()));
   c_env.push_back(nullptr);
   pid_t pid = 0;
-  spawn_errno = posix_spawnp(&pid, argv[0].c_str(), actions.get(), nullptr, c_argv.data(),
-                             c_env.data());
+  spawn_errno =
+      posix_spawnp(&pid, argv[0].c_str(), actions.get(), nullptr, c_argv.data(), c_env.data());
   write_end.Reset();
   if (spawn_errno != 0) return Status(Code::kUnavailable, std::strerror(spawn_errno));
   RunResult result;
@@ -85,7 +87,7 @@ Result<RunResult> Run(const std::vector<std::string>& argv, const std::vector<st
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     if (result.output.size() + static_cast<size_t>(n) > kMaxOutput) {
-      result.truncated = true;   // keep reading: the plugin must not block on a full pipe
+      result.truncated = true;  // keep reading: the plugin must not block on a full pipe
       continue;
     }
     result.output.append(buffer, static_cast<size_t>(n));
@@ -101,7 +103,8 @@ Result<RunResult> Run(const std::vector<std::string>& argv, const std::vector<st
 std::string ExecCredentialInput(const ExecConfig& config, bool interactive) {
   Json spec = {{"interactive", interactive}};
   if (!config.cluster.is_null()) spec["cluster"] = config.cluster;
-  return Json{{"kind", "ExecCredential"}, {"apiVersion", config.api_version}, {"spec", spec}}.dump();
+  return Json{{"kind", "ExecCredential"}, {"apiVersion", config.api_version}, {"spec", spec}}
+      .dump();
 }
 
 ExecCredentialPlugin::Terminal ExecCredentialPlugin::ThisProcessTerminal() {
@@ -111,7 +114,10 @@ ExecCredentialPlugin::Terminal ExecCredentialPlugin::ThisProcessTerminal() {
 ExecCredentialPlugin::ExecCredentialPlugin(std::shared_ptr<const ExecConfig> config,
                                            std::shared_ptr<const http::TlsOptions> base_tls,
                                            const Clock& clock, Terminal terminal)
-    : config_(std::move(config)), base_tls_(std::move(base_tls)), clock_(clock), terminal_(terminal) {}
+    : config_(std::move(config)),
+      base_tls_(std::move(base_tls)),
+      clock_(clock),
+      terminal_(terminal) {}
 
 Result<std::shared_ptr<const ExecCredentialPlugin::Credential>> ExecCredentialPlugin::Get() {
   std::lock_guard lock(mu_);
@@ -137,8 +143,9 @@ Result<std::shared_ptr<const ExecCredentialPlugin::Credential>> ExecCredentialPl
       break;
     case ExecConfig::Interactive::kAlways:
       if (!terminal_.stdin_is_terminal) {
-        return PluginError("cannot support interactive mode: standard input is not a terminal "
-                           "(interactiveMode: Always)");
+        return PluginError(
+            "cannot support interactive mode: standard input is not a terminal "
+            "(interactiveMode: Always)");
       }
       interactive = true;
       break;

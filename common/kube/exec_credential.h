@@ -21,10 +21,10 @@ namespace syncbus::kube {
 class ExecCredentialPlugin {
  public:
   struct Credential {
-    std::string token;                             // empty when the plugin gave a certificate
-    std::shared_ptr<const http::TlsOptions> tls;   // the base TLS options plus the plugin's
-                                                   // client certificate; null without one
-    std::optional<WallTime> expires;               // none: valid until the server refuses it
+    std::string token;                            // empty when the plugin gave a certificate
+    std::shared_ptr<const http::TlsOptions> tls;  // the base TLS options plus the plugin's
+                                                  // client certificate; null without one
+    std::optional<WallTime> expires;              // none: valid until the server refuses it
   };
   // The plugin's view of this process's standard streams: stdin is handed to it only when it
   // runs interactively (IfAvailable on a terminal, or Always); its stderr is this process's.
@@ -56,7 +56,7 @@ class ExecCredentialPlugin {
   const std::shared_ptr<const http::TlsOptions> base_tls_;
   const Clock& clock_;
   const Terminal terminal_;
-  std::mutex mu_;   // held while the plugin runs
+  std::mutex mu_;  // held while the plugin runs
   std::shared_ptr<const Credential> cached_;
 };
 

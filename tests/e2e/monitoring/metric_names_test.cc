@@ -236,7 +236,8 @@ TEST_CASE("the dashboard, the alerts and the autoscaling rule name only metrics 
     std::regex build_info("\\nsyncbus_build_info\\{build_type=\"" + std::string(build.build_type) +
                           "\",compiler=\"[^\"]+\",revision=\"" + std::string(build.revision) +
                           "\",version=\"" + std::string(build.version) + "\"\\} 1\\n");
-    CHECK_MESSAGE(std::regex_search(page, build_info), url << " has no syncbus_build_info of this build");
+    CHECK_MESSAGE(std::regex_search(page, build_info),
+                  url << " has no syncbus_build_info of this build");
     exported.merge(ExportedMetrics(page));
   }
   const BrokerEnv& broker = rig.vhost.env();

@@ -15,10 +15,10 @@ TEST_CASE("build info: the --version text and the syncbus_build_info gauge") {
   // A git short hash in a work tree; "unknown" (or what SYNCBUS_REVISION said) outside one.
   CHECK_FALSE(info.revision.empty());
   CHECK_FALSE(info.compiler.empty());
-  CHECK(VersionText("syncbus-consumer") ==
-        "syncbus-consumer " + std::string(info.version) + " (revision " +
-            std::string(info.revision) + ", " + std::string(info.compiler) + ", " +
-            std::string(info.build_type) + ")");
+  CHECK(VersionText("syncbus-consumer") == "syncbus-consumer " + std::string(info.version) +
+                                               " (revision " + std::string(info.revision) + ", " +
+                                               std::string(info.compiler) + ", " +
+                                               std::string(info.build_type) + ")");
 
   prometheus::Registry registry;
   RegisterBuildInfo(registry);

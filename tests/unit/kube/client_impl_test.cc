@@ -534,7 +534,9 @@ TEST_CASE("client: an exec plugin's token, run again after a 401") {
   config.exec = exec;
   // The server takes token-2 only.
   auto transport = std::make_shared<ScriptedTransport>([](const http::Request& request) {
-    if (Header(request, "Authorization") == "Bearer token-2") return JsonResponse(200, Json::object());
+    if (Header(request, "Authorization") == "Bearer token-2") {
+      return JsonResponse(200, Json::object());
+    }
     return JsonResponse(401, {{"kind", "Status"}, {"code", 401}, {"reason", "Unauthorized"}});
   });
   FakeClock clock;

@@ -681,7 +681,8 @@ TEST_CASE(
   CHECK_MESSAGE(ok == kApplies, first_error);
 }
 
-TEST_CASE("client over curl and the socket simulator: requests go through the kubeconfig's proxy-url") {
+TEST_CASE(
+    "client over curl and the socket simulator: requests go through the kubeconfig's proxy-url") {
   SocketSim sim;
   // The server's host does not resolve: only the proxy (the simulator itself, which answers
   // requests in absolute form by their path) can carry the requests.

@@ -285,7 +285,8 @@ TEST_CASE("kubeconfig: exec plugins are refused unless allowed, auth-provider is
         "kubeconfig: users[0].user.exec: exec credential plugins are refused in this kubeconfig "
         "(it comes from a Secret, and running its command would run a program on this host)");
 
-  Result<ClusterConfig> provider = WithUser("    auth-provider: {name: gcp}\n", ExecPlugins::kAllow);
+  Result<ClusterConfig> provider =
+      WithUser("    auth-provider: {name: gcp}\n", ExecPlugins::kAllow);
   CHECK(provider.status().code() == Code::kUnsupported);
   CHECK(provider.status().message().find("users[0].user.auth-provider") != std::string::npos);
 }
@@ -329,7 +330,8 @@ TEST_CASE("kubeconfig: impersonation (as, as-uid, as-groups, as-user-extra)") {
 TEST_CASE("kubeconfig: proxy-url takes http, https and socks5") {
   for (const char* proxy : {"http://proxy:3128", "https://proxy:3129", "socks5://proxy:1080"}) {
     Result<ClusterConfig> config =
-        WithUser("    token: t\n", ExecPlugins::kRefuse, std::string("    proxy-url: ") + proxy + "\n");
+        WithUser("    token: t\n", ExecPlugins::kRefuse,
+                 std::string("    proxy-url: ") + proxy + "\n");
     REQUIRE(config.ok());
     CHECK(config->proxy_url == proxy);
   }
@@ -361,7 +363,8 @@ TEST_CASE("kubeconfig: exec plugin settings") {
   CHECK(exec.api_version == "client.authentication.k8s.io/v1");
   CHECK(exec.command == "/kube/bin/get-token");   // a relative path: from the kubeconfig's dir
   CHECK(exec.args == std::vector<std::string>{"--cluster", "c1"});
-  CHECK(exec.env == std::vector<std::pair<std::string, std::string>>{{"REGION", "eu-1"}, {"EMPTY", ""}});
+  CHECK(exec.env ==
+        std::vector<std::pair<std::string, std::string>>{{"REGION", "eu-1"}, {"EMPTY", ""}});
   CHECK(exec.interactive == ExecConfig::Interactive::kAlways);
   CHECK(exec.install_hint == "install get-token from your platform team");
   CHECK(exec.cluster.is_null());   // no provideClusterInfo
@@ -374,13 +377,15 @@ TEST_CASE("kubeconfig: exec plugin settings") {
   CHECK(bare->exec->command == "aws");
   // v1beta1 defaults interactiveMode to IfAvailable; v1 has no default.
   CHECK(bare->exec->interactive == ExecConfig::Interactive::kIfAvailable);
-  Result<ClusterConfig> no_mode = WithUser(
-      "    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws}\n", ExecPlugins::kAllow);
+  Result<ClusterConfig> no_mode =
+      WithUser("    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws}\n",
+               ExecPlugins::kAllow);
   CHECK(no_mode.status().message() ==
         "kubeconfig: users[0].user.exec: interactiveMode must be specified for u to use exec "
         "authentication plugin");
   Result<ClusterConfig> bad_mode = WithUser(
-      "    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws, interactiveMode: Sometimes}\n",
+      "    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws, "
+      "interactiveMode: Sometimes}\n",
       ExecPlugins::kAllow);
   CHECK(bad_mode.status().message().find("interactiveMode: \"Sometimes\"") != std::string::npos);
   Result<ClusterConfig> alpha = WithUser(

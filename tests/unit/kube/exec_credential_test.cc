@@ -67,8 +67,7 @@ std::string TokenPlugin(const PluginDir& dir, const std::string& expires,
                                   "readlink /proc/$$/fd/0 > \"$d/stdin\"\n"
                                   "cat <<EOF\n"
                                   "{\"kind\": \"ExecCredential\", \"apiVersion\": \"" +
-                                  api_version + "\", \"status\": {" + status +
-                                  "}}\nEOF\n");
+                                  api_version + "\", \"status\": {" + status + "}}\nEOF\n");
 }
 
 std::shared_ptr<ExecConfig> Config(const std::string& command) {
@@ -86,7 +85,8 @@ ExecCredentialPlugin Plugin(std::shared_ptr<ExecConfig> config, const Clock& clo
   return ExecCredentialPlugin(std::move(config), tls, clock, {terminal});
 }
 
-TEST_CASE("exec plugin: args, env and the ExecCredential input, and the token is kept until it expires") {
+TEST_CASE(
+    "exec plugin: args, env and the ExecCredential input, and the token is kept until it expires") {
   PluginDir dir;
   FakeClock clock;
   std::string expires = FormatRfc3339(clock.WallNow() + std::chrono::minutes(10));
@@ -104,7 +104,7 @@ TEST_CASE("exec plugin: args, env and the ExecCredential input, and the token is
   CHECK(*(*first)->expires == *ParseRfc3339(expires));
   CHECK(dir.Read("args") == "--cluster c 1");
   CHECK(dir.Read("region") == "eu-1");
-  CHECK(dir.Read("stdin") == "/dev/null");   // not interactive
+  CHECK(dir.Read("stdin") == "/dev/null");  // not interactive
   CHECK(Json::parse(dir.Read("info")) ==
         Json{{"kind", "ExecCredential"},
              {"apiVersion", kV1},
@@ -118,7 +118,7 @@ TEST_CASE("exec plugin: args, env and the ExecCredential input, and the token is
   CHECK((*cached)->token == "token-1");
   CHECK(dir.Runs() == 1);
 
-  clock.Advance(std::chrono::seconds(1));   // past expirationTimestamp
+  clock.Advance(std::chrono::seconds(1));  // past expirationTimestamp
   auto renewed = plugin.Get();
   REQUIRE(renewed.ok());
   CHECK((*renewed)->token == "token-2");
@@ -165,8 +165,9 @@ TEST_CASE("exec plugin: interactiveMode decides whether the plugin gets stdin") 
   CHECK(Json::parse(dir.Read("info"))["spec"]["interactive"] == false);
   REQUIRE(Plugin(config, clock, /*terminal=*/true).Get().ok());
   CHECK(Json::parse(dir.Read("info"))["spec"]["interactive"] == true);
-  CHECK(ExecCredentialInput(*config, true) ==
-        R"({"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":true}})");
+  CHECK(
+      ExecCredentialInput(*config, true) ==
+      R"({"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":true}})");
 }
 
 TEST_CASE("exec plugin: a client certificate and key join the cluster's TLS options") {
@@ -215,17 +216,35 @@ TEST_CASE("exec plugin: clear errors when the plugin is missing, fails or prints
     return Config(dir.Script(name, "cat <<'EOF'\n" + output + "\nEOF\n"));
   };
   CHECK(error_of(printing("text", "hello")).ends_with(": not an ExecCredential object"));
-  CHECK(error_of(printing("beta", R"({"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1beta1", "status": {"token": "t"}})")) ==
-        "exec plugin: it is configured to use API version client.authentication.k8s.io/v1, the "
-        "plugin returned version client.authentication.k8s.io/v1beta1");
-  CHECK(error_of(printing("nostatus", R"({"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1"})"))
+  CHECK(
+      error_of(printing(
+          "beta",
+          R"({"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1beta1", "status": {"token": "t"}})")) ==
+      "exec plugin: it is configured to use API version client.authentication.k8s.io/v1, the "
+      "plugin returned version client.authentication.k8s.io/v1beta1");
+  CHECK(error_of(
+            printing(
+                "nostatus",
+                R"({"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1"})"))
             .ends_with(" did not return a status field"));
-  CHECK(error_of(printing("empty", R"({"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1", "status": {}})"))
-            .ends_with(" did not return a token or a certificate/key pair"));
-  CHECK(error_of(printing("certonly", R"({"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1", "status": {"clientCertificateData": "x"}})"))
-            .ends_with(" returned only a certificate or a key, not both"));
-  CHECK(error_of(printing("badtime", R"({"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1", "status": {"token": "t", "expirationTimestamp": "tomorrow"}})"))
-            .ends_with(" returned an invalid expirationTimestamp \"tomorrow\""));
+  CHECK(
+      error_of(
+          printing(
+              "empty",
+              R"({"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1", "status": {}})"))
+          .ends_with(" did not return a token or a certificate/key pair"));
+  CHECK(
+      error_of(
+          printing(
+              "certonly",
+              R"({"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1", "status": {"clientCertificateData": "x"}})"))
+          .ends_with(" returned only a certificate or a key, not both"));
+  CHECK(
+      error_of(
+          printing(
+              "badtime",
+              R"({"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1", "status": {"token": "t", "expirationTimestamp": "tomorrow"}})"))
+          .ends_with(" returned an invalid expirationTimestamp \"tomorrow\""));
 }
 
 }  // namespace
