@@ -196,7 +196,9 @@ Status ParseTopology(const Section& s, amqp::TopologyOptions& o) {
 
 Status ParsePublisher(const Section& s, PublisherConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(s.CheckKeys({"namespace", "resyncInterval", "resyncJitter", "maxPublishRate",
-                                       "maxOutstanding", "outstandingTimeout", "leaderElection"}));
+                                       "maxOutstanding", "outstandingTimeout", "watchSourceSecrets",
+                                       "leaderElection"}));
+  SYNCBUS_RETURN_IF_ERROR(s.Bool("watchSourceSecrets", o.watch_source_secrets));
   SYNCBUS_RETURN_IF_ERROR(s.String("namespace", o.ns));
   SYNCBUS_RETURN_IF_ERROR(s.Duration("resyncInterval", o.resync_interval, std::chrono::seconds(1)));
   SYNCBUS_RETURN_IF_ERROR(s.Double("resyncJitter", o.resync_jitter, 0, 0.5));
@@ -221,7 +223,8 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(s.CheckKeys({"prefetch", "parallelSyncSets", "maxInFlight", "perClusterInFlight",
                                        "perClusterQps", "requestTimeout", "clusterDeadline", "maxAttempts",
                                        "shutdownGrace", "maxConnectionsPerHost", "maxIdleConnections",
-                                       "idleConnectionTimeout", "targetClients", "clusterLease", "hubMirror"}));
+                                       "idleConnectionTimeout", "targetClients", "events", "clusterLease",
+                                       "hubMirror"}));
   SYNCBUS_RETURN_IF_ERROR(s.Int("prefetch", o.prefetch, 1, 65535));
   SYNCBUS_RETURN_IF_ERROR(s.Int("parallelSyncSets", o.parallel_sync_sets, 1, 1000));
   SYNCBUS_RETURN_IF_ERROR(s.Int("maxInFlight", o.max_in_flight, 1, 1000000));
@@ -236,9 +239,13 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(
       s.Duration("idleConnectionTimeout", o.idle_connection_timeout, std::chrono::milliseconds(0)));
   SYNCBUS_RETURN_IF_ERROR(s.Int("targetClients", o.target_clients, 1, 10000000));
+  SYNCBUS_RETURN_IF_ERROR(s.Bool("events", o.events));
   Section ls = s.Child("clusterLease");
   auto& l = o.cluster_lease;
-  SYNCBUS_RETURN_IF_ERROR(ls.CheckKeys({"duration", "renewInterval", "safetyMargin", "releaseByStatus"}));
+  SYNCBUS_RETURN_IF_ERROR(
+      ls.CheckKeys({"namespace", "duration", "renewInterval", "safetyMargin", "releaseByStatus"}));
+  SYNCBUS_RETURN_IF_ERROR(ls.String("namespace", l.ns));
+  if (l.ns.empty()) return ls.Error("namespace", "must name the namespace syncbus runs in");
   SYNCBUS_RETURN_IF_ERROR(ls.Bool("releaseByStatus", l.release_by_status));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("duration", l.duration));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("renewInterval", l.renew_interval));

@@ -48,11 +48,15 @@ struct PublisherConfig {
   double max_publish_rate = 500;                    // messages per second
   int max_outstanding = 10000;                      // requests published but not yet processed
   std::chrono::milliseconds outstanding_timeout{std::chrono::minutes(30)};  // then re-sent
+  // A metadata-only watch of Secrets, so a changed secretMappings source triggers a sync at once;
+  // false: no Secret rights needed, a change reaches clusters at their next reapply.
+  bool watch_source_secrets = true;
   LeaderElectionConfig leader_election;
 };
 
 // The per-cluster hub Lease that keeps two consumers off one cluster (docs/operations.md).
 struct ClusterLeaseConfig {
+  std::string ns = "syncbus";                       // the namespace the Leases live in (syncbus's)
   std::chrono::milliseconds duration{30000};        // leaseDurationSeconds written (whole seconds)
   std::chrono::milliseconds renew_interval{10000};  // background renewal period
   std::chrono::milliseconds safety_margin{10000};   // stop writing this long before it could lapse
@@ -85,6 +89,7 @@ struct ConsumerConfig {
   int max_idle_connections = 1024;
   std::chrono::milliseconds idle_connection_timeout{90000};
   int target_clients = 2000;   // clusters whose client and discovery are kept (LRU)
+  bool events = true;          // Kubernetes Events on ClusterSyncs (failed, parked, recovered)
   ClusterLeaseConfig cluster_lease;
   HubMirrorConfig hub_mirror;
 };

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "common/digest.h"
 #include "common/kube/resource_version.h"
 #include "common/log.h"
 #include "common/time_format.h"
@@ -20,13 +21,15 @@ std::string MicroTime(WallTime t) {
 
 int64_t SteadyNs(SteadyTime t) { return std::chrono::nanoseconds(t.time_since_epoch()).count(); }
 
-kube::ObjectRef LeaseRef(const std::string& ns, const std::string& name) {
-  return kube::Object(kube::resources::kLeases, ns, name);
-}
-
 bool LostTheRace(Code code) { return code == Code::kConflict || code == Code::kAlreadyExists; }
 
 }  // namespace
+
+std::string ClusterLeaseName(const std::string& ns, const std::string& name) {
+  constexpr size_t kMaxName = 253;
+  if (ns.size() + 1 + name.size() <= kMaxName) return ns + "." + name;
+  return Sha256Hex(ns + "/" + name);
+}
 
 Status ClusterLease::Check(const Clock& clock) const {
   if (lost_.load()) return {Code::kConflict, "the lease of " + ns_ + "/" + name_ + " was lost"};
@@ -66,15 +69,20 @@ size_t ClusterLeases::held() const {
   return held_.size();
 }
 
+kube::ObjectRef ClusterLeases::LeaseRef(const std::string& ns, const std::string& name) const {
+  return kube::Object(kube::resources::kLeases, options_.ns, ClusterLeaseName(ns, name));
+}
+
 Json ClusterLeases::LeaseObject(const Json& existing, const std::string& ns, const std::string& name,
                                 bool take_over) const {
   std::string now = MicroTime(clock_.WallNow());
   Json lease = existing.is_object() ? existing : Json::object();
   lease["apiVersion"] = "coordination.k8s.io/v1";
   lease["kind"] = "Lease";
-  lease["metadata"]["name"] = name;
-  lease["metadata"]["namespace"] = ns;
+  lease["metadata"]["name"] = ClusterLeaseName(ns, name);
+  lease["metadata"]["namespace"] = options_.ns;
   lease["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "syncbus";
+  lease["metadata"]["annotations"][kClusterLeaseAnnotation] = ns + "/" + name;
   Json& spec = lease["spec"];
   if (!spec.is_object()) spec = Json::object();
   if (take_over) {
@@ -89,7 +97,7 @@ Json ClusterLeases::LeaseObject(const Json& existing, const std::string& ns, con
 
 Result<std::optional<Json>> ClusterLeases::ReadLease(const std::string& ns, const std::string& name,
                                                      bool from_hub) {
-  if (mirror_ != nullptr && !from_hub) return mirror_->Lease(ns, name);
+  if (mirror_ != nullptr && !from_hub) return mirror_->Lease(options_.ns, ClusterLeaseName(ns, name));
   auto current = hub_.Get(LeaseRef(ns, name));
   if (current.ok()) return std::optional<Json>(std::move(*current));
   if (current.status().code() == Code::kNotFound) return std::optional<Json>();
@@ -139,11 +147,17 @@ Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::strin
   }
   Result<Json> written =
       *current ? hub_.Update(LeaseRef(ns, name), LeaseObject(**current, ns, name, take_over))
-               : hub_.Create(kube::Collection(kube::resources::kLeases, ns), LeaseObject(nullptr, ns, name, true));
+               : hub_.Create(kube::Collection(kube::resources::kLeases, options_.ns),
+                             LeaseObject(nullptr, ns, name, true));
   if (!written.ok()) {
     if (LostTheRace(written.status().code())) {
       race = true;
       return Status(Code::kConflict, "another consumer took the lease of " + ns + "/" + name + " first");
+    }
+    if (!*current && written.status().code() == Code::kNotFound) {
+      return written.status().Annotate("creating the cluster lease in namespace " + options_.ns +
+                                       " (consumer.clusterLease.namespace: the namespace syncbus runs in "
+                                       "must exist)");
     }
     return written.status().Annotate("writing the cluster lease");
   }

@@ -1,5 +1,5 @@
 // ClusterLeases: per-cluster exclusion across the consumer pool with one coordination.k8s.io/v1
-// Lease per cluster on the hub (same namespace and name as the ClusterDeployment): taken with a
+// Lease per cluster on the hub, in syncbus's own namespace (ClusterLeaseName): taken with a
 // resourceVersion precondition, renewed in the background while the cluster is worked on, given
 // back when done, and fenced: ClusterLease::Check() fails as soon as the lease may have lapsed
 // or was taken over, so a consumer that lost it stops writing. Thread-safe.
@@ -32,8 +32,17 @@ namespace syncbus::consumer {
 
 // The label on every cluster Lease (and the selector of the mirror's Lease reflector).
 inline constexpr char kClusterLeaseSelector[] = "app.kubernetes.io/managed-by=syncbus";
+// The annotation naming the cluster of a Lease: "ns/name".
+inline constexpr char kClusterLeaseAnnotation[] = "syncbus.io/cluster";
+
+// The name of the Lease of cluster ns/name: "<ns>.<name>", which no two clusters share (a
+// namespace name has no dot). Where that is longer than an object name may be (253), the
+// lower-case hex SHA-256 of "ns/name": 64 characters and no dot, so never another cluster's
+// "<ns>.<name>" either.
+std::string ClusterLeaseName(const std::string& ns, const std::string& name);
 
 struct LeaseOptions {
+  std::string ns = "syncbus";                            // where the cluster Leases live
   std::string identity;                                  // this consumer: "<host>-<random>"
   std::chrono::seconds duration{30};                     // leaseDurationSeconds written
   std::chrono::milliseconds renew_interval{10000};       // background renewal period
@@ -47,14 +56,15 @@ struct LeaseOptions {
 
 class ClusterLeases;
 
-// One held lease. Destroying it does not release it: call ClusterLeases::Release.
+// One held lease, of cluster ns/name. Destroying it does not release it: call
+// ClusterLeases::Release.
 class ClusterLease {
  public:
   ClusterLease(std::string ns, std::string name) : ns_(std::move(ns)), name_(std::move(name)) {}
   // The fence: OK while this process certainly still holds the lease.
   Status Check(const Clock& clock) const;
   bool lost() const { return lost_.load(); }
-  const std::string& ns() const { return ns_; }
+  const std::string& ns() const { return ns_; }      // the cluster's
   const std::string& name() const { return name_; }
 
  private:
@@ -94,6 +104,8 @@ class ClusterLeases {
 
  private:
   Json LeaseObject(const Json& existing, const std::string& ns, const std::string& name, bool take_over) const;
+  // The Lease object of cluster ns/name (in options_.ns).
+  kube::ObjectRef LeaseRef(const std::string& ns, const std::string& name) const;
   // The lease as the mirror has it (or the hub, without a mirror or when `from_hub`).
   Result<std::optional<Json>> ReadLease(const std::string& ns, const std::string& name, bool from_hub);
   // One attempt: kConflict with `race` set when the write lost to a newer version.

@@ -38,6 +38,12 @@ std::shared_ptr<const hive::ClusterSync> ParseClusterSync(const Json& object) {
 
 std::string KindName(SetKind kind) { return kind == SetKind::kSyncSet ? "SyncSet" : "SelectorSyncSet"; }
 
+bool AnySetFailed(const hive::ClusterSyncStatus& status) {
+  auto failed = [](const hive::SyncStatus& s) { return s.result != hive::SyncResult::kSuccess; };
+  return std::any_of(status.sync_sets.begin(), status.sync_sets.end(), failed) ||
+         std::any_of(status.selector_sync_sets.begin(), status.selector_sync_sets.end(), failed);
+}
+
 // Adds a failed set to the outcome: the outcome is transient only if every failure is, and waits
 // at least as long as any target asked.
 void RecordFailedSet(SyncOutcome& outcome, const std::string& name, const SetRunResult& result) {
@@ -190,6 +196,7 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
     if (!renewed.ok()) return renewed;
   }
   outcome.store_seconds = std::chrono::duration<double>(clock_.Now() - store_start).count();
+  outcome.recovered = outcome.failed_sets.empty() && AnySetFailed(current);
   if (!outcome.failed_sets.empty()) {
     std::string names;
     for (const auto& n : outcome.failed_sets) names += (names.empty() ? "" : ", ") + n;

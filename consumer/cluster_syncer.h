@@ -69,6 +69,7 @@ struct SyncOutcome {
   std::chrono::milliseconds retry_after{0};   // the longest Retry-After a target sent with a failure
   std::vector<TraceSet> sets;          // every set applied or removed (generation 0), for the trace
   std::string status_version;          // the ClusterSync as this sync stored it ("": not written)
+  bool recovered = false;              // its ClusterSync showed a failing set; this sync stored none
 };
 
 class ClusterSyncer {

@@ -9,6 +9,7 @@
 #include "consumer/cluster_syncer.h"
 #include "common/kube/reflector.h"
 #include "consumer/delivery_loop.h"
+#include "consumer/event_recorder.h"
 #include "consumer/hub_mirror.h"
 #include "consumer/hub_reader.h"
 #include "consumer/target_clients.h"
@@ -63,7 +64,7 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
         {HubCollection::kSyncSets, kube::Collection(res::kSyncSets, ns), ""},
         {HubCollection::kSelectorSyncSets, kube::Collection(res::kSelectorSyncSets), ""},
         {HubCollection::kClusterSyncs, kube::Collection(res::kClusterSyncs, ns), ""},
-        {HubCollection::kLeases, kube::Collection(res::kLeases, ns), kClusterLeaseSelector},
+        {HubCollection::kLeases, kube::Collection(res::kLeases, c.cluster_lease.ns), kClusterLeaseSelector},
     };
     for (const Watched& w : watched) {
       kube::Reflector::Options options;
@@ -87,7 +88,16 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   options.delivery_limit = config_.topology.delivery_limit;
   TraceRecorder trace("syncbus-consumer/" + deps_.identity, *deps_.registry);
   options.trace = &trace;
+  std::unique_ptr<EventRecorder> events;
+  if (c.events) {
+    EventRecorder::Options event_options;
+    event_options.host = deps_.identity;
+    events = std::make_unique<EventRecorder>(event_options, *deps_.hub, mirrored ? &mirror : nullptr, clock,
+                                             RealRandom(), *deps_.registry);
+    options.events = events.get();
+  }
   LeaseOptions lease_options;
+  lease_options.ns = c.cluster_lease.ns;
   lease_options.identity = deps_.identity;
   lease_options.duration = std::chrono::duration_cast<std::chrono::seconds>(c.cluster_lease.duration);
   lease_options.renew_interval = c.cluster_lease.renew_interval;

@@ -238,7 +238,7 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
                       e.outcome = TraceOutcome::kParked;
                       e.dead_reason = "delivery_limit";
                       e.error = why;
-                    });
+                    }, std::nullopt, PoisonEvent(*request, why));
     if (!s.ok())
       log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
     return;
@@ -307,14 +307,15 @@ void DeliveryLoop::Trace(TraceStep step, const amqp::Delivery& delivery, const S
 
 Status DeliveryLoop::Park(const amqp::Delivery& delivery, const amqp::Publication& publication,
                           const char* outcome, const SyncRequest* request, TraceFill fill,
-                          std::optional<SteadyTime> since) {
+                          std::optional<SteadyTime> since, std::optional<SyncEvent> event) {
   PendingPark park{generation_,
                    delivery,
                    publication,
                    outcome,
                    request != nullptr ? std::optional<SyncRequest>(*request) : std::nullopt,
                    since.value_or(clock_.Now()),
-                   std::move(fill)};
+                   std::move(fill),
+                   std::move(event)};
   Status s = TryPark(park);
   if (s.ok() || !session_.connected()) return s;
   // Refused on a live connection (a delay queue without a leader while a node is down, or
@@ -368,6 +369,7 @@ Status DeliveryLoop::TryPark(const PendingPark& park) {
   }
   if (park.request && park.fill)
     Trace(TraceStep::kSettled, park.delivery, *park.request, park.since, park.fill);
+  if (park.event && options_.events != nullptr) options_.events->Record(*park.event);
   return Status::Ok();
 }
 
@@ -408,6 +410,10 @@ Status DeliveryLoop::Settle(Done& done) {
                                                            : TraceOutcome::kSkipped;
       FillSync(e, o);
     });
+    if (options_.events == nullptr) return Status::Ok();
+    if (auto recovered = RecoveryEvent(r, *done.outcome, AttemptOf(d.message) + 1)) {
+      options_.events->Record(*recovered);
+    }
     return Status::Ok();
   }
   std::string error;
@@ -429,6 +435,7 @@ Status DeliveryLoop::Settle(Done& done) {
   log::Info(dead ? "request parked after its last attempt" : "request scheduled for retry",
             {{"cluster", r.ClusterKey()}, {"attempt", AttemptOf(next.message)},
              {"tier", next.message.headers.value(amqp::kRetryTierHeader, "")}, {"error", SanitizeError(error)}});
+  SyncEvent event = FailureEvent(r, done.outcome, dead, AttemptOf(d.message) + 1);
   std::optional<SyncOutcome> outcome;
   if (done.outcome.ok()) outcome = *done.outcome;
   return Park(
@@ -442,7 +449,7 @@ Status DeliveryLoop::Settle(Done& done) {
         e.error = error;
         if (outcome) FillSync(e, *outcome);
       },
-      done.job.received);
+      done.job.received, std::move(event));
 }
 
 Status DeliveryLoop::SettleFinished() {

@@ -41,6 +41,7 @@
 #include "consumer/cluster_lease.h"
 #include "consumer/cluster_syncer.h"
 #include "consumer/retry_policy.h"
+#include "consumer/sync_events.h"
 
 namespace syncbus::consumer {
 
@@ -55,6 +56,9 @@ struct DeliveryOptions {
   // Where deliveries and settlements are recorded for `syncbusctl trace`; flushed by Step().
   // Null = no trace. Must outlive the loop.
   TraceRecorder* trace = nullptr;
+  // Told of failed, parked and recovered syncs once settled (Kubernetes Events). Null = none.
+  // Must outlive the loop.
+  SyncEventSink* events = nullptr;
 };
 
 // Processes one request (ClusterSyncer::Sync in production), checking `fence` before each write.
@@ -114,6 +118,7 @@ class DeliveryLoop {
     std::optional<SyncRequest> request;  // with `fill`: the trace's kSettled event
     SteadyTime since;
     TraceFill fill;
+    std::optional<SyncEvent> event;      // for options_.events once settled
   };
 
   Status SettleFinished();
@@ -124,7 +129,8 @@ class DeliveryLoop {
   // is never left unacked on a live connection. An error means the connection is gone.
   Status Park(const amqp::Delivery& delivery, const amqp::Publication& publication,
               const char* outcome, const SyncRequest* request, TraceFill fill,
-              std::optional<SteadyTime> since = std::nullopt);
+              std::optional<SteadyTime> since = std::nullopt,
+              std::optional<SyncEvent> event = std::nullopt);
   Status TryPark(const PendingPark& park);
   // Tries the kept settlements again once their hold-off has passed; an error: connection gone.
   Status RetryParks();

@@ -44,7 +44,8 @@ class HubMirror {
 
   // The cluster's state as the mirror holds it now (see cluster_state.h).
   ClusterState Read(const std::string& ns, const std::string& name) const;
-  // The cluster's Lease object, if the mirror holds one.
+  // The Lease ns/name (a cluster's: ClusterLeaseName in syncbus's namespace), if the mirror
+  // holds it.
   std::optional<Json> Lease(const std::string& ns, const std::string& name) const;
   // The resourceVersion of the cluster's ClusterSync ("" if none).
   std::string StatusVersion(const std::string& ns, const std::string& name) const;

@@ -11,6 +11,7 @@
 #include "common/kube/resource_version.h"
 #include "common/log.h"
 #include "common/time_format.h"
+#include "consumer/cluster_lease.h"
 #include "ctl/commands.h"
 #include "ctl/fleet_status.h"
 #include "ctl/text_table.h"
@@ -83,7 +84,8 @@ Result<std::pair<std::string, std::string>> SplitCluster(const std::string& clus
   return std::pair{ns, cluster};
 }
 
-int ClusterStatusReport(kube::Client& hub, amqp::Session& broker, const StatusOptions& options, WallTime now) {
+int ClusterStatusReport(kube::Client& hub, amqp::Session& broker, const StatusOptions& options,
+                        const std::string& lease_namespace, WallTime now) {
   namespace res = kube::resources;
   auto names = SplitCluster(options.cluster, options.ns);
   if (!names.ok()) return Fail(names.status().message(), 2);
@@ -97,7 +99,7 @@ int ClusterStatusReport(kube::Client& hub, amqp::Session& broker, const StatusOp
   if (!sss.ok()) return Fail(sss.status().Annotate("listing SelectorSyncSets").message());
   auto cs = hub.Get(kube::Object(res::kClusterSyncs, ns, name));
   if (!cs.ok() && cs.status().code() != Code::kNotFound) return Fail(cs.status().Annotate("reading ClusterSync").message());
-  auto lease = hub.Get(kube::Object(res::kLeases, ns, name));
+  auto lease = hub.Get(kube::Object(res::kLeases, lease_namespace, consumer::ClusterLeaseName(ns, name)));
   if (!lease.ok() && lease.status().code() != Code::kNotFound) return Fail(lease.status().Annotate("reading Lease").message());
 
   auto trace = ReadWindow(broker, key, options.since, now);
@@ -149,7 +151,7 @@ int RunStatus(const StatusOptions& options) {
   if (!broker.ok()) return Fail(broker.status().message());
   const WallTime now = RealClock().WallNow();
   if (!options.cluster.empty()) {
-    int code = ClusterStatusReport(hub, **broker, options, now);
+    int code = ClusterStatusReport(hub, **broker, options, config->consumer.cluster_lease.ns, now);
     (*broker)->Close();
     return code;
   }

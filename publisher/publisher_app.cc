@@ -115,21 +115,28 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     kube::Resource resource;
     HubKind kind;
     bool namespaced;
+    bool metadata_only;
   };
   std::vector<Watched> watched = {
-      {res::kClusterDeployments, HubKind::kClusterDeployment, true},
-      {res::kSyncSets, HubKind::kSyncSet, true},
-      {res::kSelectorSyncSets, HubKind::kSelectorSyncSet, false},
-      {res::kClusterSyncs, HubKind::kClusterSync, true},
-      {res::kClusterSyncLeases, HubKind::kClusterSyncLease, true},
-      {res::kSecrets, HubKind::kSecret, true},   // secretMappings' sources (versions only)
+      {res::kClusterDeployments, HubKind::kClusterDeployment, true, false},
+      {res::kSyncSets, HubKind::kSyncSet, true, false},
+      {res::kSelectorSyncSets, HubKind::kSelectorSyncSet, false, false},
+      {res::kClusterSyncs, HubKind::kClusterSync, true, false},
+      {res::kClusterSyncLeases, HubKind::kClusterSyncLease, true, false},
   };
+  if (config_.publisher.watch_source_secrets) {
+    // secretMappings' sources: their versions, as metadata; the hub never sends their data.
+    watched.push_back({res::kSecrets, HubKind::kSecret, true, true});
+  } else {
+    cache_.Replace(HubKind::kSecret, {});   // no versions: a source change waits for the reapply
+  }
   std::vector<std::unique_ptr<CacheFeeder>> feeders;
   std::vector<std::unique_ptr<kube::Reflector>> reflectors;
   for (const auto& w : watched) {
     feeders.push_back(std::make_unique<CacheFeeder>(cache_, w.kind));
     kube::Reflector::Options options;
     options.clock = &clock;
+    options.list.metadata_only = w.metadata_only;
     reflectors.push_back(std::make_unique<kube::Reflector>(
         *deps_.hub, kube::Collection(w.resource, w.namespaced ? ns : ""), *feeders.back(), options));
     reflectors.back()->Start();

@@ -25,6 +25,11 @@ struct ListOptions {
   // is returned in ObjectList::items. A caller that converts objects into a smaller form of its
   // own takes them here, so a large collection is never held as JSON all at once.
   std::function<void(std::vector<Json>& page)> on_page;
+  // Metadata only (PartialObjectMetadataList, as client-go's metadata client asks): each item is
+  // {"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{...}}, never the
+  // object's body (a Secret's data). A server that answers in full instead (one that does not
+  // know the form) has the bodies dropped from each page as it arrives.
+  bool metadata_only = false;
 };
 
 struct ObjectList {
@@ -45,6 +50,7 @@ struct WatchOptions {
   bool allow_bookmarks = true;
   int timeout_seconds = 300;         // server-side watch timeout
   std::string label_selector;
+  bool metadata_only = false;        // events carry PartialObjectMetadata (see ListOptions)
 };
 
 // One open watch. Next() is called from a single consumer thread. Destroying it cancels.

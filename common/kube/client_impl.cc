@@ -122,6 +122,12 @@ Result<WatchEvent> ParseWatchLine(std::string_view line) {
   return out;
 }
 
+void SetAccept(http::Request& request, const char* accept) {
+  for (auto& [name, value] : request.headers) {
+    if (name == "Accept") value = accept;
+  }
+}
+
 // Interprets a transport result: 2xx with a JSON body, or the mapped API error.
 Result<Json> ToJson(Result<http::Response> result) {
   if (!result.ok()) return result.status();
@@ -156,6 +162,7 @@ struct WatchState {
   std::string error_body;
   WatchDecoder decoder;
 
+  explicit WatchState(bool metadata_only) : decoder(metadata_only) {}
   void EndWith(Status status) {
     if (!end) end = std::move(status);
   }
@@ -241,6 +248,15 @@ class WatchStreamImpl final : public WatchStream {
 
 }  // namespace
 
+Json MetadataOnly(Json object) {
+  if (object.is_object() && object.value("kind", "") == "PartialObjectMetadata") return object;
+  Json metadata = object.is_object() && object.contains("metadata") ? std::move(object["metadata"])
+                                                                     : Json::object();
+  return {{"apiVersion", "meta.k8s.io/v1"},
+          {"kind", "PartialObjectMetadata"},
+          {"metadata", std::move(metadata)}};
+}
+
 void WatchDecoder::Feed(std::string_view chunk, std::vector<Result<WatchEvent>>& out) {
   if (failed_) return;
   size_t scanned = partial_.size();
@@ -252,6 +268,7 @@ void WatchDecoder::Feed(std::string_view chunk, std::vector<Result<WatchEvent>>&
     start = newline + 1;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     Result<WatchEvent> event = ParseWatchLine(line);
+    if (event.ok() && metadata_only_) event->object = MetadataOnly(std::move(event->object));
     bool ok = event.ok();
     out.push_back(std::move(event));
     if (!ok) {
@@ -588,9 +605,10 @@ Result<ObjectList> ClientImpl::List(const ObjectRef& collection, const ListOptio
     if (!options.field_selector.empty())
       query.emplace_back("fieldSelector", options.field_selector);
     if (!continue_token.empty()) query.emplace_back("continue", continue_token);
-    Result<Json> page = Await<Json>([&](Callback<Json> done) {
-      CallJson(NewRequest("GET", Url(target.Path(), query), {}, {}), std::move(done));
-    });
+    Result<Prepared> request = NewRequest("GET", Url(target.Path(), query), {}, {});
+    if (request.ok() && options.metadata_only) SetAccept(request->request, kAcceptMetadataList);
+    Result<Json> page = Await<Json>(
+        [&](Callback<Json> done) { CallJson(std::move(request), std::move(done)); });
     if (!page.ok()) return page.status().Annotate("listing " + target.Describe());
     Json metadata = page->value("metadata", Json::object());
     if (first) list.resource_version = metadata.value("resourceVersion", "");
@@ -600,6 +618,10 @@ Result<ObjectList> ClientImpl::List(const ObjectRef& collection, const ListOptio
     if (page->contains("items") && (*page)["items"].is_array()) {
       items.reserve((*page)["items"].size());
       for (Json& item : (*page)["items"]) {
+        if (options.metadata_only) {
+          items.push_back(MetadataOnly(std::move(item)));
+          continue;
+        }
         // Items of a list omit apiVersion/kind; fill them so each item stands alone.
         if (!item.contains("apiVersion")) item["apiVersion"] = collection.resource.ApiVersion();
         if (!item.contains("kind")) item["kind"] = collection.resource.kind;
@@ -627,9 +649,10 @@ Result<std::unique_ptr<WatchStream>> ClientImpl::Watch(const ObjectRef& collecti
   Result<Prepared> prepared = NewRequest("GET", Url(target.Path(), query), {}, {});
   if (!prepared.ok()) return prepared.status().Annotate("watch");
   http::Request request = std::move(prepared->request);
+  if (options.metadata_only) SetAccept(request, kAcceptMetadata);
   request.timeout = std::chrono::milliseconds(0);
 
-  auto state = std::make_shared<WatchState>();
+  auto state = std::make_shared<WatchState>(options.metadata_only);
   http::Transport::StreamCallbacks callbacks;
   callbacks.on_headers = [state, exec = exec_, credential = std::move(prepared->credential)](
                              int status, const http::Headers& headers) {

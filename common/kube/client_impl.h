@@ -19,16 +19,32 @@
 
 namespace syncbus::kube {
 
+// The Accept headers of metadata-only reads, as client-go's metadata client sends them (JSON
+// only): the PartialObjectMetadata form first, then the object itself for a server that does
+// not offer that form.
+inline constexpr char kAcceptMetadataList[] =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+inline constexpr char kAcceptMetadata[] =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+// `object` reduced to its metadata, as a PartialObjectMetadata (meta.k8s.io/v1); one already
+// in that form is returned as it is.
+Json MetadataOnly(Json object);
+
 // Splits a watch response body, arriving in chunks with arbitrary boundaries, into events
 // (newline-delimited JSON). An ERROR event or a malformed line becomes one terminal error (an
-// ERROR event carrying a 410 Status is kGone); input after it is ignored. Not thread-safe.
+// ERROR event carrying a 410 Status is kGone); input after it is ignored. With `metadata_only`
+// every event's object is reduced to its metadata (MetadataOnly) as it is decoded.
+// Not thread-safe.
 class WatchDecoder {
  public:
+  explicit WatchDecoder(bool metadata_only = false) : metadata_only_(metadata_only) {}
   void Feed(std::string_view chunk, std::vector<Result<WatchEvent>>& out);
 
  private:
   std::string partial_;  // bytes after the last complete line
   bool failed_ = false;
+  bool metadata_only_;
 };
 
 // A token bucket: `qps` tokens per second, at most `burst` stored, starting full. Not thread-safe.

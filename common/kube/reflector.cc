@@ -131,6 +131,7 @@ void Reflector::Run() {
     watch_options.allow_bookmarks = true;
     watch_options.timeout_seconds = NextWatchTimeoutSeconds();
     watch_options.label_selector = options_.list.label_selector;
+    watch_options.metadata_only = options_.list.metadata_only;
     if (!after_list) watch_restarts_.fetch_add(1);
     after_list = false;
     SteadyTime started = clock_.Now();

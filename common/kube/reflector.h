@@ -50,7 +50,7 @@ class ReflectorHandler {
 class Reflector {
  public:
   struct Options {
-    ListOptions list;                             // label selector (list and watch), page size
+    ListOptions list;  // label selector and metadata_only (list and watch), page size
     Backoff::Options backoff;                     // list/watch failures: 800 ms -> 30 s
     std::chrono::seconds min_watch_timeout{300};  // each watch's timeoutSeconds is drawn
     std::chrono::seconds max_watch_timeout{600};  // uniformly from [min, max]

@@ -17,6 +17,7 @@ const Resource kSecrets{"", "v1", "secrets", "Secret", true};
 const Resource kConfigMaps{"", "v1", "configmaps", "ConfigMap", true};
 const Resource kNamespaces{"", "v1", "namespaces", "Namespace", false};
 const Resource kLeases{"coordination.k8s.io", "v1", "leases", "Lease", true};
+const Resource kEvents{"", "v1", "events", "Event", true};
 }  // namespace resources
 // NOLINTEND(cert-err58-cpp)
 

@@ -28,6 +28,7 @@ extern const Resource kSecrets;              // v1 secrets
 extern const Resource kConfigMaps;           // v1 configmaps
 extern const Resource kNamespaces;           // v1 namespaces (cluster)
 extern const Resource kLeases;               // coordination.k8s.io/v1 leases
+extern const Resource kEvents;               // v1 events (core: what kubectl describe lists)
 }  // namespace resources
 
 // An object or a collection of one resource. Empty name = collection; empty namespace on a

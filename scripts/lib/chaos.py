@@ -97,9 +97,8 @@ def start_system(s):
          f"{args.selector_syncsets} SelectorSyncSets of {args.resources} ConfigMaps each")
     s.sim = Simulator(s.bin, work, args.clusters, args.syncsets, args.selector_syncsets, args.resources,
                       args.latency, s.hub_token)
-    # The publishers' leader Lease lives in the syncbus namespace, as deployed.
-    s.sim.hub.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                            "metadata": {"name": "syncbus"}})
+    # The simulated hub has the namespace syncbus (as deployed), where the publishers' leader
+    # Lease and the consumers' cluster Leases live.
     lease = args.lease
     renew = max(1, lease // 3)
     # The production ratio: a frozen consumer is dropped by the broker (two heartbeats) before

@@ -126,6 +126,15 @@ def unix_ms(rfc3339, default):
         return default
 
 
+def lease_cluster(entry):
+    """The cluster (its namespace, which is its name in the fleet) whose Lease a journal line
+    wrote: the consumers' cluster Leases live in namespace syncbus as "<namespace>.<name>"."""
+    if entry.get("resource") != "leases" or entry.get("namespace") != "syncbus":
+        return None
+    name = entry.get("name", "")
+    return name.split(".", 1)[0] if "." in name else None
+
+
 def analyse_journal(path, faults, cluster_names, exclude=()):
     """Replays the journal in order. Every write a consumer makes to a cluster (its objects on the
     target, its ClusterSync on the hub) must happen while that consumer holds the cluster's Lease:
@@ -148,8 +157,8 @@ def analyse_journal(path, faults, cluster_names, exclude=()):
             f.recovery["held clusters"] = len(held)
             open_faults.append((f, held))
         cluster = e.get("cluster")
-        if cluster == "hub" and e.get("resource") == "leases" and e.get("namespace") in names:
-            key = e["namespace"]
+        if cluster == "hub" and lease_cluster(e) in names:
+            key = lease_cluster(e)
             s = leases.setdefault(key, LeaseState())
             holder = e.get("holder", "")
             # The taker decided on its clock when it sent the write: the journal time (when the

@@ -207,7 +207,7 @@ class Chaos:
         back by a status write since (the ClusterSync's resourceVersion is not newer)."""
         hub = self.s.sim.hub
         try:
-            leases = hub.get("/apis/coordination.k8s.io/v1/leases?labelSelector="
+            leases = hub.get("/apis/coordination.k8s.io/v1/namespaces/syncbus/leases?labelSelector="
                              "app.kubernetes.io%2Fmanaged-by%3Dsyncbus")["items"]
             syncs = hub.get("/apis/hiveinternal.openshift.io/v1alpha1/clustersyncs")["items"]
         except Exception:   # a hub burst: choose without
@@ -220,7 +220,8 @@ class Chaos:
             renewed = unix_seconds(spec.get("renewTime"))
             if not holder or renewed + spec.get("leaseDurationSeconds", 0) < now():
                 continue
-            if status_rv.get(meta["namespace"], 0) > int(meta["resourceVersion"]):
+            cluster_ns = (meta.get("annotations") or {}).get("syncbus.io/cluster", "").split("/")[0]
+            if status_rv.get(cluster_ns, 0) > int(meta["resourceVersion"]):
                 continue
             held[holder] = held.get(holder, 0) + 1
         return held

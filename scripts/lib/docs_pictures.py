@@ -110,21 +110,25 @@ class Fleet:
 
     def hold_lease(self, cluster):
         """Takes the cluster's Lease for an hour, as a consumer elsewhere would hold it."""
-        url = f"{self.hub}/apis/coordination.k8s.io/v1/namespaces/{cluster}/leases"
+        # The consumers' cluster Leases: namespace syncbus, named "<namespace>.<name>".
+        url = f"{self.hub}/apis/coordination.k8s.io/v1/namespaces/syncbus/leases"
+        lease_name = f"{cluster}.{cluster}"
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         spec = {"holderIdentity": HOLDER, "leaseDurationSeconds": 3600,
                 "acquireTime": now, "renewTime": now}
         try:
-            lease = http("GET", f"{url}/{cluster}")
+            lease = http("GET", f"{url}/{lease_name}")
         except Failure:
             lease = None
         if lease is None:
             http("POST", url, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                               "metadata": {"name": cluster, "namespace": cluster},
+                               "metadata": {"name": lease_name, "namespace": "syncbus",
+                                            "labels": {"app.kubernetes.io/managed-by": "syncbus"},
+                                            "annotations": {"syncbus.io/cluster": f"{cluster}/{cluster}"}},
                                "spec": spec})
         else:
             lease["spec"].update(spec)
-            http("PUT", f"{url}/{cluster}", lease)
+            http("PUT", f"{url}/{lease_name}", lease)
 
 
 class Broker:

@@ -5,6 +5,7 @@
 
 #include "tests/kubesim/continue_token.h"
 #include "tests/kubesim/json_util.h"
+#include "tests/kubesim/media_type.h"
 #include "tests/kubesim/object_store.h"
 #include "tests/kubesim/request_target.h"
 #include "tests/kubesim/resource_registry.h"
@@ -217,8 +218,36 @@ Outcome<Resolved> Resolve(const ResourceRegistry& registry, const RequestTarget&
   return Resolved{type, target};
 }
 
+// A page as a PartialObjectMetadataList, in kube-apiserver's field order; an empty one has
+// "items":null.
+ApiResponse MetadataListResponse(const ResponseForm& form, const ObjectStore::Page& page,
+                                 uint64_t list_rv, bool unfiltered) {
+  std::string body = "{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"";
+  body += form.ApiVersion();
+  body += "\",\"metadata\":{\"resourceVersion\":\"" + std::to_string(list_rv) + "\"";
+  if (!page.last_key.empty()) {
+    body += ",\"continue\":\"" + EncodeContinue(static_cast<int64_t>(page.rv), page.last_key) + "\"";
+    if (unfiltered) body += ",\"remainingItemCount\":" + std::to_string(page.remaining);
+  }
+  body += "},\"items\":";
+  if (page.items.empty()) {
+    body += "null";
+  } else {
+    char separator = '[';
+    for (const auto& obj : page.items) {
+      body += separator;
+      separator = ',';
+      body += MetadataJson(form, *obj);
+    }
+    body += ']';
+  }
+  body += '}';
+  return JsonResponse(200, std::move(body));
+}
+
 ApiResponse ListObjects(const ObjectStore& store, WatchHub& hub, const TypePtr& type,
-                        const std::string& ns, const QueryParams& query) {
+                        const std::string& ns, const QueryParams& query,
+                        const ResponseForm& form) {
   auto labels = LabelSelector::Parse(query.Get("labelSelector").value_or(""));
   if (!labels.ok()) return ErrorResponse(labels.error());
   auto fields = FieldSelector::Parse(query.Get("fieldSelector").value_or(""), FieldLabels(*type));
@@ -280,6 +309,10 @@ ApiResponse ListObjects(const ObjectStore& store, WatchHub& hub, const TypePtr& 
     e.list_continue = EncodeContinue(-1, after);
     return ErrorResponse(e);
   }
+  if (auto mismatch = FormMismatch(form, *type, /*list=*/true)) return ErrorResponse(*mismatch);
+  // The watch cache answers at its own resourceVersion, etcd at its latest revision.
+  uint64_t list_rv = from_cache ? page->cache_rv : page->rv;
+  if (form.metadata()) return MetadataListResponse(form, *page, list_rv, labels->empty() && fields->empty());
   std::string body;
   body.reserve(256 + page->items.size() * 512);
   body += "{\"apiVersion\":\"";
@@ -305,8 +338,6 @@ ApiResponse ListObjects(const ObjectStore& store, WatchHub& hub, const TypePtr& 
       body += "\"remainingItemCount\":" + std::to_string(page->remaining) + ",";
     }
   }
-  // The watch cache answers at its own resourceVersion, etcd at its latest revision.
-  uint64_t list_rv = from_cache ? page->cache_rv : page->rv;
   body += "\"resourceVersion\":\"" + std::to_string(list_rv) + "\"}}";
   return JsonResponse(200, std::move(body));
 }
@@ -374,6 +405,8 @@ ApiResponse ApiServer::Serve(const ApiRequest& request, Journal* journal) {
     if (query.Flag("watch")) {
       return ErrorResponse(BadRequest("watch requests are served as streams"));
     }
+    auto form = NegotiateForm(request.headers);
+    if (!form.ok()) return ErrorResponse(form.error());
     if (!target.name.empty()) {
       if (ServedFromCache(query, /*single_object=*/true)) {
         auto fresh = CachedRead(state_->hub, *type, query.Get("resourceVersion").value_or(""));
@@ -381,9 +414,10 @@ ApiResponse ApiServer::Serve(const ApiRequest& request, Journal* journal) {
       }
       ObjectPtr obj = state_->store.Get(*type, target.ns, target.name);
       if (!obj) return ErrorResponse(NotFoundError(type->plural, type->group, target.name));
-      return JsonResponse(200, FullJson(*type, *obj));
+      if (auto mismatch = FormMismatch(*form, *type, /*list=*/false)) return ErrorResponse(*mismatch);
+      return JsonResponse(200, form->metadata() ? MetadataJson(*form, *obj) : FullJson(*type, *obj));
     }
-    return ListObjects(state_->store, state_->hub, type, target.ns, query);
+    return ListObjects(state_->store, state_->hub, type, target.ns, query, *form);
   }
   if (m == "POST") {
     if (!target.name.empty()) return ErrorResponse(MethodNotAllowed());
@@ -420,6 +454,8 @@ std::variant<ApiResponse, uint64_t> ApiServer::StartWatch(const ApiRequest& requ
   auto resolved = Resolve(state_->registry, target);
   if (!resolved.ok()) return ErrorResponse(resolved.error());
   const TypePtr& type = resolved->type;
+  auto form = NegotiateForm(request.headers);
+  if (!form.ok()) return ErrorResponse(form.error());
   QueryParams query(request.query);
   std::string field_text = query.Get("fieldSelector").value_or("");
   if (!target.name.empty()) {
@@ -435,6 +471,7 @@ std::variant<ApiResponse, uint64_t> ApiServer::StartWatch(const ApiRequest& requ
   spec.labels = std::move(labels).value();
   spec.fields = std::move(fields).value();
   spec.bookmarks = query.Flag("allowWatchBookmarks");
+  spec.form = *form;
   auto timeout = std::chrono::seconds(kDefaultWatchTimeout);
   if (auto t = query.Get("timeoutSeconds"); t && !t->empty()) {
     uint64_t seconds = 0;

@@ -169,6 +169,33 @@ Json LeaseSchema() {
   return WithMeta({{"type", "object"}, {"properties", {{"spec", spec}}}});
 }
 
+// core/v1 Event (the legacy form kubectl describe lists; events.k8s.io/v1 is another view of it).
+Json EventSchema() {
+  Json str = {{"type", "string"}};
+  Json time = {{"type", "string"}, {"format", "date-time"}};
+  Json reference = {{"type", "object"},
+                    {"properties",
+                     {{"kind", str}, {"namespace", str}, {"name", str}, {"uid", str},
+                      {"apiVersion", str}, {"resourceVersion", str}, {"fieldPath", str}}}};
+  return WithMeta(
+      {{"type", "object"},
+       {"properties",
+        {{"involvedObject", reference},
+         {"related", reference},
+         {"reason", str},
+         {"message", str},
+         {"source", {{"type", "object"}, {"properties", {{"component", str}, {"host", str}}}}},
+         {"firstTimestamp", time},
+         {"lastTimestamp", time},
+         {"count", {{"type", "integer"}}},
+         {"type", str},
+         {"eventTime", time},
+         {"series", {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}},
+         {"action", str},
+         {"reportingComponent", str},
+         {"reportingInstance", str}}}});
+}
+
 Json DeploymentSchema() {
   Json containers = {{"type", "array"},
                      {"x-kubernetes-patch-strategy", "merge"},
@@ -544,6 +571,27 @@ void ValidateLease(const Json& obj, const Json*, std::vector<FieldError>* errors
   }
 }
 
+// --- Event ---------------------------------------------------------------------------------------
+
+// What kube-apiserver 1.26 stores for fields a legacy Event leaves out (it also writes the
+// unset timestamps as null, which the simulator leaves out).
+void DefaultEvent(Json& obj, const Json*) {
+  SetIfAbsent(obj, "source", Json::object());
+  SetIfAbsent(obj, "reportingComponent", "");
+  SetIfAbsent(obj, "reportingInstance", "");
+}
+
+// The legacy (core/v1, no eventTime) rules: the Event lives in its object's namespace.
+void ValidateEvent(const Json& obj, const Json*, std::vector<FieldError>* errors) {
+  std::string kind = Str(obj, {"involvedObject", "kind"});
+  std::string involved = Str(obj, {"involvedObject", "namespace"});
+  std::string ns = Str(obj, {"metadata", "namespace"});
+  bool cluster_scoped = kind == "Node" || kind == "Namespace" || kind == "PersistentVolume";
+  if (!involved.empty() && !cluster_scoped && involved != ns) {
+    errors->push_back(Invalid("involvedObject.namespace", involved, "does not match event.namespace"));
+  }
+}
+
 // --- Deployment --------------------------------------------------------------------------------
 
 void DefaultContainers(Json* containers) {
@@ -781,6 +829,7 @@ const BuiltinBehavior kNamespace{DefaultNamespace, nullptr, nullptr, PrepareName
 const BuiltinBehavior kServiceAccount{nullptr, nullptr, nullptr};
 const BuiltinBehavior kService{DefaultService, nullptr, ValidateService, PrepareService};
 const BuiltinBehavior kLease{nullptr, nullptr, ValidateLease};
+const BuiltinBehavior kEvent{DefaultEvent, nullptr, ValidateEvent};
 const BuiltinBehavior kDeployment{DefaultDeployment, nullptr, ValidateDeployment,
                                   PrepareDeployment};
 const BuiltinBehavior kRole{nullptr, nullptr, ValidateRole};
@@ -859,6 +908,15 @@ const std::vector<TypePtr>& BuiltinTypes() {
     v->push_back(Make("coordination.k8s.io", "leases", "lease", "Lease", true, {}, LeaseSchema(),
                       &kLease, [](ResourceType& t) {
                         t.zero_object = {{"metadata", Json::object()}, {"spec", Json::object()}};
+                      }));
+    v->push_back(Make("", "events", "event", "Event", true, {"ev"}, EventSchema(), &kEvent,
+                      [](ResourceType& t) {
+                        t.field_selectors = {"involvedObject.kind", "involvedObject.namespace",
+                                             "involvedObject.name", "involvedObject.uid",
+                                             "involvedObject.apiVersion",
+                                             "involvedObject.resourceVersion",
+                                             "involvedObject.fieldPath", "reason",
+                                             "reportingComponent", "type"};
                       }));
     v->push_back(Make(
         "apps", "deployments", "deployment", "Deployment", true, {"deploy"}, DeploymentSchema(),

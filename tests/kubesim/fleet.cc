@@ -167,6 +167,14 @@ Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const st
   auto start = std::chrono::steady_clock::now();
   FleetSummary summary;
   summary.clusters = spec.clusters;
+  if (spec.clusters > 0) {
+    Status made = Create(hub, "/api/v1/namespaces",
+                         {{"apiVersion", "v1"},
+                          {"kind", "Namespace"},
+                          {"metadata", {{"name", kSyncbusNamespace}}}});
+    if (!made.ok() && made.http_status() != 409) return made;   // there already: as installed
+    ++summary.hub_objects;
+  }
   int set_width = NameWidth(spec.syncsets, 2);
   for (int i = 0; i < spec.clusters; ++i) {
     std::string name = FleetClusterName(i, spec.clusters);

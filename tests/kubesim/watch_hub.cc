@@ -16,11 +16,22 @@ std::string EventLine(const char* type, const std::string& object_json) {
   return line;
 }
 
-std::string BookmarkLine(const ResourceType& type, uint64_t rv) {
+std::string BookmarkLine(const ResourceType& type, const ResponseForm& form, uint64_t rv) {
+  if (form.metadata()) {
+    // kube-apiserver's: an empty PartialObjectMetadata with only the resourceVersion.
+    return EventLine("BOOKMARK", "{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"" +
+                                     form.ApiVersion() + "\",\"metadata\":{\"resourceVersion\":\"" +
+                                     std::to_string(rv) + "\",\"creationTimestamp\":null}}");
+  }
   Json object = {{"kind", type.kind},
                  {"apiVersion", type.api_version},
                  {"metadata", {{"resourceVersion", std::to_string(rv)}}}};
   return EventLine("BOOKMARK", object.dump());
+}
+
+// The object of an event as the watch asked for it.
+std::string EventObject(const WatchHub::Spec& spec, const StoredObject& object) {
+  return spec.form.metadata() ? MetadataJson(spec.form, object) : FullJson(*spec.type, object);
 }
 
 }  // namespace
@@ -186,11 +197,12 @@ std::vector<WatchHub::Delivery> WatchHub::CollectLocked() {
     Watcher& w = it->second;
     const ResourceType& type = *w.spec.type;
     Delivery d{it->first, w.sink, {}, false};
-    if (w.closing || (w.spec.deadline && now >= *w.spec.deadline)) {
+    if (w.closing || (w.spec.deadline && now >= *w.spec.deadline) ||
+        w.spec.form.kind == ResponseForm::Kind::kMetadataList) {
       d.end = true;
     } else {
       for (const auto& obj : w.initial) {
-        if (Matches(w, *obj)) d.lines.push_back(EventLine("ADDED", FullJson(type, *obj)));
+        if (Matches(w, *obj)) d.lines.push_back(EventLine("ADDED", EventObject(w.spec, *obj)));
       }
       w.initial.clear();
       uint64_t floor = WatchFloorLocked(type.key);
@@ -208,20 +220,20 @@ std::vector<WatchHub::Delivery> WatchHub::CollectLocked() {
           bool now_matches = e.type != StoreEvent::Type::kDeleted && Matches(w, *e.object);
           bool was_matching = e.prev != nullptr && Matches(w, *e.prev);
           if (e.type == StoreEvent::Type::kDeleted) {
-            if (was_matching) d.lines.push_back(EventLine("DELETED", FullJson(type, *e.object)));
+            if (was_matching) d.lines.push_back(EventLine("DELETED", EventObject(w.spec, *e.object)));
           } else if (now_matches) {
             const char* kind = was_matching ? "MODIFIED" : "ADDED";
-            d.lines.push_back(EventLine(kind, FullJson(type, *e.object)));
+            d.lines.push_back(EventLine(kind, EventObject(w.spec, *e.object)));
           } else if (was_matching) {
             ObjectPtr last = WithResourceVersion(type, *e.prev, e.rv);
-            d.lines.push_back(EventLine("DELETED", FullJson(type, *last)));
+            d.lines.push_back(EventLine("DELETED", EventObject(w.spec, *last)));
           }
         }
       }
       // A watch from a future resourceVersion gets no bookmark before it is reached.
       if (!d.end && w.cursor <= latest_rv_) {
         w.cursor = latest_rv_;
-        if (w.bookmark_due) d.lines.push_back(BookmarkLine(type, w.cursor));
+        if (w.bookmark_due) d.lines.push_back(BookmarkLine(type, w.spec.form, w.cursor));
       }
       w.bookmark_due = false;
     }

@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "tests/kubesim/api_server.h"
+#include "tests/kubesim/media_type.h"
 #include "tests/kubesim/selector.h"
 #include "tests/kubesim/status_error.h"
 #include "tests/kubesim/stored_object.h"
@@ -63,6 +64,10 @@ class WatchHub {
     FieldSelector fields;
     bool bookmarks = false;
     std::optional<SteadyTime> deadline;
+    // The objects of events: whole, or their metadata. A watch asking for the list form
+    // (PartialObjectMetadataList) ends without an event, as kube-apiserver's does: it cannot
+    // encode one.
+    ResponseForm form;
   };
 
   WatchHub(const Clock& clock, WatchWindow window);

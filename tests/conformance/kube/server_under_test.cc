@@ -85,11 +85,12 @@ std::string ServerUnderTest::NewNamespace(const std::string& prefix) {
 }
 
 RawResponse ServerUnderTest::Raw(const std::string& method, const std::string& path_and_query,
-                                 const std::string& body, const std::string& content_type) {
+                                 const std::string& body, const std::string& content_type,
+                                 const std::string& accept) {
   http::Request request;
   request.method = method;
   request.url = admin_.server + path_and_query;
-  request.headers = {{"Accept", "application/json"},
+  request.headers = {{"Accept", accept},
                      {"Authorization", "Bearer " + admin_.bearer_token}};
   if (!body.empty()) request.headers.emplace_back("Content-Type", content_type);
   request.body = body;

@@ -48,10 +48,12 @@ class ServerUnderTest {
   std::unique_ptr<kube::ClientImpl> WithToken(const std::string& token);
   // Creates a namespace named "<prefix>-<random>" and returns its name.
   std::string NewNamespace(const std::string& prefix);
-  // One admin request: `path_and_query` under the server URL; the body is sent as `content_type`.
+  // One admin request: `path_and_query` under the server URL; the body is sent as `content_type`,
+  // the answer asked for as `accept`.
   RawResponse Raw(const std::string& method, const std::string& path_and_query,
                   const std::string& body = {},
-                  const std::string& content_type = "application/json");
+                  const std::string& content_type = "application/json",
+                  const std::string& accept = "application/json");
   // Requests sent through the clients and Raw() so far.
   uint64_t requests() const { return requests_->load(); }
 

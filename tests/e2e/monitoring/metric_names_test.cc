@@ -120,14 +120,16 @@ std::string Encode(const std::string& s) {
   return out;
 }
 
-// The paths and queries the RabbitMQ ServiceMonitor scrapes (port `prometheus`), with the vhost
-// parameter pointed at the test's vhost.
+// The paths and queries the RabbitMQ ServiceMonitor scrapes (port `prometheus-tls`, or
+// `prometheus` on a broker without TLS: the same pages), with the vhost parameter pointed at the
+// test's vhost.
 std::vector<std::string> RabbitmqScrapes(const std::string& vhost) {
   std::vector<std::string> paths;
   for (const YAML::Node& doc : YAML::LoadAllFromFile(Deploy("monitoring/service-monitors.yaml"))) {
     if (doc["kind"].as<std::string>() != "ServiceMonitor") continue;
     for (const auto& endpoint : doc["spec"]["endpoints"]) {
-      if (endpoint["port"].as<std::string>() != "prometheus") continue;
+      const std::string port = endpoint["port"].as<std::string>();
+      if (port != "prometheus" && port != "prometheus-tls") continue;
       std::string path = endpoint["path"] ? endpoint["path"].as<std::string>() : "/metrics";
       char separator = '?';
       for (const auto& param : endpoint["params"]) {

@@ -13,6 +13,7 @@
 #include "common/kube/client_impl.h"
 #include "common/kube/config.h"
 #include "common/sync_message.h"
+#include "consumer/cluster_lease.h"
 #include "common/time_format.h"
 #include "ctl/dead_letters.h"
 #include "ctl/fleet_progress.h"
@@ -228,7 +229,7 @@ TEST_CASE(
   p.StartConsumer("consumer-1");
   p.StartConsumer("consumer-2");
   auto holder_pid = [&]() -> pid_t {
-    auto lease = p.hub->Get(kube::Object(kube::resources::kLeases, ns, poison));
+    auto lease = p.hub->Get(kube::Object(kube::resources::kLeases, "syncbus", consumer::ClusterLeaseName(ns, poison)));
     if (!lease.ok()) return -1;
     std::string holder = (*lease)["spec"].value("holderIdentity", "");
     size_t dash = holder.rfind('-');

@@ -11,6 +11,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// Where the consumers keep cluster ns/name's Lease (LeaseOptions::ns defaults to syncbus).
+kube::ObjectRef LeaseOf(const std::string& ns, const std::string& name) {
+  return kube::Object(kube::resources::kLeases, "syncbus", ClusterLeaseName(ns, name));
+}
+
 struct Pool {
   FakeClock clock;
   testing::FakeObjectStore hub;
@@ -26,7 +31,7 @@ struct Pool {
     o.safety_margin = 10s;
     return o;
   }
-  Json Lease() { return *hub.Get(kube::Object(kube::resources::kLeases, "ns1", "c1")); }
+  Json Lease() { return *hub.Get(LeaseOf("ns1", "c1")); }
 };
 
 }  // namespace
@@ -92,7 +97,7 @@ TEST_CASE("a renewal that loses a race marks the lease lost at once") {
   REQUIRE(held.ok());
   Json stolen = p.Lease();
   stolen["spec"]["holderIdentity"] = "intruder";
-  p.hub.Overwrite(kube::Object(kube::resources::kLeases, "ns1", "c1"), stolen);
+  p.hub.Overwrite(LeaseOf("ns1", "c1"), stolen);
   p.a.RenewHeld();
   CHECK((*held)->lost());
   CHECK((*held)->Check(p.clock).code() == Code::kConflict);
@@ -126,7 +131,7 @@ struct MirroredPool {
   ClusterLeases a{Pool::Options("consumer-a"), hub, clock, registry, &mirror_a};
   ClusterLeases b{Pool::Options("consumer-b"), hub, clock, registry, &mirror_b};
 
-  Json Lease() { return hub.Peek(kube::Object(kube::resources::kLeases, "ns1", "c1")); }
+  Json Lease() { return hub.Peek(LeaseOf("ns1", "c1")); }
   // The hub's lease, as a watch event to `mirror`.
   void Deliver(HubMirror& mirror) { mirror.handler(HubCollection::kLeases).OnUpsert(Lease()); }
   // A ClusterSync stored at `version`, delivered to both mirrors.
@@ -211,5 +216,39 @@ TEST_CASE("without releaseByStatus every lease is given back with a write") {
   auto held = c.Acquire("ns1", "c2");
   REQUIRE(held.ok());
   c.Release(*held, "999");
-  CHECK(p.hub.Peek(kube::Object(kube::resources::kLeases, "ns1", "c2"))["spec"]["holderIdentity"] == "");
+  CHECK(p.hub.Peek(LeaseOf("ns1", "c2"))["spec"]["holderIdentity"] == "");
+}
+
+TEST_CASE("a cluster's Lease lives in syncbus's namespace under a name no other cluster has") {
+  CHECK(ClusterLeaseName("ns1", "c1") == "ns1.c1");
+  // A namespace name has no dot (a DNS label), so the first dot of "<namespace>.<name>" ends the
+  // namespace: no two clusters share a name.
+  CHECK(ClusterLeaseName("a", "b.c") == "a.b.c");
+  CHECK(ClusterLeaseName("a-b", "c") == "a-b.c");
+  // Past the 253 characters an object name may have: the hex SHA-256 of "ns/name", 64
+  // characters without a dot, which no "<namespace>.<name>" can be.
+  std::string long_name(250, 'x');
+  std::string hashed = ClusterLeaseName("ns1", long_name);
+  CHECK(hashed.size() == 64);
+  CHECK(hashed.find('.') == std::string::npos);
+  CHECK(hashed != ClusterLeaseName("ns1", long_name + "y"));
+  CHECK(ClusterLeaseName("ns1", std::string(249, 'x')).size() == 253);
+
+  Pool p;
+  auto held = p.a.Acquire("ns1", "c1");
+  REQUIRE(held.ok());
+  Json lease = p.Lease();
+  CHECK(lease["metadata"]["namespace"] == "syncbus");
+  CHECK(lease["metadata"]["name"] == "ns1.c1");
+  CHECK(lease["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "syncbus");
+  CHECK(lease["metadata"]["annotations"][kClusterLeaseAnnotation] == "ns1/c1");
+  // Nothing lands in the cluster's own namespace.
+  CHECK(p.hub.Get(kube::Object(kube::resources::kLeases, "ns1", "c1")).status().code() == Code::kNotFound);
+
+  // Another namespace when configured so.
+  LeaseOptions elsewhere = Pool::Options("consumer-c");
+  elsewhere.ns = "syncbus-prod";
+  ClusterLeases c{elsewhere, p.hub, p.clock, p.registry};
+  REQUIRE(c.Acquire("ns1", "c2").ok());
+  CHECK(p.hub.Get(kube::Object(kube::resources::kLeases, "syncbus-prod", "ns1.c2")).ok());
 }

@@ -87,6 +87,24 @@ struct Script {
   }
 };
 
+// Keeps what the loop tells the Event sink.
+struct RecordedEvents final : SyncEventSink {
+  std::mutex mu;
+  std::vector<SyncEvent> events;
+  void Record(SyncEvent event) override {
+    std::lock_guard lock(mu);
+    events.push_back(std::move(event));
+  }
+  std::vector<SyncEvent> Of(const std::string& cluster) {
+    std::lock_guard lock(mu);
+    std::vector<SyncEvent> out;
+    for (const SyncEvent& e : events) {
+      if (e.name == cluster) out.push_back(e);
+    }
+    return out;
+  }
+};
+
 struct Harness {
   FakeClock clock;
   amqp::FakeBroker broker{clock};
@@ -97,6 +115,7 @@ struct Harness {
   std::unique_ptr<ClusterLeases> leases;
   Script script;
   TraceRecorder trace{"consumer-1", registry};
+  RecordedEvents events;
   std::unique_ptr<DeliveryLoop> loop;
   amqp::TopologyOptions topology;
 
@@ -116,6 +135,7 @@ struct Harness {
     options.retry = {topology.retry_tiers, 4};
     options.delivery_limit = 2;
     options.trace = &trace;
+    options.events = &events;
     loop = std::make_unique<DeliveryLoop>(options, session, script.Function(), leases.get(), clock, registry);
     REQUIRE(loop->Subscribe().ok());
   }
@@ -304,6 +324,47 @@ TEST_CASE("a request that recovers after a retry ends acked") {
   CHECK(h.Retrying("1s").empty());
   CHECK(h.Dead().empty());
   CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "applied"}}) == 1);
+}
+
+TEST_CASE("failed attempts, the parking and a recovery become Events, and a plain success none") {
+  Harness h;
+  h.script.outcomes["failing"] = {FailedSets(true)};
+  h.script.outcomes["healing"] = {Result<SyncOutcome>(Status(Code::kTimeout, "hub read timed out")), Applied()};
+  SyncOutcome after_failure = Applied();
+  after_failure.recovered = true;   // its ClusterSync showed a failing set
+  h.script.outcomes["healed"] = {after_failure};
+  for (const char* name : {"failing", "healing", "healed", "fine"}) h.Send(Request(name), name);
+  h.StepUntilIdle();
+  for (auto tier : {1100ms, 2100ms, 4100ms}) {
+    h.clock.Advance(tier);
+    h.StepUntilIdle();
+  }
+  REQUIRE(h.Dead().size() == 1);
+
+  std::vector<SyncEvent> failing = h.events.Of("failing");
+  REQUIRE(failing.size() == 4);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(failing[i].kind == SyncEvent::Kind::kFailed);
+    CHECK(failing[i].ns == "ns1");
+    CHECK(failing[i].message == "resources[0] ConfigMap default/a: 503 Service Unavailable");
+  }
+  CHECK(failing[3].kind == SyncEvent::Kind::kParked);
+  CHECK(failing[3].message ==
+        "parked in the dead-letter queue after attempt 4 (syncbusctl dlq replay runs it again): "
+        "resources[0] ConfigMap default/a: 503 Service Unavailable");
+
+  std::vector<SyncEvent> healing = h.events.Of("healing");
+  REQUIRE(healing.size() == 2);
+  CHECK(healing[0].kind == SyncEvent::Kind::kFailed);
+  CHECK(healing[0].message.find("hub read timed out") != std::string::npos);
+  CHECK(healing[1].kind == SyncEvent::Kind::kRecovered);   // its second attempt succeeded
+
+  std::vector<SyncEvent> healed = h.events.Of("healed");
+  REQUIRE(healed.size() == 1);
+  CHECK(healed[0].kind == SyncEvent::Kind::kRecovered);
+  CHECK(h.events.Of("fine").empty());   // steady state: no Event, no hub write
+  CHECK(std::string(SyncEventReason(SyncEvent::Kind::kParked)) == "SyncParked");
+  CHECK(std::string(SyncEventType(SyncEvent::Kind::kRecovered)) == "Normal");
 }
 
 TEST_CASE("429 with Retry-After skips tiers shorter than asked, permanent failures use the slow tier") {

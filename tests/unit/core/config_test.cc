@@ -22,6 +22,9 @@ TEST_CASE("empty config gives the documented defaults") {
   CHECK(c->consumer.cluster_lease.duration == 30s);
   CHECK(c->consumer.cluster_lease.renew_interval == 10s);
   CHECK(c->consumer.cluster_lease.safety_margin == 10s);
+  CHECK(c->consumer.cluster_lease.ns == "syncbus");
+  CHECK(c->consumer.events);
+  CHECK(c->publisher.watch_source_secrets);
   CHECK(c->admin.port == 8080);
 }
 
@@ -35,6 +38,7 @@ topology: {retryTiers: [1s, 10s], deliveryLimit: 3, maxLength: 1000, traceMaxAge
 publisher:
   resyncInterval: 30m
   maxPublishRate: 100
+  watchSourceSecrets: false
   leaderElection: {leaseDuration: 20s, renewDeadline: 12s, retryPeriod: 3s}
 consumer:
   prefetch: 5
@@ -44,7 +48,8 @@ consumer:
   maxIdleConnections: 0
   idleConnectionTimeout: 0s
   targetClients: 50
-  clusterLease: {duration: 60s, renewInterval: 15s, safetyMargin: 20s}
+  events: false
+  clusterLease: {namespace: syncbus-prod, duration: 60s, renewInterval: 15s, safetyMargin: 20s}
 )");
   REQUIRE(c.ok());
   CHECK(c->log.format == "json");
@@ -65,6 +70,9 @@ consumer:
   CHECK(c->consumer.cluster_lease.duration == 60s);
   CHECK(c->consumer.cluster_lease.renew_interval == 15s);
   CHECK(c->consumer.cluster_lease.safety_margin == 20s);
+  CHECK(c->consumer.cluster_lease.ns == "syncbus-prod");
+  CHECK_FALSE(c->consumer.events);
+  CHECK_FALSE(c->publisher.watch_source_secrets);
 }
 
 TEST_CASE("config errors name the bad key") {
@@ -90,6 +98,8 @@ TEST_CASE("config errors name the bad key") {
       {"consumer: {clusterLease: {duration: 1500ms}}", "consumer.clusterLease.duration: must be a whole number"},
       {"consumer: {clusterLease: {duration: 15s}}", "consumer.clusterLease.renewInterval: renewInterval + safetyMargin"},
       {"consumer: {clusterLease: {lease: 15s}}", "consumer.clusterLease.lease: unknown key"},
+      {"consumer: {clusterLease: {namespace: \"\"}}", "consumer.clusterLease.namespace: must name"},
+      {"consumer: {events: maybe}", "consumer.events"},
       {"consumer: {maxConnectionsPerHost: -1}", "consumer.maxConnectionsPerHost: must be between"},
       {"consumer: {targetClients: 0}", "consumer.targetClients: must be between"},
       {"consumer: {idleConnectionTimeout: -1s}", "consumer.idleConnectionTimeout"},

@@ -364,6 +364,79 @@ TEST_CASE("client: watch request and events split across chunks") {
   CHECK(next().status().code() == Code::kUnavailable);  // stays ended
 }
 
+TEST_CASE("client: a metadata-only list asks for PartialObjectMetadataList and keeps no body") {
+  const Json secret = {{"metadata", {{"name", "s"}, {"namespace", "ns"}, {"resourceVersion", "7"}}},
+                       {"data", {{"token", "c2VjcmV0"}}},
+                       {"type", "Opaque"}};
+  bool partial = true;
+  auto transport =
+      std::make_shared<ScriptedTransport>([&](const http::Request&) -> Result<http::Response> {
+        if (partial) {
+          Json item = {{"kind", "PartialObjectMetadata"}, {"apiVersion", "meta.k8s.io/v1"},
+                       {"metadata", secret["metadata"]}};
+          return JsonResponse(200, {{"kind", "PartialObjectMetadataList"},
+                                    {"apiVersion", "meta.k8s.io/v1"},
+                                    {"metadata", {{"resourceVersion", "9"}}},
+                                    {"items", {item}}});
+        }
+        // A server that does not offer the form answers with the objects themselves.
+        return JsonResponse(200, {{"kind", "SecretList"},
+                                  {"apiVersion", "v1"},
+                                  {"metadata", {{"resourceVersion", "9"}}},
+                                  {"items", {secret}}});
+      });
+  ClientImpl client(Config(), transport);
+  ListOptions options;
+  options.metadata_only = true;
+  size_t on_page = 0;
+  options.on_page = [&](std::vector<Json>& page) {
+    for (const Json& item : page) CHECK_FALSE(item.contains("data"));
+    on_page += page.size();
+  };
+  for (bool answer_partial : {true, false}) {
+    partial = answer_partial;
+    CAPTURE(answer_partial);
+    Result<ObjectList> list = client.List(Collection(resources::kSecrets), options);
+    REQUIRE(list.ok());
+    CHECK(Header(transport->last(), "Accept") ==
+          "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json");
+    CHECK(list->resource_version == "9");
+    REQUIRE(list->items.size() == 1);
+    CHECK(list->items[0] == Json{{"apiVersion", "meta.k8s.io/v1"},
+                                 {"kind", "PartialObjectMetadata"},
+                                 {"metadata", secret["metadata"]}});
+  }
+  CHECK(on_page == 2);
+  // Without the option, the objects are asked for as they are.
+  REQUIRE(client.List(Collection(resources::kSecrets), {}).ok());
+  CHECK(Header(transport->last(), "Accept") == "application/json");
+}
+
+TEST_CASE("client: a metadata-only watch asks for PartialObjectMetadata and keeps no body") {
+  auto transport = std::make_shared<ScriptedTransport>();
+  ClientImpl client(Config("https://h"), transport);
+  WatchOptions options;
+  options.metadata_only = true;
+  Result<std::unique_ptr<WatchStream>> stream = client.Watch(Collection(resources::kSecrets), options);
+  REQUIRE(stream.ok());
+  CHECK(Header(transport->last(), "Accept") ==
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json");
+  transport->Headers(200);
+  // One event in the metadata form, one from a server that answered with the whole object.
+  transport->Data(R"({"type":"ADDED","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","resourceVersion":"5"}}})"
+                  "\n"
+                  R"({"type":"MODIFIED","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"6"},"data":{"k":"c2VjcmV0"}}})"
+                  "\n");
+  for (const char* rv : {"5", "6"}) {
+    Result<std::optional<WatchEvent>> event = (*stream)->Next(milliseconds(0));
+    REQUIRE(event.ok());
+    REQUIRE(event->has_value());
+    CHECK((*event)->object == Json{{"apiVersion", "meta.k8s.io/v1"},
+                                   {"kind", "PartialObjectMetadata"},
+                                   {"metadata", {{"name", "a"}, {"resourceVersion", rv}}}});
+  }
+}
+
 TEST_CASE("client: watch failures: non-200 answers, ERROR events, dropped connections") {
   auto transport = std::make_shared<ScriptedTransport>();
   ClientImpl client(Config("https://h"), transport);

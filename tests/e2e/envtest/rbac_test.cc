@@ -1,0 +1,798 @@
+// Least privilege on a real API server. deploy/rbac.yaml is applied unchanged to the envtest hub
+// (which enforces owner-reference permissions, as OpenShift hubs do), and the daemons act as the
+// ServiceAccounts it binds (the envtest's bearer-token users of those names and groups):
+//   - nothing is granted beyond an allowlist: a SubjectAccessReview for every resource the hub
+//     serves and every verb that writes, in a cluster's namespace, kube-system and syncbus, and
+//     for the reads of Secrets and of kube-system's Leases;
+//   - the same as real requests: the consumer cannot list or watch a Secret, neither daemon can
+//     touch a Lease in kube-system, the publisher cannot read a Secret by name;
+//   - every right of deploy/rbac.yaml is needed: with the right removed, the daemon's work — run
+//     through the daemon's own components as its identity — is refused, and with all of them it
+//     succeeds;
+//   - the publisher's Secret list and watch carry no Secret data (the hub's own metrics).
+#include <doctest/doctest.h>
+#include <prometheus/registry.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <fstream>
+#include <future>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "common/base64.h"
+#include "common/http/curl_transport.h"
+#include "common/kube/client_impl.h"
+#include "common/kube/config.h"
+#include "consumer/cluster_lease.h"
+#include "consumer/cluster_syncer.h"
+#include "consumer/event_recorder.h"
+#include "consumer/hub_reader.h"
+#include "consumer/rest_mapper.h"
+#include "consumer/target_clients.h"
+#include "publisher/leader_elector.h"
+#include "tests/kubesim/yaml_json.h"
+#include "tests/support/child_process.h"
+#include "tests/support/envtest_env.h"
+#include "tests/support/files.h"
+#include "tests/support/test_broker.h"
+#include "tests/support/wait.h"
+
+using namespace syncbus;
+using namespace syncbus::testing;
+using namespace std::chrono_literals;
+using kube::Collection;
+using kube::Object;
+namespace res = kube::resources;
+
+namespace {
+
+const kube::Resource kSubjectAccessReviews{"authorization.k8s.io", "v1", "subjectaccessreviews",
+                                           "SubjectAccessReview", false};
+constexpr char kSyncbus[] = "syncbus";
+const Json kServiceAccountGroups = {"system:serviceaccounts", "system:serviceaccounts:syncbus",
+                                    "system:authenticated"};
+
+// The daemons' users, and "nobody": authenticated, bound to nothing (what every user may).
+std::string UserOf(const std::string& daemon) {
+  return daemon == "nobody" ? "envtest-nobody" : "system:serviceaccount:syncbus:syncbus-" + daemon;
+}
+Json GroupsOf(const std::string& daemon) {
+  return daemon == "nobody" ? Json::array({"system:authenticated"}) : kServiceAccountGroups;
+}
+
+// One request as RBAC sees it.
+struct Access {
+  std::string verb, group, resource, subresource, ns, name;
+
+  std::string Describe() const {
+    std::string what = verb + " " + (group.empty() ? "" : group + "/") + resource +
+                       (subresource.empty() ? "" : "/" + subresource);
+    if (!name.empty()) what += " " + name;
+    return what + (ns.empty() ? " (cluster)" : " in " + ns);
+  }
+};
+
+// The hub, as the admin and as the daemons' identities.
+struct Hub {
+  EnvtestEnv env;
+  std::shared_ptr<http::Transport> transport;
+  std::unique_ptr<kube::ClientImpl> admin, target;
+
+  Hub() {
+    Result<EnvtestEnv> loaded = LoadEnvtestEnv();
+    REQUIRE_MESSAGE(loaded.ok(), loaded.status().ToString());
+    env = *loaded;
+    Result<std::unique_ptr<http::CurlTransport>> curl = http::CurlTransport::Create({});
+    REQUIRE(curl.ok());
+    transport = std::move(curl).value();
+    admin = Client(env.hub_kubeconfig);
+    target = Client(env.target_kubeconfig);
+  }
+
+  std::unique_ptr<kube::ClientImpl> Client(const std::string& kubeconfig_file) {
+    Result<kube::ClusterConfig> config = kube::LoadKubeconfigFile(kubeconfig_file);
+    REQUIRE_MESSAGE(config.ok(), config.status().ToString());
+    return std::make_unique<kube::ClientImpl>(*config, transport);
+  }
+  std::unique_ptr<kube::ClientImpl> As(const std::string& daemon) {
+    return Client(daemon == "publisher" ? env.publisher_kubeconfig : env.consumer_kubeconfig);
+  }
+
+  // Server-side applies `docs` as the admin (field manager syncbus-rbac-proof, forced).
+  void Apply(const std::vector<Json>& docs) {
+    consumer::RestMapper mapper(*admin);
+    for (const Json& doc : docs) {
+      Result<kube::Resource> resource =
+          mapper.Map(doc["apiVersion"].get<std::string>(), doc["kind"].get<std::string>());
+      REQUIRE_MESSAGE(resource.ok(), resource.status().ToString());
+      const Json& meta = doc["metadata"];
+      kube::ObjectRef ref =
+          Object(*resource, resource->namespaced ? meta.value("namespace", "") : "",
+                 meta["name"].get<std::string>());
+      Result<Json> applied = admin->Apply(ref, doc, {"syncbus-rbac-proof", true});
+      REQUIRE_MESSAGE(applied.ok(), ref.Describe() << ": " << applied.status().ToString());
+    }
+  }
+
+  // Whether `daemon` may do `access`, as the hub's authorizer answers a SubjectAccessReview.
+  bool Allowed(const std::string& daemon, const Access& access) {
+    Json attributes = {
+        {"verb", access.verb}, {"group", access.group}, {"resource", access.resource}};
+    if (!access.subresource.empty()) attributes["subresource"] = access.subresource;
+    if (!access.ns.empty()) attributes["namespace"] = access.ns;
+    if (!access.name.empty()) attributes["name"] = access.name;
+    Json review = {{"apiVersion", "authorization.k8s.io/v1"},
+                   {"kind", "SubjectAccessReview"},
+                   {"spec",
+                    {{"user", UserOf(daemon)},
+                     {"groups", GroupsOf(daemon)},
+                     {"resourceAttributes", attributes}}}};
+    Result<Json> answer = admin->Create(Collection(kSubjectAccessReviews), review);
+    REQUIRE_MESSAGE(answer.ok(), answer.status().ToString());
+    return (*answer)["status"].value("allowed", false);
+  }
+
+  void CreateNamespace(kube::Client& client, const std::string& name) {
+    Result<Json> made = client.Create(
+        Collection(res::kNamespaces),
+        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}});
+    REQUIRE_MESSAGE((made.ok() || made.status().code() == Code::kAlreadyExists),
+                    made.status().ToString());
+  }
+  void Create(kube::Client& client, const kube::Resource& resource, const Json& object) {
+    std::string ns = resource.namespaced ? object["metadata"].value("namespace", "") : "";
+    Result<Json> made = client.Create(Collection(resource, ns), object);
+    REQUIRE_MESSAGE(made.ok(), object["metadata"].dump() << ": " << made.status().ToString());
+  }
+
+  // A cluster as Hive makes one: namespace, ClusterDeployment, admin kubeconfig Secret (the
+  // target's), a secretMappings source Secret and one SyncSet using it; its namespace on the
+  // target.
+  void AddCluster(const std::string& name) {
+    CreateNamespace(*admin, name);
+    CreateNamespace(*target, name);
+    Create(*admin, res::kClusterDeployments,
+           {{"apiVersion", "hive.openshift.io/v1"},
+            {"kind", "ClusterDeployment"},
+            {"metadata", {{"name", name}, {"namespace", name}}},
+            {"spec",
+             {{"baseDomain", "envtest.syncbus.io"},
+              {"clusterName", name},
+              {"platform", {{"none", Json::object()}}},
+              {"installed", true},
+              {"clusterMetadata",
+               {{"clusterID", "5e1f0000-0000-4000-8000-000000000000"},
+                {"infraID", name},
+                {"adminKubeconfigSecretRef", {{"name", name + "-admin-kubeconfig"}}}}}}}});
+    Create(*admin, res::kSecrets,
+           {{"apiVersion", "v1"},
+            {"kind", "Secret"},
+            {"metadata", {{"name", name + "-admin-kubeconfig"}, {"namespace", name}}},
+            {"data", {{"kubeconfig", EncodeBase64(ReadFile(env.target_kubeconfig))}}}});
+    Create(*admin, res::kSecrets,
+           {{"apiVersion", "v1"},
+            {"kind", "Secret"},
+            {"metadata", {{"name", "source"}, {"namespace", name}}},
+            {"data", {{"token", EncodeBase64("t0ken")}}}});
+    Create(*admin, res::kSyncSets,
+           {{"apiVersion", "hive.openshift.io/v1"},
+            {"kind", "SyncSet"},
+            {"metadata", {{"name", "set"}, {"namespace", name}}},
+            {"spec",
+             {{"clusterDeploymentRefs", {{{"name", name}}}},
+              {"resources",
+               {{{"apiVersion", "v1"},
+                 {"kind", "ConfigMap"},
+                 {"metadata", {{"name", "from-set"}, {"namespace", name}}},
+                 {"data", {{"k", "v"}}}}}},
+              {"secretMappings",
+               {{{"sourceRef", {{"name", "source"}}},
+                 {"targetRef", {{"name", "copied"}, {"namespace", name}}}}}}}}});
+  }
+};
+
+std::vector<Json> RbacDocuments() {
+  Result<std::vector<Json>> docs =
+      kubesim::YamlDocumentsToJson(ReadFile(SourceDir() + "/deploy/rbac.yaml"));
+  REQUIRE_MESSAGE(docs.ok(), docs.status().ToString());
+  return *docs;
+}
+
+void ApplyRbac(Hub& hub) {
+  Result<std::vector<Json>> ns =
+      kubesim::YamlDocumentsToJson(ReadFile(SourceDir() + "/deploy/namespace.yaml"));
+  REQUIRE(ns.ok());
+  hub.Apply(*ns);
+  hub.Apply(RbacDocuments());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The daemons' work, as their identities, through their own components. Each step returns what
+// refused it; a scenario fails when any step does.
+
+struct Step {
+  std::string name;
+  Status result;
+};
+
+std::string Failures(const std::vector<Step>& steps) {
+  std::string out;
+  for (const Step& s : steps) {
+    if (!s.result.ok()) out += "\n    " + s.name + ": " + s.result.ToString();
+  }
+  return out;
+}
+
+bool AllOk(const std::vector<Step>& steps) {
+  return std::all_of(steps.begin(), steps.end(), [](const Step& s) { return s.result.ok(); });
+}
+
+// What a reflector does: a list, then a watch from its resourceVersion (held for a second: a
+// refused watch ends at once with its error, an allowed one when the server closes it).
+Status ListAndWatch(kube::Client& client, const kube::ObjectRef& collection, bool metadata_only,
+                    const std::string& selector = "") {
+  kube::ListOptions list_options;
+  list_options.metadata_only = metadata_only;
+  list_options.label_selector = selector;
+  Result<kube::ObjectList> list = client.List(collection, list_options);
+  if (!list.ok()) return list.status();
+  kube::WatchOptions watch_options;
+  watch_options.resource_version = list->resource_version;
+  watch_options.metadata_only = metadata_only;
+  watch_options.label_selector = selector;
+  watch_options.timeout_seconds = 1;
+  Result<std::unique_ptr<kube::WatchStream>> watch = client.Watch(collection, watch_options);
+  if (!watch.ok()) return watch.status();
+  while (true) {
+    Result<std::optional<kube::WatchEvent>> next = (*watch)->Next(10s);
+    if (next.ok()) continue;
+    if (next.status().code() == Code::kUnavailable) return Status::Ok();  // closed at its timeout
+    return next.status().Annotate("watch " + collection.Describe());
+  }
+}
+
+std::vector<Step> Concurrently(std::vector<std::pair<std::string, std::function<Status()>>> work) {
+  std::vector<std::future<Status>> running;
+  for (auto& [name, fn] : work) running.push_back(std::async(std::launch::async, fn));
+  std::vector<Step> steps;
+  for (size_t i = 0; i < work.size(); ++i) steps.push_back({work[i].first, running[i].get()});
+  return steps;
+}
+
+std::vector<Step> PublisherWork(Hub& hub) {
+  std::unique_ptr<kube::ClientImpl> client = hub.As("publisher");
+  kube::Client& c = *client;
+  std::vector<Step> steps = Concurrently({
+      {"watch ClusterDeployments",
+       [&] { return ListAndWatch(c, Collection(res::kClusterDeployments), false); }},
+      {"watch SyncSets", [&] { return ListAndWatch(c, Collection(res::kSyncSets), false); }},
+      {"watch SelectorSyncSets",
+       [&] { return ListAndWatch(c, Collection(res::kSelectorSyncSets), false); }},
+      {"watch ClusterSyncs",
+       [&] { return ListAndWatch(c, Collection(res::kClusterSyncs), false); }},
+      {"watch ClusterSyncLeases",
+       [&] { return ListAndWatch(c, Collection(res::kClusterSyncLeases), false); }},
+      {"watch Secrets (metadata)",
+       [&] { return ListAndWatch(c, Collection(res::kSecrets), true); }},
+  });
+  // Leader election: take the Lease (it does not exist yet), renew it, give it back.
+  Status gone = hub.admin->Delete(Object(res::kLeases, kSyncbus, "syncbus-publisher"), {});
+  REQUIRE((gone.ok() || gone.code() == Code::kNotFound));
+  LeaderElectionConfig election;
+  publisher::LeaderElector elector(c, election, "rbac-proof", RealClock());
+  auto attempt = [&](const char* what) {
+    bool leading = elector.Tick();
+    Status s = leading && elector.problem().empty()
+                   ? Status::Ok()
+                   : Status(Code::kUnavailable, std::string(what) + ": " + elector.problem());
+    steps.push_back({std::string("leader election: ") + what, s});
+  };
+  attempt("take the Lease");
+  attempt("renew it");
+  steps.push_back({"leader election: give it back", elector.Release()});
+  return steps;
+}
+
+std::vector<Step> ConsumerWork(Hub& hub, const std::string& cluster) {
+  std::unique_ptr<kube::ClientImpl> client = hub.As("consumer");
+  kube::Client& c = *client;
+  std::vector<Step> steps = Concurrently({
+      {"mirror ClusterDeployments",
+       [&] { return ListAndWatch(c, Collection(res::kClusterDeployments), false); }},
+      {"mirror SyncSets", [&] { return ListAndWatch(c, Collection(res::kSyncSets), false); }},
+      {"mirror SelectorSyncSets",
+       [&] { return ListAndWatch(c, Collection(res::kSelectorSyncSets), false); }},
+      {"mirror ClusterSyncs",
+       [&] { return ListAndWatch(c, Collection(res::kClusterSyncs), false); }},
+      {"mirror cluster Leases",
+       [&] {
+         return ListAndWatch(c, Collection(res::kLeases, kSyncbus), false,
+                             consumer::kClusterLeaseSelector);
+       }},
+  });
+  SyncRequest request;
+  request.cluster_namespace = request.cluster_name = cluster;
+  request.full_reapply = true;
+  prometheus::Registry registry;
+
+  // A sync that reads the hub directly (no mirror, or one behind the publisher).
+  consumer::DirectHubReader direct(c);
+  Result<consumer::ClusterState> state = direct.Read(request);
+  steps.push_back({"read the cluster's state from the hub",
+                   !state.ok() ? state.status()
+                   : state->cd ? Status::Ok()
+                               : NotFound("no ClusterDeployment read")});
+
+  // The cluster's Lease: take it (read, create), renew it, give it back (updates).
+  consumer::LeaseOptions lease_options;
+  lease_options.identity = "rbac-proof";
+  consumer::ClusterLeases leases(lease_options, c, RealClock(), registry);
+  kube::ObjectRef lease_ref =
+      Object(res::kLeases, kSyncbus, consumer::ClusterLeaseName(cluster, cluster));
+  Result<std::shared_ptr<consumer::ClusterLease>> lease = leases.Acquire(cluster, cluster);
+  steps.push_back({"take the cluster's Lease", lease.status()});
+  if (lease.ok()) {
+    std::string before = (*hub.admin->Get(lease_ref))["spec"].value("renewTime", "");
+    std::this_thread::sleep_for(5ms);  // a renewal writes a later renewTime (microseconds)
+    leases.RenewHeld();
+    std::string after = (*hub.admin->Get(lease_ref))["spec"].value("renewTime", "");
+    steps.push_back(
+        {"renew it", after != before ? Status::Ok() : Unavailable("renewTime not written")});
+    leases.Release(*lease);
+    std::string holder = (*hub.admin->Get(lease_ref))["spec"].value("holderIdentity", "?");
+    steps.push_back(
+        {"give it back", holder.empty() ? Status::Ok() : Unavailable("holder still " + holder)});
+  }
+
+  // The sync itself: kubeconfig and source Secrets, ClusterSync (created, owned by the
+  // ClusterDeployment, then its status), ClusterSyncLease (server-side apply after a full reapply).
+  consumer::TargetClients targets(hub.transport, 0);
+  consumer::ClusterSyncer syncer({}, c, direct, targets, RealClock(), registry);
+  Result<consumer::SyncOutcome> synced = syncer.Sync(request);
+  Status sync_status = synced.status();
+  if (synced.ok() && !synced->failed_sets.empty()) sync_status = Unavailable(synced->detail);
+  steps.push_back({"sync the cluster", sync_status});
+
+  // Events about it: a failure recorded twice is one Event, created, then its count patched.
+  consumer::EventRecorder::Options event_options;
+  event_options.max_tries = 1;
+  {
+    consumer::EventRecorder events(event_options, c, nullptr, RealClock(), RealRandom(), registry);
+    consumer::SyncEvent event{consumer::SyncEvent::Kind::kFailed, cluster, cluster, "rbac proof"};
+    events.Record(event);
+    REQUIRE(events.WaitIdle(30s));
+    events.Record(event);
+    REQUIRE(events.WaitIdle(30s));
+  }
+  kube::ListOptions by_reason;
+  by_reason.field_selector = "reason=SyncFailed";
+  Result<kube::ObjectList> written = hub.admin->List(Collection(res::kEvents, cluster), by_reason);
+  REQUIRE(written.ok());
+  int64_t count = 0;
+  for (const Json& e : written->items) count = std::max<int64_t>(count, e.value("count", 0));
+  steps.push_back({"record an Event, then count its repeat",
+                   count == 2
+                       ? Status::Ok()
+                       : Unavailable("the Event's count is " + std::to_string(count) + ", not 2")});
+  return steps;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rights of deploy/rbac.yaml, one verb of one resource of one rule at a time.
+
+struct Right {
+  std::string daemon;  // publisher, consumer
+  size_t doc = 0;      // index in rbac.yaml
+  size_t rule = 0;
+  std::string resource, verb;
+  Access access;  // a request this right allows (for waiting on the authorizer)
+
+  std::string Describe() const {
+    return daemon + ": " + access.Describe() + " (rbac.yaml document " + std::to_string(doc) + ")";
+  }
+};
+
+std::vector<Right> RightsOf(const std::vector<Json>& docs, const std::string& probe_ns) {
+  std::vector<Right> rights;
+  for (size_t d = 0; d < docs.size(); ++d) {
+    const Json& doc = docs[d];
+    std::string kind = doc.value("kind", "");
+    if (kind != "ClusterRole" && kind != "Role") continue;
+    std::string daemon = doc["metadata"]["labels"].value("app.kubernetes.io/component", "");
+    const Json& rules = doc["rules"];
+    for (size_t r = 0; r < rules.size(); ++r) {
+      const Json& rule = rules[r];
+      std::string name =
+          rule.contains("resourceNames") ? rule["resourceNames"][0].get<std::string>() : "";
+      for (const Json& resource : rule["resources"]) {
+        for (const Json& verb : rule["verbs"]) {
+          Right right{daemon, d, r, resource.get<std::string>(), verb.get<std::string>(), {}};
+          std::string plural = right.resource, sub;
+          if (size_t slash = plural.find('/'); slash != std::string::npos) {
+            sub = plural.substr(slash + 1);
+            plural = plural.substr(0, slash);
+          }
+          right.access = {
+              right.verb,
+              rule["apiGroups"][0].get<std::string>(),
+              plural,
+              sub,
+              kind == "Role" ? doc["metadata"]["namespace"].get<std::string>() : probe_ns,
+              name};
+          rights.push_back(right);
+        }
+      }
+    }
+  }
+  return rights;
+}
+
+// `doc` without `right`: its rule split so that only that verb of that resource goes.
+Json Without(Json doc, const Right& right) {
+  Json rules = Json::array();
+  for (size_t r = 0; r < doc["rules"].size(); ++r) {
+    Json rule = doc["rules"][r];
+    if (r != right.rule) {
+      rules.push_back(rule);
+      continue;
+    }
+    Json others = Json::array();
+    for (const Json& resource : rule["resources"]) {
+      if (resource != right.resource) others.push_back(resource);
+    }
+    if (!others.empty()) {
+      Json rest = rule;
+      rest["resources"] = others;
+      rules.push_back(rest);
+    }
+    Json verbs = Json::array();
+    for (const Json& verb : rule["verbs"]) {
+      if (verb != right.verb) verbs.push_back(verb);
+    }
+    if (!verbs.empty()) {
+      Json kept = rule;
+      kept["resources"] = Json::array({right.resource});
+      kept["verbs"] = verbs;
+      rules.push_back(kept);
+    }
+  }
+  doc["rules"] = rules;
+  return doc;
+}
+
+// The hub's authorizer follows RBAC objects through a watch: wait until it answers as expected.
+void AwaitAuthorizer(Hub& hub, const Right& right, bool allowed) {
+  bool settled =
+      WaitFor([&] { return hub.Allowed(right.daemon, right.access) == allowed; }, 10s, 20ms);
+  REQUIRE_MESSAGE(settled, right.Describe() << " is still " << (allowed ? "refused" : "allowed"));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+// The resources the hub serves (preferred versions, subresources included), from discovery.
+struct Served {
+  std::string group, resource, subresource;
+  bool namespaced;
+  std::set<std::string> verbs;
+};
+
+std::vector<Served> Discover(kube::Client& admin) {
+  std::vector<std::string> paths = {"/api/v1"};
+  Result<Json> groups = admin.GetPath("/apis");
+  REQUIRE(groups.ok());
+  for (const Json& g : (*groups)["groups"]) {
+    paths.push_back("/apis/" + g["preferredVersion"]["groupVersion"].get<std::string>());
+  }
+  std::vector<Served> served;
+  for (const std::string& path : paths) {
+    Result<Json> list = admin.GetPath(path);
+    REQUIRE_MESSAGE(list.ok(), path << ": " << list.status().ToString());
+    std::string gv = (*list)["groupVersion"].get<std::string>();
+    std::string group = gv.find('/') == std::string::npos ? "" : gv.substr(0, gv.find('/'));
+    for (const Json& r : (*list)["resources"]) {
+      std::string name = r["name"].get<std::string>();
+      Served s{group, name, "", r.value("namespaced", false), {}};
+      if (size_t slash = name.find('/'); slash != std::string::npos) {
+        s.resource = name.substr(0, slash);
+        s.subresource = name.substr(slash + 1);
+      }
+      for (const Json& v : r.value("verbs", Json::array())) s.verbs.insert(v.get<std::string>());
+      served.push_back(s);
+      // Owner-reference enforcement asks for `update` on an owner's finalizers, a subresource
+      // discovery does not list.
+      if (s.subresource.empty() && s.verbs.count("update")) {
+        served.push_back({group, s.resource, "finalizers", s.namespaced, {"update"}});
+      }
+    }
+  }
+  return served;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "deploy/rbac.yaml grants the daemons no write but their own objects, and no Secret list") {
+  Hub hub;
+  ApplyRbac(hub);
+  const std::string cluster_ns = "rbac-allowlist";
+  hub.CreateNamespace(*hub.admin, cluster_ns);
+  std::vector<Served> served = Discover(*hub.admin);
+  // What each identity may write, "*" for any namespace.
+  const std::set<std::string> expected = {
+      "consumer create hiveinternal.openshift.io/clustersyncs *",
+      "consumer update hiveinternal.openshift.io/clustersyncs/status *",
+      "consumer create hiveinternal.openshift.io/clustersyncleases *",
+      "consumer patch hiveinternal.openshift.io/clustersyncleases *",
+      "consumer update hive.openshift.io/clusterdeployments/finalizers *",
+      "consumer create events *",
+      "consumer patch events *",
+      "consumer create coordination.k8s.io/leases syncbus",
+      "consumer update coordination.k8s.io/leases syncbus",
+      "publisher create coordination.k8s.io/leases syncbus",
+  };
+  const std::vector<std::string> write_verbs = {"create", "update", "patch", "delete",
+                                                "deletecollection"};
+  std::map<std::string, std::set<std::string>>
+      allowed;  // "daemon verb group/resource" -> namespaces
+  std::vector<std::future<void>> running;
+  std::mutex mu;
+  size_t reviews = 0;
+  for (const std::string daemon : {"publisher", "consumer", "nobody"}) {
+    for (const Served& s : served) {
+      for (const std::string& verb : write_verbs) {
+        if (!s.verbs.count(verb)) continue;
+        std::vector<std::string> namespaces =
+            s.namespaced ? std::vector<std::string>{cluster_ns, "kube-system", kSyncbus}
+                         : std::vector<std::string>{""};
+        for (const std::string& ns : namespaces) {
+          Access access{verb, s.group, s.resource, s.subresource, ns, ""};
+          ++reviews;
+          running.push_back(std::async(std::launch::async, [&hub, &mu, &allowed, daemon, access] {
+            if (!hub.Allowed(daemon, access)) return;
+            std::string key = daemon + " " + access.verb + " " +
+                              (access.group.empty() ? "" : access.group + "/") + access.resource +
+                              (access.subresource.empty() ? "" : "/" + access.subresource);
+            std::lock_guard lock(mu);
+            allowed[key].insert(access.ns.empty() ? "(cluster)" : access.ns);
+          }));
+          if (running.size() >= 16) {
+            for (auto& r : running) r.get();
+            running.clear();
+          }
+        }
+      }
+    }
+  }
+  for (auto& r : running) r.get();
+  // What every authenticated user may (Kubernetes' defaults: self access reviews) is no grant
+  // of deploy/rbac.yaml.
+  auto everyone = [&](const std::string& key) {
+    return allowed.count("nobody" + key.substr(key.find(' ')));
+  };
+  std::set<std::string> granted;
+  for (const auto& [key, namespaces] : allowed) {
+    if (key.rfind("nobody ", 0) == 0 || everyone(key)) continue;
+    bool everywhere = namespaces.count(cluster_ns) && namespaces.count("kube-system") &&
+                      namespaces.count(kSyncbus);
+    if (everywhere) {
+      granted.insert(key + " *");
+    } else {
+      for (const std::string& ns : namespaces) granted.insert(key + " " + ns);
+    }
+  }
+  MESSAGE(reviews << " SubjectAccessReviews over " << served.size() << " resources");
+  std::ostringstream diff;
+  for (const std::string& g : granted) {
+    if (!expected.count(g)) diff << "\n  granted beyond the allowlist: " << g;
+  }
+  for (const std::string& e : expected) {
+    if (!granted.count(e)) diff << "\n  not granted: " << e;
+  }
+  CHECK_MESSAGE(diff.str().empty(), diff.str());
+
+  // Reads: Secrets by name only for the consumer, as metadata (list, watch) only for the
+  // publisher; Leases outside syncbus's namespace for neither.
+  for (const std::string& ns : {cluster_ns, std::string("kube-system"), std::string(kSyncbus)}) {
+    INFO("namespace " << ns);
+    CHECK(hub.Allowed("consumer", {"get", "", "secrets", "", ns, "any"}));
+    CHECK_FALSE(hub.Allowed("consumer", {"list", "", "secrets", "", ns, ""}));
+    CHECK_FALSE(hub.Allowed("consumer", {"watch", "", "secrets", "", ns, ""}));
+    CHECK_FALSE(hub.Allowed("publisher", {"get", "", "secrets", "", ns, "any"}));
+    CHECK(hub.Allowed("publisher", {"list", "", "secrets", "", ns, ""}));
+  }
+  for (const std::string daemon : {"publisher", "consumer"}) {
+    for (const std::string verb : {"get", "list", "watch", "create", "update", "patch", "delete"}) {
+      CHECK_FALSE_MESSAGE(
+          hub.Allowed(daemon, {verb, "coordination.k8s.io", "leases", "", "kube-system", ""}),
+          daemon << " may " << verb << " Leases in kube-system");
+    }
+  }
+  // The publisher's Lease rights stop at its own Lease.
+  CHECK(hub.Allowed(
+      "publisher", {"update", "coordination.k8s.io", "leases", "", kSyncbus, "syncbus-publisher"}));
+  CHECK_FALSE(hub.Allowed("publisher",
+                          {"update", "coordination.k8s.io", "leases", "", kSyncbus, "another"}));
+  CHECK_FALSE(
+      hub.Allowed("publisher", {"get", "coordination.k8s.io", "leases", "", kSyncbus, "another"}));
+}
+
+TEST_CASE(
+    "as their ServiceAccounts the daemons cannot list Secrets, read them by name, or touch "
+    "kube-system's Leases") {
+  Hub hub;
+  ApplyRbac(hub);
+  const std::string ns = "rbac-requests";
+  hub.CreateNamespace(*hub.admin, ns);
+  Result<Json> secret =
+      hub.admin->Create(Collection(res::kSecrets, ns),
+                        {{"apiVersion", "v1"},
+                         {"kind", "Secret"},
+                         {"metadata", {{"name", "kubeconfig"}, {"namespace", ns}}},
+                         {"data", {{"kubeconfig", EncodeBase64("admin credentials")}}}});
+  REQUIRE((secret.ok() || secret.status().code() == Code::kAlreadyExists));
+  std::unique_ptr<kube::ClientImpl> consumer = hub.As("consumer");
+  std::unique_ptr<kube::ClientImpl> publisher = hub.As("publisher");
+  auto refused = [](const Status& s) { return s.http_status() == 403; };
+
+  // The consumer reads a Secret by name, and no other way.
+  Result<Json> by_name = consumer->Get(Object(res::kSecrets, ns, "kubeconfig"));
+  REQUIRE_MESSAGE(by_name.ok(), by_name.status().ToString());
+  CHECK((*by_name)["data"]["kubeconfig"] == EncodeBase64("admin credentials"));
+  CHECK(refused(consumer->List(Collection(res::kSecrets), {}).status()));
+  CHECK(refused(consumer->List(Collection(res::kSecrets, ns), {}).status()));
+  kube::ListOptions metadata;
+  metadata.metadata_only = true;
+  CHECK(refused(consumer->List(Collection(res::kSecrets, ns), metadata).status()));
+  kube::WatchOptions watch_options;
+  watch_options.timeout_seconds = 5;
+  Result<std::unique_ptr<kube::WatchStream>> watch =
+      consumer->Watch(Collection(res::kSecrets, ns), watch_options);
+  REQUIRE(watch.ok());
+  Result<std::optional<kube::WatchEvent>> first = (*watch)->Next(10s);
+  REQUIRE_FALSE(first.ok());
+  CHECK(refused(first.status()));
+
+  // The publisher learns of Secrets as metadata and cannot read one.
+  CHECK(refused(publisher->Get(Object(res::kSecrets, ns, "kubeconfig")).status()));
+  Result<kube::ObjectList> listed = publisher->List(Collection(res::kSecrets, ns), metadata);
+  REQUIRE_MESSAGE(listed.ok(), listed.status().ToString());
+  REQUIRE_FALSE(listed->items.empty());
+  CHECK_FALSE(listed->items[0].contains("data"));
+
+  // kube-system's Leases (the control plane's leader elections) are out of reach.
+  Json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                {"kind", "Lease"},
+                {"metadata", {{"name", "syncbus-rbac-probe"}, {"namespace", "kube-system"}}},
+                {"spec", {{"holderIdentity", "intruder"}}}};
+  for (kube::ClientImpl* client : {consumer.get(), publisher.get()}) {
+    CHECK(refused(
+        client->Get(Object(res::kLeases, "kube-system", "kube-controller-manager")).status()));
+    CHECK(refused(client->List(Collection(res::kLeases, "kube-system"), {}).status()));
+    CHECK(refused(client->Create(Collection(res::kLeases, "kube-system"), lease).status()));
+  }
+  // Writes beyond their own objects are refused too.
+  Json cm = {{"apiVersion", "v1"},
+             {"kind", "ConfigMap"},
+             {"metadata", {{"name", "x"}, {"namespace", ns}}}};
+  CHECK(refused(consumer->Create(Collection(res::kConfigMaps, ns), cm).status()));
+  CHECK(refused(consumer->Delete(Object(res::kClusterSyncs, ns, "any"), {})));
+  CHECK(refused(
+      publisher
+          ->Create(Collection(res::kEvents, ns),
+                   {{"apiVersion", "v1"},
+                    {"kind", "Event"},
+                    {"metadata", {{"name", "e"}, {"namespace", ns}}},
+                    {"involvedObject", {{"kind", "ConfigMap"}, {"namespace", ns}, {"name", "x"}}}})
+          .status()));
+}
+
+TEST_CASE("every right of deploy/rbac.yaml is needed: without it the daemon's work is refused") {
+  Hub hub;
+  ApplyRbac(hub);
+  const std::vector<Json> docs = RbacDocuments();
+  const std::string probe_ns = "rbac-needed-0";
+  int clusters = 0;
+  auto fresh_cluster = [&] {
+    std::string name = "rbac-needed-" + std::to_string(clusters++);
+    hub.AddCluster(name);
+    return name;
+  };
+
+  // With every right, both daemons do their work.
+  std::vector<Step> publisher = PublisherWork(hub);
+  REQUIRE_MESSAGE(AllOk(publisher), "the publisher failed with every right of deploy/rbac.yaml:"
+                                        << Failures(publisher));
+  std::vector<Step> consumer = ConsumerWork(hub, fresh_cluster());
+  REQUIRE_MESSAGE(AllOk(consumer), "the consumer failed with every right of deploy/rbac.yaml:"
+                                       << Failures(consumer));
+
+  std::vector<Right> rights = RightsOf(docs, probe_ns);
+  REQUIRE(rights.size() > 20);
+  std::ostringstream needed;
+  for (const Right& right : rights) {
+    hub.Apply({Without(docs[right.doc], right)});
+    AwaitAuthorizer(hub, right, false);
+    std::vector<Step> steps =
+        right.daemon == "publisher" ? PublisherWork(hub) : ConsumerWork(hub, fresh_cluster());
+    hub.Apply({docs[right.doc]});
+    AwaitAuthorizer(hub, right, true);
+    CHECK_MESSAGE(!AllOk(steps), "not needed: " << right.Describe()
+                                                << " (the daemon's work succeeded without it)");
+    needed << "\n  " << right.Describe() << ":" << Failures(steps);
+  }
+  MESSAGE("each right, and what failed without it:" << needed.str());
+}
+
+TEST_CASE("the publisher's Secret list and watch carry no Secret data") {
+  Hub hub;
+  ApplyRbac(hub);
+  const std::string ns = "rbac-secret-bytes";
+  hub.CreateNamespace(*hub.admin, ns);
+  // A secretMappings source of 1 MiB: if the publisher's list or watch carried Secret data, the
+  // hub would send at least that much of it.
+  const std::string big(1 << 20, 'x');
+  kube::ObjectRef ref = Object(res::kSecrets, ns, "large-source");
+  Json secret = {{"apiVersion", "v1"},
+                 {"kind", "Secret"},
+                 {"metadata", {{"name", "large-source"}, {"namespace", ns}}},
+                 {"data", {{"blob", EncodeBase64(big)}}}};
+  REQUIRE(hub.admin->Create(Collection(res::kSecrets, ns), secret).ok());
+
+  // A series of the hub's /metrics, summed over the lines whose labels contain `match`.
+  auto metric = [&](const std::string& name, const std::string& match) {
+    http::Request request;
+    Result<kube::ClusterConfig> config = kube::LoadKubeconfigFile(hub.env.hub_kubeconfig);
+    REQUIRE(config.ok());
+    request.url = config->server + "/metrics";
+    request.headers = {{"Authorization", "Bearer " + config->bearer_token}};
+    request.tls = config->tls;
+    Result<http::Response> response = hub.transport->Call(std::move(request));
+    REQUIRE(response.ok());
+    double sum = 0;
+    std::istringstream lines(response->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(name + "{", 0) != 0 || line.find(match) == std::string::npos) continue;
+      sum += std::stod(line.substr(line.rfind(' ') + 1));
+    }
+    return sum;
+  };
+  auto listed = [&] {
+    return metric("apiserver_response_sizes_sum",
+                  "resource=\"secrets\",scope=\"cluster\",subresource=\"\",verb=\"LIST\"");
+  };
+  auto watched = [&] { return metric("apiserver_watch_events_sizes_sum", "kind=\"Secret\""); };
+  auto watch_events = [&] {
+    return metric("apiserver_watch_events_sizes_count", "kind=\"Secret\"");
+  };
+
+  TestVhost vhost = NewTestVhost();
+  std::string dir = MakeTempDir("syncbus-rbac-secret-bytes");
+  std::ofstream(dir + "/publisher.yaml")
+      << vhost.ConfigYaml() << "hub: {kubeconfig: " << hub.env.publisher_kubeconfig << "}\n"
+      << "log: {level: info}\nadmin: {listen: \"127.0.0.1:0\"}\n"
+      << "publisher: {leaderElection: {enabled: false}}\n";
+  double listed_before = listed(), watched_before = watched(), events_before = watch_events();
+  Result<ChildProcess> daemon = ChildProcess::Start(
+      {BinaryDir() + "/publisher/syncbus-publisher", "--config", dir + "/publisher.yaml"},
+      dir + "/publisher.log");
+  REQUIRE(daemon.ok());
+  bool synced = WaitFor([&] { return daemon->Log().find("hub cache synced") != std::string::npos; },
+                        60s, 100ms);
+  REQUIRE_MESSAGE(synced, daemon->Log());
+  // Touch it: every watcher of Secrets gets one event.
+  Json patch = {{"metadata", {{"labels", {{"touched", "yes"}}}}}};
+  REQUIRE(hub.admin->Patch(ref, kube::PatchType::kMerge, patch.dump()).ok());
+  REQUIRE(WaitFor([&] { return watch_events() > events_before; }, 30s, 100ms));
+  std::this_thread::sleep_for(500ms);  // let a straggling event of another watcher land too
+  double list_delta = listed() - listed_before, watch_delta = watched() - watched_before;
+  CHECK(daemon->Stop(SIGTERM, 30s) == std::optional<int>(0));
+  MESSAGE("the hub sent the publisher "
+          << list_delta << " bytes of Secret lists and " << watch_delta
+          << " bytes of Secret watch events; the Secret holds " << big.size() << " bytes");
+  CHECK(list_delta < big.size() / 4.0);
+  CHECK(watch_delta < big.size() / 4.0);
+  CHECK(daemon->Log().find("forbidden") == std::string::npos);
+}
