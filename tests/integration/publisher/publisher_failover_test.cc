@@ -28,14 +28,11 @@ struct Failover : ProcessRig {
 
   std::unique_ptr<amqp::RabbitmqSession> reader;
 
-  // The simulator, the namespace of the election lease, the config and a reader of the queues.
+  // The simulator (its hub has the namespace syncbus, where the election lease lives), the
+  // config and a reader of the queues.
   void Start() {
     StartSimulator(
         {"--clusters", std::to_string(kClusters), "--selector-syncsets", "1", "--resources", "1"});
-    auto ns = hub->Create(
-        kube::Collection(kube::resources::kNamespaces),
-        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "syncbus"}}}});
-    REQUIRE_MESSAGE(ns.ok(), ns.status().ToString());
     WriteConfig(
         "log: {level: debug}\n"
         "admin: {listen: off}\n"
