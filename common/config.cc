@@ -12,11 +12,17 @@
 namespace syncbus {
 namespace {
 
+// Where the unknown keys of a parse go: errors in strict mode, else warnings.
+struct UnknownKeys {
+  bool strict = false;
+  std::vector<std::string>* warnings = nullptr;
+};
+
 // A YAML mapping being read, with its dotted path for error messages.
 class Section {
  public:
-  Section(YAML::Node node, std::string path, std::string source)
-      : node_(std::move(node)), path_(std::move(path)), source_(std::move(source)) {}
+  Section(YAML::Node node, std::string path, std::string source, UnknownKeys unknown)
+      : node_(std::move(node)), path_(std::move(path)), source_(std::move(source)), unknown_(unknown) {}
 
   Status Error(const std::string& key, const std::string& what) const {
     return InvalidArgument(source_ + ": " + Path(key) + ": " + what);
@@ -30,13 +36,15 @@ class Section {
       if (!allowed.count(key)) {
         std::string known;
         for (const auto& a : allowed) known += (known.empty() ? "" : ", ") + a;
-        return Error(key, "unknown key (known keys: " + known + ")");
+        std::string what = "unknown key (known keys: " + known + ")";
+        if (unknown_.strict || unknown_.warnings == nullptr) return Error(key, what);
+        unknown_.warnings->push_back(Path(key) + ": " + what + "; ignored");
       }
     }
     return Status::Ok();
   }
 
-  Section Child(const std::string& key) const { return {Get(key), Path(key), source_}; }
+  Section Child(const std::string& key) const { return {Get(key), Path(key), source_, unknown_}; }
 
   Status String(const std::string& key, std::string& out) const {
     YAML::Node n = Get(key);
@@ -112,6 +120,7 @@ class Section {
   YAML::Node node_;
   std::string path_;
   std::string source_;
+  UnknownKeys unknown_;
 };
 
 Result<std::string> ReadFile(const std::string& path) {
@@ -245,7 +254,6 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(
       ls.CheckKeys({"namespace", "duration", "renewInterval", "safetyMargin", "releaseByStatus"}));
   SYNCBUS_RETURN_IF_ERROR(ls.String("namespace", l.ns));
-  if (l.ns.empty()) return ls.Error("namespace", "must name the namespace syncbus runs in");
   SYNCBUS_RETURN_IF_ERROR(ls.Bool("releaseByStatus", l.release_by_status));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("duration", l.duration));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("renewInterval", l.renew_interval));
@@ -286,9 +294,11 @@ Status ParseAdmin(const Section& s, AdminConfig& o) {
   return Status::Ok();
 }
 
-Result<Config> ParseRoot(const YAML::Node& root, const std::string& source) {
+Result<Config> ParseRoot(const YAML::Node& root, const std::string& source, const ConfigOptions& options) {
   Config c;
-  Section top(root, "", source);
+  c.publisher.leader_election.ns.clear();   // the file's, else own_namespace (below)
+  c.consumer.cluster_lease.ns.clear();
+  Section top(root, "", source, UnknownKeys{options.strict, &c.warnings});
   SYNCBUS_RETURN_IF_ERROR(top.CheckKeys({"log", "admin", "amqp", "hub", "topology", "publisher", "consumer"}));
   Section log = top.Child("log");
   SYNCBUS_RETURN_IF_ERROR(log.CheckKeys({"level", "format"}));
@@ -307,12 +317,17 @@ Result<Config> ParseRoot(const YAML::Node& root, const std::string& source) {
   SYNCBUS_RETURN_IF_ERROR(ParseTopology(top.Child("topology"), c.topology));
   SYNCBUS_RETURN_IF_ERROR(ParsePublisher(top.Child("publisher"), c.publisher));
   SYNCBUS_RETURN_IF_ERROR(ParseConsumer(top.Child("consumer"), c.consumer));
+  for (std::string* ns : {&c.publisher.leader_election.ns, &c.consumer.cluster_lease.ns}) {
+    if (ns->empty()) *ns = options.own_namespace;
+  }
+  for (std::string& warning : c.warnings) warning = source + ": " + warning;
   return c;
 }
 
 }  // namespace
 
-Result<Config> ParseConfig(const std::string& yaml_text, const std::string& source) {
+Result<Config> ParseConfig(const std::string& yaml_text, const std::string& source,
+                           const ConfigOptions& options) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -321,16 +336,16 @@ Result<Config> ParseConfig(const std::string& yaml_text, const std::string& sour
                            ": " + e.msg);
   }
   try {
-    return ParseRoot(root, source);
+    return ParseRoot(root, source, options);
   } catch (const YAML::Exception& e) {
     return InvalidArgument(source + ": " + e.msg);
   }
 }
 
-Result<Config> LoadConfigFile(const std::string& path) {
+Result<Config> LoadConfigFile(const std::string& path, const ConfigOptions& options) {
   auto text = ReadFile(path);
   if (!text.ok()) return InvalidArgument("config: " + text.status().message());
-  return ParseConfig(*text, path);
+  return ParseConfig(*text, path, options);
 }
 
 }  // namespace syncbus

@@ -1,11 +1,13 @@
 // Config: the one YAML file every syncbus binary reads (sections per component), with defaults,
 // validation and errors that name the bad key ("config.yaml: publisher.resyncInterval: invalid
-// duration ..."). Unknown keys are errors (typos must not silently fall back to defaults).
-// Value types; thread-compatible. Every knob is documented in docs/configuration.md.
+// duration ..."). Unknown keys are warnings the daemons log at start (a rollback must start under
+// the newer ConfigMap of a later version), or errors in strict mode. Value types;
+// thread-compatible. Every knob is documented in docs/configuration.md.
 #pragma once
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "common/amqp/session.h"
 #include "common/amqp/syncbus_topology.h"
@@ -31,7 +33,7 @@ struct HubConfig {
 
 struct LeaderElectionConfig {
   bool enabled = true;
-  std::string ns = "syncbus";
+  std::string ns = "syncbus";      // parsed: the file's, else ConfigOptions::own_namespace
   std::string name = "syncbus-publisher";
   // Shorter than client-go's 15 s / 10 s: a SIGKILLed leader is replaced within about
   // leaseDuration + 2 x retryPeriod, 14 s (docs/publisher.md); the 3 s between renewDeadline and
@@ -56,7 +58,7 @@ struct PublisherConfig {
 
 // The per-cluster hub Lease that keeps two consumers off one cluster (docs/operations.md).
 struct ClusterLeaseConfig {
-  std::string ns = "syncbus";                       // the namespace the Leases live in (syncbus's)
+  std::string ns = "syncbus";                       // the Leases'; parsed: the file's, else own_namespace
   std::chrono::milliseconds duration{30000};        // leaseDurationSeconds written (whole seconds)
   std::chrono::milliseconds renew_interval{10000};  // background renewal period
   std::chrono::milliseconds safety_margin{10000};   // stop writing this long before it could lapse
@@ -102,11 +104,22 @@ struct Config {
   amqp::TopologyOptions topology;
   PublisherConfig publisher;
   ConsumerConfig consumer;
+  // What the file had that this version does not know ("publisher.newKey: unknown key ...,
+  // ignored"), in file order; empty in strict mode (those are errors there).
+  std::vector<std::string> warnings;
+};
+
+struct ConfigOptions {
+  // The namespace syncbus runs in: publisher.leaderElection.namespace and
+  // consumer.clusterLease.namespace when the file leaves them out or empty.
+  std::string own_namespace = "syncbus";
+  bool strict = false;             // unknown keys are errors instead of warnings
 };
 
 // `source` names the input in errors (a file name). Empty text = all defaults.
-Result<Config> ParseConfig(const std::string& yaml_text, const std::string& source = "config");
+Result<Config> ParseConfig(const std::string& yaml_text, const std::string& source = "config",
+                           const ConfigOptions& options = {});
 // Reads `path`; password files referenced by the config are read too.
-Result<Config> LoadConfigFile(const std::string& path);
+Result<Config> LoadConfigFile(const std::string& path, const ConfigOptions& options = {});
 
 }  // namespace syncbus

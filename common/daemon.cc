@@ -1,6 +1,9 @@
 #include "common/daemon.h"
 
+#include <cctype>
 #include <csignal>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -21,13 +24,35 @@ extern "C" void OnStopSignal(int) {
 
 }  // namespace
 
-std::optional<Config> LoadDaemonConfig(const std::string& path, const std::string& component) {
-  auto config = LoadConfigFile(path);
+std::string OwnNamespace(const std::string& service_account_dir) {
+  if (const char* env = std::getenv("POD_NAMESPACE"); env != nullptr && *env != '\0') return env;
+  std::ifstream in(service_account_dir + "/namespace");
+  std::string ns;
+  if (in && std::getline(in, ns)) {
+    while (!ns.empty() && std::isspace(static_cast<unsigned char>(ns.back()))) ns.pop_back();
+    if (!ns.empty()) return ns;
+  }
+  return "syncbus";
+}
+
+ConfigOptions DaemonConfigOptions(bool strict) {
+  ConfigOptions options;
+  options.own_namespace = OwnNamespace();
+  options.strict = strict;
+  return options;
+}
+
+std::optional<Config> LoadDaemonConfig(const std::string& path, const std::string& component, bool strict) {
+  auto config = LoadConfigFile(path, DaemonConfigOptions(strict));
   if (!config.ok()) {
     std::cerr << "syncbus-" << component << ": " << config.status().message() << "\n";
     return std::nullopt;
   }
   log::Init(config->log.level, config->log.format, component);
+  for (const std::string& warning : config->warnings) {
+    log::Warn("configuration key ignored (a newer version's, or a typo; --strict-config refuses it)",
+              {{"detail", warning}});
+  }
   return std::move(*config);
 }
 

@@ -20,9 +20,18 @@
 
 namespace syncbus {
 
-// Loads the config file and starts logging as `component` ("consumer"). On error prints
-// "syncbus-<component>: <message>" to stderr and returns nullopt: the main exits 2.
-std::optional<Config> LoadDaemonConfig(const std::string& path, const std::string& component);
+// The namespace this process runs in: $POD_NAMESPACE (the downward API), else the service
+// account's namespace file, else "syncbus" (outside a cluster).
+std::string OwnNamespace(
+    const std::string& service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+// How the binaries read the config file: OwnNamespace() for the namespaces it leaves out, unknown
+// keys as warnings unless `strict`.
+ConfigOptions DaemonConfigOptions(bool strict);
+
+// Loads the config file and starts logging as `component` ("consumer"); logs the keys it ignored
+// as warnings. On error prints "syncbus-<component>: <message>" to stderr and returns nullopt:
+// the main exits 2.
+std::optional<Config> LoadDaemonConfig(const std::string& path, const std::string& component, bool strict);
 
 // Installs SIGTERM/SIGINT handlers that set the returned flag (idempotent).
 const std::atomic<bool>& InstallStopSignals();

@@ -8,6 +8,7 @@
 #include "common/amqp/session_impl.h"
 #include "common/build_info.h"
 #include "common/clock.h"
+#include "common/command_line.h"
 #include "common/daemon.h"
 #include "common/http/curl_transport.h"
 #include "common/log.h"
@@ -33,10 +34,12 @@ int main(int argc, char** argv) {
   cli.add_option("-c,--config", config_path, "YAML config file (see docs/configuration.md)")
       ->required();
   cli.add_option("--name", name, "connection name shown in the RabbitMQ management UI");
+  bool strict_config = false;
+  cli.add_flag("--strict-config", strict_config, "refuse unknown configuration keys (default: warn and ignore them)");
   cli.set_version_flag("--version", VersionText("syncbus-consumer"));
-  CLI11_PARSE(cli, argc, argv);
+  if (auto code = ParseCommandLine(cli, argc, argv)) return *code;
 
-  auto config = LoadDaemonConfig(config_path, "consumer");
+  auto config = LoadDaemonConfig(config_path, "consumer", strict_config);
   if (!config) return 2;
   const auto& stop = InstallStopSignals();
 

@@ -14,14 +14,20 @@
 #include "common/kube/client_impl.h"
 #include "ctl/fleet_progress.h"
 #include "ctl/metrics_scrape.h"
+#include "ctl/text_table.h"
 
 namespace syncbus::ctl {
-namespace {
 
 Result<Config> LoadOptionalConfig(const std::string& path) {
-  if (path.empty()) return ParseConfig("");
-  return LoadConfigFile(path);
+  if (path.empty()) return ParseConfig("", "config", DaemonConfigOptions(false));
+  auto config = LoadConfigFile(path, DaemonConfigOptions(false));
+  if (config.ok()) {
+    for (const std::string& warning : config->warnings) std::cerr << "syncbusctl: warning: " << warning << "\n";
+  }
+  return config;
 }
+
+namespace {
 
 double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -84,13 +90,13 @@ int RunWait(const WaitOptions& options) {
     if (bad.ok()) failed = *bad;
     if (!ok.ok()) std::cerr << "syncbusctl: " << ok.status().message() << "\n";
   }
-  if (options.json) {
+  if (IsDocument(options.output)) {
     Json out = progress.ToJson();
     out["reached"] = reached;
     out["elapsedSeconds"] = elapsed;
     out["applies"] = applies;
     out["failedApplies"] = failed;
-    std::cout << out.dump(2) << std::endl;
+    std::cout << FormatDocument(out, options.output) << std::flush;
   } else {
     if (!reached && !options.quiet) {
       std::cerr << "syncbusctl: not every cluster reached its desired state";
@@ -100,11 +106,17 @@ int RunWait(const WaitOptions& options) {
     }
     std::printf("summary: synced=%zu/%zu clusters applies=%.0f failed=%.0f elapsed=%.1fs rate=%.0f/s\n",
                 progress.synced, progress.clusters, applies, failed, elapsed, elapsed > 0 ? applies / elapsed : 0);
+    if (options.output == OutputFormat::kWide) {
+      for (const auto& [label, clusters] : {std::pair{"failing", &progress.failing_clusters},
+                                            std::pair{"pending", &progress.pending_clusters}}) {
+        for (const auto& cluster : *clusters) std::printf("%s: %s\n", label, cluster.c_str());
+      }
+    }
   }
   return reached ? 0 : 1;
 }
 
-int RunTopology(const std::string& config_file, const std::string& vhost) {
+int RunTopology(const std::string& config_file, const std::string& vhost, OutputFormat output) {
   auto config = LoadOptionalConfig(config_file);
   if (!config.ok()) {
     std::cerr << "syncbusctl: " << config.status().message() << "\n";
@@ -113,7 +125,35 @@ int RunTopology(const std::string& config_file, const std::string& vhost) {
   Json defs = amqp::ToDefinitions(amqp::SyncbusTopology(config->topology), vhost);
   Json out = {{"vhosts", Json::array({Json{{"name", vhost}}})}, {"policies", Json::array()}};
   for (const char* k : {"exchanges", "queues", "bindings"}) out[k] = defs[k];
-  std::cout << out.dump(2) << std::endl;
+  if (IsDocument(output)) {
+    std::cout << FormatDocument(out, output) << std::flush;
+    return 0;
+  }
+  const bool wide = output == OutputFormat::kWide;
+  std::vector<std::vector<std::string>> rows = {{"KIND", "NAME", "TYPE", "DETAIL"}};
+  if (wide) rows[0].push_back("ARGUMENTS");
+  auto arguments = [](const Json& j) { return j.value("arguments", Json::object()).dump(); };
+  for (const auto& e : out["exchanges"]) {
+    rows.push_back({"exchange", e.value("name", ""), e.value("type", ""), e.value("durable", false) ? "durable" : "transient"});
+    if (wide) rows.back().push_back(arguments(e));
+  }
+  for (const auto& q : out["queues"]) {
+    const Json args = q.value("arguments", Json::object());
+    std::string detail;
+    for (const char* key : {"x-message-ttl", "x-max-length", "x-delivery-limit", "x-dead-letter-exchange"}) {
+      if (args.contains(key)) detail += std::string(detail.empty() ? "" : " ") + (key + 2) + "=" +
+                                        (args[key].is_string() ? args[key].get<std::string>() : args[key].dump());
+    }
+    rows.push_back({"queue", q.value("name", ""), args.value("x-queue-type", "classic"), detail.empty() ? "-" : detail});
+    if (wide) rows.back().push_back(arguments(q));
+  }
+  for (const auto& b : out["bindings"]) {
+    std::string key = b.value("routing_key", "");
+    rows.push_back({"binding", b.value("source", "") + " -> " + b.value("destination", ""), b.value("destination_type", ""),
+                    key.empty() ? "-" : "key=" + key});
+    if (wide) rows.back().push_back(arguments(b));
+  }
+  std::cout << FormatTable(rows) << std::flush;
   return 0;
 }
 
@@ -123,13 +163,13 @@ const char* Verb(DlqAction action) {
   return action == DlqAction::kReplay ? "replay" : action == DlqAction::kPurge ? "purge" : "list";
 }
 
-void PrintLetters(const std::vector<DeadLetter>& letters, bool json, WallTime now, std::ostream& out) {
-  if (json) {
+void PrintLetters(const std::vector<DeadLetter>& letters, OutputFormat output, WallTime now, std::ostream& out) {
+  if (IsDocument(output)) {
     Json array = Json::array();
     for (const auto& d : letters) array.push_back(d.ToJson(now));
-    out << array.dump(2) << std::endl;
+    out << FormatDocument(array, output) << std::flush;
   } else {
-    out << FormatDeadLetterTable(letters, now) << std::flush;
+    out << FormatDeadLetterTable(letters, now, output == OutputFormat::kWide) << std::flush;
   }
 }
 
@@ -183,7 +223,7 @@ int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock
     return 1;
   }
   WallTime now = clock.WallNow();
-  if (options.action == DlqAction::kList || options.dry_run) PrintLetters(result->matched, options.json, now, out);
+  if (options.action == DlqAction::kList || options.dry_run) PrintLetters(result->matched, options.output, now, out);
   const DlqProgress& p = result->progress;
   if (options.action != DlqAction::kList) {
     const char* done = options.action == DlqAction::kReplay ? "replayed" : "purged";

@@ -9,9 +9,15 @@
 
 #include "common/amqp/session.h"
 #include "common/clock.h"
+#include "common/config.h"
 #include "ctl/dead_letters.h"
+#include "ctl/output.h"
 
 namespace syncbus::ctl {
+
+// The config file of -c (all defaults when `path` is empty), read as the daemons read it; the
+// keys it ignored are printed on stderr as warnings.
+Result<Config> LoadOptionalConfig(const std::string& path);
 
 struct WaitOptions {
   std::string kubeconfig;                 // empty: the config file's hub section / kubectl's lookup
@@ -22,19 +28,19 @@ struct WaitOptions {
   std::chrono::milliseconds interval{std::chrono::seconds(1)};
   std::vector<std::string> metrics_urls;  // consumers' /metrics, for applies and rate
   double start_time = 0;                  // unix seconds the run started (elapsed, rate); 0 = now
-  bool json = false;
+  OutputFormat output = OutputFormat::kTable;   // table: the summary line; wide: also the clusters not there
   bool quiet = false;
 };
 
 // The barrier: waits until every eligible cluster reports every applicable set at its current
-// generation with Success. Progress on stderr; the summary line (or JSON) on stdout.
+// generation with Success. Progress on stderr; the summary (line, JSON or YAML) on stdout.
 int RunWait(const WaitOptions& options);
 
 struct DlqOptions {
   std::string config_file;                // syncbus.yaml: the amqp section (same as the daemons)
   DlqAction action = DlqAction::kList;
   DeadLetterFilter filter;
-  bool json = false;
+  OutputFormat output = OutputFormat::kTable;   // of the listing (list, --dry-run)
   bool dry_run = false;
   bool yes = false;                       // purge without asking
   double rate_per_second = 0;
@@ -43,7 +49,7 @@ struct DlqOptions {
 };
 
 // `syncbusctl dlq list|replay|purge` over `session` (connected): the listing or the matches
-// (dry run) on `out` as a table or JSON, progress and the summary on `err`; purge asks on `in`
+// (dry run) on `out` in options.output, progress and the summary on `err`; purge asks on `in`
 // unless options.yes.
 int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock, std::istream& in,
            std::ostream& out, std::ostream& err);
@@ -55,8 +61,8 @@ struct StatusOptions {
   std::string ns;
   std::string cluster;                      // "ns/name" (or a name with -n): one cluster's report
   std::chrono::milliseconds since{std::chrono::hours(1)};   // trace window
-  bool json = false;
-  bool wide = false;                        // every cluster's state, not only the summary
+  // wide: every cluster's state too (json and yaml always carry them)
+  OutputFormat output = OutputFormat::kTable;
 };
 
 // `syncbusctl status [CLUSTER]`: the fleet's states (synced, pending, in flight, retrying,
@@ -67,7 +73,7 @@ struct TraceOptions {
   std::string config_file;
   std::string cluster;                      // "ns/name" or a bare name
   std::chrono::milliseconds since{std::chrono::hours(1)};
-  bool json = false;
+  OutputFormat output = OutputFormat::kTable;   // --all: json lines, yaml documents or a table
   bool follow = false;                      // keep printing new steps until interrupted
   bool all = false;                         // every cluster's events (cluster empty), JSON lines
 };
@@ -77,7 +83,8 @@ struct TraceOptions {
 // per line (for audits and tools).
 int RunTrace(const TraceOptions& options);
 
-// Prints the topology as `rabbitmqctl import_definitions` JSON for `vhost`.
-int RunTopology(const std::string& config_file, const std::string& vhost);
+// Prints the topology as `rabbitmqctl import_definitions` definitions for `vhost` (json, yaml),
+// or as a table of its exchanges, queues and bindings (wide: with their arguments).
+int RunTopology(const std::string& config_file, const std::string& vhost, OutputFormat output);
 
 }  // namespace syncbus::ctl

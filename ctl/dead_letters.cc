@@ -205,12 +205,17 @@ Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& 
   return result;
 }
 
-std::string FormatDeadLetterTable(const std::vector<DeadLetter>& letters, WallTime now) {
+std::string FormatDeadLetterTable(const std::vector<DeadLetter>& letters, WallTime now, bool wide) {
   std::vector<std::vector<std::string>> rows = {{"CLUSTER", "LANE", "REASON", "ATTEMPTS", "FIRST-FAILURE", "AGE", "LAST-ERROR"}};
+  if (wide) rows[0].insert(rows[0].begin() + 6, {"PARKED-AT", "MESSAGE-ID"});
   for (const auto& d : letters) {
     rows.push_back({d.cluster.empty() ? "-" : d.cluster, d.lane, d.reason, std::to_string(d.attempts),
                     d.first_failure.empty() ? "-" : d.first_failure, FormatAge(d.dead_at, now),
                     d.last_error.empty() ? "-" : d.last_error});
+    if (wide) {
+      rows.back().insert(rows.back().begin() + 6, {d.dead_at ? FormatRfc3339(*d.dead_at) : "-",
+                                                   d.message_id.empty() ? "-" : d.message_id});
+    }
   }
   return FormatTable(rows);
 }

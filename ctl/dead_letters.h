@@ -83,7 +83,8 @@ struct DlqResult {
 // Fails only when the queue cannot be inspected at all.
 Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& options, const Clock& clock);
 
-// The listing as an aligned text table (CLUSTER REASON ATTEMPTS FIRST-FAILURE AGE LAST-ERROR).
-std::string FormatDeadLetterTable(const std::vector<DeadLetter>& letters, WallTime now);
+// The listing as an aligned text table (CLUSTER LANE REASON ATTEMPTS FIRST-FAILURE AGE
+// LAST-ERROR); wide adds PARKED-AT and MESSAGE-ID before LAST-ERROR.
+std::string FormatDeadLetterTable(const std::vector<DeadLetter>& letters, WallTime now, bool wide = false);
 
 }  // namespace syncbus::ctl

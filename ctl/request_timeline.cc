@@ -230,11 +230,20 @@ RequestPosition LocateRequest(const std::vector<TraceEvent>& events, const std::
   }
 }
 
-std::string FormatTimeline(const std::vector<TraceEvent>& events) {
-  std::vector<Row> rows;
-  for (const auto& e : events) Expand(e, rows);
+std::string FormatTimeline(const std::vector<TraceEvent>& events, bool wide) {
   std::vector<std::vector<std::string>> table = {{"TIME", "REQUEST", "STEP", "TOOK", "DETAIL"}};
-  for (const auto& r : rows) table.push_back({FormatRfc3339Millis(r.at), r.request, r.step, r.took, r.detail});
+  if (wide) table = {{"TIME", "CLUSTER", "REQUEST", "STEP", "TOOK", "DETAIL"}};
+  for (const auto& e : events) {
+    std::vector<Row> rows;
+    Expand(e, rows);
+    for (const auto& r : rows) {
+      if (wide) {
+        table.push_back({FormatRfc3339Millis(r.at), e.cluster, e.request, r.step, r.took, r.detail});
+      } else {
+        table.push_back({FormatRfc3339Millis(r.at), r.request, r.step, r.took, r.detail});
+      }
+    }
+  }
   return FormatTable(table);
 }
 

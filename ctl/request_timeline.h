@@ -34,8 +34,9 @@ const char* WhereName(RequestPosition::Where where);   // unknown, none, queued,
 // (authoritative: a request the broker parked on its delivery limit has no settled event).
 RequestPosition LocateRequest(const std::vector<TraceEvent>& events, const std::vector<DeadLetter>& parked);
 
-// The timeline table: TIME REQUEST STEP TOOK DETAIL, oldest first.
-std::string FormatTimeline(const std::vector<TraceEvent>& events);
+// The timeline table: TIME REQUEST STEP TOOK DETAIL, oldest first; wide: TIME CLUSTER REQUEST
+// (the full message id) STEP TOOK DETAIL.
+std::string FormatTimeline(const std::vector<TraceEvent>& events, bool wide = false);
 // {"events": [...], "position": {...}} with each event as recorded.
 Json TimelineJson(const std::vector<TraceEvent>& events, const RequestPosition& position, WallTime now);
 

@@ -14,16 +14,12 @@
 #include "consumer/cluster_lease.h"
 #include "ctl/commands.h"
 #include "ctl/fleet_status.h"
+#include "ctl/request_timeline.h"
 #include "ctl/text_table.h"
 #include "ctl/trace_reader.h"
 
 namespace syncbus::ctl {
 namespace {
-
-Result<Config> LoadOptionalConfig(const std::string& path) {
-  if (path.empty()) return ParseConfig("");
-  return LoadConfigFile(path);
-}
 
 int Fail(const std::string& message, int code = 1) {
   std::cerr << "syncbusctl: " << message << std::endl;
@@ -125,10 +121,14 @@ int ClusterStatusReport(kube::Client& hub, amqp::Session& broker, const StatusOp
     }
   }
   report.recent = std::move(trace->events);
-  if (options.json) {
-    std::cout << report.ToJson(now).dump(2) << std::endl;
+  if (IsDocument(options.output)) {
+    std::cout << FormatDocument(report.ToJson(now), options.output) << std::flush;
   } else {
     std::cout << FormatClusterReport(report, now);
+    // wide: the request's recent steps too, as `trace -o wide` shows them.
+    if (options.output == OutputFormat::kWide && !report.recent.empty()) {
+      std::cout << "\n" << FormatTimeline(report.recent, true);
+    }
   }
   return 0;
 }
@@ -174,12 +174,12 @@ int RunStatus(const StatusOptions& options) {
   if (trace->undecodable > 0) {
     std::cerr << "syncbusctl: skipped " << trace->undecodable << " undecodable trace events" << std::endl;
   }
-  if (options.json) {
-    std::cout << status.ToJson(now, options.wide).dump(2) << std::endl;
+  if (IsDocument(options.output)) {
+    std::cout << FormatDocument(status.ToJson(now, true), options.output) << std::flush;
     return 0;
   }
   std::cout << FormatFleetStatus(status, now);
-  if (options.wide) {
+  if (options.output == OutputFormat::kWide) {
     std::vector<std::vector<std::string>> rows = {{"CLUSTER", "STATE", "FOR", "DETAIL"}};
     for (const auto& c : status.clusters) {
       std::string age = c.since == WallTime{} ? "-"
@@ -206,10 +206,10 @@ int RunTrace(const TraceOptions& options) {
     query.quiet = std::chrono::milliseconds(500);
     query.keep_going = [&stop] { return !stop.load(); };
     query.on_event = [&](const TraceEvent& e) {
-      if (options.json || options.all) {
-        std::cout << EncodeTraceEvent(e) << std::endl;
+      if (IsDocument(options.output)) {
+        std::cout << FormatStreamItem(Json::parse(EncodeTraceEvent(e)), options.output) << std::flush;
       } else {
-        std::string table = FormatTimeline({e});
+        std::string table = FormatTimeline({e}, options.output == OutputFormat::kWide);
         std::cout << table.substr(table.find('\n') + 1) << std::flush;   // rows without the header
       }
     };
@@ -222,7 +222,11 @@ int RunTrace(const TraceOptions& options) {
   if (!trace.ok()) return Fail(trace.status().message());
   if (options.all) {
     (*broker)->Close();
-    for (const TraceEvent& e : trace->events) std::cout << EncodeTraceEvent(e) << "\n";
+    if (IsDocument(options.output)) {
+      for (const TraceEvent& e : trace->events) std::cout << FormatStreamItem(Json::parse(EncodeTraceEvent(e)), options.output);
+    } else {
+      std::cout << FormatTimeline(trace->events, options.output == OutputFormat::kWide);
+    }
     std::cout << std::flush;
     return 0;
   }
@@ -230,14 +234,14 @@ int RunTrace(const TraceOptions& options) {
   (*broker)->Close();
   if (!parked.ok()) return Fail(parked.status().Annotate("listing the dead-letter queue").message());
   RequestPosition position = LocateRequest(trace->events, *parked);
-  if (options.json) {
-    std::cout << TimelineJson(trace->events, position, now).dump(2) << std::endl;
+  if (IsDocument(options.output)) {
+    std::cout << FormatDocument(TimelineJson(trace->events, position, now), options.output) << std::flush;
   } else {
     if (trace->events.empty()) {
       std::cout << "no trace events for " << options.cluster << " since " << FormatRfc3339(now - options.since)
                 << " (scanned " << trace->scanned << ")\n";
     } else {
-      std::cout << FormatTimeline(trace->events);
+      std::cout << FormatTimeline(trace->events, options.output == OutputFormat::kWide);
     }
     std::cout << "\nnow: " << position.Describe(now) << "\n";
   }

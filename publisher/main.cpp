@@ -9,6 +9,7 @@
 #include "common/amqp/session_impl.h"
 #include "common/build_info.h"
 #include "common/clock.h"
+#include "common/command_line.h"
 #include "common/daemon.h"
 #include "publisher/publisher_app.h"
 
@@ -32,10 +33,12 @@ int main(int argc, char** argv) {
   std::string config_path;
   cli.add_option("-c,--config", config_path, "YAML config file (see docs/configuration.md)")
       ->required();
+  bool strict_config = false;
+  cli.add_flag("--strict-config", strict_config, "refuse unknown configuration keys (default: warn and ignore them)");
   cli.set_version_flag("--version", VersionText("syncbus-publisher"));
-  CLI11_PARSE(cli, argc, argv);
+  if (auto code = ParseCommandLine(cli, argc, argv)) return *code;
 
-  auto config = LoadDaemonConfig(config_path, "publisher");
+  auto config = LoadDaemonConfig(config_path, "publisher", strict_config);
   if (!config) return 2;
   const auto& stop = InstallStopSignals();
 

@@ -2,7 +2,7 @@
 // that exist. A pipeline (simulator, broker vhost, one publisher, one consumer) syncs a small
 // fleet in which one cluster always fails, so that its requests are retried and dead-lettered
 // and the metrics that only appear once touched exist. Then the daemons' /metrics and RabbitMQ's
-// Prometheus endpoints, as the ServiceMonitor of deploy/monitoring/service-monitors.yaml scrapes
+// Prometheus endpoints, as the ServiceMonitor of deploy/components/monitoring/service-monitors.yaml scrapes
 // them, are read, and every metric name in the PromQL of the three files must be among what they
 // export — or be one of the kube-state-metrics series listed in kExternal. Both daemons must also
 // export syncbus_build_info with this build's version and revision.
@@ -33,6 +33,8 @@ namespace {
 const std::set<std::string> kExternal = {
     "kube_horizontalpodautoscaler_spec_max_replicas",
     "kube_horizontalpodautoscaler_status_current_replicas",
+    "kube_statefulset_replicas",
+    "kube_statefulset_status_replicas_ready",
 };
 
 constexpr int kClusters = 6;
@@ -61,9 +63,9 @@ void DashboardPanels(const Json& panels, std::vector<Reference>& out) {
 
 std::vector<Reference> References() {
   std::vector<Reference> refs;
-  std::ifstream in(Deploy("monitoring/dashboard.json"));
+  std::ifstream in(Deploy("components/monitoring/dashboard.json"));
   Json dashboard = Json::parse(in, nullptr, /*allow_exceptions=*/false);
-  REQUIRE_MESSAGE(dashboard.is_object(), "deploy/monitoring/dashboard.json is not a JSON object");
+  REQUIRE_MESSAGE(dashboard.is_object(), "deploy/components/monitoring/dashboard.json is not a JSON object");
   DashboardPanels(dashboard.value("panels", Json::array()), refs);
   for (const auto& variable : dashboard["templating"].value("list", Json::array())) {
     if (variable.value("type", "") != "query") continue;
@@ -73,7 +75,7 @@ std::vector<Reference> References() {
                     GrafanaVariableExpr(text)});
   }
 
-  for (const YAML::Node& doc : YAML::LoadAllFromFile(Deploy("monitoring/alerts.yaml"))) {
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(Deploy("components/monitoring/alerts.yaml"))) {
     if (doc["kind"].as<std::string>() != "PrometheusRule") continue;
     for (const auto& group : doc["spec"]["groups"]) {
       for (const auto& rule : group["rules"]) {
@@ -84,7 +86,7 @@ std::vector<Reference> References() {
     }
   }
 
-  YAML::Node adapter = YAML::LoadFile(Deploy("autoscaling-hpa/prometheus-adapter-rules.yaml"));
+  YAML::Node adapter = YAML::LoadFile(Deploy("components/hpa/prometheus-adapter-rules.yaml"));
   YAML::Node config = YAML::Load(adapter["data"]["config.yaml"].as<std::string>());
   for (const char* section : {"rules", "externalRules"}) {
     for (const auto& rule : config[section]) {
@@ -125,7 +127,7 @@ std::string Encode(const std::string& s) {
 // test's vhost.
 std::vector<std::string> RabbitmqScrapes(const std::string& vhost) {
   std::vector<std::string> paths;
-  for (const YAML::Node& doc : YAML::LoadAllFromFile(Deploy("monitoring/service-monitors.yaml"))) {
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(Deploy("components/monitoring/service-monitors.yaml"))) {
     if (doc["kind"].as<std::string>() != "ServiceMonitor") continue;
     for (const auto& endpoint : doc["spec"]["endpoints"]) {
       const std::string port = endpoint["port"].as<std::string>();

@@ -1,9 +1,13 @@
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "common/config.h"
+#include "common/daemon.h"
 
 using namespace syncbus;
 using namespace std::chrono_literals;
@@ -98,7 +102,6 @@ TEST_CASE("config errors name the bad key") {
       {"consumer: {clusterLease: {duration: 1500ms}}", "consumer.clusterLease.duration: must be a whole number"},
       {"consumer: {clusterLease: {duration: 15s}}", "consumer.clusterLease.renewInterval: renewInterval + safetyMargin"},
       {"consumer: {clusterLease: {lease: 15s}}", "consumer.clusterLease.lease: unknown key"},
-      {"consumer: {clusterLease: {namespace: \"\"}}", "consumer.clusterLease.namespace: must name"},
       {"consumer: {events: maybe}", "consumer.events"},
       {"consumer: {maxConnectionsPerHost: -1}", "consumer.maxConnectionsPerHost: must be between"},
       {"consumer: {targetClients: 0}", "consumer.targetClients: must be between"},
@@ -106,11 +109,67 @@ TEST_CASE("config errors name the bad key") {
   };
   for (const auto& c : cases) {
     CAPTURE(c.yaml);
-    auto r = ParseConfig(c.yaml, "test.yaml");
+    auto r = ParseConfig(c.yaml, "test.yaml", ConfigOptions{.strict = true});
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().message().find(c.expect) != std::string::npos);
     CHECK(r.status().message().rfind("test.yaml", 0) == 0);
   }
+}
+
+TEST_CASE("unknown keys are warnings unless strict: an older version starts under a newer file") {
+  const char* newer = R"(
+publisher: {resyncInterval: 30m, futureKnob: 3, leaderElection: {futureMode: fast}}
+futureSection: {a: 1}
+consumer: {prefetch: 7}
+)";
+  auto lenient = ParseConfig(newer, "newer.yaml");
+  REQUIRE(lenient.ok());
+  CHECK(lenient->publisher.resync_interval == std::chrono::minutes(30));
+  CHECK(lenient->consumer.prefetch == 7);
+  REQUIRE(lenient->warnings.size() == 3);
+  CHECK(lenient->warnings[0].rfind("newer.yaml: futureSection: unknown key (known keys: ", 0) == 0);
+  CHECK(lenient->warnings[1].rfind("newer.yaml: publisher.futureKnob: unknown key", 0) == 0);
+  CHECK(lenient->warnings[2].rfind("newer.yaml: publisher.leaderElection.futureMode: unknown key", 0) == 0);
+  CHECK(lenient->warnings[2].find("; ignored") != std::string::npos);
+
+  auto strict = ParseConfig(newer, "newer.yaml", ConfigOptions{.strict = true});
+  REQUIRE_FALSE(strict.ok());
+  CHECK(strict.status().message().find("newer.yaml: futureSection: unknown key") == 0);
+
+  // A known key with a bad value stays an error: it would not mean what the file says.
+  CHECK_FALSE(ParseConfig("futureSection: 1\npublisher: {resyncInterval: soon}").ok());
+  CHECK(ParseConfig("log: {level: info}")->warnings.empty());
+}
+
+TEST_CASE("the lease namespaces the file leaves out are the namespace syncbus runs in") {
+  auto defaulted = ParseConfig("consumer: {clusterLease: {namespace: \"\"}}", "c.yaml",
+                               ConfigOptions{.own_namespace = "hive-syncbus"});
+  REQUIRE(defaulted.ok());
+  CHECK(defaulted->publisher.leader_election.ns == "hive-syncbus");
+  CHECK(defaulted->consumer.cluster_lease.ns == "hive-syncbus");
+
+  auto given = ParseConfig("publisher: {leaderElection: {namespace: elsewhere}}\nconsumer: {clusterLease: {namespace: leases}}",
+                           "c.yaml", ConfigOptions{.own_namespace = "hive-syncbus"});
+  REQUIRE(given.ok());
+  CHECK(given->publisher.leader_election.ns == "elsewhere");
+  CHECK(given->consumer.cluster_lease.ns == "leases");
+}
+
+TEST_CASE("OwnNamespace reads the downward API variable, else the service account's file") {
+  char dir[] = "/tmp/syncbus-sa-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string sa = dir;
+  const char* saved = std::getenv("POD_NAMESPACE");
+  std::string saved_value = saved ? saved : "";
+  unsetenv("POD_NAMESPACE");
+  CHECK(OwnNamespace(sa) == "syncbus");                 // no file: outside a cluster
+  std::ofstream(sa + "/namespace") << "from-file\n";
+  CHECK(OwnNamespace(sa) == "from-file");
+  setenv("POD_NAMESPACE", "from-env", 1);
+  CHECK(OwnNamespace(sa) == "from-env");
+  if (saved) setenv("POD_NAMESPACE", saved_value.c_str(), 1); else unsetenv("POD_NAMESPACE");
+  std::remove((sa + "/namespace").c_str());
+  rmdir(dir);
 }
 
 TEST_CASE("password file is read and trimmed") {

@@ -212,7 +212,7 @@ TEST_CASE("list prints a table or JSON") {
   Dlq q;
   q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
   DlqOptions options;
-  options.json = true;
+  options.output = OutputFormat::kJson;
   std::ostringstream out, err;
   std::istringstream in;
   REQUIRE(RunDlq(options, q.session, q.clock, in, out, err) == 0);
