@@ -15,7 +15,8 @@ namespace syncbus::ctl {
 namespace {
 
 constexpr char kKubeconfigHelp[] =
-    "hub kubeconfig (default: the config file's hub.kubeconfig, else $KUBECONFIG, ~/.kube/config, in-cluster)";
+    "hub kubeconfig (default: the config file's hub.kubeconfig, else $KUBECONFIG, ~/.kube/config, "
+    "in-cluster)";
 // Options whose value is a file name: completion leaves those to the shell.
 const std::vector<std::string> kFileOptions = {"-c", "--config", "--kubeconfig"};
 const std::vector<std::string> kShells = {"bash", "zsh"};
@@ -36,7 +37,9 @@ struct OutputFlag {
 
 // The command tree and what its flags fill in.
 struct CommandLine {
-  CLI::App app{"syncbusctl: operate syncbus (fleet status and traces, barrier, dead-letter queue, topology)"};
+  CLI::App app{
+      "syncbusctl: operate syncbus (fleet status and traces, barrier, dead-letter queue, "
+      "topology)"};
 
   WaitOptions wait;
   std::string wait_timeout = "10m", wait_interval = "1s";
@@ -74,62 +77,92 @@ struct CommandLine {
     app.require_subcommand(1);
     app.set_version_flag("--version", VersionText("syncbusctl"));
 
-    wait_cmd = app.add_subcommand("wait", "wait until every cluster has its current SyncSets applied (a barrier)");
+    wait_cmd = app.add_subcommand(
+        "wait", "wait until every cluster has its current SyncSets applied (a barrier)");
     wait_cmd->add_option("--kubeconfig", wait.kubeconfig, kKubeconfigHelp);
     wait_cmd->add_option("--context", wait.context, "kubeconfig context");
     wait_cmd->add_option("-c,--config", wait.config_file, "syncbus YAML config");
     wait_cmd->add_option("-n,--namespace", wait.ns, "only clusters in this namespace");
     wait_cmd->add_option("--timeout", wait_timeout, "give up after this long (e.g. 90s, 10m)");
     wait_cmd->add_option("--interval", wait_interval, "poll interval");
-    wait_cmd->add_option("--metrics-url", wait.metrics_urls, "consumer /metrics URL to count applies (repeatable)");
-    wait_cmd->add_option("--start-time", wait.start_time, "unix time the run started (elapsed and rate)");
+    wait_cmd->add_option("--metrics-url", wait.metrics_urls,
+                         "consumer /metrics URL to count applies (repeatable)");
+    wait_cmd->add_option("--start-time", wait.start_time,
+                         "unix time the run started (elapsed and rate)");
     wait_cmd->add_flag("-q,--quiet", wait.quiet, "no progress lines");
     wait_output.AddTo(wait_cmd, "table", "wide also lists the clusters not there yet");
 
-    status_cmd = app.add_subcommand("status", "the fleet at a glance, or one cluster: its request, lease and sets");
-    status_cmd->add_option("cluster", status.cluster, "one cluster: NAMESPACE/NAME, or NAME with -n");
+    status_cmd = app.add_subcommand(
+        "status", "the fleet at a glance, or one cluster: its request, lease and sets");
+    status_cmd->add_option("cluster", status.cluster,
+                           "one cluster: NAMESPACE/NAME, or NAME with -n");
     status_cmd->add_option("--kubeconfig", status.kubeconfig, kKubeconfigHelp);
     status_cmd->add_option("--context", status.context, "kubeconfig context");
-    status_cmd->add_option("-c,--config", status.config_file, "syncbus YAML config (hub and amqp sections)");
+    status_cmd->add_option("-c,--config", status.config_file,
+                           "syncbus YAML config (hub and amqp sections)");
     status_cmd->add_option("-n,--namespace", status.ns, "only clusters in this namespace");
-    status_cmd->add_option("--since", status_since, "trace window to locate requests in (e.g. 30m, 6h)");
-    status_output.AddTo(status_cmd, "table", "wide lists every cluster; json and yaml include them");
+    status_cmd->add_option("--since", status_since,
+                           "trace window to locate requests in (e.g. 30m, 6h)");
+    status_output.AddTo(status_cmd, "table",
+                        "wide lists every cluster; json and yaml include them");
 
-    trace_cmd = app.add_subcommand("trace", "a cluster's recent timeline: decided, published, delivered, attempts, applied, acked");
+    trace_cmd = app.add_subcommand(
+        "trace",
+        "a cluster's recent timeline: decided, published, delivered, attempts, applied, acked");
     trace_cmd->add_option("cluster", trace.cluster, "NAMESPACE/NAME, or a name in any namespace");
-    trace_cmd->add_flag("--all", trace.all, "every cluster's events instead (default output: one JSON object per line)");
-    trace_cmd->add_option("-c,--config", trace.config_file, "syncbus YAML config (its amqp section)");
-    trace_cmd->add_option("--since", trace_since, "how far back to read the trace stream (e.g. 30m, 6h)");
+    trace_cmd->add_flag(
+        "--all", trace.all,
+        "every cluster's events instead (default output: one JSON object per line)");
+    trace_cmd->add_option("-c,--config", trace.config_file,
+                          "syncbus YAML config (its amqp section)");
+    trace_cmd->add_option("--since", trace_since,
+                          "how far back to read the trace stream (e.g. 30m, 6h)");
     trace_cmd->add_flag("-f,--follow", trace.follow, "keep printing new steps until interrupted");
     trace_output.AddTo(trace_cmd, "table", "wide adds the cluster and the full request id");
 
-    topology_cmd = app.add_subcommand("topology", "print the broker topology as importable definitions");
-    topology_cmd->add_option("-c,--config", topology_config, "syncbus YAML config (retry tiers, limits)");
+    topology_cmd =
+        app.add_subcommand("topology", "print the broker topology as importable definitions");
+    topology_cmd->add_option("-c,--config", topology_config,
+                             "syncbus YAML config (retry tiers, limits)");
     topology_cmd->add_option("--vhost", vhost, "vhost to put in the definitions");
     topology_output.AddTo(topology_cmd, "json", "default json, for rabbitmqctl import_definitions");
 
-    dlq_cmd = app.add_subcommand("dlq", "inspect, replay or purge the dead-letter queue (syncbus.dead)");
+    dlq_cmd =
+        app.add_subcommand("dlq", "inspect, replay or purge the dead-letter queue (syncbus.dead)");
     dlq_cmd->require_subcommand(1);
-    auto* dlq_list = dlq_cmd->add_subcommand("list", "show parked messages (cluster, reason, attempts, first failure, age, last error)");
-    dlq_replay = dlq_cmd->add_subcommand("replay", "republish matching messages to the work exchange with attempts reset");
-    dlq_purge = dlq_cmd->add_subcommand("purge", "delete matching messages (asks first unless --yes)");
+    auto* dlq_list = dlq_cmd->add_subcommand(
+        "list", "show parked messages (cluster, reason, attempts, first failure, age, last error)");
+    dlq_replay = dlq_cmd->add_subcommand(
+        "replay", "republish matching messages to the work exchange with attempts reset");
+    dlq_purge =
+        dlq_cmd->add_subcommand("purge", "delete matching messages (asks first unless --yes)");
     for (auto* sub : {dlq_list, dlq_replay, dlq_purge}) {
-      sub->add_option("-c,--config", dlq.config_file, "syncbus YAML config (its amqp section)")->required();
-      sub->add_option("--cluster", dlq.filter.cluster, "only this cluster: ns/name, or a name in any namespace");
-      sub->add_option("--reason", dlq.filter.reason, "only this reason: max-attempts, undecodable, delivery_limit");
-      sub->add_option("--older-than", older_than, "only messages parked at least this long ago (e.g. 10m)");
+      sub->add_option("-c,--config", dlq.config_file, "syncbus YAML config (its amqp section)")
+          ->required();
+      sub->add_option("--cluster", dlq.filter.cluster,
+                      "only this cluster: ns/name, or a name in any namespace");
+      sub->add_option("--reason", dlq.filter.reason,
+                      "only this reason: max-attempts, undecodable, delivery_limit");
+      sub->add_option("--older-than", older_than,
+                      "only messages parked at least this long ago (e.g. 10m)");
       sub->add_option("--newer-than", newer_than, "only messages parked less than this long ago");
       sub->add_option("--limit", dlq.limit, "act on at most this many matches");
       sub->add_flag("-q,--quiet", dlq.quiet, "no progress lines");
-      dlq_output.AddTo(sub, "table", sub == dlq_list ? "wide adds lane, message id and parking time"
-                                                      : "of the matches --dry-run lists");
+      dlq_output.AddTo(sub, "table",
+                       sub == dlq_list ? "wide adds lane, message id and parking time"
+                                       : "of the matches --dry-run lists");
     }
-    for (auto* sub : {dlq_replay, dlq_purge}) sub->add_flag("--dry-run", dlq.dry_run, "show what would be done");
-    dlq_replay->add_option("--rate", dlq.rate_per_second, "at most this many replays per second (0 = no limit)");
+    for (auto* sub : {dlq_replay, dlq_purge})
+      sub->add_flag("--dry-run", dlq.dry_run, "show what would be done");
+    dlq_replay->add_option("--rate", dlq.rate_per_second,
+                           "at most this many replays per second (0 = no limit)");
     dlq_purge->add_flag("-y,--yes", dlq.yes, "do not ask for confirmation");
 
-    completion_cmd = app.add_subcommand("completion", "print a shell completion script: source <(syncbusctl completion bash)");
-    completion_cmd->add_option("shell", shell, "bash or zsh")->required()->check(CLI::IsMember(kShells));
+    completion_cmd = app.add_subcommand(
+        "completion", "print a shell completion script: source <(syncbusctl completion bash)");
+    completion_cmd->add_option("shell", shell, "bash or zsh")
+        ->required()
+        ->check(CLI::IsMember(kShells));
 
     // Cobra's completion protocol (what the scripts and kubectl's plugin completion call).
     complete_cmd = app.add_subcommand("__complete", "");
@@ -143,7 +176,8 @@ struct CommandLine {
       return 0;
     }
     if (completion_cmd->parsed()) {
-      std::cout << CompletionScript(shell, app.get_name() == "kubectl syncbus" ? "kubectl-syncbus" : "syncbusctl");
+      std::cout << CompletionScript(
+          shell, app.get_name() == "kubectl syncbus" ? "kubectl-syncbus" : "syncbusctl");
       return 0;
     }
     if (status_cmd->parsed() || trace_cmd->parsed()) {
@@ -158,11 +192,13 @@ struct CommandLine {
       trace.since = *since;
       trace.output = trace_output.Get();
       // --all prints JSON lines unless -o asks for something else.
-      if (trace.all && trace_cmd->get_option("--output")->count() == 0) trace.output = OutputFormat::kJson;
+      if (trace.all && trace_cmd->get_option("--output")->count() == 0)
+        trace.output = OutputFormat::kJson;
       return RunTrace(trace);
     }
     if (dlq_cmd->parsed()) {
-      for (auto [text, field] : {std::pair{&older_than, &dlq.filter.older_than}, std::pair{&newer_than, &dlq.filter.newer_than}}) {
+      for (auto [text, field] : {std::pair{&older_than, &dlq.filter.older_than},
+                                 std::pair{&newer_than, &dlq.filter.newer_than}}) {
         if (text->empty()) continue;
         auto parsed = ParseDuration(*text);
         if (!parsed.ok()) return Usage(parsed.status().message());
@@ -198,7 +234,9 @@ std::string BaseName(const char* argv0) {
   return base;
 }
 
-std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string FirstLine(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
 
 }  // namespace
 
@@ -273,12 +311,15 @@ std::string CompletionCandidates(const std::vector<std::string>& words) {
 }
 
 std::string CompletionScript(const std::string& shell, const std::string& program) {
-  const std::string fn = "_" + std::string(program == "kubectl-syncbus" ? "kubectl_syncbus" : "syncbusctl");
+  const std::string fn =
+      "_" + std::string(program == "kubectl-syncbus" ? "kubectl_syncbus" : "syncbusctl");
   if (shell == "bash") {
     return "# bash completion for " + program + ": source <(" + program + " completion bash)\n" +
-           fn + "() {\n"
+           fn +
+           "() {\n"
            "  local cur=\"${COMP_WORDS[COMP_CWORD]}\" out directive\n"
-           "  out=\"$(\"${COMP_WORDS[0]}\" __complete \"${COMP_WORDS[@]:1:COMP_CWORD}\" 2>/dev/null)\" || return\n"
+           "  out=\"$(\"${COMP_WORDS[0]}\" __complete \"${COMP_WORDS[@]:1:COMP_CWORD}\" "
+           "2>/dev/null)\" || return\n"
            "  directive=\"${out##*:}\"\n"
            "  out=\"${out%:*}\"\n"
            "  local IFS=$'\\n' line\n"
@@ -288,7 +329,8 @@ std::string CompletionScript(const std::string& shell, const std::string& progra
            "    COMPREPLY=($(compgen -f -- \"$cur\"))\n"
            "  fi\n"
            "}\n"
-           "complete -o filenames -F " + fn + " " + program + "\n";
+           "complete -o filenames -F " +
+           fn + " " + program + "\n";
   }
   if (shell == "zsh") {
     return "#compdef " + program + "\n# zsh completion for " + program + ": source <(" + program +
@@ -301,15 +343,23 @@ std::string CompletionScript(const std::string& shell, const std::string& progra
            "  for line in \"${(@)lines[1,-2]}\"; do candidates+=(\"${line//:/\\\\:}\"); done\n"
            "  candidates=(\"${(@)candidates//$'\\t'/:}\")\n"
            "  if (( ${#candidates} )); then\n"
-           "    _describe '" + program + "' candidates\n"
+           "    _describe '" +
+           program +
+           "' candidates\n"
            "  elif (( ! (directive & 4) )); then\n"
            "    _files\n"
            "  fi\n"
            "}\n"
-           "if [[ \"$funcstack[1]\" == \"" + fn + "\" ]]; then\n"
-           "  " + fn + " \"$@\"\n"
+           "if [[ \"$funcstack[1]\" == \"" +
+           fn +
+           "\" ]]; then\n"
+           "  " +
+           fn +
+           " \"$@\"\n"
            "else\n"
-           "  compdef " + fn + " " + program + "\n"
+           "  compdef " +
+           fn + " " + program +
+           "\n"
            "fi\n";
   }
   return "";

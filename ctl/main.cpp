@@ -2,4 +2,6 @@
 // plugin `kubectl syncbus`).
 #include "ctl/cli.h"
 
-int main(int argc, char** argv) { return syncbus::ctl::RunCommandLine(argc, argv); }
+int main(int argc, char** argv) {
+  return syncbus::ctl::RunCommandLine(argc, argv);
+}

@@ -15,17 +15,20 @@ bool PlainSafe(const std::string& s) {
   static const std::regex kSafe(R"(^[A-Za-z0-9_./(][A-Za-z0-9 _./()=+,;@$^<>-]*$)");
   static const std::regex kSpecial(
       R"(^(~|null|Null|NULL|true|True|TRUE|false|False|FALSE|yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF|y|Y|n|N)$)");
-  static const std::regex kNumeric(R"(^[-+]?(\.?[0-9][0-9_.eE:+-]*|\.(inf|Inf|INF|nan|NaN|NAN)|0[xob][0-9a-fA-F_]+)$)");
-  if (s.empty() || s.back() == ' ' || s.find(": ") != std::string::npos || s.find(" #") != std::string::npos) {
+  static const std::regex kNumeric(
+      R"(^[-+]?(\.?[0-9][0-9_.eE:+-]*|\.(inf|Inf|INF|nan|NaN|NAN)|0[xob][0-9a-fA-F_]+)$)");
+  if (s.empty() || s.back() == ' ' || s.find(": ") != std::string::npos ||
+      s.find(" #") != std::string::npos) {
     return false;
   }
-  return std::regex_match(s, kSafe) && !std::regex_match(s, kSpecial) && !std::regex_match(s, kNumeric);
+  return std::regex_match(s, kSafe) && !std::regex_match(s, kSpecial) &&
+         !std::regex_match(s, kNumeric);
 }
 
 std::string Scalar(const Json& v) {
   if (v.is_string()) {
     const std::string& s = v.get_ref<const std::string&>();
-    return PlainSafe(s) ? s : Json(s).dump();   // a JSON string is a YAML double-quoted scalar
+    return PlainSafe(s) ? s : Json(s).dump();  // a JSON string is a YAML double-quoted scalar
   }
   if (v.is_null()) return "null";
   if (v.is_number_float()) {
@@ -36,7 +39,9 @@ std::string Scalar(const Json& v) {
   return v.dump();
 }
 
-bool IsEmptyOrScalar(const Json& v) { return !v.is_structured() || v.empty(); }
+bool IsEmptyOrScalar(const Json& v) {
+  return !v.is_structured() || v.empty();
+}
 
 void Emit(const Json& v, int indent, std::string& out) {
   const std::string pad(indent, ' ');
@@ -59,7 +64,7 @@ void Emit(const Json& v, int indent, std::string& out) {
       }
       std::string nested;
       Emit(item, indent + 2, nested);
-      out += pad + "- " + nested.substr(indent + 2);   // the first line joins the dash
+      out += pad + "- " + nested.substr(indent + 2);  // the first line joins the dash
     }
   }
 }
@@ -70,14 +75,21 @@ Result<OutputFormat> ParseOutputFormat(std::string_view text) {
   for (size_t i = 0; i < kNames.size(); ++i) {
     if (text == kNames[i]) return static_cast<OutputFormat>(i);
   }
-  return InvalidArgument("unknown output format \"" + std::string(text) + "\" (table, wide, json, yaml)");
+  return InvalidArgument("unknown output format \"" + std::string(text) +
+                         "\" (table, wide, json, yaml)");
 }
 
-const char* OutputFormatName(OutputFormat format) { return kNames[static_cast<size_t>(format)].c_str(); }
+const char* OutputFormatName(OutputFormat format) {
+  return kNames[static_cast<size_t>(format)].c_str();
+}
 
-const std::vector<std::string>& OutputFormatNames() { return kNames; }
+const std::vector<std::string>& OutputFormatNames() {
+  return kNames;
+}
 
-bool IsDocument(OutputFormat format) { return format == OutputFormat::kJson || format == OutputFormat::kYaml; }
+bool IsDocument(OutputFormat format) {
+  return format == OutputFormat::kJson || format == OutputFormat::kYaml;
+}
 
 std::string ToYaml(const Json& doc) {
   if (IsEmptyOrScalar(doc)) return (doc.is_structured() ? doc.dump() : Scalar(doc)) + "\n";

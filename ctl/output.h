@@ -19,7 +19,7 @@ const char* OutputFormatName(OutputFormat format);
 // The names, in the order above (for -o's help and shell completion).
 const std::vector<std::string>& OutputFormatNames();
 
-bool IsDocument(OutputFormat format);   // json or yaml
+bool IsDocument(OutputFormat format);  // json or yaml
 
 // `doc` as indented JSON or as YAML (block style; strings quoted where YAML would read them as
 // something else), ending in a newline. Table and wide print JSON.

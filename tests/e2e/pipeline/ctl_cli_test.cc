@@ -33,7 +33,8 @@ struct Shell : ProcessRig {
   // `program` (a path) with `args`; stdout and stderr apart.
   Run Exec(const std::string& program, const std::vector<std::string>& args) {
     std::string base = dir + "/run-" + std::to_string(++runs_);
-    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"" + base + ".err\"", program};
+    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"" + base + ".err\"",
+                                     program};
     argv.insert(argv.end(), args.begin(), args.end());
     auto p = ChildProcess::Start(argv, base + ".out");
     REQUIRE_MESSAGE(p.ok(), p.status().ToString());
@@ -79,19 +80,19 @@ TEST_CASE("every read command prints table, wide, json and yaml, and exits like 
   // The publisher's start-up resync: a request per cluster, on the trace stream too. No consumer
   // runs, so the clusters stay pending.
   ChildProcess publisher = sh.StartDaemon("publisher/syncbus-publisher", {}, "publisher.log");
-  REQUIRE_MESSAGE(WaitFor([&] {
-    Run all = sh.Ctl(sh.WithConfig({"trace", "--all", "--since", "10m"}));
-    return all.code == 0 && std::count(all.out.begin(), all.out.end(), '\n') >= 3;
-  }, 60s, 500ms), publisher.Log());
+  REQUIRE_MESSAGE(WaitFor(
+                      [&] {
+                        Run all = sh.Ctl(sh.WithConfig({"trace", "--all", "--since", "10m"}));
+                        return all.code == 0 &&
+                               std::count(all.out.begin(), all.out.end(), '\n') >= 3;
+                      },
+                      60s, 500ms),
+                  publisher.Log());
 
   const std::string cluster = "cluster-0000/cluster-0000";
   const std::vector<std::vector<std::string>> reads = {
-      {"status"},
-      {"status", cluster},
-      {"trace", cluster},
-      {"trace", "--all"},
-      {"dlq", "list"},
-      {"wait", "--timeout", "1s", "-q"},
+      {"status"},         {"status", cluster}, {"trace", cluster},
+      {"trace", "--all"}, {"dlq", "list"},     {"wait", "--timeout", "1s", "-q"},
       {"topology"},
   };
   for (const auto& read : reads) {
@@ -101,7 +102,7 @@ TEST_CASE("every read command prints table, wide, json and yaml, and exits like 
     } else {
       base = sh.WithConfig(base);
     }
-    const int expected = read[0] == "wait" ? 1 : 0;   // no consumer: the barrier times out
+    const int expected = read[0] == "wait" ? 1 : 0;  // no consumer: the barrier times out
     std::map<std::string, Run> runs;
     for (const char* format : {"table", "wide", "json", "yaml"}) {
       std::vector<std::string> args = base;
@@ -117,8 +118,10 @@ TEST_CASE("every read command prints table, wide, json and yaml, and exits like 
       // JSON lines and YAML documents: one per event either way.
       auto docs = kubesim::YamlDocumentsToJson(runs["yaml"].out);
       REQUIRE(docs.ok());
-      CHECK(docs->size() == static_cast<size_t>(std::count(runs["json"].out.begin(), runs["json"].out.end(), '\n')));
-      CHECK(Json::parse(runs["json"].out.substr(0, runs["json"].out.find('\n')))["step"] == (*docs)[0]["step"]);
+      CHECK(docs->size() == static_cast<size_t>(std::count(runs["json"].out.begin(),
+                                                           runs["json"].out.end(), '\n')));
+      CHECK(Json::parse(runs["json"].out.substr(0, runs["json"].out.find('\n')))["step"] ==
+            (*docs)[0]["step"]);
     } else {
       Json json = Json::parse(runs["json"].out, nullptr, false);
       REQUIRE_MESSAGE(!json.is_discarded(), runs["json"].out);
@@ -126,14 +129,18 @@ TEST_CASE("every read command prints table, wide, json and yaml, and exits like 
       REQUIRE_MESSAGE(yaml.ok(), runs["yaml"].out);
       // The same document (ages and times move between the two runs: compare the shape).
       std::vector<std::string> json_keys, yaml_keys;
-      for (auto it = json.begin(); json.is_object() && it != json.end(); ++it) json_keys.push_back(it.key());
-      for (auto it = yaml->begin(); yaml->is_object() && it != yaml->end(); ++it) yaml_keys.push_back(it.key());
+      for (auto it = json.begin(); json.is_object() && it != json.end(); ++it)
+        json_keys.push_back(it.key());
+      for (auto it = yaml->begin(); yaml->is_object() && it != yaml->end(); ++it)
+        yaml_keys.push_back(it.key());
       CHECK(json_keys == yaml_keys);
       CHECK(json.type() == yaml->type());
       CHECK(json.size() == yaml->size());
     }
     // Wide says more than table.
-    CHECK_MESSAGE(runs["wide"].out.size() > runs["table"].out.size(), runs["table"].out << "\n" << runs["wide"].out);
+    CHECK_MESSAGE(runs["wide"].out.size() > runs["table"].out.size(), runs["table"].out
+                                                                          << "\n"
+                                                                          << runs["wide"].out);
   }
 
   // What the formats say.
@@ -146,7 +153,8 @@ TEST_CASE("every read command prints table, wide, json and yaml, and exits like 
   Run dlq = sh.Ctl({"dlq", "list", "-c", sh.dir + "/syncbus.yaml", "-o", "wide"});
   CHECK(dlq.out.find("MESSAGE-ID") != std::string::npos);
   CHECK(dlq.out.find("cluster-0001/cluster-0001") != std::string::npos);
-  Json listed = Json::parse(sh.Ctl({"dlq", "list", "-c", sh.dir + "/syncbus.yaml", "--json"}).out);   // deprecated alias
+  Json listed = Json::parse(
+      sh.Ctl({"dlq", "list", "-c", sh.dir + "/syncbus.yaml", "--json"}).out);  // deprecated alias
   REQUIRE(listed.size() == 1);
   Run wait = sh.Ctl(sh.WithConfig({"wait", "--timeout", "1s", "-q", "-o", "wide"}));
   CHECK(wait.out.find("pending: cluster-0002/cluster-0002") != std::string::npos);
@@ -157,19 +165,20 @@ TEST_CASE("every read command prints table, wide, json and yaml, and exits like 
   Run missing = sh.Ctl(sh.WithConfig({"status", "nosuch/cluster"}));
   CHECK(missing.code == 1);
   CHECK(missing.err.find("ClusterDeployment nosuch/cluster") != std::string::npos);
-  std::ofstream(sh.dir + "/closed.yaml") << "amqp: {host: 127.0.0.1, port: 1, connectTimeout: 1s}\n";
+  std::ofstream(sh.dir + "/closed.yaml")
+      << "amqp: {host: 127.0.0.1, port: 1, connectTimeout: 1s}\n";
   CHECK(sh.Ctl({"dlq", "list", "-c", sh.dir + "/closed.yaml"}).code == 1);
 
   // Usage and parse errors: exit 2, with a message.
   const std::vector<std::vector<std::string>> usage_errors = {
-      {},                                         // no command
-      {"nosuch"},                                 // unknown command
-      {"status", "--bogus"},                      // unknown flag
-      {"status", "-o", "xml"},                    // unknown format
-      {"status", "--since", "soon"},              // bad duration
-      {"status", "a/b", "c/d"},                   // extra argument
-      {"dlq", "list"},                            // -c is required
-      {"dlq"},                                    // a subcommand is required
+      {},                             // no command
+      {"nosuch"},                     // unknown command
+      {"status", "--bogus"},          // unknown flag
+      {"status", "-o", "xml"},        // unknown format
+      {"status", "--since", "soon"},  // bad duration
+      {"status", "a/b", "c/d"},       // extra argument
+      {"dlq", "list"},                // -c is required
+      {"dlq"},                        // a subcommand is required
       {"dlq", "list", "-c", "x.yaml", "--limit", "many"},
       {"trace", "-c", sh.dir + "/syncbus.yaml"},  // neither a cluster nor --all
       {"wait", "--timeout", "never"},
@@ -182,7 +191,8 @@ TEST_CASE("every read command prints table, wide, json and yaml, and exits like 
     CHECK_MESSAGE(r.code == 2, r.out << r.err);
     CHECK(!r.err.empty());
   }
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"--help"}, {"--version"}, {"dlq", "purge", "--help"}}) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, {"--version"}, {"dlq", "purge", "--help"}}) {
     CAPTURE(args);
     CHECK(sh.Ctl(args).code == 0);
   }
@@ -203,9 +213,10 @@ TEST_CASE("syncbusctl is also the kubectl plugin `kubectl syncbus`, and complete
   // kubectl's plugin completion runs kubectl_complete-syncbus with the words after `syncbus`.
   Run complete = sh.Exec(BinaryDir() + "/ctl/kubectl_complete-syncbus", {"dlq", ""});
   CHECK(complete.code == 0);
-  CHECK(complete.out == "list\tshow parked messages (cluster, reason, attempts, first failure, age, last error)\n"
-                        "replay\trepublish matching messages to the work exchange with attempts reset\n"
-                        "purge\tdelete matching messages (asks first unless --yes)\n:4\n");
+  CHECK(complete.out ==
+        "list\tshow parked messages (cluster, reason, attempts, first failure, age, last error)\n"
+        "replay\trepublish matching messages to the work exchange with attempts reset\n"
+        "purge\tdelete matching messages (asks first unless --yes)\n:4\n");
 
   // The bash script, sourced, answers through the binary.
   std::ofstream(sh.dir + "/complete.sh")

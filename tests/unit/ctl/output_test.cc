@@ -1,9 +1,10 @@
 // syncbusctl's -o yaml reads back as the JSON it stands for (the way the apiserver and kubectl
 // read YAML: 1.1 scalars), output format names, and shell completion candidates.
+#include "ctl/output.h"
+
 #include <doctest/doctest.h>
 
 #include "ctl/cli.h"
-#include "ctl/output.h"
 #include "tests/kubesim/yaml_json.h"
 
 using namespace syncbus;
@@ -21,12 +22,54 @@ Json RoundTrip(const Json& doc) {
 }  // namespace
 
 TEST_CASE("ToYaml quotes every string YAML would read as something else") {
-  const char* tricky[] = {"",      "yes",   "No",     "on",    "OFF",   "y",      "true",   "null",  "~",
-                          "1",     "-1",    "1.5",    "1e3",   "0x1f",  "0o17",   "017",    ".inf",  "-.nan",
-                          "1:30",  "a: b",  "a #b",   " lead", "trail ", "-x",    "- x",    "*ref",  "&anchor",
-                          "!tag",  "%pct",  "@at",    "`tick", "|pipe", ">fold",  "'q",     "\"dq",  "?q",
-                          "{b}",   "[s]",   "a,b",    "#c",    "line\nbreak", "tab\there", "ünïcode",
-                          "2026-01-01T00:00:00.000Z", "syncbus.work.change", "ns/name", "1s", "x-delivery-limit"};
+  const char* tricky[] = {"",
+                          "yes",
+                          "No",
+                          "on",
+                          "OFF",
+                          "y",
+                          "true",
+                          "null",
+                          "~",
+                          "1",
+                          "-1",
+                          "1.5",
+                          "1e3",
+                          "0x1f",
+                          "0o17",
+                          "017",
+                          ".inf",
+                          "-.nan",
+                          "1:30",
+                          "a: b",
+                          "a #b",
+                          " lead",
+                          "trail ",
+                          "-x",
+                          "- x",
+                          "*ref",
+                          "&anchor",
+                          "!tag",
+                          "%pct",
+                          "@at",
+                          "`tick",
+                          "|pipe",
+                          ">fold",
+                          "'q",
+                          "\"dq",
+                          "?q",
+                          "{b}",
+                          "[s]",
+                          "a,b",
+                          "#c",
+                          "line\nbreak",
+                          "tab\there",
+                          "ünïcode",
+                          "2026-01-01T00:00:00.000Z",
+                          "syncbus.work.change",
+                          "ns/name",
+                          "1s",
+                          "x-delivery-limit"};
   for (const char* s : tricky) {
     CAPTURE(s);
     Json doc = {{"value", s}, {"list", Json::array({s})}, {s, 1}};
@@ -35,19 +78,23 @@ TEST_CASE("ToYaml quotes every string YAML would read as something else") {
 }
 
 TEST_CASE("ToYaml writes nested objects and lists in block style") {
-  Json doc = {{"states", {{"synced", {{"count", 5}, {"oldest", nullptr}}}, {"parked", {{"count", 1}}}}},
-              {"queues", {{"syncbus.dead", 1}}},
-              {"events", Json::array({Json{{"step", "published"}, {"sets", Json::array({Json{{"success", false}}})}},
-                                      Json::array({1, 2}), Json::object(), Json::array()})},
-              {"ratio", 0.25},
-              {"negative", -3},
-              {"empty", Json::object()},
-              {"none", Json::array()},
-              {"flag", true}};
+  Json doc = {
+      {"states", {{"synced", {{"count", 5}, {"oldest", nullptr}}}, {"parked", {{"count", 1}}}}},
+      {"queues", {{"syncbus.dead", 1}}},
+      {"events",
+       Json::array({Json{{"step", "published"}, {"sets", Json::array({Json{{"success", false}}})}},
+                    Json::array({1, 2}), Json::object(), Json::array()})},
+      {"ratio", 0.25},
+      {"negative", -3},
+      {"empty", Json::object()},
+      {"none", Json::array()},
+      {"flag", true}};
   CHECK(RoundTrip(doc) == doc);
   std::string yaml = ToYaml(doc);
-  CHECK(yaml.find("events:\n- sets:\n  - success: false\n  step: published\n- - 1\n  - 2\n- {}\n- []\n") !=
-        std::string::npos);
+  CHECK(
+      yaml.find(
+          "events:\n- sets:\n  - success: false\n  step: published\n- - 1\n  - 2\n- {}\n- []\n") !=
+      std::string::npos);
   CHECK(yaml.find("queues:\n  syncbus.dead: 1\n") != std::string::npos);
   CHECK(ToYaml(Json::array()) == "[]\n");
   CHECK(ToYaml(Json("yes")) == "\"yes\"\n");
@@ -82,28 +129,35 @@ TEST_CASE("completion offers subcommands, the current command's flags and -o's f
     return out;
   };
   auto top = words(CompletionCandidates({""}));
-  CHECK(top == std::vector<std::string>{"wait", "status", "trace", "topology", "dlq", "completion", ":4"});
+  CHECK(top ==
+        std::vector<std::string>{"wait", "status", "trace", "topology", "dlq", "completion", ":4"});
   CHECK(words(CompletionCandidates({"st"})) == std::vector<std::string>{"status", ":4"});
-  CHECK(words(CompletionCandidates({"dlq", ""})) == std::vector<std::string>{"list", "replay", "purge", ":4"});
+  CHECK(words(CompletionCandidates({"dlq", ""})) ==
+        std::vector<std::string>{"list", "replay", "purge", ":4"});
   CHECK(words(CompletionCandidates({"status", "-o", ""})) ==
         std::vector<std::string>{"table", "wide", "json", "yaml", ":4"});
-  CHECK(words(CompletionCandidates({"dlq", "list", "--output", "y"})) == std::vector<std::string>{"yaml", ":4"});
-  CHECK(words(CompletionCandidates({"status", "-c", ""})) == std::vector<std::string>{":0"});   // file names
-  CHECK(words(CompletionCandidates({"completion", ""})) == std::vector<std::string>{"bash", "zsh", ":4"});
+  CHECK(words(CompletionCandidates({"dlq", "list", "--output", "y"})) ==
+        std::vector<std::string>{"yaml", ":4"});
+  CHECK(words(CompletionCandidates({"status", "-c", ""})) ==
+        std::vector<std::string>{":0"});  // file names
+  CHECK(words(CompletionCandidates({"completion", ""})) ==
+        std::vector<std::string>{"bash", "zsh", ":4"});
   auto flags = words(CompletionCandidates({"dlq", "purge", "--"}));
   CHECK(std::find(flags.begin(), flags.end(), "--yes") != flags.end());
   CHECK(std::find(flags.begin(), flags.end(), "--dry-run") != flags.end());
-  CHECK(std::find(flags.begin(), flags.end(), "--rate") == flags.end());   // replay's, not purge's
+  CHECK(std::find(flags.begin(), flags.end(), "--rate") == flags.end());  // replay's, not purge's
   // An option's value is skipped, a flag takes none: the words after them still count.
-  CHECK(words(CompletionCandidates({"trace", "--since", "1h", "-o", "j"})) == std::vector<std::string>{"json", ":4"});
+  CHECK(words(CompletionCandidates({"trace", "--since", "1h", "-o", "j"})) ==
+        std::vector<std::string>{"json", ":4"});
   CHECK(words(CompletionCandidates({"--version", "dlq", ""})).size() == 4);
   CHECK(CompletionCandidates({"status", "--since"}).find("--since\t") != std::string::npos);
 }
 
 TEST_CASE("completion scripts name the program they complete") {
-  CHECK(CompletionScript("bash", "syncbusctl").find("complete -o filenames -F _syncbusctl syncbusctl") !=
-        std::string::npos);
-  CHECK(CompletionScript("zsh", "kubectl-syncbus").find("compdef _kubectl_syncbus kubectl-syncbus") !=
-        std::string::npos);
+  CHECK(CompletionScript("bash", "syncbusctl")
+            .find("complete -o filenames -F _syncbusctl syncbusctl") != std::string::npos);
+  CHECK(
+      CompletionScript("zsh", "kubectl-syncbus").find("compdef _kubectl_syncbus kubectl-syncbus") !=
+      std::string::npos);
   CHECK(CompletionScript("fish", "syncbusctl").empty());
 }
