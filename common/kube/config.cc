@@ -212,8 +212,21 @@ Result<Fields> Find(const std::map<std::string, Entry>& entries, const char* inn
   return Fields(entry.body, entry.where);
 }
 
-Status ApplyCluster(const Fields& cluster, const std::string& base_dir, ClusterConfig& config,
-                    http::TlsOptions& tls) {
+// A file path in a kubeconfig from a Secret would make this process read its own files (the
+// ServiceAccount token, the broker's key) and send them to the server the Secret names.
+Status RefuseFileFromSecret(const Fields& fields, const char* key, const std::string& path,
+                            KubeconfigSource source) {
+  if (path.empty() || source == KubeconfigSource::kOperator) return Status::Ok();
+  return Status(Code::kUnsupported,
+                "kubeconfig: " + fields.where() + "." + key +
+                    ": file paths are refused in this kubeconfig (it comes from a Secret, and "
+                    "reading it would read this host's files): embed the contents instead "
+                    "(token, certificate-authority-data, client-certificate-data, "
+                    "client-key-data)");
+}
+
+Status ApplyCluster(const Fields& cluster, const std::string& base_dir, KubeconfigSource source,
+                    ClusterConfig& config, http::TlsOptions& tls) {
   Result<std::string> server = cluster.Required("server");
   SYNCBUS_RETURN_IF_ERROR(server);
   config.server = *server;
@@ -222,6 +235,7 @@ Status ApplyCluster(const Fields& cluster, const std::string& base_dir, ClusterC
   tls.ca_pem = *ca_data;
   Result<std::string> ca_file = cluster.String("certificate-authority");
   SYNCBUS_RETURN_IF_ERROR(ca_file);
+  SYNCBUS_RETURN_IF_ERROR(RefuseFileFromSecret(cluster, "certificate-authority", *ca_file, source));
   tls.ca_file = Resolve(*ca_file, base_dir);
   Result<bool> insecure = cluster.Bool("insecure-skip-tls-verify");
   SYNCBUS_RETURN_IF_ERROR(insecure);
@@ -370,7 +384,7 @@ Status ApplyImpersonation(const Fields& user, ClusterConfig& config) {
 // `cluster` (applied to `config` and `tls` already) is what a plugin with provideClusterInfo
 // gets to see.
 Status ApplyUser(const Fields& user, const std::string& user_name, const std::string& base_dir,
-                 ExecPlugins exec_plugins, const Fields& cluster, ClusterConfig& config,
+                 KubeconfigSource source, const Fields& cluster, ClusterConfig& config,
                  http::TlsOptions& tls) {
   if (user.Has("auth-provider")) {
     return Status(Code::kUnsupported,
@@ -378,7 +392,7 @@ Status ApplyUser(const Fields& user, const std::string& user_name, const std::st
                       ".auth-provider: auth-provider plugins are not supported (kubectl removed "
                       "them too): use an exec credential plugin");
   }
-  if (user.Has("exec") && exec_plugins == ExecPlugins::kRefuse) {
+  if (user.Has("exec") && source == KubeconfigSource::kSecret) {
     return Status(Code::kUnsupported,
                   "kubeconfig: " + user.where() +
                       ".exec: exec credential plugins are refused in this kubeconfig (it comes "
@@ -401,6 +415,7 @@ Status ApplyUser(const Fields& user, const std::string& user_name, const std::st
   }
   config.username = *username;
   config.password = *password;
+  SYNCBUS_RETURN_IF_ERROR(RefuseFileFromSecret(user, "tokenFile", *token_file, source));
   if (config.bearer_token.empty() && !token_file->empty()) {
     config.token_file = Resolve(*token_file, base_dir);
     Result<std::string> content = ReadFile(config.token_file);
@@ -416,6 +431,8 @@ Status ApplyUser(const Fields& user, const std::string& user_name, const std::st
   SYNCBUS_RETURN_IF_ERROR(cert_file);
   Result<std::string> key_file = user.String("client-key");
   SYNCBUS_RETURN_IF_ERROR(key_file);
+  SYNCBUS_RETURN_IF_ERROR(RefuseFileFromSecret(user, "client-certificate", *cert_file, source));
+  SYNCBUS_RETURN_IF_ERROR(RefuseFileFromSecret(user, "client-key", *key_file, source));
   tls.client_cert_pem = *cert_data;
   tls.client_key_pem = *key_data;
   tls.client_cert_file = Resolve(*cert_file, base_dir);
@@ -446,7 +463,7 @@ Status ApplyUser(const Fields& user, const std::string& user_name, const std::st
 }
 
 Result<ClusterConfig> Build(const Merged& merged, const std::string& context_name,
-                            ExecPlugins exec_plugins) {
+                            KubeconfigSource source) {
   std::string name = context_name.empty() ? merged.current_context : context_name;
   if (name.empty()) return ConfigError("no current-context set and no context given");
   Result<Fields> context = Find(merged.contexts, "context", name);
@@ -461,13 +478,12 @@ Result<ClusterConfig> Build(const Merged& merged, const std::string& context_nam
   Result<Fields> cluster = Find(merged.clusters, "cluster", *cluster_name);
   SYNCBUS_RETURN_IF_ERROR(cluster);
   const std::string& cluster_dir = merged.clusters.at(*cluster_name).base_dir;
-  SYNCBUS_RETURN_IF_ERROR(ApplyCluster(*cluster, cluster_dir, config, *tls));
+  SYNCBUS_RETURN_IF_ERROR(ApplyCluster(*cluster, cluster_dir, source, config, *tls));
   if (!user_name->empty()) {
     Result<Fields> user = Find(merged.users, "user", *user_name);
     SYNCBUS_RETURN_IF_ERROR(user);
     const std::string& user_dir = merged.users.at(*user_name).base_dir;
-    SYNCBUS_RETURN_IF_ERROR(
-        ApplyUser(*user, *user_name, user_dir, exec_plugins, *cluster, config, *tls));
+    SYNCBUS_RETURN_IF_ERROR(ApplyUser(*user, *user_name, user_dir, source, *cluster, config, *tls));
   }
   config.tls = std::move(tls);
   return config;
@@ -495,19 +511,19 @@ std::vector<std::string> SplitPathList(const std::string& list) {
 }  // namespace
 
 Result<ClusterConfig> ParseKubeconfig(const std::string& yaml, const std::string& context,
-                                      const std::string& base_dir, ExecPlugins exec) {
+                                      const std::string& base_dir, KubeconfigSource source) {
   Result<YAML::Node> root = LoadYaml(yaml, "");
   SYNCBUS_RETURN_IF_ERROR(root);
   if (!root->IsMap()) return ConfigError("not a YAML map");
   Merged merged;
   SYNCBUS_RETURN_IF_ERROR(MergeFile(*root, "", base_dir, merged));
-  return Build(merged, context, exec);
+  return Build(merged, context, source);
 }
 
 Result<ClusterConfig> LoadKubeconfigFile(const std::string& path, const std::string& context) {
   Result<std::string> content = ReadFile(path);
   if (!content.ok()) return content.status().Annotate("kubeconfig");
-  return ParseKubeconfig(*content, context, DirName(path), ExecPlugins::kAllow);
+  return ParseKubeconfig(*content, context, DirName(path), KubeconfigSource::kOperator);
 }
 
 LoadingRules LoadingRulesFromEnvironment(std::string explicit_path, std::string context) {
@@ -553,7 +569,7 @@ Result<ClusterConfig> LoadClientConfig(const LoadingRules& rules) {
     SYNCBUS_RETURN_IF_ERROR(root);
     SYNCBUS_RETURN_IF_ERROR(MergeFile(*root, files.size() > 1 ? file : "", DirName(file), merged));
   }
-  Result<ClusterConfig> config = Build(merged, rules.context, ExecPlugins::kAllow);
+  Result<ClusterConfig> config = Build(merged, rules.context, KubeconfigSource::kOperator);
   const std::string prefix = "kubeconfig: ";
   if (!config.ok() && files.size() == 1 && config.status().message().starts_with(prefix)) {
     // "kubeconfig FILE: what", naming the one file read.

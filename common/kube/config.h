@@ -57,19 +57,22 @@ struct ClusterConfig {
   std::chrono::milliseconds request_timeout{30000};
 };
 
-// Whether a kubeconfig may name an exec credential plugin. A kubeconfig from a Secret (a target
-// cluster's admin kubeconfig) must not run programs on the consumer: it is refused, as Hive
-// refuses it.
-enum class ExecPlugins { kRefuse, kAllow };
+// Where a kubeconfig comes from, and so what it may make this process do. A kubeconfig from a
+// Secret (a target cluster's admin kubeconfig) is data written by whoever can write that Secret:
+// it may not run a program on this host (exec credential plugins) nor make it read a file of its
+// own (tokenFile, certificate-authority, client-certificate, client-key: the consumer's
+// ServiceAccount token would be sent to any server the Secret names). Everything must be inline.
+// An operator's own kubeconfig (a file they named) may do both, as kubectl's.
+enum class KubeconfigSource { kSecret, kOperator };
 
 // Parses kubeconfig YAML and picks `context` (empty = current-context). Supports token,
 // tokenFile, client-certificate(-data), client-key(-data), certificate-authority(-data),
 // insecure-skip-tls-verify, tls-server-name, proxy-url, username/password, as/as-uid/as-groups/
-// as-user-extra and (with ExecPlugins::kAllow) exec. Relative file paths resolve against
-// `base_dir`.
+// as-user-extra and, from KubeconfigSource::kOperator only, exec and the file forms (relative
+// paths resolve against `base_dir`).
 Result<ClusterConfig> ParseKubeconfig(const std::string& yaml, const std::string& context = {},
                                       const std::string& base_dir = {},
-                                      ExecPlugins exec = ExecPlugins::kRefuse);
+                                      KubeconfigSource source = KubeconfigSource::kSecret);
 // One file an operator named (exec plugins allowed). A missing file is kNotFound.
 Result<ClusterConfig> LoadKubeconfigFile(const std::string& path, const std::string& context = {});
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace syncbus::kube {
 namespace {
@@ -214,7 +215,7 @@ users:
     client-certificate: /etc/abs/client.crt
     client-key: keys/client.key
 )";
-  Result<ClusterConfig> config = ParseKubeconfig(yaml, "", dir.path());
+  Result<ClusterConfig> config = ParseKubeconfig(yaml, "", dir.path(), KubeconfigSource::kOperator);
   REQUIRE(config.ok());
   CHECK(config->tls->ca_file == dir.path() + "/certs/ca.crt");
   CHECK(config->tls->client_cert_file == "/etc/abs/client.crt");
@@ -235,7 +236,8 @@ clusters:
 users:
 - name: u
   user: {token: inline, tokenFile: /nonexistent/token}
-)");
+)",
+                                               "", "", KubeconfigSource::kOperator);
   REQUIRE(both.ok());
   CHECK(both->bearer_token == "inline");
   CHECK(both->token_file.empty());
@@ -251,14 +253,59 @@ clusters:
 users:
 - name: u
   user: {tokenFile: /nonexistent/token}
-)");
+)",
+                                                     "", "", KubeconfigSource::kOperator);
   CHECK(unreadable.status().code() == Code::kInvalidArgument);
   CHECK(unreadable.status().message().starts_with(
       "kubeconfig: users[0].user.tokenFile: cannot read /nonexistent/token"));
 }
 
+TEST_CASE("kubeconfig from a Secret: every file path is refused, the same data inline is read") {
+  TempDir dir;
+  dir.Write("token", "the-consumer's-own-token\n");
+  const std::string head = R"(
+current-context: a
+contexts:
+- name: a
+  context: {cluster: c, user: u}
+clusters:
+- name: c
+  cluster:
+    server: "https://c:6443"
+)";
+  struct Case {
+    std::string cluster_extra, user, key;
+  };
+  const std::vector<Case> cases = {
+      {"    certificate-authority: " + dir.path() + "/token\n", "  user: {token: t}\n",
+       "clusters[0].cluster.certificate-authority"},
+      {"", "  user: {tokenFile: " + dir.path() + "/token}\n", "users[0].user.tokenFile"},
+      {"", "  user: {client-certificate: /c.crt, client-key-data: a2V5Cg==}\n",
+       "users[0].user.client-certificate"},
+      {"", "  user: {client-certificate-data: Y2VydAo=, client-key: /c.key}\n",
+       "users[0].user.client-key"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.key);
+    std::string yaml = head + c.cluster_extra + "users:\n- name: u\n" + c.user;
+    Result<ClusterConfig> from_secret = ParseKubeconfig(yaml, "", dir.path());
+    CHECK(from_secret.status().code() == Code::kUnsupported);
+    CHECK(from_secret.status().message().starts_with("kubeconfig: " + c.key +
+                                                     ": file paths are refused"));
+    CHECK(ParseKubeconfig(yaml, "", dir.path(), KubeconfigSource::kOperator).ok());
+  }
+  Result<ClusterConfig> inline_data =
+      ParseKubeconfig(head +
+                      "    certificate-authority-data: Y2EK\nusers:\n- name: u\n  user: "
+                      "{client-certificate-data: Y2VydAo=, client-key-data: a2V5Cg==}\n");
+  REQUIRE(inline_data.ok());
+  CHECK(inline_data->tls->ca_pem == "ca\n");
+  CHECK(inline_data->tls->client_key_pem == "key\n");
+}
+
 // A kubeconfig whose one context uses user `u` with the given fields (indented by 4).
-Result<ClusterConfig> WithUser(const std::string& user, ExecPlugins exec = ExecPlugins::kRefuse,
+Result<ClusterConfig> WithUser(const std::string& user,
+                               KubeconfigSource source = KubeconfigSource::kSecret,
                                const std::string& cluster = {}) {
   return ParseKubeconfig(R"(
 current-context: a
@@ -273,7 +320,8 @@ clusters:
 users:
 - name: u
   user:
-)" + user, "", "/kube", exec);
+)" + user,
+                         "", "/kube", source);
 }
 
 TEST_CASE("kubeconfig: exec plugins are refused unless allowed, auth-provider is unsupported") {
@@ -286,7 +334,7 @@ TEST_CASE("kubeconfig: exec plugins are refused unless allowed, auth-provider is
         "(it comes from a Secret, and running its command would run a program on this host)");
 
   Result<ClusterConfig> provider =
-      WithUser("    auth-provider: {name: gcp}\n", ExecPlugins::kAllow);
+      WithUser("    auth-provider: {name: gcp}\n", KubeconfigSource::kOperator);
   CHECK(provider.status().code() == Code::kUnsupported);
   CHECK(provider.status().message().find("users[0].user.auth-provider") != std::string::npos);
 }
@@ -329,19 +377,18 @@ TEST_CASE("kubeconfig: impersonation (as, as-uid, as-groups, as-user-extra)") {
 
 TEST_CASE("kubeconfig: proxy-url takes http, https and socks5") {
   for (const char* proxy : {"http://proxy:3128", "https://proxy:3129", "socks5://proxy:1080"}) {
-    Result<ClusterConfig> config =
-        WithUser("    token: t\n", ExecPlugins::kRefuse,
-                 std::string("    proxy-url: ") + proxy + "\n");
+    Result<ClusterConfig> config = WithUser("    token: t\n", KubeconfigSource::kSecret,
+                                            std::string("    proxy-url: ") + proxy + "\n");
     REQUIRE(config.ok());
     CHECK(config->proxy_url == proxy);
   }
   Result<ClusterConfig> ftp =
-      WithUser("    token: t\n", ExecPlugins::kRefuse, "    proxy-url: ftp://proxy:21\n");
+      WithUser("    token: t\n", KubeconfigSource::kSecret, "    proxy-url: ftp://proxy:21\n");
   CHECK(ftp.status().message() ==
         "kubeconfig: clusters[0].cluster.proxy-url: \"ftp://proxy:21\": the scheme must be http, "
         "https or socks5");
   Result<ClusterConfig> bare =
-      WithUser("    token: t\n", ExecPlugins::kRefuse, "    proxy-url: proxy:3128\n");
+      WithUser("    token: t\n", KubeconfigSource::kSecret, "    proxy-url: proxy:3128\n");
   CHECK(bare.status().code() == Code::kInvalidArgument);
 }
 
@@ -356,7 +403,7 @@ TEST_CASE("kubeconfig: exec plugin settings") {
       interactiveMode: Always
       installHint: install get-token from your platform team
 )",
-                                      ExecPlugins::kAllow);
+                                      KubeconfigSource::kOperator);
   REQUIRE(v1.ok());
   REQUIRE(v1->exec != nullptr);
   const ExecConfig& exec = *v1->exec;
@@ -370,36 +417,37 @@ TEST_CASE("kubeconfig: exec plugin settings") {
   CHECK(exec.cluster.is_null());   // no provideClusterInfo
 
   // A bare name is looked up in PATH when the plugin runs.
-  Result<ClusterConfig> bare = WithUser(
-      "    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: aws}\n",
-      ExecPlugins::kAllow);
+  Result<ClusterConfig> bare =
+      WithUser("    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: aws}\n",
+               KubeconfigSource::kOperator);
   REQUIRE(bare.ok());
   CHECK(bare->exec->command == "aws");
   // v1beta1 defaults interactiveMode to IfAvailable; v1 has no default.
   CHECK(bare->exec->interactive == ExecConfig::Interactive::kIfAvailable);
   Result<ClusterConfig> no_mode =
       WithUser("    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws}\n",
-               ExecPlugins::kAllow);
+               KubeconfigSource::kOperator);
   CHECK(no_mode.status().message() ==
         "kubeconfig: users[0].user.exec: interactiveMode must be specified for u to use exec "
         "authentication plugin");
   Result<ClusterConfig> bad_mode = WithUser(
       "    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws, "
       "interactiveMode: Sometimes}\n",
-      ExecPlugins::kAllow);
+      KubeconfigSource::kOperator);
   CHECK(bad_mode.status().message().find("interactiveMode: \"Sometimes\"") != std::string::npos);
-  Result<ClusterConfig> alpha = WithUser(
-      "    exec: {apiVersion: client.authentication.k8s.io/v1alpha1, command: aws}\n",
-      ExecPlugins::kAllow);
+  Result<ClusterConfig> alpha =
+      WithUser("    exec: {apiVersion: client.authentication.k8s.io/v1alpha1, command: aws}\n",
+               KubeconfigSource::kOperator);
   CHECK(alpha.status().message().find("v1alpha1\": exec plugins speak") != std::string::npos);
-  Result<ClusterConfig> no_command = WithUser(
-      "    exec: {apiVersion: client.authentication.k8s.io/v1beta1}\n", ExecPlugins::kAllow);
+  Result<ClusterConfig> no_command =
+      WithUser("    exec: {apiVersion: client.authentication.k8s.io/v1beta1}\n",
+               KubeconfigSource::kOperator);
   CHECK(no_command.status().message() == "kubeconfig: users[0].user.exec.command: missing");
 
   // Credentials written in the kubeconfig win: the plugin is not run.
   Result<ClusterConfig> with_token = WithUser(
       "    token: t\n    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: aws}\n",
-      ExecPlugins::kAllow);
+      KubeconfigSource::kOperator);
   REQUIRE(with_token.ok());
   CHECK(with_token->exec == nullptr);
   CHECK(with_token->bearer_token == "t");
@@ -468,7 +516,8 @@ clusters:
 users:
 - name: u
   user: {client-certificate: /tmp/c.crt}
-)");
+)",
+                                                           "", "", KubeconfigSource::kOperator);
   CHECK(cert_without_key.status().code() == Code::kInvalidArgument);
   CHECK(cert_without_key.status().message().find("users[0].user") != std::string::npos);
 
