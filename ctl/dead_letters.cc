@@ -44,7 +44,7 @@ void RecordReplay(amqp::Session& session, const DeadLetter& letter, const amqp::
   (void)session.Publish(TraceEventPublication(e), timeout);
 }
 
-std::string FormatAge(std::optional<WallTime> dead_at, WallTime now) {
+std::string DeadAge(std::optional<WallTime> dead_at, WallTime now) {
   if (!dead_at) return "-";
   auto s = std::chrono::duration_cast<std::chrono::seconds>(now - *dead_at).count();
   if (s < 0) s = 0;
@@ -210,7 +210,7 @@ std::string FormatDeadLetterTable(const std::vector<DeadLetter>& letters, WallTi
   if (wide) rows[0].insert(rows[0].begin() + 6, {"PARKED-AT", "MESSAGE-ID"});
   for (const auto& d : letters) {
     rows.push_back({d.cluster.empty() ? "-" : d.cluster, d.lane, d.reason, std::to_string(d.attempts),
-                    d.first_failure.empty() ? "-" : d.first_failure, FormatAge(d.dead_at, now),
+                    d.first_failure.empty() ? "-" : d.first_failure, DeadAge(d.dead_at, now),
                     d.last_error.empty() ? "-" : d.last_error});
     if (wide) {
       rows.back().insert(rows.back().begin() + 6, {d.dead_at ? FormatRfc3339(*d.dead_at) : "-",

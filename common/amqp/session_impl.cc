@@ -35,7 +35,7 @@ timeval ToTimeval(Duration d) {
   return timeval{static_cast<time_t>(us / 1000000), static_cast<suseconds_t>(us % 1000000)};
 }
 
-std::string Quote(const std::string& name) { return "'" + name + "'"; }
+std::string QuoteName(const std::string& name) { return "'" + name + "'"; }
 
 // A failure reported by rabbitmq-c itself (socket, timeout, protocol decoding).
 Status LibraryError(int rc, const std::string& what) {
@@ -300,8 +300,8 @@ Status RabbitmqSession::ConnectTo(const Address& address) {
       conn_.get(), options_.vhost.c_str(), AMQP_DEFAULT_MAX_CHANNELS, kFrameMax,
       options_.heartbeat_seconds, &table->table(), AMQP_SASL_METHOD_PLAIN,
       options_.user.c_str(), options_.password.c_str());
-  Status login = ReplyError(reply, "logging in to " + where + " vhost " + Quote(options_.vhost) +
-                                       " as " + Quote(options_.user));
+  Status login = ReplyError(reply, "logging in to " + where + " vhost " + QuoteName(options_.vhost) +
+                                       " as " + QuoteName(options_.user));
   if (!login.ok()) {
     conn_.reset();
     // Over TLS 1.3 a broker checks the client's certificate after the client's side of the
@@ -388,7 +388,7 @@ Status RabbitmqSession::RestoreChannel() {
     auto restored = StartConsumer(consumer.queue, consumer.prefetch, tag, consumer.arguments);
     if (!restored.ok()) {
       if (!connected_) return restored.status();
-      cancelled_ = Unavailable("consumer " + tag + " on queue " + Quote(consumer.queue) +
+      cancelled_ = Unavailable("consumer " + tag + " on queue " + QuoteName(consumer.queue) +
                                " could not be restored: " + restored.status().message());
     }
   }
@@ -523,7 +523,7 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
       auto it = consumers_.find(tag);
       std::string queue = it != consumers_.end() ? it->second.queue : "?";
       if (it != consumers_.end()) consumers_.erase(it);
-      cancelled_ = Unavailable("consumer " + tag + " on queue " + Quote(queue) +
+      cancelled_ = Unavailable("consumer " + tag + " on queue " + QuoteName(queue) +
                                " was cancelled by the broker (queue deleted or moved)");
       log::Warn("amqp: consumer cancelled by the broker",
                 {{"connection", options_.connection_name}, {"error", cancelled_->message()}});
@@ -603,12 +603,12 @@ void RabbitmqSession::Confirm(uint64_t seq, bool multiple, bool ack) {
     const Publication& p = b->publications[b->index_of[off]];
     if (!ack) {
       b->Resolve(off, Unavailable("the broker refused the message to exchange " +
-                                  Quote(p.exchange) + " with routing key " +
-                                  Quote(p.routing_key) +
+                                  QuoteName(p.exchange) + " with routing key " +
+                                  QuoteName(p.routing_key) +
                                   " (basic.nack: a queue is full or unavailable)"));
     } else if (!b->returned[off].empty()) {
-      b->Resolve(off, NotFound("unroutable message to exchange " + Quote(p.exchange) +
-                               " with routing key " + Quote(p.routing_key) +
+      b->Resolve(off, NotFound("unroutable message to exchange " + QuoteName(p.exchange) +
+                               " with routing key " + QuoteName(p.routing_key) +
                                " was returned: " + b->returned[off]));
     } else {
       b->Resolve(off, Status::Ok());
@@ -647,7 +647,7 @@ Status RabbitmqSession::WaitUnblocked(SteadyTime deadline) {
 
 Status RabbitmqSession::Declare(const Topology& topology) {
   for (const auto& e : topology.exchanges) {
-    const std::string what = "declaring exchange " + Quote(e.name);
+    const std::string what = "declaring exchange " + QuoteName(e.name);
     auto args = FieldTable::FromJson(e.arguments);
     if (!args.ok()) return args.status().Annotate(what);
     amqp_exchange_declare_t m{0, Bytes(e.name), Bytes(e.type), 0, e.durable ? 1 : 0, 0, 0, 0,
@@ -656,7 +656,7 @@ Status RabbitmqSession::Declare(const Topology& topology) {
         Rpc(channel_, AMQP_EXCHANGE_DECLARE_METHOD, &m, {AMQP_EXCHANGE_DECLARE_OK_METHOD}, what));
   }
   for (const auto& q : topology.queues) {
-    const std::string what = "declaring queue " + Quote(q.name);
+    const std::string what = "declaring queue " + QuoteName(q.name);
     auto args = FieldTable::FromJson(q.arguments);
     if (!args.ok()) return args.status().Annotate(what);
     amqp_queue_declare_t m{0, Bytes(q.name), 0, q.durable ? 1 : 0, 0, 0, 0, args->table()};
@@ -664,8 +664,8 @@ Status RabbitmqSession::Declare(const Topology& topology) {
         Rpc(channel_, AMQP_QUEUE_DECLARE_METHOD, &m, {AMQP_QUEUE_DECLARE_OK_METHOD}, what));
   }
   for (const auto& b : topology.bindings) {
-    const std::string what = "binding queue " + Quote(b.destination) + " to exchange " +
-                             Quote(b.source) + " with routing key " + Quote(b.routing_key);
+    const std::string what = "binding queue " + QuoteName(b.destination) + " to exchange " +
+                             QuoteName(b.source) + " with routing key " + QuoteName(b.routing_key);
     auto args = FieldTable::FromJson(b.arguments);
     if (!args.ok()) return args.status().Annotate(what);
     amqp_queue_bind_t m{0, Bytes(b.destination), Bytes(b.source), Bytes(b.routing_key), 0,
@@ -773,7 +773,7 @@ std::vector<Status> RabbitmqSession::PublishSpan(std::span<const Publication> pu
     int rc = amqp_basic_publish(conn_.get(), channel_, Bytes(p.exchange), Bytes(p.routing_key),
                                 p.mandatory ? 1 : 0, 0, &props, Bytes(m.body));
     if (rc != AMQP_STATUS_OK) {
-      Status why = LibraryError(rc, "publishing to exchange " + Quote(p.exchange));
+      Status why = LibraryError(rc, "publishing to exchange " + QuoteName(p.exchange));
       Drop(why);
       for (size_t j = i; j < publications.size(); ++j) b.results[j] = why;
       break;
@@ -805,7 +805,7 @@ std::vector<Status> RabbitmqSession::PublishSpan(std::span<const Publication> pu
 
 Result<std::string> RabbitmqSession::StartConsumer(const std::string& queue, uint16_t prefetch,
                                                    const std::string& tag, const Json& arguments) {
-  const std::string what = "consuming from queue " + Quote(queue);
+  const std::string what = "consuming from queue " + QuoteName(queue);
   auto table = FieldTable::FromJson(arguments);
   if (!table.ok()) return table.status().Annotate(what);
   amqp_basic_qos_t qos{0, prefetch, 0};
@@ -900,7 +900,7 @@ Status RabbitmqSession::Reject(uint64_t delivery_tag, bool requeue) {
 }
 
 Result<std::optional<Delivery>> RabbitmqSession::Get(const std::string& queue) {
-  const std::string what = "getting a message from queue " + Quote(queue);
+  const std::string what = "getting a message from queue " + QuoteName(queue);
   amqp_basic_get_t get{0, Bytes(queue), 0};
   auto reply = Rpc(channel_, AMQP_BASIC_GET_METHOD, &get,
                    {AMQP_BASIC_GET_OK_METHOD, AMQP_BASIC_GET_EMPTY_METHOD}, what);
@@ -927,7 +927,7 @@ Result<std::optional<Delivery>> RabbitmqSession::Get(const std::string& queue) {
 Result<QueueInfo> RabbitmqSession::Inspect(const std::string& queue) {
   amqp_queue_declare_t m{0, Bytes(queue), 1, 0, 0, 0, 0, amqp_empty_table};
   auto reply = Rpc(channel_, AMQP_QUEUE_DECLARE_METHOD, &m, {AMQP_QUEUE_DECLARE_OK_METHOD},
-                   "inspecting queue " + Quote(queue));
+                   "inspecting queue " + QuoteName(queue));
   if (!reply.ok()) return reply.status();
   auto* ok = static_cast<amqp_queue_declare_ok_t*>(reply->decoded);
   QueueInfo info{ok->message_count, ok->consumer_count};

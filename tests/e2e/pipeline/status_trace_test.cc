@@ -15,7 +15,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr int kClusters = 6;
+constexpr int kTraceClusters = 6;
 constexpr char kBroken[] = "cluster-0002";
 const std::string kBrokenKey = std::string(kBroken) + "/" + kBroken;
 
@@ -74,7 +74,7 @@ std::vector<std::string> Steps(const Json& events) {
 
 TEST_CASE("an operator follows a cluster that is behind from status to trace to the DLQ and replay") {
   Operator op;
-  op.StartSimulator({"--clusters", std::to_string(kClusters), "--syncsets", "1", "--selector-syncsets", "1",
+  op.StartSimulator({"--clusters", std::to_string(kTraceClusters), "--syncsets", "1", "--selector-syncsets", "1",
                      "--resources", "2"});
   op.Faults(1.0);   // the broken cluster's apiserver answers every request with a 5xx
   op.WriteConfig(
@@ -90,14 +90,14 @@ TEST_CASE("an operator follows a cluster that is behind from status to trace to 
   bool parked = WaitFor([&] {
     status = op.Status();
     return !status.is_null() && status["states"]["parked"]["count"] == 1 &&
-           status["states"]["synced"]["count"] == kClusters - 1;
+           status["states"]["synced"]["count"] == kTraceClusters - 1;
   }, 90s, 500ms);
   REQUIRE_MESSAGE(parked, status.dump(2) << "\n" << consumer.Log().substr(0, 3000));
   CHECK(status["states"]["parked"]["oldest"]["cluster"] == kBrokenKey);
   CHECK(status["states"]["parked"]["breakdown"]["max-attempts"] == 1);
   CHECK(status["queues"]["syncbus.dead"] == 1);
   CHECK(status["states"]["in-flight"]["count"] == 0);
-  CHECK(status["trace"]["events"].get<int>() >= 2 * kClusters);
+  CHECK(status["trace"]["events"].get<int>() >= 2 * kTraceClusters);
 
   auto [table_code, table] = op.Ctl({"status", "-c", op.dir + "/syncbus.yaml"});
   CHECK(table_code == 0);
@@ -142,7 +142,7 @@ TEST_CASE("an operator follows a cluster that is behind from status to trace to 
   REQUIRE_MESSAGE(replay_code == 0, replay);
   bool synced = WaitFor([&] {
     status = op.Status();
-    return !status.is_null() && status["states"]["synced"]["count"] == kClusters;
+    return !status.is_null() && status["states"]["synced"]["count"] == kTraceClusters;
   }, 60s, 500ms);
   REQUIRE_MESSAGE(synced, status.dump(2));
   CHECK(status["queues"]["syncbus.dead"] == 0);

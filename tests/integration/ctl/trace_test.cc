@@ -21,11 +21,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Broker {
+struct TraceBroker {
   testing::TestVhost vhost = testing::NewTestVhost();
   amqp::RabbitmqSession session{vhost.Options("trace-test")};
 
-  Broker() {
+  TraceBroker() {
     REQUIRE(session.Connect().ok());
     REQUIRE(session.Declare(amqp::SyncbusTopology()).ok());
   }
@@ -46,7 +46,7 @@ TraceEvent Event(const std::string& cluster, WallTime at, TraceStep step = Trace
 }  // namespace
 
 TEST_CASE("a trace read starts at a point in time, filters by cluster and leaves the stream as it was") {
-  Broker b;
+  TraceBroker b;
   const WallTime now = RealClock().WallNow();
   std::vector<amqp::Publication> pubs = {
       TraceEventPublication(Event("ns1/old", now - 2h)),
@@ -97,7 +97,7 @@ TEST_CASE("a trace read starts at a point in time, filters by cluster and leaves
 }
 
 TEST_CASE("a read stops at the first event recorded after its end") {
-  Broker b;
+  TraceBroker b;
   const WallTime now = RealClock().WallNow();
   std::vector<amqp::Publication> pubs;
   for (int i = 0; i < 3; ++i) pubs.push_back(TraceEventPublication(Event("ns1/a", now - 5s + std::chrono::seconds(i))));
@@ -115,7 +115,7 @@ TEST_CASE("a read stops at the first event recorded after its end") {
 }
 
 TEST_CASE("a recorder's flush and a dlq replay both land on the trace stream") {
-  Broker b;
+  TraceBroker b;
   prometheus::Registry registry;
   TraceRecorder recorder("syncbus-consumer/c-1", registry);
   const WallTime now = RealClock().WallNow();
@@ -154,7 +154,7 @@ TEST_CASE("a recorder's flush and a dlq replay both land on the trace stream") {
 }
 
 TEST_CASE("events of one instant are ordered as a request goes: sent, delivered, settled") {
-  Broker b;
+  TraceBroker b;
   const WallTime at = RealClock().WallNow() - 5s;
   // Appended in the order a loopback replay can produce: the consumer's delivery and settlement
   // land on the stream before syncbusctl's record of the replay, all in one millisecond.

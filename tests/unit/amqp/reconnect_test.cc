@@ -14,7 +14,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 // FakeRandom(0.5) makes the jitter factor exactly 1: delays are 800, 1600, 3200 ms, ...
-struct Fixture {
+struct ReconnectFixture {
   FakeClock clock;
   FakeRandom random{0.5};
   FakeBroker broker{clock};
@@ -44,7 +44,7 @@ struct Fixture {
 };
 
 TEST_CASE("connects, declares the topology and runs the setup without waiting") {
-  Fixture f;
+  ReconnectFixture f;
   Reconnector r = f.Make();
   REQUIRE(r.EnsureConnected().ok());
   CHECK(f.session.connected());
@@ -58,7 +58,7 @@ TEST_CASE("connects, declares the topology and runs the setup without waiting") 
 }
 
 TEST_CASE("a down broker is retried with growing delays until it is back") {
-  Fixture f;
+  ReconnectFixture f;
   f.broker.SetAvailable(false);
   f.on_wait = [&](int n) {
     if (n == 3) f.broker.SetAvailable(true);
@@ -73,7 +73,7 @@ TEST_CASE("a down broker is retried with growing delays until it is back") {
 }
 
 TEST_CASE("the wait function can cancel, max_attempts gives up with the last error") {
-  Fixture f;
+  ReconnectFixture f;
   f.broker.SetAvailable(false);
   f.on_wait = [](int n) { return n < 2; };
   Reconnector cancelled = f.Make();
@@ -82,7 +82,7 @@ TEST_CASE("the wait function can cancel, max_attempts gives up with the last err
   CHECK(s.message().find("connection refused") != std::string::npos);
   CHECK(cancelled.failures() == 2);
 
-  Fixture g;
+  ReconnectFixture g;
   g.broker.SetAvailable(false);
   Reconnector limited = g.Make(3);
   s = limited.EnsureConnected();
@@ -92,7 +92,7 @@ TEST_CASE("the wait function can cancel, max_attempts gives up with the last err
 }
 
 TEST_CASE("a short-lived connection backs off, a healthy one resets the backoff") {
-  Fixture f;
+  ReconnectFixture f;
   Reconnector r = f.Make();
   REQUIRE(r.EnsureConnected().ok());
 
@@ -111,7 +111,7 @@ TEST_CASE("a short-lived connection backs off, a healthy one resets the backoff"
 }
 
 TEST_CASE("a failing setup counts as a failed attempt and closes the session") {
-  Fixture f;
+  ReconnectFixture f;
   f.setup_result = Status(Code::kNotFound, "no queue");
   f.on_wait = [&](int n) {
     if (n == 2) f.setup_result = Status::Ok();

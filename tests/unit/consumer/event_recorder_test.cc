@@ -17,13 +17,13 @@ namespace res = kube::resources;
 
 namespace {
 
-struct Rig {
+struct RecorderRig {
   std::unique_ptr<kubesim::Simulation> sim;
   std::shared_ptr<fakes::InProcessTransport> transport;
   std::unique_ptr<kube::ClientImpl> hub;
   prometheus::Registry registry;
 
-  Rig() {
+  RecorderRig() {
     sim = kubesim::testing::MakeSimulation(
         {.clusters = 2, .syncsets = 1, .selector_syncsets = 0, .resources = 1});
     auto generated = sim->GenerateFleet("http://kubesim.test");
@@ -89,7 +89,7 @@ SyncEvent Failed(const std::string& cluster, const std::string& message = "SyncS
 TEST_CASE(
     "a failure is an Event on the ClusterSync that kubectl describe finds, and a repeat counts on "
     "it") {
-  Rig rig;
+  RecorderRig rig;
   Json sync = rig.CreateClusterSync("cluster-0000");
   auto recorder = rig.Recorder();
   recorder->Record(Failed("cluster-0000"));
@@ -123,7 +123,7 @@ TEST_CASE(
 TEST_CASE(
     "before a ClusterSync exists the Event is about the ClusterDeployment, and a gone cluster gets "
     "none") {
-  Rig rig;
+  RecorderRig rig;
   auto recorder = rig.Recorder();
   recorder->Record(Failed("cluster-0001", "reading admin kubeconfig Secret: not found"));
   recorder->Record(Failed("no-such-cluster"));
@@ -139,7 +139,7 @@ TEST_CASE(
 
 TEST_CASE(
     "an Event the hub no longer has is created again, and with a mirror the object costs no read") {
-  Rig rig;
+  RecorderRig rig;
   Json sync = rig.CreateClusterSync("cluster-0000");
   HubMirror mirror;
   mirror.handler(HubCollection::kClusterSyncs).OnReplace({sync});
@@ -163,7 +163,7 @@ TEST_CASE(
 }
 
 TEST_CASE("an object's Events are spam-filtered: 25 written at once, the rest counted later") {
-  Rig rig;
+  RecorderRig rig;
   Json sync = rig.CreateClusterSync("cluster-0000");
   auto recorder = rig.Recorder();
   for (int i = 0; i < 30; ++i) recorder->Record(Failed("cluster-0000"));

@@ -66,7 +66,7 @@ class CountingReader final : public HubReader {
   int reads = 0;
 };
 
-SyncRequest Request(HubVersions seen) {
+SyncRequest MirrorRequest(HubVersions seen) {
   SyncRequest r;
   r.cluster_namespace = "c1";
   r.cluster_name = "c1";
@@ -141,7 +141,7 @@ TEST_CASE("an invalid object is dropped from the mirror, not served in its older
 TEST_CASE("caught up: the sync reads the mirror and the hub not at all") {
   ReaderRig rig(std::chrono::seconds(30));
   ListAll(rig.mirror, "100");
-  auto state = rig.reader.Read(Request({"90", "100", "100"}));
+  auto state = rig.reader.Read(MirrorRequest({"90", "100", "100"}));
   REQUIRE(state.ok());
   CHECK(state->cd);
   CHECK(rig.hub.reads == 0);
@@ -151,7 +151,7 @@ TEST_CASE("caught up: the sync reads the mirror and the hub not at all") {
 TEST_CASE("behind: the sync waits until the mirror catches up, then reads it [concurrent]") {
   ReaderRig rig(std::chrono::seconds(30));
   ListAll(rig.mirror, "100");
-  auto read = std::async(std::launch::async, [&] { return rig.reader.Read(Request({"", "105", ""})); });
+  auto read = std::async(std::launch::async, [&] { return rig.reader.Read(MirrorRequest({"", "105", ""})); });
   // The publisher saw an edit of SyncSet "a" at 105 that this mirror has yet to receive.
   rig.mirror.handler(HubCollection::kSyncSets).OnUpsert(SyncSet("c1", "a", "c1", "105", 2));
   auto state = read.get();
@@ -165,7 +165,7 @@ TEST_CASE("behind: the sync waits until the mirror catches up, then reads it [co
 TEST_CASE("a bookmark catches the mirror up too [concurrent]") {
   ReaderRig rig(std::chrono::seconds(30));
   ListAll(rig.mirror, "100");
-  auto read = std::async(std::launch::async, [&] { return rig.reader.Read(Request({"", "", "150"})); });
+  auto read = std::async(std::launch::async, [&] { return rig.reader.Read(MirrorRequest({"", "", "150"})); });
   rig.mirror.handler(HubCollection::kSelectorSyncSets).OnCheckpoint("160", true);
   REQUIRE(read.get().ok());
   CHECK(rig.hub.reads == 0);
@@ -174,7 +174,7 @@ TEST_CASE("a bookmark catches the mirror up too [concurrent]") {
 TEST_CASE("never catches up: after the wait the sync reads the hub directly") {
   ReaderRig rig(std::chrono::milliseconds(0));
   ListAll(rig.mirror, "100");
-  REQUIRE(rig.reader.Read(Request({"", "105", ""})).ok());
+  REQUIRE(rig.reader.Read(MirrorRequest({"", "105", ""})).ok());
   CHECK(rig.hub.reads == 1);
   CHECK(rig.Reads("behind") == 1);
 }
@@ -182,7 +182,7 @@ TEST_CASE("never catches up: after the wait the sync reads the hub directly") {
 TEST_CASE("a request that does not say what the publisher saw reads the hub") {
   ReaderRig rig(std::chrono::seconds(30));
   ListAll(rig.mirror, "100");
-  REQUIRE(rig.reader.Read(Request({})).ok());
+  REQUIRE(rig.reader.Read(MirrorRequest({})).ok());
   CHECK(rig.hub.reads == 1);
   CHECK(rig.Reads("unknown") == 1);
 }
@@ -194,7 +194,7 @@ TEST_CASE("a 410 during the wait: the stale mirror serves nothing until its reli
   // Stale: not fresh even at a version it had reached.
   CHECK_FALSE(rig.mirror.FreshAt({"", "100", ""}));
   CHECK_FALSE(rig.mirror.synced());
-  auto read = std::async(std::launch::async, [&] { return rig.reader.Read(Request({"", "100", ""})); });
+  auto read = std::async(std::launch::async, [&] { return rig.reader.Read(MirrorRequest({"", "100", ""})); });
   // The relist brings the current state (SyncSet "a" gone) at a newer version.
   rig.mirror.handler(HubCollection::kSyncSets).OnReplace({});
   rig.mirror.handler(HubCollection::kSyncSets).OnSynced();

@@ -30,7 +30,7 @@ namespace {
 using namespace std::chrono_literals;
 
 // Safety deadline for waits on events that should happen promptly.
-constexpr auto kDeadline = 10s;
+constexpr auto kServerDeadline = 10s;
 
 struct ClientResponse {
   std::string version;  // "HTTP/1.1"
@@ -41,7 +41,7 @@ struct ClientResponse {
 };
 
 // Blocking HTTP/1.1 client over one loopback connection, in plain text or (with `tls`) over TLS
-// without checking the server's certificate; every read has kDeadline.
+// without checking the server's certificate; every read has kServerDeadline.
 class TestClient {
  public:
   explicit TestClient(int port, bool tls = false) {
@@ -53,7 +53,7 @@ class TestClient {
     connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
     if (!connected_ || !tls) return;
     // The handshake reads with a blocking socket: bound it like every other read.
-    timeval timeout{static_cast<time_t>(std::chrono::seconds(kDeadline).count()), 0};
+    timeval timeout{static_cast<time_t>(std::chrono::seconds(kServerDeadline).count()), 0};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
     tls_ctx_ = SSL_CTX_new(TLS_client_method());
     // A server may close without close_notify once its answer is complete.
@@ -176,7 +176,7 @@ class TestClient {
     if (eof_) return false;
     if (ssl_ == nullptr || SSL_pending(ssl_) == 0) {
       pollfd pfd{fd_, POLLIN, 0};
-      int ready = ::poll(&pfd, 1, static_cast<int>(std::chrono::milliseconds(kDeadline).count()));
+      int ready = ::poll(&pfd, 1, static_cast<int>(std::chrono::milliseconds(kServerDeadline).count()));
       if (ready <= 0) return false;
     }
     char buf[16384];
@@ -236,7 +236,7 @@ std::string HeaderValue(const Headers& headers, const std::string& name) {
   return {};
 }
 
-std::unique_ptr<Server> StartServer(Handler handler, Server::Options options = {}) {
+std::unique_ptr<Server> StartHttpServer(Handler handler, Server::Options options = {}) {
   auto server = Server::Start(options, std::move(handler));
   REQUIRE(server.ok());
   return std::move(server).value();
@@ -253,7 +253,7 @@ class WriterBox {
   }
   bool WaitFor(size_t count) {
     std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, kDeadline, [&] { return writers_.size() >= count; });
+    return cv_.wait_for(lock, kServerDeadline, [&] { return writers_.size() >= count; });
   }
   std::shared_ptr<ResponseWriter> writer(size_t i) {
     std::lock_guard lock(mu_);
@@ -282,7 +282,7 @@ Handler Deferring(WriterBox& box) {
 }
 
 TEST_CASE("Server answers with the status and headers and body from the handler") {
-  auto server = StartServer([](const ServerRequest& request, std::shared_ptr<ResponseWriter> w) {
+  auto server = StartHttpServer([](const ServerRequest& request, std::shared_ptr<ResponseWriter> w) {
     if (request.path == "/missing") {
       w->Respond(404, {{"Content-Type", "text/plain"}}, "nope");
       return;
@@ -310,7 +310,7 @@ TEST_CASE("Server answers with the status and headers and body from the handler"
 
 TEST_CASE("Server parses the path and query and headers") {
   WriterBox box;
-  auto server = StartServer(Deferring(box));
+  auto server = StartHttpServer(Deferring(box));
   TestClient client(server->port());
   REQUIRE(client.Send("PATCH", "/api/v1/name%20space?watch=1&labelSelector=a%3Db&x=a+b&flag",
                       "{}", "Content-Type: application/merge-patch+json\r\n"));
@@ -334,7 +334,7 @@ TEST_CASE("Server parses the path and query and headers") {
 
 TEST_CASE("Server keeps the connection alive across requests") {
   std::atomic<int> count{0};
-  auto server = StartServer([&](const ServerRequest&, std::shared_ptr<ResponseWriter> w) {
+  auto server = StartHttpServer([&](const ServerRequest&, std::shared_ptr<ResponseWriter> w) {
     w->Respond(200, {}, std::to_string(++count));
   });
   TestClient client(server->port());
@@ -358,7 +358,7 @@ TEST_CASE("Server answers 413 to a body over the limit") {
   Server::Options options;
   options.max_body_bytes = 1024;
   std::atomic<int> handled{0};
-  auto server = StartServer(
+  auto server = StartHttpServer(
       [&](const ServerRequest&, std::shared_ptr<ResponseWriter> w) {
         ++handled;
         w->Respond(200, {}, "ok");
@@ -380,7 +380,7 @@ TEST_CASE("Server answers 413 to a body over the limit") {
 
 TEST_CASE("Server streams chunks that the client reads one at a time [concurrent]") {
   WriterBox box;
-  auto server = StartServer(Deferring(box));
+  auto server = StartHttpServer(Deferring(box));
   TestClient client(server->port());
   REQUIRE(client.Send("GET", "/watch"));
   REQUIRE(box.WaitFor(1));
@@ -410,7 +410,7 @@ TEST_CASE("Server streams chunks that the client reads one at a time [concurrent
 
 TEST_CASE("Server keeps chunk order for writes from several threads in turn [concurrent]") {
   WriterBox box;
-  auto server = StartServer(Deferring(box));
+  auto server = StartHttpServer(Deferring(box));
   TestClient client(server->port());
   REQUIRE(client.Send("GET", "/watch"));
   REQUIRE(box.WaitFor(1));
@@ -437,7 +437,7 @@ TEST_CASE("Server keeps chunk order for writes from several threads in turn [con
 
 TEST_CASE("Server tells the handler when the client goes away [concurrent]") {
   WriterBox box;
-  auto server = StartServer(Deferring(box));
+  auto server = StartHttpServer(Deferring(box));
   std::promise<void> closed;
   {
     TestClient client(server->port());
@@ -445,14 +445,14 @@ TEST_CASE("Server tells the handler when the client goes away [concurrent]") {
     REQUIRE(box.WaitFor(1));
     box.writer(0)->OnClientClose([&] { closed.set_value(); });
   }
-  REQUIRE(closed.get_future().wait_for(kDeadline) == std::future_status::ready);
+  REQUIRE(closed.get_future().wait_for(kServerDeadline) == std::future_status::ready);
   CHECK_FALSE(box.writer(0)->WriteChunk("x"));
   box.writer(0)->Respond(200, {}, "too late");   // a no-op, not a crash
 
   // A callback registered after the close still runs.
   std::promise<void> late;
   box.writer(0)->OnClientClose([&] { late.set_value(); });
-  CHECK(late.get_future().wait_for(kDeadline) == std::future_status::ready);
+  CHECK(late.get_future().wait_for(kServerDeadline) == std::future_status::ready);
 
   // The same for a client that leaves in the middle of a stream.
   std::promise<void> stream_closed;
@@ -465,13 +465,13 @@ TEST_CASE("Server tells the handler when the client goes away [concurrent]") {
     box.writer(1)->WriteChunk("a");
     REQUIRE(client.ReadHead());
   }
-  REQUIRE(stream_closed.get_future().wait_for(kDeadline) == std::future_status::ready);
+  REQUIRE(stream_closed.get_future().wait_for(kServerDeadline) == std::future_status::ready);
   CHECK_FALSE(box.writer(1)->WriteChunk("x"));
 }
 
 TEST_CASE("Server close callbacks do not run after a complete answer") {
   std::atomic<bool> ran{false};
-  auto server = StartServer([&](const ServerRequest&, std::shared_ptr<ResponseWriter> w) {
+  auto server = StartHttpServer([&](const ServerRequest&, std::shared_ptr<ResponseWriter> w) {
     w->OnClientClose([&] { ran = true; });
     w->Respond(200, {}, "done");
   });
@@ -489,7 +489,7 @@ TEST_CASE("Server close callbacks do not run after a complete answer") {
 
 TEST_CASE("Server Abort drops the connection without an answer [concurrent]") {
   std::promise<void> aborted;
-  auto server = StartServer([&](const ServerRequest& request, std::shared_ptr<ResponseWriter> w) {
+  auto server = StartHttpServer([&](const ServerRequest& request, std::shared_ptr<ResponseWriter> w) {
     if (request.path == "/inline") {
       w->Abort();
       return;
@@ -506,11 +506,11 @@ TEST_CASE("Server Abort drops the connection without an answer [concurrent]") {
   REQUIRE(client.Send("GET", "/other-thread"));
   CHECK_FALSE(client.ReadResponse());
   CHECK(client.WaitForClose());
-  CHECK(aborted.get_future().wait_for(kDeadline) == std::future_status::ready);
+  CHECK(aborted.get_future().wait_for(kServerDeadline) == std::future_status::ready);
 }
 
 TEST_CASE("Server RunAfter runs callbacks in deadline order on the loop [concurrent]") {
-  auto server = StartServer([](const ServerRequest&, std::shared_ptr<ResponseWriter> w) {
+  auto server = StartHttpServer([](const ServerRequest&, std::shared_ptr<ResponseWriter> w) {
     w->Respond(200, {}, "");
   });
   std::mutex mu;
@@ -527,13 +527,13 @@ TEST_CASE("Server RunAfter runs callbacks in deadline order on the loop [concurr
   server->RunAfter(20ms, record("a"));
   server->RunAfter(40ms, record("b"));
   server->RunAfter(0ms, record("now"));
-  REQUIRE(done.get_future().wait_for(kDeadline) == std::future_status::ready);
+  REQUIRE(done.get_future().wait_for(kServerDeadline) == std::future_status::ready);
   CHECK(order == std::vector<std::string>{"now", "a", "b", "c"});
 }
 
 TEST_CASE("Server answers deferred requests from RunAfter on the loop") {
   auto server_holder = std::make_shared<Server*>(nullptr);
-  auto server = StartServer([server_holder](const ServerRequest&,
+  auto server = StartHttpServer([server_holder](const ServerRequest&,
                                             std::shared_ptr<ResponseWriter> w) {
     (*server_holder)->RunAfter(5ms, [w] { w->Respond(200, {}, "later"); });
   });
@@ -550,7 +550,7 @@ TEST_CASE("Server holds 1000 concurrent deferred requests on one loop [concurren
   WriterBox box;
   Server::Options options;
   options.threads = 1;
-  auto server = StartServer(Deferring(box), options);
+  auto server = StartHttpServer(Deferring(box), options);
   std::vector<std::unique_ptr<TestClient>> clients;
   for (size_t i = 0; i < kClients; ++i) {
     clients.push_back(std::make_unique<TestClient>(server->port()));
@@ -576,7 +576,7 @@ TEST_CASE("Server spreads connections over several loops [concurrent]") {
   options.threads = 2;
   std::mutex mu;
   std::set<std::thread::id> threads;
-  auto server = StartServer(
+  auto server = StartHttpServer(
       [&](const ServerRequest&, std::shared_ptr<ResponseWriter> w) {
         {
           std::lock_guard lock(mu);
@@ -606,7 +606,7 @@ TEST_CASE("Server Stop closes open connections and pending requests cleanly [con
   WriterBox box;
   Server::Options options;
   options.threads = 2;
-  auto server = StartServer(Deferring(box), options);
+  auto server = StartHttpServer(Deferring(box), options);
   std::atomic<int> closes{0};
   TestClient idle(server->port());
   TestClient pending(server->port());
@@ -637,7 +637,7 @@ TEST_CASE("Server Stop closes open connections and pending requests cleanly [con
 }
 
 TEST_CASE("Server refuses a port that is in use") {
-  auto first = StartServer([](const ServerRequest&, std::shared_ptr<ResponseWriter> w) {
+  auto first = StartHttpServer([](const ServerRequest&, std::shared_ptr<ResponseWriter> w) {
     w->Respond(200, {}, "");
   });
   Server::Options options;
@@ -659,7 +659,7 @@ TEST_CASE("Server speaks HTTPS with a configured certificate [concurrent]") {
   options.tls_cert_file = cert.cert;
   options.tls_key_file = cert.key;
   WriterBox box;
-  auto server = StartServer(
+  auto server = StartHttpServer(
       [&](const ServerRequest& request, std::shared_ptr<ResponseWriter> w) {
         if (request.path == "/stream") {
           box.Add(w, request);
@@ -738,7 +738,7 @@ TEST_CASE("Server answers HTTP/1.0 and Connection: close requests in full, then 
   // Larger than the socket buffers: the server needs several writes to send it.
   std::string big;
   for (int i = 0; big.size() < (4 << 20); ++i) big += std::to_string(i) + ",";
-  auto server = StartServer(
+  auto server = StartHttpServer(
       [&](const ServerRequest& request, std::shared_ptr<ResponseWriter> w) {
         if (request.path == "/stream") {
           w->StartStream(200, {{"Content-Type", "text/plain"}});

@@ -14,15 +14,15 @@ namespace {
 
 WallTime T(const char* text) { return *ParseRfc3339(text); }
 
-Json Cd(const std::string& name, bool installed = true) {
+Json StatusCd(const std::string& name, bool installed = true) {
   return {{"metadata", {{"name", name}, {"namespace", "fleet"}, {"labels", {{"fleet", "a"}}}}},
           {"spec", {{"installed", installed}}}};
 }
-Json Sss(const std::string& name, int gen) {
+Json StatusSss(const std::string& name, int gen) {
   return {{"metadata", {{"name", name}, {"generation", gen}}},
           {"spec", {{"clusterDeploymentSelector", {{"matchLabels", {{"fleet", "a"}}}}}}}};
 }
-Json Cs(const std::string& name, int gen, const char* result, const char* when = "2026-01-01T00:00:00Z") {
+Json StatusCs(const std::string& name, int gen, const char* result, const char* when = "2026-01-01T00:00:00Z") {
   return {{"metadata", {{"name", name}, {"namespace", "fleet"}}},
           {"status", {{"selectorSyncSets", Json::array({{{"name", "s"}, {"observedGeneration", gen},
                                                           {"result", result}, {"failureMessage", "boom"},
@@ -153,12 +153,12 @@ TEST_CASE("the timeline shows each step with its time, duration and detail") {
 
 TEST_CASE("fleet status puts each cluster in one state, first match wins, with the oldest of each") {
   auto hub = ComputeProgress(
-      {Cd("synced-old"), Cd("synced-new"), Cd("failed"), Cd("behind"), Cd("queued"), Cd("running"), Cd("waiting"),
-       Cd("parked"), Cd("paused", false)},
-      {}, {Sss("s", 2)},
-      {Cs("synced-old", 2, "Success", "2026-01-01T00:00:00Z"), Cs("synced-new", 2, "Success", "2026-01-01T01:00:00Z"),
-       Cs("failed", 2, "Failure", "2026-01-01T00:30:00Z"), Cs("behind", 1, "Success"), Cs("queued", 1, "Success"),
-       Cs("running", 2, "Success"), Cs("waiting", 2, "Failure"), Cs("parked", 2, "Failure")});
+      {StatusCd("synced-old"), StatusCd("synced-new"), StatusCd("failed"), StatusCd("behind"), StatusCd("queued"), StatusCd("running"), StatusCd("waiting"),
+       StatusCd("parked"), StatusCd("paused", false)},
+      {}, {StatusSss("s", 2)},
+      {StatusCs("synced-old", 2, "Success", "2026-01-01T00:00:00Z"), StatusCs("synced-new", 2, "Success", "2026-01-01T01:00:00Z"),
+       StatusCs("failed", 2, "Failure", "2026-01-01T00:30:00Z"), StatusCs("behind", 1, "Success"), StatusCs("queued", 1, "Success"),
+       StatusCs("running", 2, "Success"), StatusCs("waiting", 2, "Failure"), StatusCs("parked", 2, "Failure")});
   std::vector<TraceEvent> trace = {
       Event(TraceStep::kPublished, "fleet/queued", "2026-01-01T02:00:00Z"),
       Event(TraceStep::kDelivered, "fleet/running", "2026-01-01T02:00:01Z"),
@@ -208,8 +208,8 @@ TEST_CASE("fleet status puts each cluster in one state, first match wins, with t
 
 TEST_CASE("one cluster's report lists its sets against their generations and its lease") {
   std::string skip;
-  Json cs = Cs("a", 1, "Failure", "2026-01-01T00:10:00Z");
-  auto sets = DescribeSets(Cd("a"), {}, {Sss("s", 2)}, &cs, &skip);
+  Json cs = StatusCs("a", 1, "Failure", "2026-01-01T00:10:00Z");
+  auto sets = DescribeSets(StatusCd("a"), {}, {StatusSss("s", 2)}, &cs, &skip);
   REQUIRE(sets.size() == 1);
   CHECK(skip.empty());
   CHECK(sets[0].generation == 2);
@@ -244,7 +244,7 @@ TEST_CASE("one cluster's report lists its sets against their generations and its
   CHECK(report.ToJson(T("2026-01-01T00:10:05Z"))["lease"]["releasedByStatus"] == true);
 
   skip.clear();
-  DescribeSets(Cd("b", false), {}, {Sss("s", 2)}, nullptr, &skip);
+  DescribeSets(StatusCd("b", false), {}, {StatusSss("s", 2)}, nullptr, &skip);
   CHECK(skip == "not-installed");
 }
 

@@ -70,7 +70,7 @@ std::string TokenPlugin(const PluginDir& dir, const std::string& expires,
                                   api_version + "\", \"status\": {" + status + "}}\nEOF\n");
 }
 
-std::shared_ptr<ExecConfig> Config(const std::string& command) {
+std::shared_ptr<ExecConfig> ExecConfigFor(const std::string& command) {
   auto config = std::make_shared<ExecConfig>();
   config->api_version = kV1;
   config->command = command;
@@ -90,7 +90,7 @@ TEST_CASE(
   PluginDir dir;
   FakeClock clock;
   std::string expires = FormatRfc3339(clock.WallNow() + std::chrono::minutes(10));
-  auto config = Config(TokenPlugin(dir, expires));
+  auto config = ExecConfigFor(TokenPlugin(dir, expires));
   config->args = {"--cluster", "c 1"};
   config->env = {{"REGION", "eu-1"}};
   config->cluster = Json{{"server", "https://c:6443"}, {"config", {{"audience", "hub"}}}};
@@ -128,7 +128,7 @@ TEST_CASE(
 TEST_CASE("exec plugin: a token without expiry is kept until the server refuses it") {
   PluginDir dir;
   FakeClock clock;
-  ExecCredentialPlugin plugin = Plugin(Config(TokenPlugin(dir, "")), clock);
+  ExecCredentialPlugin plugin = Plugin(ExecConfigFor(TokenPlugin(dir, "")), clock);
   auto first = plugin.Get();
   REQUIRE(first.ok());
   clock.Advance(std::chrono::hours(24 * 365));
@@ -151,7 +151,7 @@ TEST_CASE("exec plugin: a token without expiry is kept until the server refuses 
 TEST_CASE("exec plugin: interactiveMode decides whether the plugin gets stdin") {
   PluginDir dir;
   FakeClock clock;
-  auto config = Config(TokenPlugin(dir, ""));
+  auto config = ExecConfigFor(TokenPlugin(dir, ""));
   config->interactive = ExecConfig::Interactive::kAlways;
   auto refused = Plugin(config, clock, /*terminal=*/false).Get();
   CHECK(refused.status().code() == Code::kUnauthorized);
@@ -179,7 +179,7 @@ TEST_CASE("exec plugin: a client certificate and key join the cluster's TLS opti
             "clientKeyData": "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"}}
 EOF
 )");
-  auto config = Config(script);
+  auto config = ExecConfigFor(script);
   config->api_version = "client.authentication.k8s.io/v1beta1";
   auto credential = Plugin(config, clock).Get();
   REQUIRE_MESSAGE(credential.ok(), credential.status().ToString());
@@ -200,20 +200,20 @@ TEST_CASE("exec plugin: clear errors when the plugin is missing, fails or prints
     return result.status().message();
   };
 
-  auto missing = Config(dir.path() + "/no-such-plugin");
+  auto missing = ExecConfigFor(dir.path() + "/no-such-plugin");
   missing->install_hint = "Install it with: apt-get install no-such-plugin";
   CHECK(error_of(missing) == "exec plugin: executable \"" + dir.path() +
                                  "/no-such-plugin\" not found\n\nInstall it with: apt-get "
                                  "install no-such-plugin");
-  CHECK(error_of(Config("syncbus-no-such-plugin-in-path")) ==
+  CHECK(error_of(ExecConfigFor("syncbus-no-such-plugin-in-path")) ==
         "exec plugin: executable \"syncbus-no-such-plugin-in-path\" not found");
 
   std::string failing = dir.Script("failing", "echo 'login expired' >&2\nexit 3\n");
-  CHECK(error_of(Config(failing)) ==
+  CHECK(error_of(ExecConfigFor(failing)) ==
         "exec plugin: executable \"" + failing + "\" failed with exit code 3");
 
   auto printing = [&](const std::string& name, const std::string& output) {
-    return Config(dir.Script(name, "cat <<'EOF'\n" + output + "\nEOF\n"));
+    return ExecConfigFor(dir.Script(name, "cat <<'EOF'\n" + output + "\nEOF\n"));
   };
   CHECK(error_of(printing("text", "hello")).ends_with(": not an ExecCredential object"));
   CHECK(

@@ -15,7 +15,7 @@ namespace syncbus::kube {
 namespace {
 
 using std::chrono::milliseconds;
-constexpr auto kDeadline = std::chrono::seconds(20);
+constexpr auto kReflectorDeadline = std::chrono::seconds(20);
 
 Json Obj(const std::string& name, const std::string& rv) {
   return {{"metadata", {{"name", name}, {"resourceVersion", rv}}}};
@@ -112,7 +112,7 @@ class FakeClient final : public Client {
   // Waits for the n-th watch (1-based) to be opened.
   std::shared_ptr<FakeWatch> AwaitWatch(size_t n) {
     std::unique_lock lock(mu_);
-    REQUIRE(cv_.wait_for(lock, kDeadline, [&] { return watches_.size() >= n; }));
+    REQUIRE(cv_.wait_for(lock, kReflectorDeadline, [&] { return watches_.size() >= n; }));
     return watches_[n - 1];
   }
   WatchOptions watch_options(size_t n) {
@@ -184,7 +184,7 @@ class RecordingHandler final : public ReflectorHandler {
   // Waits until `n` calls were recorded and returns them.
   std::vector<std::string> Await(size_t n) {
     std::unique_lock lock(mu_);
-    REQUIRE(cv_.wait_for(lock, kDeadline, [&] { return calls_.size() >= n; }));
+    REQUIRE(cv_.wait_for(lock, kReflectorDeadline, [&] { return calls_.size() >= n; }));
     return calls_;
   }
 

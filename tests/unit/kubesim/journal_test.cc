@@ -111,9 +111,9 @@ long long UnixMillis(const FakeClock& clock) {
 }
 
 // What identifies a line: cluster, verb, resource, subresource, namespace, name, code.
-using Key =
+using JournalKey =
     std::tuple<std::string, std::string, std::string, std::string, std::string, std::string, int>;
-Key KeyOf(const Json& line) {
+JournalKey JournalKeyOf(const Json& line) {
   return {line["cluster"],   line["verb"], line["resource"],       line["subresource"],
           line["namespace"], line["name"], line["code"].get<int>()};
 }
@@ -156,9 +156,9 @@ TEST_CASE("The journal records creates, updates, patches, applies and deletes, s
 
   std::vector<Json> lines = rig.Lines();
   REQUIRE(lines.size() == 12);
-  std::vector<Key> keys;
-  for (const Json& line : lines) keys.push_back(KeyOf(line));
-  std::vector<Key> expected = {
+  std::vector<JournalKey> keys;
+  for (const Json& line : lines) keys.push_back(JournalKeyOf(line));
+  std::vector<JournalKey> expected = {
       {"cluster-0001", "create", "configmaps", "", "default", "a", 201},
       {"cluster-0001", "update", "configmaps", "", "default", "a", 200},
       {"cluster-0001", "patch", "configmaps", "", "default", "a", 200},
