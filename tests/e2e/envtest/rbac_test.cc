@@ -23,7 +23,6 @@
 #include <thread>
 
 #include "common/base64.h"
-#include "common/http/curl_transport.h"
 #include "common/kube/client_impl.h"
 #include "common/kube/config.h"
 #include "consumer/cluster_lease.h"
@@ -37,6 +36,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/envtest_env.h"
 #include "tests/support/files.h"
+#include "tests/support/kube_clients.h"
 #include "tests/support/test_broker.h"
 #include "tests/support/wait.h"
 
@@ -76,29 +76,12 @@ struct Access {
 };
 
 // The hub, as the admin and as the daemons' identities.
-struct Hub {
-  EnvtestEnv env;
-  std::shared_ptr<http::Transport> transport;
-  std::unique_ptr<kube::ClientImpl> admin, target;
+struct Hub : EnvtestClients {
+  std::unique_ptr<kube::ClientImpl>& admin = EnvtestClients::hub;
 
-  Hub() {
-    Result<EnvtestEnv> loaded = LoadEnvtestEnv();
-    REQUIRE_MESSAGE(loaded.ok(), loaded.status().ToString());
-    env = *loaded;
-    Result<std::unique_ptr<http::CurlTransport>> curl = http::CurlTransport::Create({});
-    REQUIRE(curl.ok());
-    transport = std::move(curl).value();
-    admin = Client(env.hub_kubeconfig);
-    target = Client(env.target_kubeconfig);
-  }
-
-  std::unique_ptr<kube::ClientImpl> Client(const std::string& kubeconfig_file) {
-    Result<kube::ClusterConfig> config = kube::LoadKubeconfigFile(kubeconfig_file);
-    REQUIRE_MESSAGE(config.ok(), config.status().ToString());
-    return std::make_unique<kube::ClientImpl>(*config, transport);
-  }
   std::unique_ptr<kube::ClientImpl> As(const std::string& daemon) {
-    return Client(daemon == "publisher" ? env.publisher_kubeconfig : env.consumer_kubeconfig);
+    return ClientFromKubeconfig(daemon == "publisher" ? env.publisher_kubeconfig
+                                                      : env.consumer_kubeconfig);
   }
 
   // Server-side applies `docs` as the admin (field manager syncbus-rbac-proof, forced).
@@ -136,16 +119,12 @@ struct Hub {
   }
 
   void CreateNamespace(kube::Client& client, const std::string& name) {
-    Result<Json> made = client.Create(
-        Collection(res::kNamespaces),
-        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}});
-    REQUIRE_MESSAGE((made.ok() || made.status().code() == Code::kAlreadyExists),
-                    made.status().ToString());
+    CreateObject(client, res::kNamespaces,
+                 {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}},
+                 /*exists_ok=*/true);
   }
   void Create(kube::Client& client, const kube::Resource& resource, const Json& object) {
-    std::string ns = resource.namespaced ? object["metadata"].value("namespace", "") : "";
-    Result<Json> made = client.Create(Collection(resource, ns), object);
-    REQUIRE_MESSAGE(made.ok(), object["metadata"].dump() << ": " << made.status().ToString());
+    CreateObject(client, resource, object);
   }
 
   // A cluster as Hive makes one: namespace, ClusterDeployment, admin kubeconfig Secret (the

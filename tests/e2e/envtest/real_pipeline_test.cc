@@ -8,7 +8,6 @@
 #include <fstream>
 
 #include "common/base64.h"
-#include "common/http/curl_transport.h"
 #include "common/kube/client_impl.h"
 #include "common/kube/config.h"
 #include "consumer/rest_mapper.h"
@@ -17,6 +16,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/envtest_env.h"
 #include "tests/support/files.h"
+#include "tests/support/kube_clients.h"
 #include "tests/support/test_broker.h"
 #include "tests/support/wait.h"
 
@@ -46,30 +46,10 @@ Json ConfigMap(const std::string& name, const std::string& ns, const Json& data)
           {"data", data}};
 }
 
-struct RealPipeline {
-  EnvtestEnv env;
+struct RealPipeline : EnvtestClients {
   std::string dir = MakeTempDir("syncbus-e2e-envtest");
   TestVhost vhost = NewTestVhost();
-  std::shared_ptr<http::Transport> transport;
-  std::unique_ptr<kube::ClientImpl> hub, target;
   std::vector<ChildProcess> daemons;
-
-  RealPipeline() {
-    Result<EnvtestEnv> loaded = LoadEnvtestEnv();
-    REQUIRE_MESSAGE(loaded.ok(), loaded.status().ToString());
-    env = *loaded;
-    Result<std::unique_ptr<http::CurlTransport>> curl = http::CurlTransport::Create({});
-    REQUIRE(curl.ok());
-    transport = std::move(curl).value();
-    hub = Client(env.hub_kubeconfig);
-    target = Client(env.target_kubeconfig);
-  }
-
-  std::unique_ptr<kube::ClientImpl> Client(const std::string& kubeconfig_file) {
-    Result<kube::ClusterConfig> config = kube::LoadKubeconfigFile(kubeconfig_file);
-    REQUIRE_MESSAGE(config.ok(), config.status().ToString());
-    return std::make_unique<kube::ClientImpl>(*config, transport);
-  }
 
   // Server-side applies every document of a deploy/ manifest, mapped through discovery.
   void ApplyManifest(const std::string& file) {
@@ -90,9 +70,7 @@ struct RealPipeline {
   }
 
   void Create(kube::Client& client, const kube::Resource& resource, const Json& object) {
-    std::string ns = resource.namespaced ? object["metadata"].value("namespace", "") : "";
-    Result<Json> made = client.Create(Collection(resource, ns), object);
-    REQUIRE_MESSAGE(made.ok(), object["metadata"].dump() << ": " << made.status().ToString());
+    CreateObject(client, resource, object);
   }
 
   // One cluster: its hub namespace, ClusterDeployment, admin kubeconfig Secret (the target's),
@@ -249,9 +227,9 @@ TEST_CASE("deploy/rbac.yaml grants the daemons what they use and refuses the res
   RealPipeline p;
   p.ApplyManifest(SourceDir() + "/deploy/namespace.yaml");
   p.ApplyManifest(SourceDir() + "/deploy/rbac.yaml");
-  std::unique_ptr<kube::ClientImpl> publisher = p.Client(p.env.publisher_kubeconfig);
-  std::unique_ptr<kube::ClientImpl> consumer = p.Client(p.env.consumer_kubeconfig);
-  std::unique_ptr<kube::ClientImpl> nobody = p.Client(p.env.nobody_kubeconfig);
+  std::unique_ptr<kube::ClientImpl> publisher = ClientFromKubeconfig(p.env.publisher_kubeconfig);
+  std::unique_ptr<kube::ClientImpl> consumer = ClientFromKubeconfig(p.env.consumer_kubeconfig);
+  std::unique_ptr<kube::ClientImpl> nobody = ClientFromKubeconfig(p.env.nobody_kubeconfig);
 
   CHECK(publisher->List(Collection(resources::kSyncSets), {}).ok());
   CHECK(consumer->List(Collection(resources::kSelectorSyncSets), {}).ok());
