@@ -5,8 +5,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "common/yaml_json.h"
 #include "tests/kubesim/builtin_types.h"
-#include "tests/kubesim/yaml_json.h"
 
 namespace syncbus::kubesim {
 

@@ -4,11 +4,11 @@
 #include <cctype>
 #include <random>
 
+#include "common/yaml_json.h"
 #include "tests/kubesim/apply.h"
 #include "tests/kubesim/json_util.h"
 #include "tests/kubesim/patch.h"
 #include "tests/kubesim/responses.h"
-#include "tests/kubesim/yaml_json.h"
 
 namespace syncbus::kubesim {
 

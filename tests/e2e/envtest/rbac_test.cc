@@ -25,6 +25,7 @@
 #include "common/base64.h"
 #include "common/kube/client_impl.h"
 #include "common/kube/config.h"
+#include "common/yaml_json.h"
 #include "consumer/cluster_lease.h"
 #include "consumer/cluster_syncer.h"
 #include "consumer/event_recorder.h"
@@ -32,7 +33,6 @@
 #include "consumer/rest_mapper.h"
 #include "consumer/target_clients.h"
 #include "publisher/leader_elector.h"
-#include "tests/kubesim/yaml_json.h"
 #include "tests/support/child_process.h"
 #include "tests/support/envtest_env.h"
 #include "tests/support/files.h"
@@ -175,14 +175,14 @@ struct Hub : EnvtestClients {
 
 std::vector<Json> RbacDocuments() {
   Result<std::vector<Json>> docs =
-      kubesim::YamlDocumentsToJson(ReadFile(SourceDir() + "/deploy/rbac.yaml"));
+      YamlDocumentsToJson(ReadFile(SourceDir() + "/deploy/rbac.yaml"));
   REQUIRE_MESSAGE(docs.ok(), docs.status().ToString());
   return *docs;
 }
 
 void ApplyRbac(Hub& hub) {
   Result<std::vector<Json>> ns =
-      kubesim::YamlDocumentsToJson(ReadFile(SourceDir() + "/deploy/namespace.yaml"));
+      YamlDocumentsToJson(ReadFile(SourceDir() + "/deploy/namespace.yaml"));
   REQUIRE(ns.ok());
   hub.Apply(*ns);
   hub.Apply(RbacDocuments());

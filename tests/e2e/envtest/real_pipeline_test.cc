@@ -10,9 +10,9 @@
 #include "common/base64.h"
 #include "common/kube/client_impl.h"
 #include "common/kube/config.h"
+#include "common/yaml_json.h"
 #include "consumer/rest_mapper.h"
 #include "ctl/fleet_progress.h"
-#include "tests/kubesim/yaml_json.h"
 #include "tests/support/child_process.h"
 #include "tests/support/envtest_env.h"
 #include "tests/support/files.h"
@@ -53,7 +53,7 @@ struct RealPipeline : EnvtestClients {
 
   // Server-side applies every document of a deploy/ manifest, mapped through discovery.
   void ApplyManifest(const std::string& file) {
-    Result<std::vector<Json>> docs = kubesim::YamlDocumentsToJson(ReadFile(file));
+    Result<std::vector<Json>> docs = YamlDocumentsToJson(ReadFile(file));
     REQUIRE_MESSAGE(docs.ok(), file << ": " << docs.status().ToString());
     consumer::RestMapper mapper(*hub);
     for (const Json& doc : *docs) {

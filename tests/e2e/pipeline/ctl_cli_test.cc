@@ -11,7 +11,7 @@
 #include "common/amqp/session_impl.h"
 #include "common/amqp/syncbus_topology.h"
 #include "common/sync_message.h"
-#include "tests/kubesim/yaml_json.h"
+#include "common/yaml_json.h"
 #include "tests/support/files.h"
 #include "tests/support/process_rig.h"
 #include "tests/support/wait.h"
@@ -119,7 +119,7 @@ TEST_CASE("every read command prints table, wide, json and yaml, and exits like 
     CAPTURE(read);
     if (read.size() > 1 && read[1] == "--all") {
       // JSON lines and YAML documents: one per event either way.
-      auto docs = kubesim::YamlDocumentsToJson(runs["yaml"].out);
+      auto docs = YamlDocumentsToJson(runs["yaml"].out);
       REQUIRE(docs.ok());
       CHECK(docs->size() == static_cast<size_t>(std::count(runs["json"].out.begin(),
                                                            runs["json"].out.end(), '\n')));
@@ -128,7 +128,7 @@ TEST_CASE("every read command prints table, wide, json and yaml, and exits like 
     } else {
       Json json = Json::parse(runs["json"].out, nullptr, false);
       REQUIRE_MESSAGE(!json.is_discarded(), runs["json"].out);
-      auto yaml = kubesim::YamlToJson(runs["yaml"].out);
+      auto yaml = YamlToJson(runs["yaml"].out);
       REQUIRE_MESSAGE(yaml.ok(), runs["yaml"].out);
       // The same document (ages and times move between the two runs: compare the shape).
       std::vector<std::string> json_keys, yaml_keys;
@@ -148,7 +148,7 @@ TEST_CASE("every read command prints table, wide, json and yaml, and exits like 
 
   // What the formats say.
   Run status = sh.Ctl(sh.WithConfig({"status", "-o", "yaml"}));
-  auto fleet = kubesim::YamlToJson(status.out);
+  auto fleet = YamlToJson(status.out);
   REQUIRE(fleet.ok());
   CHECK((*fleet)["queues"]["syncbus.dead"] == 1);
   CHECK((*fleet)["clusters"].size() == 3);
@@ -212,7 +212,7 @@ TEST_CASE("syncbusctl is also the kubectl plugin `kubectl syncbus`, and complete
   CHECK(bad.code == 2);
   Run defs = sh.Exec(plugin, {"topology", "-o", "yaml"});
   CHECK(defs.code == 0);
-  CHECK(kubesim::YamlToJson(defs.out)->contains("queues"));
+  CHECK(YamlToJson(defs.out)->contains("queues"));
   // kubectl's plugin completion runs kubectl_complete-syncbus with the words after `syncbus`.
   Run complete = sh.Exec(BinaryDir() + "/ctl/kubectl_complete-syncbus", {"dlq", ""});
   CHECK(complete.code == 0);

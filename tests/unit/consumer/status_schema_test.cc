@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "common/fake_clock.h"
+#include "common/yaml_json.h"
 #include "consumer/status_builder.h"
 #include "tests/kubesim/schema.h"
-#include "tests/kubesim/yaml_json.h"
 #include "tests/unit/consumer/apply_test_fixture.h"
 
 using namespace syncbus;
@@ -21,7 +21,7 @@ std::shared_ptr<const kubesim::Schema> ClusterSyncSchema() {
   std::ifstream in(std::string(SYNCBUS_KUBESIM_CRD_DIR) + "/hiveinternal.openshift.io_clustersyncs.yaml");
   std::stringstream text;
   text << in.rdbuf();
-  auto crd = kubesim::YamlToJson(text.str());
+  auto crd = YamlToJson(text.str());
   REQUIRE_MESSAGE(crd.ok(), crd.status().ToString());
   auto schema = kubesim::Schema::Compile((*crd)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]);
   REQUIRE_MESSAGE(schema.ok(), schema.status().ToString());

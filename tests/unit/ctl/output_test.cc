@@ -4,8 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "common/yaml_json.h"
 #include "ctl/cli.h"
-#include "tests/kubesim/yaml_json.h"
 
 using namespace syncbus;
 using namespace syncbus::ctl;
@@ -14,7 +14,7 @@ namespace {
 
 Json RoundTrip(const Json& doc) {
   std::string yaml = ToYaml(doc);
-  auto back = kubesim::YamlToJson(yaml);
+  auto back = YamlToJson(yaml);
   REQUIRE_MESSAGE(back.ok(), back.status().ToString() << "\n" << yaml);
   return *back;
 }

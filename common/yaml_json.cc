@@ -1,4 +1,4 @@
-#include "tests/kubesim/yaml_json.h"
+#include "common/yaml_json.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace syncbus::kubesim {
+namespace syncbus {
 namespace {
 
 bool ParseInteger(std::string text, Json* out) {
@@ -161,4 +161,4 @@ Result<std::vector<Json>> YamlDocumentsToJson(std::string_view text) {
   }
 }
 
-}  // namespace syncbus::kubesim
+}  // namespace syncbus

@@ -9,11 +9,11 @@
 #include "common/json.h"
 #include "common/status.h"
 
-namespace syncbus::kubesim {
+namespace syncbus {
 
 // The first document of `text` (null when empty). kInvalidArgument on a syntax error.
 Result<Json> YamlToJson(std::string_view text);
 // Every document of `text` (multi-document streams separated by ---), empty ones skipped.
 Result<std::vector<Json>> YamlDocumentsToJson(std::string_view text);
 
-}  // namespace syncbus::kubesim
+}  // namespace syncbus
