@@ -821,6 +821,19 @@ void ValidateCrd(const Json& obj, const Json*, std::vector<FieldError>* errors) 
   }
 }
 
+// --- ValidatingWebhookConfiguration -------------------------------------------------------------
+
+Json WebhookConfigurationSchema() {
+  Json webhook = {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}};
+  return WithMeta({{"type", "object"},
+                   {"properties",
+                    {{"webhooks",
+                      {{"type", "array"},
+                       {"x-kubernetes-patch-strategy", "merge"},
+                       {"x-kubernetes-patch-merge-key", "name"},
+                       {"items", webhook}}}}}});
+}
+
 // --- registration ------------------------------------------------------------------------------
 
 const BuiltinBehavior kConfigMap{nullptr, NormalizeConfigMap, ValidateConfigMap};
@@ -837,6 +850,7 @@ const BuiltinBehavior kClusterRole{nullptr, nullptr, ValidateClusterRole};
 const BuiltinBehavior kRoleBinding{nullptr, nullptr, ValidateRoleBinding};
 const BuiltinBehavior kClusterRoleBinding{nullptr, nullptr, ValidateClusterRoleBinding};
 const BuiltinBehavior kCrd{nullptr, nullptr, ValidateCrd};
+const BuiltinBehavior kWebhookConfiguration{nullptr, nullptr, nullptr};
 
 const std::vector<std::string> kAllVerbs = {"create", "delete", "deletecollection", "get",
                                             "list",   "patch",  "update",           "watch"};
@@ -942,6 +956,10 @@ const std::vector<TypePtr>& BuiltinTypes() {
     v->push_back(Make(rbac, "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding",
                       false, {}, BindingSchema(), &kClusterRoleBinding,
                       [](ResourceType& t) { t.name_rule = NameRule::kPathSegment; }));
+    v->push_back(Make("admissionregistration.k8s.io", "validatingwebhookconfigurations",
+                      "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", false, {},
+                      WebhookConfigurationSchema(), &kWebhookConfiguration,
+                      [](ResourceType& t) { t.categories = {"api-extensions"}; }));
     v->push_back(Make("apiextensions.k8s.io", "customresourcedefinitions",
                       "customresourcedefinition", "CustomResourceDefinition", false,
                       {"crd", "crds"}, CrdSchema(), &kCrd, [](ResourceType& t) {

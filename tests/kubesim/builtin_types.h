@@ -1,5 +1,6 @@
 // The built-in resource types the simulator serves (namespaces, configmaps, secrets,
-// serviceaccounts, services, leases, deployments, RBAC roles and bindings, CRDs): their schemas
+// serviceaccounts, services, leases, deployments, RBAC roles and bindings, CRDs, validating
+// webhook configurations): their schemas
 // (types, patch merge keys, list semantics), defaults and validation. Built once per process;
 // immutable and shared.
 #pragma once

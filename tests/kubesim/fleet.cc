@@ -34,6 +34,24 @@ Status Create(ApiServer& api, const std::string& path, const Json& object) {
       .WithHttpStatus(response.status);
 }
 
+// Marks a fleet ClusterDeployment installed and reachable, as Hive's controllers do for a running
+// cluster (its Unreachable condition False, status.installedTimestamp): Hive syncs nothing else.
+Status SetRunning(ApiServer& api, const std::string& path) {
+  Json patch = {{"status",
+                 {{"installedTimestamp", "2024-01-01T00:00:00Z"},
+                  {"conditions", Json::array({{{"type", "Unreachable"},
+                                               {"status", "False"},
+                                               {"reason", "ClusterReachable"},
+                                               {"message", "cluster is reachable"},
+                                               {"lastTransitionTime", "2024-01-01T00:00:00Z"},
+                                               {"lastProbeTime", "2024-01-01T00:00:00Z"}}})}}}};
+  ApiResponse response = api.Call("PATCH", path + "/status", patch, "application/merge-patch+json");
+  if (response.status == 200) return Status::Ok();
+  return Status(Code::kInvalidArgument, "marking " + path + " running: HTTP " +
+                                            std::to_string(response.status) + " " + response.body)
+      .WithHttpStatus(response.status);
+}
+
 Json ConfigMap(const FleetSpec& spec, const std::string& name, int index, const std::string& owner) {
   return {{"apiVersion", "v1"},
           {"kind", "ConfigMap"},
@@ -185,6 +203,8 @@ Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const st
     SYNCBUS_RETURN_IF_ERROR(
         Create(hub, "/apis/hive.openshift.io/v1/namespaces/" + name + "/clusterdeployments",
                ClusterDeployment(i, name)));
+    SYNCBUS_RETURN_IF_ERROR(SetRunning(
+        hub, "/apis/hive.openshift.io/v1/namespaces/" + name + "/clusterdeployments/" + name));
     std::string server = spec.host_per_cluster ? WithHost(base_url, name + ".localhost") : base_url;
     Result<ClientAuth> cluster_auth = auth(name);
     if (!cluster_auth.ok()) return cluster_auth.status().Annotate("credentials of " + name);

@@ -1,6 +1,7 @@
 // Fleet generator: writes a simulated Hive fleet through the ApiServer's REST semantics (so every
-// object passes the same validation as over HTTP): per cluster a Namespace, a ClusterDeployment,
-// its admin kubeconfig Secret and S SyncSets, plus K SelectorSyncSets for the whole fleet; the
+// object passes the same validation as over HTTP): per cluster a Namespace, a ClusterDeployment
+// (installed and reachable, as Hive's controllers mark a running cluster), its admin kubeconfig
+// Secret and S SyncSets, plus K SelectorSyncSets for the whole fleet; the
 // target clusters get their extra namespaces. Pure functions over the ApiServers passed in.
 #pragma once
 

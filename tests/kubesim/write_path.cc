@@ -4,6 +4,7 @@
 #include <cctype>
 #include <random>
 
+#include "common/hive/label_selector.h"
 #include "common/yaml_json.h"
 #include "tests/kubesim/apply.h"
 #include "tests/kubesim/json_util.h"
@@ -488,6 +489,15 @@ Outcome<WritePath::UpdateResult> WritePath::UpdateFrom(
     entries = *apply_entries;
   } else {
     entries = ParseManagedFields(base);
+    // A write of the main resource that carries managedFields sets them (an empty list leaves
+    // them alone; entries owning nothing are dropped), as kube-apiserver's field manager does.
+    if (r.subresource.empty()) {
+      std::vector<ManagedEntry> given = ParseManagedFields(candidate);
+      given.erase(std::remove_if(given.begin(), given.end(),
+                                 [](const ManagedEntry& e) { return e.fields.empty(); }),
+                  given.end());
+      if (!given.empty()) entries = std::move(given);
+    }
     RecordUpdate(&entries, base, next, manager, Scope(type, r.subresource, Now()));
   }
   SetGeneration(type, next, &base);
@@ -552,6 +562,17 @@ ApiResponse WritePath::Update(const WriteRequest& r) {
   while (true) {
     ObjectPtr current = store_->Get(*r.type, r.ns, r.name);
     if (!current) return ErrorResponse(NotFoundError(r.type->plural, r.type->group, r.name));
+    if (r.type->custom && MetaString(*candidate, "resourceVersion").empty()) {
+      // Custom resources allow no unconditional update (built-in kinds do), status included.
+      StatusError e =
+          InvalidError(r.type->plural, r.type->group, r.name,
+                       {Invalid("metadata.resourceVersion", 0, "must be specified for an update")});
+      // Go prints the uint64 zero as 0x0.
+      const std::string plain = "Invalid value: 0:", go = "Invalid value: 0x0:";
+      e.message.replace(e.message.find(plain), plain.size(), go);
+      e.causes[0].message.replace(e.causes[0].message.find(plain), plain.size(), go);
+      return ErrorResponse(e);
+    }
     Json old = ParseStored(*r.type, *current);
     auto updated = UpdateFrom(r, current, old, *candidate, opts->manager, nullptr, opts->dry_run);
     if (!updated.ok()) return ErrorResponse(updated.error());
@@ -714,6 +735,86 @@ Outcome<DeleteOptions> ParseDeleteOptions(const WriteRequest& r) {
 
 }  // namespace
 
+namespace {
+
+bool ListHas(const Json& webhook_rule, const char* key, const std::string& value) {
+  auto it = webhook_rule.find(key);
+  if (it == webhook_rule.end() || !it->is_array()) return false;
+  return std::any_of(it->begin(), it->end(),
+                     [&](const Json& v) { return v.is_string() && (v == "*" || v == value); });
+}
+
+bool SelectorMatches(const Json& webhook, const char* key, const Json& labels) {
+  auto it = webhook.find(key);
+  if (it == webhook.end() || !it->is_object()) return true;
+  auto selector = hive::LabelSelector::FromJson(*it);
+  if (!selector.ok()) return false;
+  hive::Labels l;
+  if (labels.is_object()) {
+    for (const auto& [k, v] : labels.items()) {
+      if (v.is_string()) l[k] = v.get<std::string>();
+    }
+  }
+  return selector->Matches(l);
+}
+
+}  // namespace
+
+std::optional<StatusError> WritePath::RejectedByWebhook(const std::string& operation,
+                                                        const ResourceType& type,
+                                                        const std::string& ns,
+                                                        const Json& object) const {
+  TypePtr configurations =
+      registry_->Find("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations");
+  if (!configurations) return {};
+  auto page = store_->List(
+      configurations, "", [](const StoredObject&) { return true; }, 0, "", 0);
+  if (!page.ok()) return {};
+  Json ns_labels = Json::object();
+  if (!ns.empty()) {
+    if (ObjectPtr n = store_->Get(*registry_->Namespaces(), "", ns)) {
+      Json parsed = ParseStored(*registry_->Namespaces(), *n);
+      ns_labels = parsed["metadata"].value("labels", Json::object());
+    }
+  }
+  const Json labels = object.contains("metadata")
+                          ? object["metadata"].value("labels", Json::object())
+                          : Json::object();
+  for (const ObjectPtr& stored : page->items) {
+    Json configuration = ParseStored(*configurations, *stored);
+    for (const Json& webhook : configuration.value("webhooks", Json::array())) {
+      bool rule = false;
+      for (const Json& r : webhook.value("rules", Json::array())) {
+        rule = rule ||
+               (ListHas(r, "operations", operation) && ListHas(r, "apiGroups", type.group) &&
+                ListHas(r, "apiVersions", type.version) && ListHas(r, "resources", type.plural));
+      }
+      if (!rule || !SelectorMatches(webhook, "objectSelector", labels) ||
+          !SelectorMatches(webhook, "namespaceSelector", ns_labels)) {
+        continue;
+      }
+      if (webhook.value("failurePolicy", "Fail") == "Ignore") continue;
+      const std::string url =
+          webhook.contains("clientConfig") ? webhook["clientConfig"].value("url", "") : "";
+      size_t authority = url.find("://");
+      authority = authority == std::string::npos ? 0 : authority + 3;
+      std::string host = url.substr(authority, url.find_first_of("/?", authority) - authority);
+      if (host.find(':') == std::string::npos) host += ":443";
+      const std::string inner = "failed calling webhook \"" + webhook.value("name", "") +
+                                "\": failed to call webhook: Post \"" + url +
+                                "?timeout=" + std::to_string(webhook.value("timeoutSeconds", 10)) +
+                                "s\": dial tcp " + host + ": connect: connection refused";
+      StatusError e;
+      e.code = 500;
+      e.reason = "InternalError";
+      e.message = "Internal error occurred: " + inner;
+      e.causes.push_back({"", inner, ""});
+      return e;
+    }
+  }
+  return {};
+}
+
 ApiResponse WritePath::Delete(const WriteRequest& r) {
   const ResourceType& type = *r.type;
   auto opts = ParseDeleteOptions(r);
@@ -732,6 +833,9 @@ ApiResponse WritePath::Delete(const WriteRequest& r) {
           type.plural, type.group, r.name,
           "Precondition failed: ResourceVersion in precondition: " + opts->resource_version +
               ", ResourceVersion in object meta: " + std::to_string(current->rv)));
+    }
+    if (auto refused = RejectedByWebhook("DELETE", type, r.ns, ParseStored(type, *current))) {
+      return ErrorResponse(*refused);
     }
     if (opts->dry_run) {
       bool graceful = current->index.has_finalizers || r.type.get() == registry_->Namespaces().get();

@@ -76,6 +76,12 @@ class WritePath {
   ApiResponse Apply(const WriteRequest& r, const Options& opts);
   // CustomResourceDefinitions: (un)registers their types and marks them Established.
   void AfterCommit(const TypePtr& type, const ObjectStore::Committed& committed);
+  // Validating admission webhooks, for DELETE only: the simulator calls no webhook, so a
+  // configuration whose rules and selectors match fails the request as an unreachable endpoint
+  // does on a real server (failurePolicy Fail, in its words); Ignore lets it through.
+  std::optional<StatusError> RejectedByWebhook(const std::string& operation,
+                                               const ResourceType& type, const std::string& ns,
+                                               const Json& object) const;
   // What journals a commit of `r` answered with HTTP `code` (null when `r` is not journaled).
   ObjectStore::OnCommit Journaling(const WriteRequest& r, int code) const;
   std::string Now() const;

@@ -150,6 +150,39 @@ TEST_CASE("an embedded resource's metadata is validated like an object's own") {
   }
 }
 
+TEST_CASE(
+    "a custom resource is never updated unconditionally: no resourceVersion is 422, status too") {
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
+  const std::string ns = server.NewNamespace("cr-update");
+  const std::string path =
+      "/apis/hiveinternal.openshift.io/v1alpha1/namespaces/" + ns + "/clustersyncs";
+  Json cs = {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"},
+             {"kind", "ClusterSync"},
+             {"metadata", {{"name", "c"}, {"namespace", ns}}},
+             {"spec", Json::object()}};
+  RawResponse created = server.Raw("POST", path, cs.dump());
+  REQUIRE(created.status == 201);
+  const std::string message =
+      "clustersyncs.hiveinternal.openshift.io \"c\" is invalid: metadata.resourceVersion: Invalid "
+      "value: 0x0: "
+      "must be specified for an update";
+  for (const char* sub : {"", "/status"}) {
+    INFO("PUT " << path << "/c" << sub);
+    RawResponse unconditional = server.Raw("PUT", path + "/c" + std::string(sub), cs.dump());
+    CheckStatusBody(unconditional, 422, "Invalid");
+    CHECK(unconditional.body["message"] == message);
+    CHECK(unconditional.body["details"]["causes"] ==
+          Json::array({{{"reason", "FieldValueInvalid"},
+                        {"message", "Invalid value: 0x0: must be specified for an update"},
+                        {"field", "metadata.resourceVersion"}}}));
+  }
+  // With it, the update goes through.
+  Json with_rv = cs;
+  with_rv["metadata"]["resourceVersion"] = created.body["metadata"]["resourceVersion"];
+  CHECK(server.Raw("PUT", path + "/c", with_rv.dump()).status == 200);
+}
+
 TEST_CASE("delete preconditions: a wrong uid or resourceVersion is a Conflict") {
   std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
   ServerUnderTest& server = *started;
