@@ -12,7 +12,8 @@ std::vector<std::shared_ptr<const Set>> Applicable(const hive::ClusterDeployment
                                                    const std::vector<std::shared_ptr<const Set>>& candidates) {
   std::vector<std::shared_ptr<const Set>> kept;
   for (const auto& set : candidates) {
-    if (!set->meta.deleting && hive::AppliesTo(*set, cd)) kept.push_back(set);
+    if (hive::AppliesTo(*set, cd))
+      kept.push_back(set);  // a set being deleted still applies, as in Hive
   }
   std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a->meta.name < b->meta.name; });
   return kept;

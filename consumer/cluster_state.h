@@ -13,13 +13,13 @@ namespace syncbus::consumer {
 
 struct ClusterState {
   std::shared_ptr<const hive::ClusterDeployment> cd;   // null: not on the hub
-  // Valid, not being deleted, applying to cd; sorted by name.
+  // Valid and applying to cd (a set being deleted still applies, as in Hive); sorted by name.
   std::vector<std::shared_ptr<const hive::SyncSet>> sync_sets;
   std::vector<std::shared_ptr<const hive::SelectorSyncSet>> selector_sync_sets;
   std::shared_ptr<const hive::ClusterSync> status;     // null: no ClusterSync yet
 };
 
-// Keeps those of `candidates` that apply to `cd` and are not being deleted, sorted by name.
+// Keeps those of `candidates` that apply to `cd`, sorted by name.
 std::vector<std::shared_ptr<const hive::SyncSet>> ApplicableSyncSets(
     const hive::ClusterDeployment& cd, const std::vector<std::shared_ptr<const hive::SyncSet>>& candidates);
 std::vector<std::shared_ptr<const hive::SelectorSyncSet>> ApplicableSelectorSyncSets(

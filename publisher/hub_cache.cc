@@ -287,11 +287,11 @@ void HubCache::Plan(const std::vector<std::string>& cluster_keys,
       }
       std::set<std::string> read;
       for (const auto* ss : ns_sets) {
-        if (ss->meta.deleting || !hive::AppliesTo(*ss, cd->second)) continue;
+        if (!hive::AppliesTo(*ss, cd->second)) continue;
         for (const auto& m : ss->spec.secret_mappings) read.insert(SourceKey(m, ss->meta.ns));
       }
       for (const auto* sss : all_sss) {
-        if (sss->meta.deleting || !hive::AppliesTo(*sss, cd->second)) continue;
+        if (!hive::AppliesTo(*sss, cd->second)) continue;
         for (const auto& m : sss->spec.secret_mappings) read.insert(SourceKey(m, ""));
       }
       for (const auto& secret_key : read) {

@@ -25,10 +25,10 @@ DesiredState ComputeDesired(const hive::ClusterDeployment& cd,
   d.skip_reason = cd.SkipReason();
   std::vector<DesiredSet> ss, sss;
   for (const auto* s : syncsets) {
-    if (!s->meta.deleting && AppliesTo(*s, cd)) ss.push_back({SetKind::kSyncSet, s->meta.name, s->meta.generation});
+    if (AppliesTo(*s, cd)) ss.push_back({SetKind::kSyncSet, s->meta.name, s->meta.generation});
   }
   for (const auto* s : selector_syncsets) {
-    if (!s->meta.deleting && AppliesTo(*s, cd)) {
+    if (AppliesTo(*s, cd)) {
       sss.push_back({SetKind::kSelectorSyncSet, s->meta.name, s->meta.generation});
     }
   }

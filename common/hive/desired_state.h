@@ -23,7 +23,7 @@ struct DesiredSet {
 struct DesiredState {
   std::string cluster_key;          // "namespace/name"
   std::vector<DesiredSet> sets;     // SyncSets then SelectorSyncSets, each by name
-  std::string skip_reason;          // non-empty: paused, deleting, not-installed, unreachable
+  std::string skip_reason;          // non-empty: ClusterDeployment::SkipReason()
   std::string revision;             // digest of cluster identity + sets (+ secret versions)
 };
 

@@ -155,6 +155,16 @@ Status ParseList(const Json& parent, const char* key, const std::string& path, s
 
 const char* SyncResultName(SyncResult r) { return r == SyncResult::kSuccess ? "Success" : "Failure"; }
 
+std::optional<bool> ParseGoBool(const std::string& text) {
+  for (const char* t : {"1", "t", "T", "TRUE", "true", "True"}) {
+    if (text == t) return true;
+  }
+  for (const char* f : {"0", "f", "F", "FALSE", "false", "False"}) {
+    if (text == f) return false;
+  }
+  return std::nullopt;
+}
+
 Result<ObjectMeta> ObjectMeta::FromJson(const Json& object) {
   if (!object.is_object()) return InvalidArgument("object: expected a JSON object");
   auto meta = ReadObject(object, "metadata", "");
@@ -252,20 +262,43 @@ Result<ClusterDeployment> ClusterDeployment::FromJson(const Json& object) {
   return out;
 }
 
+const Condition* ClusterDeployment::FindCondition(const std::string& type) const {
+  for (const auto& c : conditions) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
+}
+
+namespace {
+
+bool TrueAnnotation(const Labels& annotations, const char* key) {
+  auto it = annotations.find(key);
+  return it != annotations.end() && ParseGoBool(it->second).value_or(false);
+}
+
+}  // namespace
+
 bool ClusterDeployment::paused() const {
-  auto it = meta.annotations.find(kSyncSetPauseAnnotation);
-  return it != meta.annotations.end() && it->second == "true";
+  return TrueAnnotation(meta.annotations, kSyncSetPauseAnnotation);
+}
+
+bool ClusterDeployment::reconcile_paused() const {
+  return TrueAnnotation(meta.annotations, kReconcilePauseAnnotation);
+}
+
+bool ClusterDeployment::relocating() const {
+  return meta.annotations.count(kRelocateAnnotation) > 0;
 }
 
 bool ClusterDeployment::unreachable() const {
-  for (const auto& c : conditions) {
-    if (c.type == "Unreachable") return c.status == "True" || c.status == "Unknown";
-  }
-  return false;
+  const Condition* c = FindCondition("Unreachable");
+  return c == nullptr || c->status == "True" || c->status == "Unknown";
 }
 
 std::string ClusterDeployment::SkipReason() const {
   if (paused()) return "paused";
+  if (reconcile_paused()) return "reconcile-paused";
+  if (relocating()) return "relocating";
   if (meta.deleting) return "deleting";
   if (!installed) return "not-installed";
   if (unreachable()) return "unreachable";

@@ -18,7 +18,14 @@ namespace syncbus::hive {
 inline constexpr char kHiveApiVersion[] = "hive.openshift.io/v1";
 inline constexpr char kHiveInternalApiVersion[] = "hiveinternal.openshift.io/v1alpha1";
 inline constexpr char kSyncSetPauseAnnotation[] = "hive.openshift.io/syncset-pause";
+inline constexpr char kReconcilePauseAnnotation[] = "hive.openshift.io/reconcile-pause";
+inline constexpr char kRelocateAnnotation[] = "hive.openshift.io/relocate";
 inline constexpr char kManagedLabel[] = "hive.openshift.io/managed";
+
+// Go's strconv.ParseBool, as Hive reads its boolean annotations: "1", "t", "T", "TRUE", "true",
+// "True" are true; "0", "f", "F", "FALSE", "false", "False" are false; anything else is not a
+// boolean (nullopt).
+std::optional<bool> ParseGoBool(const std::string& text);
 
 struct ObjectMeta {
   std::string name;
@@ -104,10 +111,17 @@ struct ClusterDeployment {
   std::vector<Condition> conditions;
 
   static Result<ClusterDeployment> FromJson(const Json& object);
+  const Condition* FindCondition(const std::string& type) const;
+  // hive.openshift.io/syncset-pause is a true Go boolean.
   bool paused() const;
-  // Condition Unreachable is True or Unknown.
+  // hive.openshift.io/reconcile-pause is a true Go boolean.
+  bool reconcile_paused() const;
+  // hive.openshift.io/relocate is present (whatever its value).
+  bool relocating() const;
+  // Hive's remoteclient.Unreachable: the Unreachable condition is True, Unknown or absent.
   bool unreachable() const;
-  // Why syncing is skipped (upstream's rules), or empty when the cluster is eligible.
+  // Why syncing is skipped (upstream's rules and order), or empty when the cluster is eligible:
+  // paused, reconcile-paused, relocating, deleting, not-installed, unreachable.
   std::string SkipReason() const;
 };
 

@@ -428,6 +428,13 @@ def hub_request_counts(hub):
     return counts
 
 
+# What Hive's controllers write on a running cluster's ClusterDeployment: Hive syncs nothing else.
+RUNNING_STATUS = {"installedTimestamp": "2024-01-01T00:00:00Z",
+                  "conditions": [{"type": "Unreachable", "status": "False", "reason": "ClusterReachable",
+                                  "message": "cluster is reachable", "lastTransitionTime": "2024-01-01T00:00:00Z",
+                                  "lastProbeTime": "2024-01-01T00:00:00Z"}]}
+
+
 def real_fleet(hub, target, target_kubeconfig, n, namespace):
     """n clusters in one hub namespace: ClusterDeployment, kubeconfig Secret, 3 SyncSets of 2
     ConfigMaps each; one SelectorSyncSet of 2 ConfigMaps for all; a namespace per cluster on
@@ -447,13 +454,17 @@ def real_fleet(hub, target, target_kubeconfig, n, namespace):
     for i in range(n):
         name = f"cluster-{i:04d}"
         target.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        hub.create(f"{HIVE}/namespaces/{namespace}/clusterdeployments", {
+        cd = {
             "apiVersion": "hive.openshift.io/v1", "kind": "ClusterDeployment",
             "metadata": {"name": name, "namespace": namespace, "labels": {"syncbus.io/bench": "fleet"}},
             "spec": {"baseDomain": "bench.syncbus.io", "clusterName": name, "platform": {"none": {}},
                      "installed": True,
                      "clusterMetadata": {"clusterID": f"5e1f0000-0000-4000-8000-{i:012d}", "infraID": name,
-                                         "adminKubeconfigSecretRef": {"name": name + "-admin-kubeconfig"}}}})
+                                         "adminKubeconfigSecretRef": {"name": name + "-admin-kubeconfig"}}}}
+        hub.create(f"{HIVE}/namespaces/{namespace}/clusterdeployments", cd)
+        # Installed and reachable, as Hive's controllers mark a running cluster.
+        hub.request("PATCH", f"{HIVE}/namespaces/{namespace}/clusterdeployments/{name}/status",
+                    {"status": RUNNING_STATUS}, content_type="application/merge-patch+json")
         hub.create(f"/api/v1/namespaces/{namespace}/secrets", {
             "apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": name + "-admin-kubeconfig", "namespace": namespace},

@@ -36,6 +36,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/envtest_env.h"
 #include "tests/support/files.h"
+#include "tests/support/hive_objects.h"
 #include "tests/support/kube_clients.h"
 #include "tests/support/test_broker.h"
 #include "tests/support/wait.h"
@@ -146,6 +147,7 @@ struct Hub : EnvtestClients {
                {{"clusterID", "5e1f0000-0000-4000-8000-000000000000"},
                 {"infraID", name},
                 {"adminKubeconfigSecretRef", {{"name", name + "-admin-kubeconfig"}}}}}}}});
+    MarkClusterRunning(*admin, name, name);  // Hive syncs no other
     Create(*admin, res::kSecrets,
            {{"apiVersion", "v1"},
             {"kind", "Secret"},

@@ -16,6 +16,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/envtest_env.h"
 #include "tests/support/files.h"
+#include "tests/support/hive_objects.h"
 #include "tests/support/kube_clients.h"
 #include "tests/support/test_broker.h"
 #include "tests/support/wait.h"
@@ -98,6 +99,7 @@ struct RealPipeline : EnvtestClients {
                {{"clusterID", "5e1f0000-0000-4000-8000-00000000000" + std::to_string(i)},
                 {"infraID", name},
                 {"adminKubeconfigSecretRef", {{"name", name + "-admin-kubeconfig"}}}}}}}});
+    MarkClusterRunning(*hub, name, name);  // Hive syncs no other
     Create(*hub, resources::kSecrets,
            {{"apiVersion", "v1"},
             {"kind", "Secret"},

@@ -8,8 +8,12 @@ using namespace syncbus::ctl;
 
 namespace {
 Json Cd(const std::string& name, bool installed = true) {
-  return {{"metadata", {{"name", name}, {"namespace", name}, {"labels", {{"fleet", "a"}}}}},
-          {"spec", {{"installed", installed}}}};
+  return {
+      {"metadata", {{"name", name}, {"namespace", name}, {"labels", {{"fleet", "a"}}}}},
+      {"spec", {{"installed", installed}}},
+      // Reachable, as Hive's unreachable controller marks a running cluster (no condition:
+      // skipped).
+      {"status", {{"conditions", Json::array({{{"type", "Unreachable"}, {"status", "False"}}})}}}};
 }
 Json Sss(const std::string& name, int gen) {
   return {{"metadata", {{"name", name}, {"generation", gen}}},

@@ -15,8 +15,12 @@ namespace {
 WallTime T(const char* text) { return *ParseRfc3339(text); }
 
 Json StatusCd(const std::string& name, bool installed = true) {
-  return {{"metadata", {{"name", name}, {"namespace", "fleet"}, {"labels", {{"fleet", "a"}}}}},
-          {"spec", {{"installed", installed}}}};
+  return {
+      {"metadata", {{"name", name}, {"namespace", "fleet"}, {"labels", {{"fleet", "a"}}}}},
+      {"spec", {{"installed", installed}}},
+      // Reachable, as Hive's unreachable controller marks a running cluster (no condition:
+      // skipped).
+      {"status", {{"conditions", Json::array({{{"type", "Unreachable"}, {"status", "False"}}})}}}};
 }
 Json StatusSss(const std::string& name, int gen) {
   return {{"metadata", {{"name", name}, {"generation", gen}}},

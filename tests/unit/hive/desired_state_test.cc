@@ -15,6 +15,10 @@ ClusterDeployment Cd(const std::string& name, Labels labels = {}) {
   cd.meta.uid = "uid-" + name;
   cd.meta.labels = std::move(labels);
   cd.installed = true;
+  Condition reachable;
+  reachable.type = "Unreachable";
+  reachable.status = "False";
+  cd.conditions.push_back(reachable);
   return cd;
 }
 
@@ -71,12 +75,12 @@ TEST_CASE("revision is stable and moves with every input that matters") {
         ComputeDesired(cd, {&a}, {&eu}, {{"ns/s", "7"}}).revision);
 }
 
-TEST_CASE("deleting sets are not desired, skip reason carried") {
+TEST_CASE("sets being deleted are still desired (as in Hive), skip reason carried") {
   auto cd = Cd("c1");
   cd.meta.annotations[kSyncSetPauseAnnotation] = "true";
   auto a = Ss("c1", "a", {"c1"});
   a.meta.deleting = true;
   auto d = ComputeDesired(cd, {&a}, {});
-  CHECK(d.sets.empty());
+  CHECK(d.sets.size() == 1);
   CHECK(d.skip_reason == "paused");
 }

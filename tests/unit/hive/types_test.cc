@@ -50,15 +50,32 @@ TEST_CASE("ClusterDeployment skip rules") {
     return *cd;
   };
   const char* installed = R"({"installed":true,"clusterMetadata":{"adminKubeconfigSecretRef":{"name":"k"}}})";
-  CHECK(parse("", installed, "{}").SkipReason().empty());
-  CHECK(parse("", installed, "{}").admin_kubeconfig_secret == "k");
-  CHECK(parse(R"(,"annotations":{"hive.openshift.io/syncset-pause":"true"})", installed, "{}").SkipReason() == "paused");
-  CHECK(parse(R"(,"annotations":{"hive.openshift.io/syncset-pause":"false"})", installed, "{}").SkipReason().empty());
-  CHECK(parse(R"(,"deletionTimestamp":"2026-01-01T00:00:00Z")", installed, "{}").SkipReason() == "deleting");
-  CHECK(parse("", R"({"installed":false})", "{}").SkipReason() == "not-installed");
+  const char* reachable = R"({"conditions":[{"type":"Unreachable","status":"False"}]})";
+  CHECK(parse("", installed, reachable).SkipReason().empty());
+  CHECK(parse("", installed, reachable).admin_kubeconfig_secret == "k");
+  // Go's strconv.ParseBool, as Hive reads the pause annotations.
+  for (const char* yes : {"true", "True", "TRUE", "t", "T", "1"}) {
+    std::string meta =
+        std::string(R"(,"annotations":{"hive.openshift.io/syncset-pause":")") + yes + R"("})";
+    CHECK(parse(meta.c_str(), installed, reachable).SkipReason() == "paused");
+  }
+  for (const char* no : {"false", "0", "yes", "on", ""}) {
+    std::string meta =
+        std::string(R"(,"annotations":{"hive.openshift.io/syncset-pause":")") + no + R"("})";
+    CHECK(parse(meta.c_str(), installed, reachable).SkipReason().empty());
+  }
+  CHECK(parse(R"(,"annotations":{"hive.openshift.io/reconcile-pause":"1"})", installed, reachable)
+            .SkipReason() == "reconcile-paused");
+  CHECK(parse(R"(,"annotations":{"hive.openshift.io/relocate":""})", installed, reachable)
+            .SkipReason() == "relocating");
+  CHECK(
+      parse(R"(,"deletionTimestamp":"2026-01-01T00:00:00Z")", installed, reachable).SkipReason() ==
+      "deleting");
+  CHECK(parse("", R"({"installed":false})", reachable).SkipReason() == "not-installed");
   CHECK(parse("", installed, R"({"conditions":[{"type":"Unreachable","status":"True"}]})").SkipReason() == "unreachable");
   CHECK(parse("", installed, R"({"conditions":[{"type":"Unreachable","status":"Unknown"}]})").SkipReason() == "unreachable");
-  CHECK(parse("", installed, R"({"conditions":[{"type":"Unreachable","status":"False"}]})").SkipReason().empty());
+  CHECK(parse("", installed, "{}").SkipReason() ==
+        "unreachable");  // Hive: no condition yet is unreachable
 }
 
 TEST_CASE("ClusterSync status round-trips in upstream's shape") {

@@ -15,9 +15,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// Installed and reachable, as Hive's controllers mark a running cluster.
 Json Cd(const std::string& name, Json labels = Json::object()) {
-  return {{"metadata", {{"name", name}, {"namespace", name}, {"uid", "u-" + name}, {"labels", labels}}},
-          {"spec", {{"installed", true}, {"clusterMetadata", {{"adminKubeconfigSecretRef", {{"name", "k"}}}}}}}};
+  return {
+      {"metadata", {{"name", name}, {"namespace", name}, {"uid", "u-" + name}, {"labels", labels}}},
+      {"spec",
+       {{"installed", true}, {"clusterMetadata", {{"adminKubeconfigSecretRef", {{"name", "k"}}}}}}},
+      {"status", {{"conditions", Json::array({{{"type", "Unreachable"}, {"status", "False"}}})}}}};
 }
 
 Json Sss(const std::string& name, int gen, Json match = Json{{"fleet", "a"}}) {
