@@ -7,7 +7,7 @@
 namespace syncbus {
 namespace {
 
-std::string Format(WallTime t, bool millis) {
+std::string Format(WallTime t, int fraction_digits) {
   auto secs = std::chrono::floor<std::chrono::seconds>(t);
   std::time_t tt = std::chrono::system_clock::to_time_t(secs);
   std::tm tm{};
@@ -15,10 +15,15 @@ std::string Format(WallTime t, bool millis) {
   char buf[40];
   size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
   std::string out(buf, n);
-  if (millis) {
+  if (fraction_digits == 3) {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - secs).count();
     char frac[8];
     std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(ms));
+    out += frac;
+  } else if (fraction_digits == 6) {
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(t - secs).count();
+    char frac[12];
+    std::snprintf(frac, sizeof frac, ".%06d", static_cast<int>(us));
     out += frac;
   }
   out += 'Z';
@@ -37,8 +42,15 @@ bool ReadInt(std::string_view s, size_t pos, size_t len, int& out) {
 
 }  // namespace
 
-std::string FormatRfc3339(WallTime t) { return Format(t, false); }
-std::string FormatRfc3339Millis(WallTime t) { return Format(t, true); }
+std::string FormatRfc3339(WallTime t) {
+  return Format(t, 0);
+}
+std::string FormatRfc3339Millis(WallTime t) {
+  return Format(t, 3);
+}
+std::string FormatRfc3339Micro(WallTime t) {
+  return Format(t, 6);
+}
 
 Result<WallTime> ParseRfc3339(std::string_view s) {
   int y, mo, d, h, mi, sec;

@@ -15,6 +15,9 @@ namespace syncbus {
 std::string FormatRfc3339(WallTime t);
 // Millisecond precision (for logs and message timestamps): "2026-01-02T03:04:05.123Z".
 std::string FormatRfc3339Millis(WallTime t);
+// "2024-01-02T03:04:05.123456Z": always six fraction digits, as Go's metav1.MicroTime writes and
+// insists on reading (Hive's ClusterSyncLease renewTime).
+std::string FormatRfc3339Micro(WallTime t);
 // Accepts "Z" or "+hh:mm" offsets and optional fractional seconds.
 Result<WallTime> ParseRfc3339(std::string_view text);
 

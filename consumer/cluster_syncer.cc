@@ -17,12 +17,13 @@ namespace {
 
 namespace res = kube::resources;
 
-Json OwnerReference(const hive::ClusterDeployment& cd) {
-  return Json::array({{{"apiVersion", hive::kHiveApiVersion},
-                       {"kind", "ClusterDeployment"},
-                       {"name", cd.meta.name},
-                       {"uid", cd.meta.uid},
-                       {"controller", true},
+// Hive's owner references: NewControllerRef with Controller cleared (blockOwnerDeletion only).
+Json OwnerReference(const char* api_version, const char* kind, const std::string& name,
+                    const std::string& uid) {
+  return Json::array({{{"apiVersion", api_version},
+                       {"kind", kind},
+                       {"name", name},
+                       {"uid", uid},
                        {"blockOwnerDeletion", true}}});
 }
 
@@ -149,7 +150,10 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
       return outcome;
     }
     plan = PlanSync(*state, request.full_reapply);
-    if (plan.up_to_date() && !request.full_reapply) {
+    // Hive keeps a ClusterSync for every eligible cluster, sets or none.
+    if (plan.up_to_date() && !request.full_reapply && state->status &&
+        hive::FailedConditionCurrent(state->status->status) &&
+        !hive::FirstSuccessDue(state->status->status, !state->cd->installed_timestamp.empty())) {
       outcome.kind = SyncOutcome::Kind::kUpToDate;
       return outcome;
     }
@@ -165,12 +169,27 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   static const hive::ClusterSyncStatus kNoStatus;
   const hive::ClusterSyncStatus& current = state->status ? state->status->status : kNoStatus;
 
+  // One outcome per entry, in Hive's order: per kind, the removed sets, then the sets by name.
   std::vector<SetOutcome> outcomes;
-  for (const SetWork& w : plan.work) outcomes.push_back({w.kind, w.name, w.generation, false, false, "", {}});
-  for (const RemovedSet& r : plan.removed) {
-    SetOutcome gone{r.kind, r.entry.name, r.entry.observed_generation, false, true, "", {}};
-    gone.removed = true;
-    outcomes.push_back(std::move(gone));
+  for (SetKind kind : {SetKind::kSyncSet, SetKind::kSelectorSyncSet}) {
+    for (const RemovedSet& r : plan.removed) {
+      if (r.kind != kind) continue;
+      SetOutcome gone;
+      gone.kind = r.kind;
+      gone.name = r.entry.name;
+      gone.removed = true;
+      gone.sync_mode = true;
+      outcomes.push_back(std::move(gone));
+    }
+    for (const SetWork& w : plan.work) {
+      if (w.kind != kind) continue;
+      SetOutcome set;
+      set.kind = w.kind;
+      set.name = w.name;
+      set.generation = w.generation;
+      set.sync_mode = w.spec->resource_apply_mode == hive::ResourceApplyMode::kSync;
+      outcomes.push_back(std::move(set));
+    }
   }
 
   // 3. Apply. A cluster whose last sync succeeded keeps its client and is not asked for its
@@ -189,10 +208,10 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
     if (Status owned = fence(); !owned.ok()) return owned;   // another consumer owns it now
   }
   const SteadyTime store_start = clock_.Now();
-  Status stored = StoreStatus(cd, outcomes, state->status, outcome.status_version);
-  if (!stored.ok()) return stored;
-  if (request.full_reapply && outcome.failed_sets.empty()) {
-    Status renewed = RenewLease(cd);
+  Result<std::string> uid = StoreStatus(cd, outcomes, state->status, outcome.status_version);
+  if (!uid.ok()) return uid.status();
+  if (request.full_reapply) {
+    Status renewed = RenewLease(cd, *uid);
     if (!renewed.ok()) return renewed;
   }
   outcome.store_seconds = std::chrono::duration<double>(clock_.Now() - store_start).count();
@@ -263,16 +282,22 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
     for (const SetWork& w : work) listed.merge(ListedObjects(plan_input(w), *target->mapper));
   }
 
+  // The outcome of a set, or of a removed set's entry.
+  auto outcome_of = [&](SetKind kind, const std::string& name, bool removed) -> size_t {
+    auto it = std::find_if(outcomes.begin(), outcomes.end(), [&](const SetOutcome& o) {
+      return o.kind == kind && o.name == name && o.removed == removed;
+    });
+    return static_cast<size_t>(it - outcomes.begin());
+  };
   const SteadyTime target_start = clock_.Now();
   // Deletions first: the objects of sets no longer applicable.
   if (any_delete) {
     std::vector<SetPlan> plans;
     std::vector<size_t> which;
-    for (size_t k = 0; k < plan.removed.size(); ++k) {
-      const hive::SyncStatus& e = plan.removed[k].entry;
-      if (e.resources_to_delete.empty()) continue;
-      plans.push_back(PlanRemoval(e.resources_to_delete, listed, *target->mapper));
-      which.push_back(work.size() + k);
+    for (const RemovedSet& r : plan.removed) {
+      if (r.entry.resources_to_delete.empty()) continue;
+      plans.push_back(PlanRemoval(r.entry.resources_to_delete, listed, *target->mapper));
+      which.push_back(outcome_of(r.kind, r.entry.name, true));
     }
     std::vector<SetRunResult> results = RunAll(session, std::move(plans));
     for (size_t k = 0; k < which.size(); ++k) {
@@ -293,21 +318,20 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
     PlanInput in = plan_input(work[i]);
     in.listed_elsewhere = &listed;
     plans.push_back(PlanSet(in, *target->mapper));
-    which.push_back(i);
+    which.push_back(outcome_of(work[i].kind, work[i].name, false));
   }
   std::vector<SetRunResult> results = RunAll(session, std::move(plans));
   for (size_t k = 0; k < which.size(); ++k) {
-    size_t idx = which[k];
+    SetOutcome& o = outcomes[which[k]];
     SetRunResult& r = results[k];
-    outcomes[idx].applied = true;
-    outcomes[idx].success = r.success;
-    outcomes[idx].failure_message = r.failure;
-    outcomes[idx].resources_to_delete = std::move(r.tracked);
+    o.applied = true;
+    o.success = r.success;
+    o.failure_message = r.failure;
+    o.resources_to_delete = std::move(r.tracked);
     outcome.applies += r.applies;
-    outcome.sets.push_back({KindName(work[idx].kind), work[idx].name, work[idx].generation, r.applies, r.success,
-                            r.failure});
+    outcome.sets.push_back({KindName(o.kind), o.name, o.generation, r.applies, r.success, r.failure});
     outcome.slowest_set_serial_seconds = std::max(outcome.slowest_set_serial_seconds, r.serial_seconds);
-    if (!r.success) RecordFailedSet(outcome, work[idx].name, r);
+    if (!r.success) RecordFailedSet(outcome, o.name, r);
   }
   outcome.target_seconds = std::chrono::duration<double>(clock_.Now() - target_start).count();
   return Status::Ok();
@@ -364,31 +388,38 @@ Status ClusterSyncer::ReadSourceSecrets(const std::vector<SetWork>& work, Secret
   return Status::Ok();
 }
 
-Status ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes,
-                                  std::shared_ptr<const hive::ClusterSync> known, std::string& stored_version) {
+Result<std::string> ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd,
+                                               const std::vector<SetOutcome>& outcomes,
+                                               std::shared_ptr<const hive::ClusterSync> known,
+                                               std::string& stored_version) {
   const std::string key = cd.meta.Key();
   for (int attempt = 0; attempt < 5; ++attempt) {
     if (!known) {
       Json fresh = {{"apiVersion", hive::kHiveInternalApiVersion},
                     {"kind", "ClusterSync"},
-                    {"metadata", {{"name", cd.meta.name}, {"namespace", cd.meta.ns},
-                                  {"ownerReferences", OwnerReference(cd)}}},
+                    {"metadata",
+                     {{"name", cd.meta.name},
+                      {"namespace", cd.meta.ns},
+                      {"ownerReferences", OwnerReference(hive::kHiveApiVersion, "ClusterDeployment",
+                                                         cd.meta.name, cd.meta.uid)}}},
                     {"spec", Json::object()}};
-      auto created = hub_.Create(kube::Collection(res::kClusterSyncs, cd.meta.ns), fresh);
-      if (!created.ok() && created.status().code() != Code::kAlreadyExists) {
-        return created.status().Annotate("storing ClusterSync " + key);
+      auto made = hub_.Create(kube::Collection(res::kClusterSyncs, cd.meta.ns), fresh);
+      if (!made.ok() && made.status().code() != Code::kAlreadyExists) {
+        return made.status().Annotate("storing ClusterSync " + key);
       }
-      if (created.ok()) {
-        known = ParseClusterSync(*created);
+      if (made.ok()) {
+        known = ParseClusterSync(*made);
         if (!known) return InvalidArgument("ClusterSync " + key + " as created has no valid metadata");
       }
     }
     if (known) {
       // The status this write replaces: the one read, so nothing another writer stored is lost
       // (a 409 says there is one, and the loop merges into it).
-      hive::ClusterSyncStatus next = BuildStatus(known->status, outcomes, clock_.WallNow());
-      Json next_json = next.ToJson();
-      if (next_json == known->status.ToJson()) return Status::Ok();   // nothing changed: write nothing
+      const WallTime now = clock_.WallNow();
+      BuiltStatus next = BuildStatus(known->status, outcomes, now, cd.installed_timestamp);
+      Json next_json = next.status.ToJson();
+      if (next_json == known->status.ToJson())
+        return known->meta.uid;  // nothing changed: write nothing
       Json update = {{"apiVersion", hive::kHiveInternalApiVersion},
                      {"kind", "ClusterSync"},
                      {"metadata", {{"name", cd.meta.name}, {"namespace", cd.meta.ns},
@@ -398,7 +429,7 @@ Status ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd, const std::
       if (written.ok()) {
         stored_version = (*written)["metadata"].value("resourceVersion", "");
         reader_.NoteStatusWritten(*written);
-        return Status::Ok();
+        return known->meta.uid;
       }
       if (written.status().code() != Code::kConflict && written.status().code() != Code::kNotFound) {
         return written.status().Annotate("storing ClusterSync " + key);
@@ -415,12 +446,16 @@ Status ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd, const std::
   return Status(Code::kConflict, "storing ClusterSync " + key + ": still conflicting after 5 attempts");
 }
 
-Status ClusterSyncer::RenewLease(const hive::ClusterDeployment& cd) {
+Status ClusterSyncer::RenewLease(const hive::ClusterDeployment& cd,
+                                 const std::string& cluster_sync_uid) {
   Json lease = {{"apiVersion", hive::kHiveInternalApiVersion},
                 {"kind", "ClusterSyncLease"},
-                {"metadata", {{"name", cd.meta.name}, {"namespace", cd.meta.ns},
-                              {"ownerReferences", OwnerReference(cd)}}},
-                {"spec", {{"renewTime", FormatRfc3339Millis(clock_.WallNow())}}}};
+                {"metadata",
+                 {{"name", cd.meta.name},
+                  {"namespace", cd.meta.ns},
+                  {"ownerReferences", OwnerReference(hive::kHiveInternalApiVersion, "ClusterSync",
+                                                     cd.meta.name, cluster_sync_uid)}}},
+                {"spec", {{"renewTime", FormatRfc3339Micro(clock_.WallNow())}}}};
   auto applied = hub_.Apply(kube::Object(res::kClusterSyncLeases, cd.meta.ns, cd.meta.name), lease,
                             {options_.field_manager, true});
   if (!applied.ok()) return applied.status().Annotate("renewing ClusterSyncLease " + cd.meta.Key());

@@ -6,8 +6,9 @@
 //      the target cluster, whose client comes from its admin kubeconfig Secret (read only when the
 //      cluster has no trusted client: target_clients.h) — with the source Secrets of the sets'
 //      secretMappings, read fresh from the hub;
-//   4. record: one ClusterSync status write, with the resourceVersion of the state read (a 409
-//      re-reads and merges), and the ClusterSyncLease after a full reapply.
+//   4. record: one ClusterSync status write (created, as Hive does, for every eligible cluster,
+//      with or without sets), with the resourceVersion of the state read (a 409 re-reads and
+//      merges), and the ClusterSyncLease after every full reapply.
 // Target requests are non-blocking and shared by all clusters through one RequestLimiter; Sync()
 // blocks its caller until the status is stored, so the caller may ack. Thread-safe: Sync() may
 // run concurrently for different clusters; the caller keeps one cluster on one thread at a time.
@@ -88,8 +89,9 @@ class ClusterSyncer {
 
  private:
   Result<SyncOutcome> SyncOnce(const SyncRequest& request, const SyncFence& fence);
-  // Step 3: the target work of `plan`. Fills `outcomes` (one per plan.work entry, then one per
-  // removed set) and the figures of `outcome`.
+  // Step 3: the target work of `plan`: a run for each entry of `outcomes` (already in Hive's
+  // order) with something to apply or delete, whose results it fills in, and the figures of
+  // `outcome`.
   Status Apply(const SyncRequest& request, const hive::ClusterDeployment& cd, const hive::ClusterSyncStatus& current,
                const SyncPlan& plan, const std::optional<Target>& kept, const SyncFence& fence,
                std::vector<SetOutcome>& outcomes, SyncOutcome& outcome);
@@ -102,9 +104,13 @@ class ClusterSyncer {
   std::vector<SetRunResult> RunAll(const TargetSession& session, std::vector<SetPlan> plans);
   // Step 4. `known`: the ClusterSync as the state had it (null: none), merged into first.
   // `stored_version`: the resourceVersion written (untouched when nothing needed writing).
-  Status StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes,
-                     std::shared_ptr<const hive::ClusterSync> known, std::string& stored_version);
-  Status RenewLease(const hive::ClusterDeployment& cd);
+  // Returns the ClusterSync's uid.
+  Result<std::string> StoreStatus(const hive::ClusterDeployment& cd,
+                                  const std::vector<SetOutcome>& outcomes,
+                                  std::shared_ptr<const hive::ClusterSync> known,
+                                  std::string& stored_version);
+  // Hive's ClusterSyncLease: renewTime now (6 fraction digits), owned by the ClusterSync.
+  Status RenewLease(const hive::ClusterDeployment& cd, const std::string& cluster_sync_uid);
 
   SyncerOptions options_;
   kube::Client& hub_;

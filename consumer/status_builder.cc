@@ -1,6 +1,7 @@
 #include "consumer/status_builder.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "common/time_format.h"
 
@@ -14,93 +15,108 @@ const hive::SyncStatus* Find(const std::vector<hive::SyncStatus>& list, const st
   return nullptr;
 }
 
-std::string FailingMessage(const char* kind, const std::vector<std::string>& names) {
-  std::string joined;
-  for (const auto& n : names) joined += (joined.empty() ? "" : ", ") + n;
-  return std::string(kind) + " " + joined + (names.size() == 1 ? " is failing" : " are failing");
+bool SameRefs(const std::vector<hive::SyncResourceReference>& a,
+              const std::vector<hive::SyncResourceReference>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.api_version == y.api_version && x.kind == y.kind && x.ns == y.ns && x.name == y.name;
+  });
+}
+
+// reflect.DeepEqual of two SyncStatus values.
+bool SameEntry(const hive::SyncStatus& a, const hive::SyncStatus& b) {
+  return a.name == b.name && a.observed_generation == b.observed_generation &&
+         a.result == b.result && a.failure_message == b.failure_message &&
+         a.last_transition_time == b.last_transition_time &&
+         a.first_success_time == b.first_success_time &&
+         SameRefs(a.resources_to_delete, b.resources_to_delete);
+}
+
+// Hive's orderResources.
+void SortRefs(std::vector<hive::SyncResourceReference>& refs) {
+  std::stable_sort(refs.begin(), refs.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.api_version, a.kind, a.ns, a.name) <
+           std::tie(b.api_version, b.kind, b.ns, b.name);
+  });
 }
 
 }  // namespace
 
-std::string TruncateMessage(const std::string& message, size_t max_bytes) {
-  static const std::string kMark = "... (truncated)";
-  if (message.size() <= max_bytes) return message;
-  size_t cut = max_bytes > kMark.size() ? max_bytes - kMark.size() : 0;
-  while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
-  return message.substr(0, cut) + kMark;
-}
-
-hive::ClusterSyncStatus BuildStatus(const hive::ClusterSyncStatus& previous,
-                                    const std::vector<SetOutcome>& sets, WallTime now) {
-  std::string ts = FormatRfc3339(now);
-  hive::ClusterSyncStatus out;
-  out.controlled_by_replica = previous.controlled_by_replica;
-  std::vector<std::string> failing_ss, failing_sss;
-  for (const auto& set : sets) {
+BuiltStatus BuildStatus(const hive::ClusterSyncStatus& previous,
+                        const std::vector<SetOutcome>& outcomes, WallTime now,
+                        const std::string& installed_timestamp) {
+  const std::string ts = FormatRfc3339(now);
+  BuiltStatus built;
+  hive::ClusterSyncStatus& out = built.status;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const SetOutcome& set = outcomes[i];
     const auto& prev_list = set.kind == SetKind::kSyncSet ? previous.sync_sets : previous.selector_sync_sets;
     auto& out_list = set.kind == SetKind::kSyncSet ? out.sync_sets : out.selector_sync_sets;
     const hive::SyncStatus* prev = Find(prev_list, set.name);
-    hive::SyncStatus entry;
-    if (set.removed && (!prev || !set.applied || set.success)) continue;   // gone for good
-    if (set.removed && set.applied) {
-      entry = *prev;
+    if (set.removed) {
+      if (!prev || !set.applied || set.success) continue;  // gone for good
+      hive::SyncStatus entry;
+      entry.name = set.name;
+      entry.resources_to_delete = set.resources_to_delete;
       entry.result = hive::SyncResult::kFailure;
       entry.failure_message = TruncateMessage(set.failure_message);
-      entry.resources_to_delete = set.resources_to_delete;
-      if (prev->result != entry.result) entry.last_transition_time = ts;
-    } else if (!set.applied) {
-      if (!prev) continue;   // never applied and not applied now: nothing to report yet
-      entry = *prev;
-    } else {
-      entry.name = set.name;
-      entry.observed_generation = set.generation;
-      entry.result = set.success ? hive::SyncResult::kSuccess : hive::SyncResult::kFailure;
-      entry.failure_message = set.success ? "" : TruncateMessage(set.failure_message);
-      entry.resources_to_delete = set.resources_to_delete;
-      bool changed = !prev || prev->result != entry.result;
-      entry.last_transition_time = changed ? ts : prev->last_transition_time;
-      entry.first_success_time = prev ? prev->first_success_time : "";
-      if (set.success && entry.first_success_time.empty()) entry.first_success_time = ts;
+      entry.last_transition_time = prev->last_transition_time;
+      entry.first_success_time = prev->first_success_time;
+      if (!SameEntry(entry, *prev)) entry.last_transition_time = ts;
+      out_list.push_back(std::move(entry));
+      continue;
     }
-    if (entry.result == hive::SyncResult::kFailure) {
-      (set.kind == SetKind::kSyncSet ? failing_ss : failing_sss).push_back(entry.name);
+    if (!set.applied) {
+      if (prev) out_list.push_back(*prev);
+      continue;
     }
+    hive::SyncStatus old = prev ? *prev : hive::SyncStatus{};
+    if (!set.sync_mode)
+      old.resources_to_delete.clear();  // Upsert: tracking dropped, nothing deleted
+    hive::SyncStatus entry;
+    entry.name = set.name;
+    entry.observed_generation = set.generation;
+    entry.result = set.success ? hive::SyncResult::kSuccess : hive::SyncResult::kFailure;
+    entry.failure_message = set.success ? "" : TruncateMessage(set.failure_message);
+    if (set.sync_mode) entry.resources_to_delete = set.resources_to_delete;
+    if (prev) {
+      entry.last_transition_time = old.last_transition_time;
+      entry.first_success_time = old.first_success_time;
+    }
+    if (!SameEntry(entry, old)) entry.last_transition_time = ts;
+    if (set.success && old.first_success_time.empty()) {
+      entry.first_success_time = ts;
+      built.first_successes.push_back(i);
+    }
+    SortRefs(entry.resources_to_delete);
     out_list.push_back(std::move(entry));
   }
-  auto by_name = [](const hive::SyncStatus& a, const hive::SyncStatus& b) { return a.name < b.name; };
-  std::sort(out.sync_sets.begin(), out.sync_sets.end(), by_name);
-  std::sort(out.selector_sync_sets.begin(), out.selector_sync_sets.end(), by_name);
 
-  hive::Condition failed;
-  failed.type = "Failed";
-  if (failing_ss.empty() && failing_sss.empty()) {
-    failed.status = "False";
-    failed.reason = "Success";
-    failed.message = "All SyncSets and SelectorSyncSets have been applied to the cluster";
+  hive::Condition failed = hive::ExpectedFailedCondition(out);
+  const hive::Condition* first =
+      previous.conditions.empty() ? nullptr : &previous.conditions.front();
+  if (first != nullptr && first->status == failed.status && first->reason == failed.reason &&
+      first->message == failed.message) {  // Hive compares these three only
+    out.conditions = previous.conditions;  // unchanged: left exactly as it was
   } else {
-    failed.status = "True";
-    failed.reason = "Failure";
-    std::string msg;
-    if (!failing_ss.empty()) msg = FailingMessage("SyncSet", failing_ss);
-    if (!failing_sss.empty()) msg += (msg.empty() ? "" : "; ") + FailingMessage("SelectorSyncSet", failing_sss);
-    failed.message = TruncateMessage(msg);
+    failed.last_transition_time = ts;
+    failed.last_probe_time = ts;
+    out.conditions = {std::move(failed)};  // Hive writes its one condition alone
   }
-  const hive::Condition* prev_failed = nullptr;
-  for (const auto& c : previous.conditions) {
-    if (c.type == "Failed") prev_failed = &c;
-    else out.conditions.push_back(c);   // keep conditions other writers own
-  }
-  bool changed = !prev_failed || prev_failed->status != failed.status;
-  failed.last_transition_time = changed ? ts : prev_failed->last_transition_time;
-  failed.last_probe_time = (prev_failed && !changed && prev_failed->message == failed.message &&
-                            prev_failed->reason == failed.reason)
-                               ? prev_failed->last_probe_time
-                               : ts;
-  out.conditions.insert(out.conditions.begin(), std::move(failed));
 
   out.first_success_time = previous.first_success_time;
-  if (out.first_success_time.empty() && failing_ss.empty() && failing_sss.empty()) out.first_success_time = ts;
-  return out;
+  if (hive::FirstSuccessDue(out, !installed_timestamp.empty())) {
+    // The latest of the sets' first successes; now when the cluster has no set.
+    std::optional<WallTime> latest;
+    for (const auto* list : {&out.sync_sets, &out.selector_sync_sets}) {
+      for (const auto& e : *list) {
+        auto t = ParseRfc3339(e.first_success_time);
+        if (t.ok() && (!latest || *t > *latest)) latest = *t;
+      }
+    }
+    built.cluster_first_success = latest.value_or(now);
+    out.first_success_time = FormatRfc3339(*built.cluster_first_success);
+  }
+  return built;
 }
 
 }  // namespace syncbus::consumer

@@ -34,11 +34,19 @@ SyncPlan PlanSync(const ClusterState& state, bool full_reapply) {
   for (const auto& ss : state.sync_sets) add(SetKind::kSyncSet, ss->meta, ss->spec, ss->meta.ns);
   for (const auto& sss : state.selector_sync_sets) add(SetKind::kSelectorSyncSet, sss->meta, sss->spec, "");
   for (SetKind kind : {SetKind::kSyncSet, SetKind::kSelectorSyncSet}) {
-    for (const auto& e : kind == SetKind::kSyncSet ? current.sync_sets : current.selector_sync_sets) {
-      bool applicable = std::any_of(plan.work.begin(), plan.work.end(),
-                                    [&](const SetWork& w) { return w.kind == kind && w.name == e.name; });
-      if (!applicable) plan.removed.push_back({kind, e});
+    // Hive copies the entries, and for each applicable set in name order swaps its entry with
+    // the last one and drops it: the order of what is left is the order of its deletions.
+    std::vector<hive::SyncStatus> left =
+        kind == SetKind::kSyncSet ? current.sync_sets : current.selector_sync_sets;
+    for (const SetWork& w : plan.work) {
+      if (w.kind != kind) continue;
+      auto it = std::find_if(left.begin(), left.end(),
+                             [&](const hive::SyncStatus& e) { return e.name == w.name; });
+      if (it == left.end()) continue;
+      std::iter_swap(it, left.end() - 1);
+      left.pop_back();
     }
+    for (auto& e : left) plan.removed.push_back({kind, std::move(e)});
   }
   return plan;
 }

@@ -1,8 +1,8 @@
 // SyncPlan: what one sync must do, decided from the cluster's state alone: which applicable sets
 // need applying (new, at a new generation, failed last time, or all of them on a full reapply),
 // and which ClusterSync entries belong to sets that no longer apply (their Sync-mode objects are
-// deleted). Pure functions over value types; a plan points into the ClusterState it was made from,
-// which must outlive it.
+// deleted), each kind in the order Hive handles them. Pure functions over value types; a plan
+// points into the ClusterState it was made from, which must outlive it.
 #pragma once
 
 #include <string>
@@ -30,6 +30,8 @@ struct RemovedSet {
 
 struct SyncPlan {
   std::vector<SetWork> work;               // every applicable set: SyncSets, then SelectorSyncSets
+  // Entries of sets that no longer apply, SyncSets' first, each kind in the order Hive visits
+  // them (what its swap-removal of the matched entries leaves).
   std::vector<RemovedSet> removed;
 
   bool any_apply() const;

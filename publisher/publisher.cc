@@ -220,9 +220,8 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
     r.seen = view.seen;
     // A change for a cluster whose reapply is due anyway (or that never had one: no lease) is a
     // full reapply, so the consumer renews the lease in the same pass instead of a second one.
-    auto due = ReapplyDueAt(key, view.lease, options_.reapply);
-    bool reapply_due = !due || *due <= now_wall;
-    r.full_reapply = need.kind == NeedKind::kReapply || secrets_changed || reapply_due;
+    r.full_reapply = need.kind == NeedKind::kReapply || secrets_changed ||
+                     FullReapplyDue(key, view.lease, now_wall, options_.reapply);
     r.lane = (as_startup || need.kind == NeedKind::kReapply) ? amqp::Lane::kResync : amqp::Lane::kChange;
     r.reason = as_startup ? "startup" : (timed_out ? "resend" : need.reason);
     std::optional<Outstanding> overtaken;

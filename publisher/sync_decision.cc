@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/digest.h"
+#include "common/hive/status_rules.h"
 #include "common/time_format.h"
 
 namespace syncbus::publisher {
@@ -51,10 +52,8 @@ std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key, const hive:
 SyncNeed DecideSync(const DesiredState& desired, const hive::ClusterSync* status,
                     const hive::ClusterSyncLease* lease, WallTime now, const ReapplyPolicy& policy) {
   if (!desired.skip_reason.empty()) return {NeedKind::kNone, "skipped:" + desired.skip_reason};
-  if (!status) {
-    return desired.sets.empty() ? SyncNeed{NeedKind::kNone, "in-sync"}
-                                : SyncNeed{NeedKind::kChange, "missing-status"};
-  }
+  // Hive keeps a ClusterSync (and its lease) for every eligible cluster, with sets or without.
+  if (!status) return {NeedKind::kChange, "missing-status"};
   bool failed = false;
   for (const auto& set : desired.sets) {
     const hive::SyncStatus* e = FindEntry(*status, set);
@@ -63,15 +62,27 @@ SyncNeed DecideSync(const DesiredState& desired, const hive::ClusterSync* status
     if (e->result != hive::SyncResult::kSuccess) failed = true;
   }
   if (HasEntryOutside(desired, *status)) return {NeedKind::kChange, "set-removed"};
+  // The condition and firstSuccessTime Hive derives from the entries: a status that does not say
+  // what they call for (written by another version, or before the cluster was installed) is
+  // brought up to date.
+  if (!hive::FailedConditionCurrent(status->status) ||
+      hive::FirstSuccessDue(status->status, desired.installed)) {
+    return {NeedKind::kChange, "status-outdated"};
+  }
   if (failed) return {NeedKind::kFailed, "failed"};
-  if (desired.sets.empty()) return {NeedKind::kNone, "in-sync"};
   auto due = ReapplyDueAt(desired.cluster_key, lease, policy);
   if (!due || *due <= now) return {NeedKind::kReapply, "reapply-due"};
   return {NeedKind::kNone, "in-sync"};
 }
 
+bool FullReapplyDue(const std::string& cluster_key, const hive::ClusterSyncLease* lease,
+                    WallTime now, const ReapplyPolicy& policy) {
+  auto due = ReapplyDueAt(cluster_key, lease, policy);
+  return !due || *due <= now;
+}
+
 bool SnapshotProcessed(const DesiredState& snapshot, const hive::ClusterSync* status) {
-  if (!status) return snapshot.sets.empty();
+  if (!status) return false;
   for (const auto& set : snapshot.sets) {
     const hive::SyncStatus* e = FindEntry(*status, set);
     if (!e || e->observed_generation < set.generation) return false;

@@ -45,8 +45,14 @@ std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key, const hive:
 SyncNeed DecideSync(const DesiredState& desired, const hive::ClusterSync* status,
                     const hive::ClusterSyncLease* lease, WallTime now, const ReapplyPolicy& policy);
 
-// Whether a request published for `snapshot` has been processed according to `status`: every
-// set of the snapshot reported at (at least) its generation and no entry for a set outside it.
+// Whether a cluster's request must be a full reapply: its reapply is due (or it never had one: no
+// lease), so the consumer renews the lease in the same pass.
+bool FullReapplyDue(const std::string& cluster_key, const hive::ClusterSyncLease* lease,
+                    WallTime now, const ReapplyPolicy& policy);
+
+// Whether a request published for `snapshot` has been processed according to `status`: the
+// ClusterSync exists, every set of the snapshot reported at (at least) its generation and no
+// entry for a set outside it.
 bool SnapshotProcessed(const DesiredState& snapshot, const hive::ClusterSync* status);
 
 }  // namespace syncbus::publisher

@@ -23,6 +23,7 @@ DesiredState ComputeDesired(const hive::ClusterDeployment& cd,
   DesiredState d;
   d.cluster_key = cd.meta.Key();
   d.skip_reason = cd.SkipReason();
+  d.installed = !cd.installed_timestamp.empty();
   std::vector<DesiredSet> ss, sss;
   for (const auto* s : syncsets) {
     if (AppliesTo(*s, cd)) ss.push_back({SetKind::kSyncSet, s->meta.name, s->meta.generation});

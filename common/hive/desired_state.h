@@ -24,6 +24,7 @@ struct DesiredState {
   std::string cluster_key;          // "namespace/name"
   std::vector<DesiredSet> sets;     // SyncSets then SelectorSyncSets, each by name
   std::string skip_reason;          // non-empty: ClusterDeployment::SkipReason()
+  bool installed = false;  // status.installedTimestamp is set (ClusterSync firstSuccessTime rule)
   std::string revision;             // digest of cluster identity + sets (+ secret versions)
 };
 

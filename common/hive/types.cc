@@ -259,6 +259,8 @@ Result<ClusterDeployment> ClusterDeployment::FromJson(const Json& object) {
   auto status = ReadObject(object, "status", "");
   SYNCBUS_RETURN_IF_ERROR(status);
   SYNCBUS_RETURN_IF_ERROR(ParseList(**status, "conditions", "status", out.conditions));
+  SYNCBUS_RETURN_IF_ERROR(
+      ReadString(**status, "installedTimestamp", "status", out.installed_timestamp));
   return out;
 }
 
@@ -401,7 +403,7 @@ Result<ClusterSyncLease> ClusterSyncLease::FromJson(const Json& object) {
   ClusterSyncLease out{std::move(*meta), {}};
   auto spec = ReadObject(object, "spec", "");
   SYNCBUS_RETURN_IF_ERROR(spec);
-  SYNCBUS_RETURN_IF_ERROR(ReadString(**spec, "renewTime", "spec", out.renew_time));
+  SYNCBUS_RETURN_IF_ERROR(ReadString(**spec, "renewTime", "spec", out.renew_time));  // null: ""
   return out;
 }
 

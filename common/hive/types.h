@@ -108,6 +108,7 @@ struct ClusterDeployment {
   ObjectMeta meta;
   bool installed = false;
   std::string admin_kubeconfig_secret;   // spec.clusterMetadata.adminKubeconfigSecretRef.name
+  std::string installed_timestamp;       // status.installedTimestamp (RFC 3339), "" when unset
   std::vector<Condition> conditions;
 
   static Result<ClusterDeployment> FromJson(const Json& object);
@@ -165,7 +166,7 @@ struct ClusterSync {
 
 struct ClusterSyncLease {
   ObjectMeta meta;
-  std::string renew_time;
+  std::string renew_time;  // "" when absent or null
   static Result<ClusterSyncLease> FromJson(const Json& object);
 };
 

@@ -508,6 +508,7 @@ TEST_CASE(
       "consumer create hiveinternal.openshift.io/clustersyncleases *",
       "consumer patch hiveinternal.openshift.io/clustersyncleases *",
       "consumer update hive.openshift.io/clusterdeployments/finalizers *",
+      "consumer update hiveinternal.openshift.io/clustersyncs/finalizers *",
       "consumer create events *",
       "consumer patch events *",
       "consumer create coordination.k8s.io/leases syncbus",

@@ -27,6 +27,7 @@
 #include "tests/kubesim/sim_simulation.h"
 #include "tests/support/child_process.h"
 #include "tests/support/files.h"
+#include "tests/support/hive_objects.h"
 #include "tests/support/test_broker.h"
 #include "tests/support/wait.h"
 
@@ -100,6 +101,9 @@ struct Rig {
     cc.server = "http://sim.invalid";
     hub = std::make_shared<kube::ClientImpl>(cc, transport);
     config.publisher.leader_election.enabled = false;
+    // A running fleet: Hive (or the consumer) keeps a ClusterSync and a lease for every cluster,
+    // with or without sets; none applies yet.
+    for (const auto& name : kubesim::FleetClusterNames(clusters)) ReportSynced(name, {});
     if (!shared_broker) return;
     vhost.emplace(testing::NewTestVhost());
     config.amqp = vhost->Options("publisher");
@@ -204,7 +208,7 @@ struct Rig {
     Json lease = {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"},
                   {"kind", "ClusterSyncLease"},
                   {"metadata", {{"name", cluster}, {"namespace", cluster}}},
-                  {"spec", {{"renewTime", FormatRfc3339Millis(std::chrono::system_clock::now())}}}};
+                  {"spec", {{"renewTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
     auto applied = hub->Apply(kube::Object(res::kClusterSyncLeases, cluster, cluster), lease, {});
     REQUIRE_MESSAGE(applied.ok(), applied.status().ToString());
     kube::ObjectRef ref = kube::Object(res::kClusterSyncs, cluster, cluster);
@@ -218,7 +222,12 @@ struct Rig {
       REQUIRE_MESSAGE(current.ok(), current.status().ToString());
     }
     Json cs = *current;
-    cs["status"] = {{"syncSets", entries(syncsets)}, {"selectorSyncSets", entries(sets)}};
+    // With the Failed condition and firstSuccessTime Hive derives from the entries (a status
+    // without them is brought up to date by a sync of its own).
+    cs["status"] = {{"syncSets", entries(syncsets)},
+                    {"selectorSyncSets", entries(sets)},
+                    {"firstSuccessTime", now},
+                    {"conditions", Json::array({syncbus::testing::SucceededCondition(now)})}};
     auto updated = hub->Update(kube::StatusOf(res::kClusterSyncs, cluster, cluster), cs);
     REQUIRE_MESSAGE(updated.ok(), updated.status().ToString());
   }

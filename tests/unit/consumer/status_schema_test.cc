@@ -32,31 +32,49 @@ hive::SyncResourceReference Ref(std::string api_version, std::string kind, std::
   return {std::move(api_version), std::move(kind), std::move(name), std::move(ns)};
 }
 
+SetOutcome Outcome(SetKind kind, std::string name, int64_t generation, bool applied, bool success,
+                   std::string message, std::vector<hive::SyncResourceReference> tracked) {
+  SetOutcome o;
+  o.kind = kind;
+  o.name = std::move(name);
+  o.generation = generation;
+  o.applied = applied;
+  o.success = success;
+  o.failure_message = std::move(message);
+  o.sync_mode = !tracked.empty();
+  o.resources_to_delete = std::move(tracked);
+  return o;
+}
+
 // Successes, failures with long multi-byte messages, Sync-mode tracking (namespaced and
 // cluster-scoped), a removed set whose deletion failed, across two rounds.
 hive::ClusterSyncStatus ComplexStatus(FakeClock& clock) {
   std::string long_message;
   for (int i = 0; i < 5000; ++i) long_message += "é failure ";
   std::vector<SetOutcome> round1 = {
-      {SetKind::kSyncSet, "a", 1, true, true, "", {Ref("v1", "ConfigMap", "x", "default"), Ref("v1", "Namespace", "team", "")}},
-      {SetKind::kSyncSet, "b", 3, true, false, long_message, {}},
-      {SetKind::kSyncSet, "gone", 1, true, true, "", {Ref("apps/v1", "Deployment", "d", "default")}},
-      {SetKind::kSelectorSyncSet, "fleet-1", 7, true, true, "", {}},
-      {SetKind::kSelectorSyncSet, "fleet-2", 2, true, false, "resources[0] ConfigMap default/x: conflict", {}},
+      Outcome(SetKind::kSyncSet, "a", 1, true, true, "",
+              {Ref("v1", "ConfigMap", "x", "default"), Ref("v1", "Namespace", "team", "")}),
+      Outcome(SetKind::kSyncSet, "b", 3, true, false, long_message, {}),
+      Outcome(SetKind::kSyncSet, "gone", 1, true, true, "",
+              {Ref("apps/v1", "Deployment", "d", "default")}),
+      Outcome(SetKind::kSelectorSyncSet, "fleet-1", 7, true, true, "", {}),
+      Outcome(SetKind::kSelectorSyncSet, "fleet-2", 2, true, false,
+              "failed to apply resource 0: conflict", {}),
   };
-  auto first = BuildStatus({}, round1, clock.WallNow());
+  auto first = BuildStatus({}, round1, clock.WallNow(), "2020-01-01T00:00:00Z").status;
   clock.Advance(5min);
-  SetOutcome gone{SetKind::kSyncSet, "gone", 1, true, false, "deleting Deployment default/d: unavailable",
-                  {Ref("apps/v1", "Deployment", "d", "default")}};
+  SetOutcome gone = Outcome(SetKind::kSyncSet, "gone", 1, true, false,
+                            "failed to delete apps/v1, Kind=Deployment default/d: unavailable",
+                            {Ref("apps/v1", "Deployment", "d", "default")});
   gone.removed = true;
   std::vector<SetOutcome> round2 = {
-      {SetKind::kSyncSet, "a", 2, true, true, "", {Ref("v1", "ConfigMap", "x", "default")}},
-      {SetKind::kSyncSet, "b", 3, false, false, "", {}},
       gone,
-      {SetKind::kSelectorSyncSet, "fleet-1", 7, false, false, "", {}},
-      {SetKind::kSelectorSyncSet, "fleet-2", 3, true, true, "", {}},
+      Outcome(SetKind::kSyncSet, "a", 2, true, true, "", {Ref("v1", "ConfigMap", "x", "default")}),
+      Outcome(SetKind::kSyncSet, "b", 3, false, false, "", {}),
+      Outcome(SetKind::kSelectorSyncSet, "fleet-1", 7, false, false, "", {}),
+      Outcome(SetKind::kSelectorSyncSet, "fleet-2", 3, true, true, "", {}),
   };
-  return BuildStatus(first, round2, clock.WallNow());
+  return BuildStatus(first, round2, clock.WallNow(), "2020-01-01T00:00:00Z").status;
 }
 
 }  // namespace
@@ -112,10 +130,11 @@ TEST_CASE("status: bounded size — messages truncated (UTF-8 safe), the conditi
   huge += "ü";
   std::vector<SetOutcome> sets;
   for (int i = 0; i < 500; ++i) {
-    sets.push_back({SetKind::kSelectorSyncSet, "a-rather-long-selector-syncset-name-" + std::to_string(i), 1, true,
-                    false, huge, {}});
+    sets.push_back(Outcome(SetKind::kSelectorSyncSet,
+                           "a-rather-long-selector-syncset-name-" + std::to_string(i), 1, true,
+                           false, huge, {}));
   }
-  auto st = BuildStatus({}, sets, clock.WallNow());
+  auto st = BuildStatus({}, sets, clock.WallNow(), "").status;
   for (const auto& e : st.selector_sync_sets) CHECK(e.failure_message.size() <= kMaxFailureMessageBytes);
   CHECK(st.conditions[0].message.size() <= kMaxFailureMessageBytes);
   CHECK(st.conditions[0].message.find("(truncated)") != std::string::npos);
@@ -127,13 +146,17 @@ TEST_CASE("status: bounded size — messages truncated (UTF-8 safe), the conditi
 
 TEST_CASE("status: a removed set's entry goes once its objects are deleted, stays as Failure while they fail") {
   FakeClock clock;
-  auto st = BuildStatus({}, {{SetKind::kSyncSet, "s", 1, true, true, "", {Ref("v1", "ConfigMap", "a", "default")}}},
-                        clock.WallNow());
-  SetOutcome failed{SetKind::kSyncSet, "s", 1, true, false, "deleting ConfigMap default/a: down",
-                    {Ref("v1", "ConfigMap", "a", "default")}};
+  auto st = BuildStatus({},
+                        {Outcome(SetKind::kSyncSet, "s", 1, true, true, "",
+                                 {Ref("v1", "ConfigMap", "a", "default")})},
+                        clock.WallNow(), "")
+                .status;
+  SetOutcome failed = Outcome(SetKind::kSyncSet, "s", 1, true, false,
+                              "failed to delete v1, Kind=ConfigMap default/a: down",
+                              {Ref("v1", "ConfigMap", "a", "default")});
   failed.removed = true;
   clock.Advance(1min);
-  auto kept = BuildStatus(st, {failed}, clock.WallNow());
+  auto kept = BuildStatus(st, {failed}, clock.WallNow(), "").status;
   REQUIRE(kept.sync_sets.size() == 1);
   CHECK(kept.sync_sets[0].result == hive::SyncResult::kFailure);
   CHECK(kept.sync_sets[0].resources_to_delete.size() == 1);
@@ -142,7 +165,7 @@ TEST_CASE("status: a removed set's entry goes once its objects are deleted, stay
   SetOutcome done = failed;
   done.success = true;
   done.resources_to_delete.clear();
-  auto gone = BuildStatus(kept, {done}, clock.WallNow());
+  auto gone = BuildStatus(kept, {done}, clock.WallNow(), "").status;
   CHECK(gone.sync_sets.empty());
   CHECK(gone.conditions[0].status == "False");
 }

@@ -37,3 +37,12 @@ TEST_CASE("durations parse and format") {
   CHECK(FormatDuration(90s) == "90s");
   CHECK(FormatDuration(1500ms) == "1500ms");
 }
+
+TEST_CASE("MicroTime: six fraction digits, as Go's metav1.MicroTime writes and reads them") {
+  auto t = ParseRfc3339("2024-01-02T03:04:05.250Z");
+  REQUIRE(t.ok());
+  CHECK(FormatRfc3339Micro(*t) == "2024-01-02T03:04:05.250000Z");
+  auto whole = ParseRfc3339("2024-01-02T03:04:05Z");
+  REQUIRE(whole.ok());
+  CHECK(FormatRfc3339Micro(*whole) == "2024-01-02T03:04:05.000000Z");
+}

@@ -29,11 +29,36 @@ Json Sss(const std::string& name, int gen, Json match = Json{{"fleet", "a"}}) {
           {"spec", {{"clusterDeploymentSelector", {{"matchLabels", match}}}}}};
 }
 
+// A status as the consumer writes it, with the Failed condition its entry calls for.
 Json Cs(const std::string& name, const std::string& set, int gen, const char* result = "Success") {
+  bool ok = std::string(result) == "Success";
+  return {
+      {"metadata", {{"name", name}, {"namespace", name}}},
+      {"status",
+       {{"selectorSyncSets", Json::array({{{"name", set},
+                                           {"observedGeneration", gen},
+                                           {"result", result},
+                                           {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})},
+        {"conditions",
+         Json::array(
+             {{{"type", "Failed"},
+               {"status", ok ? "False" : "True"},
+               {"reason", ok ? "Success" : "Failure"},
+               {"message", ok ? "All SyncSets and SelectorSyncSets have been applied to the cluster"
+                              : "SelectorSyncSet " + set + " is failing"}}})}}}};
+}
+
+// The ClusterSync of a cluster no set applies to.
+Json CsNoSets(const std::string& name) {
   return {{"metadata", {{"name", name}, {"namespace", name}}},
-          {"status", {{"selectorSyncSets", Json::array({{{"name", set}, {"observedGeneration", gen},
-                                                          {"result", result},
-                                                          {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})}}}};
+          {"status",
+           {{"conditions",
+             Json::array(
+                 {{{"type", "Failed"},
+                   {"status", "False"},
+                   {"reason", "Success"},
+                   {"message",
+                    "All SyncSets and SelectorSyncSets have been applied to the cluster"}}})}}}};
 }
 
 Json Lease(const std::string& name, WallTime t) {
@@ -109,9 +134,10 @@ TEST_CASE("startup enqueues only what is out of sync, on the resync lane") {
   f.cache.Replace(HubKind::kClusterSync, {Cs("a", "s", 1)});
   f.cache.Replace(HubKind::kClusterSyncLease, {Lease("a", f.clock.WallNow())});
   auto stats = f.Round(true);
-  CHECK(stats.published == 1);   // b has no status; a is in sync; c has no sets
+  // b and c have no status (Hive keeps one for a cluster without sets too); a is in sync.
+  CHECK(stats.published == 2);
   auto q = f.Queue(amqp::Lane::kResync);
-  REQUIRE(q.size() == 1);
+  REQUIRE(q.size() == 2);
   CHECK(q[0].cluster_name == "b");
   CHECK(q[0].reason == "startup");
   CHECK(f.Queue(amqp::Lane::kChange).empty());
@@ -312,8 +338,9 @@ TEST_CASE("a source Secret change is a change: full reapply on the change lane, 
   f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "b"}})});
   f.cache.Replace(HubKind::kSelectorSyncSet, {SssWithSecret("s", 1, "pull")});
   f.cache.Replace(HubKind::kSecret, {Secret("pull", "10", f.clock.WallNow() - 1h)});
-  f.cache.Replace(HubKind::kClusterSync, {Cs("a", "s", 1)});
-  f.cache.Replace(HubKind::kClusterSyncLease, {Lease("a", f.clock.WallNow())});
+  f.cache.Replace(HubKind::kClusterSync, {Cs("a", "s", 1), CsNoSets("b")});
+  f.cache.Replace(HubKind::kClusterSyncLease,
+                  {Lease("a", f.clock.WallNow()), Lease("b", f.clock.WallNow())});
   CHECK(f.Round(true).published == 0);   // in sync, Secret older than the last full reapply
 
   f.clock.Advance(1min);

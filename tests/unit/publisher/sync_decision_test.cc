@@ -1,8 +1,10 @@
+#include "publisher/sync_decision.h"
+
 #include <doctest/doctest.h>
 
 #include "common/fake_clock.h"
+#include "common/hive/status_rules.h"
 #include "common/time_format.h"
-#include "publisher/sync_decision.h"
 
 using namespace syncbus;
 using namespace syncbus::hive;
@@ -18,11 +20,13 @@ DesiredState Desired(std::vector<DesiredSet> sets) {
   return d;
 }
 
+// A status as the consumer writes it: the entries and the Failed condition they call for.
 ClusterSync StatusWith(std::vector<SyncStatus> ss, std::vector<SyncStatus> sss = {}) {
   ClusterSync cs;
   cs.meta.name = "c1";
   cs.status.sync_sets = std::move(ss);
   cs.status.selector_sync_sets = std::move(sss);
+  cs.status.conditions = {ExpectedFailedCondition(cs.status)};
   return cs;
 }
 
@@ -59,6 +63,44 @@ TEST_CASE("decision: missing, changed, removed, failed, in sync") {
   CHECK(DecideSync(d, &failed, &lease, clock.WallNow(), policy).kind == NeedKind::kFailed);
   auto good = StatusWith({Entry("a", 2)}, {Entry("b", 1)});
   CHECK(DecideSync(d, &good, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
+}
+
+TEST_CASE("decision: a cluster with no set gets its ClusterSync, then its lease renewed when due") {
+  FakeClock clock;
+  ReapplyPolicy policy{2h, 0.1};
+  auto d = Desired({});
+  CHECK(DecideSync(d, nullptr, nullptr, clock.WallNow(), policy).reason == "missing-status");
+  auto empty = StatusWith({});
+  CHECK(DecideSync(d, &empty, nullptr, clock.WallNow(), policy).kind == NeedKind::kReapply);
+  auto lease = Lease(clock.WallNow());
+  CHECK(DecideSync(d, &empty, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
+  clock.Advance(3h);
+  CHECK(DecideSync(d, &empty, &lease, clock.WallNow(), policy).kind == NeedKind::kReapply);
+}
+
+TEST_CASE(
+    "decision: a status whose condition or firstSuccessTime is not what Hive derives is brought up "
+    "to date") {
+  FakeClock clock;
+  ReapplyPolicy policy;
+  auto lease = Lease(clock.WallNow());
+  auto d = Desired({{SetKind::kSyncSet, "a", 1}});
+  auto good = StatusWith({Entry("a", 1)});
+  CHECK(DecideSync(d, &good, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
+  auto no_condition = good;
+  no_condition.status.conditions.clear();
+  CHECK(DecideSync(d, &no_condition, &lease, clock.WallNow(), policy).reason == "status-outdated");
+  auto other_words = good;
+  other_words.status.conditions[0].message = "SyncSet a is failing";
+  CHECK(DecideSync(d, &other_words, &lease, clock.WallNow(), policy).reason == "status-outdated");
+  // Installed, every set has first succeeded, no firstSuccessTime yet.
+  d.installed = true;
+  auto first = StatusWith({Entry("a", 1)});
+  first.status.sync_sets[0].first_success_time = "2020-01-01T00:00:00Z";
+  first.status.conditions = {ExpectedFailedCondition(first.status)};
+  CHECK(DecideSync(d, &first, &lease, clock.WallNow(), policy).reason == "status-outdated");
+  first.status.first_success_time = "2020-01-01T00:00:00Z";
+  CHECK(DecideSync(d, &first, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
 }
 
 TEST_CASE("decision: skipped clusters need nothing") {
