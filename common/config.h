@@ -77,6 +77,11 @@ struct HubMirrorConfig {
 struct ConsumerConfig {
   int prefetch = 20;
   int parallel_sync_sets = 8;                       // sets of one cluster applied at once
+  // Update-operation field managers of client-side apply whose fields syncbus takes over when it
+  // applies an object (Hive's: mce-2.2 and older wrote as Go-http-client, newer as
+  // hive6-clustersync; kubectl's own). A manager owning the last-applied annotation is one anyway.
+  std::vector<std::string> take_over_managers = {"hive6-clustersync", "Go-http-client",
+                                                 "kubectl-client-side-apply"};
   int max_in_flight = 2000;                         // target API requests across all clusters
   int per_cluster_in_flight = 20;
   double per_cluster_qps = 50;

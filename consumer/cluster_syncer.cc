@@ -197,7 +197,9 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   // which bounds how long rotated credentials that still work go unnoticed.
   if (plan.any_apply() || plan.any_delete()) {
     std::optional<Target> kept;
-    if (!request.full_reapply) kept = targets_.Trusted(key, cd.admin_kubeconfig_secret, options_.request_timeout);
+    if (!request.full_reapply && !cd.fake()) {
+      kept = targets_.Trusted(key, cd.admin_kubeconfig_secret, options_.request_timeout);
+    }
     outcome.prepare_seconds = std::chrono::duration<double>(clock_.Now() - sync_start).count();
     Status applied = Apply(request, cd, current, plan, kept, fence, outcomes, outcome);
     if (!applied.ok()) return applied;
@@ -230,25 +232,34 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
                             std::vector<SetOutcome>& outcomes, SyncOutcome& outcome) {
   const std::string key = request.ClusterKey();
   const std::vector<SetWork>& work = plan.work;
-  Result<Target> target = kept ? Result<Target>(*kept) : ReadTarget(key, cd);
-  if (!target.ok()) return target.status();
+  const bool fake = cd.fake();
+  std::optional<Target> target = kept;
+  if (!target && !fake) {
+    Result<Target> read = ReadTarget(key, cd);
+    if (!read.ok()) return read.status();
+    target = std::move(*read);
+  }
+  RestMapper* mapper = target ? target->mapper.get() : nullptr;
 
   TargetSession session;
   session.cluster = key;
-  session.client = target->client;
-  session.mapper = target->mapper;
+  if (target) {
+    session.client = target->client;
+    session.mapper = target->mapper;
+  }
+  session.fake = fake;
   session.limiter = &limiter_;
   session.clock = &clock_;
   session.deadline = clock_.Now() + options_.cluster_deadline;
   session.fence = fence;
   session.field_manager = options_.field_manager;
+  session.take_over_managers = options_.take_over_managers;
   session.observe = [this](bool ok, double seconds) {
     applied_.Add({{"result", ok ? "success" : "failure"}}).Increment();
     apply_seconds_.Observe(seconds);
   };
 
   SecretSources secrets;
-  // Objects every applicable set lists now: they are never deleted (moved between sets).
   auto plan_input = [&](const SetWork& w) {
     PlanInput in;
     in.spec = w.spec;
@@ -267,9 +278,12 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
   for (const RemovedSet& r : plan.removed) {
     for (const auto& ref : r.entry.resources_to_delete) api_versions.insert(ref.api_version);
   }
-  auto discovered = std::async(std::launch::async, [&] { target->mapper->Prefetch(api_versions); });
+  std::future<void> discovered;
+  if (mapper != nullptr) {
+    discovered = std::async(std::launch::async, [&] { mapper->Prefetch(api_versions); });
+  }
   Status source_error = ReadSourceSecrets(work, secrets);
-  discovered.get();
+  if (discovered.valid()) discovered.get();
   if (!source_error.ok()) return source_error;
 
   const bool any_delete = plan.any_delete();
@@ -277,9 +291,10 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
     const hive::SyncStatus* e = FindEntry(current, w.kind, w.name);
     return w.needs_apply && e != nullptr && !e->resources_to_delete.empty();
   });
+  // Objects every applicable set lists now: they are never deleted (moved between sets).
   std::set<std::string> listed;
   if (need_listing) {
-    for (const SetWork& w : work) listed.merge(ListedObjects(plan_input(w), *target->mapper));
+    for (const SetWork& w : work) listed.merge(ListedObjects(plan_input(w), mapper));
   }
 
   // The outcome of a set, or of a removed set's entry.
@@ -296,7 +311,7 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
     std::vector<size_t> which;
     for (const RemovedSet& r : plan.removed) {
       if (r.entry.resources_to_delete.empty()) continue;
-      plans.push_back(PlanRemoval(r.entry.resources_to_delete, listed, *target->mapper));
+      plans.push_back(PlanRemoval(r.entry.resources_to_delete, listed, mapper));
       which.push_back(outcome_of(r.kind, r.entry.name, true));
     }
     std::vector<SetRunResult> results = RunAll(session, std::move(plans));
@@ -317,7 +332,7 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
     if (!work[i].needs_apply) continue;
     PlanInput in = plan_input(work[i]);
     in.listed_elsewhere = &listed;
-    plans.push_back(PlanSet(in, *target->mapper));
+    plans.push_back(PlanSet(in, mapper));
     which.push_back(outcome_of(work[i].kind, work[i].name, false));
   }
   std::vector<SetRunResult> results = RunAll(session, std::move(plans));
@@ -360,10 +375,11 @@ Status ClusterSyncer::ReadSourceSecrets(const std::vector<SetWork>& work, Secret
   for (const SetWork& w : work) {
     if (!w.needs_apply) continue;
     for (const auto& m : w.spec->secret_mappings) {
-      std::string ns = m.source.ns.empty() ? w.ns : m.source.ns;
-      if (secrets.try_emplace(ns + "/" + m.source.name, NotFound("not read")).second) {
+      std::string source_key = SecretSourceKey(m, w.ns);  // "": refused before any read
+      if (source_key.empty()) continue;
+      std::string ns = source_key.substr(0, source_key.find('/'));
+      if (secrets.try_emplace(source_key, NotFound("not read")).second)
         sources.emplace_back(ns, m.source.name);
-      }
     }
   }
   constexpr size_t kReadsAtOnce = 16;

@@ -5,7 +5,8 @@
 //   3. apply: deletions, then the sets (SyncSets then SelectorSyncSets by name; set_applier.h) to
 //      the target cluster, whose client comes from its admin kubeconfig Secret (read only when the
 //      cluster has no trusted client: target_clients.h) — with the source Secrets of the sets'
-//      secretMappings, read fresh from the hub;
+//      secretMappings, read fresh from the hub. A fake cluster (hive.openshift.io/fake-cluster)
+//      gets no traffic and every step succeeds;
 //   4. record: one ClusterSync status write (created, as Hive does, for every eligible cluster,
 //      with or without sets), with the resourceVersion of the state read (a 409 re-reads and
 //      merges), and the ClusterSyncLease after every full reapply.
@@ -18,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,9 @@ namespace syncbus::consumer {
 struct SyncerOptions {
   std::string field_manager = "syncbus";
   int parallel_sync_sets = 8;                  // sets of one cluster in progress at once
+  // Update-operation field managers whose fields an Apply takes over (set_applier.h).
+  std::set<std::string> take_over_managers = {"hive6-clustersync", "Go-http-client",
+                                              "kubectl-client-side-apply"};
   int max_in_flight = 2000;                    // target requests across all clusters
   int per_cluster_in_flight = 20;
   double per_cluster_qps = 50;                 // 0 = no rate limit

@@ -39,6 +39,7 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   const ConsumerConfig& c = config_.consumer;
   SyncerOptions syncer_options;
   syncer_options.parallel_sync_sets = c.parallel_sync_sets;
+  syncer_options.take_over_managers = {c.take_over_managers.begin(), c.take_over_managers.end()};
   syncer_options.max_in_flight = c.max_in_flight;
   syncer_options.per_cluster_in_flight = c.per_cluster_in_flight;
   syncer_options.per_cluster_qps = c.per_cluster_qps;

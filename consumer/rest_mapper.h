@@ -5,6 +5,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -19,6 +20,10 @@ class RestMapper {
 
   // kNotFound when the cluster serves no such kind (after one refresh).
   Result<kube::Resource> Map(const std::string& api_version, const std::string& kind);
+  // As kubectl reads a resource argument (Hive's patches name their kind through one): the kind,
+  // else, whatever its case, the kind, the resource's plural or singular name or a short name.
+  Result<kube::Resource> MapLeniently(const std::string& api_version,
+                                      const std::string& kind_or_resource);
 
   // Discovers every group-version of `api_versions` not cached yet, all at once (one round trip
   // instead of one per group-version when planning). Blocking; failures are left for Map to
@@ -26,8 +31,17 @@ class RestMapper {
   void Prefetch(const std::set<std::string>& api_versions);
 
  private:
-  using Kinds = std::map<std::string, kube::Resource>;  // kind -> resource
+  struct Kinds {
+    std::map<std::string, kube::Resource> by_kind;
+    std::map<std::string, std::string>
+        aliases;  // lower-case kind, plural, singular, short name -> kind
+  };
   Result<Kinds> Discover(const std::string& api_version);
+  // The cached group-version's resource for `kind` (`lenient`: or one of its aliases).
+  std::optional<kube::Resource> Find(const std::string& api_version, const std::string& kind,
+                                     bool lenient);
+  Result<kube::Resource> MapWith(const std::string& api_version, const std::string& kind,
+                                 bool lenient);
 
   kube::Client& client_;
   std::mutex mu_;

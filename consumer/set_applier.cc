@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <thread>
 
-#include "common/base64.h"
+#include "common/go_json.h"
+#include "common/yaml_json.h"
+#include "consumer/client_side_apply.h"
 #include "consumer/templates.h"
 
 namespace syncbus::consumer {
@@ -14,10 +16,6 @@ using Op = ApplyStep::Op;
 std::string GroupOf(const std::string& api_version) {
   size_t slash = api_version.find('/');
   return slash == std::string::npos ? "" : api_version.substr(0, slash);
-}
-
-std::string Describe(const std::string& kind, const std::string& ns, const std::string& name) {
-  return kind + " " + (ns.empty() ? "" : ns + "/") + name;
 }
 
 Op OpFor(hive::ApplyBehavior behavior) {
@@ -32,176 +30,316 @@ Op OpFor(hive::ApplyBehavior behavior) {
   return Op::kApply;
 }
 
-kube::PatchType KubePatchType(hive::PatchType t) {
-  switch (t) {
-    case hive::PatchType::kJson:
-      return kube::PatchType::kJson;
-    case hive::PatchType::kMerge:
-      return kube::PatchType::kMerge;
-    case hive::PatchType::kStrategic:
-      break;
-  }
-  return kube::PatchType::kStrategicMerge;
+// Go's schema.GroupVersionResource / GroupVersionKind String(), as kubectl prints them.
+std::string GvrString(const kube::Resource& r) {
+  return r.group + "/" + r.version + ", Resource=" + r.resource;
 }
-
-// Namespaced kinds without a namespace land in "default" (as kubectl's default context would
-// put them); cluster-scoped kinds never carry one.
-void Place(ApplyStep& step) {
-  if (!step.resource) return;
-  if (step.resource->namespaced) {
-    if (step.ns.empty()) step.ns = "default";
-  } else {
-    step.ns.clear();
-  }
-  if (step.object.is_object()) {
-    Json& meta = step.object["metadata"];
-    if (step.ns.empty()) {
-      meta.erase("namespace");
-    } else {
-      meta["namespace"] = step.ns;
-    }
-  }
-}
-
-// Maps the step's kind; an unknown kind is left for the run (an earlier step may install it).
-void MapStep(ApplyStep& step, RestMapper& mapper) {
-  auto mapped = mapper.Map(step.api_version, step.kind);
-  if (mapped.ok()) {
-    step.resource = *mapped;
-    Place(step);
-  } else if (mapped.status().code() != Code::kNotFound) {
-    step.op = Op::kFail;
-    step.failure = mapped.status();
-  }
-}
-
-ApplyStep Failed(std::string what, Status why) {
-  ApplyStep step;
-  step.op = Op::kFail;
-  step.what = std::move(what);
-  step.failure = std::move(why);
-  return step;
+std::string GvkString(const kube::Resource& r) {
+  return r.group + "/" + r.version + ", Kind=" + r.kind;
 }
 
 hive::SyncResourceReference RefOf(const ApplyStep& step) {
   return {step.api_version, step.kind, step.name, step.ns};
 }
 
-// Resources and secretMappings, in order; `with_bodies` false only places them (identities).
-std::vector<ApplyStep> PlanObjects(const PlanInput& input, RestMapper& mapper, bool with_bodies) {
+std::string IdentityOf(const ApplyStep& step) {
+  return ObjectIdentity(RefOf(step), step.resource && !step.resource->namespaced);
+}
+
+// The failure of a step that cannot run, with its whole message.
+ApplyStep Failed(std::string message, bool retryable) {
+  ApplyStep step;
+  step.op = Op::kFail;
+  step.failure = std::move(message);
+  step.retryable = retryable;
+  return step;
+}
+
+// kubectl's message for a kind the cluster does not serve (its resource builder's).
+std::string UnknownKindMessage(const ApplyStep& step) {
+  return "could not get info from passed resource: resource mapping not found for name: \"" +
+         step.name + "\" namespace: \"" + step.ns + "\" from \"object\": no matches for kind \"" +
+         step.kind + "\" in version \"" + step.api_version + "\"\nensure CRDs are installed first";
+}
+
+// Checks what kubectl checks before sending anything once the kind is known: a namespaced
+// object needs a namespace (Hive's kubectl is given none to default to), and an object to read
+// first needs a name. Empty when fine.
+std::string PlacementError(const ApplyStep& step) {
+  if (!step.resource || step.op == Op::kPatch || step.op == Op::kDelete) return {};
+  const char* why = nullptr;
+  if (step.resource->namespaced && step.ns.empty()) {
+    why = "an empty namespace may not be set when a resource name is provided";
+  } else if (step.name.empty() && step.op != Op::kCreateOnly) {
+    why = "resource name may not be empty";
+  }
+  if (why == nullptr) return {};
+  return "error when retrieving current configuration of:\nResource: \"" +
+         GvrString(*step.resource) + "\", GroupVersionKind: \"" + GvkString(*step.resource) +
+         "\"\nName: \"" + step.name + "\", Namespace: \"" + step.ns +
+         "\"\nfrom server for: \"object\": " + why;
+}
+
+// The body as sent: a cluster-scoped kind carries no namespace (kubectl drops it from the URL).
+void Place(ApplyStep& step) {
+  if (!step.resource || step.resource->namespaced || !step.object.is_object()) return;
+  step.object["metadata"].erase("namespace");
+}
+
+// Maps the step's kind; an unknown kind is left for the run (an earlier step may install it).
+// A patch names its kind as kubectl reads a resource argument (Hive's patches go through kubectl
+// patch): any case, or the plural, singular or short name; it is known by its Kind from then on.
+Result<kube::Resource> MapKind(RestMapper& mapper, ApplyStep& step) {
+  if (step.op != Op::kPatch) return mapper.Map(step.api_version, step.kind);
+  auto mapped = mapper.MapLeniently(step.api_version, step.kind);
+  if (mapped.ok()) step.kind = mapped->kind;
+  return mapped;
+}
+
+void MapStep(ApplyStep& step, RestMapper* mapper) {
+  if (mapper == nullptr) return;
+  auto mapped = MapKind(*mapper, step);
+  if (mapped.ok()) {
+    step.resource = *mapped;
+    Place(step);
+  } else if (mapped.status().code() != Code::kNotFound) {
+    step.op = Op::kFail;
+    step.failure = step.prefix + mapped.status().message();
+    step.cause = mapped.status();
+  }
+}
+
+kube::PatchType KubePatchType(hive::PatchType t) {
+  switch (t) {
+    case hive::PatchType::kJson:
+      return kube::PatchType::kJson;
+    case hive::PatchType::kMerge:
+      return kube::PatchType::kMerge;
+    default:
+      break;
+  }
+  return kube::PatchType::kStrategicMerge;
+}
+
+struct Decoded {
+  std::vector<Json> objects;                      // one per resource that decoded
+  std::vector<hive::SyncResourceReference> refs;  // the same, as tracked
+  std::vector<std::string> errors;                // Hive's decode / parameterize messages
+};
+
+// Hive's decodeResources: every resource is decoded (and its templates expanded) before anything
+// is applied; any error fails the set.
+Decoded DecodeResources(const PlanInput& input) {
   const hive::SyncSetCommonSpec& spec = *input.spec;
-  const bool sync = spec.resource_apply_mode == hive::ResourceApplyMode::kSync;
-  std::vector<ApplyStep> steps;
+  Decoded out;
   for (size_t i = 0; i < spec.resources.size(); ++i) {
-    std::string what = "resources[" + std::to_string(i) + "]";
+    const std::string index = std::to_string(i);
     Json obj = spec.resources[i].Parse();
+    if (!obj.is_object() || !obj.contains("kind") || !obj["kind"].is_string() ||
+        obj["kind"].get_ref<const std::string&>().empty()) {
+      out.errors.push_back(
+          "failed to decode resource " + index +
+          ": error unmarshaling JSON: while decoding JSON: Object 'Kind' is missing in '" +
+          GoJsonEncode(obj) + "'");
+      continue;
+    }
     if (spec.enable_resource_templates && input.cd_labels != nullptr) {
       if (Status s = ExpandTemplates(obj, *input.cd_labels); !s.ok()) {
-        steps.push_back(Failed(what, s));
+        out.errors.push_back("failed to parameterize resource " + index + ": " + s.message());
         continue;
       }
     }
-    if (!obj.is_object() || !obj.contains("metadata") || !obj["metadata"].is_object()) {
-      steps.push_back(Failed(what, InvalidArgument("not an object with metadata")));
-      continue;
-    }
+    if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = Json::object();
+    const Json& meta = obj["metadata"];
+    auto text = [](const Json& o, const char* key) {
+      auto it = o.find(key);
+      return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    out.refs.push_back(
+        {text(obj, "apiVersion"), text(obj, "kind"), text(meta, "name"), text(meta, "namespace")});
+    out.objects.push_back(std::move(obj));
+  }
+  return out;
+}
+
+// Resources and secretMappings, in order, decoded (PlanSet) or only as identities.
+struct Objects {
+  std::vector<ApplyStep> steps;
+  std::vector<std::string> decode_errors;
+  // The identities of everything the set lists, whether its step can run or not (Hive's
+  // resourcesInSyncSet: a mapping whose source is missing still holds its target).
+  std::set<std::string> listed;
+};
+
+Objects PlanObjects(const PlanInput& input, RestMapper* mapper, bool with_bodies) {
+  const hive::SyncSetCommonSpec& spec = *input.spec;
+  const bool sync = spec.resource_apply_mode == hive::ResourceApplyMode::kSync;
+  Objects out;
+  Decoded decoded = DecodeResources(input);
+  out.decode_errors = std::move(decoded.errors);
+  for (size_t i = 0; i < decoded.objects.size(); ++i) {
+    Json& obj = decoded.objects[i];
+    const hive::SyncResourceReference& ref = decoded.refs[i];
     ApplyStep step;
     step.op = OpFor(spec.apply_behavior);
-    step.api_version = obj.value("apiVersion", "");
-    step.kind = obj.value("kind", "");
-    step.name = obj["metadata"].value("name", "");
-    step.ns = obj["metadata"].value("namespace", "");
-    step.what = what + " " + Describe(step.kind, step.ns, step.name);
-    if (step.api_version.empty() || step.kind.empty() || step.name.empty()) {
-      steps.push_back(Failed(step.what, InvalidArgument("apiVersion, kind and metadata.name are required")));
-      continue;
-    }
-    obj["metadata"]["labels"][hive::kManagedLabel] = "true";
-    if (with_bodies) step.object = std::move(obj);
+    step.prefix = "failed to apply resource " + std::to_string(i) + ": ";
+    step.api_version = ref.api_version;
+    step.kind = ref.kind;
+    step.name = ref.name;
+    step.ns = ref.ns;
     step.track = sync;
+    if (with_bodies) {
+      obj["metadata"]["labels"][hive::kManagedLabel] = "true";
+      step.object = std::move(obj);
+      if (step.op == Op::kApply) step.last_applied = SetLastApplied(step.object, /*typed=*/false);
+    }
     MapStep(step, mapper);
-    steps.push_back(std::move(step));
+    out.listed.insert(IdentityOf(step));
+    out.steps.push_back(std::move(step));
   }
   for (size_t i = 0; i < spec.secret_mappings.size(); ++i) {
     const hive::SecretMapping& m = spec.secret_mappings[i];
-    std::string source_ns = m.source.ns.empty() ? input.set_namespace : m.source.ns;
-    std::string source_key = source_ns + "/" + m.source.name;
+    const std::string index = std::to_string(i);
     ApplyStep step;
     step.op = OpFor(spec.apply_behavior);
+    step.prefix = "failed to apply secret " + index + ": ";
     step.api_version = "v1";
     step.kind = "Secret";
     step.name = m.target.name;
     step.ns = m.target.ns;
-    step.what = "secretMappings[" + std::to_string(i) + "] " + Describe("Secret", step.ns, step.name);
     step.track = sync;
+    out.listed.insert(ObjectIdentity(RefOf(step)));
     if (with_bodies) {
+      std::string source_key = SecretSourceKey(m, input.set_namespace);
+      if (source_key.empty()) {
+        bool missing = m.source.ns.empty();
+        ApplyStep failed = Failed(missing ? "source namespace missing for secret " + index
+                                          : "source in wrong namespace for secret " + index,
+                                  /*retryable=*/false);
+        failed.track = false;
+        out.steps.push_back(std::move(failed));
+        continue;
+      }
       const Result<Json>* source = nullptr;
       if (input.secrets != nullptr) {
         auto it = input.secrets->find(source_key);
         if (it != input.secrets->end()) source = &it->second;
       }
       if (source == nullptr || !source->ok()) {
-        Status why = source == nullptr ? NotFound("source Secret " + source_key + " was not read")
-                                       : source->status();
-        steps.push_back(Failed(step.what, why.Annotate("reading source Secret " + source_key)));
+        // Hive reads through its informer cache, whose NotFound names the kind.
+        std::string why = source == nullptr || source->status().code() == Code::kNotFound
+                              ? "Secret \"" + m.source.name + "\" not found"
+                              : source->status().message();
+        out.steps.push_back(
+            Failed("failed to read secret " + index + ": " + why, /*retryable=*/true));
         continue;
       }
+      // Hive copies the whole Secret (type, data, immutable) under new metadata: the target's
+      // name and namespace, the source's labels and annotations.
       const Json& src = **source;
-      Json meta = {{"name", step.name}};
       const Json& src_meta = src.contains("metadata") ? src["metadata"] : Json::object();
+      Json meta = {{"name", step.name}};
+      if (!step.ns.empty()) meta["namespace"] = step.ns;
       Json labels = src_meta.contains("labels") && src_meta["labels"].is_object() ? src_meta["labels"] : Json::object();
       labels[hive::kManagedLabel] = "true";
       meta["labels"] = std::move(labels);
       if (src_meta.contains("annotations") && src_meta["annotations"].is_object()) {
         meta["annotations"] = src_meta["annotations"];
+        meta["annotations"].erase(kLastAppliedAnnotation);
       }
       step.object = {{"apiVersion", "v1"}, {"kind", "Secret"}, {"metadata", std::move(meta)}};
-      if (src.contains("type")) step.object["type"] = src["type"];
-      if (src.contains("data")) step.object["data"] = src["data"];
+      for (const char* field : {"type", "data", "immutable"}) {
+        if (src.contains(field) && !src[field].is_null()) step.object[field] = src[field];
+      }
+      if (step.op == Op::kApply) step.last_applied = SetLastApplied(step.object, /*typed=*/true);
     }
     MapStep(step, mapper);
+    out.steps.push_back(std::move(step));
+  }
+  return out;
+}
+
+// The deletion steps of the previously tracked objects that no set lists now.
+std::vector<ApplyStep> Deletions(const std::vector<hive::SyncResourceReference>& tracked,
+                                 const std::set<std::string>& keep, RestMapper* mapper) {
+  std::vector<ApplyStep> steps;
+  for (const auto& ref : tracked) {
+    ApplyStep step;
+    step.op = Op::kDelete;
+    step.api_version = ref.api_version;
+    step.kind = ref.kind;
+    step.ns = ref.ns;
+    step.name = ref.name;
+    if (mapper != nullptr) {
+      auto mapped = mapper->Map(ref.api_version, ref.kind);
+      if (mapped.ok()) {
+        step.resource = *mapped;
+      } else if (mapped.status().code() == Code::kNotFound) {
+        continue;  // the kind is gone from the cluster, and with it the object
+      } else {
+        step.op = Op::kFail;
+        step.failure = "could not get mapping: " + mapped.status().message();
+        step.cause = mapped.status();
+      }
+    }
+    if (keep.count(IdentityOf(step)) > 0) continue;
+    if (step.resource && step.resource->namespaced && step.ns.empty())
+      continue;  // nothing was made there
     steps.push_back(std::move(step));
   }
   return steps;
 }
 
-void AddDeletions(const std::vector<hive::SyncResourceReference>& tracked, const std::set<std::string>& keep,
-                  RestMapper& mapper, std::vector<ApplyStep>& steps) {
-  for (const auto& ref : tracked) {
-    if (keep.count(ObjectIdentity(ref)) > 0) continue;
-    ApplyStep step;
-    step.op = Op::kDelete;
-    step.deletion = true;
-    step.api_version = ref.api_version;
-    step.kind = ref.kind;
-    step.ns = ref.ns;
-    step.name = ref.name;
-    step.what = "deleting " + Describe(ref.kind, ref.ns, ref.name);
-    auto mapped = mapper.Map(ref.api_version, ref.kind);
-    if (mapped.ok()) {
-      step.resource = *mapped;   // namespace stays as tracked
-    } else if (mapped.status().code() == Code::kNotFound) {
-      continue;   // the kind is gone from the cluster, and with it the object
-    } else {
-      step.op = Op::kFail;
-      step.failure = mapped.status();
-    }
-    steps.push_back(std::move(step));
-  }
+std::string DeleteMessage(const ApplyStep& step, const std::string& why) {
+  return "failed to delete " + step.api_version + ", Kind=" + step.kind + " " + step.ns + "/" +
+         step.name + ": " + why;
+}
+
+// A set failure that heals without an edit: a namespace or kind that an earlier set or another
+// controller has not created yet (404), besides the transport's transient codes.
+bool SelfHealing(const Status& status) {
+  return IsTransient(status.code()) || status.code() == Code::kNotFound;
 }
 
 }  // namespace
 
-std::string ObjectIdentity(const hive::SyncResourceReference& ref) {
-  return GroupOf(ref.api_version) + "|" + ref.kind + "|" + ref.ns + "|" + ref.name;
+std::string ObjectIdentity(const hive::SyncResourceReference& ref, bool cluster_scoped) {
+  return GroupOf(ref.api_version) + "|" + ref.kind + "|" + (cluster_scoped ? "" : ref.ns) + "|" +
+         ref.name;
 }
 
-std::set<std::string> ListedObjects(const PlanInput& input, RestMapper& mapper) {
-  std::set<std::string> out;
-  for (const ApplyStep& step : PlanObjects(input, mapper, /*with_bodies=*/false)) {
-    if (step.op != Op::kFail) out.insert(ObjectIdentity(RefOf(step)));
+std::vector<hive::SyncResourceReference> MergeResources(
+    std::vector<hive::SyncResourceReference> a, const std::vector<hive::SyncResourceReference>& b) {
+  if (a.empty()) return b;
+  std::set<std::string> have;
+  for (const auto& r : a) have.insert(ObjectIdentity(r));
+  for (const auto& r : b) {
+    if (have.insert(ObjectIdentity(r)).second) a.push_back(r);
   }
-  return out;
+  return a;
+}
+
+std::string AggregateMessage(const std::vector<std::string>& messages) {
+  if (messages.size() == 1) return messages.front();
+  std::vector<std::string> seen;
+  for (const auto& m : messages) {
+    if (std::find(seen.begin(), seen.end(), m) == seen.end()) seen.push_back(m);
+  }
+  std::string out;
+  for (const auto& m : seen) out += (out.empty() ? "" : ", ") + m;
+  return seen.size() == 1 ? out : "[" + out + "]";
+}
+
+std::string SecretSourceKey(const hive::SecretMapping& mapping, const std::string& set_namespace) {
+  if (mapping.source.ns.empty()) {
+    return set_namespace.empty() ? std::string() : set_namespace + "/" + mapping.source.name;
+  }
+  if (!set_namespace.empty() && mapping.source.ns != set_namespace) return {};
+  return mapping.source.ns + "/" + mapping.source.name;
+}
+
+std::set<std::string> ListedObjects(const PlanInput& input, RestMapper* mapper) {
+  return PlanObjects(input, mapper, /*with_bodies=*/false).listed;
 }
 
 std::set<std::string> ApiVersionsOf(const PlanInput& input) {
@@ -217,50 +355,80 @@ std::set<std::string> ApiVersionsOf(const PlanInput& input) {
   return out;
 }
 
-SetPlan PlanSet(const PlanInput& input, RestMapper& mapper) {
+SetPlan PlanSet(const PlanInput& input, RestMapper* mapper) {
   const hive::SyncSetCommonSpec& spec = *input.spec;
   SetPlan plan;
   plan.sync_mode = spec.resource_apply_mode == hive::ResourceApplyMode::kSync;
-  plan.steps = PlanObjects(input, mapper, /*with_bodies=*/true);
+  Objects objects = PlanObjects(input, mapper, /*with_bodies=*/true);
+  if (plan.sync_mode) plan.previously_tracked = input.previously_tracked;
+  if (!objects.decode_errors.empty()) {
+    // Nothing is applied, and nothing deleted: the set as written cannot be read whole.
+    plan.steps.push_back(Failed(AggregateMessage(objects.decode_errors), /*retryable=*/false));
+    for (const auto& ref : input.previously_tracked) plan.listed.insert(ObjectIdentity(ref));
+    return plan;
+  }
+  plan.steps = std::move(objects.steps);
+  if (plan.sync_mode) plan.listed = std::move(objects.listed);
   for (size_t i = 0; i < spec.patches.size(); ++i) {
     const hive::SyncObjectPatch& p = spec.patches[i];
+    const std::string index = std::to_string(i);
     ApplyStep step;
     step.op = Op::kPatch;
+    step.prefix = "failed to apply patch " + index + ": ";
     step.api_version = p.api_version;
     step.kind = p.kind;
     step.name = p.name;
-    step.ns = p.ns.empty() ? input.set_namespace : p.ns;
-    step.what = "patches[" + std::to_string(i) + "] " + Describe(p.kind, step.ns, p.name);
-    step.patch_type = KubePatchType(p.patch_type);
-    step.patch = p.patch;
+    step.ns = p.ns.empty() ? "default" : p.ns;  // kubectl's default context namespace
+    std::string text = p.patch;
     if (spec.enable_patch_templates && input.cd_labels != nullptr) {
       auto expanded = ExpandTemplate(p.patch, *input.cd_labels);
       if (!expanded.ok()) {
-        plan.steps.push_back(Failed(step.what, expanded.status()));
+        ApplyStep failed =
+            Failed("failed to parameterize patch " + index + ": " + expanded.status().message(),
+                   /*retryable=*/false);
+        failed.soft = true;  // Hive goes on with the next patch
+        plan.steps.push_back(std::move(failed));
         continue;
       }
-      step.patch = std::move(*expanded);
+      text = std::move(*expanded);
     }
+    if (p.patch_type == hive::PatchType::kInvalid) {
+      plan.steps.push_back(Failed(step.prefix + "invalid patch type: " + p.patch_type_text +
+                                      ". Valid patch types are 'strategic', 'merge' or 'json'",
+                                  /*retryable=*/false));
+      continue;
+    }
+    if (text.empty()) {
+      plan.steps.push_back(Failed(step.prefix + "must specify -p to patch", /*retryable=*/false));
+      continue;
+    }
+    // kubectl patch reads the body as YAML (JSON is YAML).
+    Result<Json> body = YamlToJson(text);
+    if (!body.ok()) {
+      plan.steps.push_back(
+          Failed(step.prefix + "unable to parse \"" + text + "\": " + body.status().message(),
+                 /*retryable=*/false));
+      continue;
+    }
+    step.patch_type = KubePatchType(p.patch_type);
+    step.patch = body->dump();
     MapStep(step, mapper);
     plan.steps.push_back(std::move(step));
   }
   if (plan.sync_mode) {
-    plan.previously_tracked = input.previously_tracked;
     std::set<std::string> keep = input.listed_elsewhere ? *input.listed_elsewhere : std::set<std::string>{};
-    for (const ApplyStep& step : plan.steps) {
-      if (step.track) keep.insert(ObjectIdentity(RefOf(step)));
-    }
-    AddDeletions(input.previously_tracked, keep, mapper, plan.steps);
+    keep.insert(plan.listed.begin(), plan.listed.end());
+    plan.deletions = Deletions(input.previously_tracked, keep, mapper);
   }
   return plan;
 }
 
 SetPlan PlanRemoval(const std::vector<hive::SyncResourceReference>& tracked,
-                    const std::set<std::string>& listed_elsewhere, RestMapper& mapper) {
+                    const std::set<std::string>& listed_elsewhere, RestMapper* mapper) {
   SetPlan plan;
   plan.sync_mode = true;
   plan.previously_tracked = tracked;
-  AddDeletions(tracked, listed_elsewhere, mapper, plan.steps);
+  plan.deletions = Deletions(tracked, listed_elsewhere, mapper);
   return plan;
 }
 
@@ -270,14 +438,26 @@ std::shared_ptr<SetRun> SetRun::Create(const TargetSession& session, SetPlan pla
 
 void SetRun::Start() { RunStep(); }
 
+ApplyStep& SetRun::Current() {
+  return index_ < plan_.steps.size() ? plan_.steps[index_]
+                                     : plan_.deletions[index_ - plan_.steps.size()];
+}
+
 void SetRun::RunStep() {
-  if (index_ >= plan_.steps.size()) {
+  if (index_ < plan_.steps.size() && stopped_) index_ = plan_.steps.size();  // on to the deletions
+  if (fenced_ || index_ >= plan_.steps.size() + plan_.deletions.size()) {
     Finish();
     return;
   }
-  ApplyStep& step = plan_.steps[index_];
+  ApplyStep& step = Current();
   if (step.op == Op::kFail) {
-    StepDone(step.failure, false);
+    if (!step.cause.ok()) {
+      StepDone(Status(step.cause.code(), step.failure).WithRetryAfter(step.cause.retry_after()),
+               false);
+    } else {
+      StepDone(Status(step.retryable ? Code::kNotFound : Code::kInvalidArgument, step.failure),
+               false);
+    }
     return;
   }
   if (session_.clock->Now() >= session_.deadline) {
@@ -286,12 +466,22 @@ void SetRun::RunStep() {
   }
   if (session_.fence) {
     if (Status owned = session_.fence(); !owned.ok()) {
-      Stop(owned);
+      fenced_ = true;
+      Fail(owned);
+      Finish();
       return;
     }
   }
+  if (session_.fake) {  // a fake cluster: everything succeeds, nothing is sent
+    StepDone(Status::Ok(), step.op != Op::kDelete);
+    return;
+  }
   if (!step.resource) {
     Resolve(step);
+    return;
+  }
+  if (std::string placement = PlacementError(step); !placement.empty()) {
+    StepDone(InvalidArgument(placement), false);
     return;
   }
   Send(step);
@@ -300,35 +490,77 @@ void SetRun::RunStep() {
 // A kind unknown when planned: rediscover off the transport's thread, then go on.
 void SetRun::Resolve(ApplyStep& step) {
   std::thread([self = shared_from_this(), &step] {
-    auto mapped = self->session_.mapper->Map(step.api_version, step.kind);
+    auto mapped = MapKind(*self->session_.mapper, step);
     if (!mapped.ok()) {
-      self->StepDone(mapped.status(), false);
+      Status why = mapped.status();
+      if (why.code() == Code::kNotFound && step.op != Op::kDelete) {
+        // kubectl patch names the kind as its resource builder was given it.
+        why = NotFound(step.op == Op::kPatch
+                           ? "the server doesn't have a resource type \"" + step.kind + "\""
+                           : UnknownKindMessage(step));
+      }
+      if (step.op == Op::kDelete && why.code() == Code::kNotFound)
+        why = Status::Ok();  // kind gone: deleted
+      self->StepDone(why, false);
       return;
     }
     step.resource = *mapped;
     Place(step);
+    if (std::string placement = PlacementError(step); !placement.empty()) {
+      self->StepDone(InvalidArgument(placement), false);
+      return;
+    }
     self->Send(step);
   }).detach();
 }
 
 void SetRun::Send(ApplyStep& step) {
   auto self = shared_from_this();
-  // Every request holds a limiter slot from start to completion.
-  auto finish = [self](const Status& status, bool wrote) {
+  // Every request holds a limiter slot from start to completion (follow-up requests of one step
+  // reuse it).
+  auto finish = [self, &step](const Status& status, bool wrote) {
     self->session_.limiter->Release(self->session_.cluster);
     double seconds = std::chrono::duration<double>(self->session_.clock->Now() - self->step_sent_).count();
     self->result_.serial_seconds += seconds;
     if (self->session_.observe) self->session_.observe(status.ok(), seconds);
     self->StepDone(status, wrote);
   };
-  const kube::ObjectRef ref = kube::Object(*step.resource, step.ns, step.name);
+  const kube::ObjectRef ref =
+      kube::Object(*step.resource, step.resource->namespaced ? step.ns : "", step.name);
   kube::ClientImpl& client = *session_.client;
   std::function<void()> start;
   switch (step.op) {
     case Op::kApply:
-      start = [&client, ref, &step, finish, fm = session_.field_manager] {
-        client.ApplyAsync(ref, step.object, {fm, /*force=*/true},
-                          [finish](Result<Json> r) { finish(r.status(), true); });
+      start = [self, &client, ref, &step, finish] {
+        const kube::ApplyOptions options{self->session_.field_manager, /*force=*/true};
+        client.ApplyAsync(
+            ref, step.object, options,
+            [self, &client, ref, &step, finish, options](Result<Json> r) {
+              if (!r.ok()) {
+                finish(r.status(), true);
+                return;
+              }
+              // Fields a client-side applier (Hive) set are handed to us, then the object applied
+              // again: what the set no longer holds goes, as it would have under Hive.
+              auto patch = TakeOverPatch(*r, self->session_.field_manager,
+                                         self->session_.take_over_managers);
+              if (!patch) {
+                finish(Status::Ok(), true);
+                return;
+              }
+              client.PatchAsync(
+                  ref, kube::PatchType::kJson, std::move(*patch),
+                  [&client, ref, &step, finish, options](Result<Json> p) {
+                    if (!p.ok()) {
+                      finish(p.status().Annotate("taking over the fields of the client-side apply"),
+                             true);
+                      return;
+                    }
+                    client.ApplyAsync(ref, step.object, options, [finish](Result<Json> again) {
+                      finish(again.status(), true);
+                    });
+                  });
+            });
       };
       break;
     case Op::kCreateOnly:
@@ -343,16 +575,25 @@ void SetRun::Send(ApplyStep& step) {
       };
       break;
     case Op::kCreateOrUpdate:
-      start = [self, &client, ref, &step, finish] {
-        client.CreateAsync(kube::Collection(ref.resource, ref.ns), step.object,
-                           [self, &client, ref, &step, finish](Result<Json> r) {
-          if (r.ok() || r.status().code() != Code::kAlreadyExists) {
-            finish(r.status(), true);
+      start = [&client, ref, &step, finish] {
+        client.GetAsync(ref, [&client, ref, &step, finish](Result<Json> current) {
+          if (!current.ok() && current.status().code() == Code::kNotFound) {
+            client.CreateAsync(kube::Collection(ref.resource, ref.ns), step.object,
+                               [finish](Result<Json> r) { finish(r.status(), true); });
             return;
           }
-          // Present: update exactly the fields we set (a merge patch leaves the rest alone).
-          // The second request reuses the slot the create held.
-          client.PatchAsync(ref, kube::PatchType::kMerge, step.object.dump(),
+          if (!current.ok()) {
+            finish(current.status(), false);
+            return;
+          }
+          std::string patch = UpdatePatch(step.object, *current);
+          if (patch == "{}") {
+            finish(Status::Ok(), false);  // unchanged
+            return;
+          }
+          auto type = BuiltinGroup(ref.resource.group) ? kube::PatchType::kStrategicMerge
+                                                       : kube::PatchType::kMerge;
+          client.PatchAsync(ref, type, std::move(patch),
                             [finish](Result<Json> p) { finish(p.status(), true); });
         });
       };
@@ -384,58 +625,76 @@ void SetRun::Send(ApplyStep& step) {
 }
 
 void SetRun::StepDone(const Status& status, bool wrote) {
-  ApplyStep& step = plan_.steps[index_];
+  ApplyStep& step = Current();
   ++index_;
-  if (step.deletion) {
+  if (step.op == Op::kDelete || (step.op == Op::kFail && index_ > plan_.steps.size())) {
     if (!status.ok()) {
-      undeleted_.push_back(RefOf(step));
-      Fail(status.Annotate(step.what));
+      undeleted_.insert(IdentityOf(step));
+      std::string why = step.op == Op::kFail ? status.message()
+                                             : "could not delete resource: " + status.message();
+      delete_failures_.push_back(DeleteMessage(step, why));
+      Fail(status);
     }
     RunStep();   // every deletion runs
     return;
   }
   if (!status.ok()) {
-    Stop(status.Annotate(step.what));
+    if (step.op == Op::kFail && step.soft) {
+      soft_failures_.push_back(step.failure);
+      Fail(status);
+    } else {
+      apply_failure_ = step.op == Op::kFail ? step.failure : step.prefix + status.message();
+      if (step.op == Op::kApply && status.code() == Code::kNotFound &&
+          status.message().rfind("namespaces \"", 0) == 0) {
+        // kubectl apply found no object, created it, and the namespace was missing.
+        apply_failure_ = step.prefix + "error when creating \"object\": " + status.message();
+      }
+      stopped_ = true;
+      Fail(status);
+    }
+    RunStep();
     return;
   }
   if (wrote) ++result_.applies;
-  if (step.track) done_tracked_.push_back(RefOf(step));
+  if (step.track) applied_.push_back(RefOf(step));
   RunStep();
-}
-
-void SetRun::Stop(const Status& status) {
-  Fail(status);
-  result_.tracked = plan_.previously_tracked;
-  for (auto& ref : done_tracked_) result_.tracked.push_back(std::move(ref));
-  done_tracked_.clear();
-  undeleted_.clear();   // still in the previous list
-  index_ = plan_.steps.size();
-  Finish();
 }
 
 void SetRun::Fail(const Status& status) {
   if (result_.success) {
     result_.success = false;
-    result_.transient = IsTransient(status.code());
-    result_.failure = status.message();
+    result_.transient = SelfHealing(status);
   } else {
-    result_.transient = result_.transient && IsTransient(status.code());
+    result_.transient = result_.transient && SelfHealing(status);
   }
   result_.retry_after = std::max(result_.retry_after, status.retry_after());
 }
 
 void SetRun::Finish() {
   if (!done_) return;
-  if (plan_.sync_mode) {
-    if (result_.tracked.empty()) result_.tracked = std::move(done_tracked_);
-    for (auto& ref : undeleted_) result_.tracked.push_back(std::move(ref));
-    // One entry per object identity.
-    std::set<std::string> seen;
-    std::vector<hive::SyncResourceReference> unique;
-    for (auto& ref : result_.tracked) {
-      if (seen.insert(ObjectIdentity(ref)).second) unique.push_back(std::move(ref));
+  if (fenced_) {
+    // Nothing more may be written: report what happened so far; the caller gives the cluster up.
+    result_.failure =
+        apply_failure_.empty() ? "the cluster is owned by another consumer now" : apply_failure_;
+  } else {
+    std::string failure = apply_failure_;
+    if (failure.empty() && !soft_failures_.empty()) failure = AggregateMessage(soft_failures_);
+    if (!delete_failures_.empty()) {
+      failure += (failure.empty() ? "" : "\n") + AggregateMessage(delete_failures_);
     }
-    result_.tracked = std::move(unique);
+    result_.failure = std::move(failure);
+  }
+  if (plan_.sync_mode) {
+    // Hive's remaining resources: what the set still lists, and what could not be deleted, in
+    // the order they were tracked.
+    std::vector<hive::SyncResourceReference> remaining;
+    for (const auto& ref : plan_.previously_tracked) {
+      std::string id = ObjectIdentity(ref);
+      bool listed = plan_.listed.count(id) > 0 || plan_.listed.count(ObjectIdentity(ref, true)) > 0;
+      bool undeleted = undeleted_.count(id) > 0 || undeleted_.count(ObjectIdentity(ref, true)) > 0;
+      if (listed || undeleted) remaining.push_back(ref);
+    }
+    result_.tracked = MergeResources(std::move(applied_), remaining);
   }
   Done done = std::move(done_);
   done_ = nullptr;

@@ -88,10 +88,13 @@ Result<SyncSetCommonSpec> ParseCommonSpec(const Json& spec) {
 
   std::string behavior;
   SYNCBUS_RETURN_IF_ERROR(ReadString(spec, "applyBehavior", "spec", behavior));
-  if (behavior.empty() || behavior == "Apply") out.apply_behavior = ApplyBehavior::kApply;
-  else if (behavior == "CreateOnly") out.apply_behavior = ApplyBehavior::kCreateOnly;
-  else if (behavior == "CreateOrUpdate") out.apply_behavior = ApplyBehavior::kCreateOrUpdate;
-  else return InvalidArgument("spec.applyBehavior: unsupported value \"" + behavior + "\"");
+  if (behavior == "CreateOnly") {
+    out.apply_behavior = ApplyBehavior::kCreateOnly;
+  } else if (behavior == "CreateOrUpdate") {
+    out.apply_behavior = ApplyBehavior::kCreateOrUpdate;
+  } else {
+    out.apply_behavior = ApplyBehavior::kApply;  // "", "Apply", and what Hive does not know
+  }
 
   auto patches = ReadArray(spec, "patches", "spec");
   SYNCBUS_RETURN_IF_ERROR(patches);
@@ -107,10 +110,16 @@ Result<SyncSetCommonSpec> ParseCommonSpec(const Json& spec) {
     SYNCBUS_RETURN_IF_ERROR(ReadString(p, "namespace", path, patch.ns));
     SYNCBUS_RETURN_IF_ERROR(ReadString(p, "patch", path, patch.patch));
     SYNCBUS_RETURN_IF_ERROR(ReadString(p, "patchType", path, type));
-    if (type.empty() || type == "strategic") patch.patch_type = PatchType::kStrategic;
-    else if (type == "merge") patch.patch_type = PatchType::kMerge;
-    else if (type == "json") patch.patch_type = PatchType::kJson;
-    else return InvalidArgument(path + ".patchType: unsupported value \"" + type + "\"");
+    patch.patch_type_text = type;
+    if (type.empty() || type == "strategic") {
+      patch.patch_type = PatchType::kStrategic;
+    } else if (type == "merge") {
+      patch.patch_type = PatchType::kMerge;
+    } else if (type == "json") {
+      patch.patch_type = PatchType::kJson;
+    } else {
+      patch.patch_type = PatchType::kInvalid;  // that patch fails when the set reaches it
+    }
     out.patches.push_back(std::move(patch));
   }
 
@@ -290,6 +299,10 @@ bool ClusterDeployment::reconcile_paused() const {
 
 bool ClusterDeployment::relocating() const {
   return meta.annotations.count(kRelocateAnnotation) > 0;
+}
+
+bool ClusterDeployment::fake() const {
+  return TrueAnnotation(meta.annotations, kFakeClusterAnnotation);
 }
 
 bool ClusterDeployment::unreachable() const {

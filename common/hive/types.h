@@ -20,6 +20,7 @@ inline constexpr char kHiveInternalApiVersion[] = "hiveinternal.openshift.io/v1a
 inline constexpr char kSyncSetPauseAnnotation[] = "hive.openshift.io/syncset-pause";
 inline constexpr char kReconcilePauseAnnotation[] = "hive.openshift.io/reconcile-pause";
 inline constexpr char kRelocateAnnotation[] = "hive.openshift.io/relocate";
+inline constexpr char kFakeClusterAnnotation[] = "hive.openshift.io/fake-cluster";
 inline constexpr char kManagedLabel[] = "hive.openshift.io/managed";
 
 // Go's strconv.ParseBool, as Hive reads its boolean annotations: "1", "t", "T", "TRUE", "true",
@@ -42,12 +43,16 @@ struct ObjectMeta {
 };
 
 enum class ResourceApplyMode { kUpsert, kSync };          // anything but "Sync" is Upsert
-enum class ApplyBehavior { kApply, kCreateOnly, kCreateOrUpdate };  // "" is Apply
-enum class PatchType { kStrategic, kMerge, kJson };       // "" is strategic
+// "" and any value Hive does not know are Apply (Hive's switch falls through to Apply).
+enum class ApplyBehavior { kApply, kCreateOnly, kCreateOrUpdate };
+// "" is strategic. An unknown value is kept (kInvalid, its text in patch_type_text): that patch
+// fails when the set reaches it, as in Hive, instead of making the whole set unreadable.
+enum class PatchType { kStrategic, kMerge, kJson, kInvalid };
 
 struct SyncObjectPatch {
   std::string api_version, kind, name, ns, patch;
   PatchType patch_type = PatchType::kStrategic;
+  std::string patch_type_text;  // as written
 };
 
 struct SecretReference {
@@ -119,6 +124,8 @@ struct ClusterDeployment {
   bool reconcile_paused() const;
   // hive.openshift.io/relocate is present (whatever its value).
   bool relocating() const;
+  // hive.openshift.io/fake-cluster is a true Go boolean: no target traffic, every set succeeds.
+  bool fake() const;
   // Hive's remoteclient.Unreachable: the Unreachable condition is True, Unknown or absent.
   bool unreachable() const;
   // Why syncing is skipped (upstream's rules and order), or empty when the cluster is eligible:

@@ -125,7 +125,8 @@ struct ApplyFixture {
   std::unique_ptr<ClusterSyncer> syncer;
 };
 
-inline Json ConfigMap(const std::string& name, Json data, const std::string& ns = "") {
+// A ConfigMap in `ns` ("": none, which Hive's kubectl refuses for a namespaced kind).
+inline Json ConfigMap(const std::string& name, Json data, const std::string& ns = "default") {
   Json cm = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", name}}}, {"data", data}};
   if (!ns.empty()) cm["metadata"]["namespace"] = ns;
   return cm;

@@ -18,7 +18,7 @@ kube::ObjectRef LeaseOf(const std::string& ns, const std::string& name) {
 
 struct Pool {
   FakeClock clock;
-  testing::FakeObjectStore hub;
+  syncbus::testing::FakeObjectStore hub;
   prometheus::Registry registry;
   ClusterLeases a{Options("consumer-a"), hub, clock, registry};
   ClusterLeases b{Options("consumer-b"), hub, clock, registry};
@@ -125,7 +125,7 @@ namespace {
 // Two consumers, each with its own mirror that the test feeds as their watches would.
 struct MirroredPool {
   FakeClock clock;
-  testing::FakeObjectStore hub;
+  syncbus::testing::FakeObjectStore hub;
   prometheus::Registry registry;
   HubMirror mirror_a, mirror_b;
   ClusterLeases a{Pool::Options("consumer-a"), hub, clock, registry, &mirror_a};

@@ -110,7 +110,7 @@ struct Harness {
   amqp::FakeBroker broker{clock};
   amqp::FakeSession publisher{broker, "publisher"};
   amqp::FakeSession session{broker, "consumer"};
-  testing::FakeObjectStore hub;
+  syncbus::testing::FakeObjectStore hub;
   prometheus::Registry registry;
   std::unique_ptr<ClusterLeases> leases;
   Script script;

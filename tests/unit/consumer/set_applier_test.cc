@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "common/base64.h"
+#include "tests/support/hive_objects.h"
 #include "tests/unit/consumer/apply_test_fixture.h"
 
 using namespace syncbus;
@@ -96,7 +97,12 @@ TEST_CASE("order: resources, then secretMappings, then patches, a failure stops 
     CHECK_FALSE(f.ConfigMapOnTarget("a")["data"].contains("patched"));
     Json e = f.Entry("s");
     CHECK(e["result"] == "Failure");
-    CHECK(e["failureMessage"].get<std::string>().find("resources[1]") != std::string::npos);
+    CHECK(e["failureMessage"].get<std::string>().rfind(
+              "failed to apply resource 1: could not get info from passed resource: resource "
+              "mapping not found for "
+              "name: \"x\" namespace: \"\" from \"object\": no matches for kind \"Nope\" in "
+              "version \"example.com/v1\"",
+              0) == 0);
     Json cond = f.ClusterSync()["status"]["conditions"][0];
     CHECK(cond["type"] == "Failed");
     CHECK(cond["status"] == "True");
@@ -108,7 +114,7 @@ TEST_CASE("order: resources, then secretMappings, then patches, a failure stops 
                                                         {"targetRef", {{"name", "copy"}, {"namespace", "default"}}}}})}});
     SyncOutcome out = f.Sync();
     CHECK(out.failed_sets.size() == 1);
-    CHECK(f.Entry("s")["failureMessage"].get<std::string>().find("secretMappings[0]") != std::string::npos);
+    CHECK(f.Entry("s")["failureMessage"] == "failed to read secret 0: Secret \"absent\" not found");
   }
 }
 
@@ -122,6 +128,24 @@ TEST_CASE("applyBehavior CreateOnly creates absent objects and leaves present on
   CHECK(f.ConfigMapOnTarget("present")["data"]["k"] == "theirs");
   CHECK(f.ConfigMapOnTarget("absent")["data"]["k"] == "ours");
   CHECK(f.ConfigMapOnTarget("absent")["metadata"]["labels"]["hive.openshift.io/managed"] == "true");
+}
+
+TEST_CASE("applyBehavior CreateOnly: an object with generateName and no name is created every time") {
+  ApplyFixture f;
+  Json generated = ConfigMap("", {{"k", "v"}});
+  generated["metadata"].erase("name");
+  generated["metadata"]["generateName"] = "gen-";
+  f.PutSyncSet("s", {{"applyBehavior", "CreateOnly"}, {"resources", Json::array({generated})}});
+  auto generated_count = [&] {
+    Json list = Json::parse(f.target().Call("GET", "/api/v1/namespaces/default/configmaps").body);
+    int n = 0;
+    for (const Json& cm : list["items"]) n += cm["metadata"]["name"].get<std::string>().rfind("gen-", 0) == 0;
+    return n;
+  };
+  CHECK(f.Sync().failed_sets.empty());
+  CHECK(generated_count() == 1);
+  CHECK(f.Sync(/*full_reapply=*/true).failed_sets.empty());
+  CHECK(generated_count() == 2);   // as Hive's kubectl create does
 }
 
 TEST_CASE("applyBehavior CreateOrUpdate updates our fields and keeps fields we do not set") {
@@ -139,20 +163,31 @@ TEST_CASE("applyBehavior CreateOrUpdate updates our fields and keeps fields we d
   CHECK(f.ConfigMapOnTarget("absent")["data"]["k"] == "new");
 }
 
-TEST_CASE("patches: strategic, merge and json, namespace defaulting to the SyncSet's") {
+TEST_CASE(
+    "patches: strategic, merge and json (YAML too), namespace defaulting to default as kubectl's") {
   ApplyFixture f;
   f.PutTarget("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kCluster}}}});
-  f.PutTarget(std::string("/api/v1/namespaces/") + kCluster + "/configmaps", ConfigMap("p", {{"a", "1"}}, kCluster));
-  f.PutSyncSet("s", {{"patches", Json::array({
-      {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "p"}, {"patch", R"({"data":{"s":"strategic"}})"}},
-      {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "p"}, {"patchType", "merge"},
-       {"patch", R"({"data":{"m":"merge"}})"}},
-      {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "p"}, {"patchType", "json"},
-       {"patch", R"([{"op":"add","path":"/data/j","value":"json"}])"}}})}});
+  f.PutTarget("/api/v1/namespaces/default/configmaps", ConfigMap("p", {{"a", "1"}}));
+  f.PutSyncSet("s",
+               {{"patches",
+                 Json::array({{{"apiVersion", "v1"},
+                               {"kind", "ConfigMap"},
+                               {"name", "p"},
+                               {"patch", R"({"data":{"s":"strategic"}})"}},
+                              {{"apiVersion", "v1"},
+                               {"kind", "ConfigMap"},
+                               {"name", "p"},
+                               {"patchType", "merge"},
+                               {"patch", "data:\n  m: merge\n"}},
+                              {{"apiVersion", "v1"},
+                               {"kind", "ConfigMap"},
+                               {"name", "p"},
+                               {"patchType", "json"},
+                               {"patch", R"([{"op":"add","path":"/data/j","value":"json"}])"}}})}});
   SyncOutcome out = f.Sync();
   CHECK(out.failed_sets.empty());
   CHECK(out.applies == 3);
-  Json p = f.ConfigMapOnTarget("p", kCluster);
+  Json p = f.ConfigMapOnTarget("p");
   CHECK(p["data"]["a"] == "1");
   CHECK(p["data"]["s"] == "strategic");
   CHECK(p["data"]["m"] == "merge");
@@ -162,6 +197,19 @@ TEST_CASE("patches: strategic, merge and json, namespace defaulting to the SyncS
     f.PutSyncSet("s", {{"patches", Json::array({{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "nope"},
                                                  {"patchType", "merge"}, {"patch", "{}"}}})}});
     CHECK(f.Sync().failed_sets.size() == 1);
+    CHECK(f.Entry("s")["failureMessage"] ==
+          "failed to apply patch 0: configmaps \"nope\" not found");
+  }
+  SUBCASE("an unknown patchType fails that patch, not the whole set's reading") {
+    f.PutSyncSet("s", {{"patches", Json::array({{{"apiVersion", "v1"},
+                                                 {"kind", "ConfigMap"},
+                                                 {"name", "p"},
+                                                 {"patchType", "bogus"},
+                                                 {"patch", "{}"}}})}});
+    CHECK(f.Sync().failed_sets.size() == 1);
+    CHECK(f.Entry("s")["failureMessage"] ==
+          "failed to apply patch 0: invalid patch type: bogus. Valid patch types are 'strategic', "
+          "'merge' or 'json'");
   }
 }
 
@@ -260,19 +308,58 @@ TEST_CASE("templates: fromCDLabel in resources and patches when enabled") {
                        {"resources", Json::array({ConfigMap("t", {{"x", R"({{ env "HOME" }})"}})})}});
     CHECK(f.Sync().failed_sets.size() == 1);
   }
+  SUBCASE("a patch template that fails is noted, the next patch still applied (Hive's applySyncSet)") {
+    Json bad = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "p"}, {"namespace", "default"},
+                {"patchType", "merge"}, {"patch", R"({"data":{"x":"{{ env "HOME" }}"}})"}};
+    Json good = bad;
+    good["patch"] = R"({"data":{"after":"applied"}})";
+    f.PutSyncSet("s", {{"enablePatchTemplates", true}, {"patches", Json::array({bad, good})}});
+    CHECK(f.Sync().failed_sets == std::vector<std::string>{"s"});
+    CHECK(f.ConfigMapOnTarget("p")["data"]["after"] == "applied");
+    CHECK(f.Entry("s")["failureMessage"].get<std::string>().rfind("failed to parameterize patch 0: ", 0) == 0);
+  }
+}
+
+TEST_CASE("Sync mode: a tracked object of a kind the cluster no longer serves counts as deleted") {
+  // Hive's Delete fails on the mapping for ever (the set stays Failed); the object went with its
+  // CRD.
+  ApplyFixture f;
+  Json crd = syncbus::testing::OpenCrd("example.com", "Gadget", "gadgets");
+  f.PutTarget("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd);
+  Json gadget = {{"apiVersion", "example.com/v1"},
+                 {"kind", "Gadget"},
+                 {"metadata", {{"name", "g"}, {"namespace", "default"}}}};
+  f.PutSyncSet("s", {{"resourceApplyMode", "Sync"},
+                     {"resources", Json::array({gadget, ConfigMap("a", {{"k", "v"}})})}});
+  REQUIRE(f.Sync().failed_sets.empty());
+  REQUIRE(f.Entry("s")["resourcesToDelete"].size() == 2);
+  REQUIRE(f.target()
+              .Call("DELETE",
+                    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.com")
+              .status == 200);
+  SUBCASE("dropped from the set") {
+    f.PutSyncSet("s", {{"resourceApplyMode", "Sync"},
+                       {"resources", Json::array({ConfigMap("a", {{"k", "v"}})})}});
+    SyncOutcome out = f.Sync();
+    CHECK_MESSAGE(out.failed_sets.empty(), f.Entry("s").dump());
+    CHECK(f.Entry("s")["result"] == "Success");
+    CHECK(f.Entry("s")["resourcesToDelete"] == Json::array({{{"apiVersion", "v1"},
+                                                             {"kind", "ConfigMap"},
+                                                             {"name", "a"},
+                                                             {"namespace", "default"}}}));
+  }
+  SUBCASE("the set deleted") {
+    f.DeleteSyncSet("s");
+    SyncOutcome out = f.Sync();
+    CHECK(out.failed_sets.empty());
+    CHECK(f.Entry("s").is_null());
+    CHECK(f.ConfigMapOnTarget("a").is_null());
+  }
 }
 
 TEST_CASE("discovery: cluster-scoped kinds carry no namespace, a kind installed by an earlier resource is found") {
   ApplyFixture f;
-  Json crd = {{"apiVersion", "apiextensions.k8s.io/v1"},
-              {"kind", "CustomResourceDefinition"},
-              {"metadata", {{"name", "widgets.example.com"}}},
-              {"spec", {{"group", "example.com"},
-                        {"scope", "Namespaced"},
-                        {"names", {{"plural", "widgets"}, {"singular", "widget"}, {"kind", "Widget"}, {"listKind", "WidgetList"}}},
-                        {"versions", Json::array({{{"name", "v1"}, {"served", true}, {"storage", true},
-                                                   {"schema", {{"openAPIV3Schema", {{"type", "object"},
-                                                       {"x-kubernetes-preserve-unknown-fields", true}}}}}}})}}}};
+  Json crd = syncbus::testing::OpenCrd("example.com", "Widget", "widgets");
   f.PutSyncSet("s", {{"resources", Json::array({
       {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "team"}, {"namespace", "ignored"}}}},
       crd,
@@ -413,4 +500,134 @@ TEST_CASE("kubeconfig Secret: a ClusterDeployment that names another one is foll
   REQUIRE_FALSE(out.ok());
   CHECK(out.status().code() == Code::kInvalidArgument);
   CHECK(out.status().message().find("adminKubeconfigSecretRef") != std::string::npos);
+}
+
+TEST_CASE("a set that does not decode deletes nothing, and its tracking stays") {
+  hive::SyncSetCommonSpec spec;
+  spec.resource_apply_mode = hive::ResourceApplyMode::kSync;
+  spec.resources.emplace_back(ConfigMap("kept", {{"k", "v"}}));
+  spec.resources.emplace_back(Json{{"apiVersion", "v1"}, {"metadata", {{"name", "no-kind"}}}});
+  PlanInput in;
+  in.spec = &spec;
+  in.previously_tracked = {{"v1", "ConfigMap", "dropped", "default"},
+                           {"v1", "ConfigMap", "kept", "default"}};
+  SetPlan plan = PlanSet(in, nullptr);
+  REQUIRE(plan.steps.size() == 1);
+  CHECK(plan.steps[0].failure.rfind(
+            "failed to decode resource 1: error unmarshaling JSON: while decoding JSON: "
+            "Object 'Kind' is missing in '",
+            0) == 0);
+  CHECK(plan.deletions
+            .empty());  // Hive would delete "dropped": the undecodable resource is not "in the set"
+  CHECK(plan.listed.size() == 2);  // so both stay tracked
+}
+
+TEST_CASE("secretMappings: Hive's namespace rules are checked before anything is read") {
+  hive::SecretMapping same{{"s", ""}, {"t", "n"}}, own{{"s", "ns"}, {"t", "n"}},
+      other{{"s", "elsewhere"}, {"t", "n"}};
+  CHECK(SecretSourceKey(same, "ns") == "ns/s");
+  CHECK(SecretSourceKey(own, "ns") == "ns/s");
+  CHECK(SecretSourceKey(other, "ns").empty());  // a SyncSet may not read another namespace
+  CHECK(SecretSourceKey(same, "").empty());     // a SelectorSyncSet must name the namespace
+  CHECK(SecretSourceKey(other, "") == "elsewhere/s");
+}
+
+TEST_CASE("secretMappings: the whole Secret is copied, type, data and immutable, under new metadata") {
+  ApplyFixture f;
+  f.PutHub(std::string("/api/v1/namespaces/") + kCluster + "/secrets",
+           {{"apiVersion", "v1"},
+            {"kind", "Secret"},
+            {"metadata", {{"name", "src"}, {"labels", {{"team", "a"}}}, {"annotations", {{"note", "n"}}}}},
+            {"type", "kubernetes.io/dockerconfigjson"},
+            {"immutable", true},
+            {"data", {{".dockerconfigjson", "e30="}}}});
+  f.PutSyncSet("s", {{"secretMappings", Json::array({{{"sourceRef", {{"name", "src"}}},
+                                                      {"targetRef", {{"name", "copy"}, {"namespace", "default"}}}}})}});
+  CHECK(f.Sync().failed_sets.empty());
+  Json copy = f.TargetGet("/api/v1/namespaces/default/secrets/copy");
+  REQUIRE_FALSE(copy.is_null());
+  CHECK(copy["type"] == "kubernetes.io/dockerconfigjson");
+  CHECK(copy["immutable"] == true);
+  CHECK(copy["data"] == Json({{".dockerconfigjson", "e30="}}));
+  CHECK(copy["metadata"]["labels"] == Json({{"team", "a"}, {"hive.openshift.io/managed", "true"}}));
+  CHECK(copy["metadata"]["annotations"]["note"] == "n");
+}
+
+TEST_CASE("Go's aggregate error text and Hive's mergeResources") {
+  CHECK(AggregateMessage({"a"}) == "a");
+  CHECK(AggregateMessage({"a", "b", "a"}) == "[a, b]");
+  CHECK(AggregateMessage({"a", "a"}) == "a");
+  std::vector<hive::SyncResourceReference> applied = {{"apps/v1", "Deployment", "d", "ns"}};
+  std::vector<hive::SyncResourceReference> left = {{"apps/v1beta1", "Deployment", "d", "ns"},
+                                                   {"v1", "ConfigMap", "c", "ns"}};
+  auto merged = MergeResources(applied, left);
+  REQUIRE(merged.size() == 2);  // the same object at another version counts once
+  CHECK(merged[0].api_version == "apps/v1");
+  CHECK(MergeResources({}, left).size() == 2);
+}
+
+TEST_CASE(
+    "Apply keeps kubectl's last-applied annotation, byte for byte as Hive's kubectl writes it") {
+  ApplyFixture f;
+  f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "<v&>"}})})}});
+  f.Sync();
+  Json a = f.ConfigMapOnTarget("a");
+  CHECK(a["metadata"]["annotations"][kLastAppliedAnnotation] ==
+        "{\"apiVersion\":\"v1\",\"data\":{\"k\":\"\\u003cv\\u0026\\u003e\"},\"kind\":\"ConfigMap\","
+        "\"metadata\":"
+        "{\"annotations\":{},\"labels\":{\"hive.openshift.io/"
+        "managed\":\"true\"},\"name\":\"a\",\"namespace\":\"default\"}}\n");
+}
+
+TEST_CASE(
+    "an object applied client-side is taken over: what the set dropped goes, other managers' "
+    "fields stay") {
+  ApplyFixture f;
+  // As Hive's kubectl left it (Update by its field manager, the annotation), plus a field another
+  // controller owns.
+  Json hive = ConfigMap("a", {{"kept", "1"}, {"dropped", "2"}});
+  hive["metadata"]["labels"] = {{"hive.openshift.io/managed", "true"}};
+  hive["metadata"]["annotations"] = {{kLastAppliedAnnotation, "{}"}};
+  REQUIRE(f.target()
+              .Call("POST", "/api/v1/namespaces/default/configmaps", hive, "application/json",
+                    "fieldManager=hive6-clustersync")
+              .status == 201);
+  REQUIRE(f.target()
+              .Call("PATCH", "/api/v1/namespaces/default/configmaps/a",
+                    Json{{"data", {{"theirs", "x"}}}}, "application/merge-patch+json",
+                    "fieldManager=other-controller")
+              .status == 200);
+  f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"kept", "1"}})})}});
+  SyncOutcome out = f.Sync();
+  CHECK(out.failed_sets.empty());
+  Json a = f.ConfigMapOnTarget("a");
+  CHECK(a["data"] == Json({{"kept", "1"}, {"theirs", "x"}}));
+  std::set<std::string> managers;
+  for (const auto& e : a["metadata"]["managedFields"])
+    managers.insert(e["manager"].get<std::string>());
+  CHECK(managers == std::set<std::string>{"syncbus", "other-controller"});
+}
+
+TEST_CASE(
+    "CreateOrUpdate: kubectl's three-way patch from the last-applied annotation, Kubernetes lists "
+    "merged by key") {
+  ApplyFixture f;
+  Json svc = {{"apiVersion", "v1"},
+              {"kind", "Service"},
+              {"metadata", {{"name", "svc"}, {"namespace", "default"}}},
+              {"spec", {{"ports", Json::array({{{"name", "a"}, {"port", 80}}})}}}};
+  f.PutTarget("/api/v1/namespaces/default/services", svc);
+  Json cm = ConfigMap("cm", {{"old", "1"}, {"theirs", "x"}});
+  cm["metadata"]["annotations"] = {{kLastAppliedAnnotation, R"({"data":{"old":"1"}})"}};
+  f.PutTarget("/api/v1/namespaces/default/configmaps", cm);
+  Json svc_set = svc;
+  svc_set["spec"]["ports"] = Json::array({{{"name", "b"}, {"port", 81}}});
+  f.PutSyncSet("s", {{"applyBehavior", "CreateOrUpdate"},
+                     {"resources", Json::array({svc_set, ConfigMap("cm", {{"new", "2"}})})}});
+  SyncOutcome out = f.Sync();
+  CHECK_MESSAGE(out.failed_sets.empty(), f.Entry("s").dump());
+  Json ports = f.TargetGet("/api/v1/namespaces/default/services/svc")["spec"]["ports"];
+  CHECK(ports.size() == 2);  // merged by port, as a strategic merge does
+  Json data = f.ConfigMapOnTarget("cm")["data"];
+  CHECK(data == Json({{"new", "2"}, {"theirs", "x"}}));  // "old" was in the last-applied annotation
 }

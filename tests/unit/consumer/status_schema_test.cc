@@ -102,10 +102,10 @@ TEST_CASE("status: a complex ClusterSync status validates against the upstream C
 }
 
 TEST_CASE("status: a complex status round-trips through the hub unchanged") {
-  testing::ApplyFixture f;
+  consumer::testing::ApplyFixture f;
   FakeClock clock;
   hive::ClusterSyncStatus status = ComplexStatus(clock);
-  const std::string ns = testing::kCluster;
+  const std::string ns = consumer::testing::kCluster;
   auto created = f.hub->Create(kube::Collection(kube::resources::kClusterSyncs, ns),
                                {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"},
                                 {"kind", "ClusterSync"},

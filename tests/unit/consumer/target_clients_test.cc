@@ -23,7 +23,7 @@ std::string Kubeconfig(const std::string& server) {
 TEST_CASE(
     "target clients: cached per cluster, rebuilt on a new kubeconfig, least recently used "
     "dropped") {
-  testing::ApplyFixture f;
+  consumer::testing::ApplyFixture f;
   TargetClients targets(f.transport, 0, /*capacity=*/2);
   auto a = targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a.example:6443"));
   REQUIRE(a.ok());
@@ -54,7 +54,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a kept client is trusted for its Secret until a sync fails or the Secret changes") {
-  testing::ApplyFixture f;
+  consumer::testing::ApplyFixture f;
   TargetClients targets(f.transport, 0);
   CHECK_FALSE(targets.Trusted("ns/a", "kubeconfig").has_value());   // never built
   auto a = targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a.example:6443"));
@@ -75,7 +75,7 @@ TEST_CASE("a kept client is trusted for its Secret until a sync fails or the Sec
 }
 
 TEST_CASE("a dropped cluster's trusted kubeconfig is kept: its client is rebuilt without the Secret") {
-  testing::ApplyFixture f;
+  consumer::testing::ApplyFixture f;
   TargetClients targets(f.transport, 0, /*capacity=*/1);
   auto a = targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a.example:6443"));
   REQUIRE(a.ok());
@@ -98,7 +98,7 @@ TEST_CASE("a dropped cluster's trusted kubeconfig is kept: its client is rebuilt
 }
 
 TEST_CASE("kept kubeconfigs are bounded: ten times the client capacity") {
-  testing::ApplyFixture f;
+  consumer::testing::ApplyFixture f;
   TargetClients targets(f.transport, 0, /*capacity=*/1);
   for (int i = 0; i < 15; ++i) {
     REQUIRE(targets.Get("ns/c" + std::to_string(i), "kubeconfig", Kubeconfig("https://c.example:6443")).ok());

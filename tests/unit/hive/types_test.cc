@@ -31,10 +31,15 @@ TEST_CASE("SyncSet modes and behaviours") {
   CHECK(ss->spec.resource_apply_mode == ResourceApplyMode::kSync);
   CHECK(ss->spec.apply_behavior == ApplyBehavior::kCreateOnly);
   CHECK(ss->spec.patches[0].patch_type == PatchType::kJson);
-  auto bad = SyncSet::FromJson(Json::parse(R"({"metadata":{"name":"s","namespace":"n"},
-    "spec":{"clusterDeploymentRefs":[],"applyBehavior":"Sometimes"}})"));
-  REQUIRE_FALSE(bad.ok());
-  CHECK(bad.status().message().find("spec.applyBehavior") != std::string::npos);
+  // Values Hive does not know are read as Hive reads them: Apply; a patch type that fails that
+  // patch.
+  auto odd = SyncSet::FromJson(Json::parse(R"({"metadata":{"name":"s","namespace":"n"},
+    "spec":{"clusterDeploymentRefs":[],"applyBehavior":"Sometimes",
+            "patches":[{"apiVersion":"v1","kind":"K","name":"x","patch":"{}","patchType":"bogus"}]}})"));
+  REQUIRE(odd.ok());
+  CHECK(odd->spec.apply_behavior == ApplyBehavior::kApply);
+  CHECK(odd->spec.patches[0].patch_type == PatchType::kInvalid);
+  CHECK(odd->spec.patches[0].patch_type_text == "bogus");
   auto wrong_type = SyncSet::FromJson(Json::parse(R"({"metadata":{"name":"s","namespace":"n"},
     "spec":{"clusterDeploymentRefs":"c1"}})"));
   REQUIRE_FALSE(wrong_type.ok());
@@ -68,6 +73,8 @@ TEST_CASE("ClusterDeployment skip rules") {
             .SkipReason() == "reconcile-paused");
   CHECK(parse(R"(,"annotations":{"hive.openshift.io/relocate":""})", installed, reachable)
             .SkipReason() == "relocating");
+  CHECK(parse(R"(,"annotations":{"hive.openshift.io/fake-cluster":"true"})", installed, reachable)
+            .fake());
   CHECK(
       parse(R"(,"deletionTimestamp":"2026-01-01T00:00:00Z")", installed, reachable).SkipReason() ==
       "deleting");
