@@ -76,7 +76,10 @@ struct HubMirrorConfig {
 
 struct ConsumerConfig {
   int prefetch = 20;
-  int parallel_sync_sets = 8;                       // sets of one cluster applied at once
+  // Sets of one cluster applied at once. They keep Hive's order (SyncSets, then SelectorSyncSets,
+  // each by name) wherever it could be seen: only sets of namespaced built-in objects with no
+  // object in common run side by side (consumer/set_applier.h: MustFollow). 1: strictly serial.
+  int parallel_sync_sets = 8;
   // Update-operation field managers of client-side apply whose fields syncbus takes over when it
   // applies an object (Hive's: mce-2.2 and older wrote as Go-http-client, newer as
   // hive6-clustersync; kubectl's own). A manager owning the last-applied annotation is one anyway.

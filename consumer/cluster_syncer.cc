@@ -80,33 +80,63 @@ std::vector<SetRunResult> ClusterSyncer::RunAll(const TargetSession& session, st
     std::condition_variable cv;
     std::vector<SetRunResult> results;
     std::vector<SetPlan> plans;
-    size_t next = 0, done = 0;
+    std::vector<std::vector<size_t>> waits_for;  // earlier plans each must follow
+    std::vector<bool> started, finished;
+    size_t running = 0, done = 0, limit = 1;
   };
   auto shared = std::make_shared<Shared>();
-  shared->results.resize(plans.size());
+  const size_t total = plans.size();
+  shared->results.resize(total);
+  shared->started.assign(total, false);
+  shared->finished.assign(total, false);
+  shared->limit = static_cast<size_t>(std::max(1, options_.parallel_sync_sets));
+  // Hive applies the sets one after the other; two run side by side only when the end state
+  // cannot tell (set_applier.h: MustFollow).
+  std::vector<SetFootprint> footprints;
+  footprints.reserve(total);
+  for (const SetPlan& p : plans) footprints.push_back(FootprintOf(p));
+  shared->waits_for.resize(total);
+  for (size_t i = 0; i < total; ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (MustFollow(footprints[j], footprints[i])) shared->waits_for[i].push_back(j);
+    }
+  }
   shared->plans = std::move(plans);
-  const size_t total = shared->plans.size();
-  // Starts the next plan; each finished run starts another, so at most `limit` are active.
-  std::function<void()> launch_next = [shared, &session, &launch_next, total] {
-    size_t idx;
+  // Starts every plan whose predecessors are done, in order, while fewer than `limit` run.
+  std::function<void()> launch = [shared, &session, &launch, total] {
+    std::vector<size_t> starting;
     {
       std::lock_guard lock(shared->mu);
-      if (shared->next >= total) return;
-      idx = shared->next++;
-    }
-    auto run = SetRun::Create(session, std::move(shared->plans[idx]), [shared, idx, &launch_next](SetRunResult r) {
-      shared->results[idx] = std::move(r);
-      launch_next();   // before counting this one done: RunAll (and launch_next) outlive it
-      {
-        std::lock_guard lock(shared->mu);
-        ++shared->done;
+      for (size_t i = 0; i < total && shared->running < shared->limit; ++i) {
+        if (shared->started[i]) continue;
+        const auto& deps = shared->waits_for[i];
+        if (!std::all_of(deps.begin(), deps.end(), [&](size_t j) { return shared->finished[j]; }))
+          continue;
+        shared->started[i] = true;
+        ++shared->running;
+        starting.push_back(i);
       }
-      shared->cv.notify_all();
-    });
-    run->Start();
+    }
+    for (size_t idx : starting) {
+      auto run = SetRun::Create(
+          session, std::move(shared->plans[idx]), [shared, idx, &launch](SetRunResult r) {
+            shared->results[idx] = std::move(r);
+            {
+              std::lock_guard lock(shared->mu);
+              shared->finished[idx] = true;
+              --shared->running;
+            }
+            launch();  // before counting this one done: RunAll (and launch) outlive it
+            {
+              std::lock_guard lock(shared->mu);
+              ++shared->done;
+            }
+            shared->cv.notify_all();
+          });
+      run->Start();
+    }
   };
-  size_t limit = static_cast<size_t>(std::max(1, options_.parallel_sync_sets));
-  for (size_t i = 0; i < std::min(limit, total); ++i) launch_next();
+  launch();
   std::unique_lock lock(shared->mu);
   shared->cv.wait(lock, [&] { return shared->done == total; });
   return std::move(shared->results);
@@ -270,7 +300,7 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
     return in;
   };
   // Discovery of every group-version the plans need runs while the source Secrets of the
-  // secretMappings are read fresh from the hub, all at once.
+  // secretMappings are read fresh from the hub, all at once: reads, which no one can see.
   std::set<std::string> api_versions;
   for (const SetWork& w : work) {
     if (w.needs_apply) api_versions.merge(ApiVersionsOf(plan_input(w)));
@@ -297,44 +327,28 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
     for (const SetWork& w : work) listed.merge(ListedObjects(plan_input(w), mapper));
   }
 
-  // The outcome of a set, or of a removed set's entry.
-  auto outcome_of = [&](SetKind kind, const std::string& name, bool removed) -> size_t {
-    auto it = std::find_if(outcomes.begin(), outcomes.end(), [&](const SetOutcome& o) {
-      return o.kind == kind && o.name == name && o.removed == removed;
-    });
-    return static_cast<size_t>(it - outcomes.begin());
-  };
-  const SteadyTime target_start = clock_.Now();
-  // Deletions first: the objects of sets no longer applicable.
-  if (any_delete) {
-    std::vector<SetPlan> plans;
-    std::vector<size_t> which;
-    for (const RemovedSet& r : plan.removed) {
-      if (r.entry.resources_to_delete.empty()) continue;
-      plans.push_back(PlanRemoval(r.entry.resources_to_delete, listed, mapper));
-      which.push_back(outcome_of(r.kind, r.entry.name, true));
-    }
-    std::vector<SetRunResult> results = RunAll(session, std::move(plans));
-    for (size_t k = 0; k < which.size(); ++k) {
-      SetOutcome& o = outcomes[which[k]];
-      o.applied = true;
-      o.success = results[k].success;
-      o.failure_message = results[k].failure;
-      o.resources_to_delete = std::move(results[k].tracked);
-      outcome.sets.push_back({KindName(o.kind), o.name, 0, 0, o.success, o.failure_message});
-      if (!o.success) RecordFailedSet(outcome, o.name, results[k]);
-    }
-  }
-
+  // The runs, in Hive's order (outcomes are in it already).
   std::vector<SetPlan> plans;
   std::vector<size_t> which;
-  for (size_t i = 0; i < work.size(); ++i) {
-    if (!work[i].needs_apply) continue;
-    PlanInput in = plan_input(work[i]);
-    in.listed_elsewhere = &listed;
-    plans.push_back(PlanSet(in, mapper));
-    which.push_back(outcome_of(work[i].kind, work[i].name, false));
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    SetOutcome& o = outcomes[i];
+    if (o.removed) {
+      auto r = std::find_if(plan.removed.begin(), plan.removed.end(), [&](const RemovedSet& x) {
+        return x.kind == o.kind && x.entry.name == o.name;
+      });
+      if (r == plan.removed.end() || r->entry.resources_to_delete.empty()) continue;
+      plans.push_back(PlanRemoval(r->entry.resources_to_delete, listed, mapper));
+    } else {
+      auto w = std::find_if(work.begin(), work.end(),
+                            [&](const SetWork& x) { return x.kind == o.kind && x.name == o.name; });
+      if (w == work.end() || !w->needs_apply) continue;
+      PlanInput in = plan_input(*w);
+      in.listed_elsewhere = &listed;
+      plans.push_back(PlanSet(in, mapper));
+    }
+    which.push_back(i);
   }
+  const SteadyTime target_start = clock_.Now();
   std::vector<SetRunResult> results = RunAll(session, std::move(plans));
   for (size_t k = 0; k < which.size(); ++k) {
     SetOutcome& o = outcomes[which[k]];
@@ -344,7 +358,8 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
     o.failure_message = r.failure;
     o.resources_to_delete = std::move(r.tracked);
     outcome.applies += r.applies;
-    outcome.sets.push_back({KindName(o.kind), o.name, o.generation, r.applies, r.success, r.failure});
+    outcome.sets.push_back(
+        {KindName(o.kind), o.name, o.removed ? 0 : o.generation, r.applies, r.success, r.failure});
     outcome.slowest_set_serial_seconds = std::max(outcome.slowest_set_serial_seconds, r.serial_seconds);
     if (!r.success) RecordFailedSet(outcome, o.name, r);
   }

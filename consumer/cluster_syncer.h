@@ -2,8 +2,11 @@
 //   1. read: the cluster's state (its ClusterDeployment, applicable sets and ClusterSync) from a
 //      HubReader — the consumer's watch-fed mirror, or the hub itself (hub_reader.h);
 //   2. plan: which sets to apply and which removed sets' objects to delete (sync_plan.h);
-//   3. apply: deletions, then the sets (SyncSets then SelectorSyncSets by name; set_applier.h) to
-//      the target cluster, whose client comes from its admin kubeconfig Secret (read only when the
+//   3. apply, in Hive's order: the removed SyncSets' deletions, the SyncSets by name, the removed
+//      SelectorSyncSets' deletions, the SelectorSyncSets by name (set_applier.h), one after the
+//      other, except that sets nobody could tell apart run side by side (up to
+//      options.parallel_sync_sets at once: set_applier.h's MustFollow), to the
+//      target cluster, whose client comes from its admin kubeconfig Secret (read only when the
 //      cluster has no trusted client: target_clients.h) — with the source Secrets of the sets'
 //      secretMappings, read fresh from the hub. A fake cluster (hive.openshift.io/fake-cluster)
 //      gets no traffic and every step succeeds;
@@ -43,7 +46,7 @@ namespace syncbus::consumer {
 
 struct SyncerOptions {
   std::string field_manager = "syncbus";
-  int parallel_sync_sets = 8;                  // sets of one cluster in progress at once
+  int parallel_sync_sets = 8;  // independent sets of one cluster in progress at once
   // Update-operation field managers whose fields an Apply takes over (set_applier.h).
   std::set<std::string> take_over_managers = {"hive6-clustersync", "Go-http-client",
                                               "kubectl-client-side-apply"};
@@ -105,7 +108,8 @@ class ClusterSyncer {
   // Reads the source Secrets of the secretMappings of the sets to apply into `secrets`, 16 at a
   // time. One that is absent is kept as NotFound (its set fails); any other error is returned.
   Status ReadSourceSecrets(const std::vector<SetWork>& work, SecretSources& secrets);
-  // Runs `plans` (at most options_.parallel_sync_sets at once) and waits for all of them.
+  // Runs `plans` in Hive's order, side by side where that cannot be told (at most
+  // options_.parallel_sync_sets at once), and waits for all of them.
   std::vector<SetRunResult> RunAll(const TargetSession& session, std::vector<SetPlan> plans);
   // Step 4. `known`: the ClusterSync as the state had it (null: none), merged into first.
   // `stored_version`: the resourceVersion written (untouched when nothing needed writing).

@@ -308,6 +308,32 @@ std::string ObjectIdentity(const hive::SyncResourceReference& ref, bool cluster_
          ref.name;
 }
 
+SetFootprint FootprintOf(const SetPlan& plan) {
+  static const std::set<std::string> kAdmissionInputs = {"ResourceQuota", "LimitRange",
+                                                         "ServiceAccount"};
+  SetFootprint footprint;
+  for (const auto* steps : {&plan.steps, &plan.deletions}) {
+    for (const ApplyStep& step : *steps) {
+      if (step.op == Op::kFail) continue;  // the set stops there (or the deletion is not sent)
+      if (!step.resource || !step.resource->namespaced || !BuiltinGroup(step.resource->group) ||
+          kAdmissionInputs.count(step.resource->kind) > 0) {
+        footprint.ordered = true;
+      }
+      footprint.objects.insert(IdentityOf(step));
+    }
+  }
+  return footprint;
+}
+
+bool MustFollow(const SetFootprint& earlier, const SetFootprint& later) {
+  if (earlier.ordered || later.ordered) return true;
+  const auto& small =
+      earlier.objects.size() < later.objects.size() ? earlier.objects : later.objects;
+  const auto& large = &small == &earlier.objects ? later.objects : earlier.objects;
+  return std::any_of(small.begin(), small.end(),
+                     [&](const std::string& id) { return large.count(id) > 0; });
+}
+
 std::vector<hive::SyncResourceReference> MergeResources(
     std::vector<hive::SyncResourceReference> a, const std::vector<hive::SyncResourceReference>& b) {
   if (a.empty()) return b;

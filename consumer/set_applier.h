@@ -110,6 +110,19 @@ SetPlan PlanSet(const PlanInput& input, RestMapper* mapper);
 SetPlan PlanRemoval(const std::vector<hive::SyncResourceReference>& tracked,
                     const std::set<std::string>& listed_elsewhere, RestMapper* mapper);
 
+// What a plan writes, for running sets of one cluster side by side where nobody can tell: the
+// objects it creates, patches or deletes, and whether it must keep its place in Hive's order
+// whatever the others touch — it writes something other writes depend on (a cluster-scoped
+// object: a Namespace, a CRD, a webhook; a namespaced kind admission consults: ResourceQuota,
+// LimitRange, ServiceAccount; a custom resource, which may be a policy), or a kind not known yet.
+struct SetFootprint {
+  bool ordered = false;
+  std::set<std::string> objects;  // ObjectIdentity
+};
+SetFootprint FootprintOf(const SetPlan& plan);
+// Whether `later` (after `earlier` in Hive's order) must wait until `earlier` is done.
+bool MustFollow(const SetFootprint& earlier, const SetFootprint& later);
+
 // One target cluster as the runs see it.
 struct TargetSession {
   std::string cluster;                  // limiter key

@@ -45,6 +45,13 @@ struct ApplyFixture {
   }
 
   kubesim::ApiServer& target() { return *sim->cluster(kCluster); }
+  // Target latency of a few milliseconds, so that requests of one sync overlap.
+  void SlowTarget() {
+    kubesim::FaultSpec slow;
+    slow.latency_p50_ms = 2;
+    slow.latency_p99_ms = 6;
+    REQUIRE(sim->faults().Set(kCluster, slow).ok());
+  }
 
   // Creates or replaces a SyncSet for the cluster (a replace bumps its generation).
   void PutSyncSet(const std::string& name, Json spec) {

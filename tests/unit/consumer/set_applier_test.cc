@@ -408,10 +408,7 @@ TEST_CASE("limits: a cluster never has more requests in flight than its cap and 
     options.per_cluster_in_flight = 2;
     options.parallel_sync_sets = 8;
     ApplyFixture f(options);
-    kubesim::FaultSpec slow;
-    slow.latency_p50_ms = 2;
-    slow.latency_p99_ms = 6;
-    REQUIRE(f.sim->faults().Set(kCluster, slow).ok());
+    f.SlowTarget();
     for (int s = 0; s < 4; ++s) {
       Json resources = Json::array();
       for (int r = 0; r < 3; ++r) resources.push_back(ConfigMap("cm-" + std::to_string(s) + "-" + std::to_string(r), {{"k", "v"}}));
@@ -630,4 +627,86 @@ TEST_CASE(
   CHECK(ports.size() == 2);  // merged by port, as a strategic merge does
   Json data = f.ConfigMapOnTarget("cm")["data"];
   CHECK(data == Json({{"new", "2"}, {"theirs", "x"}}));  // "old" was in the last-applied annotation
+}
+
+TEST_CASE(
+    "Footprint: only sets of namespaced built-in objects with nothing in common may run side by "
+    "side") {
+  auto step = [](const char* group, const char* kind, bool namespaced, const char* name) {
+    ApplyStep s;
+    s.api_version = std::string(group).empty() ? "v1" : std::string(group) + "/v1";
+    s.kind = kind;
+    s.ns = namespaced ? "default" : "";
+    s.name = name;
+    s.resource = kube::Resource{group, "v1", "things", kind, namespaced};
+    return s;
+  };
+  auto plan = [](std::vector<ApplyStep> steps) {
+    SetPlan p;
+    p.steps = std::move(steps);
+    return p;
+  };
+  SetFootprint cm_a = FootprintOf(plan({step("", "ConfigMap", true, "a")}));
+  SetFootprint cm_b =
+      FootprintOf(plan({step("apps", "Deployment", true, "b"), step("", "ConfigMap", true, "b")}));
+  CHECK_FALSE(cm_a.ordered);
+  CHECK_FALSE(MustFollow(cm_a, cm_b));
+  CHECK(MustFollow(cm_a, cm_a));  // one object in both
+  for (auto ordered : {step("", "Namespace", false, "n"),
+                       step("apiextensions.k8s.io", "CustomResourceDefinition", false, "c"),
+                       step("", "ResourceQuota", true, "q"), step("", "ServiceAccount", true, "sa"),
+                       step("example.com", "Widget", true, "w")}) {
+    CAPTURE(ordered.kind);
+    SetFootprint f = FootprintOf(plan({ordered}));
+    CHECK(f.ordered);
+    CHECK(MustFollow(f, cm_a));
+    CHECK(MustFollow(cm_a, f));
+  }
+  ApplyStep unknown = step("", "ConfigMap", true, "u");
+  unknown.resource.reset();  // not served when planned
+  CHECK(FootprintOf(plan({unknown})).ordered);
+  SetPlan deletes;
+  deletes.deletions.push_back(step("", "Namespace", false, "gone"));
+  CHECK(FootprintOf(deletes).ordered);
+  ApplyStep failed = step("", "Namespace", false, "n");
+  failed.op = ApplyStep::Op::kFail;  // never sent
+  CHECK_FALSE(FootprintOf(plan({failed})).ordered);
+}
+
+TEST_CASE(
+    "sets of one cluster run side by side only where Hive's order cannot be seen [concurrent]") {
+  SyncerOptions options = ApplyFixture::Defaults();
+  options.parallel_sync_sets = 8;
+  ApplyFixture f(options);
+  f.SlowTarget();
+  SUBCASE("independent sets overlap") {
+    for (int s = 0; s < 4; ++s) {
+      f.PutSyncSet(
+          "s" + std::to_string(s),
+          {{"resources", Json::array({ConfigMap("cm-" + std::to_string(s), {{"k", "v"}})})}});
+    }
+    CHECK(f.Sync().failed_sets.empty());
+    CHECK(f.syncer->limiter_stats().peak_in_flight > 1);
+  }
+  SUBCASE("a later set uses the Namespace an earlier one makes, on the first pass") {
+    f.PutSyncSet("a-makes", {{"resources", Json::array({{{"apiVersion", "v1"},
+                                                         {"kind", "Namespace"},
+                                                         {"metadata", {{"name", "made"}}}}})}});
+    for (int s = 0; s < 3; ++s) {
+      f.PutSyncSet(
+          "b-uses-" + std::to_string(s),
+          {{"resources",
+            Json::array({ConfigMap("inside-" + std::to_string(s), {{"k", "v"}}, "made")})}});
+    }
+    CHECK(f.Sync().failed_sets.empty());
+    CHECK(f.syncer->limiter_stats().peak_in_flight > 1);  // the three users, once it is there
+    CHECK_FALSE(f.ConfigMapOnTarget("inside-2", "made").is_null());
+  }
+  SUBCASE("two sets writing one object: the later one in Hive's order wins, as under Hive") {
+    f.PutSyncSet("a", {{"resources", Json::array({ConfigMap("shared", {{"k", "from-a"}})})}});
+    f.PutSyncSet("b", {{"resources", Json::array({ConfigMap("shared", {{"k", "from-b"}})})}});
+    CHECK(f.Sync().failed_sets.empty());
+    CHECK(f.ConfigMapOnTarget("shared")["data"]["k"] == "from-b");
+    CHECK(f.syncer->limiter_stats().peak_in_flight == 1);
+  }
 }
