@@ -350,6 +350,24 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
   }
   const SteadyTime target_start = clock_.Now();
   std::vector<SetRunResult> results = RunAll(session, std::move(plans));
+  // Hive's clustersync reads the target's OpenAPI schema before anything else and writes nothing
+  // when that fails. A cluster whose API server answered none of this sync's requests (down,
+  // hibernating, unreachable) gets no status write and no lease renewal either, so Hive's other
+  // controllers do not see it fail; the request is retried.
+  const SetRunResult* unanswered = nullptr;
+  bool answered = false;
+  bool unanswered_only = true;
+  for (const SetRunResult& r : results) {
+    answered = answered || r.answered;
+    if (r.success) continue;
+    unanswered_only = unanswered_only && r.unanswered_only;
+    if (unanswered == nullptr) unanswered = &r;
+  }
+  if (unanswered != nullptr && !answered && unanswered_only) {
+    return Unavailable(
+        "cluster " + key +
+        " answered no request (nothing recorded, as Hive records nothing): " + unanswered->failure);
+  }
   for (size_t k = 0; k < which.size(); ++k) {
     SetOutcome& o = outcomes[which[k]];
     SetRunResult& r = results[k];

@@ -478,7 +478,9 @@ void SetRun::RunStep() {
   ApplyStep& step = Current();
   if (step.op == Op::kFail) {
     if (!step.cause.ok()) {
-      StepDone(Status(step.cause.code(), step.failure).WithRetryAfter(step.cause.retry_after()),
+      StepDone(Status(step.cause.code(), step.failure)
+                   .WithRetryAfter(step.cause.retry_after())
+                   .WithHttpStatus(step.cause.http_status()),
                false);
     } else {
       StepDone(Status(step.retryable ? Code::kNotFound : Code::kInvalidArgument, step.failure),
@@ -487,6 +489,7 @@ void SetRun::RunStep() {
     return;
   }
   if (session_.clock->Now() >= session_.deadline) {
+    result_.unanswered_only = false;  // syncbus's own limit: not a cluster that did not answer
     StepDone(Status(Code::kTimeout, "the cluster's sync deadline passed"), false);
     return;
   }
@@ -643,6 +646,7 @@ void SetRun::Send(ApplyStep& step) {
   session_.limiter->Submit(session_.cluster, [self, start = std::move(start), finish] {
     self->step_sent_ = self->session_.clock->Now();
     if (self->session_.clock->Now() >= self->session_.deadline) {
+      self->result_.unanswered_only = false;  // as in RunStep
       finish(Status(Code::kTimeout, "the cluster's sync deadline passed"), false);
       return;
     }
@@ -653,6 +657,7 @@ void SetRun::Send(ApplyStep& step) {
 void SetRun::StepDone(const Status& status, bool wrote) {
   ApplyStep& step = Current();
   ++index_;
+  if (status.ok() || status.http_status() > 0) result_.answered = true;
   if (step.op == Op::kDelete || (step.op == Op::kFail && index_ > plan_.steps.size())) {
     if (!status.ok()) {
       undeleted_.insert(IdentityOf(step));
@@ -687,6 +692,9 @@ void SetRun::StepDone(const Status& status, bool wrote) {
 }
 
 void SetRun::Fail(const Status& status) {
+  const bool unanswered = status.http_status() == 0 &&
+                          (status.code() == Code::kUnavailable || status.code() == Code::kTimeout);
+  result_.unanswered_only = result_.unanswered_only && unanswered;
   if (result_.success) {
     result_.success = false;
     result_.transient = SelfHealing(status);

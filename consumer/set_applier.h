@@ -150,6 +150,10 @@ struct SetRunResult {
   int applies = 0;            // successful writes (apply, create, patch)
   std::string failure;        // Hive's failureMessage: the apply failure, then the deletions'
   double serial_seconds = 0;  // sum of this set's request latencies (its serial latency)
+  // Whether the cluster answered: a request of this run got an HTTP response (or a step
+  // succeeded); every failure was a request sent that got no response (refused, timed out).
+  bool answered = false;
+  bool unanswered_only = true;
   // Sync mode: what resourcesToDelete must hold now, unsorted: Hive's merge of the objects
   // applied this round and those still tracked (listed by the set, or not deleted).
   std::vector<hive::SyncResourceReference> tracked;

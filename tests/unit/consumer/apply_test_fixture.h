@@ -112,12 +112,16 @@ struct ApplyFixture {
     return nullptr;
   }
 
-  SyncOutcome Sync(bool full_reapply = false) {
+  // One sync of the cluster, as a request would start it.
+  Result<SyncOutcome> TrySync(bool full_reapply = false) {
     SyncRequest req;
     req.cluster_namespace = kCluster;
     req.cluster_name = kCluster;
     req.full_reapply = full_reapply;
-    auto out = syncer->Sync(req);
+    return syncer->Sync(req);
+  }
+  SyncOutcome Sync(bool full_reapply = false) {
+    auto out = TrySync(full_reapply);
     REQUIRE_MESSAGE(out.ok(), out.status().ToString());
     return *out;
   }

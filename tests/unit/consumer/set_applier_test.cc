@@ -320,6 +320,27 @@ TEST_CASE("templates: fromCDLabel in resources and patches when enabled") {
   }
 }
 
+TEST_CASE("a target that answers with errors gets its failures recorded, one that answers nothing gets no write") {
+  ApplyFixture f;
+  f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})}});
+  kubesim::FaultSpec faults;
+  SUBCASE("every request answered with 500 or 503: the sets fail, and say why") {
+    faults.error_rate = 1.0;
+    REQUIRE(f.sim->faults().Set(kCluster, faults).ok());
+    SyncOutcome out = f.Sync();
+    CHECK(out.failed_sets == std::vector<std::string>{"s"});
+    CHECK(f.Entry("s")["result"] == "Failure");
+  }
+  SUBCASE("no request answered (connections dropped): no ClusterSync, the request fails") {
+    faults.drop_rate = 1.0;
+    REQUIRE(f.sim->faults().Set(kCluster, faults).ok());
+    auto out = f.TrySync(/*full_reapply=*/true);
+    REQUIRE_FALSE(out.ok());
+    CHECK(out.status().code() == Code::kUnavailable);
+    CHECK(f.ClusterSync().is_null());
+  }
+}
+
 TEST_CASE("Sync mode: a tracked object of a kind the cluster no longer serves counts as deleted") {
   // Hive's Delete fails on the mapping for ever (the set stays Failed); the object went with its
   // CRD.
@@ -489,11 +510,7 @@ TEST_CASE("kubeconfig Secret: a ClusterDeployment that names another one is foll
   cd = Json::parse(f.sim->hub().Call("GET", cd_path).body);
   cd["spec"].erase("clusterMetadata");   // the schema requires the ref inside clusterMetadata
   REQUIRE(f.sim->hub().Call("PUT", cd_path, cd).status == 200);
-  SyncRequest req;
-  req.cluster_namespace = kCluster;
-  req.cluster_name = kCluster;
-  req.full_reapply = true;
-  auto out = f.syncer->Sync(req);
+  auto out = f.TrySync(/*full_reapply=*/true);
   REQUIRE_FALSE(out.ok());
   CHECK(out.status().code() == Code::kInvalidArgument);
   CHECK(out.status().message().find("adminKubeconfigSecretRef") != std::string::npos);
