@@ -55,24 +55,29 @@ void RecordFailedSet(SyncOutcome& outcome, const std::string& name, const SetRun
 
 }  // namespace
 
-ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, HubReader& reader, TargetClients& targets,
-                             Clock& clock, prometheus::Registry& registry)
+ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, HubReader& reader,
+                             TargetClients& targets, Clock& clock, prometheus::Registry& registry)
     : options_(std::move(options)),
       hub_(hub),
       reader_(reader),
       targets_(targets),
       clock_(clock),
-      limiter_({options_.max_in_flight, options_.per_cluster_in_flight, options_.per_cluster_qps}, clock),
+      limiter_({options_.max_in_flight, options_.per_cluster_in_flight, options_.per_cluster_qps},
+               clock),
+      hive_metrics_(registry),
       applied_(prometheus::BuildCounter()
                    .Name("syncbus_consumer_resources_applied_total")
                    .Help("Object applies to target clusters by result")
                    .Register(registry)),
-      apply_seconds_(prometheus::BuildHistogram()
-                         .Name("syncbus_consumer_apply_duration_seconds")
-                         .Help("Duration of one object apply to a target cluster")
-                         .Register(registry)
-                         .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                                                          0.5, 1, 2.5, 5, 10, 30})) {}
+      applied_success_(applied_.Add({{"result", "success"}})),
+      applied_failure_(applied_.Add({{"result", "failure"}})),
+      apply_seconds_(
+          prometheus::BuildHistogram()
+              .Name("syncbus_consumer_apply_duration_seconds")
+              .Help("Duration of one object apply to a target cluster")
+              .Register(registry)
+              .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                               0.5, 1, 2.5, 5, 10, 30})) {}
 
 std::vector<SetRunResult> ClusterSyncer::RunAll(const TargetSession& session, std::vector<SetPlan> plans) {
   struct Shared {
@@ -153,6 +158,9 @@ Result<SyncOutcome> ClusterSyncer::Sync(const SyncRequest& request, const SyncFe
 Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const SyncFence& fence) {
   const std::string key = request.ClusterKey();
   const SteadyTime sync_start = clock_.Now();
+  auto seconds_since_start = [&] {
+    return std::chrono::duration<double>(clock_.Now() - sync_start).count();
+  };
   SyncOutcome outcome;
   // 1. Read, 2. plan, and claim the cluster when the plan writes (at least the status). Two
   // requests of one cluster can be in flight at once (a change that overtook a queued resync, a
@@ -166,6 +174,7 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
     if (!state->cd) {
       outcome.kind = SyncOutcome::Kind::kSkipped;
       outcome.detail = "cluster-gone";
+      hive_metrics_.Reconciled("no-op", seconds_since_start());
       return outcome;
     }
     if (!options_.crash_annotation.empty() &&
@@ -177,6 +186,7 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
     if (std::string skip = state->cd->SkipReason(); !skip.empty()) {
       outcome.kind = SyncOutcome::Kind::kSkipped;
       outcome.detail = skip;
+      hive_metrics_.Reconciled("no-op", seconds_since_start());
       return outcome;
     }
     plan = PlanSync(*state, request.full_reapply);
@@ -201,6 +211,7 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
 
   // One outcome per entry, in Hive's order: per kind, the removed sets, then the sets by name.
   std::vector<SetOutcome> outcomes;
+  std::vector<const hive::ObjectMeta*> metas;
   for (SetKind kind : {SetKind::kSyncSet, SetKind::kSelectorSyncSet}) {
     for (const RemovedSet& r : plan.removed) {
       if (r.kind != kind) continue;
@@ -210,6 +221,7 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
       gone.removed = true;
       gone.sync_mode = true;
       outcomes.push_back(std::move(gone));
+      metas.push_back(nullptr);
     }
     for (const SetWork& w : plan.work) {
       if (w.kind != kind) continue;
@@ -219,6 +231,7 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
       set.generation = w.generation;
       set.sync_mode = w.spec->resource_apply_mode == hive::ResourceApplyMode::kSync;
       outcomes.push_back(std::move(set));
+      metas.push_back(w.meta);
     }
   }
 
@@ -230,7 +243,7 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
     if (!request.full_reapply && !cd.fake()) {
       kept = targets_.Trusted(key, cd.admin_kubeconfig_secret, options_.request_timeout);
     }
-    outcome.prepare_seconds = std::chrono::duration<double>(clock_.Now() - sync_start).count();
+    outcome.prepare_seconds = seconds_since_start();
     Status applied = Apply(request, cd, current, plan, kept, fence, outcomes, outcome);
     if (!applied.ok()) return applied;
   }
@@ -240,7 +253,9 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
     if (Status owned = fence(); !owned.ok()) return owned;   // another consumer owns it now
   }
   const SteadyTime store_start = clock_.Now();
-  Result<std::string> uid = StoreStatus(cd, outcomes, state->status, outcome.status_version);
+  bool created = false;
+  Result<std::string> uid =
+      StoreStatus(cd, outcomes, metas, state->status, outcome.status_version, created);
   if (!uid.ok()) return uid.status();
   if (request.full_reapply) {
     Status renewed = RenewLease(cd, *uid);
@@ -253,6 +268,7 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
     for (const auto& n : outcome.failed_sets) names += (names.empty() ? "" : ", ") + n;
     outcome.detail = "failing sets: " + names;
   }
+  hive_metrics_.Reconciled(created ? "clustersync-created" : "full-sync", seconds_since_start());
   return outcome;
 }
 
@@ -285,8 +301,15 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
   session.field_manager = options_.field_manager;
   session.take_over_managers = options_.take_over_managers;
   session.observe = [this](bool ok, double seconds) {
-    applied_.Add({{"result", ok ? "success" : "failure"}}).Increment();
+    (ok ? applied_success_ : applied_failure_).Increment();
     apply_seconds_.Observe(seconds);
+  };
+  session.observe_apply = [this](ApplyStep::Op op, bool ok, double seconds) {
+    using Type = HiveMetrics::ApplyType;
+    const Type type = op == ApplyStep::Op::kCreateOnly       ? Type::kCreateOnly
+                      : op == ApplyStep::Op::kCreateOrUpdate ? Type::kCreateOrUpdate
+                                                             : Type::kApply;
+    hive_metrics_.ResourceApplied(type, ok, seconds);
   };
 
   SecretSources secrets;
@@ -439,8 +462,9 @@ Status ClusterSyncer::ReadSourceSecrets(const std::vector<SetWork>& work, Secret
 
 Result<std::string> ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd,
                                                const std::vector<SetOutcome>& outcomes,
+                                               const std::vector<const hive::ObjectMeta*>& metas,
                                                std::shared_ptr<const hive::ClusterSync> known,
-                                               std::string& stored_version) {
+                                               std::string& stored_version, bool& created) {
   const std::string key = cd.meta.Key();
   for (int attempt = 0; attempt < 5; ++attempt) {
     if (!known) {
@@ -457,6 +481,7 @@ Result<std::string> ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd
         return made.status().Annotate("storing ClusterSync " + key);
       }
       if (made.ok()) {
+        created = true;
         known = ParseClusterSync(*made);
         if (!known) return InvalidArgument("ClusterSync " + key + " as created has no valid metadata");
       }
@@ -478,6 +503,13 @@ Result<std::string> ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd
       if (written.ok()) {
         stored_version = (*written)["metadata"].value("resourceVersion", "");
         reader_.NoteStatusWritten(*written);
+        const bool succeeded_before = !known->status.first_success_time.empty();
+        for (size_t i : next.first_successes) {
+          if (metas[i] != nullptr)
+            hive_metrics_.SetFirstSuccess(*metas[i], cd, succeeded_before, now);
+        }
+        if (next.cluster_first_success)
+          hive_metrics_.ClusterFirstSuccess(cd, *next.cluster_first_success);
         return known->meta.uid;
       }
       if (written.status().code() != Code::kConflict && written.status().code() != Code::kNotFound) {

@@ -18,6 +18,10 @@
 // run concurrently for different clusters; the caller keeps one cluster on one thread at a time.
 #pragma once
 
+#include <prometheus/counter.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -26,15 +30,12 @@
 #include <string>
 #include <vector>
 
-#include <prometheus/counter.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
-
 #include "common/clock.h"
 #include "common/hive/types.h"
 #include "common/kube/client.h"
 #include "common/sync_message.h"
 #include "common/trace_event.h"
+#include "consumer/hive_metrics.h"
 #include "consumer/hub_reader.h"
 #include "consumer/request_limiter.h"
 #include "consumer/set_applier.h"
@@ -112,12 +113,14 @@ class ClusterSyncer {
   // options_.parallel_sync_sets at once), and waits for all of them.
   std::vector<SetRunResult> RunAll(const TargetSession& session, std::vector<SetPlan> plans);
   // Step 4. `known`: the ClusterSync as the state had it (null: none), merged into first.
-  // `stored_version`: the resourceVersion written (untouched when nothing needed writing).
-  // Returns the ClusterSync's uid.
+  // `stored_version`: the resourceVersion written (untouched when nothing needed writing);
+  // `metas`: each outcome's set (null for removed ones), for Hive's metrics; `created`: set when
+  // this call made the ClusterSync. Returns the ClusterSync's uid.
   Result<std::string> StoreStatus(const hive::ClusterDeployment& cd,
                                   const std::vector<SetOutcome>& outcomes,
+                                  const std::vector<const hive::ObjectMeta*>& metas,
                                   std::shared_ptr<const hive::ClusterSync> known,
-                                  std::string& stored_version);
+                                  std::string& stored_version, bool& created);
   // Hive's ClusterSyncLease: renewTime now (6 fraction digits), owned by the ClusterSync.
   Status RenewLease(const hive::ClusterDeployment& cd, const std::string& cluster_sync_uid);
 
@@ -127,7 +130,10 @@ class ClusterSyncer {
   TargetClients& targets_;
   Clock& clock_;
   RequestLimiter limiter_;
+  HiveMetrics hive_metrics_;
   prometheus::Family<prometheus::Counter>& applied_;
+  prometheus::Counter& applied_success_;  // applied_'s two series, looked up once
+  prometheus::Counter& applied_failure_;
   prometheus::Histogram& apply_seconds_;
 };
 

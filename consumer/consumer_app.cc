@@ -3,13 +3,14 @@
 #include "common/amqp/syncbus_topology.h"
 #include "common/backoff.h"
 #include "common/daemon.h"
+#include "common/kube/reflector.h"
 #include "common/log.h"
 #include "common/random.h"
 #include "consumer/cluster_lease.h"
 #include "consumer/cluster_syncer.h"
-#include "common/kube/reflector.h"
 #include "consumer/delivery_loop.h"
 #include "consumer/event_recorder.h"
+#include "consumer/hive_client_metrics.h"
 #include "consumer/hub_mirror.h"
 #include "consumer/hub_reader.h"
 #include "consumer/target_clients.h"
@@ -33,8 +34,10 @@ Status ConsumerApp::healthy() const {
 
 Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   Clock& clock = *deps_.clock;
-  // Pacing per target happens in the syncer's request limiter, not in the clients.
-  TargetClients targets(deps_.transport, 0, static_cast<size_t>(config_.consumer.target_clients),
+  // Pacing per target happens in the syncer's request limiter, not in the clients. Target
+  // requests are counted as Hive's clustersync counts its remote clients' (hive_kube_client_*).
+  TargetClients targets(std::make_shared<HiveClientMetrics>(deps_.transport, *deps_.registry), 0,
+                        static_cast<size_t>(config_.consumer.target_clients),
                         "syncbus-consumer/" + deps_.identity);
   const ConsumerConfig& c = config_.consumer;
   SyncerOptions syncer_options;

@@ -552,6 +552,9 @@ void SetRun::Send(ApplyStep& step) {
     double seconds = std::chrono::duration<double>(self->session_.clock->Now() - self->step_sent_).count();
     self->result_.serial_seconds += seconds;
     if (self->session_.observe) self->session_.observe(status.ok(), seconds);
+    if (self->session_.observe_apply && step.op != Op::kPatch && step.op != Op::kDelete) {
+      self->session_.observe_apply(step.op, status.ok(), seconds);
+    }
     self->StepDone(status, wrote);
   };
   const kube::ObjectRef ref =

@@ -139,6 +139,9 @@ struct TargetSession {
   std::set<std::string> take_over_managers;
   // hive.openshift.io/fake-cluster: nothing is sent, every step succeeds.
   bool fake = false;
+  // Observes each finished object apply (resources and secretMappings): its step's op
+  // (kApply, kCreateOnly or kCreateOrUpdate: the applyBehavior), success, seconds taken.
+  std::function<void(ApplyStep::Op, bool, double)> observe_apply;
   // Observes each finished request: success, seconds taken.
   std::function<void(bool, double)> observe;
 };

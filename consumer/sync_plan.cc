@@ -29,7 +29,8 @@ SyncPlan PlanSync(const ClusterState& state, bool full_reapply) {
     const hive::SyncStatus* e = FindEntry(current, kind, meta.name);
     bool needs_apply = full_reapply || !e || e->observed_generation != meta.generation ||
                        e->result != hive::SyncResult::kSuccess;
-    plan.work.push_back({kind, meta.name, std::move(ns), meta.generation, &spec, needs_apply});
+    plan.work.push_back(
+        {kind, meta.name, std::move(ns), meta.generation, &spec, needs_apply, &meta});
   };
   for (const auto& ss : state.sync_sets) add(SetKind::kSyncSet, ss->meta, ss->spec, ss->meta.ns);
   for (const auto& sss : state.selector_sync_sets) add(SetKind::kSelectorSyncSet, sss->meta, sss->spec, "");

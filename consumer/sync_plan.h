@@ -21,6 +21,7 @@ struct SetWork {
   int64_t generation;
   const hive::SyncSetCommonSpec* spec;
   bool needs_apply;
+  const hive::ObjectMeta* meta;  // the set's metadata (creation time, annotations)
 };
 
 struct RemovedSet {

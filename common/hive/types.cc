@@ -185,6 +185,7 @@ Result<ObjectMeta> ObjectMeta::FromJson(const Json& object) {
   SYNCBUS_RETURN_IF_ERROR(ReadString(m, "uid", "metadata", out.uid));
   SYNCBUS_RETURN_IF_ERROR(ReadString(m, "resourceVersion", "metadata", out.resource_version));
   SYNCBUS_RETURN_IF_ERROR(ReadInt(m, "generation", "metadata", out.generation));
+  SYNCBUS_RETURN_IF_ERROR(ReadString(m, "creationTimestamp", "metadata", out.creation_timestamp));
   SYNCBUS_RETURN_IF_ERROR(ReadLabels(m, "labels", "metadata", out.labels));
   SYNCBUS_RETURN_IF_ERROR(ReadLabels(m, "annotations", "metadata", out.annotations));
   auto del = m.find("deletionTimestamp");

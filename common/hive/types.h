@@ -21,6 +21,7 @@ inline constexpr char kSyncSetPauseAnnotation[] = "hive.openshift.io/syncset-pau
 inline constexpr char kReconcilePauseAnnotation[] = "hive.openshift.io/reconcile-pause";
 inline constexpr char kRelocateAnnotation[] = "hive.openshift.io/relocate";
 inline constexpr char kFakeClusterAnnotation[] = "hive.openshift.io/fake-cluster";
+inline constexpr char kSyncSetMetricsGroupAnnotation[] = "hive.openshift.io/syncset-metrics-group";
 inline constexpr char kManagedLabel[] = "hive.openshift.io/managed";
 
 // Go's strconv.ParseBool, as Hive reads its boolean annotations: "1", "t", "T", "TRUE", "true",
@@ -34,6 +35,7 @@ struct ObjectMeta {
   std::string uid;
   std::string resource_version;
   int64_t generation = 0;
+  std::string creation_timestamp;  // RFC 3339, as the server wrote it
   Labels labels;
   Labels annotations;
   bool deleting = false;  // metadata.deletionTimestamp is set

@@ -9,26 +9,10 @@
 
 #include "common/http/curl_transport.h"
 #include "common/http/server.h"
+#include "tests/support/metric_sample.h"
 
 namespace syncbus::http {
 namespace {
-
-// The counter or histogram sample count of the metric with exactly these labels (0 if none).
-double Sample(prometheus::Registry& registry, const std::string& family,
-              const std::map<std::string, std::string>& labels) {
-  for (const auto& f : registry.Collect()) {
-    if (f.name != family) continue;
-    for (const auto& m : f.metric) {
-      std::map<std::string, std::string> got;
-      for (const auto& l : m.label) got[l.name] = l.value;
-      if (got != labels) continue;
-      return f.type == prometheus::MetricType::Histogram
-                 ? static_cast<double>(m.histogram.sample_count)
-                 : m.counter.value;
-    }
-  }
-  return 0;
-}
 
 TEST_CASE("metered transport: requests by method and status, durations, watches, no-response errors") {
   auto server = Server::Start({}, [](const ServerRequest& request,
@@ -79,15 +63,23 @@ TEST_CASE("metered transport: requests by method and status, durations, watches,
                                                }});
   CHECK_FALSE(refused_watch.get_future().get().ok());
 
-  CHECK(Sample(registry, "test_hub_requests_total", {{"method", "GET"}, {"code", "200"}}) == 2);
-  CHECK(Sample(registry, "test_hub_requests_total", {{"method", "PATCH"}, {"code", "429"}}) == 1);
-  CHECK(Sample(registry, "test_hub_requests_total", {{"method", "WATCH"}, {"code", "200"}}) == 1);
-  CHECK(Sample(registry, "test_hub_requests_total", {{"method", "GET"}, {"code", "error"}}) == 1);
-  CHECK(Sample(registry, "test_hub_requests_total", {{"method", "WATCH"}, {"code", "error"}}) == 1);
+  CHECK(syncbus::testing::MetricSample(registry, "test_hub_requests_total",
+                                       {{"method", "GET"}, {"code", "200"}}) == 2);
+  CHECK(syncbus::testing::MetricSample(registry, "test_hub_requests_total",
+                                       {{"method", "PATCH"}, {"code", "429"}}) == 1);
+  CHECK(syncbus::testing::MetricSample(registry, "test_hub_requests_total",
+                                       {{"method", "WATCH"}, {"code", "200"}}) == 1);
+  CHECK(syncbus::testing::MetricSample(registry, "test_hub_requests_total",
+                                       {{"method", "GET"}, {"code", "error"}}) == 1);
+  CHECK(syncbus::testing::MetricSample(registry, "test_hub_requests_total",
+                                       {{"method", "WATCH"}, {"code", "error"}}) == 1);
   // Durations of answered requests only; watches are not timed.
-  CHECK(Sample(registry, "test_hub_request_duration_seconds", {{"method", "GET"}}) == 2);
-  CHECK(Sample(registry, "test_hub_request_duration_seconds", {{"method", "PATCH"}}) == 1);
-  CHECK(Sample(registry, "test_hub_request_duration_seconds", {{"method", "WATCH"}}) == 0);
+  CHECK(syncbus::testing::MetricSample(registry, "test_hub_request_duration_seconds",
+                                       {{"method", "GET"}}) == 2);
+  CHECK(syncbus::testing::MetricSample(registry, "test_hub_request_duration_seconds",
+                                       {{"method", "PATCH"}}) == 1);
+  CHECK(syncbus::testing::MetricSample(registry, "test_hub_request_duration_seconds",
+                                       {{"method", "WATCH"}}) == 0);
 }
 
 }  // namespace
