@@ -210,6 +210,7 @@ Status ParsePublisher(const Section& s, PublisherConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(s.Bool("watchSourceSecrets", o.watch_source_secrets));
   SYNCBUS_RETURN_IF_ERROR(s.String("namespace", o.ns));
   SYNCBUS_RETURN_IF_ERROR(s.Duration("resyncInterval", o.resync_interval, std::chrono::seconds(1)));
+  o.resync_interval_set = s.Get("resyncInterval") && !s.Get("resyncInterval").IsNull();
   SYNCBUS_RETURN_IF_ERROR(s.Double("resyncJitter", o.resync_jitter, 0, 0.5));
   SYNCBUS_RETURN_IF_ERROR(s.Double("maxPublishRate", o.max_publish_rate, 0.1, 1e6));
   SYNCBUS_RETURN_IF_ERROR(s.Int("maxOutstanding", o.max_outstanding, 1, 10000000));

@@ -45,7 +45,9 @@ struct LeaderElectionConfig {
 
 struct PublisherConfig {
   std::string ns;                                   // watch one namespace; empty = all
+  // Unset: HiveConfig's spec.syncSetReapplyInterval when it has one, else 2h (Hive's default).
   std::chrono::milliseconds resync_interval{std::chrono::hours(2)};
+  bool resync_interval_set = false;                 // given in the config: HiveConfig is not read
   double resync_jitter = 0.1;                       // fraction of the interval, stable per cluster
   double max_publish_rate = 500;                    // messages per second
   int max_outstanding = 10000;                      // requests published but not yet processed

@@ -127,6 +127,65 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
   return total;
 }
 
+Result<std::chrono::milliseconds> ParseGoDuration(std::string_view text) {
+  auto bad = [&] {
+    return InvalidArgument("time: invalid duration \"" + std::string(text) + "\"");
+  };
+  std::string_view s = text;
+  bool negative = false;
+  if (!s.empty() && (s.front() == '-' || s.front() == '+')) {
+    negative = s.front() == '-';
+    s.remove_prefix(1);
+  }
+  if (s == "0") return std::chrono::milliseconds(0);
+  if (s.empty()) return bad();
+  long double total_ns = 0;
+  while (!s.empty()) {
+    size_t i = 0;
+    long double value = 0;
+    bool digits = false;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+      value = value * 10 + (s[i] - '0');
+      digits = true;
+      ++i;
+    }
+    if (i < s.size() && s[i] == '.') {
+      ++i;
+      long double scale = 0.1L;
+      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+        value += (s[i] - '0') * scale;
+        scale /= 10;
+        digits = true;
+        ++i;
+      }
+    }
+    if (!digits) return bad();
+    size_t unit_start = i;
+    while (i < s.size() && s[i] != '.' && !std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    std::string_view unit = s.substr(unit_start, i - unit_start);
+    long double ns;
+    if (unit == "ns")
+      ns = 1;
+    else if (unit == "us" || unit == "\u00b5s" || unit == "\u03bcs")
+      ns = 1e3L;
+    else if (unit == "ms")
+      ns = 1e6L;
+    else if (unit == "s")
+      ns = 1e9L;
+    else if (unit == "m")
+      ns = 60e9L;
+    else if (unit == "h")
+      ns = 3600e9L;
+    else
+      return bad();
+    total_ns += value * ns;
+    if (total_ns > 9.2e18L) return bad();  // beyond Go's int64 nanoseconds
+    s.remove_prefix(i);
+  }
+  auto ms = std::chrono::milliseconds(static_cast<long long>(total_ns / 1e6L));
+  return negative ? -ms : ms;
+}
+
 std::string FormatDuration(std::chrono::milliseconds d) {
   auto ms = d.count();
   if (ms % 3600000 == 0 && ms != 0) return std::to_string(ms / 3600000) + "h";

@@ -22,6 +22,9 @@ std::string FormatRfc3339Micro(WallTime t);
 Result<WallTime> ParseRfc3339(std::string_view text);
 
 Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
+// Go's time.ParseDuration ("2h", "1h30m", "1.5h", "90m0s", "300ms"; units ns, us, µs, ms, s, m,
+// h; a sign; "0"), as Hive reads its durations; sub-millisecond parts are dropped.
+Result<std::chrono::milliseconds> ParseGoDuration(std::string_view text);
 std::string FormatDuration(std::chrono::milliseconds d);
 
 }  // namespace syncbus

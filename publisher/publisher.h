@@ -73,6 +73,13 @@ class Publisher {
   // zeroes the gauges that describe it.
   void Reset();
 
+  // A new full reapply interval (HiveConfig changed it): due times are recomputed as clusters are
+  // looked at; the caller marks them all dirty.
+  void SetReapplyInterval(std::chrono::milliseconds interval) {
+    options_.reapply.interval = interval;
+  }
+  std::chrono::milliseconds reapply_interval() const { return options_.reapply.interval; }
+
   size_t outstanding() const { return outstanding_.size(); }
   size_t pending() const { return pending_.size(); }
 

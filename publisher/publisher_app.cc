@@ -9,6 +9,8 @@
 #include "common/kube/reflector.h"
 #include "common/log.h"
 #include "common/random.h"
+#include "common/time_format.h"
+#include "publisher/hive_config.h"
 #include "publisher/leader_elector.h"
 #include "publisher/publisher.h"
 
@@ -16,6 +18,9 @@ namespace syncbus::publisher {
 namespace {
 
 namespace res = kube::resources;
+
+// How often HiveConfig is read again for a changed reapply interval.
+constexpr std::chrono::minutes kHiveConfigPeriod{5};
 
 // Feeds one reflector's events into the cache as one kind.
 class CacheFeeder final : public kube::ReflectorHandler {
@@ -159,6 +164,25 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
 
   PublisherOptions options;
   options.reapply = {config_.publisher.resync_interval, config_.publisher.resync_jitter};
+  // Without an interval of its own the publisher follows HiveConfig's syncSetReapplyInterval, as
+  // Hive's clustersync does: read now and every few minutes.
+  const bool follow_hive_config = !config_.publisher.resync_interval_set;
+  SteadyTime hive_config_read{};
+  auto hive_interval = [&]() -> std::optional<std::chrono::milliseconds> {
+    hive_config_read = clock.Now();
+    auto read = ReadHiveReapplyInterval(*deps_.hub);
+    if (!read.ok()) {
+      log::Warn("cannot read HiveConfig's syncSetReapplyInterval; keeping the reapply interval",
+                {{"error", read.status().message()}});
+      return std::nullopt;
+    }
+    return read->value_or(config_.publisher.resync_interval);
+  };
+  if (follow_hive_config) {
+    if (auto interval = hive_interval()) options.reapply.interval = *interval;
+    log::Info("full reapply interval", {{"interval", FormatDuration(options.reapply.interval)},
+                                        {"from", "HiveConfig (or the default)"}});
+  }
   options.max_publish_rate = config_.publisher.max_publish_rate;
   options.max_outstanding = static_cast<size_t>(config_.publisher.max_outstanding);
   options.outstanding_timeout = config_.publisher.outstanding_timeout;
@@ -219,6 +243,16 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
       connected_.store(true);
       log::Info("connected to the broker",
                 {{"brokers", config_.amqp.DescribeEndpoints()}, {"vhost", config_.amqp.vhost}});
+    }
+    if (follow_hive_config && clock.Now() - hive_config_read >= kHiveConfigPeriod) {
+      auto interval = hive_interval();
+      if (interval && *interval != publisher.reapply_interval()) {
+        log::Info("HiveConfig changed the full reapply interval",
+                  {{"from", FormatDuration(publisher.reapply_interval())},
+                   {"to", FormatDuration(*interval)}});
+        publisher.SetReapplyInterval(*interval);
+        cache_.MarkAllDirty();
+      }
     }
     // The first round looks at every cluster; later rounds at what changed (plus what is
     // pending, due or outstanding too long, which the publisher adds itself).

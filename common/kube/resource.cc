@@ -18,6 +18,7 @@ const Resource kConfigMaps{"", "v1", "configmaps", "ConfigMap", true};
 const Resource kNamespaces{"", "v1", "namespaces", "Namespace", false};
 const Resource kLeases{"coordination.k8s.io", "v1", "leases", "Lease", true};
 const Resource kEvents{"", "v1", "events", "Event", true};
+const Resource kHiveConfigs{"hive.openshift.io", "v1", "hiveconfigs", "HiveConfig", false};
 }  // namespace resources
 // NOLINTEND(cert-err58-cpp)
 

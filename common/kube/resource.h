@@ -29,6 +29,7 @@ extern const Resource kConfigMaps;           // v1 configmaps
 extern const Resource kNamespaces;           // v1 namespaces (cluster)
 extern const Resource kLeases;               // coordination.k8s.io/v1 leases
 extern const Resource kEvents;               // v1 events (core: what kubectl describe lists)
+extern const Resource kHiveConfigs;          // hive.openshift.io/v1 hiveconfigs (cluster)
 }  // namespace resources
 
 // An object or a collection of one resource. Empty name = collection; empty namespace on a

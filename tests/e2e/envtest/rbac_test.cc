@@ -32,6 +32,7 @@
 #include "consumer/hub_reader.h"
 #include "consumer/rest_mapper.h"
 #include "consumer/target_clients.h"
+#include "publisher/hive_config.h"
 #include "publisher/leader_elector.h"
 #include "tests/support/child_process.h"
 #include "tests/support/envtest_env.h"
@@ -258,6 +259,9 @@ std::vector<Step> PublisherWork(Hub& hub) {
        [&] { return ListAndWatch(c, Collection(res::kClusterSyncLeases), false); }},
       {"watch Secrets (metadata)",
        [&] { return ListAndWatch(c, Collection(res::kSecrets), true); }},
+      // HiveConfig "hive" for its syncSetReapplyInterval (this hub serves no HiveConfig: a
+      // granted read is a 404, which counts as no interval; a refused one is a 403).
+      {"read HiveConfig", [&] { return publisher::ReadHiveReapplyInterval(c).status(); }},
   });
   // Leader election: take the Lease (it does not exist yet), renew it, give it back.
   Status gone = hub.admin->Delete(Object(res::kLeases, kSyncbus, "syncbus-publisher"), {});

@@ -46,3 +46,17 @@ TEST_CASE("MicroTime: six fraction digits, as Go's metav1.MicroTime writes and r
   REQUIRE(whole.ok());
   CHECK(FormatRfc3339Micro(*whole) == "2024-01-02T03:04:05.000000Z");
 }
+
+TEST_CASE("Go durations, as HiveConfig's syncSetReapplyInterval is written") {
+  using namespace std::chrono_literals;
+  CHECK(*ParseGoDuration("2h") == 2h);
+  CHECK(*ParseGoDuration("1h30m") == 90min);
+  CHECK(*ParseGoDuration("1.5h") == 90min);
+  CHECK(*ParseGoDuration("2h0m0s") == 2h);
+  CHECK(*ParseGoDuration("300ms") == 300ms);
+  CHECK(*ParseGoDuration("0") == 0ms);
+  CHECK(*ParseGoDuration("-1m") == -1min);
+  CHECK(*ParseGoDuration("1500us") == 1ms);
+  for (const char* bad : {"", "h", "1", "1x", "1.h.", "--1s"})
+    CHECK_FALSE(ParseGoDuration(bad).ok());
+}
