@@ -241,7 +241,8 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   if (plan.any_apply() || plan.any_delete()) {
     std::optional<Target> kept;
     if (!request.full_reapply && !cd.fake()) {
-      kept = targets_.Trusted(key, cd.admin_kubeconfig_secret, options_.request_timeout);
+      kept = targets_.Trusted(key, cd.admin_kubeconfig_secret, options_.request_timeout,
+                              {cd.ActiveApiUrl(), cd.api_server_ip_override});
     }
     outcome.prepare_seconds = seconds_since_start();
     Status applied = Apply(request, cd, current, plan, kept, fence, outcomes, outcome);
@@ -423,7 +424,8 @@ Result<Target> ClusterSyncer::ReadTarget(const std::string& key, const hive::Clu
     return InvalidArgument("admin kubeconfig Secret " + cd.meta.ns + "/" + cd.admin_kubeconfig_secret +
                            " has no valid data.kubeconfig");
   }
-  return targets_.Get(key, cd.admin_kubeconfig_secret, *kubeconfig, options_.request_timeout);
+  return targets_.Get(key, cd.admin_kubeconfig_secret, *kubeconfig, options_.request_timeout,
+                      {cd.ActiveApiUrl(), cd.api_server_ip_override});
 }
 
 Status ClusterSyncer::ReadSourceSecrets(const std::vector<SetWork>& work, SecretSources& secrets) {

@@ -7,9 +7,9 @@
 //      other, except that sets nobody could tell apart run side by side (up to
 //      options.parallel_sync_sets at once: set_applier.h's MustFollow), to the
 //      target cluster, whose client comes from its admin kubeconfig Secret (read only when the
-//      cluster has no trusted client: target_clients.h) — with the source Secrets of the sets'
-//      secretMappings, read fresh from the hub. A fake cluster (hive.openshift.io/fake-cluster)
-//      gets no traffic and every step succeeds;
+//      cluster has no trusted client: target_clients.h) and the ClusterDeployment's API URL and IP
+//      overrides — with the source Secrets of the sets' secretMappings, read fresh from the hub. A
+//      fake cluster (hive.openshift.io/fake-cluster) gets no traffic and every step succeeds;
 //   4. record: one ClusterSync status write (created, as Hive does, for every eligible cluster,
 //      with or without sets), with the resourceVersion of the state read (a 409 re-reads and
 //      merges), and the ClusterSyncLease after every full reapply.

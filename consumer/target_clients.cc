@@ -7,12 +7,13 @@ namespace syncbus::consumer {
 Result<Target> TargetClients::Get(const std::string& cluster_key,
                                   const std::string& kubeconfig_secret,
                                   const std::string& kubeconfig_yaml,
-                                  std::chrono::milliseconds request_timeout) {
+                                  std::chrono::milliseconds request_timeout,
+                                  const Endpoint& endpoint) {
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(cluster_key);
     if (it != entries_.end() && it->second.kubeconfig_yaml == kubeconfig_yaml &&
-        it->second.request_timeout == request_timeout) {
+        it->second.request_timeout == request_timeout && it->second.endpoint == endpoint) {
       recency_.splice(recency_.begin(), recency_, it->second.recency);
       it->second.kubeconfig_secret = kubeconfig_secret;
       it->second.trusted = true;
@@ -26,6 +27,8 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
   config->qps = qps_;
   config->user_agent = user_agent_;
   config->request_timeout = request_timeout;
+  if (!endpoint.server.empty()) config->server = endpoint.server;
+  config->connect_address = endpoint.connect_address;
   auto client = std::make_shared<kube::ClientImpl>(std::move(*config), transport_);
   Target target{client, std::make_shared<RestMapper>(*client)};
   std::lock_guard lock(mu_);
@@ -38,6 +41,7 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
   it->second.kubeconfig_secret = kubeconfig_secret;
   it->second.kubeconfig_yaml = kubeconfig_yaml;
   it->second.request_timeout = request_timeout;
+  it->second.endpoint = endpoint;
   it->second.trusted = true;
   it->second.target = target;
   ForgetKeptLocked(cluster_key);
@@ -75,8 +79,10 @@ std::string TargetClients::KubeconfigSecret(const std::string& cluster_key) cons
   return it == entries_.end() ? "" : it->second.kubeconfig_secret;
 }
 
-std::optional<Target> TargetClients::Trusted(const std::string& cluster_key, const std::string& kubeconfig_secret,
-                                             std::chrono::milliseconds request_timeout) {
+std::optional<Target> TargetClients::Trusted(const std::string& cluster_key,
+                                             const std::string& kubeconfig_secret,
+                                             std::chrono::milliseconds request_timeout,
+                                             const Endpoint& endpoint) {
   std::string yaml;
   {
     std::lock_guard lock(mu_);
@@ -84,14 +90,25 @@ std::optional<Target> TargetClients::Trusted(const std::string& cluster_key, con
     if (it != entries_.end()) {
       if (!it->second.trusted || it->second.kubeconfig_secret != kubeconfig_secret) return std::nullopt;
       recency_.splice(recency_.begin(), recency_, it->second.recency);
-      return it->second.target;
+      if (it->second.endpoint == endpoint && it->second.request_timeout == request_timeout) {
+        return it->second.target;
+      }
+      yaml = it->second.kubeconfig_yaml;  // the ClusterDeployment points elsewhere now: rebuild
     }
+  }
+  if (!yaml.empty()) {
+    Result<Target> rebuilt = Get(cluster_key, kubeconfig_secret, yaml, request_timeout, endpoint);
+    if (!rebuilt.ok()) return std::nullopt;
+    return *rebuilt;
+  }
+  {
+    std::lock_guard lock(mu_);
     auto kept = kept_.find(cluster_key);
     if (kept == kept_.end() || kept->second.kubeconfig_secret != kubeconfig_secret) return std::nullopt;
     yaml = std::move(kept->second.kubeconfig_yaml);
     ForgetKeptLocked(cluster_key);
   }
-  Result<Target> rebuilt = Get(cluster_key, kubeconfig_secret, yaml, request_timeout);
+  Result<Target> rebuilt = Get(cluster_key, kubeconfig_secret, yaml, request_timeout, endpoint);
   if (!rebuilt.ok()) return std::nullopt;
   return *rebuilt;
 }

@@ -31,6 +31,14 @@ struct Target {
   std::shared_ptr<RestMapper> mapper;
 };
 
+// Where the ClusterDeployment says to reach the cluster instead of its kubeconfig's server
+// (Hive's spec.controlPlaneConfig): empty fields change nothing.
+struct Endpoint {
+  std::string server;           // apiURLOverride, while the ActiveAPIURLOverride condition is True
+  std::string connect_address;  // apiServerIPOverride: connect to this IP, the URL's port kept
+  bool operator==(const Endpoint&) const = default;
+};
+
 class TargetClients {
  public:
   // `client_qps` paces each client on its own (0 = none); the ClusterSyncer's RequestLimiter
@@ -45,16 +53,21 @@ class TargetClients {
 
   // `kubeconfig_yaml` was read from the Secret named `kubeconfig_secret`. kInvalidArgument
   // (permanent until someone fixes the Secret) for a bad kubeconfig.
+  // `endpoint` overrides where the client connects (a change rebuilds the client).
   Result<Target> Get(const std::string& cluster_key, const std::string& kubeconfig_secret,
                      const std::string& kubeconfig_yaml,
-                     std::chrono::milliseconds request_timeout = std::chrono::seconds(30));
+                     std::chrono::milliseconds request_timeout = std::chrono::seconds(30),
+                     const Endpoint& endpoint = {});
   // The Secret of the cluster's last Get; empty when it has none kept.
   std::string KubeconfigSecret(const std::string& cluster_key) const;
   // The kept client of a cluster whose kubeconfig came from `kubeconfig_secret` and has not been
   // distrusted since; nullopt otherwise (read the Secret and Get).
   // A dropped cluster's kept kubeconfig is built into a new client (`request_timeout` as for Get).
-  std::optional<Target> Trusted(const std::string& cluster_key, const std::string& kubeconfig_secret,
-                                std::chrono::milliseconds request_timeout = std::chrono::seconds(30));
+  // A changed `endpoint` rebuilds the client from the trusted kubeconfig.
+  std::optional<Target> Trusted(
+      const std::string& cluster_key, const std::string& kubeconfig_secret,
+      std::chrono::milliseconds request_timeout = std::chrono::seconds(30),
+      const Endpoint& endpoint = {});
   // The cluster's next sync must read its kubeconfig Secret again (its last sync failed).
   void Distrust(const std::string& cluster_key);
 
@@ -74,6 +87,7 @@ class TargetClients {
     std::string kubeconfig_secret;
     std::string kubeconfig_yaml;                 // the client is rebuilt when it or the timeout changes
     std::chrono::milliseconds request_timeout{0};
+    Endpoint endpoint;
     bool trusted = false;      // set by Get, cleared by Distrust
     Target target;
     std::list<std::string>::iterator recency;  // in recency_

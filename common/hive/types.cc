@@ -266,6 +266,12 @@ Result<ClusterDeployment> ClusterDeployment::FromJson(const Json& object) {
   SYNCBUS_RETURN_IF_ERROR(ref);
   SYNCBUS_RETURN_IF_ERROR(ReadString(**ref, "name", "spec.clusterMetadata.adminKubeconfigSecretRef",
                                      out.admin_kubeconfig_secret));
+  auto cp = ReadObject(**spec, "controlPlaneConfig", "spec");
+  SYNCBUS_RETURN_IF_ERROR(cp);
+  SYNCBUS_RETURN_IF_ERROR(
+      ReadString(**cp, "apiURLOverride", "spec.controlPlaneConfig", out.api_url_override));
+  SYNCBUS_RETURN_IF_ERROR(ReadString(**cp, "apiServerIPOverride", "spec.controlPlaneConfig",
+                                     out.api_server_ip_override));
   auto status = ReadObject(object, "status", "");
   SYNCBUS_RETURN_IF_ERROR(status);
   SYNCBUS_RETURN_IF_ERROR(ParseList(**status, "conditions", "status", out.conditions));
@@ -309,6 +315,12 @@ bool ClusterDeployment::fake() const {
 bool ClusterDeployment::unreachable() const {
   const Condition* c = FindCondition("Unreachable");
   return c == nullptr || c->status == "True" || c->status == "Unknown";
+}
+
+std::string ClusterDeployment::ActiveApiUrl() const {
+  if (api_url_override.empty()) return {};
+  const Condition* active = FindCondition("ActiveAPIURLOverride");
+  return active != nullptr && active->status == "True" ? api_url_override : std::string();
 }
 
 std::string ClusterDeployment::SkipReason() const {

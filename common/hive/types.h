@@ -115,6 +115,8 @@ struct ClusterDeployment {
   ObjectMeta meta;
   bool installed = false;
   std::string admin_kubeconfig_secret;   // spec.clusterMetadata.adminKubeconfigSecretRef.name
+  std::string api_url_override;          // spec.controlPlaneConfig.apiURLOverride
+  std::string api_server_ip_override;    // spec.controlPlaneConfig.apiServerIPOverride
   std::string installed_timestamp;       // status.installedTimestamp (RFC 3339), "" when unset
   std::vector<Condition> conditions;
 
@@ -130,6 +132,9 @@ struct ClusterDeployment {
   bool fake() const;
   // Hive's remoteclient.Unreachable: the Unreachable condition is True, Unknown or absent.
   bool unreachable() const;
+  // The API URL Hive uses: apiURLOverride while it is active (no override: the kubeconfig's
+  // server, empty here). Active means: set, and the ActiveAPIURLOverride condition is True.
+  std::string ActiveApiUrl() const;
   // Why syncing is skipped (upstream's rules and order), or empty when the cluster is eligible:
   // paused, reconcile-paused, relocating, deleting, not-installed, unreachable.
   std::string SkipReason() const;

@@ -167,37 +167,50 @@ Status MapCurlError(CURLcode code, const Transfer& t) {
   }
 }
 
-// Points the URL at `server_name` (SNI and certificate verification) while connecting to the
-// original host, and keeps the original Host header.
-Status RouteByServerName(Transfer& t, const std::string& server_name) {
-  CurlUrl url(curl_url());
-  if (url == nullptr) return Internal("curl_url: out of memory");
-  if (curl_url_set(url.get(), CURLUPART_URL, t.request.url.c_str(), 0) != CURLUE_OK) {
-    return InvalidArgument("malformed URL: " + t.request.url);
+// Where a transfer connects when that is not simply the URL's host: `server_name` puts that
+// name in the URL (SNI and certificate verification) while connecting to the original host and
+// keeping the original Host header; `connect_address` connects to that address instead (the
+// URL's port kept; the URL's host still names the server for Host, SNI and verification). Both
+// may be set.
+Status Route(Transfer& t, const std::string& server_name, std::string connect_address) {
+  if (!connect_address.empty() && connect_address.find(':') != std::string::npos &&
+      connect_address.front() != '[') {
+    connect_address = "[" + connect_address + "]";  // IPv6
   }
-  char* host = nullptr;
-  char* port = nullptr;
-  curl_url_get(url.get(), CURLUPART_HOST, &host, 0);
-  curl_url_get(url.get(), CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
-  std::string original_host = host != nullptr ? host : "";
-  std::string original_port = port != nullptr ? port : "";
-  curl_free(host);
-  curl_free(port);
-  curl_url_set(url.get(), CURLUPART_HOST, server_name.c_str(), 0);
-  char* rewritten = nullptr;
-  if (curl_url_get(url.get(), CURLUPART_URL, &rewritten, 0) != CURLUE_OK) {
-    return InvalidArgument("bad tls server name: " + server_name);
+  std::string route;
+  if (server_name.empty()) {
+    route = "::" + connect_address + ":";  // any host and port, to this address, same port
+  } else {
+    CurlUrl url(curl_url());
+    if (url == nullptr) return Internal("curl_url: out of memory");
+    if (curl_url_set(url.get(), CURLUPART_URL, t.request.url.c_str(), 0) != CURLUE_OK) {
+      return InvalidArgument("malformed URL: " + t.request.url);
+    }
+    char* host = nullptr;
+    char* port = nullptr;
+    curl_url_get(url.get(), CURLUPART_HOST, &host, 0);
+    curl_url_get(url.get(), CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
+    std::string original_host = host != nullptr ? host : "";
+    std::string original_port = port != nullptr ? port : "";
+    curl_free(host);
+    curl_free(port);
+    curl_url_set(url.get(), CURLUPART_HOST, server_name.c_str(), 0);
+    char* rewritten = nullptr;
+    if (curl_url_get(url.get(), CURLUPART_URL, &rewritten, 0) != CURLUE_OK) {
+      return InvalidArgument("bad tls server name: " + server_name);
+    }
+    t.request.url = rewritten;
+    curl_free(rewritten);
+    route = server_name;
+    route.append(":").append(original_port).append(":");
+    route.append(connect_address.empty() ? original_host : connect_address);
+    route.append(":").append(original_port);
+    if (!t.header_list.Append("Host: " + original_host + ":" + original_port)) {
+      return Internal("curl_slist_append: out of memory");
+    }
   }
-  t.request.url = rewritten;
-  curl_free(rewritten);
-  std::string route = server_name;
-  route.append(":").append(original_port).append(":").append(original_host);
-  route.append(":").append(original_port);
   t.pool_key.append("|").append(route);
-  if (!t.connect_to.Append(route) ||
-      !t.header_list.Append("Host: " + original_host + ":" + original_port)) {
-    return Internal("curl_slist_append: out of memory");
-  }
+  if (!t.connect_to.Append(route)) return Internal("curl_slist_append: out of memory");
   curl_easy_setopt(t.easy.get(), CURLOPT_CONNECT_TO, t.connect_to.get());
   return Status::Ok();
 }
@@ -230,7 +243,6 @@ Status ConfigureTls(Transfer& t, const TlsOptions& tls) {
     curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
   }
-  if (!tls.server_name.empty()) return RouteByServerName(t, tls.server_name);
   return Status::Ok();
 }
 
@@ -298,6 +310,10 @@ Status Configure(Transfer& t, const CurlTransport::Options& options) {
   if (!t.request.proxy.empty()) {
     curl_easy_setopt(easy, CURLOPT_PROXY, t.request.proxy.c_str());
     t.pool_key.append("|proxy=").append(t.request.proxy);
+  }
+  const std::string server_name = t.request.tls != nullptr ? t.request.tls->server_name : "";
+  if (!server_name.empty() || !t.request.connect_address.empty()) {
+    SYNCBUS_RETURN_IF_ERROR(Route(t, server_name, t.request.connect_address));
   }
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t.header_list.get());
   curl_easy_setopt(easy, CURLOPT_URL, t.request.url.c_str());

@@ -35,6 +35,9 @@ struct Request {
   // Proxy URL as libcurl takes it (http://, https://, socks5h://...); empty = libcurl's default,
   // the http_proxy / https_proxy / no_proxy environment.
   std::string proxy;
+  // Connect to this address (an IP) instead of resolving the URL's host; the port, the Host
+  // header, SNI and certificate verification stay the URL's. Empty = resolve the host.
+  std::string connect_address;
 };
 
 struct Response {

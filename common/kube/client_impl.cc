@@ -470,6 +470,7 @@ Result<ClientImpl::Prepared> ClientImpl::NewRequest(std::string method, std::str
   request.body = std::move(body);
   request.timeout = config_.request_timeout;
   request.proxy = ProxyForCurl(config_.proxy_url);
+  request.connect_address = config_.connect_address;
   return prepared;
 }
 

@@ -42,6 +42,8 @@ struct Impersonation {
 
 struct ClusterConfig {
   std::string server;          // base URL, may carry a path prefix: https://host:6443/k8s/clusters/c1
+  std::string
+      connect_address;  // connect to this IP instead of server's host (Hive's apiServerIPOverride)
   std::string bearer_token;    // empty = none
   std::string token_file;      // re-read when it changes (in-cluster projected tokens)
   std::string username, password;   // basic authentication (when no token is set)

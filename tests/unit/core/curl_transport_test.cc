@@ -318,6 +318,29 @@ TEST_CASE("curl transport: a connection dropped mid-request is kUnavailable") {
   CHECK(response.status().code() == Code::kUnavailable);
 }
 
+TEST_CASE("curl transport: connect_address connects there, the URL's host and port kept for Host") {
+  std::mutex mu;
+  ServerRequest seen;
+  auto server =
+      StartServer([&](const ServerRequest& request, std::shared_ptr<ResponseWriter> writer) {
+        {
+          std::lock_guard lock(mu);
+          seen = request;
+        }
+        writer->Respond(200, {}, "ok");
+      });
+  auto transport = NewTransport();
+  const std::string port = std::to_string(server->port());
+  // Hive's apiServerIPOverride: the server's name does not resolve, its IP is given.
+  Request request = Get("http://api.cluster.invalid:" + port + "/x");
+  request.connect_address = "127.0.0.1";
+  Result<Response> response = transport->Call(request);
+  REQUIRE_MESSAGE(response.ok(), response.status().ToString());
+  std::lock_guard lock(mu);
+  CHECK(seen.path == "/x");
+  CHECK(FindHeader(seen.headers, "Host") == "api.cluster.invalid:" + port);
+}
+
 TEST_CASE("curl transport: malformed URL is kInvalidArgument") {
   auto transport = NewTransport();
   Result<Response> response = transport->Call(Get("notascheme://x"));

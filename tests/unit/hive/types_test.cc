@@ -85,6 +85,18 @@ TEST_CASE("ClusterDeployment skip rules") {
         "unreachable");  // Hive: no condition yet is unreachable
 }
 
+TEST_CASE("ClusterDeployment API URL and IP overrides, as Hive's remote client uses them") {
+  auto cd = ClusterDeployment::FromJson(Json::parse(R"({"metadata":{"name":"c","namespace":"c"},
+    "spec":{"installed":true,"controlPlaneConfig":{"apiURLOverride":"https://alt:6443","apiServerIPOverride":"10.0.0.1"}},
+    "status":{"installedTimestamp":"2024-01-01T00:00:00Z","conditions":[{"type":"ActiveAPIURLOverride","status":"True"}]}})"));
+  REQUIRE(cd.ok());
+  CHECK(cd->ActiveApiUrl() == "https://alt:6443");
+  CHECK(cd->api_server_ip_override == "10.0.0.1");
+  CHECK(cd->installed_timestamp == "2024-01-01T00:00:00Z");
+  cd->conditions.clear();
+  CHECK(cd->ActiveApiUrl().empty());  // the override is used only while its condition is True
+}
+
 TEST_CASE("ClusterSync status round-trips in upstream's shape") {
   Json status = Json::parse(R"({
     "syncSets":[{"name":"a","observedGeneration":2,"result":"Success","lastTransitionTime":"2026-01-01T00:00:00Z",
