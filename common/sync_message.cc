@@ -83,6 +83,7 @@ std::string EncodeSyncRequest(const SyncRequest& r) {
     }
     j["seen"] = std::move(seen);
   }
+  if (!r.kubeconfig_version.empty()) j["kubeconfigVersion"] = r.kubeconfig_version;
   return j.dump();
 }
 
@@ -138,6 +139,15 @@ Result<SyncRequest> DecodeSyncRequest(std::string_view body) {
   r.enqueued_at = std::move(*at);
   if (auto seen = j.find("seen"); seen != j.end()) {
     if (Status s = DecodeSeen(*seen, r.seen); !s.ok()) return fail(s);
+  }
+  if (j.contains("kubeconfigVersion")) {
+    auto version = RequireString(j, "kubeconfigVersion", 20);
+    if (!version.ok()) return fail(version.status());
+    if (!kube::ParseResourceVersion(*version)) {
+      return InvalidArgument("sync request: kubeconfigVersion \"" + *version +
+                             "\" is not a resourceVersion");
+    }
+    r.kubeconfig_version = std::move(*version);
   }
   return r;
 }

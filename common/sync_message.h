@@ -48,6 +48,10 @@ struct SyncRequest {
   bool full_reapply = false;     // reapply every set even if its status shows Success
   std::string enqueued_at;       // RFC 3339 with milliseconds
   HubVersions seen;              // optional in the body ("seen"): absent from older publishers
+  // The resourceVersion of the cluster's admin kubeconfig Secret as the publisher last saw it
+  // ("" = unknown; optional in the body, "kubeconfigVersion"): a consumer whose client was built
+  // from an older version reads the Secret again.
+  std::string kubeconfig_version;
 
   std::string ClusterKey() const { return cluster_namespace + "/" + cluster_name; }
   bool operator==(const SyncRequest&) const = default;
@@ -56,7 +60,7 @@ struct SyncRequest {
 std::string EncodeSyncRequest(const SyncRequest& request);
 // Rejects: not JSON, not an object, over kMaxSyncRequestBytes, missing or mistyped fields,
 // unsupported version, names that are not valid Kubernetes names, unknown lane, a "seen" that is
-// not an object of decimal resourceVersions.
+// not an object of decimal resourceVersions, a kubeconfigVersion that is not one.
 Result<SyncRequest> DecodeSyncRequest(std::string_view body);
 
 // The AMQP message for a request: JSON body, content_type, message_id, timestamp, app_id,

@@ -236,13 +236,14 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   }
 
   // 3. Apply. A cluster whose last sync succeeded keeps its client and is not asked for its
-  // Secret again while its ClusterDeployment names the same one. A full reapply reads it anyway,
-  // which bounds how long rotated credentials that still work go unnoticed.
+  // Secret again while its ClusterDeployment names the same one and the request knows of no newer
+  // version of it. A full reapply reads it anyway.
   if (plan.any_apply() || plan.any_delete()) {
     std::optional<Target> kept;
     if (!request.full_reapply && !cd.fake()) {
       kept = targets_.Trusted(key, cd.admin_kubeconfig_secret, options_.request_timeout,
-                              {cd.ActiveApiUrl(), cd.api_server_ip_override});
+                              {cd.ActiveApiUrl(), cd.api_server_ip_override},
+                              request.kubeconfig_version);
     }
     outcome.prepare_seconds = seconds_since_start();
     Status applied = Apply(request, cd, current, plan, kept, fence, outcomes, outcome);
@@ -424,8 +425,12 @@ Result<Target> ClusterSyncer::ReadTarget(const std::string& key, const hive::Clu
     return InvalidArgument("admin kubeconfig Secret " + cd.meta.ns + "/" + cd.admin_kubeconfig_secret +
                            " has no valid data.kubeconfig");
   }
+  std::string version;
+  if (auto meta = secret->find("metadata"); meta != secret->end() && meta->is_object()) {
+    version = meta->value("resourceVersion", "");
+  }
   return targets_.Get(key, cd.admin_kubeconfig_secret, *kubeconfig, options_.request_timeout,
-                      {cd.ActiveApiUrl(), cd.api_server_ip_override});
+                      {cd.ActiveApiUrl(), cd.api_server_ip_override}, version);
 }
 
 Status ClusterSyncer::ReadSourceSecrets(const std::vector<SetWork>& work, SecretSources& secrets) {

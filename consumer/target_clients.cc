@@ -1,6 +1,7 @@
 #include "consumer/target_clients.h"
 
 #include "common/kube/config.h"
+#include "common/kube/resource_version.h"
 
 namespace syncbus::consumer {
 
@@ -8,7 +9,7 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
                                   const std::string& kubeconfig_secret,
                                   const std::string& kubeconfig_yaml,
                                   std::chrono::milliseconds request_timeout,
-                                  const Endpoint& endpoint) {
+                                  const Endpoint& endpoint, const std::string& secret_version) {
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(cluster_key);
@@ -16,6 +17,7 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
         it->second.request_timeout == request_timeout && it->second.endpoint == endpoint) {
       recency_.splice(recency_.begin(), recency_, it->second.recency);
       it->second.kubeconfig_secret = kubeconfig_secret;
+      it->second.secret_version = secret_version;
       it->second.trusted = true;
       return it->second.target;
     }
@@ -42,6 +44,7 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
   it->second.kubeconfig_yaml = kubeconfig_yaml;
   it->second.request_timeout = request_timeout;
   it->second.endpoint = endpoint;
+  it->second.secret_version = secret_version;
   it->second.trusted = true;
   it->second.target = target;
   ForgetKeptLocked(cluster_key);
@@ -49,7 +52,8 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
     auto dropped = entries_.find(recency_.back());   // a sync still using it holds its own references
     if (dropped->second.trusted) {
       KeepLocked(dropped->first, std::move(dropped->second.kubeconfig_secret),
-                 std::move(dropped->second.kubeconfig_yaml));
+                 std::move(dropped->second.kubeconfig_yaml),
+                 std::move(dropped->second.secret_version));
     }
     entries_.erase(dropped);
     recency_.pop_back();
@@ -57,9 +61,11 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
   return target;
 }
 
-void TargetClients::KeepLocked(const std::string& cluster_key, std::string secret, std::string yaml) {
+void TargetClients::KeepLocked(const std::string& cluster_key, std::string secret, std::string yaml,
+                               std::string version) {
   ForgetKeptLocked(cluster_key);
-  kept_[cluster_key] = {std::move(secret), std::move(yaml), kept_recency_.insert(kept_recency_.begin(), cluster_key)};
+  kept_[cluster_key] = {std::move(secret), std::move(yaml), std::move(version),
+                        kept_recency_.insert(kept_recency_.begin(), cluster_key)};
   while (kept_.size() > 10 * capacity_) {
     kept_.erase(kept_recency_.back());
     kept_recency_.pop_back();
@@ -82,33 +88,42 @@ std::string TargetClients::KubeconfigSecret(const std::string& cluster_key) cons
 std::optional<Target> TargetClients::Trusted(const std::string& cluster_key,
                                              const std::string& kubeconfig_secret,
                                              std::chrono::milliseconds request_timeout,
-                                             const Endpoint& endpoint) {
-  std::string yaml;
+                                             const Endpoint& endpoint,
+                                             const std::string& secret_version) {
+  // Built from the Secret as it is now, as far as the request knows.
+  auto current = [&](const std::string& read_version) {
+    return secret_version.empty() || kube::ResourceVersionAtLeast(read_version, secret_version);
+  };
+  std::string yaml, version;
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(cluster_key);
     if (it != entries_.end()) {
-      if (!it->second.trusted || it->second.kubeconfig_secret != kubeconfig_secret) return std::nullopt;
+      if (!it->second.trusted || it->second.kubeconfig_secret != kubeconfig_secret ||
+          !current(it->second.secret_version)) {
+        return std::nullopt;
+      }
       recency_.splice(recency_.begin(), recency_, it->second.recency);
       if (it->second.endpoint == endpoint && it->second.request_timeout == request_timeout) {
         return it->second.target;
       }
       yaml = it->second.kubeconfig_yaml;  // the ClusterDeployment points elsewhere now: rebuild
+      version = it->second.secret_version;
     }
   }
-  if (!yaml.empty()) {
-    Result<Target> rebuilt = Get(cluster_key, kubeconfig_secret, yaml, request_timeout, endpoint);
-    if (!rebuilt.ok()) return std::nullopt;
-    return *rebuilt;
-  }
-  {
+  if (yaml.empty()) {
     std::lock_guard lock(mu_);
     auto kept = kept_.find(cluster_key);
-    if (kept == kept_.end() || kept->second.kubeconfig_secret != kubeconfig_secret) return std::nullopt;
+    if (kept == kept_.end() || kept->second.kubeconfig_secret != kubeconfig_secret ||
+        !current(kept->second.secret_version)) {
+      return std::nullopt;
+    }
     yaml = std::move(kept->second.kubeconfig_yaml);
+    version = std::move(kept->second.secret_version);
     ForgetKeptLocked(cluster_key);
   }
-  Result<Target> rebuilt = Get(cluster_key, kubeconfig_secret, yaml, request_timeout, endpoint);
+  Result<Target> rebuilt =
+      Get(cluster_key, kubeconfig_secret, yaml, request_timeout, endpoint, version);
   if (!rebuilt.ok()) return std::nullopt;
   return *rebuilt;
 }

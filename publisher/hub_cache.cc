@@ -307,6 +307,11 @@ void HubCache::Plan(const std::vector<std::string>& cluster_keys,
         }
       }
       view.desired = hive::ComputeDesired(cd->second, ns_sets, all_sss, view.secrets);
+      if (!cd->second.admin_kubeconfig_secret.empty()) {
+        auto kubeconfig = secrets_.find(prefix + cd->second.admin_kubeconfig_secret);
+        if (kubeconfig != secrets_.end())
+          view.kubeconfig_version = kubeconfig->second.resource_version;
+      }
     }
     if (auto s = statuses_.find(key); s != statuses_.end()) view.status = &s->second;
     if (auto l = leases_.find(key); l != leases_.end()) view.lease = &l->second;

@@ -40,6 +40,9 @@ struct ClusterView {
   hive::SecretVersions secrets;
   // The latest time any of them was written (creation or a managedFields entry), if known.
   std::optional<WallTime> secrets_written_at;
+  // The resourceVersion of the cluster's admin kubeconfig Secret ("" when unknown: Secrets not
+  // watched, or no such Secret).
+  std::string kubeconfig_version;
   // How far the cache had got (list or last event per collection): requests carry it, and
   // consumers apply only from a mirror at least this new.
   HubVersions seen;

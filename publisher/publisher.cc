@@ -218,6 +218,7 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
     r.cluster_name = key.substr(slash + 1);
     r.revision = view.desired.revision;
     r.seen = view.seen;
+    r.kubeconfig_version = view.kubeconfig_version;
     // A change for a cluster whose reapply is due anyway (or that never had one: no lease) is a
     // full reapply, so the consumer renews the lease in the same pass instead of a second one.
     r.full_reapply = need.kind == NeedKind::kReapply || secrets_changed ||

@@ -130,7 +130,8 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
       {res::kClusterSyncLeases, HubKind::kClusterSyncLease, true, false},
   };
   if (config_.publisher.watch_source_secrets) {
-    // secretMappings' sources: their versions, as metadata; the hub never sends their data.
+    // secretMappings' sources and kubeconfig Secrets: their versions, as metadata; the hub never
+    // sends their data.
     watched.push_back({res::kSecrets, HubKind::kSecret, true, true});
   } else {
     cache_.Replace(HubKind::kSecret, {});   // no versions: a source change waits for the reapply

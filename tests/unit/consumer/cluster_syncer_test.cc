@@ -81,13 +81,24 @@ struct Rig {
   ~Rig() {
     for (auto& r : reflectors) r->Stop();
   }
-  Result<SyncOutcome> Sync(bool full_reapply = false) {
+  Result<SyncOutcome> Sync(bool full_reapply = false, const std::string& kubeconfig_version = "") {
     SyncRequest r;
     r.cluster_namespace = "cluster-0001";
     r.cluster_name = "cluster-0001";
     r.full_reapply = full_reapply;
     r.seen = seen;
+    r.kubeconfig_version = kubeconfig_version;
     return syncer->Sync(r);
+  }
+  // The resourceVersion of the cluster's admin kubeconfig Secret, as the publisher would see it.
+  std::string KubeconfigVersion() {
+    auto cd = hub->Get(
+        kube::Object(kube::resources::kClusterDeployments, "cluster-0001", "cluster-0001"));
+    REQUIRE(cd.ok());
+    const std::string name = (*cd)["spec"]["clusterMetadata"]["adminKubeconfigSecretRef"]["name"];
+    auto secret = hub->Get(kube::Object(kube::resources::kSecrets, "cluster-0001", name));
+    REQUIRE(secret.ok());
+    return (*secret)["metadata"]["resourceVersion"];
   }
   // Every hub request so far, as "verb resource" -> count.
   std::map<std::string, uint64_t> HubRequests() {
@@ -147,6 +158,37 @@ TEST_CASE("a cluster's kubeconfig Secret is read once while its syncs succeed") 
   // A full reapply reads it again (bounding how long rotated credentials go unnoticed).
   REQUIRE(rig.Sync(true).ok());
   CHECK(rig.HubCount("get", "secrets") == 2);
+}
+
+TEST_CASE("a request that knows a newer kubeconfig Secret than the kept client's reads it again") {
+  Rig rig;
+  // The Secret reads each sync makes (the test's own reads come before or after).
+  auto secret_reads = [&](const std::string& version) {
+    const uint64_t before = rig.HubCount("get", "secrets");
+    rig.EditSelectorSyncSet();
+    auto out = rig.Sync(false, version);
+    REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+    CHECK(out->failed_sets.empty());
+    return rig.HubCount("get", "secrets") - before;
+  };
+  const std::string version = rig.KubeconfigVersion();
+  CHECK(secret_reads(version) == 1);
+  CHECK(secret_reads(version) == 0);  // the version the client was built from: kept
+  CHECK(secret_reads("") == 0);       // no version known (Secrets not watched): kept
+  // The Secret is written again (a rotation whose old credentials still work); the next request
+  // carries its new version, and that sync reads it.
+  const std::string secret_name = "cluster-0001-admin-kubeconfig";
+  auto secret = rig.hub->Get(kube::Object(kube::resources::kSecrets, "cluster-0001", secret_name));
+  REQUIRE(secret.ok());
+  (*secret)["metadata"]["annotations"]["rotated"] = "yes";
+  REQUIRE(
+      rig.hub->Update(kube::Object(kube::resources::kSecrets, "cluster-0001", secret_name), *secret)
+          .ok());
+  const std::string rotated = rig.KubeconfigVersion();
+  REQUIRE(rotated != version);
+  CHECK(secret_reads(version) == 0);  // a request decided before the rotation
+  CHECK(secret_reads(rotated) == 1);
+  CHECK(secret_reads(rotated) == 0);
 }
 
 TEST_CASE("after a failed sync the next one reads the kubeconfig Secret again") {

@@ -74,6 +74,41 @@ TEST_CASE("a kept client is trusted for its Secret until a sync fails or the Sec
   targets.Distrust("ns/unknown");   // harmless
 }
 
+TEST_CASE("a kept client is not trusted once the request knows a newer version of its Secret") {
+  consumer::testing::ApplyFixture f;
+  TargetClients targets(f.transport, 0, /*capacity=*/1);
+  auto a = targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a.example:6443"),
+                       std::chrono::seconds(30), {}, "100");
+  REQUIRE(a.ok());
+  CHECK(targets.Trusted("ns/a", "kubeconfig", std::chrono::seconds(30), {}, "")
+            .has_value());  // unknown
+  CHECK(targets.Trusted("ns/a", "kubeconfig", std::chrono::seconds(30), {}, "99")
+            .has_value());  // older
+  CHECK(targets.Trusted("ns/a", "kubeconfig", std::chrono::seconds(30), {}, "100").has_value());
+  CHECK_FALSE(
+      targets.Trusted("ns/a", "kubeconfig", std::chrono::seconds(30), {}, "101").has_value());
+  // Read again at the new version: trusted for it.
+  REQUIRE(targets
+              .Get("ns/a", "kubeconfig", Kubeconfig("https://a2.example:6443"),
+                   std::chrono::seconds(30), {}, "101")
+              .ok());
+  auto now = targets.Trusted("ns/a", "kubeconfig", std::chrono::seconds(30), {}, "101");
+  REQUIRE(now.has_value());
+  CHECK(now->client->config().server == "https://a2.example:6443");
+
+  // A kubeconfig read without a version is not trusted against a known one.
+  REQUIRE(targets.Get("ns/b", "kubeconfig", Kubeconfig("https://b.example:6443"))
+              .ok());  // drops a, kept
+  CHECK_FALSE(targets.Trusted("ns/b", "kubeconfig", std::chrono::seconds(30), {}, "5").has_value());
+  // A dropped cluster's kept kubeconfig: the same rule.
+  CHECK(targets.kept_kubeconfigs() == 1);
+  CHECK_FALSE(
+      targets.Trusted("ns/a", "kubeconfig", std::chrono::seconds(30), {}, "102").has_value());
+  auto rebuilt = targets.Trusted("ns/a", "kubeconfig", std::chrono::seconds(30), {}, "101");
+  REQUIRE(rebuilt.has_value());
+  CHECK(rebuilt->client->config().server == "https://a2.example:6443");
+}
+
 TEST_CASE("a dropped cluster's trusted kubeconfig is kept: its client is rebuilt without the Secret") {
   consumer::testing::ApplyFixture f;
   TargetClients targets(f.transport, 0, /*capacity=*/1);

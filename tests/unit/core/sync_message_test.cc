@@ -110,6 +110,26 @@ TEST_CASE("sync request carries what the publisher saw, and rejects a malformed 
   CHECK(partial->seen.sync_sets.empty());
 }
 
+TEST_CASE("sync request carries the kubeconfig Secret's version when the publisher knows it") {
+  SyncRequest r = Sample();
+  r.kubeconfig_version = "4711";
+  auto decoded = DecodeSyncRequest(EncodeSyncRequest(r));
+  REQUIRE(decoded.ok());
+  CHECK(decoded->kubeconfig_version == "4711");
+  CHECK(EncodeSyncRequest(Sample()).find("kubeconfigVersion") == std::string::npos);
+  auto without = DecodeSyncRequest(EncodeSyncRequest(Sample()));
+  REQUIRE(without.ok());
+  CHECK(without->kubeconfig_version.empty());
+
+  Json body = Json::parse(EncodeSyncRequest(r));
+  body["kubeconfigVersion"] = "v1";
+  auto bad = DecodeSyncRequest(body.dump());
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("kubeconfigVersion") != std::string::npos);
+  body["kubeconfigVersion"] = 4711;
+  CHECK_FALSE(DecodeSyncRequest(body.dump()).ok());
+}
+
 TEST_CASE("resourceVersions compare as etcd revisions, and anything else never counts as new enough") {
   CHECK(kube::ResourceVersionAtLeast("10", "9"));
   CHECK(kube::ResourceVersionAtLeast("10", "10"));

@@ -504,6 +504,28 @@ TEST_CASE("a request carries how far the cache had got: its lists and its last e
   CHECK(q[0].seen == HubVersions{"100", "100", "120"});
 }
 
+TEST_CASE(
+    "a request carries the version of the cluster's kubeconfig Secret, and a change of it alone "
+    "sends nothing") {
+  Fixture f;
+  Json kubeconfig = Secret("k", "77", f.clock.WallNow());
+  kubeconfig["metadata"]["namespace"] = "a";
+  f.cache.Replace(HubKind::kSecret, {kubeconfig});
+  f.cache.Replace(HubKind::kClusterDeployment,
+                  {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}})});
+  f.Round(true);
+  auto q = f.Queue(amqp::Lane::kResync);
+  REQUIRE(q.size() == 2);
+  CHECK(q[0].cluster_name == "a");
+  CHECK(q[0].kubeconfig_version == "77");
+  // b's Secret is not on the hub, as far as the cache knows.
+  CHECK(q[1].kubeconfig_version.empty());
+  // Hive does not watch kubeconfig Secrets: a rotation is picked up by the cluster's next sync.
+  kubeconfig["metadata"]["resourceVersion"] = "78";
+  f.cache.Upsert(HubKind::kSecret, kubeconfig);
+  CHECK(f.cache.TakeDirty(0ms).empty());
+}
+
 TEST_CASE("a change does not wait behind the resync lane: it goes out on the change lane at once") {
   Fixture f;
   f.cache.Replace(HubKind::kClusterDeployment, {Cd("b", {{"fleet", "a"}})});
