@@ -119,7 +119,7 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
     loop_seen_ns_.store(std::chrono::nanoseconds(clock.Now().time_since_epoch()).count());
     if (!consuming_.load()) {
       Status s = session->Connect();
-      if (s.ok()) s = session->Declare(amqp::SyncbusTopology(config_.topology));
+      if (s.ok()) s = amqp::DeclareTopology(*session, amqp::SyncbusTopology(config_.topology));
       if (s.ok()) s = loop.Subscribe();
       if (!s.ok()) {
         auto delay = backoff.Next();
@@ -136,8 +136,10 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
     }
     Status s = loop.Step(std::chrono::milliseconds(50));
     if (!s.ok()) {
-      // In-flight results of this connection are dropped; the broker redelivers them.
+      // In-flight results of this connection are dropped; the broker redelivers them, so their
+      // syncs stop and give their cluster leases back to whoever gets them now.
       log::Warn("broker connection lost; reconnecting", {{"error", s.message()}});
+      loop.ConnectionLost();
       consuming_.store(false);
       session->Close();
     }

@@ -99,7 +99,7 @@ Status DeliveryLoop::Subscribe() {
   {
     // Work of an older connection can no longer be acked: drop it (the broker redelivers).
     std::lock_guard lock(mu_);
-    ++generation_;
+    live_generation_.store(++generation_);
     for (auto* ready : {&ready_change_, &ready_resync_, &ready_alone_}) {
       for (const auto& job : *ready) active_.erase(job.request.ClusterKey());
       ready->clear();
@@ -119,6 +119,11 @@ Status DeliveryLoop::Subscribe() {
   return Status::Ok();
 }
 
+void DeliveryLoop::ConnectionLost() {
+  // No subscription is live until Subscribe() makes the next one.
+  live_generation_.store(0);
+}
+
 DeliveryLoop::Done DeliveryLoop::Run(Job job) {
   // The cluster's lease is taken at the sync's first call of the fence, which the syncer makes
   // before its first write: a request that needs no write costs no lease write. Later calls
@@ -130,8 +135,14 @@ DeliveryLoop::Done DeliveryLoop::Run(Job job) {
     Status refused;   // why it could not be taken
   };
   auto claim = std::make_shared<Claim>();
-  SyncFence fence = [claim, this, ns = job.request.cluster_namespace, name = job.request.cluster_name] {
+  SyncFence fence = [claim, this, generation = job.generation, ns = job.request.cluster_namespace,
+                     name = job.request.cluster_name] {
     if (abandon_.load()) return Status(Code::kCancelled, "shutting down: the delivery is left to the broker");
+    if (live_generation_.load() != generation) {
+      return Status(Code::kCancelled,
+                    "the broker connection that delivered this request is gone (the broker hands it to another "
+                    "consumer): stopping, and giving the cluster's lease back");
+    }
     if (leases_ == nullptr) return Status::Ok();
     std::lock_guard lock(claim->mu);
     if (!claim->tried) {
@@ -233,8 +244,9 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
     log::Warn("poison request parked", {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}});
     const std::string why = "delivered " + std::to_string(unsettled) +
                             " times without being settled (consumers crashed or were killed)";
-    Status s = Park(delivery, DeadLetter(delivery, "delivery_limit", why, clock_.WallNow()),
-                    "dead-lettered", &*request, [why](TraceEvent& e) {
+    amqp::Publication dead = DeadLetter(delivery, "delivery_limit", why, clock_.WallNow());
+    dead.message.headers[kUnsettledHeader] = unsettled;   // for `dlq list` (and chaos's check)
+    Status s = Park(delivery, dead, "dead-lettered", &*request, [why](TraceEvent& e) {
                       e.outcome = TraceOutcome::kParked;
                       e.dead_reason = "delivery_limit";
                       e.error = why;

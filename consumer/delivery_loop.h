@@ -11,7 +11,9 @@
 // crashes consumers takes neither the pool nor other work down with it (RetryPolicy's
 // Quarantine); while its cluster is leased elsewhere (by the consumer that died holding it) it
 // is deferred instead, without holding up this consumer's other work. Deliveries for a cluster
-// already in progress in this process wait for it.
+// already in progress in this process wait for it. When the broker connection is lost, the syncs
+// of its deliveries stop at their next write and give their cluster leases back at once: the
+// broker has handed those requests to other consumers, which need the clusters now.
 // Step()/Drain() run on one thread (the session's owner); workers are internal.
 #pragma once
 
@@ -49,8 +51,9 @@ struct DeliveryOptions {
   uint16_t prefetch = 20;             // per lane
   int workers = 20;                   // clusters processed at once
   RetryPolicy retry;
-  // The work queues' x-delivery-limit: a request whose deliveries ended unsettled more often
-  // than this, counted across busy deferrals, is parked as poison (0 = the broker alone).
+  // topology.deliveryLimit: a request whose deliveries ended unsettled more often than this,
+  // counted across deferrals and quarantines, is parked as poison (0 = the broker alone; the
+  // work queues' delivery-limit policy is the broker's backstop for each copy).
   int delivery_limit = 0;
   std::chrono::milliseconds confirm_timeout{30000};
   // Where deliveries and settlements are recorded for `syncbusctl trace`; flushed by Step().
@@ -77,6 +80,9 @@ class DeliveryLoop {
   // Starts consuming both lanes (again after a reconnect; results of the old connection are
   // dropped — the broker redelivers those messages).
   Status Subscribe();
+  // The broker connection is gone (Step() failed): the syncs of its deliveries fail their next
+  // fence check, so they stop writing and their leases are given back (see above).
+  void ConnectionLost();
   // Settles finished work, then waits up to `timeout` for one delivery and dispatches it.
   // An error means the broker connection is gone: reconnect, Subscribe() again.
   Status Step(std::chrono::milliseconds timeout);
@@ -144,6 +150,8 @@ class DeliveryLoop {
   ClusterLeases* leases_;
   Clock& clock_;
   uint64_t generation_ = 0;   // session thread only
+  // The subscription whose deliveries may still be worked on; a fence of another one fails.
+  std::atomic<uint64_t> live_generation_{0};
   std::vector<std::string> consumer_tags_;
   std::deque<PendingPark> pending_parks_;       // session thread only
   // Refused settlements: 250 ms doubling to 2 s.

@@ -66,6 +66,7 @@ struct CommandLine {
   CLI::App* dlq_cmd = nullptr;
   CLI::App* dlq_replay = nullptr;
   CLI::App* dlq_purge = nullptr;
+  CLI::App* dlq_reindex = nullptr;
 
   std::string shell;
   CLI::App* completion_cmd = nullptr;
@@ -131,7 +132,9 @@ struct CommandLine {
         app.add_subcommand("dlq", "inspect, replay or purge the dead-letter queue (syncbus.dead)");
     dlq_cmd->require_subcommand(1);
     auto* dlq_list = dlq_cmd->add_subcommand(
-        "list", "show parked messages (cluster, reason, attempts, first failure, age, last error)");
+        "list",
+        "show parked messages (cluster, reason, attempts, first failure, age, last error) from the "
+        "dead-letter index, without touching the queue");
     dlq_replay = dlq_cmd->add_subcommand(
         "replay", "republish matching messages to the work exchange with attempts reset");
     dlq_purge =
@@ -157,6 +160,13 @@ struct CommandLine {
     dlq_replay->add_option("--rate", dlq.rate_per_second,
                            "at most this many replays per second (0 = no limit)");
     dlq_purge->add_flag("-y,--yes", dlq.yes, "do not ask for confirmation");
+    dlq_reindex = dlq_cmd->add_subcommand(
+        "reindex",
+        "rebuild the dead-letter index from the queue (messages parked before it existed; run it "
+        "while no replay or purge runs)");
+    dlq_reindex->add_option("-c,--config", dlq.config_file, "syncbus YAML config (its amqp section)")
+        ->required();
+    dlq_reindex->add_flag("-q,--quiet", dlq.quiet, "no progress lines");
 
     completion_cmd = app.add_subcommand(
         "completion", "print a shell completion script: source <(syncbusctl completion bash)");
@@ -205,9 +215,10 @@ struct CommandLine {
         *field = *parsed;
       }
       dlq.output = dlq_output.Get();
-      dlq.action = dlq_replay->parsed()  ? DlqAction::kReplay
-                   : dlq_purge->parsed() ? DlqAction::kPurge
-                                         : DlqAction::kList;
+      dlq.action = dlq_replay->parsed()    ? DlqAction::kReplay
+                   : dlq_purge->parsed()   ? DlqAction::kPurge
+                   : dlq_reindex->parsed() ? DlqAction::kReindex
+                                           : DlqAction::kList;
       return RunDlq(dlq);
     }
     if (wait_cmd->parsed()) {

@@ -1,7 +1,9 @@
 #include "ctl/commands.h"
 
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <string_view>
 #include <thread>
 
@@ -123,8 +125,8 @@ int RunTopology(const std::string& config_file, const std::string& vhost, Output
     return 2;
   }
   Json defs = amqp::ToDefinitions(amqp::SyncbusTopology(config->topology), vhost);
-  Json out = {{"vhosts", Json::array({Json{{"name", vhost}}})}, {"policies", Json::array()}};
-  for (const char* k : {"exchanges", "queues", "bindings"}) out[k] = defs[k];
+  Json out = {{"vhosts", Json::array({Json{{"name", vhost}}})}};
+  for (const char* k : {"exchanges", "queues", "bindings", "policies"}) out[k] = defs[k];
   if (IsDocument(output)) {
     std::cout << FormatDocument(out, output) << std::flush;
     return 0;
@@ -153,6 +155,15 @@ int RunTopology(const std::string& config_file, const std::string& vhost, Output
                     key.empty() ? "-" : "key=" + key});
     if (wide) rows.back().push_back(arguments(b));
   }
+  for (const auto& p : out["policies"]) {
+    const Json definition = p.value("definition", Json::object());
+    std::string detail = "pattern=" + p.value("pattern", "");
+    for (const auto& [key, value] : definition.items()) {
+      detail += " " + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+    }
+    rows.push_back({"policy", p.value("name", ""), p.value("apply-to", ""), detail});
+    if (wide) rows.back().push_back(definition.dump());
+  }
   std::cout << FormatTable(rows) << std::flush;
   return 0;
 }
@@ -160,41 +171,79 @@ int RunTopology(const std::string& config_file, const std::string& vhost, Output
 namespace {
 
 const char* Verb(DlqAction action) {
-  return action == DlqAction::kReplay ? "replay" : action == DlqAction::kPurge ? "purge" : "list";
+  switch (action) {
+    case DlqAction::kReplay: return "replay";
+    case DlqAction::kPurge: return "purge";
+    case DlqAction::kReindex: return "reindex";
+    case DlqAction::kList: break;
+  }
+  return "list";
 }
 
 void PrintLetters(const std::vector<DeadLetter>& letters, OutputFormat output, WallTime now, std::ostream& out) {
   if (IsDocument(output)) {
     Json array = Json::array();
-    for (const auto& d : letters) array.push_back(d.ToJson(now));
+    for (const auto& d : letters) array.push_back(d.ToJson(now, /*with_message=*/true));
     out << FormatDocument(array, output) << std::flush;
   } else {
     out << FormatDeadLetterTable(letters, now, output == OutputFormat::kWide) << std::flush;
   }
 }
 
+// Progress lines on `err` for long passes (50 messages or more), at most one a second.
+std::function<void(const DlqProgress&)> ProgressPrinter(const DlqOptions& options, std::ostream& err) {
+  auto last_report = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+  return [&options, &err, last_report](const DlqProgress& p) {
+    if (options.quiet || p.total < 50) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now - *last_report < std::chrono::seconds(1) && p.scanned != p.total) return;
+    *last_report = now;
+    err << "dlq " << Verb(options.action) << ": scanned " << p.scanned << "/" << p.total << " matched " << p.matched
+        << " done " << p.done << std::endl;
+  };
+}
+
+int RunReindex(const DlqOptions& options, amqp::Session& session, std::ostream& err) {
+  auto result = ReindexDeadLetters(session, std::chrono::seconds(30), ProgressPrinter(options, err));
+  if (!result.ok()) {
+    err << "syncbusctl: " << result.status().message() << std::endl;
+    return 1;
+  }
+  err << "dlq reindex: indexed " << result->progress.done << " of the " << result->progress.total
+      << " parked messages again (each moved to the back of " << amqp::kDeadQueue << ", in order)" << std::endl;
+  if (!result->error.ok()) {
+    err << "syncbusctl: stopped early: " << result->error.message() << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock, std::istream& in,
            std::ostream& out, std::ostream& err) {
-  DlqScanOptions scan;
-  scan.action = options.action;
-  scan.filter = options.filter;
-  scan.dry_run = options.dry_run;
-  scan.rate_per_second = options.rate_per_second;
-  scan.limit = options.limit;
-  // Before the scan holds any message: a missing trace stream only costs a channel here.
-  scan.trace_replays = options.action == DlqAction::kReplay && !options.dry_run &&
-                       session.Inspect(amqp::kTraceQueue).ok();
-  if (options.action == DlqAction::kPurge && !options.yes && !options.dry_run) {
-    DlqScanOptions count = scan;
-    count.action = DlqAction::kList;
-    auto counted = ScanDeadLetters(session, count, clock);
-    if (!counted.ok()) {
-      err << "syncbusctl: " << counted.status().message() << std::endl;
+  if (options.action == DlqAction::kReindex) return RunReindex(options, session, err);
+  const char* done = options.action == DlqAction::kReplay ? "replayed" : "purged";
+  size_t agreed = 0;   // purge: how many the operator agreed to
+  const bool listing = options.action == DlqAction::kList || options.dry_run;
+  const bool ask = options.action == DlqAction::kPurge && !options.yes && !options.dry_run;
+  if (listing || ask) {
+    // From the index: the queue itself is not touched.
+    auto listed = ListDeadLetters(session, options.filter, options.limit, clock);
+    if (!listed.ok()) {
+      err << "syncbusctl: " << listed.status().message() << std::endl;
       return 1;
     }
-    size_t n = counted->matched.size();
+    if (std::string note = listed->Discrepancy(); !note.empty()) err << "syncbusctl: note: " << note << std::endl;
+    const size_t n = listed->matched.size();
+    if (listing) {
+      PrintLetters(listed->matched, options.output, clock.WallNow(), out);
+      if (options.dry_run) {
+        err << "dlq " << Verb(options.action) << ": would have " << done << " " << n << " of " << n
+            << " matching (of " << listed->listed << " parked)" << std::endl;
+      }
+      return 0;
+    }
     if (n == 0) {
       err << "dlq purge: nothing matches" << std::endl;
       return 0;
@@ -206,31 +255,29 @@ int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock
       err << "dlq purge: cancelled" << std::endl;
       return 1;
     }
-    scan.limit = options.limit == 0 ? n : std::min(options.limit, n);   // no more than agreed to
+    agreed = n;
   }
-  auto last_report = std::chrono::steady_clock::now();
-  scan.progress = [&](const DlqProgress& p) {
-    if (options.quiet || p.total < 50) return;
-    auto now = std::chrono::steady_clock::now();
-    if (now - last_report < std::chrono::seconds(1) && p.scanned != p.total) return;
-    last_report = now;
-    err << "dlq " << Verb(options.action) << ": scanned " << p.scanned << "/" << p.total << " matched " << p.matched
-        << " done " << p.done << std::endl;
-  };
+  DlqScanOptions scan;
+  scan.action = options.action;
+  scan.filter = options.filter;
+  scan.rate_per_second = options.rate_per_second;
+  scan.limit = agreed == 0 ? options.limit : (options.limit == 0 ? agreed : std::min(options.limit, agreed));
+  // Before the scan holds any message: a missing stream only costs a channel here.
+  scan.trace_replays = options.action == DlqAction::kReplay && session.Inspect(amqp::kTraceQueue).ok();
+  scan.record_removals = session.Inspect(amqp::kDeadIndexQueue).ok();
+  if (!scan.record_removals) {
+    err << "syncbusctl: note: the dead-letter index " << amqp::kDeadIndexQueue
+        << " does not exist yet; what this " << Verb(options.action) << " removes is not recorded there" << std::endl;
+  }
+  scan.progress = ProgressPrinter(options, err);
   auto result = ScanDeadLetters(session, scan, clock);
   if (!result.ok()) {
     err << "syncbusctl: " << result.status().message() << std::endl;
     return 1;
   }
-  WallTime now = clock.WallNow();
-  if (options.action == DlqAction::kList || options.dry_run) PrintLetters(result->matched, options.output, now, out);
   const DlqProgress& p = result->progress;
-  if (options.action != DlqAction::kList) {
-    const char* done = options.action == DlqAction::kReplay ? "replayed" : "purged";
-    err << "dlq " << Verb(options.action) << ": " << (options.dry_run ? "would have " : "") << done << " "
-        << (options.dry_run ? p.matched : p.done) << " of " << p.matched << " matching (scanned " << p.scanned
-        << " of " << p.total << ")" << std::endl;
-  }
+  err << "dlq " << Verb(options.action) << ": " << done << " " << p.done << " of " << p.matched << " matching (scanned "
+      << p.scanned << " of " << p.total << ")" << std::endl;
   if (!result->error.ok()) {
     err << "syncbusctl: stopped early: " << result->error.message() << std::endl;
     return 1;

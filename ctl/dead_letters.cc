@@ -11,6 +11,7 @@
 #include "common/time_format.h"
 #include "common/trace_event.h"
 #include "consumer/retry_policy.h"
+#include "ctl/dead_letter_index.h"
 #include "ctl/text_table.h"
 
 namespace syncbus::ctl {
@@ -58,9 +59,13 @@ std::string DeadAge(std::optional<WallTime> dead_at, WallTime now) {
 
 }  // namespace
 
-Json DeadLetter::ToJson(WallTime now) const {
-  Json out = {{"cluster", cluster}, {"lane", lane}, {"reason", reason}, {"attempts", attempts},
-              {"firstFailure", first_failure}, {"lastError", last_error}, {"messageId", message_id}};
+Json DeadLetter::ToJson(WallTime now, bool with_message) const {
+  Json out = {{"cluster", cluster},       {"lane", lane},
+              {"reason", reason},         {"parkedBy", by_broker ? "broker" : "syncbus"},
+              {"attempts", attempts},     {"unsettled", unsettled},
+              {"firstFailure", first_failure}, {"lastError", last_error},
+              {"messageId", message_id}};
+  if (with_message) out["message"] = {{"headers", message.headers}, {"body", message.body}};
   if (dead_at) {
     out["deadAt"] = FormatRfc3339(*dead_at);
     out["ageSeconds"] = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::seconds>(now - *dead_at).count());
@@ -89,14 +94,27 @@ DeadLetter DescribeDeadLetter(const amqp::Delivery& delivery) {
   d.first_failure = StringHeader(h, kFirstFailureHeader);
   d.last_error = StringHeader(h, kLastErrorHeader);
   if (auto at = ParseRfc3339(StringHeader(h, consumer::kDeadAtHeader)); at.ok()) d.dead_at = *at;
+  if (auto it = h.find(consumer::kUnsettledHeader); it != h.end() && it->is_number_integer()) {
+    d.unsettled = static_cast<int>(it->get<int64_t>());
+  }
   // Parked by the broker (the work queue's delivery limit): the newest x-death entry says so.
   auto deaths = h.find("x-death");
   if (deaths != h.end() && deaths->is_array() && !deaths->empty()) {
     const Json& newest = deaths->front();
-    if (d.reason.empty()) d.reason = newest.value("reason", "");
+    if (d.reason.empty()) {
+      d.reason = newest.value("reason", "");
+      d.by_broker = !d.reason.empty();
+    }
     if (!d.dead_at && newest.contains("time")) d.dead_at = TimestampOf(newest["time"]);
   }
+  // RabbitMQ 3.10 keeps no x-death array in a stream (the index's copy), only the x-first-death-*
+  // headers; a message parked by the broker was dead-lettered once, so the first is the one.
+  if (d.reason.empty()) {
+    d.reason = StringHeader(h, "x-first-death-reason");
+    d.by_broker = !d.reason.empty();
+  }
   if (d.reason.empty()) d.reason = "unknown";
+  d.message = delivery.message;
   return d;
 }
 
@@ -136,13 +154,51 @@ amqp::Publication ReplayPublication(const amqp::Delivery& delivery) {
   return p;
 }
 
+std::string DlqListing::Discrepancy() const {
+  std::string text;
+  if (trimmed) {
+    text = "the dead-letter index has been trimmed to its size limit, so requests parked long ago may be missing "
+           "from this list; ";
+  }
+  if (queue_depth && *queue_depth > listed) {
+    text += std::string(amqp::kDeadQueue) + " holds " + std::to_string(*queue_depth) + " messages and the index lists " +
+            std::to_string(listed) + ": the others were parked before the index existed (or taken out of it by hand); ";
+  } else if (queue_depth && *queue_depth < listed) {
+    text += std::string(amqp::kDeadQueue) + " holds " + std::to_string(*queue_depth) + " ready messages and the index lists " +
+            std::to_string(listed) + ": the others are being replayed or purged right now, or were removed without "
+            "syncbusctl; ";
+  }
+  if (!text.empty()) text += "`syncbusctl dlq reindex` rebuilds the index from the queue (run it when nothing else works the queue)";
+  return text;
+}
+
+Result<DlqListing> ListDeadLetters(amqp::Session& session, const DeadLetterFilter& filter, size_t limit,
+                                   const Clock& clock, std::chrono::milliseconds timeout) {
+  auto index = ReadDeadLetterIndex(session, timeout);
+  if (!index.ok()) return index.status();
+  DlqListing out;
+  out.listed = index->parked.size();
+  out.trimmed = index->trimmed;
+  const WallTime now = clock.WallNow();
+  for (const amqp::Delivery& copy : index->parked) {
+    DeadLetter letter = DescribeDeadLetter(copy);
+    if (!filter.Matches(letter, now)) continue;
+    if (limit != 0 && out.matched.size() >= limit) break;
+    out.matched.push_back(std::move(letter));
+  }
+  if (auto info = session.Inspect(amqp::kDeadQueue); info.ok()) out.queue_depth = info->messages;
+  return out;
+}
+
 Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& options, const Clock& clock) {
+  if (options.action != DlqAction::kReplay && options.action != DlqAction::kPurge) {
+    return InvalidArgument("a pass over the dead-letter queue replays or purges; lists come from the index");
+  }
   auto info = session.Inspect(amqp::kDeadQueue);
   if (!info.ok()) return info.status().Annotate("inspecting " + std::string(amqp::kDeadQueue));
   DlqResult result;
   result.progress.total = info->messages;
   std::vector<uint64_t> keep;   // unacked until the end, then requeued in order
-  bool acting = options.action != DlqAction::kList && !options.dry_run;
   bool published_before = false;
   auto pause = options.rate_per_second > 0
                    ? std::chrono::milliseconds(static_cast<int64_t>(1000.0 / options.rate_per_second))
@@ -164,35 +220,41 @@ Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& 
                    (options.limit == 0 || result.matched.size() < options.limit);
     if (!matches) {
       keep.push_back(delivery.delivery_tag);
-    } else {
-      result.matched.push_back(letter);
-      ++result.progress.matched;
-      if (!acting) {
+      if (options.progress) options.progress(result.progress);
+      continue;
+    }
+    result.matched.push_back(letter);
+    ++result.progress.matched;
+    if (options.action == DlqAction::kReplay) {
+      if (published_before && pause.count() > 0) {
+        if (options.sleep) options.sleep(pause);
+        else std::this_thread::sleep_for(pause);
+      }
+      published_before = true;
+      amqp::Publication replay = ReplayPublication(delivery);
+      const WallTime replay_at = clock.WallNow();   // before a consumer can record its delivery
+      Status published = session.Publish(replay, options.confirm_timeout);
+      if (!published.ok()) {
+        // Not confirmed: the dead copy stays (requeued below).
         keep.push_back(delivery.delivery_tag);
-      } else {
-        if (options.action == DlqAction::kReplay) {
-          if (published_before && pause.count() > 0) {
-            if (options.sleep) options.sleep(pause);
-            else std::this_thread::sleep_for(pause);
-          }
-          published_before = true;
-          amqp::Publication replay = ReplayPublication(delivery);
-          const WallTime replay_at = clock.WallNow();   // before a consumer can record its delivery
-          Status published = session.Publish(replay, options.confirm_timeout);
-          if (!published.ok()) {
-            // Not confirmed: the dead copy stays (requeued below).
-            keep.push_back(delivery.delivery_tag);
-            result.error = published.Annotate("replaying " + letter.cluster);
-            break;
-          }
-          if (options.trace_replays) RecordReplay(session, letter, replay, replay_at, options.confirm_timeout);
-        }
-        Status acked = session.Ack(delivery.delivery_tag);
-        if (!acked.ok()) {
-          result.error = acked.Annotate("removing the dead copy of " + letter.cluster);
-          break;
-        }
-        ++result.progress.done;
+        result.error = published.Annotate("replaying " + letter.cluster);
+        break;
+      }
+      if (options.trace_replays) RecordReplay(session, letter, replay, replay_at, options.confirm_timeout);
+    }
+    Status acked = session.Ack(delivery.delivery_tag);
+    if (!acked.ok()) {
+      result.error = acked.Annotate("removing the dead copy of " + letter.cluster);
+      break;
+    }
+    ++result.progress.done;
+    if (options.record_removals) {
+      const char* by = options.action == DlqAction::kReplay ? "replay" : "purge";
+      if (Status recorded = RecordRemoval(session, delivery.message, by, options.confirm_timeout); !recorded.ok()) {
+        // The copy is gone from the queue; the index still lists it until it is rebuilt.
+        result.error = recorded.Annotate(letter.cluster + " left the dead-letter queue, but the index still lists "
+                                         "it (`syncbusctl dlq reindex` rebuilds it)");
+        break;
       }
     }
     if (options.progress) options.progress(result.progress);
@@ -201,6 +263,50 @@ Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& 
     if (!session.connected()) break;   // the broker requeues them with the connection
     Status s = session.Nack(tag, true);
     if (!s.ok() && result.error.ok()) result.error = s.Annotate("requeueing");
+  }
+  return result;
+}
+
+Result<DlqResult> ReindexDeadLetters(amqp::Session& session, std::chrono::milliseconds confirm_timeout,
+                                     const std::function<void(const DlqProgress&)>& progress) {
+  auto info = session.Inspect(amqp::kDeadQueue);
+  if (!info.ok()) return info.status().Annotate("inspecting " + std::string(amqp::kDeadQueue));
+  if (auto index = session.Inspect(amqp::kDeadIndexQueue); !index.ok()) {
+    return index.status().Annotate("inspecting the dead-letter index " + std::string(amqp::kDeadIndexQueue));
+  }
+  SYNCBUS_RETURN_IF_ERROR(RecordReset(session, confirm_timeout));
+  DlqResult result;
+  result.progress.total = info->messages;
+  // The moved copies come back at the end of the queue: stop after the messages that were there.
+  while (result.progress.scanned < result.progress.total) {
+    auto got = session.Get(amqp::kDeadQueue);
+    if (!got.ok()) {
+      result.error = got.status();
+      break;
+    }
+    if (!got->has_value()) break;
+    const amqp::Delivery& delivery = **got;
+    ++result.progress.scanned;
+    amqp::Publication copy;
+    copy.exchange = amqp::kDeadExchange;
+    copy.routing_key = delivery.routing_key;
+    copy.message = delivery.message;
+    // The queue's count of this copy is not the new copy's.
+    if (copy.message.headers.is_object()) copy.message.headers.erase(consumer::kDeliveryCountHeader);
+    if (Status moved = session.Publish(copy, confirm_timeout); !moved.ok()) {
+      (void)session.Nack(delivery.delivery_tag, true);
+      result.error = moved.Annotate("moving a parked message (run reindex again)");
+      break;
+    }
+    if (Status acked = session.Ack(delivery.delivery_tag); !acked.ok()) {
+      // Both copies stay: the next reindex or replay sees it twice (a replayed trigger twice
+      // costs one up-to-date check).
+      result.error = acked.Annotate("removing a moved message's old copy");
+      break;
+    }
+    ++result.progress.done;
+    result.matched.push_back(DescribeDeadLetter(delivery));
+    if (progress) progress(result.progress);
   }
   return result;
 }

@@ -1,10 +1,13 @@
 // Dead-letter queue operations behind `syncbusctl dlq`: describe parked messages (cluster,
-// reason, attempts, first failure, last error, age), filter them, and list, replay or purge the
-// matches in one pass over the queue with basic.get. Replay republishes to the work exchange on
-// the message's lane with its attempt history reset and acks the dead copy only after the
-// broker confirmed the new one, so an interrupted replay loses nothing (a re-run may replay a
-// trigger twice, which costs one cheap up-to-date check). Messages not acted on are requeued.
-// Pure functions plus ScanDeadLetters over a caller-owned Session; thread-compatible.
+// reason, attempts, first failure, last error, age), filter them, list the matches from the
+// dead-letter index (dead_letter_index.h: the queue itself is never touched by a listing), and
+// replay or purge them in one pass over the queue with basic.get. Replay republishes to the work
+// exchange on the message's lane with its attempt history reset and acks the dead copy only after
+// the broker confirmed the new one, so an interrupted replay loses nothing (a re-run may replay a
+// trigger twice, which costs one cheap up-to-date check); each copy taken out is recorded in the
+// index. Messages not acted on are requeued (the queue's delivery limit is never reached, see
+// syncbus_topology.h). Reindex rebuilds the index from the queue. Pure functions plus the passes
+// over a caller-owned Session; thread-compatible.
 #pragma once
 
 #include <chrono>
@@ -30,9 +33,13 @@ struct DeadLetter {
   std::string last_error;
   std::optional<WallTime> dead_at;
   std::string message_id;
+  bool by_broker = false;       // parked by the broker's own delivery limit (x-death), not by syncbus
+  int unsettled = 0;            // delivery_limit: deliveries that ended with the consumer gone
+  amqp::Message message;        // the parked copy, for --json
 
-  // Age in seconds is null when the parking time is unknown.
-  Json ToJson(WallTime now) const;
+  // Age in seconds is null when the parking time is unknown; `with_message` adds the copy's
+  // headers and body.
+  Json ToJson(WallTime now, bool with_message = false) const;
 };
 
 DeadLetter DescribeDeadLetter(const amqp::Delivery& delivery);
@@ -50,7 +57,7 @@ struct DeadLetterFilter {
 // attempt 0 and no failure history (x-syncbus-* retry/dead headers and x-death removed).
 amqp::Publication ReplayPublication(const amqp::Delivery& delivery);
 
-enum class DlqAction { kList, kReplay, kPurge };
+enum class DlqAction { kList, kReplay, kPurge, kReindex };
 
 struct DlqProgress {
   size_t scanned = 0;    // messages looked at
@@ -59,16 +66,34 @@ struct DlqProgress {
   size_t done = 0;       // replayed or purged
 };
 
+// A listing from the dead-letter index, and what the queue itself holds now.
+struct DlqListing {
+  std::vector<DeadLetter> matched;       // in the order they were parked
+  size_t listed = 0;                     // copies the index lists (matching or not)
+  std::optional<uint32_t> queue_depth;   // ready messages in syncbus.dead (passive declare)
+  bool trimmed = false;                  // see DeadLetterIndex::trimmed
+
+  // One line for people when the index and the queue disagree; "" when they agree.
+  std::string Discrepancy() const;
+};
+
+// The matches (at most `limit`, 0 = all) as the index lists them. Changes nothing in
+// syncbus.dead. kNotFound when the index does not exist.
+Result<DlqListing> ListDeadLetters(amqp::Session& session, const DeadLetterFilter& filter, size_t limit,
+                                   const Clock& clock,
+                                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
 struct DlqScanOptions {
-  DlqAction action = DlqAction::kList;
+  DlqAction action = DlqAction::kReplay;   // kReplay or kPurge
   DeadLetterFilter filter;
-  bool dry_run = false;                  // replay/purge: report the matches, change nothing
   double rate_per_second = 0;            // replay: publishes per second; 0 = unlimited
   size_t limit = 0;                      // act on at most this many matches; 0 = all
   std::chrono::milliseconds confirm_timeout{30000};
-  // Record each replay on the trace stream. Only when syncbus.trace exists: publishing to a
-  // missing exchange closes the channel, which would requeue the scan's messages.
+  // Record each replay on the trace stream, and each copy taken out in the dead-letter index.
+  // Only when the stream exists: publishing to a missing exchange closes the channel, which would
+  // requeue the scan's messages.
   bool trace_replays = false;
+  bool record_removals = false;
   std::function<void(std::chrono::milliseconds)> sleep;      // rate limit; null = real sleep
   std::function<void(const DlqProgress&)> progress;          // called after each message
 };
@@ -79,9 +104,17 @@ struct DlqResult {
   Status error;   // the pass stopped early (broker error); what was done stays done
 };
 
-// One pass over the dead-letter queue: every message it holds (each seen once).
-// Fails only when the queue cannot be inspected at all.
+// One pass over the dead-letter queue, replaying or purging the matches: every message it holds
+// is seen once. Fails only when the queue cannot be inspected at all.
 Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& options, const Clock& clock);
+
+// Rebuilds the index: voids it (a reset record), then moves every message of syncbus.dead, in
+// order, to the back of the queue through the exchange syncbus.dead (confirmed before the old copy
+// is acked), which indexes each again. For messages parked before the index existed, or an index
+// that no longer agrees with the queue. Run it while no replay or purge runs: what another
+// command holds unacked at the time is not moved (run it again after).
+Result<DlqResult> ReindexDeadLetters(amqp::Session& session, std::chrono::milliseconds confirm_timeout,
+                                     const std::function<void(const DlqProgress&)>& progress = nullptr);
 
 // The listing as an aligned text table (CLUSTER LANE REASON ATTEMPTS FIRST-FAILURE AGE
 // LAST-ERROR); wide adds PARKED-AT and MESSAGE-ID before LAST-ERROR.

@@ -1,6 +1,7 @@
 // `syncbusctl status`: the fleet at a glance, from three sources — the hub (what each cluster's
 // ClusterSync reports against its sets' generations), the trace stream (where each cluster's
-// newest request is) and the dead-letter queue (what is parked; authoritative for "parked").
+// newest request is) and the dead-letter index (what syncbus.dead holds; authoritative for
+// "parked").
 // Each cluster lands in exactly one state, the first that applies:
 //   skipped   the hub says nothing will be applied (paused, deleting, not installed, unreachable)
 //   parked    a request of the cluster is in the dead-letter queue
@@ -59,7 +60,7 @@ struct FleetStatus {
 // One cluster's state from the hub's view and its newest request's position.
 ClusterStatus ClusterStateOf(const ClusterHubState& hub, const RequestPosition& position);
 
-// `trace` in time order (any clusters); `parked` as listed from the dead-letter queue.
+// `trace` in time order (any clusters); `parked` as the dead-letter index lists it.
 FleetStatus ComputeFleetStatus(const FleetProgress& hub, const std::vector<TraceEvent>& trace,
                                const std::vector<DeadLetter>& parked);
 

@@ -30,8 +30,9 @@ struct RequestPosition {
 };
 const char* WhereName(RequestPosition::Where where);   // unknown, none, queued, in-flight, retrying, parked
 
-// `events`: the cluster's events in recording order; `parked`: its messages in syncbus.dead
-// (authoritative: a request the broker parked on its delivery limit has no settled event).
+// `events`: the cluster's events in recording order; `parked`: its messages in syncbus.dead, as
+// the dead-letter index lists them (authoritative: a request the broker parked on its delivery
+// limit has no settled event).
 RequestPosition LocateRequest(const std::vector<TraceEvent>& events, const std::vector<DeadLetter>& parked);
 
 // The timeline table: TIME REQUEST STEP TOOK DETAIL, oldest first; wide: TIME CLUSTER REQUEST

@@ -1,4 +1,5 @@
-// `syncbusctl status` and `trace`: read the hub, the trace stream and the dead-letter queue.
+// `syncbusctl status` and `trace`: read the hub, the trace stream and the dead-letter index (never
+// the dead-letter queue itself, see ctl/dead_letter_index.h).
 #include <iostream>
 
 #include "common/amqp/session_impl.h"
@@ -50,23 +51,28 @@ Result<TraceRead> ReadWindow(amqp::Session& session, const std::string& cluster,
   return read;
 }
 
-// The dead-letter queue's matches; `seen` (optional) gets how many messages it held.
-Result<std::vector<DeadLetter>> ParkedLetters(amqp::Session& session, const std::string& cluster,
-                                              size_t* seen = nullptr) {
-  DlqScanOptions scan;
-  scan.action = DlqAction::kList;
-  scan.filter.cluster = cluster;
-  auto result = ScanDeadLetters(session, scan, RealClock());
-  if (!result.ok()) return result.status();
-  if (!result->error.ok()) return result->error;
-  if (seen != nullptr) *seen = result->progress.scanned;
-  return std::move(result->matched);
+// What is parked (of `cluster`, or all), from the dead-letter index. A missing index (no daemon
+// of this version has connected yet) is reported and read as empty; so is a disagreement between
+// the index and the queue.
+Result<DlqListing> ParkedLetters(amqp::Session& session, const std::string& cluster) {
+  DeadLetterFilter filter;
+  filter.cluster = cluster;
+  auto listed = ListDeadLetters(session, filter, 0, RealClock());
+  if (!listed.ok() && listed.status().code() == Code::kNotFound) {
+    std::cerr << "syncbusctl: " << listed.status().message() << "; parked requests cannot be shown" << std::endl;
+    return DlqListing{};
+  }
+  if (listed.ok()) {
+    if (std::string note = listed->Discrepancy(); !note.empty()) std::cerr << "syncbusctl: note: " << note << std::endl;
+  }
+  return listed;
 }
 
 std::map<std::string, uint32_t> QueueDepths(amqp::Session& session, const Config& config) {
   std::map<std::string, uint32_t> out;
   for (const auto& q : amqp::SyncbusTopology(config.topology).queues) {
-    if (q.name == amqp::kTraceQueue) continue;   // a stream keeps what it was sent: not a backlog
+    // A stream keeps what it was sent: not a backlog.
+    if (q.name == amqp::kTraceQueue || q.name == amqp::kDeadIndexQueue) continue;
     if (auto info = session.Inspect(q.name); info.ok()) out[q.name] = info->messages;
   }
   return out;
@@ -101,13 +107,13 @@ int ClusterStatusReport(kube::Client& hub, amqp::Session& broker, const StatusOp
   auto trace = ReadWindow(broker, key, options.since, now);
   if (!trace.ok()) return Fail(trace.status().message());
   auto parked = ParkedLetters(broker, key);
-  if (!parked.ok()) return Fail(parked.status().Annotate("listing the dead-letter queue").message());
+  if (!parked.ok()) return Fail(parked.status().Annotate("reading the dead-letter index").message());
 
   ClusterReport report;
   report.key = key;
   report.sets = DescribeSets(*cd, ss->items, sss->items, cs.ok() ? &*cs : nullptr, &report.skip_reason);
   FleetProgress hub_view = ComputeProgress({*cd}, ss->items, sss->items, cs.ok() ? std::vector<Json>{*cs} : std::vector<Json>{});
-  report.position = LocateRequest(trace->events, *parked);
+  report.position = LocateRequest(trace->events, parked->matched);
   if (!hub_view.states.empty()) report.state = ClusterStateOf(hub_view.states.front(), report.position).state;
   if (lease.ok()) {
     const Json& spec = (*lease)["spec"];
@@ -157,17 +163,12 @@ int RunStatus(const StatusOptions& options) {
   }
   auto progress = ReadProgress(hub, options.ns);
   if (!progress.ok()) return Fail(progress.status().message());
-  // Depths first: the dead-letter scan below requeues what it reads, and a quorum queue counts
-  // requeued messages as ready only a moment later.
   std::map<std::string, uint32_t> depths = QueueDepths(**broker, *config);
   auto trace = ReadWindow(**broker, "", options.since, now);
   if (!trace.ok()) return Fail(trace.status().message());
-  size_t dead_seen = 0;
-  auto parked = ParkedLetters(**broker, "", &dead_seen);
-  if (!parked.ok()) return Fail(parked.status().Annotate("listing the dead-letter queue").message());
-  FleetStatus status = ComputeFleetStatus(*progress, trace->events, *parked);
-  // The scan saw every parked message, also those another reader had out at the time.
-  depths[amqp::kDeadQueue] = std::max<uint32_t>(depths[amqp::kDeadQueue], static_cast<uint32_t>(dead_seen));
+  auto parked = ParkedLetters(**broker, "");
+  if (!parked.ok()) return Fail(parked.status().Annotate("reading the dead-letter index").message());
+  FleetStatus status = ComputeFleetStatus(*progress, trace->events, parked->matched);
   status.queues = std::move(depths);
   status.trace_since = now - options.since;
   (*broker)->Close();
@@ -232,8 +233,8 @@ int RunTrace(const TraceOptions& options) {
   }
   auto parked = ParkedLetters(**broker, options.cluster);
   (*broker)->Close();
-  if (!parked.ok()) return Fail(parked.status().Annotate("listing the dead-letter queue").message());
-  RequestPosition position = LocateRequest(trace->events, *parked);
+  if (!parked.ok()) return Fail(parked.status().Annotate("reading the dead-letter index").message());
+  RequestPosition position = LocateRequest(trace->events, parked->matched);
   if (IsDocument(options.output)) {
     std::cout << FormatDocument(TimelineJson(trace->events, position, now), options.output) << std::flush;
   } else {
@@ -245,7 +246,7 @@ int RunTrace(const TraceOptions& options) {
     }
     std::cout << "\nnow: " << position.Describe(now) << "\n";
   }
-  return trace->events.empty() && parked->empty() ? 1 : 0;
+  return trace->events.empty() && parked->matched.empty() ? 1 : 0;
 }
 
 }  // namespace syncbus::ctl

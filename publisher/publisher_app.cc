@@ -234,7 +234,7 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     if (!session->connected()) {
       connected_.store(false);
       Status connected = session->Connect();
-      if (connected.ok()) connected = session->Declare(amqp::SyncbusTopology(config_.topology));
+      if (connected.ok()) connected = amqp::DeclareTopology(*session, amqp::SyncbusTopology(config_.topology));
       if (!connected.ok()) {
         auto delay = backoff.Next();
         log::Warn("broker unavailable, retrying", {{"error", connected.message()}, {"in_ms", delay.count()}});

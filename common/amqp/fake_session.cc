@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <set>
 
 #include "common/amqp/field_table.h"
@@ -104,12 +105,14 @@ struct ConsumerState {
   std::string queue;
   uint16_t prefetch = 0;
   size_t unacked = 0;
+  std::optional<size_t> stream_next;   // a stream reader: the offset it reads next
 };
 
 struct UnackedMessage {
   std::string queue;
   std::string consumer_tag;  // empty for basic.get
   StoredMessage stored;
+  bool stream_copy = false;  // read from a stream: settling it changes nothing there
 };
 
 struct Connection {
@@ -161,6 +164,7 @@ struct FakeBroker::State {
   std::map<std::string, ExchangeSpec> exchanges;
   std::map<std::string, QueueState> queues;
   std::vector<BindingSpec> bindings;
+  std::vector<PolicySpec> policies;
   std::map<uint64_t, Connection> connections;
   uint64_t next_connection = 1;
   uint64_t next_seq = 1;
@@ -168,6 +172,32 @@ struct FakeBroker::State {
   uint64_t next_consumer_tag = 1;
 
   // ---- helpers; the caller holds mu ----
+
+  // A queue's settings from its arguments and the matching policy of the highest priority, as
+  // RabbitMQ 3.10 combines them for quorum queues: the lower of argument and policy for numbers.
+  void ApplySettings(QueueState& state) const {
+    const Json& a = state.spec.arguments;
+    const PolicySpec* policy = nullptr;
+    for (const auto& p : policies) {
+      if (std::regex_search(state.spec.name, std::regex(p.pattern)) && (!policy || p.priority > policy->priority)) {
+        policy = &p;
+      }
+    }
+    auto lower = [&](const char* arg, const char* key) {
+      std::optional<int64_t> from_arg = IntArg(a, arg);
+      std::optional<int64_t> from_policy = policy ? IntArg(policy->definition, key) : std::nullopt;
+      if (from_arg && from_policy) return std::optional<int64_t>(std::min(*from_arg, *from_policy));
+      return from_arg ? from_arg : from_policy;
+    };
+    state.quorum = StringArg(a, "x-queue-type").value_or("classic") == "quorum";
+    state.ttl_ms = lower("x-message-ttl", "message-ttl");
+    state.dlx = StringArg(a, "x-dead-letter-exchange");
+    state.dlrk = StringArg(a, "x-dead-letter-routing-key");
+    state.max_length = lower("x-max-length", "max-length");
+    state.reject_publish = StringArg(a, "x-overflow").value_or("drop-head") != "drop-head";
+    state.delivery_limit.reset();
+    if (state.quorum) state.delivery_limit = lower("x-delivery-limit", "delivery-limit");
+  }
 
   std::vector<std::string> Route(const std::string& exchange, const std::string& routing_key,
                                  const Json& headers) const {
@@ -355,7 +385,7 @@ struct FakeBroker::State {
     c.unacked.clear();
     for (auto& [tag, u] : unacked) {
       ReleaseUnacked(c, u);
-      Return(u.queue, std::move(u.stored));
+      if (!u.stream_copy) Return(u.queue, std::move(u.stored));
     }
     RemoveConsumers(c);
     changed.notify_all();
@@ -432,6 +462,17 @@ struct FakeBroker::State {
       ConsumerState& consumer = c.consumers[(c.next_consumer + i) % n];
       if (consumer.prefetch != 0 && consumer.unacked >= consumer.prefetch) continue;
       auto q = queues.find(consumer.queue);
+      if (consumer.stream_next) {   // a copy of the next record; the stream keeps it
+        if (q == queues.end() || *consumer.stream_next >= q->second.ready.size()) continue;
+        StoredMessage m = q->second.ready[*consumer.stream_next];
+        m.message.headers["x-stream-offset"] = static_cast<int64_t>((*consumer.stream_next)++);
+        ++consumer.unacked;
+        c.next_consumer = (c.next_consumer + i + 1) % n;
+        uint64_t tag = next_tag++;
+        Delivery d = MakeDelivery(tag, consumer.queue, consumer.tag, m);
+        c.unacked.emplace(tag, UnackedMessage{consumer.queue, consumer.tag, std::move(m), true});
+        return d;
+      }
       if (q == queues.end() || q->second.ready.empty()) continue;
       StoredMessage m = std::move(q->second.ready.front());
       q->second.ready.pop_front();
@@ -440,7 +481,7 @@ struct FakeBroker::State {
       c.next_consumer = (c.next_consumer + i + 1) % n;
       uint64_t tag = next_tag++;
       Delivery d = MakeDelivery(tag, consumer.queue, consumer.tag, m);
-      c.unacked.emplace(tag, UnackedMessage{consumer.queue, consumer.tag, std::move(m)});
+      c.unacked.emplace(tag, UnackedMessage{consumer.queue, consumer.tag, std::move(m), false});
       return d;
     }
     return std::nullopt;
@@ -462,6 +503,13 @@ struct FakeBroker::State {
     }
     UnackedMessage u = std::move(it->second);
     (*c)->unacked.erase(it);
+    if (u.stream_copy) {
+      for (auto& consumer : (*c)->consumers) {
+        if (consumer.tag == u.consumer_tag && consumer.unacked > 0) --consumer.unacked;
+      }
+      changed.notify_all();
+      return Status::Ok();
+    }
     ReleaseUnacked(**c, u);
     if (requeue.has_value()) {
       if (*requeue) {
@@ -507,6 +555,12 @@ void FakeBroker::SetBlocked(bool blocked) {
   std::lock_guard lock(state_->mu);
   state_->blocked = blocked;
   state_->changed.notify_all();
+}
+
+void FakeBroker::SetPolicies(std::vector<PolicySpec> policies) {
+  std::lock_guard lock(state_->mu);
+  state_->policies = std::move(policies);
+  for (auto& [name, q] : state_->queues) state_->ApplySettings(q);
 }
 
 void FakeBroker::DeleteQueue(const std::string& name) {
@@ -657,14 +711,7 @@ Status FakeSession::Declare(const Topology& topology) {
     }
     QueueState state;
     state.spec = q;
-    const Json& a = q.arguments;
-    state.quorum = StringArg(a, "x-queue-type").value_or("classic") == "quorum";
-    state.ttl_ms = IntArg(a, "x-message-ttl");
-    state.dlx = StringArg(a, "x-dead-letter-exchange");
-    state.dlrk = StringArg(a, "x-dead-letter-routing-key");
-    state.max_length = IntArg(a, "x-max-length");
-    state.reject_publish = StringArg(a, "x-overflow").value_or("drop-head") != "drop-head";
-    if (state.quorum) state.delivery_limit = IntArg(a, "x-delivery-limit");
+    s.ApplySettings(state);
     s.queues.emplace(q.name, std::move(state));
   }
   for (const auto& b : topology.bindings) {
@@ -709,13 +756,27 @@ Result<std::string> FakeSession::Consume(const std::string& queue, uint16_t pref
                     ": channel closed by the broker: 404 NOT_FOUND - no queue " + Quote(queue));
   }
   std::string tag = "amq.ctag-fake-" + std::to_string(broker_.next_consumer_tag++);
-  (*c)->consumers.push_back(ConsumerState{tag, queue, prefetch, 0});
+  (*c)->consumers.push_back(ConsumerState{tag, queue, prefetch, 0, std::nullopt});
   ++q->second.consumers;
   return tag;
 }
 
-Result<std::string> FakeSession::ConsumeStream(const std::string& queue, uint16_t, int64_t) {
-  return Status(Code::kUnsupported, "consuming stream " + Quote(queue) + " from an offset: the fake broker has no streams");
+Result<std::string> FakeSession::ConsumeStream(const std::string& queue, uint16_t prefetch, int64_t) {
+  std::lock_guard lock(broker_.mu);
+  auto c = broker_.Live(connection_);
+  if (!c.ok()) return c.status();
+  auto q = broker_.queues.find(queue);
+  if (q == broker_.queues.end()) {
+    return NotFound("consuming from queue " + Quote(queue) +
+                    ": channel closed by the broker: 404 NOT_FOUND - no queue " + Quote(queue));
+  }
+  if (StringArg(q->second.spec.arguments, "x-queue-type").value_or("classic") != "stream") {
+    return InvalidArgument("consuming queue " + Quote(queue) + " from an offset: not a stream");
+  }
+  std::string tag = "amq.ctag-fake-" + std::to_string(broker_.next_consumer_tag++);
+  (*c)->consumers.push_back(ConsumerState{tag, queue, prefetch, 0, size_t{0}});
+  ++q->second.consumers;
+  return tag;
 }
 
 Status FakeSession::Cancel(const std::string& consumer_tag) {
@@ -791,7 +852,7 @@ Result<std::optional<Delivery>> FakeSession::Get(const std::string& queue) {
   ++q->second.unacked;
   uint64_t tag = broker_.next_tag++;
   Delivery d = broker_.MakeDelivery(tag, queue, "", m);
-  (*c)->unacked.emplace(tag, UnackedMessage{queue, "", std::move(m)});
+  (*c)->unacked.emplace(tag, UnackedMessage{queue, "", std::move(m), false});
   return std::optional<Delivery>(std::move(d));
 }
 

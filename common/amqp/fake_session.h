@@ -1,10 +1,11 @@
 // FakeBroker and FakeSession: an in-memory AMQP broker behaving like RabbitMQ 3.10 where syncbus
-// depends on it (routing, confirms, TTL and dead-lettering with x-death, quorum delivery limits,
-// prefetch, requeue), for unit tests. FakeBroker is thread-safe and shared by any number of
+// depends on it (routing, confirms, TTL and dead-lettering with x-death, quorum delivery limits
+// from arguments and policies, prefetch, requeue), for unit tests. FakeBroker is thread-safe and shared by any number of
 // FakeSessions; a FakeSession is one connection used by one thread, like the real Session.
 // Message TTL follows the injected Clock (a FakeClock in tests); nothing sleeps. A stream queue
-// (the trace) is held like a classic queue: its messages pile up and Get takes them; stream
-// offsets and retention are not modelled (the trace readers are tested on the real broker).
+// keeps its messages in order: ConsumeStream reads copies from its first one (offsets in
+// x-stream-offset; starting at a timestamp and retention are not modelled), while Get still takes
+// them like a classic queue's.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +42,9 @@ class FakeBroker {
   void DropConnections();
   // connection.blocked: publishing waits, then fails with kTimeout, until unblocked.
   void SetBlocked(bool blocked);
+  // Replaces the policies (an operator's `rabbitmqctl set_policy`, or importing definitions):
+  // numeric limits take the lower of argument and policy, applied to live queues at once.
+  void SetPolicies(std::vector<PolicySpec> policies);
   // Deletes a queue with its bindings and messages; its consumers are cancelled (their
   // session's Next() fails with kUnavailable naming the queue).
   void DeleteQueue(const std::string& name);
@@ -73,7 +77,7 @@ class FakeSession final : public Session {
   std::vector<Status> PublishAll(const std::vector<Publication>& publications,
                                  std::chrono::milliseconds timeout) override;
   Result<std::string> Consume(const std::string& queue, uint16_t prefetch) override;
-  // Stream offsets are not modelled: kUnsupported (read streams on the real broker).
+  // Reads a stream from its first message, whatever `from_unix_seconds` says.
   Result<std::string> ConsumeStream(const std::string& queue, uint16_t prefetch, int64_t from_unix_seconds) override;
   Status Cancel(const std::string& consumer_tag) override;
   Result<std::optional<Delivery>> Next(std::chrono::milliseconds timeout) override;

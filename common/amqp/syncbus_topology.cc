@@ -1,5 +1,7 @@
 #include "common/amqp/syncbus_topology.h"
 
+#include "common/log.h"
+
 namespace syncbus::amqp {
 
 const char* LaneName(Lane lane) { return lane == Lane::kChange ? "change" : "resync"; }
@@ -26,11 +28,9 @@ Topology SyncbusTopology(const TopologyOptions& options) {
   for (Lane lane : {Lane::kChange, Lane::kResync}) {
     Json args = {
         {"x-queue-type", "quorum"},
-        {"x-delivery-limit", options.delivery_limit},
         {"x-dead-letter-exchange", kDeadExchange},
         {"x-dead-letter-strategy", "at-least-once"},
         {"x-overflow", "reject-publish"},
-        {"x-max-length", options.max_length},
     };
     t.queues.push_back({WorkQueueName(lane), true, std::move(args)});
     t.bindings.push_back({kWorkExchange, WorkQueueName(lane), LaneName(lane)});
@@ -49,8 +49,16 @@ Topology SyncbusTopology(const TopologyOptions& options) {
     t.bindings.push_back({kRetryExchange, RetryQueueName(delay), "",
                           Json{{"x-match", "all-with-x"}, {kRetryTierHeader, TierName(delay)}}});
   }
-  t.queues.push_back({kDeadQueue, true, Json{{"x-queue-type", "quorum"}}});
+  t.queues.push_back(
+      {kDeadQueue, true, Json{{"x-queue-type", "quorum"}, {"x-delivery-limit", kNeverReachedDeliveryLimit}}});
   t.bindings.push_back({kDeadExchange, kDeadQueue, ""});
+  t.exchanges.push_back({kDeadIndexExchange, "fanout"});
+  t.queues.push_back({kDeadIndexQueue, true,
+                      Json{{"x-queue-type", "stream"},
+                           {"x-max-length-bytes", options.dead_index_max_bytes},
+                           {"x-stream-max-segment-size-bytes", options.dead_index_segment_bytes}}});
+  t.bindings.push_back({kDeadExchange, kDeadIndexQueue, ""});
+  t.bindings.push_back({kDeadIndexExchange, kDeadIndexQueue, ""});
   t.exchanges.push_back({kTraceExchange, "fanout"});
   t.queues.push_back({kTraceQueue, true,
                       Json{{"x-queue-type", "stream"},
@@ -58,11 +66,25 @@ Topology SyncbusTopology(const TopologyOptions& options) {
                            {"x-max-length-bytes", options.trace_max_bytes},
                            {"x-stream-max-segment-size-bytes", options.trace_segment_bytes}}});
   t.bindings.push_back({kTraceExchange, kTraceQueue, ""});
+
+  // One policy per kind of queue (RabbitMQ applies one policy to a queue: the matching one of
+  // the highest priority). Patterns are anchored and disjoint.
+  t.policies.push_back({"syncbus-work", R"(^syncbus\.work\.(change|resync)$)", "queues", 10,
+                        Json{{"delivery-limit", options.delivery_limit}, {"max-length", options.max_length}}});
+  t.policies.push_back({"syncbus-retry", R"(^syncbus\.retry\.[0-9]+[smh]$)", "queues", 10,
+                        Json{{"delivery-limit", kNeverReachedDeliveryLimit}}});
+  t.policies.push_back({"syncbus-dead", R"(^syncbus\.dead$)", "queues", 10,
+                        Json{{"delivery-limit", kNeverReachedDeliveryLimit}}});
+  t.policies.push_back({"syncbus-dead-index", R"(^syncbus\.dead\.index$)", "queues", 10,
+                        Json{{"max-length-bytes", options.dead_index_max_bytes}}});
+  t.policies.push_back({"syncbus-trace", R"(^syncbus\.trace$)", "queues", 10,
+                        Json{{"max-age", TierName(options.trace_max_age)},
+                             {"max-length-bytes", options.trace_max_bytes}}});
   return t;
 }
 
 Json ToDefinitions(const Topology& topology, const std::string& vhost) {
-  Json exchanges = Json::array(), queues = Json::array(), bindings = Json::array();
+  Json exchanges = Json::array(), queues = Json::array(), bindings = Json::array(), policies = Json::array();
   for (const auto& e : topology.exchanges) {
     exchanges.push_back({{"name", e.name}, {"vhost", vhost}, {"type", e.type},
                          {"durable", e.durable}, {"auto_delete", false}, {"internal", false},
@@ -77,7 +99,35 @@ Json ToDefinitions(const Topology& topology, const std::string& vhost) {
                         {"destination_type", "queue"}, {"routing_key", b.routing_key},
                         {"arguments", b.arguments}});
   }
-  return {{"exchanges", exchanges}, {"queues", queues}, {"bindings", bindings}};
+  for (const auto& p : topology.policies) {
+    policies.push_back({{"name", p.name}, {"vhost", vhost}, {"pattern", p.pattern}, {"apply-to", p.apply_to},
+                        {"priority", p.priority}, {"definition", p.definition}});
+  }
+  return {{"exchanges", exchanges}, {"queues", queues}, {"bindings", bindings}, {"policies", policies}};
+}
+
+Status DeclareTopology(Session& session, const Topology& topology) {
+  Topology rest;
+  rest.exchanges = topology.exchanges;
+  SYNCBUS_RETURN_IF_ERROR(session.Declare(rest));
+  for (const QueueSpec& queue : topology.queues) {
+    Topology one;
+    one.queues = {queue};
+    Status declared = session.Declare(one);
+    if (declared.code() != Code::kConflict) {
+      SYNCBUS_RETURN_IF_ERROR(declared);
+      continue;
+    }
+    // The broker refused other arguments for an existing queue (and reopened the channel):
+    // keep the queue as it is, provided it is there.
+    SYNCBUS_RETURN_IF_ERROR(session.Inspect(queue.name).status());
+    log::Warn("amqp: a queue exists with other arguments than this version declares; it is kept as it is "
+              "(see docs/operations.md, \"Changing the topology\")",
+              {{"queue", queue.name}, {"broker", declared.message()}});
+  }
+  rest = Topology();
+  rest.bindings = topology.bindings;
+  return session.Declare(rest);
 }
 
 }  // namespace syncbus::amqp

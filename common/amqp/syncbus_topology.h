@@ -1,20 +1,31 @@
-// The syncbus topology (exchange, queue and binding names and arguments): the one source of
-// truth that the daemons declare and that rabbitmq/definitions.json mirrors.
+// The syncbus topology (exchange, queue, binding and policy names and settings): the one source
+// of truth that the daemons declare and that rabbitmq/definitions.json and
+// deploy/rabbitmq-topology.yaml mirror.
 //
 //   syncbus.work (direct) --change--> syncbus.work.change (quorum)   served first
 //                         --resync--> syncbus.work.resync (quorum)
 //   syncbus.retry (headers, x-syncbus-retry-tier=<tier>) --> syncbus.retry.<tier> (TTL = tier)
 //       each dead-letters back to syncbus.work with the original routing key (= lane)
 //   syncbus.dead (fanout) --> syncbus.dead (quorum, the parking lot); work queues dead-letter
-//       here on their delivery limit (poison messages).
+//                    |        here on their delivery limit (poison messages).
+//                    +-----> syncbus.dead.index (stream): a copy of every parked message, plus
+//   syncbus.dead.index (fanout) --^  what replays and purges removed: what `syncbusctl dlq list`,
+//       `status` and `trace` read, so inspecting never touches the dead-letter queue itself.
 //   syncbus.trace (fanout) --> syncbus.trace (stream, bounded by age and size): the requests'
 //       timelines (trace_event.h), read without consuming by `syncbusctl trace` and `status`.
+//
+// What never changes is a queue argument (queue type, dead-letter target and strategy, overflow,
+// a retry tier's TTL, which its name states). Limits that may change later are policies (one per
+// kind of queue, "syncbus-*"): RabbitMQ applies a changed policy to live queues, while it refuses
+// to redeclare a queue with other arguments. The dead-letter queue also carries its (never
+// reached) delivery limit as an argument, so no broker default can drop a parked request.
 #pragma once
 
 #include <chrono>
 #include <string>
 #include <vector>
 
+#include "common/amqp/session.h"
 #include "common/amqp/topology.h"
 
 namespace syncbus::amqp {
@@ -23,9 +34,15 @@ inline constexpr char kWorkExchange[] = "syncbus.work";
 inline constexpr char kRetryExchange[] = "syncbus.retry";
 inline constexpr char kDeadExchange[] = "syncbus.dead";
 inline constexpr char kDeadQueue[] = "syncbus.dead";
+inline constexpr char kDeadIndexExchange[] = "syncbus.dead.index";
+inline constexpr char kDeadIndexQueue[] = "syncbus.dead.index";
 inline constexpr char kRetryTierHeader[] = "x-syncbus-retry-tier";
 inline constexpr char kTraceExchange[] = "syncbus.trace";
 inline constexpr char kTraceQueue[] = "syncbus.trace";
+// The delivery limit of the queues whose messages must never be dropped for being returned (the
+// dead-letter queue: a replay or purge returns what it does not take; the retry tiers): set
+// explicitly so that RabbitMQ 4.0's default of 20 does not apply, and never reached.
+inline constexpr int kNeverReachedDeliveryLimit = 1000000;
 
 enum class Lane { kChange, kResync };
 const char* LaneName(Lane lane);                 // "change" / "resync" (also the routing key)
@@ -41,6 +58,10 @@ struct TopologyOptions {
   std::chrono::seconds trace_max_age{std::chrono::hours(6)};
   int64_t trace_max_bytes = int64_t{1} << 30;
   int64_t trace_segment_bytes = int64_t{16} << 20;
+  // The dead-letter index keeps parked copies and removals up to this many bytes, with no age
+  // limit (a request stays parked until replayed or purged).
+  int64_t dead_index_max_bytes = int64_t{1} << 30;
+  int64_t dead_index_segment_bytes = int64_t{8} << 20;
 };
 
 // "5s", "30s", "2m", "6m", "1h", "90s" (also the stream's x-max-age syntax).
@@ -51,5 +72,12 @@ Topology SyncbusTopology(const TopologyOptions& options = {});
 
 // The topology in the format of `rabbitmqctl import_definitions` for one vhost.
 Json ToDefinitions(const Topology& topology, const std::string& vhost);
+
+// Declares `topology` (exchanges, queues, bindings; policies cannot be declared over AMQP) the
+// way the daemons do at every connect: a queue that exists with other arguments (declared by an
+// older version, or before a setting moved to a policy) is kept as it is and logged with the
+// argument the broker named, instead of failing the daemon's start; see docs/operations.md,
+// "Changing the topology". Any other failure is returned.
+Status DeclareTopology(Session& session, const Topology& topology);
 
 }  // namespace syncbus::amqp

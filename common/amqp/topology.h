@@ -1,5 +1,6 @@
-// Topology: the broker objects syncbus needs, defined once in code. The daemons declare it at
-// start; rabbitmq/definitions.json is the same topology as data (a test keeps them equal).
+// Topology: the broker objects syncbus needs, defined once in code. The daemons declare its
+// exchanges, queues and bindings at start (AMQP cannot set policies: rabbitmq/definitions.json and
+// deploy/rabbitmq-topology.yaml carry those, and a test keeps them equal to the code).
 // Value types; thread-compatible.
 #pragma once
 
@@ -31,10 +32,20 @@ struct BindingSpec {
   Json arguments = Json::object();
 };
 
+// A RabbitMQ policy: settings that can change on a live queue (a queue's x-arguments cannot).
+struct PolicySpec {
+  std::string name;
+  std::string pattern;            // regular expression over queue names
+  std::string apply_to = "queues";
+  int priority = 0;
+  Json definition = Json::object();   // delivery-limit, max-length, max-age, ...
+};
+
 struct Topology {
   std::vector<ExchangeSpec> exchanges;
   std::vector<QueueSpec> queues;
   std::vector<BindingSpec> bindings;
+  std::vector<PolicySpec> policies;
 };
 
 }  // namespace syncbus::amqp

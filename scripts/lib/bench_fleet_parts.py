@@ -253,15 +253,22 @@ class Broker:
         auth = f"{self.env['SYNCBUS_BROKER_USER']}:{self.env['SYNCBUS_BROKER_PASSWORD']}"
         self.auth = "Basic " + base64.b64encode(auth.encode()).decode()
         self.mgmt = self.env["SYNCBUS_MGMT_URL"].rstrip("/")
+        # syncbus's policies (the queues' limits), as a deployment has them: the shipped ones.
+        with open(os.path.join(root, "rabbitmq", "definitions.json"), encoding="utf-8") as f:
+            for p in json.load(f)["policies"]:
+                self._call("PUT", "/api/policies/%2F/" + urllib.parse.quote(p["name"], safe=""),
+                           {k: p[k] for k in ("pattern", "apply-to", "priority", "definition")})
 
     def amqp_yaml(self):
         e = self.env
         return (f"amqp: {{host: 127.0.0.1, port: {e['SYNCBUS_AMQP_PORT']}, vhost: /, "
                 f"user: {e['SYNCBUS_BROKER_USER']}, password: \"{e['SYNCBUS_BROKER_PASSWORD']}\"}}\n")
 
-    def _call(self, method, path):
-        req = urllib.request.Request(self.mgmt + path, method=method)
+    def _call(self, method, path, body=None):
+        req = urllib.request.Request(self.mgmt + path, method=method,
+                                     data=None if body is None else json.dumps(body).encode())
         req.add_header("Authorization", self.auth)
+        req.add_header("Content-Type", "application/json")
         with urllib.request.urlopen(req, timeout=30) as response:
             text = response.read()
         return json.loads(text) if text else None

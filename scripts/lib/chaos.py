@@ -1,5 +1,5 @@
-"""scripts/chaos: the whole system through many faults at once. A 3-node RabbitMQ cluster
-listening with TLS only, the Kubernetes simulator with a fleet whose clusters each have their own
+"""scripts/chaos: the whole system through many faults at once. A 3-node RabbitMQ cluster (3.10 or
+4.0, --rabbitmq) listening with TLS only, with syncbus's policies, the Kubernetes simulator with a fleet whose clusters each have their own
 credentials, 2 publishers and 3 consumers under a supervisor that restarts them, a stream of
 SyncSet and SelectorSyncSet edits, and faults (chaos_faults.py) until the count is reached; a
 request that crashes every consumer that takes it (poison); then the proofs (chaos_checks.py):
@@ -22,8 +22,10 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_fleet_parts import BenchError  # noqa: E402
-from chaos_checks import (Check, analyse_journal, cluster_credentials, explain_dead_letters,  # noqa: E402
-                          WorkTimes, format_recovery, measure_recovery, recovery_table, verify_fleet)
+from chaos_checks import (Check, analyse_journal, cluster_credentials, every_kind_injected,  # noqa: E402
+                          explain_dead_letters, explain_exits, goals_met, judge_poison, planted_crashes,
+                          scan_inputs, WorkTimes, format_recovery, measure_recovery, recovery_table,
+                          verify_fleet)
 from chaos_faults import Chaos, EditStream, make_rng  # noqa: E402
 from chaos_system import (Daemon, RabbitCluster, Sampler, Simulator, Supervisor, admin_yaml,  # noqa: E402
                           note, now, write_daemon_config)
@@ -31,7 +33,10 @@ import secret_scan  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CRASH_ANNOTATION = "chaos.syncbus.io/crash-consumer"
-WORK_QUEUES = ["syncbus.work.change", "syncbus.work.resync", "syncbus.dead"]
+# Read through the management API without consuming; syncbus.dead is read from its index
+# (`syncbusctl dlq list`), which changes nothing in it.
+WORK_QUEUES = ["syncbus.work.change", "syncbus.work.resync"]
+DELIVERY_LIMIT = 5   # topology.deliveryLimit: the run keeps the default
 
 
 class System:
@@ -46,6 +51,7 @@ class System:
         self.supervisor = Supervisor(crash_backoff=args.crash_backoff)
         self.sampler = None
         self.ctl_config = None
+        self.poison_requests = set()   # message ids of the poison's parked requests
 
     def daemons(self):
         return list(self.supervisor.daemons.values())
@@ -55,6 +61,25 @@ class System:
 
     def publishers(self):
         return [d for d in self.daemons() if d.kind == "publisher"]
+
+    def parked(self, cluster=None):
+        """The parked requests as `syncbusctl dlq list --json` shows them (from the index: the
+        queue itself is not touched). Raises BenchError when it cannot be read."""
+        argv = ["dlq", "list", "-c", self.ctl_config, "--json", "-q"]
+        if cluster:
+            argv += ["--cluster", cluster]
+        rc, out, err = self.ctl(*argv)
+        if rc != 0:
+            raise BenchError(f"syncbusctl dlq list exited {rc}: {err.strip()[-300:]}")
+        return json.loads(out)
+
+    def planted_crashes(self, cluster):
+        """{consumer name: how many times its log says it aborted on purpose on `cluster`}."""
+        counts = {}
+        for d in self.consumers():
+            with open(d.log_path, encoding="utf-8", errors="replace") as f:
+                counts[d.name] = planted_crashes(f.read(), cluster)
+        return counts
 
     def ctl(self, *argv, timeout=900):
         """syncbusctl with the run's config; (exit code, stdout)."""
@@ -83,8 +108,8 @@ def start_system(s):
     tls = os.path.join(work, "tls")
     subprocess.run([os.path.join(ROOT, "scripts", "tls-certs"), "--dir", tls], check=True,
                    stdout=subprocess.DEVNULL)
-    note("starting a 3-node RabbitMQ cluster (TLS only)")
-    s.rabbit = RabbitCluster(ROOT, work, 3, tls)
+    note(f"starting a 3-node RabbitMQ {args.rabbitmq} cluster (TLS only)")
+    s.rabbit = RabbitCluster(ROOT, work, 3, tls, args.rabbitmq)
     note(f"RabbitMQ cluster up in {s.rabbit.start_seconds:.1f}s: {', '.join(s.rabbit.node_names)}")
     secrets_dir = os.path.join(work, "secrets")
     os.makedirs(secrets_dir, mode=0o700)
@@ -100,10 +125,10 @@ def start_system(s):
     # The simulated hub has the namespace syncbus (as deployed), where the publishers' leader
     # Lease and the consumers' cluster Leases live.
     lease = args.lease
-    renew = max(1, lease // 3)
-    # The production ratio: a frozen consumer is dropped by the broker (two heartbeats) before
-    # its cluster leases lapse (10 s heartbeats for 30 s leases).
-    heartbeat = min(10, max(2, lease // 3))
+    renew = max(1, lease // 4)
+    # A frozen consumer is dropped by the broker (two heartbeats) no later than its cluster
+    # leases lapse (production: 10 s heartbeats, 20 s leases).
+    heartbeat = min(10, max(2, lease // 2))
     common = (s.rabbit.amqp_yaml(tls, password_file, heartbeat) +
               f"hub: {{kubeconfig: {s.sim.kubeconfig}}}\n"
               "log: {level: info}\n"
@@ -111,6 +136,7 @@ def start_system(s):
               "consumer: {prefetch: %d, clusterLease: {duration: %ds, renewInterval: %ds, safetyMargin: %ds}}\n"
               % (", ".join(args.retry_tiers), args.prefetch, lease, renew, renew))
     crash_env = dict(os.environ, SYNCBUS_CRASH_ON_ANNOTATION=CRASH_ANNOTATION)
+    daemons = []
     for kind, count, env in (("publisher", args.publishers, dict(os.environ)),
                              ("consumer", args.consumers, crash_env)):
         for i in range(1, count + 1):
@@ -121,9 +147,17 @@ def start_system(s):
             argv = [os.path.join(s.bin, kind, "syncbus-" + kind), "--config", path]
             if kind == "consumer":
                 argv += ["--name", name]
-            s.supervisor.add(Daemon(name, kind, argv, env, os.path.join(work, name + ".log"),
-                                    f"http://127.0.0.1:{port}"))
+            daemons.append(Daemon(name, kind, argv, env, os.path.join(work, name + ".log"),
+                                  f"http://127.0.0.1:{port}"))
     s.ctl_config = os.path.join(work, "consumer-1.yaml")
+    # The policies of this topology, as a deployment has them (the daemons cannot set policies).
+    rc, out, err = s.ctl("topology", "-c", s.ctl_config)
+    if rc != 0:
+        raise BenchError(f"syncbusctl topology exited {rc}: {err.strip()[-300:]}")
+    for policy in json.loads(out)["policies"]:
+        s.rabbit.set_policy(policy)
+    for d in daemons:
+        s.supervisor.add(d)
     s.supervisor.start_watching()
     s.sampler = Sampler(s.supervisor)
     s.sampler.start()
@@ -181,13 +215,15 @@ def poison_episode(s, chaos, edits, victim, timeout):
     edits.edit(f"/apis/hive.openshift.io/v1/namespaces/{victim}/syncsets/{victim}-ss-00")
     note(f"poison: {victim} now crashes the consumer that syncs it")
     parked_at = None
-    listed = ""
+    key = f"{victim}/{victim}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        rc, out, _ = s.ctl("dlq", "list", "-c", s.ctl_config, "--cluster", victim, "-q")
-        if rc == 0 and victim in out:
-            parked_at, listed = now(), out
-            break
+        try:
+            if s.parked(victim):
+                parked_at = now()
+                break
+        except BenchError as e:   # a fault in progress, say: try again
+            note(f"poison: {e}")
         time.sleep(2)
     crashes = sum(len(d.crash_times) for d in s.consumers()) - crashes_before
     if parked_at is None:
@@ -206,15 +242,16 @@ def poison_episode(s, chaos, edits, victim, timeout):
                             f"parked nor settled after {timeout}s"))
         chaos.resume()
         return checks
-    rc, out, _ = s.ctl("dlq", "list", "-c", s.ctl_config, "--cluster", victim, "-q")
-    listed = out if rc == 0 and victim in out else listed
-    copies = sum(1 for line in listed.splitlines() if victim in line)
+    listed = s.parked(victim)
+    s.poison_requests.update(d.get("messageId") for d in listed if d.get("cluster") == key)
+    planted = sum(s.planted_crashes(key).values())
     crashes = sum(len(d.crash_times) for d in s.consumers()) - crashes_before
-    note(f"poison: parked after {parked_at - started:.0f}s and {crashes} consumer crashes")
-    checks.append(Check("poison parked after the delivery limit", True,
-                        f"{victim}: {crashes} consumer crashes, first request parked {parked_at - started:.0f}s "
-                        f"after the edit ({copies} request(s) in all); `syncbusctl dlq list` shows it:\n" +
-                        indent(listed)))
+    note(f"poison: parked after {parked_at - started:.0f}s, {crashes} consumer crashes ({planted} planted)")
+    judged = judge_poison(listed, key, planted, DELIVERY_LIMIT)
+    judged.detail += f"; first parked {parked_at - started:.0f}s after the edit; `syncbusctl dlq list` shows:\n"
+    rc, out, _ = s.ctl("dlq", "list", "-c", s.ctl_config, "--cluster", victim, "-q")
+    judged.detail += indent(out if rc == 0 else f"(exit {rc})")
+    checks.append(judged)
     # The pool comes back (the supervisor's back-off) and then stays up.
     wait_ready(s, timeout=300)
     quiet_from = now()
@@ -321,20 +358,28 @@ def read_trace(s):
 
 
 def scan_for_secrets(s, creds, trace):
-    """Logs, broker messages (every queue, and the trace stream: `trace` from read_trace, in
-    scan/), metrics: none may hold a secret. A planted copy of one proves the scan finds them."""
+    """Logs, broker messages (every queue, the dead-letter index and the trace stream: `trace`
+    from read_trace, in scan/), metrics: none may hold a secret. A planted copy of one proves the
+    scan finds them; an input that could not be read fails the check."""
     secret_list = collect_secrets(s, creds)
     scanner = secret_scan.Scanner(secret_list)
     evidence = os.path.join(s.work, "scan")
     os.makedirs(evidence, exist_ok=True)
-    # Messages still in the broker's queues, read without consuming.
+    # Messages still in the broker's queues, read without consuming; the parked ones, with their
+    # headers and bodies, from the dead-letter index.
+    queue_errors = []
     with open(os.path.join(evidence, "messages.json"), "w", encoding="utf-8") as f:
         for queue in WORK_QUEUES + [f"syncbus.retry.{t}" for t in s.args.retry_tiers]:
             try:
                 for m in s.rabbit.messages(queue):
                     f.write(json.dumps({"queue": queue, "message": m}) + "\n")
-            except Exception as e:   # a missing queue: nothing to scan there
-                f.write(json.dumps({"queue": queue, "error": str(e)}) + "\n")
+            except Exception as e:
+                queue_errors.append(f"{queue}: {e}")
+        try:
+            for d in s.parked():
+                f.write(json.dumps({"queue": "syncbus.dead", "message": d}) + "\n")
+        except BenchError as e:
+            queue_errors.append(f"syncbus.dead (its index): {e}")
     rc, trace_events = trace
     pages = 0
     with open(os.path.join(evidence, "metrics.txt"), "w", encoding="utf-8") as f:
@@ -355,6 +400,7 @@ def scan_for_secrets(s, creds, trace):
             findings += scanner.scan_tree(root)
     problems = [f"{f.secret} ({f.form}) at {f.location}: {f.excerpt}" for f in findings[:50]]
     problems += [f"not scanned: {e}" for e in scanner.errors]
+    problems += scan_inputs(rc, trace_events, queue_errors)
     checks = [Check("no secret in logs, messages, trace events or metrics", not problems,
                     f"{len(secret_list)} secrets ({len(scanner.needles)} forms), {scanner.sources} files, "
                     f"{scanner.bytes_scanned / 1e6:.1f} MB: logs of every process and RabbitMQ node, "
@@ -410,7 +456,6 @@ def run(args):
                                  f"(log: {s.sim.log_path})")
             time.sleep(1)
         chaos.stop()
-        last_fault = max(f.at for f in chaos.faults)
         note(f"{len(chaos.faults)} faults in {now() - chaos_started:.0f}s; waiting for every process and node")
         s.sim.clear_faults(["*"])
         wait_ready(s, timeout=300)
@@ -421,22 +466,22 @@ def run(args):
         s.sim.flush_journal()
         creds = cluster_credentials(s.sim.hub)
         checks.append(verify_fleet(s.sim.hub, s.sim.names, creds))
-        dead = s.rabbit.messages("syncbus.dead")
-        checks.append(explain_dead_letters(dead, set() if args.no_poison else {f"{victim}/{victim}"}))
+        checks.append(explain_dead_letters(s.parked(), s.poison_requests))
         checks.append(analyse_journal(s.sim.journal, chaos.faults, s.sim.names,
                                       exclude=set() if args.no_poison else {victim}))
         trace = read_trace(s)
         measure_recovery(chaos.faults, WorkTimes(trace[1]), [d.name for d in s.consumers()], edits_stopped)
-        crashes = {d.name: [how for _, how, ours in d.exits if not ours] for d in s.daemons()}
-        unexpected = {n: c for n, c in crashes.items() if any("SIGABRT" not in x for x in c)}
-        checks.append(Check("no process exited unless made to (poison aborts aside)", not unexpected,
-                            "exits: " + ", ".join(f"{n}: {len(c)}" for n, c in crashes.items()),
-                            [f"{n}: {c}" for n, c in unexpected.items()]))
+        exits = {d.name: (d.kind, [how for _, how, ours in d.exits if not ours]) for d in s.daemons()}
+        planted = {} if args.no_poison else s.planted_crashes(f"{victim}/{victim}")
+        checks.append(explain_exits(exits, planted))
+        checks.append(every_kind_injected(chaos.faults, Chaos.WEIGHTS))
         if chaos.errors:
             checks.append(Check("every fault could be injected", False, f"{len(chaos.errors)} could not",
                                 chaos.errors))
+        rows, notes = recovery_table(chaos.faults, args.lease)
+        checks.append(goals_met(rows, notes))
         checks += scan_for_secrets(s, creds, trace)
-        report(args, s, chaos, edits, checks, converge, after_faults, last_fault, run_started)
+        report(args, s, chaos, edits, checks, converge, after_faults, rows, notes, run_started)
     finally:
         s.stop(args.keep)
         if args.keep and s.rabbit:
@@ -448,13 +493,12 @@ def run(args):
     return 1 if failed else 0
 
 
-def report(args, s, chaos, edits, checks, converge, after_faults, last_fault, run_started):
+def report(args, s, chaos, edits, checks, converge, after_faults, rows, notes, run_started):
     by_kind = {}
     for f in chaos.faults:
         by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
-    rows, notes = recovery_table(chaos.faults, args.lease)
     print()
-    print(f"== chaos run: {args.clusters} clusters, {len(chaos.faults)} faults, "
+    print(f"== chaos run on RabbitMQ {args.rabbitmq}: {args.clusters} clusters, {len(chaos.faults)} faults, "
           f"{edits.edits} edits, {(time.monotonic() - run_started) / 60:.1f} min")
     print("faults: " + ", ".join(f"{k} {n}" for k, n in sorted(by_kind.items())))
     print(f"initial sync {converge:.0f}s; converged {after_faults:.0f}s after the faults ended")
@@ -499,7 +543,9 @@ def parse_args(argv):
     p.add_argument("--consumers", type=int, default=3)
     p.add_argument("--publishers", type=int, default=2)
     p.add_argument("--prefetch", type=int, default=10)
-    p.add_argument("--lease", type=int, help="cluster lease duration, seconds (default 30)")
+    p.add_argument("--lease", type=int, help="cluster lease duration, seconds (default 20, as in production)")
+    p.add_argument("--rabbitmq", default=os.environ.get("SYNCBUS_RABBITMQ", "3.10"), choices=["3.10", "4.0"],
+                   help="RabbitMQ version of the cluster (default: $SYNCBUS_RABBITMQ, else 3.10)")
     p.add_argument("--latency", default="27,230", help="target latency p50,p99 in ms")
     p.add_argument("--edit-rate", type=float, default=2.0, help="SyncSet edits per second")
     p.add_argument("--selector-edit-every", type=float, help="seconds between SelectorSyncSet edits")
@@ -513,7 +559,7 @@ def parse_args(argv):
     args.clusters = args.clusters or (200 if short else 1000)
     args.faults = args.faults or (20 if short else 100)
     args.fault_interval = args.fault_interval or (5.0 if short else 7.0)
-    args.lease = args.lease or (10 if short else 30)
+    args.lease = args.lease or (10 if short else 20)
     args.selector_edit_every = args.selector_edit_every or (30.0 if short else 120.0)
     args.crash_backoff = 2.0 if short else 10.0
     # Delay tiers (retries, and holding back a request that ended unsettled): shorter than

@@ -1,7 +1,9 @@
 """What a chaos run (scripts/chaos) proves once its faults are over: every cluster at the newest
 generation of every set, object by object; the dead-letter queue empty or explained; no cluster
 written by two consumers at once (from the simulator's write journal: every write under the
-writer's own live lease); and the recovery time of each fault."""
+writer's own live lease); the recovery time of each fault against its goal; every kind of fault
+injected; no process exit but those the run caused or planted; the poison parked by syncbus's own
+path. Each check is written so that it fails on the bad case (tests/chaos/chaos_checks_test.py)."""
 
 import base64
 import datetime
@@ -206,6 +208,11 @@ def analyse_journal(path, faults, cluster_names, exclude=()):
             continue   # the victim held no cluster at that moment: nothing to recover
         times = [v for v in held.values() if v is not None]
         f.recovery["clusters synced again"] = max(times) if len(times) == len(held) else None
+    # Every cluster was synced at least once (its first status write): fewer checked writes mean
+    # the journal did not hold what the run did, and nothing was proven.
+    if writes < len(names):
+        violations.append(f"only {writes} consumer writes in the journal for {len(names)} clusters: "
+                          "the journal is incomplete, so exclusion was not shown")
     return Check("no cluster written by two consumers at once", not violations,
                  f"{writes} consumer writes checked against {len(leases)} cluster leases "
                  f"({takeovers} hand-overs between consumers)", violations)
@@ -307,8 +314,11 @@ def measure_recovery(faults, work, consumers, work_ended):
 
 RECOVERY_ROWS = [
     # (fault kind, figure, goal in seconds (a callable of the lease duration) or None, goal text)
-    ("consumer-kill", "clusters synced again", lambda lease: 2 * lease, "<= 2 x lease duration"),
-    ("consumer-pause", "clusters synced again", lambda lease: 2 * lease, "<= 2 x lease duration"),
+    # A dead or frozen consumer's clusters: its leases lapse (1 lease), the requests the broker
+    # gave back are held back, deferred while those leases last and rerun (1 more), and 1 lease of
+    # margin: a minute at the production lease of 20 s.
+    ("consumer-kill", "clusters synced again", lambda lease: 3 * lease, "<= 3 x lease duration"),
+    ("consumer-pause", "clusters synced again", lambda lease: 3 * lease, "<= 3 x lease duration"),
     ("publisher-kill", "publishing again", lambda lease: 15, "<= 15 s"),
     ("broker-kill", "publishing again", lambda lease: 10, "<= 10 s"),
     ("broker-kill", "consuming again", lambda lease: 10, "<= 10 s"),
@@ -372,6 +382,93 @@ def summary(values):
     return (len(values), statistics.median(values) if values else None, max(values) if values else None)
 
 
+def goals_met(rows, notes):
+    """A check that fails when any goal was MISSED or a fault of a kind with a goal never
+    recovered."""
+    problems = [f"{kind}: {figure}: undisturbed max " + ("-" if worst is None else f"{worst:.1f}s") + f", goal {goal}"
+                for kind, figure, _, (_, _, worst), goal, met in rows if met is False]
+    problems += [n for n in notes if n.endswith("never did")]
+    judged = sum(1 for row in rows if row[5] is not None)
+    return Check("every recovery goal met", not problems,
+                 f"{judged} goals judged on undisturbed faults", problems)
+
+
+def every_kind_injected(faults, kinds):
+    """Each kind of fault the scheduler knows happened at least once."""
+    seen = {f.kind for f in faults}
+    missing = sorted(set(kinds) - seen)
+    return Check("every kind of fault injected", not missing,
+                 f"{len(faults)} faults: " + ", ".join(f"{k} {sum(1 for f in faults if f.kind == k)}"
+                                                      for k in sorted(seen)),
+                 [f"{k}: never injected" for k in missing])
+
+
+# The line a consumer logs just before it aborts on the poison annotation (consumer/cluster_syncer.cc).
+PLANTED_CRASH = "crashing on purpose: the ClusterDeployment carries the crash annotation"
+
+
+def planted_crashes(log_text, cluster):
+    """How many times the log says its process aborted on purpose on `cluster` ("ns/name")."""
+    return sum(1 for line in log_text.splitlines() if PLANTED_CRASH in line and cluster in line)
+
+
+def explain_exits(exits, planted):
+    """`exits`: {daemon name: (kind, [how, ...])} of the exits the run did not cause; `planted`:
+    {daemon name: planted crash lines in its log}. Only a consumer's SIGABRT with a planted crash
+    line of its own to account for it is explained; everything else (an assert, heap corruption,
+    any other signal or exit code, a publisher's abort) is not."""
+    problems = []
+    for name, (kind, hows) in sorted(exits.items()):
+        aborts = [h for h in hows if h == "signal SIGABRT"]
+        other = [h for h in hows if h != "signal SIGABRT"]
+        if other:
+            problems.append(f"{name}: {', '.join(other)}")
+        budget = planted.get(name, 0) if kind == "consumer" else 0
+        if len(aborts) > budget:
+            problems.append(f"{name}: {len(aborts)} SIGABRT, {budget} of them the planted poison crash")
+    detail = ", ".join(f"{n}: {len(h)}" for n, (_, h) in sorted(exits.items())) or "none"
+    return Check("no process exited unless made to (planted poison aborts aside)", not problems,
+                 f"exits not caused by a fault: {detail}; planted crashes logged: {sum(planted.values())}",
+                 problems)
+
+
+def judge_poison(listed, cluster, crashes, delivery_limit):
+    """The poison's parked requests (`listed`: `syncbusctl dlq list --json` of its cluster) must
+    be parked by syncbus's own path (quarantine, then the delivery limit), not by the broker,
+    each after delivery_limit + 1 deliveries whose consumer died; the planted crashes must be
+    enough for one request at least and no more than every request's deliveries."""
+    problems = []
+    ours = [d for d in listed if d.get("cluster") == cluster]
+    if not ours:
+        problems.append(f"{cluster}: nothing parked")
+    for d in ours:
+        what = f"{cluster} request {d.get('messageId')}"
+        if d.get("reason") != "delivery_limit":
+            problems.append(f"{what}: parked for {d.get('reason')!r}, not the delivery limit")
+        if d.get("parkedBy") != "syncbus":
+            problems.append(f"{what}: parked by {d.get('parkedBy')!r}, not by syncbus's quarantine path")
+        if d.get("unsettled") != delivery_limit + 1:
+            problems.append(f"{what}: parked after {d.get('unsettled')} deliveries that ended unsettled, "
+                            f"not {delivery_limit + 1}")
+    if ours and not delivery_limit + 1 <= crashes <= len(ours) * (delivery_limit + 1):
+        problems.append(f"{crashes} planted consumer crashes for {len(ours)} parked request(s): expected "
+                        f"{delivery_limit + 1} to {len(ours) * (delivery_limit + 1)}")
+    return Check("poison parked after the delivery limit, by syncbus", not problems,
+                 f"{cluster}: {len(ours)} request(s) parked after {crashes} planted consumer crashes", problems)
+
+
+def scan_inputs(trace_rc, trace_events, queue_errors):
+    """What the secret scan could not read: a failed `syncbusctl trace --all`, a trace with no
+    event at all (a run always has some), a queue that could not be read."""
+    problems = []
+    if trace_rc != 0:
+        problems.append(f"syncbusctl trace --all exited {trace_rc}: the trace events were not scanned")
+    elif not trace_events:
+        problems.append("syncbusctl trace --all returned no event: nothing of the trace was scanned")
+    problems += [f"not scanned: {e}" for e in queue_errors]
+    return problems
+
+
 def format_recovery(rows):
     fmt = lambda v: "-" if v is None else f"{v:.1f}s"
     lines = [f"{'fault':<17} {'recovery':<22} {'all: n':>6} {'p50':>7} {'max':>7}   "
@@ -387,20 +484,18 @@ def format_recovery(rows):
 # Dead letters
 
 
-def explain_dead_letters(messages, poison_clusters):
-    """Each message left in syncbus.dead must belong to a poison cluster of the run itself."""
+def explain_dead_letters(listed, poison_requests):
+    """Each request left parked (`listed`: `syncbusctl dlq list --json`) must be one of the run's
+    poison requests (`poison_requests`: their message ids, as parked in the poison episode), parked
+    by syncbus for its delivery limit: not merely a message of the same cluster."""
     problems = []
-    for m in messages:
-        try:
-            body = json.loads(m.get("payload", "") or "{}")
-            c = body.get("cluster", {})
-            cluster = f"{c.get('namespace', '')}/{c.get('name', '')}"
-        except ValueError:
-            cluster = "(undecodable)"
-        headers = (m.get("properties") or {}).get("headers") or {}
-        if cluster not in poison_clusters:
-            reason = headers.get("x-syncbus-dead-reason") or headers.get("x-first-death-reason", "")
-            problems.append(f"{cluster}: parked ({reason}): {str(headers.get('x-syncbus-last-error', ''))[:200]}")
+    for d in listed:
+        what = f"{d.get('cluster') or '(no cluster)'} request {d.get('messageId') or '(no id)'}"
+        if d.get("messageId") not in poison_requests:
+            problems.append(f"{what}: parked ({d.get('reason')}): {str(d.get('lastError', ''))[:200]}")
+        elif d.get("reason") != "delivery_limit" or d.get("parkedBy") != "syncbus":
+            problems.append(f"{what}: the poison's request, but parked by {d.get('parkedBy')} for "
+                            f"{d.get('reason')}")
     return Check("dead-letter queue empty or explained", not problems,
-                 f"{len(messages)} parked, {len(messages) - len(problems)} explained by the run's poison",
+                 f"{len(listed)} parked, {len(listed) - len(problems)} explained by the run's poison",
                  problems)

@@ -57,7 +57,7 @@ class Chaos:
         self._idle.set()
         self._timers = []
         self._major_until = 0.0
-        self._consumer_until = 0.0   # a consumer fault's recovery window (2 x lease)
+        self._consumer_until = 0.0   # a consumer fault's recovery window (3 x lease)
         self._quiet_until = 0.0      # a protected major fault's recovery window
         self._protect = True         # whether the next major fault gets one
         self._impaired = set()     # consumer names killed or paused and not back yet
@@ -149,9 +149,9 @@ class Chaos:
     def _window(self, fault):
         """How long a fault of this kind takes to recover from, at most (its goal, roughly)."""
         if fault.kind == "consumer-kill":
-            return 2 * self.lease_seconds
+            return 3 * self.lease_seconds
         if fault.kind == "consumer-pause":
-            return 3 * self.lease_seconds + 10
+            return 4 * self.lease_seconds + 10
         if fault.kind == "publisher-kill":
             return 20
         if fault.kind == "broker-kill":
@@ -228,7 +228,7 @@ class Chaos:
 
     def _consumer_kill(self):
         victim = self._busy_consumer()
-        self._consumer_until = now() + 2 * self.lease_seconds
+        self._consumer_until = now() + 3 * self.lease_seconds
         with self._lock:
             self._impaired.add(victim.name)
         fault = Fault("consumer-kill", victim.name, now(), identity=victim.identity(),
@@ -243,7 +243,7 @@ class Chaos:
     def _consumer_pause(self):
         victim = self._busy_consumer()
         seconds = self.lease_seconds + self.rng.uniform(3, 10)
-        self._consumer_until = now() + seconds + 2 * self.lease_seconds
+        self._consumer_until = now() + seconds + 3 * self.lease_seconds
         with self._lock:
             self._impaired.add(victim.name)
         fault = Fault("consumer-pause", victim.name, now(), identity=victim.identity(),

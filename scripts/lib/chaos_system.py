@@ -34,12 +34,14 @@ def now():
 class RabbitCluster:
     """A cluster started by scripts/rabbitmq-cluster; nodes are killed and started one by one."""
 
-    def __init__(self, root, work, nodes, tls_dir):
+    def __init__(self, root, work, nodes, tls_dir, version):
         self.root = root
         self.dir = os.path.join(work, "rabbitmq")
         self.log = os.path.join(work, "rabbitmq-cluster.log")
         args = [os.path.join(root, "scripts", "rabbitmq-cluster"), "start", "--dir", self.dir,
-                "--nodes", str(nodes), "--fresh"]
+                "--nodes", str(nodes), "--rabbitmq", version, "--fresh",
+                # A node boots in seconds, but took minutes on a machine saturated by builds.
+                "--start-timeout", "300"]
         if tls_dir:
             args += ["--tls-dir", tls_dir]
         started = time.monotonic()
@@ -135,6 +137,11 @@ class RabbitCluster:
                      for q in self.api("GET", "/api/queues/%2F") if q.get("type") == "quorum")
         return running, online
 
+    def set_policy(self, policy):
+        """A policy as `syncbusctl topology` prints it (definitions format), on vhost /."""
+        body = {k: policy[k] for k in ("pattern", "apply-to", "priority", "definition")}
+        self.api("PUT", "/api/policies/%2F/" + urllib.parse.quote(policy["name"], safe=""), body)
+
     def connections(self):
         return self.api("GET", "/api/connections")
 
@@ -153,7 +160,8 @@ class RabbitCluster:
         return closed
 
     def messages(self, queue, count=10000):
-        """Every message of a (non-stream) queue, read without consuming it."""
+        """Every message of a (non-stream) queue, read without consuming it. Each counts as a
+        return towards the queue's delivery limit: read once, after the run."""
         return self.api("POST", "/api/queues/%2F/" + urllib.parse.quote(queue, safe="") + "/get",
                         {"count": count, "ackmode": "ack_requeue_true", "encoding": "auto",
                          "truncate": 100000}, timeout=60)

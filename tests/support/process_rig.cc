@@ -4,6 +4,8 @@
 
 #include <fstream>
 
+#include "common/amqp/syncbus_topology.h"
+#include "common/config.h"
 #include "common/http/curl_transport.h"
 #include "common/kube/config.h"
 #include "tests/support/files.h"
@@ -38,6 +40,11 @@ void ProcessRig::WriteConfig(const std::string& sections) const {
   std::ofstream(dir + "/syncbus.yaml") << vhost.ConfigYaml(", heartbeatSeconds: 10")
                                        << "hub: {kubeconfig: " << dir << "/hub.kubeconfig}\n"
                                        << sections;
+  // The policies of that topology, as a deployment has them (the daemons cannot set policies).
+  auto config = LoadConfigFile(dir + "/syncbus.yaml");
+  REQUIRE_MESSAGE(config.ok(), config.status().ToString());
+  Status applied = vhost.ApplyPolicies(amqp::SyncbusTopology(config->topology).policies);
+  REQUIRE_MESSAGE(applied.ok(), applied.ToString());
 }
 
 ChildProcess ProcessRig::StartDaemon(const std::string& binary,

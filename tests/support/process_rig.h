@@ -22,7 +22,8 @@ struct ProcessRig {
   // Starts syncbus-kubesim with `fleet_args` (--clusters ...), writing <dir>/hub.kubeconfig, waits
   // until it serves and connects `hub` to it.
   void StartSimulator(const std::vector<std::string>& fleet_args);
-  // Writes <dir>/syncbus.yaml: the vhost (10 s heartbeats), the simulator as hub, then `sections`.
+  // Writes <dir>/syncbus.yaml: the vhost (10 s heartbeats), the simulator as hub, then `sections`;
+  // puts the policies of its topology on the vhost.
   void WriteConfig(const std::string& sections) const;
   // Starts `binary` (a path in the build tree) with --config <dir>/syncbus.yaml and `args`, its
   // output in <dir>/<log>.

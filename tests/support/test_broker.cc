@@ -61,6 +61,7 @@ Result<BrokerEnv> BrokerEnvOf(EnvFile kv) {
     *field = *value;
   }
   env.node = kv.count("SYNCBUS_BROKER_NODE") ? kv["SYNCBUS_BROKER_NODE"] : "";
+  env.version = kv.count("SYNCBUS_RABBITMQ_VERSION") ? kv["SYNCBUS_RABBITMQ_VERSION"] : "3.10";
   env.dir = kv.count("SYNCBUS_BROKER_DIR") ? kv["SYNCBUS_BROKER_DIR"] : "";
   for (auto [key, field] : {std::pair{"SYNCBUS_AMQP_PORT", &env.amqp_port},
                             std::pair{"SYNCBUS_MGMT_PORT", &env.mgmt_port},
@@ -193,6 +194,21 @@ std::string TestVhost::ConfigYaml(const std::string& more) const {
   return "amqp: {host: " + env_.host + ", port: " + std::to_string(env_.amqp_port) +
          ", vhost: " + name_ + ", user: " + env_.user + ", password: \"" + env_.password + "\"" +
          more + "}\n";
+}
+
+Status TestVhost::ApplyPolicies(const std::vector<amqp::PolicySpec>& policies) const {
+  for (const amqp::PolicySpec& p : policies) {
+    Json body = {{"pattern", p.pattern}, {"apply-to", p.apply_to}, {"priority", p.priority},
+                 {"definition", p.definition}};
+    auto put = api_.Call("PUT", "/api/policies/" + ManagementApi::Escape(name_) + "/" + ManagementApi::Escape(p.name),
+                         body.dump());
+    if (!put.ok()) return put.status();
+    if (put->status / 100 != 2) {
+      return InvalidArgument("policy " + p.name + " on vhost " + name_ + ": HTTP " + std::to_string(put->status) +
+                             " " + put->body);
+    }
+  }
+  return Status::Ok();
 }
 
 Result<Json> TestVhost::QueueStats(const std::string& queue) const {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/amqp/session.h"
+#include "common/amqp/topology.h"
 #include "common/json.h"
 #include "common/status.h"
 
@@ -15,6 +16,7 @@ namespace syncbus::testing {
 // KEY=VALUE lines written by scripts/rabbitmq-node.
 struct BrokerEnv {
   std::string host;
+  std::string version;   // SYNCBUS_RABBITMQ_VERSION: 3.10 or 4.0
   int amqp_port = 0;
   int mgmt_port = 0;
   int prometheus_port = 0;
@@ -72,6 +74,10 @@ class TestVhost {
   // The same connection as the `amqp:` line of a syncbus.yaml (flow style, ending in a newline);
   // `more` adds fields, e.g. ", heartbeatSeconds: 10".
   std::string ConfigYaml(const std::string& more = "") const;
+
+  // Puts `policies` on this vhost (PUT /api/policies/...), as the shipped definitions and
+  // deploy/ do for syncbus's own; an error names the policy the broker refused.
+  Status ApplyPolicies(const std::vector<amqp::PolicySpec>& policies) const;
 
   // GET /api/queues/<vhost>/<queue>: the management view (its counts lag by seconds).
   Result<Json> QueueStats(const std::string& queue) const;

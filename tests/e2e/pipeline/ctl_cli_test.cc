@@ -217,9 +217,12 @@ TEST_CASE("syncbusctl is also the kubectl plugin `kubectl syncbus`, and complete
   Run complete = sh.Exec(BinaryDir() + "/ctl/kubectl_complete-syncbus", {"dlq", ""});
   CHECK(complete.code == 0);
   CHECK(complete.out ==
-        "list\tshow parked messages (cluster, reason, attempts, first failure, age, last error)\n"
+        "list\tshow parked messages (cluster, reason, attempts, first failure, age, last error) "
+        "from the dead-letter index, without touching the queue\n"
         "replay\trepublish matching messages to the work exchange with attempts reset\n"
-        "purge\tdelete matching messages (asks first unless --yes)\n:4\n");
+        "purge\tdelete matching messages (asks first unless --yes)\n"
+        "reindex\trebuild the dead-letter index from the queue (messages parked before it "
+        "existed; run it while no replay or purge runs)\n:4\n");
 
   // The bash script, sourced, answers through the binary.
   std::ofstream(sh.dir + "/complete.sh")

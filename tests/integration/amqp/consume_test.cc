@@ -146,7 +146,8 @@ TEST_CASE("cancelling our own consumer stops deliveries, Get and unknown queues"
   auto empty = session.Get(work);
   REQUIRE(empty.ok());
   CHECK(!empty->has_value());
-  CHECK((*got)->message.headers.value("x-delivery-count", -1) == 0);  // basic.get sets it
+  // Never returned: RabbitMQ 3.10's basic.get says 0, 4.0 leaves the header out.
+  CHECK((*got)->message.headers.value("x-delivery-count", 0) == 0);
   REQUIRE(session.Nack((*got)->delivery_tag, true).ok());
   CHECK(WaitForDepth(session, work, 1));
 

@@ -1,6 +1,8 @@
-// Dead-lettering as the syncbus topology relies on it, on a real RabbitMQ 3.10: quorum delivery
-// limit into syncbus.dead, retry tiers (quorum, x-message-ttl, at-least-once dead-lettering)
-// back into the work queues with x-death counting rounds.
+// Dead-lettering as the syncbus topology relies on it, on each RabbitMQ version: the quorum
+// delivery limit (syncbus's policy) into syncbus.dead and its index, retry tiers (quorum,
+// x-message-ttl, at-least-once dead-lettering) back into the work queues, and a parked request
+// that stays however often it is returned (RabbitMQ 4.0 drops a message returned more than 20
+// times from a quorum queue without an explicit limit).
 #include <doctest/doctest.h>
 
 #include <thread>
@@ -9,6 +11,7 @@
 #include "common/amqp/syncbus_topology.h"
 #include "tests/support/session_helpers.h"
 #include "tests/support/test_broker.h"
+#include "tests/support/wait.h"
 
 namespace syncbus::amqp {
 namespace {
@@ -29,12 +32,38 @@ Delivery GetWithin(Session& session, const std::string& queue, milliseconds time
   }
 }
 
-TEST_CASE("a message requeued past x-delivery-limit is parked in syncbus.dead") {
+// The bodies of the messages in `queue`, in order, by taking them all and giving them back.
+std::vector<std::string> Bodies(Session& session, const std::string& queue) {
+  std::vector<std::string> bodies;
+  std::vector<uint64_t> tags;
+  for (;;) {
+    auto got = session.Get(queue);
+    REQUIRE_MESSAGE(got.ok(), got.status().ToString());
+    if (!got->has_value()) break;
+    bodies.push_back((*got)->message.body);
+    tags.push_back((*got)->delivery_tag);
+  }
+  for (uint64_t tag : tags) REQUIRE(session.Nack(tag, true).ok());
+  return bodies;
+}
+
+// Parks `n` messages through the exchange syncbus.dead, as the consumers do.
+void ParkMessages(Session& session, int n) {
+  for (int i = 0; i < n; ++i) {
+    Publication p{kDeadExchange, "change", Message{}};
+    p.message.body = "parked-" + std::to_string(i);
+    p.message.message_id = p.message.body;
+    REQUIRE(session.Publish(p, kBrokerTimeout).ok());
+  }
+}
+
+TEST_CASE("a message requeued past the delivery limit of syncbus's policy is parked in syncbus.dead and its index") {
   TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("poison"));
   REQUIRE(session.Connect().ok());
   TopologyOptions options;
   options.delivery_limit = 2;
+  REQUIRE(vhost.ApplyPolicies(SyncbusTopology(options).policies).ok());
   REQUIRE(session.Declare(SyncbusTopology(options)).ok());
   const std::string work = WorkQueueName(Lane::kChange);
 
@@ -71,6 +100,60 @@ TEST_CASE("a message requeued past x-delivery-limit is parked in syncbus.dead") 
   CHECK(dead.message.headers["x-first-death-reason"] == "delivery_limit");
   CHECK(dead.message.headers["x-first-death-queue"] == work);
   REQUIRE(session.Ack(dead.delivery_tag).ok());
+  // The broker's dead-lettering reached the index too (at-least-once, through syncbus.dead).
+  REQUIRE(session.ConsumeStream(kDeadIndexQueue, 10, 0).ok());
+  Delivery indexed = NextOrFail(session);
+  CHECK(indexed.message.message_id == "poison-1");
+  CHECK(indexed.message.headers["x-first-death-reason"] == "delivery_limit");
+}
+
+TEST_CASE("a parked request stays, in its place, however often a replay or purge gives it back") {
+  TestVhost vhost = NewTestVhost();
+  RabbitmqSession session(vhost.Options("stays"));
+  REQUIRE(session.Connect().ok());
+  REQUIRE(vhost.ApplyPolicies(SyncbusTopology().policies).ok());
+  REQUIRE(session.Declare(SyncbusTopology()).ok());
+  ParkMessages(session, 3);
+  const std::vector<std::string> parked = {"parked-0", "parked-1", "parked-2"};
+  // 25 passes that take everything and give it back (a replay or purge of other clusters does
+  // that): more returns than RabbitMQ 4.0's default limit of 20 allows.
+  for (int pass = 0; pass < 25; ++pass) REQUIRE(Bodies(session, kDeadQueue) == parked);
+  // The limit is explicit, as argument and policy (the management API shows a policy after
+  // its next statistics round).
+  Json stats;
+  CHECK(WaitFor(
+      [&] {
+        auto got = vhost.QueueStats(kDeadQueue);
+        if (got.ok()) stats = *got;
+        return got.ok() && stats.value("policy", Json()) == "syncbus-dead";
+      },
+      seconds(30)));
+  CHECK(stats["arguments"]["x-delivery-limit"] == kNeverReachedDeliveryLimit);
+  CHECK(stats["effective_policy_definition"]["delivery-limit"] == kNeverReachedDeliveryLimit);
+}
+
+TEST_CASE("a dead-letter queue declared by an older version, without a limit, is covered by the policy") {
+  for (bool with_policies : {true, false}) {
+    CAPTURE(with_policies);
+    TestVhost vhost = NewTestVhost();
+    RabbitmqSession session(vhost.Options("old-dlq"));
+    REQUIRE(session.Connect().ok());
+    if (with_policies) REQUIRE(vhost.ApplyPolicies(SyncbusTopology().policies).ok());
+    Topology old = SyncbusTopology();
+    for (auto& q : old.queues) {
+      if (q.name == kDeadQueue) q.arguments = Json{{"x-queue-type", "quorum"}};   // as declared before
+    }
+    REQUIRE(session.Declare(old).ok());
+    ParkMessages(session, 1);
+    for (int pass = 0; pass < 25; ++pass) (void)Bodies(session, kDeadQueue);
+    const bool kept = Bodies(session, kDeadQueue).size() == 1;
+    if (with_policies) {
+      CHECK(kept);
+    } else if (vhost.env().version != "3.10") {
+      // What the policy prevents: RabbitMQ 4.0's default limit drops it (no dead-letter target).
+      CHECK_FALSE(kept);
+    }
+  }
 }
 
 TEST_CASE("a retry tier delays by its TTL and returns to the work lane, x-death counts rounds") {
@@ -106,7 +189,9 @@ TEST_CASE("a retry tier delays by its TTL and returns to the work lane, x-death 
     REQUIRE(deaths.size() == 1);
     CHECK(deaths[0]["queue"] == RetryQueueName(seconds(1)));
     CHECK(deaths[0]["reason"] == "expired");
-    CHECK(deaths[0]["count"] == round);
+    // RabbitMQ 4.0 no longer reads an x-death header a client publishes: the count starts again.
+    // (syncbus counts attempts in x-syncbus-attempt, never in x-death.)
+    CHECK(deaths[0]["count"] == (vhost.env().version == "3.10" ? round : 1));
     CHECK(deaths[0]["routing-keys"] == Json::array({"resync"}));
     CHECK(session.Inspect(RetryQueueName(seconds(30)))->messages == 0);
     REQUIRE(session.Ack(d.delivery_tag).ok());

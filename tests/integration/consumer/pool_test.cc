@@ -121,7 +121,7 @@ struct Pool : ProcessRig {
   }
   std::vector<ctl::DeadLetter> DeadLetters() {
     auto s = Session();
-    auto listed = ctl::ScanDeadLetters(*s, {}, RealClock());
+    auto listed = ctl::ListDeadLetters(*s, {}, 0, RealClock());
     if (!listed.ok() && listed.status().code() == Code::kNotFound) return {};  // not declared yet
     REQUIRE_MESSAGE(listed.ok(), listed.status().ToString());
     return listed->matched;
@@ -254,6 +254,10 @@ TEST_CASE(
   REQUIRE_MESSAGE(dead.size() == 1, p.Logs());
   CHECK(dead[0].cluster == ns + "/" + poison);
   CHECK(dead[0].reason == "delivery_limit");
+  // Parked by syncbus's own path (quarantine, then the limit), not by the broker's limit: after
+  // deliveryLimit + 1 deliveries whose consumer was killed.
+  CHECK_FALSE(dead[0].by_broker);
+  CHECK(dead[0].unsettled >= 2);
   CHECK(kills >= 2);
   // The pool is healthy: every other cluster is synced and both consumers run.
   auto progress = p.Progress();

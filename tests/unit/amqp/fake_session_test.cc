@@ -196,11 +196,12 @@ TEST_CASE("retry tiers wait out their TTL on the clock and come back with x-deat
   CHECK(d2.message.headers["x-death"][0]["count"] == 2);
 }
 
-TEST_CASE("quorum delivery limit parks a poison message in syncbus.dead") {
+TEST_CASE("quorum delivery limit (syncbus's policy) parks a poison message in syncbus.dead") {
   Fixture f;
   TopologyOptions options;
   options.delivery_limit = 2;
   REQUIRE(f.session.Declare(SyncbusTopology(options)).ok());
+  f.broker.SetPolicies(SyncbusTopology(options).policies);
   const std::string work = WorkQueueName(Lane::kChange);
   REQUIRE(f.session.Publish(Pub(kWorkExchange, "change", "poison"), kTimeout).ok());
   REQUIRE(f.session.Consume(work, 1).ok());
@@ -281,11 +282,12 @@ TEST_CASE("requeued messages return to their place, flagged redelivered") {
   CHECK(again.redelivered);
 }
 
-TEST_CASE("reject-publish overflow nacks the publish") {
+TEST_CASE("reject-publish overflow (max-length of syncbus's policy) nacks the publish") {
   Fixture f;
   TopologyOptions options;
   options.max_length = 1;
   REQUIRE(f.session.Declare(SyncbusTopology(options)).ok());
+  f.broker.SetPolicies(SyncbusTopology(options).policies);
   // Quorum queues take one message past the limit before refusing.
   CHECK(f.session.Publish(Pub(kWorkExchange, "change", "1"), kTimeout).ok());
   CHECK(f.session.Publish(Pub(kWorkExchange, "change", "2"), kTimeout).ok());

@@ -123,6 +123,7 @@ struct Harness {
     topology.retry_tiers = {1s, 2s, 4s};
     REQUIRE(publisher.Connect().ok());
     REQUIRE(publisher.Declare(amqp::SyncbusTopology(topology)).ok());
+    broker.SetPolicies(amqp::SyncbusTopology(topology).policies);
     REQUIRE(session.Connect().ok());
     if (with_leases) {
       LeaseOptions o;
@@ -404,6 +405,39 @@ TEST_CASE("an undecodable message is parked at once without running anything") {
   CHECK(dead[0].headers.contains(kLastErrorHeader));
   CHECK(h.script.runs() == 0);
   CHECK(h.Unacked() == 0);
+}
+
+TEST_CASE("a lost broker connection stops its syncs at their next write and gives their leases back at once [concurrent]") {
+  Harness h(2, true);
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  bool open = false;
+  h.script.during = [&](const SyncRequest&) {
+    std::unique_lock lock(gate_mu);
+    gate_cv.wait(lock, [&] { return open; });
+  };
+  h.Send(Request("c1"));
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (h.leases->held() == 0 && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
+  REQUIRE(h.leases->held() == 1);   // claimed at the sync's first fence call
+  h.broker.DropConnections();
+  CHECK_FALSE(h.loop->Step(0ms).ok());
+  h.loop->ConnectionLost();
+  {
+    std::lock_guard lock(gate_mu);
+    open = true;
+  }
+  gate_cv.notify_all();
+  // The sync's next fence check fails: it writes nothing more, and the lease is given back
+  // before any reconnect, so whoever the broker hands the request to can take the cluster.
+  deadline = std::chrono::steady_clock::now() + 10s;
+  while (h.leases->held() != 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  CHECK(h.leases->held() == 0);
+  CHECK(h.script.fence_failures == 1);
+  LeaseOptions other;
+  other.identity = "consumer-2";
+  ClusterLeases elsewhere(other, h.hub, h.clock, h.registry);
+  CHECK(elsewhere.Acquire("ns1", "c1").ok());   // no need to wait for the lease to lapse
 }
 
 TEST_CASE("a cluster busy on another consumer is deferred without counting an attempt") {

@@ -23,9 +23,9 @@ TEST_CASE("empty config gives the documented defaults") {
   CHECK(c->topology.retry_tiers.size() == 4);
   CHECK(c->consumer.prefetch == 20);
   CHECK(c->consumer.max_connections_per_host == 32);
-  CHECK(c->consumer.cluster_lease.duration == 30s);
-  CHECK(c->consumer.cluster_lease.renew_interval == 10s);
-  CHECK(c->consumer.cluster_lease.safety_margin == 10s);
+  CHECK(c->consumer.cluster_lease.duration == 20s);
+  CHECK(c->consumer.cluster_lease.renew_interval == 5s);
+  CHECK(c->consumer.cluster_lease.safety_margin == 5s);
   CHECK(c->consumer.cluster_lease.ns == "syncbus");
   CHECK(c->consumer.events);
   CHECK(c->publisher.watch_source_secrets);
@@ -100,7 +100,7 @@ TEST_CASE("config errors name the bad key") {
       {"a: b: c", "invalid YAML"},
       {"bogus: 1", "bogus: unknown key"},
       {"consumer: {clusterLease: {duration: 1500ms}}", "consumer.clusterLease.duration: must be a whole number"},
-      {"consumer: {clusterLease: {duration: 15s}}", "consumer.clusterLease.renewInterval: renewInterval + safetyMargin"},
+      {"consumer: {clusterLease: {duration: 10s}}", "consumer.clusterLease.renewInterval: renewInterval + safetyMargin"},
       {"consumer: {clusterLease: {lease: 15s}}", "consumer.clusterLease.lease: unknown key"},
       {"consumer: {events: maybe}", "consumer.events"},
       {"consumer: {maxConnectionsPerHost: -1}", "consumer.maxConnectionsPerHost: must be between"},

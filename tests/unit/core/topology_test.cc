@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "common/amqp/syncbus_topology.h"
@@ -16,10 +18,73 @@ TEST_CASE("topology names are readable and tiers map to queues") {
   CHECK(amqp::TierName(3600s) == "1h");
   CHECK(amqp::TierName(90s) == "90s");
   amqp::Topology t = amqp::SyncbusTopology();
-  CHECK(t.queues.size() == 2 + 4 + 1 + 1);
+  CHECK(t.queues.size() == 2 + 4 + 1 + 1 + 1);
   for (const auto& q : t.queues) {
-    if (q.name == amqp::kTraceQueue) continue;
+    if (q.name == amqp::kTraceQueue || q.name == amqp::kDeadIndexQueue) continue;
     CHECK(q.arguments["x-queue-type"] == "quorum");
+  }
+}
+
+// The policy RabbitMQ applies to `queue`: the matching one of the highest priority.
+const amqp::PolicySpec* PolicyOf(const amqp::Topology& t, const std::string& queue) {
+  const amqp::PolicySpec* best = nullptr;
+  for (const auto& p : t.policies) {
+    if (std::regex_search(queue, std::regex(p.pattern)) && (!best || p.priority > best->priority)) best = &p;
+  }
+  return best;
+}
+
+TEST_CASE("every quorum queue has an explicit delivery limit, and exactly one syncbus policy applies to each queue") {
+  amqp::TopologyOptions options;
+  options.delivery_limit = 3;
+  options.max_length = 1234;
+  amqp::Topology t = amqp::SyncbusTopology(options);
+  for (const auto& q : t.queues) {
+    CAPTURE(q.name);
+    int matching = 0;
+    for (const auto& p : t.policies) matching += std::regex_search(q.name, std::regex(p.pattern)) ? 1 : 0;
+    CHECK(matching == 1);
+    const amqp::PolicySpec* p = PolicyOf(t, q.name);
+    REQUIRE(p != nullptr);
+    if (q.arguments["x-queue-type"] == "quorum") {
+      // A limit RabbitMQ 4.0's default of 20 never replaces: the policy's, and the argument's if any.
+      REQUIRE(p->definition.contains("delivery-limit"));
+      if (q.arguments.contains("x-delivery-limit")) {
+        CHECK(q.arguments["x-delivery-limit"] == p->definition["delivery-limit"]);
+      }
+    }
+  }
+  const amqp::PolicySpec* work = PolicyOf(t, "syncbus.work.change");
+  CHECK(work->definition["delivery-limit"] == 3);
+  CHECK(work->definition["max-length"] == 1234);
+  // Limits that may change live in the policy, not in the queue's (immutable) arguments.
+  for (const auto& q : t.queues) {
+    if (q.name.rfind("syncbus.work.", 0) != 0) continue;
+    CHECK_FALSE(q.arguments.contains("x-delivery-limit"));
+    CHECK_FALSE(q.arguments.contains("x-max-length"));
+    CHECK(q.arguments["x-dead-letter-exchange"] == amqp::kDeadExchange);
+    CHECK(q.arguments["x-dead-letter-strategy"] == "at-least-once");
+  }
+  // The parking lot and the tiers never drop a returned message.
+  CHECK(PolicyOf(t, amqp::kDeadQueue)->definition["delivery-limit"] == amqp::kNeverReachedDeliveryLimit);
+  CHECK(PolicyOf(t, "syncbus.retry.5s")->definition["delivery-limit"] == amqp::kNeverReachedDeliveryLimit);
+  CHECK(PolicyOf(t, "syncbus.retry.other") == nullptr);
+  CHECK(PolicyOf(t, "syncbus.deadly") == nullptr);
+}
+
+TEST_CASE("every parked message is also written to the dead-letter index, which nothing else feeds") {
+  amqp::Topology t = amqp::SyncbusTopology();
+  std::set<std::string> into_index, from_dead;
+  for (const auto& b : t.bindings) {
+    if (b.destination == amqp::kDeadIndexQueue) into_index.insert(b.source);
+    if (b.source == amqp::kDeadExchange) from_dead.insert(b.destination);
+  }
+  CHECK(into_index == std::set<std::string>{amqp::kDeadExchange, amqp::kDeadIndexExchange});
+  CHECK(from_dead == std::set<std::string>{amqp::kDeadQueue, amqp::kDeadIndexQueue});
+  for (const auto& q : t.queues) {
+    if (q.name != amqp::kDeadIndexQueue) continue;
+    CHECK(q.arguments["x-queue-type"] == "stream");
+    CHECK_FALSE(q.arguments.contains("x-max-age"));   // parked until replayed or purged
   }
 }
 
@@ -49,7 +114,7 @@ TEST_CASE("rabbitmq/definitions.json equals the topology declared in code") {
   ss << in.rdbuf();
   Json file = Json::parse(ss.str());
   Json code = amqp::ToDefinitions(amqp::SyncbusTopology(), "/");
-  for (const char* section : {"exchanges", "queues", "bindings"}) {
+  for (const char* section : {"exchanges", "queues", "bindings", "policies"}) {
     CAPTURE(section);
     CHECK(file[section] == code[section]);
   }

@@ -10,6 +10,7 @@
 #include "common/time_format.h"
 #include "consumer/retry_policy.h"
 #include "ctl/commands.h"
+#include "ctl/dead_letter_index.h"
 #include "ctl/dead_letters.h"
 
 using namespace syncbus;
@@ -50,6 +51,13 @@ struct Dlq {
     REQUIRE(session.Publish(p, 1s).ok());
   }
   size_t Dead() { return broker.ReadyMessages(amqp::kDeadQueue).size(); }
+  std::vector<std::string> Listed() {
+    auto listed = ListDeadLetters(session, {}, 0, clock);
+    REQUIRE_MESSAGE(listed.ok(), listed.status().ToString());
+    std::vector<std::string> clusters;
+    for (const auto& d : listed->matched) clusters.push_back(d.cluster);
+    return clusters;
+  }
   std::vector<amqp::Message> Work(amqp::Lane lane) { return broker.ReadyMessages(amqp::WorkQueueName(lane)); }
 };
 
@@ -85,6 +93,7 @@ TEST_CASE("a poison message parked by the broker is described from x-death") {
             {"time", amqp::TimestampValue(1767225600)}}});
   DeadLetter letter = DescribeDeadLetter(d);
   CHECK(letter.reason == "delivery_limit");
+  CHECK(letter.by_broker);
   CHECK(letter.cluster == "ns1/c9");
   REQUIRE(letter.dead_at.has_value());
   CHECK(FormatRfc3339(*letter.dead_at) == "2026-01-01T00:00:00Z");
@@ -128,26 +137,29 @@ TEST_CASE("a replayed message goes to its lane with its attempt history reset") 
   CHECK(p.message.headers[kClusterHeader] == "ns1/c1");
 }
 
-TEST_CASE("list leaves the queue as it was, replay moves only the matches, confirmed, then acked") {
+TEST_CASE("list reads the index and leaves the queue as it was; replay moves only the matches, confirmed, then acked") {
   Dlq q;
   q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
   q.Park("ns1", "c2", amqp::Lane::kResync, "max-attempts", 5);
   q.Park("ns2", "c3", amqp::Lane::kChange, "undecodable", 0);
 
-  DlqScanOptions list;
-  auto listed = ScanDeadLetters(q.session, list, q.clock);
+  auto listed = ListDeadLetters(q.session, {}, 0, q.clock);
   REQUIRE(listed.ok());
   CHECK(listed->matched.size() == 3);
+  CHECK(listed->listed == 3);
+  CHECK(listed->queue_depth == 3u);
+  CHECK(listed->Discrepancy().empty());
   CHECK(q.Dead() == 3);
   CHECK(q.broker.UnackedCount(amqp::kDeadQueue) == 0);
+  for (const auto& m : q.broker.ReadyMessages(amqp::kDeadQueue)) CHECK_FALSE(m.headers.contains("x-delivery-count"));
 
-  DlqScanOptions dry;
+  DlqOptions dry;
   dry.action = DlqAction::kReplay;
   dry.dry_run = true;
-  auto would = ScanDeadLetters(q.session, dry, q.clock);
-  REQUIRE(would.ok());
-  CHECK(would->matched.size() == 3);
-  CHECK(would->progress.done == 0);
+  std::ostringstream out, err;
+  std::istringstream in;
+  REQUIRE(RunDlq(dry, q.session, q.clock, in, out, err) == 0);
+  CHECK(err.str().find("would have replayed 3 of 3 matching") != std::string::npos);
   CHECK(q.Dead() == 3);
 
   DlqScanOptions replay;
@@ -168,6 +180,69 @@ TEST_CASE("list leaves the queue as it was, replay moves only the matches, confi
   CHECK(change[0].headers[kClusterHeader] == "ns1/c1");
   CHECK(change[0].headers[kAttemptHeader] == 0);
   CHECK(resync[0].headers[kClusterHeader] == "ns1/c2");
+  // Without recorded removals the index still lists the replayed two: the listing says so.
+  listed = ListDeadLetters(q.session, {}, 0, q.clock);
+  REQUIRE(listed.ok());
+  CHECK(listed->listed == 3);
+  CHECK(listed->Discrepancy().find("reindex") != std::string::npos);
+}
+
+TEST_CASE("the index drops what a replay or purge recorded as removed, oldest copy of a key first") {
+  Dlq q;
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
+  q.Park("ns1", "c2", amqp::Lane::kChange, "max-attempts", 5);
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);   // a second copy of c1's request
+  q.Park("ns1", "c3", amqp::Lane::kChange, "undecodable", 0);
+  CHECK(q.Listed() == std::vector<std::string>{"ns1/c1", "ns1/c2", "ns1/c1", "ns1/c3"});
+
+  DlqScanOptions replay;
+  replay.action = DlqAction::kReplay;
+  replay.filter.cluster = "ns1/c1";
+  replay.limit = 1;
+  replay.record_removals = true;
+  auto replayed = ScanDeadLetters(q.session, replay, q.clock);
+  REQUIRE(replayed.ok());
+  CHECK(replayed->progress.done == 1);
+  CHECK(q.Listed() == std::vector<std::string>{"ns1/c2", "ns1/c1", "ns1/c3"});
+
+  DlqScanOptions purge;
+  purge.action = DlqAction::kPurge;
+  purge.filter.reason = "undecodable";
+  purge.record_removals = true;
+  REQUIRE(ScanDeadLetters(q.session, purge, q.clock).ok());
+  CHECK(q.Listed() == std::vector<std::string>{"ns1/c2", "ns1/c1"});
+  CHECK(q.Dead() == 2);
+  auto listed = ListDeadLetters(q.session, {}, 0, q.clock);
+  REQUIRE(listed.ok());
+  CHECK(listed->Discrepancy().empty());
+}
+
+TEST_CASE("reindex rebuilds the index from the queue, in order, and leaves every message parked") {
+  Dlq q;
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
+  q.Park("ns1", "c2", amqp::Lane::kResync, "undecodable", 0);
+  // Parked before the index existed: only in the queue.
+  amqp::Delivery d;
+  d.routing_key = "change";
+  d.message = ToAmqpMessage(Request("ns0", "old", amqp::Lane::kChange), "syncbus-publisher", "old", q.clock.WallNow());
+  amqp::Publication old = consumer::DeadLetter(d, "max-attempts", "gone", q.clock.WallNow());
+  old.exchange = "";
+  old.routing_key = amqp::kDeadQueue;
+  REQUIRE(q.session.Publish(old, 1s).ok());
+  auto listed = ListDeadLetters(q.session, {}, 0, q.clock);
+  REQUIRE(listed.ok());
+  CHECK(listed->listed == 2);
+  CHECK(listed->Discrepancy().find("before the index existed") != std::string::npos);
+
+  auto rebuilt = ReindexDeadLetters(q.session, 1s);
+  REQUIRE(rebuilt.ok());
+  CHECK(rebuilt->error.ok());
+  CHECK(rebuilt->progress.done == 3);
+  CHECK(q.Listed() == std::vector<std::string>{"ns1/c1", "ns1/c2", "ns0/old"});
+  CHECK(q.Dead() == 3);
+  std::vector<std::string> queued;
+  for (const auto& m : q.broker.ReadyMessages(amqp::kDeadQueue)) queued.push_back(m.headers.value(kClusterHeader, ""));
+  CHECK(queued == std::vector<std::string>{"ns1/c1", "ns1/c2", "ns0/old"});
 }
 
 TEST_CASE("a replay that cannot publish keeps the dead copy") {
@@ -183,7 +258,7 @@ TEST_CASE("a replay that cannot publish keeps the dead copy") {
   CHECK(q.Dead() == 1);
 }
 
-TEST_CASE("purge asks first and removes only what was agreed to") {
+TEST_CASE("purge asks first (counting from the index) and removes only what was agreed to") {
   Dlq q;
   q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
   q.Park("ns1", "c2", amqp::Lane::kChange, "undecodable", 0);

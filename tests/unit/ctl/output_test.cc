@@ -133,7 +133,7 @@ TEST_CASE("completion offers subcommands, the current command's flags and -o's f
         std::vector<std::string>{"wait", "status", "trace", "topology", "dlq", "completion", ":4"});
   CHECK(words(CompletionCandidates({"st"})) == std::vector<std::string>{"status", ":4"});
   CHECK(words(CompletionCandidates({"dlq", ""})) ==
-        std::vector<std::string>{"list", "replay", "purge", ":4"});
+        std::vector<std::string>{"list", "replay", "purge", "reindex", ":4"});
   CHECK(words(CompletionCandidates({"status", "-o", ""})) ==
         std::vector<std::string>{"table", "wide", "json", "yaml", ":4"});
   CHECK(words(CompletionCandidates({"dlq", "list", "--output", "y"})) ==
@@ -149,7 +149,7 @@ TEST_CASE("completion offers subcommands, the current command's flags and -o's f
   // An option's value is skipped, a flag takes none: the words after them still count.
   CHECK(words(CompletionCandidates({"trace", "--since", "1h", "-o", "j"})) ==
         std::vector<std::string>{"json", ":4"});
-  CHECK(words(CompletionCandidates({"--version", "dlq", ""})).size() == 4);
+  CHECK(words(CompletionCandidates({"--version", "dlq", ""})).size() == 5);
   CHECK(CompletionCandidates({"status", "--since"}).find("--since\t") != std::string::npos);
 }
 

@@ -99,6 +99,7 @@ struct Fixture {
   explicit Fixture(amqp::TopologyOptions topology = {}) {
     REQUIRE(session.Connect().ok());
     REQUIRE(session.Declare(amqp::SyncbusTopology(topology)).ok());
+    broker.SetPolicies(amqp::SyncbusTopology(topology).policies);   // max-length
     options.max_publish_rate = 1000;
     for (HubKind k : {HubKind::kClusterDeployment, HubKind::kSyncSet, HubKind::kSelectorSyncSet,
                       HubKind::kClusterSync, HubKind::kClusterSyncLease, HubKind::kSecret}) {

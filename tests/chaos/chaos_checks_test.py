@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Tests of the chaos run's own checks (scripts/lib/chaos_checks.py): each must fail on the bad
+case it is there to catch, and pass on the good one. A real assert or heap corruption is not the
+planted poison crash; a poison parked by the broker, for another reason or after the wrong count
+is not syncbus's quarantine path; a parked message of the victim cluster is not the poison's
+request; a journal without writes proves nothing; a scan that could not read the trace or a
+queue has not shown that nothing leaked; a fault kind never injected, or a recovery goal missed,
+fails the run."""
+
+import json
+import os
+import sys
+import tempfile
+import unittest
+from types import SimpleNamespace
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "lib"))
+
+import chaos_checks as cc  # noqa: E402
+
+VICTIM = "cluster-0007/cluster-0007"
+PLANTED = (f'{{"level":"error","msg":"{cc.PLANTED_CRASH}","cluster":"{VICTIM}",'
+           '"annotation":"chaos.syncbus.io/crash-consumer"}')
+
+
+def fault(kind, at, **recovery):
+    return SimpleNamespace(kind=kind, at=at, ended=at + 1, recovery=dict(recovery), identity="")
+
+
+def parked(message_id, cluster=VICTIM, reason="delivery_limit", by="syncbus", unsettled=6):
+    return {"cluster": cluster, "messageId": message_id, "reason": reason, "parkedBy": by,
+            "unsettled": unsettled, "lastError": "crashed"}
+
+
+class ExitsTest(unittest.TestCase):
+    def test_planted_aborts_are_explained(self):
+        log = "\n".join([PLANTED, "other line", PLANTED])
+        self.assertEqual(cc.planted_crashes(log, VICTIM), 2)
+        check = cc.explain_exits({"consumer-1": ("consumer", ["signal SIGABRT", "signal SIGABRT"])},
+                                 {"consumer-1": 2})
+        self.assertTrue(check.ok, check.problems)
+
+    def test_an_abort_without_its_planted_line_is_not(self):
+        # An assert or heap corruption aborts too, but logs no planted crash.
+        check = cc.explain_exits({"consumer-1": ("consumer", ["signal SIGABRT", "signal SIGABRT"])},
+                                 {"consumer-1": 1})
+        self.assertFalse(check.ok)
+        self.assertIn("consumer-1: 2 SIGABRT, 1 of them the planted poison crash", check.problems)
+
+    def test_a_publisher_abort_or_another_exit_is_not(self):
+        check = cc.explain_exits({"publisher-1": ("publisher", ["signal SIGABRT"]),
+                                  "consumer-2": ("consumer", ["exit 1"])}, {"consumer-2": 3})
+        self.assertFalse(check.ok)
+        self.assertEqual(len(check.problems), 2)
+
+    def test_a_planted_line_of_another_cluster_does_not_count(self):
+        self.assertEqual(cc.planted_crashes(PLANTED, "cluster-0008/cluster-0008"), 0)
+
+
+class PoisonTest(unittest.TestCase):
+    def test_parked_by_syncbus_after_the_limit(self):
+        check = cc.judge_poison([parked("m1")], VICTIM, crashes=6, delivery_limit=5)
+        self.assertTrue(check.ok, check.problems)
+
+    def test_parked_by_the_broker(self):
+        check = cc.judge_poison([parked("m1", by="broker")], VICTIM, crashes=6, delivery_limit=5)
+        self.assertFalse(check.ok)
+
+    def test_parked_for_another_reason(self):
+        check = cc.judge_poison([parked("m1", reason="max-attempts")], VICTIM, crashes=6, delivery_limit=5)
+        self.assertFalse(check.ok)
+
+    def test_wrong_count(self):
+        self.assertFalse(cc.judge_poison([parked("m1", unsettled=3)], VICTIM, 6, 5).ok)
+        self.assertFalse(cc.judge_poison([parked("m1")], VICTIM, crashes=2, delivery_limit=5).ok)
+        self.assertFalse(cc.judge_poison([parked("m1")], VICTIM, crashes=13, delivery_limit=5).ok)
+        self.assertTrue(cc.judge_poison([parked("m1"), parked("m2")], VICTIM, 12, 5).ok)
+
+    def test_nothing_parked(self):
+        self.assertFalse(cc.judge_poison([parked("m1", cluster="other/other")], VICTIM, 6, 5).ok)
+
+
+class DeadLettersTest(unittest.TestCase):
+    def test_empty_or_the_poison(self):
+        self.assertTrue(cc.explain_dead_letters([], {"m1"}).ok)
+        self.assertTrue(cc.explain_dead_letters([parked("m1")], {"m1"}).ok)
+
+    def test_another_request_of_the_victim_cluster(self):
+        check = cc.explain_dead_letters([parked("m2", reason="max-attempts")], {"m1"})
+        self.assertFalse(check.ok)
+
+    def test_the_poison_request_parked_otherwise(self):
+        self.assertFalse(cc.explain_dead_letters([parked("m1", by="broker")], {"m1"}).ok)
+
+
+class JournalTest(unittest.TestCase):
+    def journal(self, entries):
+        f = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+        with f:
+            for e in entries:
+                f.write(json.dumps(e) + "\n")
+        self.addCleanup(os.unlink, f.name)
+        return f.name
+
+    def test_no_writes_proves_nothing(self):
+        check = cc.analyse_journal(self.journal([]), [], ["c1", "c2"])
+        self.assertFalse(check.ok)
+        self.assertIn("journal is incomplete", check.problems[0])
+
+    def test_writes_under_the_writers_lease(self):
+        entries = []
+        for i, c in enumerate(("c1", "c2")):
+            t = 1000000 + i * 10
+            entries.append({"t": t, "cluster": "hub", "resource": "leases", "namespace": c, "holder": "w",
+                            "leaseDurationSeconds": 20, "renewTime": None, "verb": "update"})
+            entries.append({"t": t + 1, "cluster": "hub", "resource": "clustersyncs", "namespace": c,
+                            "subresource": "status", "userAgent": "syncbus-consumer/w", "verb": "update",
+                            "name": c})
+        check = cc.analyse_journal(self.journal(entries), [], ["c1", "c2"])
+        self.assertTrue(check.ok, check.problems)
+
+    def test_a_write_by_another_than_the_holder(self):
+        entries = [{"t": 1000, "cluster": "hub", "resource": "leases", "namespace": "c1", "holder": "w",
+                    "leaseDurationSeconds": 20, "renewTime": None},
+                   {"t": 1001, "cluster": "c1", "resource": "configmaps", "userAgent": "syncbus-consumer/x",
+                    "verb": "apply", "name": "cm"}]
+        check = cc.analyse_journal(self.journal(entries), [], ["c1"])
+        self.assertFalse(check.ok)
+
+
+class ScanInputsTest(unittest.TestCase):
+    def test_all_read(self):
+        self.assertEqual(cc.scan_inputs(0, [{"step": "published"}], []), [])
+
+    def test_trace_failed_or_empty_or_a_queue_unread(self):
+        self.assertTrue(cc.scan_inputs(1, [], []))
+        self.assertTrue(cc.scan_inputs(0, [], []))
+        self.assertTrue(cc.scan_inputs(0, [{"step": "published"}], ["syncbus.work.change: 404"]))
+
+
+class KindsAndGoalsTest(unittest.TestCase):
+    KINDS = ["consumer-kill", "broker-kill"]
+
+    def test_every_kind(self):
+        self.assertTrue(cc.every_kind_injected([fault("consumer-kill", 0), fault("broker-kill", 100)],
+                                               self.KINDS).ok)
+        check = cc.every_kind_injected([fault("consumer-kill", 0)], self.KINDS)
+        self.assertFalse(check.ok)
+        self.assertEqual(check.problems, ["broker-kill: never injected"])
+
+    def test_a_missed_goal_fails(self):
+        met = [fault("consumer-kill", 0, **{"clusters synced again": 30.0})]
+        rows, notes = cc.recovery_table(met, 20)
+        self.assertTrue(cc.goals_met(rows, notes).ok)
+        missed = [fault("consumer-kill", 0, **{"clusters synced again": 62.2})]
+        rows, notes = cc.recovery_table(missed, 20)
+        check = cc.goals_met(rows, notes)
+        self.assertFalse(check.ok)
+        self.assertIn("62.2s", check.problems[0])
+
+    def test_never_recovered_fails(self):
+        rows, notes = cc.recovery_table([fault("consumer-kill", 0, **{"clusters synced again": None})], 30)
+        self.assertFalse(cc.goals_met(rows, notes).ok)
+
+
+if __name__ == "__main__":
+    unittest.main()
