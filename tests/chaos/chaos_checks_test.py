@@ -102,6 +102,14 @@ class JournalTest(unittest.TestCase):
         self.addCleanup(os.unlink, f.name)
         return f.name
 
+    @staticmethod
+    def lease(t, cluster, holder):
+        """The journal line of a consumer writing cluster `cluster`'s Lease (in namespace syncbus,
+        named "<namespace>.<name>"; a fleet cluster's namespace is its name)."""
+        return {"t": t, "cluster": "hub", "resource": "leases", "namespace": "syncbus",
+                "name": f"{cluster}.{cluster}", "holder": holder, "leaseDurationSeconds": 20,
+                "renewTime": None, "verb": "update"}
+
     def test_no_writes_proves_nothing(self):
         check = cc.analyse_journal(self.journal([]), [], ["c1", "c2"])
         self.assertFalse(check.ok)
@@ -111,8 +119,7 @@ class JournalTest(unittest.TestCase):
         entries = []
         for i, c in enumerate(("c1", "c2")):
             t = 1000000 + i * 10
-            entries.append({"t": t, "cluster": "hub", "resource": "leases", "namespace": c, "holder": "w",
-                            "leaseDurationSeconds": 20, "renewTime": None, "verb": "update"})
+            entries.append(self.lease(t, c, "w"))
             entries.append({"t": t + 1, "cluster": "hub", "resource": "clustersyncs", "namespace": c,
                             "subresource": "status", "userAgent": "syncbus-consumer/w", "verb": "update",
                             "name": c})
@@ -120,12 +127,22 @@ class JournalTest(unittest.TestCase):
         self.assertTrue(check.ok, check.problems)
 
     def test_a_write_by_another_than_the_holder(self):
-        entries = [{"t": 1000, "cluster": "hub", "resource": "leases", "namespace": "c1", "holder": "w",
-                    "leaseDurationSeconds": 20, "renewTime": None},
+        entries = [self.lease(1000, "c1", "w"),
                    {"t": 1001, "cluster": "c1", "resource": "configmaps", "userAgent": "syncbus-consumer/x",
                     "verb": "apply", "name": "cm"}]
         check = cc.analyse_journal(self.journal(entries), [], ["c1"])
         self.assertFalse(check.ok)
+        self.assertIn("c1: target apply configmaps cm by x at 1001: lease held by w", check.problems)
+
+    def test_a_lease_of_another_namespace_is_no_cluster_lease(self):
+        # The consumers' cluster Leases live in syncbus's namespace; a Lease elsewhere (a
+        # cluster's own namespace, as older versions had it) covers no write.
+        entries = [dict(self.lease(1000, "c1", "w"), namespace="c1", name="c1"),
+                   {"t": 1001, "cluster": "hub", "resource": "clustersyncs", "namespace": "c1",
+                    "subresource": "status", "userAgent": "syncbus-consumer/w", "verb": "update", "name": "c1"}]
+        check = cc.analyse_journal(self.journal(entries), [], ["c1"])
+        self.assertFalse(check.ok)
+        self.assertIn("lease held by nobody", check.problems[0])
 
 
 class ScanInputsTest(unittest.TestCase):
