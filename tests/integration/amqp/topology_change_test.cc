@@ -45,10 +45,15 @@ TEST_CASE(
   const std::string work = WorkQueueName(Lane::kChange);
   for (int i = 0; i < 4; ++i)
     REQUIRE(session.Publish(Work("change", "m" + std::to_string(i)), kBrokerTimeout).ok());
+  Publication parked{kDeadExchange, "change", Message{}};
+  parked.message.body = "parked";
+  REQUIRE(session.Publish(parked, kBrokerTimeout).ok());
 
   // Lowered below what the queue holds: nothing is dropped (reject-publish), new work is refused.
+  // The dead-letter index's size changes with it (its policy too).
   options.max_length = 2;
   options.delivery_limit = 3;
+  options.dead_index_max_bytes = int64_t{512} << 20;
   REQUIRE(vhost.ApplyPolicies(SyncbusTopology(options).policies).ok());
   REQUIRE(WaitFor([&] { return EffectivePolicy(vhost, work).value("max-length", 0) == 2; },
                   seconds(30)));
@@ -57,6 +62,13 @@ TEST_CASE(
       [&] { return !session.Publish(Work("change", "over"), kBrokerTimeout).ok(); }, seconds(15));
   CHECK(refused);
   CHECK(Ready(session, work) >= 4);
+  CHECK(Ready(session, kDeadQueue) == 1);   // the parked request stays
+  REQUIRE(WaitFor(
+      [&] {
+        return EffectivePolicy(vhost, kDeadIndexQueue).value("max-length-bytes", int64_t{0}) ==
+               int64_t{512} << 20;
+      },
+      seconds(30)));
 
   // Raised again (an argument could only have been lowered): accepted, and all still there.
   options.max_length = 100;
@@ -66,6 +78,7 @@ TEST_CASE(
   CHECK(WaitFor([&] { return session.Publish(Work("change", "after"), kBrokerTimeout).ok(); },
                 seconds(15)));
   CHECK(Ready(session, work) >= 5);
+  CHECK(Ready(session, kDeadQueue) == 1);
 }
 
 TEST_CASE("the daemons' declaration keeps a queue an older version declared with other arguments") {
@@ -103,7 +116,7 @@ TEST_CASE("the daemons' declaration keeps a queue an older version declared with
 }
 
 TEST_CASE(
-    "a retry tier's delay changes by a new tier; the old one drains back to work, then goes") {
+    "a retry tier's delay changes by a new tier while the old one drains back to work, then goes") {
   TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("tier-change"));
   REQUIRE(session.Connect().ok());

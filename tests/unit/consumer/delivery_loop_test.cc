@@ -12,6 +12,7 @@
 #include "common/sync_message.h"
 #include "common/trace_event.h"
 #include "consumer/delivery_loop.h"
+#include "tests/support/wait.h"
 #include "tests/unit/consumer/fake_object_store.h"
 
 using namespace syncbus;
@@ -428,16 +429,21 @@ TEST_CASE("a lost broker connection stops its syncs at their next write and give
     open = true;
   }
   gate_cv.notify_all();
-  // The sync's next fence check fails: it writes nothing more, and the lease is given back
-  // before any reconnect, so whoever the broker hands the request to can take the cluster.
-  deadline = std::chrono::steady_clock::now() + 10s;
-  while (h.leases->held() != 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  // The sync's next fence check fails: it writes nothing more, and the lease is given back on
+  // the hub (its holder cleared: no status was stored) before any reconnect, so whoever the
+  // broker hands the request to can take the cluster.
+  auto given_back = [&] {
+    auto lease = h.hub.Get(kube::Object(kube::resources::kLeases, "syncbus", ClusterLeaseName("ns1", "c1")));
+    return lease.ok() && (*lease)["spec"].value("holderIdentity", "x").empty();
+  };
+  CHECK(testing::WaitFor(given_back, 10s, 1ms));
   CHECK(h.leases->held() == 0);
   CHECK(h.script.fence_failures == 1);
   LeaseOptions other;
   other.identity = "consumer-2";
   ClusterLeases elsewhere(other, h.hub, h.clock, h.registry);
-  CHECK(elsewhere.Acquire("ns1", "c1").ok());   // no need to wait for the lease to lapse
+  auto taken = elsewhere.Acquire("ns1", "c1");
+  CHECK_MESSAGE(taken.ok(), taken.status().ToString());   // no need to wait for the lease to lapse
 }
 
 TEST_CASE("a cluster busy on another consumer is deferred without counting an attempt") {

@@ -137,7 +137,7 @@ TEST_CASE("a replayed message goes to its lane with its attempt history reset") 
   CHECK(p.message.headers[kClusterHeader] == "ns1/c1");
 }
 
-TEST_CASE("list reads the index and leaves the queue as it was; replay moves only the matches, confirmed, then acked") {
+TEST_CASE("list reads the index and leaves the queue as it was, replay moves only the matches, confirmed, then acked") {
   Dlq q;
   q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
   q.Park("ns1", "c2", amqp::Lane::kResync, "max-attempts", 5);
