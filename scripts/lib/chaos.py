@@ -33,9 +33,6 @@ import secret_scan  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CRASH_ANNOTATION = "chaos.syncbus.io/crash-consumer"
-# Read through the management API without consuming; syncbus.dead is read from its index
-# (`syncbusctl dlq list`), which changes nothing in it.
-WORK_QUEUES = ["syncbus.work.change", "syncbus.work.resync"]
 DELIVERY_LIMIT = 5   # topology.deliveryLimit: the run keeps the default
 
 
@@ -52,6 +49,10 @@ class System:
         self.sampler = None
         self.ctl_config = None
         self.poison_requests = set()   # message ids of the poison's parked requests
+        # The topology's quorum queues but the dead-letter queue (`syncbusctl topology`): the
+        # secret scan reads them through the management API; syncbus.dead is read from its
+        # index (`syncbusctl dlq list`), which changes nothing in it.
+        self.scanned_queues = []
 
     def daemons(self):
         return list(self.supervisor.daemons.values())
@@ -154,8 +155,11 @@ def start_system(s):
     rc, out, err = s.ctl("topology", "-c", s.ctl_config)
     if rc != 0:
         raise BenchError(f"syncbusctl topology exited {rc}: {err.strip()[-300:]}")
-    for policy in json.loads(out)["policies"]:
+    topology = json.loads(out)
+    for policy in topology["policies"]:
         s.rabbit.set_policy(policy)
+    s.scanned_queues = [q["name"] for q in topology["queues"]
+                        if q["arguments"].get("x-queue-type") == "quorum" and q["name"] != "syncbus.dead"]
     for d in daemons:
         s.supervisor.add(d)
     s.supervisor.start_watching()
@@ -367,9 +371,9 @@ def scan_for_secrets(s, creds, trace):
     os.makedirs(evidence, exist_ok=True)
     # Messages still in the broker's queues, read without consuming; the parked ones, with their
     # headers and bodies, from the dead-letter index.
-    queue_errors = []
+    queue_errors = [] if s.scanned_queues else ["the queues: `syncbusctl topology` listed none to read"]
     with open(os.path.join(evidence, "messages.json"), "w", encoding="utf-8") as f:
-        for queue in WORK_QUEUES + [f"syncbus.retry.{t}" for t in s.args.retry_tiers]:
+        for queue in s.scanned_queues:
             try:
                 for m in s.rabbit.messages(queue):
                     f.write(json.dumps({"queue": queue, "message": m}) + "\n")

@@ -33,9 +33,10 @@ class Chaos:
     """Injects `total` faults, one every `interval` seconds (jittered), drawn by weight among those
     that fit the system's state: at most one RabbitMQ node down, one consumer impaired, one
     node or leader death recovering, one burst of each kind at a time. Every other major fault
-    (a death, a freeze, a hub burst) gets a quiet window: no other major fault starts until it
-    should have recovered, so its recovery can be judged against its goal; the others overlap
-    freely, and minor faults (closed connections, target bursts) never wait."""
+    (a death, a freeze, a hub burst), and the first of each kind, is protected: it starts only
+    once every major fault before it has ended, and no other major fault starts until it should
+    have recovered (its quiet window), so its recovery can be judged against its goal; the others
+    overlap freely, and minor faults (closed connections, target bursts) never wait."""
 
     MAJOR = {"consumer-kill", "consumer-pause", "publisher-kill", "broker-kill", "hub-burst"}
 
@@ -60,6 +61,7 @@ class Chaos:
         self._consumer_until = 0.0   # a consumer fault's recovery window (3 x lease)
         self._quiet_until = 0.0      # a protected major fault's recovery window
         self._protect = True         # whether the next major fault gets one
+        self._protected_kinds = set()   # major kinds that had a protected fault
         self._impaired = set()     # consumer names killed or paused and not back yet
         self._bursting = set()     # "hub" / "target"
         self._broker_kills = 0
@@ -121,17 +123,29 @@ class Chaos:
                 continue
             if fault is not None:
                 if kind in self.MAJOR:
-                    if self._protect:
+                    protected = self._protected(kind)
+                    if protected:
                         self._quiet_until = fault.at + self._window(fault)
+                        self._protected_kinds.add(kind)
                         fault.detail += "; quiet window"
-                    self._protect = not self._protect
+                    self._protect = not protected
                 with self._lock:
                     self.faults.append(fault)
                 note(f"fault {len(self.faults)}/{self.total}: {fault.kind} {fault.target} {fault.detail}")
 
+    def _protected(self, kind):
+        """Whether a major fault of `kind` injected now gets a quiet window (see the class)."""
+        return self._protect or kind not in self._protected_kinds
+
+    def _calm(self):
+        """Every major fault so far has ended (process or node back, burst over)."""
+        t = now()
+        with self._lock:
+            return all(f.ended and f.ended <= t for f in self.faults if f.kind in self.MAJOR)
+
     def _eligible(self, kind):
         t = now()
-        if kind in self.MAJOR and t < self._quiet_until:
+        if kind in self.MAJOR and (t < self._quiet_until or (self._protected(kind) and not self._calm())):
             return False
         with self._lock:
             impaired = bool(self._impaired)
