@@ -345,7 +345,7 @@ def recovery_table(faults, lease_seconds):
             notes.append(f"{kind}: {figure}: {len(of_kind) - len(measured)} of {len(of_kind)}: {why}")
         if never:
             notes.append(f"{kind}: {figure}: {len(never)} of {len(of_kind)} never did")
-        clean = [f for f in done if not disturbed(f, f.recovery[figure], faults)]
+        clean = [f for f in done if not disturbed(f, f.recovery[figure], faults, figure)]
         limit = goal(lease_seconds) if goal else None
         met = None
         if limit is not None and (clean or never):
@@ -369,11 +369,17 @@ DISTURBED_BY = {
 }
 
 
-def disturbed(fault, seconds, faults):
+def disturbed(fault, seconds, faults, figure=None):
     """A fault that can stretch `fault`'s recovery was still going on when it struck (a burst not
-    over, a process or node not back yet), or began after it and before it had recovered."""
+    over, a process or node not back yet), or began after it and before it had recovered. For
+    "publishing again", so can the publisher's broker connection closed meanwhile: it stalls
+    publishing until the publisher has reconnected."""
     kinds = DISTURBED_BY.get(fault.kind, set())
-    return any(g is not fault and g.kind in kinds and
+
+    def stretches(g):
+        return g.kind in kinds or (figure == "publishing again" and g.kind == "connection-close"
+                                   and g.target.startswith("publisher"))
+    return any(g is not fault and stretches(g) and
                (fault.at < g.at <= fault.at + seconds or g.at <= fault.at < g.ended)
                for g in faults)
 

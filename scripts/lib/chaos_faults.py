@@ -109,9 +109,11 @@ class Chaos:
             if self._paused.is_set():
                 continue
             kinds = [k for k in self.WEIGHTS if self._eligible(k)]
-            # Every kind at least once, as soon as it fits.
-            seen = {f.kind for f in self.faults}
-            kinds = [k for k in kinds if k not in seen] or kinds
+            # Every kind at least once: until each has been injected, only those not yet (waiting
+            # for one to fit rather than spending the run's faults on the others).
+            unseen = {k for k in self.WEIGHTS} - {f.kind for f in self.faults}
+            if unseen:
+                kinds = [k for k in kinds if k in unseen]
             if not kinds:
                 continue
             kind = self.rng.choices(kinds, weights=[self.WEIGHTS[k] for k in kinds])[0]
@@ -325,8 +327,12 @@ class Chaos:
         return fault
 
     def _connection_close(self):
+        # In a quiet window the leader's connection is left alone: closing it stalls publishing,
+        # which would stretch the protected fault's recovery (chaos_checks.DISTURBED_BY).
+        quiet = now() < self._quiet_until
         candidates = [d for d in self.s.daemons() if d.running() and not d.stopped
-                      and (d.kind == "consumer" or self.s.sampler.latest(d.name)[1].get("leader") == 1)]
+                      and (d.kind == "consumer" or
+                           (not quiet and self.s.sampler.latest(d.name)[1].get("leader") == 1))]
         victim = self.rng.choice(candidates)
         connection_name = victim.name if victim.kind == "consumer" else None
         closed = 0

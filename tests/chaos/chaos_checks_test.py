@@ -23,8 +23,8 @@ PLANTED = (f'{{"level":"error","msg":"{cc.PLANTED_CRASH}","cluster":"{VICTIM}",'
            '"annotation":"chaos.syncbus.io/crash-consumer"}')
 
 
-def fault(kind, at, **recovery):
-    return SimpleNamespace(kind=kind, at=at, ended=at + 1, recovery=dict(recovery), identity="")
+def fault(kind, at, target="", **recovery):
+    return SimpleNamespace(kind=kind, at=at, ended=at + 1, recovery=dict(recovery), identity="", target=target)
 
 
 def parked(message_id, cluster=VICTIM, reason="delivery_limit", by="syncbus", unsettled=6):
@@ -174,6 +174,21 @@ class KindsAndGoalsTest(unittest.TestCase):
         check = cc.goals_met(rows, notes)
         self.assertFalse(check.ok)
         self.assertIn("62.2s", check.problems[0])
+
+    def test_a_publisher_connection_closed_meanwhile_disturbs_publishing(self):
+        # A node death that did not stop publishing, then the leader's connection closed 10 s
+        # later: the stall that follows is the second fault's, so the first is not judged by it.
+        node = fault("broker-kill", 0, **{"publishing again": 21.0, "consuming again": 0.5})
+        closed = fault("connection-close", 10, target="publisher-2")
+        rows, notes = cc.recovery_table([node, closed], 10)
+        publishing = next(r for r in rows if r[1] == "publishing again")
+        self.assertEqual(publishing[3][0], 0)        # no undisturbed sample
+        self.assertIsNone(publishing[5])
+        consuming = next(r for r in rows if r[1] == "consuming again")
+        self.assertTrue(consuming[5])                  # judged, and met
+        # A consumer's connection does not stall publishing: the 21 s is judged, and missed.
+        rows, notes = cc.recovery_table([node, fault("connection-close", 10, target="consumer-1")], 10)
+        self.assertFalse(cc.goals_met(rows, notes).ok)
 
     def test_never_recovered_fails(self):
         rows, notes = cc.recovery_table([fault("consumer-kill", 0, **{"clusters synced again": None})], 30)
