@@ -474,7 +474,8 @@ def run(args):
         checks.append(analyse_journal(s.sim.journal, chaos.faults, s.sim.names,
                                       exclude=set() if args.no_poison else {victim}))
         trace = read_trace(s)
-        measure_recovery(chaos.faults, WorkTimes(trace[1]), [d.name for d in s.consumers()], edits_stopped)
+        measure_recovery(chaos.faults, WorkTimes(trace[1], edits.times), [d.name for d in s.consumers()],
+                         edits_stopped)
         exits = {d.name: (d.kind, [how for _, how, ours in d.exits if not ours]) for d in s.daemons()}
         planted = {} if args.no_poison else s.planted_crashes(f"{victim}/{victim}")
         checks.append(explain_exits(exits, planted))

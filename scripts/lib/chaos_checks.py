@@ -6,6 +6,7 @@ injected; no process exit but those the run caused or planted; the poison parked
 path. Each check is written so that it fails on the bad case (tests/chaos/chaos_checks_test.py)."""
 
 import base64
+import bisect
 import datetime
 import json
 import statistics
@@ -229,13 +230,17 @@ class WorkTimes:
     that began after it, or, if a stall followed, when the last stall that began within
     STALL_WINDOW of the fault ended: a publish confirmed just after a node died, then 30 s of
     nothing, is no recovery. A stall is a gap of more than STALL_GAP with nothing getting through
-    (the edit stream gives the publisher work every 0.5 s)."""
+    (the edit stream gives the publisher work every 0.5 s); for publishing, given `edits` (the
+    wall times of the edit stream's edits), only while work was waiting: an edit made in the gap
+    more than STALL_GAP before its end. A gap in which the edit stream itself made no edit (its
+    thread held up on a loaded machine) is no stall of the system's."""
 
     SETTLED = ("applied", "up-to-date", "skipped", "retry")
     STALL_GAP = 3.0
     STALL_WINDOW = 30.0
 
-    def __init__(self, events):
+    def __init__(self, events, edits=None):
+        self.edits = sorted(edits) if edits is not None else None
         self.confirms = []   # (confirmed, decided)
         self.settles = []    # (settled, delivered, actor, lane)
         delivered = {}       # (request, actor) -> delivered
@@ -257,7 +262,7 @@ class WorkTimes:
     def published(self, after):
         """When publishing was back after `after` (see the class); None if it never was."""
         first = min((c for c, decided in self.confirms if decided > after), default=None)
-        return self._past_stalls(after, first, [c for c, _ in self.confirms])
+        return self._past_stalls(after, first, [c for c, _ in self.confirms], self.edits)
 
     def consumed(self, after, actor=None, lanes=None):
         """When consuming was back after `after` (see the class), counting the deliveries on one
@@ -270,7 +275,7 @@ class WorkTimes:
             return first
         return self._past_stalls(after, first, [t for t, _ in mine])
 
-    def _past_stalls(self, after, first, times):
+    def _past_stalls(self, after, first, times, work=None):
         if first is None:
             return None
         points = [after] + sorted(t for t in times if after < t <= after + self.STALL_WINDOW + 60)
@@ -278,9 +283,14 @@ class WorkTimes:
         for a, b in zip(points, points[1:]):
             if a > after + self.STALL_WINDOW:
                 break
-            if b - a > self.STALL_GAP:
+            if b - a > self.STALL_GAP and (work is None or self._waited(work, a, b)):
                 back = max(back, b)
         return back
+
+    def _waited(self, work, a, b):
+        """Some work arrived in (a, b] more than STALL_GAP before b."""
+        i = bisect.bisect_right(work, a)
+        return i < len(work) and work[i] <= b - self.STALL_GAP
 
 
 def measure_recovery(faults, work, consumers, work_ended):

@@ -397,6 +397,7 @@ class EditStream:
         self.rng = rng
         self.edits = 0
         self.failed = 0
+        self.times = []   # wall time of each edit the hub took: work for the publishers
         self._n = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="edits", daemon=True)
@@ -432,6 +433,7 @@ class EditStream:
             r.setdefault("data", {})["payload"] = f"edit-{self._n}-{self.rng.getrandbits(32):08x}"
             self.hub.update(path, obj, timeout=5)
             self.edits += 1
+            self.times.append(now())
         except Exception:   # a hub burst (an error or no answer) or a 409: the stream goes on
             self.failed += 1
 

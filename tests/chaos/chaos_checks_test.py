@@ -7,6 +7,7 @@ request; a journal without writes proves nothing; a scan that could not read the
 queue has not shown that nothing leaked; a fault kind never injected, or a recovery goal missed,
 fails the run."""
 
+import datetime
 import json
 import os
 import sys
@@ -189,6 +190,20 @@ class KindsAndGoalsTest(unittest.TestCase):
         # A consumer's connection does not stall publishing: the 21 s is judged, and missed.
         rows, notes = cc.recovery_table([node, fault("connection-close", 10, target="consumer-1")], 10)
         self.assertFalse(cc.goals_met(rows, notes).ok)
+
+    def test_a_gap_without_work_is_no_stall(self):
+        # Publishing went on through a node death at t=100, but for one 3.3 s gap at +27 s.
+        def at(t):
+            return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        confirms = [100.5 + 0.5 * i for i in range(54)] + [130.8 + 0.5 * i for i in range(40)]
+        events = [{"step": "published", "at": at(c), "decidedAt": at(c - 0.01), "durationMs": 0} for c in confirms]
+        # Without knowing the work, the gap counts: "publishing again" at its end.
+        self.assertAlmostEqual(cc.WorkTimes(events).published(100) - 100, 30.8, places=1)
+        # The edit stream made no edit in the gap (its thread held up): publishing was back at once.
+        edits = [c - 0.3 for c in confirms]
+        self.assertAlmostEqual(cc.WorkTimes(events, edits).published(100) - 100, 0.5, places=1)
+        # An edit made in the gap that waited past it: a stall of the system's.
+        self.assertAlmostEqual(cc.WorkTimes(events, edits + [127.6]).published(100) - 100, 30.8, places=1)
 
     def test_never_recovered_fails(self):
         rows, notes = cc.recovery_table([fault("consumer-kill", 0, **{"clusters synced again": None})], 30)
