@@ -63,6 +63,7 @@ Result<BrokerEnv> BrokerEnvOf(EnvFile kv) {
   env.node = kv.count("SYNCBUS_BROKER_NODE") ? kv["SYNCBUS_BROKER_NODE"] : "";
   env.version = kv.count("SYNCBUS_RABBITMQ_VERSION") ? kv["SYNCBUS_RABBITMQ_VERSION"] : "3.10";
   env.dir = kv.count("SYNCBUS_BROKER_DIR") ? kv["SYNCBUS_BROKER_DIR"] : "";
+  env.tls_dir = kv.count("SYNCBUS_TLS_DIR") ? kv["SYNCBUS_TLS_DIR"] : "";
   for (auto [key, field] : {std::pair{"SYNCBUS_AMQP_PORT", &env.amqp_port},
                             std::pair{"SYNCBUS_MGMT_PORT", &env.mgmt_port},
                             std::pair{"SYNCBUS_PROMETHEUS_PORT", &env.prometheus_port}}) {

@@ -24,6 +24,7 @@ struct BrokerEnv {
   std::string password;
   std::string node;
   std::string dir;
+  std::string tls_dir;   // SYNCBUS_TLS_DIR: the node's CA and client certificates ("" without TLS)
   std::string mgmt_url;  // http://127.0.0.1:PORT
 };
 

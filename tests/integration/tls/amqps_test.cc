@@ -1,5 +1,6 @@
-// AMQPS against a real RabbitMQ 3.10 node that listens with TLS only and requires client
-// certificates (the `broker-tls` fixture: scripts/tls-certs, scripts/rabbitmq-node --tls-dir).
+// AMQPS against a real RabbitMQ node (3.10, and 4.0 in the copies named "[rabbitmq 4.0]") that
+// listens with TLS only and requires client certificates (the `broker-tls` and `broker-tls-4.0`
+// fixtures: scripts/tls-certs, scripts/rabbitmq-node --tls-dir).
 // With the right CA and a client certificate a session connects and works; a wrong CA, a
 // missing client certificate and an IP address the certificate does not name are refused, each
 // with an error that says what to fix.
@@ -7,8 +8,6 @@
 
 #include "common/amqp/session_impl.h"
 #include "common/amqp/syncbus_topology.h"
-#include "tests/support/child_process.h"
-#include "tests/support/files.h"
 #include "tests/support/test_broker.h"
 
 using namespace syncbus;
@@ -21,12 +20,14 @@ struct TlsBroker {
   BrokerEnv env;
   std::string certs;
 
+  // The node of this test's fixture (broker-tls, or broker-tls-4.0 for the RabbitMQ 4.0 copy):
+  // $SYNCBUS_TEST_BROKER_ENV, whose SYNCBUS_TLS_DIR holds its CA and the client certificates.
   TlsBroker() {
-    const std::string dir = BinaryDir() + "/test-broker-tls";
-    auto parsed = ParseBrokerEnv(ReadFile(dir + "/node/broker.env"));
-    REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
-    env = *parsed;
-    certs = dir + "/certs";
+    auto loaded = LoadBrokerEnv();
+    REQUIRE_MESSAGE(loaded.ok(), loaded.status().ToString());
+    env = *loaded;
+    REQUIRE_MESSAGE(!env.tls_dir.empty(), "the broker of $SYNCBUS_TEST_BROKER_ENV has no TLS directory");
+    certs = env.tls_dir;
   }
 
   amqp::ConnectionOptions Options(const std::string& name) const {
