@@ -205,6 +205,18 @@ class KindsAndGoalsTest(unittest.TestCase):
         # An edit made in the gap that waited past it: a stall of the system's.
         self.assertAlmostEqual(cc.WorkTimes(events, edits + [127.6]).published(100) - 100, 30.8, places=1)
 
+    def test_a_fleet_wide_edit_disturbs_publishing(self):
+        # A node death 12 s after a fleet-wide edit: single-cluster edits wait behind the fleet's
+        # requests (latest wins), which is no stall of the broker's.
+        node = fault("broker-kill", 100, **{"publishing again": 25.3, "consuming again": 1.0})
+        rows, notes = cc.recovery_table([node], 10, fleet_edits=[88.0])
+        publishing = next(r for r in rows if r[1] == "publishing again")
+        self.assertIsNone(publishing[5])
+        self.assertTrue(next(r for r in rows if r[1] == "consuming again")[5])
+        # A fleet-wide edit long before (or none) leaves it judged: 25.3 s misses 10 s.
+        rows, notes = cc.recovery_table([node], 10, fleet_edits=[20.0])
+        self.assertFalse(cc.goals_met(rows, notes).ok)
+
     def test_never_recovered_fails(self):
         rows, notes = cc.recovery_table([fault("consumer-kill", 0, **{"clusters synced again": None})], 30)
         self.assertFalse(cc.goals_met(rows, notes).ok)
