@@ -190,6 +190,23 @@ Result<DlqListing> ListDeadLetters(amqp::Session& session, const DeadLetterFilte
   return out;
 }
 
+namespace {
+
+// The next message of syncbus.dead (basic.get, unacked), counted as scanned; nullopt when the
+// queue has none left or reading failed (`result.error` says why).
+std::optional<amqp::Delivery> TakeParked(amqp::Session& session, DlqResult& result) {
+  auto got = session.Get(amqp::kDeadQueue);
+  if (!got.ok()) {
+    result.error = got.status();
+    return std::nullopt;
+  }
+  if (!got->has_value()) return std::nullopt;
+  ++result.progress.scanned;
+  return std::move(**got);
+}
+
+}  // namespace
+
 Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& options, const Clock& clock) {
   if (options.action != DlqAction::kReplay && options.action != DlqAction::kPurge) {
     return InvalidArgument("a pass over the dead-letter queue replays or purges; lists come from the index");
@@ -206,14 +223,9 @@ Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& 
   // Until the queue has nothing more to give: messages kept back stay unacked meanwhile, so
   // each is seen once (the count above may lag a requeue that has just happened).
   while (true) {
-    auto got = session.Get(amqp::kDeadQueue);
-    if (!got.ok()) {
-      result.error = got.status();
-      break;
-    }
-    if (!got->has_value()) break;
-    const amqp::Delivery& delivery = **got;
-    ++result.progress.scanned;
+    auto next = TakeParked(session, result);
+    if (!next) break;
+    const amqp::Delivery& delivery = *next;
     result.progress.total = std::max(result.progress.total, result.progress.scanned);
     DeadLetter letter = DescribeDeadLetter(delivery);
     bool matches = options.filter.Matches(letter, clock.WallNow()) &&
@@ -279,14 +291,9 @@ Result<DlqResult> ReindexDeadLetters(amqp::Session& session, std::chrono::millis
   result.progress.total = info->messages;
   // The moved copies come back at the end of the queue: stop after the messages that were there.
   while (result.progress.scanned < result.progress.total) {
-    auto got = session.Get(amqp::kDeadQueue);
-    if (!got.ok()) {
-      result.error = got.status();
-      break;
-    }
-    if (!got->has_value()) break;
-    const amqp::Delivery& delivery = **got;
-    ++result.progress.scanned;
+    auto next = TakeParked(session, result);
+    if (!next) break;
+    const amqp::Delivery& delivery = *next;
     amqp::Publication copy;
     copy.exchange = amqp::kDeadExchange;
     copy.routing_key = delivery.routing_key;

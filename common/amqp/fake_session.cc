@@ -398,6 +398,25 @@ struct FakeBroker::State {
     return &it->second;
   }
 
+  // basic.consume on connection `id`; `stream_next` set: a stream reader from that offset.
+  Result<std::string> AddConsumer(uint64_t id, const std::string& queue, uint16_t prefetch,
+                                  std::optional<size_t> stream_next) {
+    auto c = Live(id);
+    if (!c.ok()) return c.status();
+    auto q = queues.find(queue);
+    if (q == queues.end()) {
+      return NotFound("consuming from queue " + Quote(queue) +
+                      ": channel closed by the broker: 404 NOT_FOUND - no queue " + Quote(queue));
+    }
+    if (stream_next && StringArg(q->second.spec.arguments, "x-queue-type").value_or("classic") != "stream") {
+      return InvalidArgument("consuming queue " + Quote(queue) + " from an offset: not a stream");
+    }
+    std::string tag = "amq.ctag-fake-" + std::to_string(next_consumer_tag++);
+    (*c)->consumers.push_back(ConsumerState{tag, queue, prefetch, 0, stream_next});
+    ++q->second.consumers;
+    return tag;
+  }
+
   Status Publish(uint64_t id, const Publication& p, milliseconds timeout,
                  std::unique_lock<std::mutex>& lock) {
     auto c = Live(id);
@@ -462,26 +481,23 @@ struct FakeBroker::State {
       ConsumerState& consumer = c.consumers[(c.next_consumer + i) % n];
       if (consumer.prefetch != 0 && consumer.unacked >= consumer.prefetch) continue;
       auto q = queues.find(consumer.queue);
-      if (consumer.stream_next) {   // a copy of the next record; the stream keeps it
+      const bool stream_copy = consumer.stream_next.has_value();
+      StoredMessage m;
+      if (stream_copy) {   // a copy of the next record; the stream keeps it
         if (q == queues.end() || *consumer.stream_next >= q->second.ready.size()) continue;
-        StoredMessage m = q->second.ready[*consumer.stream_next];
+        m = q->second.ready[*consumer.stream_next];
         m.message.headers["x-stream-offset"] = static_cast<int64_t>((*consumer.stream_next)++);
-        ++consumer.unacked;
-        c.next_consumer = (c.next_consumer + i + 1) % n;
-        uint64_t tag = next_tag++;
-        Delivery d = MakeDelivery(tag, consumer.queue, consumer.tag, m);
-        c.unacked.emplace(tag, UnackedMessage{consumer.queue, consumer.tag, std::move(m), true});
-        return d;
+      } else {
+        if (q == queues.end() || q->second.ready.empty()) continue;
+        m = std::move(q->second.ready.front());
+        q->second.ready.pop_front();
+        ++q->second.unacked;
       }
-      if (q == queues.end() || q->second.ready.empty()) continue;
-      StoredMessage m = std::move(q->second.ready.front());
-      q->second.ready.pop_front();
-      ++q->second.unacked;
       ++consumer.unacked;
       c.next_consumer = (c.next_consumer + i + 1) % n;
       uint64_t tag = next_tag++;
       Delivery d = MakeDelivery(tag, consumer.queue, consumer.tag, m);
-      c.unacked.emplace(tag, UnackedMessage{consumer.queue, consumer.tag, std::move(m), false});
+      c.unacked.emplace(tag, UnackedMessage{consumer.queue, consumer.tag, std::move(m), stream_copy});
       return d;
     }
     return std::nullopt;
@@ -748,35 +764,12 @@ std::vector<Status> FakeSession::PublishAll(const std::vector<Publication>& publ
 
 Result<std::string> FakeSession::Consume(const std::string& queue, uint16_t prefetch) {
   std::lock_guard lock(broker_.mu);
-  auto c = broker_.Live(connection_);
-  if (!c.ok()) return c.status();
-  auto q = broker_.queues.find(queue);
-  if (q == broker_.queues.end()) {
-    return NotFound("consuming from queue " + Quote(queue) +
-                    ": channel closed by the broker: 404 NOT_FOUND - no queue " + Quote(queue));
-  }
-  std::string tag = "amq.ctag-fake-" + std::to_string(broker_.next_consumer_tag++);
-  (*c)->consumers.push_back(ConsumerState{tag, queue, prefetch, 0, std::nullopt});
-  ++q->second.consumers;
-  return tag;
+  return broker_.AddConsumer(connection_, queue, prefetch, std::nullopt);
 }
 
 Result<std::string> FakeSession::ConsumeStream(const std::string& queue, uint16_t prefetch, int64_t) {
   std::lock_guard lock(broker_.mu);
-  auto c = broker_.Live(connection_);
-  if (!c.ok()) return c.status();
-  auto q = broker_.queues.find(queue);
-  if (q == broker_.queues.end()) {
-    return NotFound("consuming from queue " + Quote(queue) +
-                    ": channel closed by the broker: 404 NOT_FOUND - no queue " + Quote(queue));
-  }
-  if (StringArg(q->second.spec.arguments, "x-queue-type").value_or("classic") != "stream") {
-    return InvalidArgument("consuming queue " + Quote(queue) + " from an offset: not a stream");
-  }
-  std::string tag = "amq.ctag-fake-" + std::to_string(broker_.next_consumer_tag++);
-  (*c)->consumers.push_back(ConsumerState{tag, queue, prefetch, 0, size_t{0}});
-  ++q->second.consumers;
-  return tag;
+  return broker_.AddConsumer(connection_, queue, prefetch, size_t{0});
 }
 
 Status FakeSession::Cancel(const std::string& consumer_tag) {

@@ -212,6 +212,12 @@ Status TestVhost::ApplyPolicies(const std::vector<amqp::PolicySpec>& policies) c
   return Status::Ok();
 }
 
+Status TestVhost::SetUpSyncbus(amqp::Session& session, const amqp::TopologyOptions& options) const {
+  amqp::Topology topology = amqp::SyncbusTopology(options);
+  SYNCBUS_RETURN_IF_ERROR(ApplyPolicies(topology.policies));
+  return amqp::DeclareTopology(session, topology);
+}
+
 Result<Json> TestVhost::QueueStats(const std::string& queue) const {
   return api_.Get("/api/queues/" + ManagementApi::Escape(name_) + "/" +
                   ManagementApi::Escape(queue));

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/amqp/session.h"
+#include "common/amqp/syncbus_topology.h"
 #include "common/amqp/topology.h"
 #include "common/json.h"
 #include "common/status.h"
@@ -79,6 +80,9 @@ class TestVhost {
   // Puts `policies` on this vhost (PUT /api/policies/...), as the shipped definitions and
   // deploy/ do for syncbus's own; an error names the policy the broker refused.
   Status ApplyPolicies(const std::vector<amqp::PolicySpec>& policies) const;
+  // syncbus's topology for `options` as a deployment sets it up: its policies on this vhost,
+  // then the daemons' declaration over `session` (connected to this vhost).
+  Status SetUpSyncbus(amqp::Session& session, const amqp::TopologyOptions& options = {}) const;
 
   // GET /api/queues/<vhost>/<queue>: the management view (its counts lag by seconds).
   Result<Json> QueueStats(const std::string& queue) const;

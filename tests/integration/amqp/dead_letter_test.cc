@@ -61,10 +61,7 @@ TEST_CASE("a message requeued past the delivery limit of syncbus's policy is par
   TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("poison"));
   REQUIRE(session.Connect().ok());
-  TopologyOptions options;
-  options.delivery_limit = 2;
-  REQUIRE(vhost.ApplyPolicies(SyncbusTopology(options).policies).ok());
-  REQUIRE(session.Declare(SyncbusTopology(options)).ok());
+  REQUIRE(vhost.SetUpSyncbus(session, {.delivery_limit = 2}).ok());
   const std::string work = WorkQueueName(Lane::kChange);
 
   Publication p{kWorkExchange, "change", Message{}};
@@ -111,8 +108,7 @@ TEST_CASE("a parked request stays, in its place, however often a replay or purge
   TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("stays"));
   REQUIRE(session.Connect().ok());
-  REQUIRE(vhost.ApplyPolicies(SyncbusTopology().policies).ok());
-  REQUIRE(session.Declare(SyncbusTopology()).ok());
+  REQUIRE(vhost.SetUpSyncbus(session).ok());
   ParkMessages(session, 3);
   const std::vector<std::string> parked = {"parked-0", "parked-1", "parked-2"};
   // 25 passes that take everything and give it back (a replay or purge of other clusters does

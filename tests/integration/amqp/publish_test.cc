@@ -169,8 +169,7 @@ TEST_CASE("reject-publish overflow nacks: kUnavailable") {
   // one by one.
   TopologyOptions options;
   options.max_length = 2;
-  REQUIRE(vhost.ApplyPolicies(SyncbusTopology(options).policies).ok());
-  REQUIRE(session.Declare(SyncbusTopology(options)).ok());
+  REQUIRE(vhost.SetUpSyncbus(session, options).ok());
   for (int i = 0; i < 3; ++i) {
     Status st = session.Publish(Work("change", std::to_string(i)), kBrokerTimeout);
     CHECK_MESSAGE(st.ok(), st.ToString());

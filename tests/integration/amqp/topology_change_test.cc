@@ -38,10 +38,8 @@ TEST_CASE(
   TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("policy-change"));
   REQUIRE(session.Connect().ok());
-  TopologyOptions options;
-  options.max_length = 10;
-  REQUIRE(vhost.ApplyPolicies(SyncbusTopology(options).policies).ok());
-  REQUIRE(DeclareTopology(session, SyncbusTopology(options)).ok());
+  TopologyOptions options{.max_length = 10};
+  REQUIRE(vhost.SetUpSyncbus(session, options).ok());
   const std::string work = WorkQueueName(Lane::kChange);
   for (int i = 0; i < 4; ++i)
     REQUIRE(session.Publish(Work("change", "m" + std::to_string(i)), kBrokerTimeout).ok());
@@ -120,10 +118,8 @@ TEST_CASE(
   TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("tier-change"));
   REQUIRE(session.Connect().ok());
-  TopologyOptions before;
-  before.retry_tiers = {seconds(1), seconds(3)};
-  REQUIRE(vhost.ApplyPolicies(SyncbusTopology(before).policies).ok());
-  REQUIRE(DeclareTopology(session, SyncbusTopology(before)).ok());
+  TopologyOptions before{.retry_tiers = {seconds(1), seconds(3)}};
+  REQUIRE(vhost.SetUpSyncbus(session, before).ok());
   Publication retry{kRetryExchange, "change", Message{}};
   retry.message.body = "waiting in 3s";
   retry.message.headers = {{kRetryTierHeader, "3s"}};

@@ -36,8 +36,7 @@ struct Broker {
     amqp::TopologyOptions t;
     t.retry_tiers = {1s, 2s};
     t.delivery_limit = 1;
-    REQUIRE(vhost.ApplyPolicies(amqp::SyncbusTopology(t).policies).ok());
-    REQUIRE(session.Declare(amqp::SyncbusTopology(t)).ok());
+    REQUIRE(vhost.SetUpSyncbus(session, t).ok());
   }
   amqp::Message Request(const std::string& name, amqp::Lane lane) {
     SyncRequest r;

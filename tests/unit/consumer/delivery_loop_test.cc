@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -106,6 +107,27 @@ struct RecordedEvents final : SyncEventSink {
   }
 };
 
+// Holds the syncs that wait on it until it is opened (from the test's thread, or when it goes,
+// so that a failed check does not leave workers blocked).
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+
+  void Wait() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return open; });
+  }
+  void Open() {
+    {
+      std::lock_guard lock(mu);
+      open = true;
+    }
+    cv.notify_all();
+  }
+  ~Gate() { Open(); }
+};
+
 struct Harness {
   FakeClock clock;
   amqp::FakeBroker broker{clock};
@@ -154,6 +176,11 @@ struct Harness {
   }
 
   // Steps until nothing is queued, running or unsettled (workers are real threads).
+  // Steps the loop until `done` (the workers are real threads), at most 10 s.
+  void StepUntil(const std::function<bool()>& done) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!done() && std::chrono::steady_clock::now() < deadline) REQUIRE(loop->Step(0ms).ok());
+  }
   void StepUntilIdle() {
     auto deadline = std::chrono::steady_clock::now() + 10s;
     while (std::chrono::steady_clock::now() < deadline) {
@@ -410,25 +437,15 @@ TEST_CASE("an undecodable message is parked at once without running anything") {
 
 TEST_CASE("a lost broker connection stops its syncs at their next write and gives their leases back at once [concurrent]") {
   Harness h(2, true);
-  std::mutex gate_mu;
-  std::condition_variable gate_cv;
-  bool open = false;
-  h.script.during = [&](const SyncRequest&) {
-    std::unique_lock lock(gate_mu);
-    gate_cv.wait(lock, [&] { return open; });
-  };
+  Gate gate;
+  h.script.during = [&](const SyncRequest&) { gate.Wait(); };
   h.Send(Request("c1"));
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (h.leases->held() == 0 && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
+  h.StepUntil([&] { return h.leases->held() > 0; });
   REQUIRE(h.leases->held() == 1);   // claimed at the sync's first fence call
   h.broker.DropConnections();
   CHECK_FALSE(h.loop->Step(0ms).ok());
   h.loop->ConnectionLost();
-  {
-    std::lock_guard lock(gate_mu);
-    open = true;
-  }
-  gate_cv.notify_all();
+  gate.Open();
   // The sync's next fence check fails: it writes nothing more, and the lease is given back on
   // the hub (its holder cleared: no status was stored) before any reconnect, so whoever the
   // broker hands the request to can take the cluster.
@@ -488,13 +505,10 @@ TEST_CASE("losing the lease mid-sync fences the writes and defers the delivery")
 
 TEST_CASE("the change lane is served before the resync lane") {
   Harness h(1);
-  std::mutex gate_mu;
-  std::condition_variable gate_cv;
-  bool open = false;
+  Gate gate;
   h.script.during = [&](const SyncRequest& r) {
     if (r.cluster_name != "first") return;
-    std::unique_lock lock(gate_mu);
-    gate_cv.wait(lock, [&] { return open; });
+    gate.Wait();
   };
   h.Send(Request("first", amqp::Lane::kResync));
   // Wait until the single worker is busy with "first", then queue the rest behind it.
@@ -504,11 +518,7 @@ TEST_CASE("the change lane is served before the resync lane") {
   h.Send(Request("edit", amqp::Lane::kChange));
   while (h.loop->in_flight() < 5 && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
   REQUIRE(h.loop->in_flight() == 5);
-  {
-    std::lock_guard lock(gate_mu);
-    open = true;
-  }
-  gate_cv.notify_all();
+  gate.Open();
   h.StepUntilIdle();
   REQUIRE(h.script.ran.size() == 5);
   CHECK(h.script.ran[0] == "first");
@@ -533,25 +543,8 @@ TEST_CASE("deliveries for one cluster never run at the same time in one process 
 
 TEST_CASE("busy workers are counted against the workers [concurrent]") {
   Harness h(4, false);
-  // Holds the syncs until opened; opens when the test ends, so the workers can be joined even
-  // after a failed check.
-  struct Gate {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool open = false;
-    void Open() {
-      {
-        std::lock_guard lock(mu);
-        open = true;
-      }
-      cv.notify_all();
-    }
-    ~Gate() { Open(); }
-  } gate;
-  h.script.during = [&gate](const SyncRequest&) {
-    std::unique_lock lock(gate.mu);
-    gate.cv.wait(lock, [&gate] { return gate.open; });
-  };
+  Gate gate;
+  h.script.during = [&gate](const SyncRequest&) { gate.Wait(); };
   CHECK(h.Gauge("syncbus_consumer_workers") == 4);
   CHECK(h.Gauge("syncbus_consumer_workers_busy") == 0);
   for (const char* c : {"c1", "c2", "c3"}) h.Send(Request(c));
@@ -569,25 +562,15 @@ TEST_CASE("busy workers are counted against the workers [concurrent]") {
 
 TEST_CASE("after a lost connection the old result is dropped and the redelivery is processed") {
   Harness h(2, false);
-  std::mutex gate_mu;
-  std::condition_variable gate_cv;
-  bool open = false;
-  h.script.during = [&](const SyncRequest&) {
-    std::unique_lock lock(gate_mu);
-    gate_cv.wait(lock, [&] { return open; });
-  };
+  Gate gate;
+  h.script.during = [&](const SyncRequest&) { gate.Wait(); };
   h.Send(Request("c1"));
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (h.script.runs() == 0 && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
+  h.StepUntil([&] { return h.script.runs() > 0; });
   h.broker.DropConnections();
   CHECK_FALSE(h.loop->Step(0ms).ok());
   REQUIRE(h.session.Connect().ok());
   REQUIRE(h.loop->Subscribe().ok());
-  {
-    std::lock_guard lock(gate_mu);
-    open = true;
-  }
-  gate_cv.notify_all();
+  gate.Open();
   // The redelivery ended unsettled once: held back in the shortest tier, then run.
   h.StepUntilIdle();
   CHECK(h.script.runs() == 1);
