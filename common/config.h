@@ -52,6 +52,9 @@ struct PublisherConfig {
   double max_publish_rate = 500;                    // messages per second
   int max_outstanding = 10000;                      // requests published but not yet processed
   std::chrono::milliseconds outstanding_timeout{std::chrono::minutes(30)};  // then re-sent
+  // An edit that makes more clusters need a sync is a bulk edit: its requests take the resync
+  // lane, behind single edits (docs/publisher.md, "Lanes").
+  int bulk_edit_clusters = 100;
   // A metadata-only watch of Secrets, so a changed secretMappings source triggers a sync at once;
   // false: no Secret rights needed, a change reaches clusters at their next reapply.
   bool watch_source_secrets = true;

@@ -1,6 +1,7 @@
 #include "publisher/hub_cache.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/log.h"
 #include "common/time_format.h"
@@ -71,23 +72,31 @@ void HubCache::MarkAllDirtyLocked() {
   dirty_cv_.notify_all();
 }
 
-void HubCache::DirtyForSyncSet(const hive::SyncSet& ss) {
-  for (const auto& ref : ss.cluster_deployment_refs) MarkDirtyLocked(ss.meta.ns + "/" + ref);
+void HubCache::MarkEditedLocked(const std::set<std::string>& keys) {
+  if (keys.empty()) return;
+  dirty_.insert(keys.begin(), keys.end());
+  // A relist marks every cluster, and says nothing of edits.
+  if (!replacing_) (keys.size() > bulk_edit_clusters_ ? edits_.bulk : edits_.single).insert(keys.begin(), keys.end());
+  dirty_cv_.notify_all();
 }
 
-void HubCache::DirtyForSelectorSyncSet(const hive::SelectorSyncSet& sss) {
+void HubCache::DirtyForSyncSet(const hive::SyncSet& ss, std::set<std::string>& out) const {
+  for (const auto& ref : ss.cluster_deployment_refs) out.insert(ss.meta.ns + "/" + ref);
+}
+
+void HubCache::DirtyForSelectorSyncSet(const hive::SelectorSyncSet& sss, std::set<std::string>& out) const {
   for (const auto& [key, cd] : cds_) {
-    if (sss.selector.Matches(cd.meta.labels)) MarkDirtyLocked(key);
+    if (sss.selector.Matches(cd.meta.labels)) out.insert(key);
   }
 }
 
-void HubCache::DirtyForSecret(const std::string& secret_key) {
+void HubCache::DirtyForSecret(const std::string& secret_key, std::set<std::string>& out) const {
   if (replacing_) return;   // a relist marks every cluster anyway
   for (const auto& [key, ss] : syncsets_) {
-    if (ReadsSecret(ss.spec, ss.meta.ns, secret_key)) DirtyForSyncSet(ss);
+    if (ReadsSecret(ss.spec, ss.meta.ns, secret_key)) DirtyForSyncSet(ss, out);
   }
   for (const auto& [key, sss] : selector_syncsets_) {
-    if (ReadsSecret(sss.spec, "", secret_key)) DirtyForSelectorSyncSet(sss);
+    if (ReadsSecret(sss.spec, "", secret_key)) DirtyForSelectorSyncSet(sss, out);
   }
 }
 
@@ -100,25 +109,29 @@ Status HubCache::ApplyUpsertLocked(HubKind kind, const Json& object) {
       // A label change can start or stop SelectorSyncSet matches: the desired-state revision
       // covers it, so marking this cluster is enough.
       cds_[key] = std::move(*cd);
-      MarkDirtyLocked(key);
+      MarkEditedLocked({key});
       return Status::Ok();
     }
     case HubKind::kSyncSet: {
       auto ss = hive::SyncSet::FromJson(object);
       if (!ss.ok()) return ss.status();
-      if (auto old = syncsets_.find(key); old != syncsets_.end()) DirtyForSyncSet(old->second);
-      DirtyForSyncSet(*ss);
+      std::set<std::string> dirty;
+      if (auto old = syncsets_.find(key); old != syncsets_.end()) DirtyForSyncSet(old->second, dirty);
+      DirtyForSyncSet(*ss, dirty);
       syncsets_[key] = std::move(*ss);
+      MarkEditedLocked(dirty);
       return Status::Ok();
     }
     case HubKind::kSelectorSyncSet: {
       auto sss = hive::SelectorSyncSet::FromJson(object);
       if (!sss.ok()) return sss.status();
+      std::set<std::string> dirty;
       if (auto old = selector_syncsets_.find(key); old != selector_syncsets_.end()) {
-        DirtyForSelectorSyncSet(old->second);
+        DirtyForSelectorSyncSet(old->second, dirty);
       }
-      DirtyForSelectorSyncSet(*sss);
+      DirtyForSelectorSyncSet(*sss, dirty);
       selector_syncsets_[key] = std::move(*sss);
+      MarkEditedLocked(dirty);
       return Status::Ok();
     }
     case HubKind::kClusterSync: {
@@ -144,7 +157,11 @@ Status HubCache::ApplyUpsertLocked(HubKind kind, const Json& object) {
       auto old = secrets_.find(key);
       bool changed = old == secrets_.end() || old->second.resource_version != info.resource_version;
       secrets_[key] = std::move(info);
-      if (changed) DirtyForSecret(key);
+      if (changed) {
+        std::set<std::string> dirty;
+        DirtyForSecret(key, dirty);
+        MarkEditedLocked(dirty);
+      }
       return Status::Ok();
     }
   }
@@ -153,21 +170,24 @@ Status HubCache::ApplyUpsertLocked(HubKind kind, const Json& object) {
 
 void HubCache::ApplyDeleteLocked(HubKind kind, const Json& object) {
   std::string key = KeyOf(object);
+  std::set<std::string> dirty;
   switch (kind) {
     case HubKind::kClusterDeployment:
       cds_.erase(key);
-      MarkDirtyLocked(key);
+      MarkEditedLocked({key});
       break;
     case HubKind::kSyncSet:
       if (auto it = syncsets_.find(key); it != syncsets_.end()) {
-        DirtyForSyncSet(it->second);
+        DirtyForSyncSet(it->second, dirty);
         syncsets_.erase(it);
+        MarkEditedLocked(dirty);
       }
       break;
     case HubKind::kSelectorSyncSet:
       if (auto it = selector_syncsets_.find(key); it != selector_syncsets_.end()) {
-        DirtyForSelectorSyncSet(it->second);
+        DirtyForSelectorSyncSet(it->second, dirty);
         selector_syncsets_.erase(it);
+        MarkEditedLocked(dirty);
       }
       break;
     case HubKind::kClusterSync:
@@ -179,7 +199,10 @@ void HubCache::ApplyDeleteLocked(HubKind kind, const Json& object) {
       MarkDirtyLocked(key);
       break;
     case HubKind::kSecret:
-      if (secrets_.erase(key) > 0) DirtyForSecret(key);
+      if (secrets_.erase(key) > 0) {
+        DirtyForSecret(key, dirty);
+        MarkEditedLocked(dirty);
+      }
       break;
   }
 }
@@ -239,12 +262,17 @@ bool HubCache::synced() const {
   return true;
 }
 
-std::vector<std::string> HubCache::TakeDirty(std::chrono::milliseconds timeout) {
+std::vector<std::string> HubCache::TakeDirty(std::chrono::milliseconds timeout, DirtyEdits* edits) {
   std::unique_lock lock(mu_);
   dirty_cv_.wait_for(lock, timeout, [&] { return !dirty_.empty() || woken_; });
   woken_ = false;
   std::vector<std::string> out(dirty_.begin(), dirty_.end());
   dirty_.clear();
+  DirtyEdits taken = std::exchange(edits_, {});
+  if (edits != nullptr) {
+    for (const auto& key : taken.single) taken.bulk.erase(key);
+    *edits = std::move(taken);
+  }
   return out;
 }
 

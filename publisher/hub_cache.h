@@ -1,6 +1,7 @@
 // HubCache: the publisher's in-memory view of the hub (ClusterDeployments, SyncSets,
 // SelectorSyncSets, ClusterSyncs, ClusterSyncLeases, and the versions of Secrets), fed by one
-// reflector per resource, and the set of clusters whose decision may have changed ("dirty").
+// reflector per resource, and the set of clusters whose decision may have changed ("dirty"),
+// with which kind of edit made them dirty (a single edit or a bulk one, see DirtyEdits).
 // Thread-safe: reflector threads write, the planning loop reads under the same lock via Plan().
 #pragma once
 
@@ -48,8 +49,20 @@ struct ClusterView {
   HubVersions seen;
 };
 
+// Which edits made the clusters of one TakeDirty() dirty. An edit of a SyncSet, a
+// SelectorSyncSet or a source Secret that makes more clusters dirty than the cache's
+// `bulk_edit_clusters` is a bulk edit (a fleet-wide rollout); any other edit of those, and every
+// ClusterDeployment edit, is a single edit. Status and lease events and relists are neither.
+struct DirtyEdits {
+  std::set<std::string> bulk;     // made dirty by a bulk edit and by no single edit
+  std::set<std::string> single;   // made dirty by a single edit (also by a bulk one, maybe)
+};
+
 class HubCache {
  public:
+  // `bulk_edit_clusters`: publisher.bulkEditClusters (see DirtyEdits).
+  explicit HubCache(size_t bulk_edit_clusters) : bulk_edit_clusters_(bulk_edit_clusters) {}
+
   // Reflector callbacks. Replace() is a full relist: objects absent from `items` are gone.
   // Objects that fail to parse are skipped and counted (invalid_objects()).
   void Replace(HubKind kind, const std::vector<Json>& items);
@@ -62,8 +75,9 @@ class HubCache {
   // True once every kind has had its first Replace (the initial list).
   bool synced() const;
 
-  // Waits until some cluster is dirty or `timeout` passes; returns the dirty keys (cleared).
-  std::vector<std::string> TakeDirty(std::chrono::milliseconds timeout);
+  // Waits until some cluster is dirty or `timeout` passes; returns the dirty keys (cleared), and
+  // in `edits` (optional) which of them single and bulk edits made dirty.
+  std::vector<std::string> TakeDirty(std::chrono::milliseconds timeout, DirtyEdits* edits = nullptr);
   void MarkDirty(const std::string& cluster_key);
   void MarkAllDirty();
   // Wakes TakeDirty without marking anything (shutdown).
@@ -80,9 +94,12 @@ class HubCache {
  private:
   void MarkDirtyLocked(const std::string& key);
   void MarkAllDirtyLocked();
-  void DirtyForSyncSet(const hive::SyncSet& ss);
-  void DirtyForSelectorSyncSet(const hive::SelectorSyncSet& sss);
-  void DirtyForSecret(const std::string& secret_key);
+  // Marks the clusters one edit makes dirty, as a single or a bulk edit by their number.
+  void MarkEditedLocked(const std::set<std::string>& keys);
+  // The clusters an edit of these objects makes dirty, added to `out`.
+  void DirtyForSyncSet(const hive::SyncSet& ss, std::set<std::string>& out) const;
+  void DirtyForSelectorSyncSet(const hive::SelectorSyncSet& sss, std::set<std::string>& out) const;
+  void DirtyForSecret(const std::string& secret_key, std::set<std::string>& out) const;
   Status ApplyUpsertLocked(HubKind kind, const Json& object);
   void ApplyDeleteLocked(HubKind kind, const Json& object);
 
@@ -98,7 +115,9 @@ class HubCache {
     std::optional<WallTime> written_at;
   };
   std::map<std::string, SecretInfo> secrets_;   // only metadata: never the data
+  const size_t bulk_edit_clusters_;
   std::set<std::string> dirty_;
+  DirtyEdits edits_;   // of the dirty clusters
   bool woken_ = false;
   bool replacing_ = false;   // inside Replace(): per-object dirty marking is skipped
   bool listed_[kHubKinds] = {};

@@ -138,7 +138,8 @@ const hive::SecretVersions& Publisher::AppliedSecrets(const std::string& key, co
   return secrets_applied_.emplace(key, std::move(known)).first->second;
 }
 
-Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys, bool startup) {
+Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys, bool startup,
+                                            const DirtyEdits& edits) {
   SteadyTime started = clock_.Now();
   ReconcileStats stats;
   const std::set<std::string> dirty(keys.begin(), keys.end());
@@ -157,6 +158,10 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
     // Start-up work deferred (rate limit, cap) stays start-up work, unless the cluster changed
     // since: then it is a change and takes the change lane.
     bool as_startup = (startup_pending_.erase(key) > 0 && dirty.count(key) == 0) || startup;
+    // A bulk edit's clusters (a fleet-wide rollout) take the resync lane, also once deferred,
+    // until a single edit of the cluster comes.
+    const bool was_bulk = bulk_pending_.erase(key) > 0;
+    const bool bulk = !as_startup && edits.single.count(key) == 0 && (edits.bulk.count(key) > 0 || was_bulk);
     if (!view.cd) {  // cluster deleted: forget it
       cluster_state_.erase(key);
       outstanding_.erase(key);
@@ -188,11 +193,13 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
       outstanding_.erase(key);
       return;
     }
+    const bool bulk_change = bulk && need.kind == NeedKind::kChange;
     bool timed_out = out != outstanding_.end() && now - out->second.published_at >= options_.outstanding_timeout;
     // A change must not wait behind the resync lane: while this cluster's request sits there, the
-    // change goes out on the change lane (once per change: a later one waits for it).
+    // change goes out on the change lane (once per change: a later one waits for it). A bulk
+    // change waits: it is resync work itself.
     bool promote = out != outstanding_.end() && !timed_out && out->second.resync_queued &&
-                   need.kind == NeedKind::kChange &&
+                   need.kind == NeedKind::kChange && !bulk_change &&
                    (out->second.snapshot.revision != view.desired.revision || secrets_changed) &&
                    (!out->second.promoted || SnapshotProcessed(out->second.snapshot, view.status));
     if (out != outstanding_.end() && !timed_out && !promote) {
@@ -204,12 +211,12 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
       auto last = last_published_.find(key);
       if (last != last_published_.end() && now - last->second < options_.outstanding_timeout) return;
     }
-    // The cap bounds the resync backlog (start-up and periodic reapplies); a change, at most one
-    // outstanding per cluster, is never held back by it.
-    bool resync_work = as_startup || need.kind == NeedKind::kReapply;
+    // The cap bounds the resync backlog (start-up, periodic reapplies, bulk edits); a single
+    // edit's change, at most one outstanding per cluster, is never held back by it.
+    bool resync_work = as_startup || need.kind == NeedKind::kReapply || bulk_change;
     if (resync_work && outstanding_.size() + new_outstanding >= options_.max_outstanding && !timed_out) {
       ++stats.deferred;
-      KeepPending(key, as_startup);
+      KeepPending(key, as_startup, bulk_change);
       return;
     }
     SyncRequest r;
@@ -223,7 +230,7 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
     // full reapply, so the consumer renews the lease in the same pass instead of a second one.
     r.full_reapply = need.kind == NeedKind::kReapply || secrets_changed ||
                      FullReapplyDue(key, view.lease, now_wall, options_.reapply);
-    r.lane = (as_startup || need.kind == NeedKind::kReapply) ? amqp::Lane::kResync : amqp::Lane::kChange;
+    r.lane = resync_work ? amqp::Lane::kResync : amqp::Lane::kChange;
     r.reason = as_startup ? "startup" : (timed_out ? "resend" : need.reason);
     std::optional<Outstanding> overtaken;
     if (promote) {
@@ -235,7 +242,7 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
     }
     r.enqueued_at = FormatRfc3339Millis(now_wall);
     if (out == outstanding_.end()) ++new_outstanding;
-    to_send.push_back({key, std::move(r), view.desired, view.secrets, std::move(overtaken)});
+    to_send.push_back({key, std::move(r), view.desired, view.secrets, std::move(overtaken), bulk_change});
   });
 
   // Rate limit: whatever gets no token waits for the next round; after the broker refused
@@ -249,7 +256,7 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
   for (auto& item : to_send) {
     if (!s.ok() || holding_off || !TakeToken()) {   // after a broker failure everything left stays pending
       ++stats.deferred;
-      KeepPending(item.key, item.request.reason == "startup");
+      KeepPending(item);
       continue;
     }
     batch.push_back(std::move(item));
@@ -269,7 +276,7 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
   if (stats.published > 0 || stats.deferred > 0 || stats.rejected > 0) {
     log::Info("decision round", {{"evaluated", stats.evaluated}, {"published", stats.published},
                                  {"coalesced", stats.coalesced}, {"deferred", stats.deferred},
-                                 {"rejected", stats.rejected},
+                                 {"rejected", stats.rejected}, {"bulk", stats.bulk},
                                  {"in_sync", stats.in_sync}, {"skipped", stats.skipped},
                                  {"outstanding", outstanding_.size()}});
   }
@@ -279,7 +286,7 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
 Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
   if (batch.empty()) return Status::Ok();
   if (options_.may_publish && !options_.may_publish()) {
-    for (const auto& item : batch) KeepPending(item.key, item.request.reason == "startup");
+    for (const auto& item : batch) KeepPending(item);
     stats.deferred += batch.size();
     batch.clear();
     return Status(Code::kCancelled, "not the leader any more");
@@ -307,7 +314,7 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
     auto& item = batch[i];
     const Status& r = i < results.size() ? results[i] : first_error;
     if (!r.ok() || i >= results.size()) {
-      KeepPending(item.key, item.request.reason == "startup");
+      KeepPending(item);
       if (!r.ok() && r.code() == Code::kUnavailable && session_.connected()) {
         // basic.nack on a live channel: the queue is full (reject-publish). The connection is
         // fine; the cluster stays pending and goes out once the hold-off has passed.
@@ -334,6 +341,7 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
     }
     last_published_[item.key] = now;
     ++stats.published;
+    if (item.bulk) ++stats.bulk;
     enqueued_.Add({{"lane", amqp::LaneName(item.request.lane)}, {"reason", item.request.reason}}).Increment();
     log::Debug("enqueued", {{"cluster", item.key}, {"reason", item.request.reason},
                             {"lane", amqp::LaneName(item.request.lane)},
@@ -375,14 +383,16 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
   return first_error;
 }
 
-void Publisher::KeepPending(const std::string& key, bool startup) {
+void Publisher::KeepPending(const std::string& key, bool startup, bool bulk) {
   pending_.insert(key);
   if (startup) startup_pending_.insert(key);
+  if (bulk) bulk_pending_.insert(key);
 }
 
 void Publisher::Reset() {
   for (const auto& [key, state] : cluster_state_) clusters_.Add({{"state", state}}).Set(0);
   startup_pending_.clear();
+  bulk_pending_.clear();
   outstanding_.clear();
   last_published_.clear();
   pending_.clear();

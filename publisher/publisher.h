@@ -3,7 +3,8 @@
 // (at most one outstanding request per cluster: latest wins, the consumer reads the newest
 // state anyway), rate-limits, and publishes with publisher confirms — a request counts as sent
 // only once confirmed; anything unconfirmed or refused (a full work queue nacks) stays pending
-// and is retried.
+// and is retried. Single edits go on the change lane, ahead of start-up rounds, reapplies and
+// bulk edits (the resync lane); an edit of a cluster whose request waits there overtakes it.
 // Not thread-safe: one Publisher runs on one thread with its own amqp::Session.
 #pragma once
 
@@ -56,6 +57,7 @@ struct ReconcileStats {
   size_t in_sync = 0;
   size_t skipped = 0;
   size_t rejected = 0;       // refused by the broker (nack: a work queue at its length limit)
+  size_t bulk = 0;           // changes of a bulk edit, sent on the resync lane
 };
 
 class Publisher {
@@ -65,9 +67,12 @@ class Publisher {
 
   // One round over `keys` plus everything pending, due for reapply, or outstanding too long.
   // `startup` sends what is needed on the resync lane with reason "startup" (the first round
-  // after start or after becoming leader). Broker failures return an error; nothing is lost:
-  // unconfirmed clusters stay pending.
-  Result<ReconcileStats> Reconcile(const std::vector<std::string>& keys, bool startup);
+  // after start or after becoming leader). `edits` says which keys a bulk edit made dirty: their
+  // changes go on the resync lane too, so that they never hold a single edit back (a bulk
+  // change deferred stays bulk until a single edit of its cluster comes). Broker failures return
+  // an error; nothing is lost: unconfirmed clusters stay pending.
+  Result<ReconcileStats> Reconcile(const std::vector<std::string>& keys, bool startup,
+                                   const DirtyEdits& edits = {});
 
   // Forgets outstanding/pending state (on losing leadership: the next leader recomputes) and
   // zeroes the gauges that describe it.
@@ -103,6 +108,7 @@ class Publisher {
     DesiredState snapshot;
     hive::SecretVersions secrets;
     std::optional<Outstanding> promoted_from;   // the outstanding resync this change overtakes
+    bool bulk = false;                          // a bulk edit's change (on the resync lane)
   };
 
   bool TakeToken();
@@ -114,9 +120,13 @@ class Publisher {
   const hive::SecretVersions& AppliedSecrets(const std::string& key, const ClusterView& view);
   bool RejectHoldOff(SteadyTime now) const { return now < rejected_until_; }
   Status Send(std::vector<ToSend>& batch, ReconcileStats& stats);
-  // Keeps a cluster that could not be sent pending; start-up work stays start-up work (resync
-  // lane) until it goes out, so a deferred start-up round never floods the change lane.
-  void KeepPending(const std::string& key, bool startup);
+  // Keeps a cluster that could not be sent pending; start-up work stays start-up work and a
+  // bulk change stays bulk (resync lane) until it goes out, so neither floods the change lane
+  // once deferred.
+  void KeepPending(const std::string& key, bool startup, bool bulk);
+  void KeepPending(const ToSend& item) {
+    KeepPending(item.key, item.request.reason == "startup", item.bulk);
+  }
 
   PublisherOptions options_;
   HubCache& cache_;
@@ -127,6 +137,7 @@ class Publisher {
   std::map<std::string, SteadyTime> last_published_;
   std::set<std::string> pending_;
   std::set<std::string> startup_pending_;   // pending keys left over from a start-up round
+  std::set<std::string> bulk_pending_;      // pending keys of a bulk edit
   std::map<std::string, std::string> cluster_state_;     // in_sync, pending, failing, paused, skipped
   std::map<std::string, WallTime> reapply_due_;           // key -> due
   std::set<std::pair<WallTime, std::string>> reapply_queue_;

@@ -74,6 +74,7 @@ class ReflectorMetrics {
 PublisherApp::PublisherApp(Config config, PublisherDeps deps)
     : config_(std::move(config)),
       deps_(std::move(deps)),
+      cache_(static_cast<size_t>(config_.publisher.bulk_edit_clusters)),
       leader_gauge_(&prometheus::BuildGauge()
                          .Name("syncbus_publisher_leader")
                          .Help("1 while this replica holds the leader lease and may publish")
@@ -257,8 +258,9 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     }
     // The first round looks at every cluster; later rounds at what changed (plus what is
     // pending, due or outstanding too long, which the publisher adds itself).
-    std::vector<std::string> keys = startup ? cache_.AllClusterKeys() : cache_.TakeDirty(options.tick);
-    auto stats = publisher.Reconcile(keys, startup);
+    DirtyEdits edits;
+    std::vector<std::string> keys = startup ? cache_.AllClusterKeys() : cache_.TakeDirty(options.tick, &edits);
+    auto stats = publisher.Reconcile(keys, startup, edits);
     if (!stats.ok()) {
       if (stats.status().code() == Code::kCancelled) continue;   // lost the lease mid-round
       // Nothing is lost: unconfirmed clusters stay pending in the publisher.

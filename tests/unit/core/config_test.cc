@@ -29,6 +29,7 @@ TEST_CASE("empty config gives the documented defaults") {
   CHECK(c->consumer.cluster_lease.ns == "syncbus");
   CHECK(c->consumer.events);
   CHECK(c->publisher.watch_source_secrets);
+  CHECK(c->publisher.bulk_edit_clusters == 100);
   CHECK(c->admin.port == 8080);
 }
 
@@ -42,6 +43,7 @@ topology: {retryTiers: [1s, 10s], deliveryLimit: 3, maxLength: 1000, traceMaxAge
 publisher:
   resyncInterval: 30m
   maxPublishRate: 100
+  bulkEditClusters: 20
   watchSourceSecrets: false
   leaderElection: {leaseDuration: 20s, renewDeadline: 12s, retryPeriod: 3s}
 consumer:
@@ -66,6 +68,7 @@ consumer:
   CHECK(c->topology.trace_max_bytes == 64 << 20);
   CHECK(c->publisher.resync_interval == 30min);
   CHECK(c->publisher.leader_election.retry_period == 3s);
+  CHECK(c->publisher.bulk_edit_clusters == 20);
   CHECK(c->consumer.max_attempts == 4);
   CHECK(c->consumer.max_connections_per_host == 0);
   CHECK(c->consumer.max_idle_connections == 0);
@@ -106,6 +109,7 @@ TEST_CASE("config errors name the bad key") {
       {"consumer: {maxConnectionsPerHost: -1}", "consumer.maxConnectionsPerHost: must be between"},
       {"consumer: {targetClients: 0}", "consumer.targetClients: must be between"},
       {"consumer: {idleConnectionTimeout: -1s}", "consumer.idleConnectionTimeout"},
+      {"publisher: {bulkEditClusters: 0}", "publisher.bulkEditClusters: must be between"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.yaml);

@@ -4,6 +4,7 @@
 
 #include "common/amqp/fake_session.h"
 #include "common/amqp/syncbus_topology.h"
+#include "common/config.h"
 #include "common/fake_clock.h"
 #include "common/sync_message.h"
 #include "common/time_format.h"
@@ -80,6 +81,12 @@ Json Secret(const std::string& name, const std::string& rv, WallTime written) {
           {"data", {{"k", "dg=="}}}};
 }
 
+// SyncSet <name> in namespace <cluster>, for that one cluster.
+Json Ss(const std::string& cluster, const std::string& name, int gen) {
+  return {{"metadata", {{"name", name}, {"namespace", cluster}, {"generation", gen}}},
+          {"spec", {{"clusterDeploymentRefs", Json::array({{{"name", cluster}}})}}}};
+}
+
 Json CdWith(const std::string& name, Json labels, Json annotations, bool installed = true) {
   Json cd = Cd(name, std::move(labels));
   cd["metadata"]["annotations"] = std::move(annotations);
@@ -96,7 +103,9 @@ struct Fixture {
   PublisherOptions options;
   std::unique_ptr<Publisher> publisher;
 
-  explicit Fixture(amqp::TopologyOptions topology = {}) {
+  explicit Fixture(amqp::TopologyOptions topology = {},
+                   int bulk_edit_clusters = PublisherConfig{}.bulk_edit_clusters)
+      : cache(static_cast<size_t>(bulk_edit_clusters)) {
     REQUIRE(session.Connect().ok());
     REQUIRE(session.Declare(amqp::SyncbusTopology(topology)).ok());
     broker.SetPolicies(amqp::SyncbusTopology(topology).policies);   // max-length
@@ -120,7 +129,9 @@ struct Fixture {
     return out;
   }
   ReconcileStats Round(bool startup = false) {
-    auto s = pub().Reconcile(cache.TakeDirty(0ms), startup);
+    DirtyEdits edits;
+    std::vector<std::string> keys = cache.TakeDirty(0ms, &edits);
+    auto s = pub().Reconcile(keys, startup, edits);
     REQUIRE_MESSAGE(s.ok(), s.status().ToString());
     return *s;
   }
@@ -658,4 +669,165 @@ TEST_CASE("changes take the rate limit's tokens before resync work") {
   REQUIRE(change.size() == 1);
   CHECK(change[0].cluster_name == "d");
   CHECK(f.Queue(amqp::Lane::kResync).size() == 1);
+}
+
+namespace {
+
+// `n` clusters in sync with SelectorSyncSet "s" (generation 1) and SyncSet "own" (generation 1)
+// each, a fleet of a bulk edit's size for a cache whose bulk edits start above 5 clusters.
+void SyncedFleet(Fixture& f, int n) {
+  std::vector<Json> cds, syncsets, statuses, leases;
+  for (int i = 0; i < n; ++i) {
+    std::string name = "c" + std::to_string(i);
+    cds.push_back(Cd(name, {{"fleet", "a"}}));
+    syncsets.push_back(Ss(name, "own", 1));
+    Json cs = Cs(name, "s", 1);
+    cs["status"]["syncSets"] = Json::array({{{"name", "own"}, {"observedGeneration", 1}, {"result", "Success"},
+                                             {"lastTransitionTime", "2026-01-01T00:00:00Z"}}});
+    statuses.push_back(cs);
+    leases.push_back(Lease(name, f.clock.WallNow()));
+  }
+  f.cache.Replace(HubKind::kClusterDeployment, cds);
+  f.cache.Replace(HubKind::kSyncSet, syncsets);
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
+  f.cache.Replace(HubKind::kClusterSync, statuses);
+  f.cache.Replace(HubKind::kClusterSyncLease, leases);
+  REQUIRE(f.Round(true).published == 0);
+}
+
+}  // namespace
+
+TEST_CASE("the hub cache tells single edits from bulk ones by how many clusters they make dirty") {
+  HubCache cache(5);
+  std::vector<Json> cds;
+  for (int i = 0; i < 8; ++i) cds.push_back(Cd("c" + std::to_string(i), {{"fleet", i < 6 ? "a" : "b"}}));
+  cache.Replace(HubKind::kClusterDeployment, cds);
+  for (HubKind k : {HubKind::kSyncSet, HubKind::kSelectorSyncSet, HubKind::kClusterSync,
+                    HubKind::kClusterSyncLease, HubKind::kSecret}) {
+    cache.Replace(k, {});
+  }
+  DirtyEdits edits;
+  CHECK(cache.TakeDirty(0ms, &edits).size() == 8);   // a relist marks everything, as no edit
+  CHECK(edits.bulk.empty());
+  CHECK(edits.single.empty());
+
+  // Six clusters match: more than five, a bulk edit.
+  cache.Upsert(HubKind::kSelectorSyncSet, Sss("wide", 1));
+  CHECK(cache.TakeDirty(0ms, &edits).size() == 6);
+  CHECK(edits.bulk.size() == 6);
+  CHECK(edits.single.empty());
+  // Two match: a single edit, as is a SyncSet of one cluster and a ClusterDeployment edit.
+  cache.Upsert(HubKind::kSelectorSyncSet, Sss("narrow", 1, {{"fleet", "b"}}));
+  cache.Upsert(HubKind::kSyncSet, Ss("c0", "own", 1));
+  cache.Upsert(HubKind::kClusterDeployment, Cd("c1", {{"fleet", "a"}, {"edited", "yes"}}));
+  cache.TakeDirty(0ms, &edits);
+  CHECK(edits.bulk.empty());
+  CHECK(edits.single == std::set<std::string>{"c0/c0", "c1/c1", "c6/c6", "c7/c7"});
+  // A bulk and a single edit of one cluster in the same round: the single edit counts.
+  cache.Upsert(HubKind::kSelectorSyncSet, Sss("wide", 2));
+  cache.Upsert(HubKind::kSyncSet, Ss("c2", "own", 2));
+  cache.TakeDirty(0ms, &edits);
+  CHECK(edits.bulk == std::set<std::string>{"c0/c0", "c1/c1", "c3/c3", "c4/c4", "c5/c5"});
+  CHECK(edits.single == std::set<std::string>{"c2/c2"});
+  // A status write is no edit.
+  cache.Upsert(HubKind::kClusterSync, Cs("c0", "wide", 2));
+  CHECK(cache.TakeDirty(0ms, &edits) == std::vector<std::string>{"c0/c0"});
+  CHECK(edits.bulk.empty());
+  CHECK(edits.single.empty());
+}
+
+TEST_CASE("an edit of one cluster does not wait behind a bulk edit's requests") {
+  Fixture f({}, 5);
+  SyncedFleet(f, 20);
+  // A fleet-wide edit: every cluster needs a sync, on the resync lane.
+  f.cache.Upsert(HubKind::kSelectorSyncSet, Sss("s", 2));
+  auto wave = f.Round();
+  CHECK(wave.published == 20);
+  CHECK(wave.bulk == 20);
+  CHECK(f.Queue(amqp::Lane::kChange).empty());
+  auto resync = f.Queue(amqp::Lane::kResync);
+  REQUIRE(resync.size() == 20);
+  CHECK(resync[0].reason == "generation-changed");
+  CHECK_FALSE(resync[0].full_reapply);
+  // An edit of one cluster whose request still waits there goes out at once on the change lane.
+  f.cache.Upsert(HubKind::kSyncSet, Ss("c7", "own", 2));
+  auto single = f.Round();
+  CHECK(single.published == 1);
+  CHECK(single.bulk == 0);
+  auto change = f.Queue(amqp::Lane::kChange);
+  REQUIRE(change.size() == 1);
+  CHECK(change[0].cluster_name == "c7");
+  CHECK(change[0].reason == "generation-changed");
+  // A second fleet-wide edit while the first waits coalesces into it: nothing overtakes the
+  // queued requests, and the change lane stays free for single edits.
+  f.cache.Upsert(HubKind::kSelectorSyncSet, Sss("s", 3));
+  auto second = f.Round();
+  CHECK(second.published == 0);
+  CHECK(second.coalesced == 20);
+  CHECK(f.Queue(amqp::Lane::kChange).size() == 1);
+  CHECK(f.Queue(amqp::Lane::kResync).size() == 20);
+  // The consumers work through the wave: a cluster's status at the newest generations clears it.
+  Json done = Cs("c3", "s", 3);
+  done["status"]["syncSets"] = Json::array({{{"name", "own"}, {"observedGeneration", 1}, {"result", "Success"},
+                                             {"lastTransitionTime", "2026-01-01T00:00:00Z"}}});
+  f.cache.Upsert(HubKind::kClusterSync, done);
+  f.Round();
+  CHECK(f.pub().outstanding() == 19);
+}
+
+TEST_CASE("a bulk edit's requests deferred by the rate limit stay on the resync lane unless a single edit of the cluster comes") {
+  Fixture f({}, 5);
+  f.options.max_publish_rate = 4;
+  SyncedFleet(f, 10);
+  f.cache.Upsert(HubKind::kSelectorSyncSet, Sss("s", 2));
+  auto first = f.Round();
+  CHECK(first.published == 4);
+  CHECK(first.deferred == 6);
+  // One of the deferred clusters is edited on its own meanwhile: it takes the change lane and the
+  // first token; the other deferred ones stay bulk work.
+  std::string edited;
+  for (int i = 0; i < 10 && edited.empty(); ++i) {
+    std::string name = "c" + std::to_string(i);
+    bool sent = false;
+    for (const auto& r : f.Queue(amqp::Lane::kResync)) sent |= r.cluster_name == name;
+    if (!sent) edited = name;
+  }
+  REQUIRE(!edited.empty());
+  f.cache.Upsert(HubKind::kSyncSet, Ss(edited, "own", 2));
+  f.clock.Advance(1s);
+  auto second = f.Round();
+  CHECK(second.published == 4);
+  CHECK(second.bulk == 3);
+  auto change = f.Queue(amqp::Lane::kChange);
+  REQUIRE(change.size() == 1);
+  CHECK(change[0].cluster_name == edited);
+  f.clock.Advance(1s);
+  CHECK(f.Round().published == 2);
+  CHECK(f.pub().pending() == 0);
+  CHECK(f.Queue(amqp::Lane::kResync).size() == 9);
+  CHECK(f.Queue(amqp::Lane::kChange).size() == 1);
+}
+
+TEST_CASE("a broker reconnect re-sends only what was not confirmed, and a single edit goes first") {
+  Fixture f({}, 5);
+  SyncedFleet(f, 10);
+  // The connection drops before a fleet-wide edit's requests are confirmed.
+  f.cache.Upsert(HubKind::kSelectorSyncSet, Sss("s", 2));
+  f.broker.SetAvailable(false);
+  DirtyEdits edits;
+  auto keys = f.cache.TakeDirty(0ms, &edits);
+  CHECK_FALSE(f.pub().Reconcile(keys, false, edits).ok());
+  CHECK(f.pub().pending() == 10);
+  f.broker.SetAvailable(true);
+  REQUIRE(f.session.Connect().ok());
+  // Meanwhile one cluster was edited on its own.
+  f.cache.Upsert(HubKind::kSyncSet, Ss("c4", "own", 2));
+  auto after = f.Round();
+  CHECK(after.published == 10);   // the unconfirmed ten, no more
+  CHECK(after.bulk == 9);
+  auto change = f.Queue(amqp::Lane::kChange);
+  REQUIRE(change.size() == 1);
+  CHECK(change[0].cluster_name == "c4");
+  CHECK(f.Queue(amqp::Lane::kResync).size() == 9);
+  CHECK(f.Round().published == 0);   // nothing else: no fleet-wide round after a reconnect
 }
