@@ -446,7 +446,6 @@ def run(args):
         edits = EditStream(s.sim.hub, s.sim.names, args.syncsets, args.selector_syncsets, args.edit_rate,
                            args.selector_edit_every, rng)
         chaos = Chaos(s, args.faults, args.fault_interval, args.lease, rng)
-        chaos.edits = edits
         edits.start()
         chaos.start()
         chaos_started = now()
@@ -484,7 +483,7 @@ def run(args):
         if chaos.errors:
             checks.append(Check("every fault could be injected", False, f"{len(chaos.errors)} could not",
                                 chaos.errors))
-        rows, notes = recovery_table(chaos.faults, args.lease, edits.fleet_times, edits.fleet_hold)
+        rows, notes = recovery_table(chaos.faults, args.lease)
         checks.append(goals_met(rows, notes))
         checks += scan_for_secrets(s, creds, trace)
         report(args, s, chaos, edits, checks, converge, after_faults, rows, notes, run_started)

@@ -337,20 +337,12 @@ RECOVERY_ROWS = [
 ]
 
 
-def fleet_edit_hold(clusters):
-    """How long a fleet-wide edit keeps the publisher holding single-cluster edits back: every
-    cluster has a request on its way, and an edit of a cluster that has one waits for it (latest
-    wins). The consumers of a run work through a fleet of 1,000 in 20-35 s."""
-    return max(5.0, 35.0 * clusters / 1000)
-
-
-def recovery_table(faults, lease_seconds, fleet_edits=(), fleet_hold=35.0):
+def recovery_table(faults, lease_seconds):
     """Rows of (fault, figure, (n, p50, max) over all faults, the same over the undisturbed ones,
     goal text, met or None) and notes on figures missing. A fault is undisturbed when no other
     fault began before it had recovered: the goals are judged on those (a recovery that another
-    fault stretched is reported, not judged). `fleet_edits`: the wall times of the run's
-    fleet-wide (SelectorSyncSet) edits, which disturb publishing for `fleet_hold` seconds (see
-    disturbed())."""
+    fault stretched is reported, not judged). The edit stream's edits, fleet-wide ones included,
+    are the run's load, not faults: they disturb nothing."""
     rows, notes = [], []
     for kind, figure, goal, goal_text in RECOVERY_ROWS:
         of_kind = [f for f in faults if f.kind == kind]
@@ -364,7 +356,7 @@ def recovery_table(faults, lease_seconds, fleet_edits=(), fleet_hold=35.0):
             notes.append(f"{kind}: {figure}: {len(of_kind) - len(measured)} of {len(of_kind)}: {why}")
         if never:
             notes.append(f"{kind}: {figure}: {len(never)} of {len(of_kind)} never did")
-        clean = [f for f in done if not disturbed(f, f.recovery[figure], faults, figure, fleet_edits, fleet_hold)]
+        clean = [f for f in done if not disturbed(f, f.recovery[figure], faults, figure)]
         limit = goal(lease_seconds) if goal else None
         met = None
         if limit is not None and (clean or never):
@@ -388,17 +380,12 @@ DISTURBED_BY = {
 }
 
 
-def disturbed(fault, seconds, faults, figure=None, fleet_edits=(), fleet_hold=35.0):
+def disturbed(fault, seconds, faults, figure=None):
     """A fault that can stretch `fault`'s recovery was still going on when it struck (a burst not
     over, a process or node not back yet), or began after it and before it had recovered. For
-    "publishing again", so can the publisher's broker connection closed meanwhile (publishing
-    stalls until it has reconnected), and a fleet-wide edit held meanwhile (for `fleet_hold`
-    seconds the publisher holds single-cluster edits back behind the fleet's requests, by
-    design: fleet_edit_hold())."""
+    "publishing again", so can the publisher's broker connection closed meanwhile: it stalls
+    publishing until the publisher has reconnected."""
     kinds = DISTURBED_BY.get(fault.kind, set())
-    if figure == "publishing again" and any(fault.at - fleet_hold < e <= fault.at + seconds
-                                            for e in fleet_edits):
-        return True
 
     def stretches(g):
         return g.kind in kinds or (figure == "publishing again" and g.kind == "connection-close"

@@ -11,7 +11,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from chaos_checks import fleet_edit_hold
 from chaos_system import note, now
 
 WORK_QUEUES = ("syncbus.work.change", "syncbus.work.resync")
@@ -66,7 +65,6 @@ class Chaos:
         self._impaired = set()     # consumer names killed or paused and not back yet
         self._bursting = set()     # "hub" / "target"
         self._broker_kills = 0
-        self.edits = None   # the run's EditStream, when it has one (fleet-wide edits)
         self._thread = threading.Thread(target=self._loop, name="chaos", daemon=True)
 
     # -- control
@@ -157,11 +155,6 @@ class Chaos:
         if kind in ("consumer-kill", "consumer-pause"):
             return not impaired and t >= self._consumer_until and len(self._healthy_consumers()) >= 2
         if kind in ("publisher-kill", "broker-kill"):
-            # A protected one keeps clear of fleet-wide edits, which disturb publishing for a
-            # while (chaos_checks.fleet_edit_hold): none held now, none due within its goal.
-            if self._protected(kind) and self.edits is not None and \
-                    self.edits.fleet_edit_near(self.edits.fleet_hold, 15):
-                return False
             return t >= self._major_until and not self.s.rabbit.down and self._leader() is not None
         if kind == "hub-burst":
             return "hub" not in bursting
@@ -170,17 +163,14 @@ class Chaos:
         return True
 
     def _window(self, fault):
-        return self._window_of(fault.kind)
-
-    def _window_of(self, kind):
         """How long a fault of this kind takes to recover from, at most (its goal, roughly)."""
-        if kind == "consumer-kill":
+        if fault.kind == "consumer-kill":
             return 3 * self.lease_seconds
-        if kind == "consumer-pause":
+        if fault.kind == "consumer-pause":
             return 4 * self.lease_seconds + 10
-        if kind == "publisher-kill":
+        if fault.kind == "publisher-kill":
             return 20
-        if kind == "broker-kill":
+        if fault.kind == "broker-kill":
             return 40
         return 20   # hub-burst: its length and the retries after it
 
@@ -408,9 +398,6 @@ class EditStream:
         self.edits = 0
         self.failed = 0
         self.times = []   # wall time of each edit the hub took: work for the publishers
-        self.fleet_times = []   # the same, of the SelectorSyncSet (fleet-wide) edits
-        self.fleet_hold = fleet_edit_hold(len(clusters))   # how long one disturbs publishing
-        self._next_fleet = None   # wall time of the next fleet-wide edit
         self._n = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="edits", daemon=True)
@@ -423,24 +410,13 @@ class EditStream:
         if self._thread.is_alive():
             self._thread.join()
 
-    def fleet_edit_near(self, before, after):
-        """Whether a fleet-wide edit was made less than `before` seconds ago or is due within
-        `after` seconds."""
-        t = now()
-        last = self.fleet_times[-1] if self.fleet_times else None
-        return (last is not None and t - last < before) or \
-            (self.selector_syncsets > 0 and self._next_fleet is not None and self._next_fleet - t < after)
-
     def _loop(self):
         next_selector = time.monotonic() + self.selector_every
-        self._next_fleet = now() + self.selector_every
         while not self._stop.wait(1.0 / self.rate):
             if self.selector_syncsets and time.monotonic() >= next_selector:
                 next_selector = time.monotonic() + self.selector_every
-                self._next_fleet = now() + self.selector_every
                 k = self.rng.randrange(self.selector_syncsets)
-                if self.edit(f"/apis/hive.openshift.io/v1/selectorsyncsets/fleet-sss-{k:02d}"):
-                    self.fleet_times.append(self.times[-1])
+                self.edit(f"/apis/hive.openshift.io/v1/selectorsyncsets/fleet-sss-{k:02d}")
             elif self.syncsets:
                 cluster = self.rng.choice(self.clusters)
                 k = self.rng.randrange(self.syncsets)
@@ -458,10 +434,8 @@ class EditStream:
             self.hub.update(path, obj, timeout=5)
             self.edits += 1
             self.times.append(now())
-            return True
         except Exception:   # a hub burst (an error or no answer) or a 409: the stream goes on
             self.failed += 1
-            return False
 
 
 def make_rng(seed):
