@@ -6,6 +6,7 @@ checks live in chaos_faults.py and chaos_checks.py."""
 import base64
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -184,8 +185,14 @@ class RabbitCluster:
 
     def stop(self, wipe=True):
         """Stops the cluster; one whose data is wiped anyway is killed first, which saves the
-        nodes' orderly shutdown (about 12 s)."""
+        nodes' orderly shutdown (about 12 s). The nodes' logs stay, in rabbitmq-logs/ beside the
+        cluster's directory: a failed run's details must show what the broker did."""
         if wipe:
+            kept = os.path.join(os.path.dirname(self.dir), "rabbitmq-logs")
+            for node_dir in getattr(self, "node_dirs", []):
+                log_dir = os.path.join(node_dir, "log")
+                if os.path.isdir(log_dir):
+                    shutil.copytree(log_dir, os.path.join(kept, os.path.basename(node_dir)), dirs_exist_ok=True)
             for k in self.up_nodes():
                 try:
                     self.kill(k)
