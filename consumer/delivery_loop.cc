@@ -327,7 +327,8 @@ Status DeliveryLoop::Park(const amqp::Delivery& delivery, const amqp::Publicatio
                    request != nullptr ? std::optional<SyncRequest>(*request) : std::nullopt,
                    since.value_or(clock_.Now()),
                    std::move(fill),
-                   std::move(event)};
+                   std::move(event),
+                   clock_.Now()};
   Status s = TryPark(park);
   if (s.ok() || !session_.connected()) return s;
   // Refused on a live connection (a delay queue without a leader while a node is down, or
@@ -355,6 +356,15 @@ Status DeliveryLoop::RetryParks() {
     Status s = TryPark(park);
     if (!s.ok()) {
       if (!session_.connected()) return s;
+      if (renewal_.Due(park.refused_at, clock_.Now())) {
+        // This channel may never take it (a stale view of the queue's leader): a new connection.
+        renewal_.Renewed();
+        return Unavailable("a settlement refused for " +
+                           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                              clock_.Now() - park.refused_at)
+                                              .count()) +
+                           " s on a live channel (" + s.message() + "): opening a new connection");
+      }
       parks_due_ = clock_.Now() + park_hold_off_.Next();
       break;
     }
@@ -367,8 +377,12 @@ Status DeliveryLoop::RetryParks() {
 
 Status DeliveryLoop::TryPark(const PendingPark& park) {
   const amqp::Publication& publication = park.publication;
-  Status published = session_.Publish(publication, options_.confirm_timeout);
+  // A parked copy left twice in the dead-letter queue would show twice: that one waits long.
+  Status published = session_.Publish(publication, publication.exchange == amqp::kDeadExchange
+                                                       ? options_.confirm_timeout
+                                                       : options_.settle_confirm_timeout);
   if (!published.ok()) return published.Annotate("publishing to " + publication.exchange);
+  renewal_.Accepted();
   // Confirmed: only now may the original go.
   Status acked = session_.Ack(park.delivery.delivery_tag);
   if (!acked.ok()) return acked;

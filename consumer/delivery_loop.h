@@ -3,8 +3,9 @@
 // the session's thread: ack once the status is stored; on failure publish the next attempt to
 // its delay queue (or the dead-letter queue) and ack the original only after that publish is
 // confirmed, so a request is never in neither queue; a publish the broker refuses (a delay queue
-// without a leader while a node is down) is tried again shortly, never left unacked on a live
-// connection. A cluster busy on another consumer goes to
+// without a leader while a node is down), or does not confirm within settle_confirm_timeout, is
+// tried again shortly, never left unacked on a live connection, and refusals that last end
+// Step() with an error so that the caller reconnects (a stale channel, channel_renewal.h). A cluster busy on another consumer goes to
 // the shortest delay tier without counting an attempt. Undecodable messages are parked at once.
 // A request that ended unsettled before (its consumer died holding it) is held back in a delay
 // tier first and then runs alone, with nothing else in flight in this process, so a request that
@@ -35,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/amqp/channel_renewal.h"
 #include "common/amqp/session.h"
 #include "common/backoff.h"
 #include "common/clock.h"
@@ -55,7 +57,11 @@ struct DeliveryOptions {
   // counted across deferrals and quarantines, is parked as poison (0 = the broker alone; the
   // work queues' delivery-limit policy is the broker's backstop for each copy).
   int delivery_limit = 0;
-  std::chrono::milliseconds confirm_timeout{30000};
+  std::chrono::milliseconds confirm_timeout{30000};   // a publish to the dead-letter queue
+  // A publish to a delay tier (the next attempt, a deferral, a hold-back): waited for on the
+  // session's thread, so it is kept short; unconfirmed by then, it counts as refused and is tried
+  // again (a late confirm leaves a second copy: one more cheap up-to-date check).
+  std::chrono::milliseconds settle_confirm_timeout{3000};
   // Where deliveries and settlements are recorded for `syncbusctl trace`; flushed by Step().
   // Null = no trace. Must outlive the loop.
   TraceRecorder* trace = nullptr;
@@ -125,6 +131,7 @@ class DeliveryLoop {
     SteadyTime since;
     TraceFill fill;
     std::optional<SyncEvent> event;      // for options_.events once settled
+    SteadyTime refused_at{};             // first refused
   };
 
   Status SettleFinished();
@@ -138,7 +145,8 @@ class DeliveryLoop {
               std::optional<SteadyTime> since = std::nullopt,
               std::optional<SyncEvent> event = std::nullopt);
   Status TryPark(const PendingPark& park);
-  // Tries the kept settlements again once their hold-off has passed; an error: connection gone.
+  // Tries the kept settlements again once their hold-off has passed; an error: the connection
+  // is gone, or one has been refused on it for so long that a new one is needed (renewal_).
   Status RetryParks();
   // Records a trace event for `delivery` (no-op without a recorder).
   void Trace(TraceStep step, const amqp::Delivery& delivery, const SyncRequest& request, SteadyTime since,
@@ -159,6 +167,7 @@ class DeliveryLoop {
       {std::chrono::milliseconds(250), std::chrono::milliseconds(2000), 2.0, /*jitter=*/0.0},
       RealRandom()};                            // session thread only
   SteadyTime parks_due_{};                      // session thread only
+  amqp::ChannelRenewal renewal_;                // session thread only
   std::atomic<size_t> pending_park_count_{0};   // for in_flight()
 
   mutable std::mutex mu_;

@@ -377,8 +377,22 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
     log::Warn("the broker refused publishes (a work queue full, or without a leader while a node is down); "
               "holding off",
               {{"rejected", rejected}, {"hold_off_ms", reject_holdoff_.count()}});
+    if (!refused_since_) refused_since_ = now;
+    if (first_error.ok() && renewal_.Due(*refused_since_, now)) {
+      // The refused clusters are pending already; a new connection gets a new channel.
+      first_error = Unavailable("publishes refused for " +
+                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - *refused_since_).count()) +
+                                " s on a live channel (one opened while a queue elected its leader keeps refusing): "
+                                "opening a new connection");
+      renewal_.Renewed();
+      refused_since_.reset();
+      reject_holdoff_ = std::chrono::milliseconds(0);
+      rejected_until_ = SteadyTime{};
+    }
   } else if (first_error.ok()) {
     reject_holdoff_ = std::chrono::milliseconds(0);
+    refused_since_.reset();
+    renewal_.Accepted();
   }
   return first_error;
 }

@@ -3,7 +3,8 @@
 // (at most one outstanding request per cluster: latest wins, the consumer reads the newest
 // state anyway), rate-limits, and publishes with publisher confirms — a request counts as sent
 // only once confirmed; anything unconfirmed or refused (a full work queue nacks) stays pending
-// and is retried. Single edits go on the change lane, ahead of start-up rounds, reapplies and
+// and is retried; refusals on a live channel that last (a stale channel after a RabbitMQ node
+// died, see channel_renewal.h) end the round with an error, so the caller reconnects. Single edits go on the change lane, ahead of start-up rounds, reapplies and
 // bulk edits (the resync lane); an edit of a cluster whose request waits there overtakes it.
 // Not thread-safe: one Publisher runs on one thread with its own amqp::Session.
 #pragma once
@@ -23,6 +24,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "common/amqp/channel_renewal.h"
 #include "common/amqp/session.h"
 #include "common/clock.h"
 #include "common/sync_message.h"
@@ -146,6 +148,10 @@ class Publisher {
   // After the broker refused publishes, nothing is sent before this (doubling hold-off).
   SteadyTime rejected_until_{};
   std::chrono::milliseconds reject_holdoff_{0};
+  // Since when publishes have been refused without a round that had none; and when that asks
+  // for a new connection.
+  std::optional<SteadyTime> refused_since_;
+  amqp::ChannelRenewal renewal_;
   double tokens_;
   SteadyTime tokens_at_;
   uint64_t sequence_ = 0;

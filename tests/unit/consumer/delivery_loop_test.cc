@@ -217,6 +217,50 @@ struct Harness {
     return -1;
   }
   std::vector<amqp::Message> Retrying(const std::string& tier) { return broker.ReadyMessages("syncbus.retry." + tier); }
+  // Steps the loop until the first sync has run and its worker has handed the result over (it
+  // lowers the busy gauge and does that under one lock): the next Step settles it.
+  void WaitForFirstResult() {
+    StepUntil([&] { return script.runs() > 0; });
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (Gauge("syncbus_consumer_workers_busy") > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+  }
+  // Request c1 fails its first sync (then applies) while syncbus.retry.1s refuses every publish:
+  // once this returns, its refused retry is kept (Step said nothing of it). Returns the tier's
+  // topology as it was (delete the tier first).
+  amqp::Topology FailWhileTierRefuses() {
+    amqp::Topology restored = RefuseTier("syncbus.retry.1s");
+    script.outcomes["c1"] = {FailedSets(true), Applied()};
+    Send(Request("c1"));
+    WaitForFirstResult();
+    REQUIRE(loop->Step(0ms).ok());
+    return restored;
+  }
+  // Declares delay queue `tier` again so that it refuses every publish; returns the topology
+  // that declares it as before (delete it first).
+  amqp::Topology RefuseTier(const std::string& tier) {
+    const amqp::Topology full = amqp::SyncbusTopology(topology);
+    amqp::Topology refusing, restored;
+    for (const auto& q : full.queues) {
+      if (q.name != tier) continue;
+      restored.queues.push_back(q);
+      amqp::QueueSpec spec = q;
+      spec.arguments.erase("x-queue-type");
+      spec.arguments["x-max-length"] = 0;
+      spec.arguments["x-overflow"] = "reject-publish";
+      refusing.queues.push_back(spec);
+    }
+    for (const auto& b : full.bindings) {
+      if (b.destination != tier) continue;
+      restored.bindings.push_back(b);
+      refusing.bindings.push_back(b);
+    }
+    REQUIRE(restored.queues.size() == 1);
+    broker.DeleteQueue(tier);
+    REQUIRE(publisher.Declare(refusing).ok());
+    return restored;
+  }
   std::vector<amqp::Message> Dead() { return broker.ReadyMessages(amqp::kDeadQueue); }
   // The trace events published so far, in order.
   std::vector<TraceEvent> Traced() {
@@ -284,38 +328,7 @@ TEST_CASE(
   Harness h;
   // The 1 s tier refuses every publish (as a quorum queue without a leader does while a node is
   // down), until it is declared again as before.
-  const amqp::Topology full = amqp::SyncbusTopology(h.topology);
-  const std::string tier = "syncbus.retry.1s";
-  amqp::Topology refusing, restored;
-  for (const auto& q : full.queues) {
-    if (q.name != tier) continue;
-    restored.queues.push_back(q);
-    amqp::QueueSpec spec = q;
-    spec.arguments.erase("x-queue-type");
-    spec.arguments["x-max-length"] = 0;
-    spec.arguments["x-overflow"] = "reject-publish";
-    refusing.queues.push_back(spec);
-  }
-  for (const auto& b : full.bindings) {
-    if (b.destination != tier) continue;
-    restored.bindings.push_back(b);
-    refusing.bindings.push_back(b);
-  }
-  REQUIRE(restored.queues.size() == 1);
-  h.broker.DeleteQueue(tier);
-  REQUIRE(h.publisher.Declare(refusing).ok());
-
-  h.script.outcomes["c1"] = {FailedSets(true), Applied()};
-  h.Send(Request("c1"));
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (h.script.runs() == 0 && std::chrono::steady_clock::now() < deadline)
-    REQUIRE(h.loop->Step(0ms).ok());
-  // The worker lowers the gauge and hands its result over under one lock: the next Step settles.
-  while (h.Gauge("syncbus_consumer_workers_busy") > 0 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  REQUIRE(h.loop->Step(0ms).ok());  // the refusal is no connection failure
+  const amqp::Topology restored = h.FailWhileTierRefuses();  // the refusal is no connection failure
   // Refused: the original is neither acked nor dropped; it waits out the hold-off.
   CHECK(h.Unacked() == 1);
   CHECK(h.loop->in_flight() == 1);
@@ -324,7 +337,7 @@ TEST_CASE(
   REQUIRE(h.loop->Step(0ms).ok());  // still refused: 500 ms next
   CHECK(h.Unacked() == 1);
 
-  h.broker.DeleteQueue(tier);
+  h.broker.DeleteQueue("syncbus.retry.1s");
   REQUIRE(h.publisher.Declare(restored).ok());
   h.clock.Advance(499ms);
   REQUIRE(h.loop->Step(0ms).ok());
@@ -340,6 +353,37 @@ TEST_CASE(
   for (const auto& e : h.Traced())
     traced = traced || (e.step == TraceStep::kSettled && e.outcome == TraceOutcome::kRetry);
   CHECK(traced);
+}
+
+TEST_CASE(
+    "a retry refused for 3 s on a live connection ends Step with an error, for a new connection "
+    "[concurrent]") {
+  // RabbitMQ 3.10 keeps refusing on a channel that first used a queue while it elected a new
+  // leader; a new connection gets a new channel (channel_renewal.h).
+  Harness h;
+  const amqp::Topology restored = h.FailWhileTierRefuses();  // refused: kept, 250 ms
+  for (auto wait : {250ms, 500ms, 1000ms}) {
+    h.clock.Advance(wait);
+    REQUIRE(h.loop->Step(0ms).ok());  // 1.75 s of refusals: still this connection
+  }
+  h.clock.Advance(2000ms);
+  Status renew = h.loop->Step(0ms);
+  CHECK(renew.code() == Code::kUnavailable);
+  CHECK(renew.message().find("opening a new connection") != std::string::npos);
+  CHECK(h.session.connected());  // the connection itself was fine
+  // As the consumer does: a new connection. The request comes back and is tried again.
+  h.loop->ConnectionLost();
+  h.session.Close();
+  h.broker.DeleteQueue("syncbus.retry.1s");
+  REQUIRE(h.publisher.Declare(restored).ok());
+  REQUIRE(h.session.Connect().ok());
+  REQUIRE(h.loop->Subscribe().ok());
+  h.StepUntilIdle();
+  h.clock.Advance(1100ms);
+  h.StepUntilIdle();
+  CHECK(h.script.runs() == 2);
+  CHECK(h.Unacked() == 0);
+  CHECK(h.Retrying("1s").empty());
 }
 
 TEST_CASE("a request that recovers after a retry ends acked") {
