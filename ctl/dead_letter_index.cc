@@ -14,12 +14,6 @@
 namespace syncbus::ctl {
 namespace {
 
-std::string StringHeader(const Json& headers, const char* name) {
-  if (!headers.is_object()) return "";
-  auto it = headers.find(name);
-  return it != headers.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 Status PublishRecord(amqp::Session& session, const std::string& kind, const std::string& key,
                      const std::string& by, std::chrono::milliseconds timeout) {
   amqp::Publication p;
@@ -45,6 +39,13 @@ std::string Nonce() {
 }
 
 }  // namespace
+
+std::string StringHeader(const Json& headers, const char* name) {
+  if (!headers.is_object()) return "";
+  auto it = headers.find(name);
+  return it != headers.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 
 std::string ParkedKey(const amqp::Message& message) {
   return message.message_id.empty() ? "sha256:" + Sha256Hex(message.body)

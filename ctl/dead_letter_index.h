@@ -28,6 +28,9 @@ inline constexpr char kIndexKeyHeader[] =
     "x-syncbus-index-key";  // removed: the copy; barrier: a nonce
 inline constexpr char kIndexByHeader[] = "x-syncbus-index-by";  // removed: replay, purge, reindex
 
+// A string-valued AMQP header from a message's decoded headers; "" when absent or not a string.
+std::string StringHeader(const Json& headers, const char* name);
+
 // A parked copy's identity in the index: its message id, or (a message without one) the digest
 // of its body. Copies with one key are removed oldest first, as a pass over the queue meets them.
 std::string ParkedKey(const amqp::Message& message);

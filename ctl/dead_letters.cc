@@ -17,11 +17,6 @@
 namespace syncbus::ctl {
 namespace {
 
-std::string StringHeader(const Json& headers, const char* name) {
-  auto it = headers.find(name);
-  return it != headers.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 std::optional<WallTime> TimestampOf(const Json& value) {
   if (value.is_object() && value.contains(amqp::kTimestampTag) && value[amqp::kTimestampTag].is_number_integer()) {
     return WallTime(std::chrono::seconds(value[amqp::kTimestampTag].get<int64_t>()));

@@ -23,7 +23,7 @@
 #include "common/log.h"
 #include "consumer/cluster_syncer.h"
 #include "consumer/target_clients.h"
-#include "tests/support/bench_goal.h"
+#include "tests/bench/bench_goal.h"
 
 namespace {
 

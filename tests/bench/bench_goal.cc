@@ -1,4 +1,4 @@
-#include "tests/support/bench_goal.h"
+#include "tests/bench/bench_goal.h"
 
 #include <algorithm>
 
