@@ -93,9 +93,16 @@ Result<WallTime> ParseRfc3339(std::string_view s) {
   std::chrono::year_month_day ymd{std::chrono::year{y}, std::chrono::month{static_cast<unsigned>(mo)},
                                   std::chrono::day{static_cast<unsigned>(d)}};
   if (!ymd.ok() || h > 23 || mi > 59 || sec > 60) return bad();
-  auto tp = std::chrono::sys_days{ymd} + std::chrono::hours(h) + std::chrono::minutes(mi) +
-            std::chrono::seconds(sec) + frac - offset;
-  return std::chrono::time_point_cast<WallTime::duration>(tp);
+  std::chrono::sys_seconds whole = std::chrono::sys_days{ymd} + std::chrono::hours(h) +
+                                   std::chrono::minutes(mi) + std::chrono::seconds(sec) - offset;
+  // WallTime counts nanoseconds (years 1678 to 2262). Earlier times, such as Go's zero time
+  // (year 1) that Hive writes for "never", read as 1900-01-01, later ones as 2200-01-01: still
+  // before or after anything syncbus compares them with, and safe to subtract from.
+  constexpr std::chrono::sys_days kEarliest{std::chrono::year{1900} / 1 / 1};
+  constexpr std::chrono::sys_days kLatest{std::chrono::year{2200} / 1 / 1};
+  if (whole < kEarliest) return WallTime(kEarliest.time_since_epoch());
+  if (whole >= kLatest) return WallTime(kLatest.time_since_epoch());
+  return std::chrono::time_point_cast<WallTime::duration>(whole) + frac;
 }
 
 Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {

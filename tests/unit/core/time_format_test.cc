@@ -60,3 +60,16 @@ TEST_CASE("Go durations, as HiveConfig's syncSetReapplyInterval is written") {
   for (const char* bad : {"", "h", "1", "1x", "1.h.", "--1s"})
     CHECK_FALSE(ParseGoDuration(bad).ok());
 }
+
+TEST_CASE("Go's zero time and times beyond 2262 are clamped, not overflowed") {
+  auto zero = ParseRfc3339("0001-01-01T00:00:00.000000Z");
+  REQUIRE(zero.ok());
+  CHECK(FormatRfc3339(*zero) == "1900-01-01T00:00:00Z");
+  auto far = ParseRfc3339("9999-12-31T23:59:59Z");
+  REQUIRE(far.ok());
+  CHECK(FormatRfc3339(*far) == "2200-01-01T00:00:00Z");
+  auto now = ParseRfc3339("2026-11-26T11:40:00Z");
+  REQUIRE(now.ok());
+  CHECK(*zero < *now);
+  CHECK(*now - *zero > std::chrono::hours(24 * 365 * 100));
+}
