@@ -176,8 +176,14 @@ std::deque<DeliveryLoop::Job>& DeliveryLoop::ReadyQueueLocked(const Job& job) {
 
 bool DeliveryLoop::RunnableLocked() const {
   if (alone_running_) return false;
-  // A suspect waits for the jobs in flight to finish, and nothing new starts meanwhile.
-  if (!ready_alone_.empty()) return running_ == 0;
+  // A suspect waits for the jobs in flight to finish, and nothing new starts meanwhile. Syncs
+  // left from a lost connection are not waited for: the broker took their deliveries back, so a
+  // crash takes none of them down, and one stuck in a target's request timeout would hold up
+  // this consumer's work for as long.
+  if (!ready_alone_.empty()) {
+    auto running = running_by_generation_.find(ready_alone_.front().generation);
+    return running == running_by_generation_.end();
+  }
   return !ready_change_.empty() || !ready_resync_.empty();
 }
 
@@ -192,12 +198,16 @@ void DeliveryLoop::WorkerMain() {
     Job job = std::move(ready.front());
     ready.pop_front();
     const bool alone = job.alone;
+    const uint64_t generation = job.generation;
     alone_running_ = alone;
+    ++running_by_generation_[generation];
     workers_busy_gauge_.Set(static_cast<double>(++running_));
     lock.unlock();
     Done done = Run(std::move(job));
     lock.lock();
     if (alone) alone_running_ = false;
+    auto same = running_by_generation_.find(generation);
+    if (--same->second == 0) running_by_generation_.erase(same);
     workers_busy_gauge_.Set(static_cast<double>(--running_));
     std::string key = done.job.request.ClusterKey();
     finished_.push_back(std::move(done));
@@ -259,23 +269,25 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
   if (NeedsQuarantine(delivery.message)) {
     amqp::Publication held = Quarantine(delivery, options_.retry);
     const std::string tier = held.message.headers.value(amqp::kRetryTierHeader, "");
-    log::Warn("request held back: it ended unsettled before (did a consumer crash on it?); it runs alone next",
+    const bool alone = RunsAlone(unsettled, options_.delivery_limit);
+    log::Warn(alone ? "request held back: it ended unsettled before (did a consumer crash on it?); it runs alone next"
+                    : "request held back: it ended unsettled before (a lost connection or a crash)",
               {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}, {"tier", tier}});
-    Status s = Park(delivery, held, "quarantined", &*request, [tier, unsettled](TraceEvent& e) {
+    Status s = Park(delivery, held, "quarantined", &*request, [tier, unsettled, alone](TraceEvent& e) {
       e.outcome = TraceOutcome::kDeferred;
       e.tier = tier;
       e.error = "delivered " + std::to_string(unsettled) +
                 " time(s) without being settled (a consumer died or lost its connection holding it): "
-                "held back, then run alone";
+                "held back" + (alone ? ", then run alone" : "");
     });
     if (!s.ok())
       log::Warn("holding back failed; the message will be redelivered", {{"error", s.message()}});
     return;
   }
   if (unsettled > 0 && leases_ != nullptr) {
-    // A suspect runs alone, which holds up this consumer's other work: not while its cluster is
-    // leased elsewhere (most often by the consumer that died holding it), when it would only be
-    // deferred. One lease read, from the mirror.
+    // A suspect may run alone, which holds up this consumer's other work: not while its cluster
+    // is leased elsewhere (most often by the consumer that died holding it), when it would only
+    // be deferred. One lease read, from the mirror.
     if (std::string holder = leases_->HolderElsewhere(request->cluster_namespace, request->cluster_name);
         !holder.empty()) {
       amqp::Publication deferred = Defer(delivery, options_.retry);
@@ -296,7 +308,8 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
                           std::chrono::duration_cast<std::chrono::milliseconds>(e.at - *decided));
     }
   });
-  Enqueue({generation_, std::move(delivery), std::move(*request), clock_.Now(), unsettled > 0});
+  Enqueue({generation_, std::move(delivery), std::move(*request), clock_.Now(),
+           RunsAlone(unsettled, options_.delivery_limit)});
 }
 
 void DeliveryLoop::Trace(TraceStep step, const amqp::Delivery& delivery, const SyncRequest& request,

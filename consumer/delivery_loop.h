@@ -7,8 +7,9 @@
 // tried again shortly, never left unacked on a live connection, and refusals that last end
 // Step() with an error so that the caller reconnects (a stale channel, channel_renewal.h). A cluster busy on another consumer goes to
 // the shortest delay tier without counting an attempt. Undecodable messages are parked at once.
-// A request that ended unsettled before (its consumer died holding it) is held back in a delay
-// tier first and then runs alone, with nothing else in flight in this process, so a request that
+// A request that ended unsettled before (its consumer died or lost its connection holding it)
+// is held back in a delay tier first; from its second such delivery on (RunsAlone) it then runs
+// alone, with nothing else of the live connection in flight in this process, so a request that
 // crashes consumers takes neither the pool nor other work down with it (RetryPolicy's
 // Quarantine); while its cluster is leased elsewhere (by the consumer that died holding it) it
 // is deferred instead, without holding up this consumer's other work. Deliveries for a cluster
@@ -105,7 +106,7 @@ class DeliveryLoop {
     amqp::Delivery delivery;
     SyncRequest request;
     SteadyTime received;
-    bool alone = false;          // a suspect: runs with no other job in flight
+    bool alone = false;          // a suspect: runs with no other job of its connection in flight
   };
   struct Done {
     Job job;
@@ -175,6 +176,7 @@ class DeliveryLoop {
   std::deque<Job> ready_change_, ready_resync_;         // runnable jobs; change lane first
   std::deque<Job> ready_alone_;                        // suspects, first of all, one at a time
   bool alone_running_ = false;
+  std::map<uint64_t, size_t> running_by_generation_;  // running jobs by subscription
   std::set<std::string> active_;                       // clusters with a ready or running job
   std::map<std::string, std::deque<Job>> waiting_;      // cluster busy: jobs queued behind it
   std::vector<Done> finished_;

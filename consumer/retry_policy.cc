@@ -107,6 +107,11 @@ bool NeedsQuarantine(const amqp::Message& message) {
   return unsettled > 0 && IntHeader(message, kQuarantinedHeader) < unsettled;
 }
 
+bool RunsAlone(int unsettled, int delivery_limit) {
+  if (unsettled <= 0) return false;
+  return unsettled >= 2 || (delivery_limit > 0 && unsettled + 1 > delivery_limit);
+}
+
 amqp::Publication Quarantine(const amqp::Delivery& delivery, const RetryPolicy& policy) {
   amqp::Publication p = Defer(delivery, policy);
   int unsettled = UnsettledDeliveries(delivery.message);

@@ -52,9 +52,17 @@ amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& polic
 // run again at once, or it takes the whole pool down in a few seconds.
 bool NeedsQuarantine(const amqp::Message& message);
 // Holds such a delivery back without counting an attempt: to the tier of its unsettled count
-// (1: the shortest, 2: the next, ...), the count travelling along. When it returns it runs alone
-// in its consumer (DeliveryLoop), so another crash takes no other work with it.
+// (1: the shortest, 2: the next, ...), the count travelling along. When it returns it may have to
+// run alone in its consumer (RunsAlone, DeliveryLoop), so another crash takes no other work with it.
 amqp::Publication Quarantine(const amqp::Delivery& delivery, const RetryPolicy& policy);
+// Whether a request with `unsettled` deliveries that ended unsettled must run with nothing else
+// in flight in its consumer. One such delivery is most often a lost connection, not a crash: a
+// broker node's death or a consumer's new connection returns every delivery they held at once,
+// and running each of those alone would stall every consumer behind them. So the first one is
+// only held back; from the second on it runs alone, and so does one that a crash beside it would
+// take over `delivery_limit` (0 = no limit of syncbus's): other work is never pushed into the
+// dead-letter queue by a crash that was not its own.
+bool RunsAlone(int unsettled, int delivery_limit);
 
 // Parks a message in the dead-letter queue at once with `reason` and `error`.
 amqp::Publication DeadLetter(const amqp::Delivery& delivery, const std::string& reason,

@@ -169,6 +169,15 @@ struct Harness {
                         ToAmqpMessage(r, "syncbus-publisher", id, clock.WallNow())};
     REQUIRE(publisher.Publish(p, 1s).ok());
   }
+  // A request whose earlier copies ended unsettled `unsettled` times, back from being held back
+  // for that.
+  void SendSuspect(const SyncRequest& r, int unsettled) {
+    amqp::Publication p{amqp::kWorkExchange, amqp::LaneName(r.lane),
+                        ToAmqpMessage(r, "syncbus-publisher", "suspect", clock.WallNow())};
+    p.message.headers[kUnsettledHeader] = unsettled;
+    p.message.headers[kQuarantinedHeader] = unsettled;
+    REQUIRE(publisher.Publish(p, 1s).ok());
+  }
   void SendRaw(const std::string& body) {
     amqp::Publication p{amqp::kWorkExchange, "change", {}};
     p.message.body = body;
@@ -271,6 +280,61 @@ struct Harness {
       out.push_back(*e);
     }
     return out;
+  }
+};
+
+// Holds every sync of the harness's script until the test releases its cluster, and records
+// which run and in which order they started.
+struct HeldSyncs {
+  Harness& h;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<std::string> open, running;   // guarded by mu (read them in StepUntil's predicate)
+  std::vector<std::string> started;
+  bool all_open = false;
+
+  explicit HeldSyncs(Harness& harness) : h(harness) {
+    h.script.during = [this](const SyncRequest& r) {
+      std::unique_lock lock(mu);
+      running.insert(r.cluster_name);
+      started.push_back(r.cluster_name);
+      cv.notify_all();
+      cv.wait(lock, [&] { return all_open || open.count(r.cluster_name) > 0; });
+      running.erase(r.cluster_name);
+    };
+  }
+  // Releases every sync and stops the workers while this still exists, so that a failed check
+  // leaves no worker blocked or calling into it.
+  ~HeldSyncs() {
+    {
+      std::lock_guard lock(mu);
+      all_open = true;
+    }
+    cv.notify_all();
+    h.loop.reset();
+  }
+  void Release(const std::string& name) {
+    std::lock_guard lock(mu);
+    open.insert(name);
+    cv.notify_all();
+  }
+  // Steps the loop until `done` (called with mu held), at most 10 s.
+  void StepUntil(const std::function<bool()>& done) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      REQUIRE(h.loop->Step(0ms).ok());
+      std::lock_guard lock(mu);
+      if (done()) return;
+    }
+    FAIL("timed out");
+  }
+  std::set<std::string> Running() {
+    std::lock_guard lock(mu);
+    return running;
+  }
+  std::vector<std::string> Started() {
+    std::lock_guard lock(mu);
+    return started;
   }
 };
 
@@ -726,68 +790,78 @@ TEST_CASE("deferrals and parking are traced with their tier and reason") {
   CHECK(doomed.back().attempt == 3);
 }
 
-TEST_CASE("a request held back after unsettled deliveries runs alone: after the work in flight, before new work [concurrent]") {
+TEST_CASE("a request back after two unsettled deliveries runs alone: after the work in flight, before new work [concurrent]") {
   Harness h(4, false);
-  std::mutex mu;
-  std::condition_variable cv;
-  std::set<std::string> open, running;
-  std::vector<std::string> started;
-  h.script.during = [&](const SyncRequest& r) {
-    std::unique_lock lock(mu);
-    running.insert(r.cluster_name);
-    started.push_back(r.cluster_name);
-    cv.notify_all();
-    cv.wait(lock, [&] { return open.count(r.cluster_name) > 0; });
-    running.erase(r.cluster_name);
-  };
-  auto step_until = [&](const std::function<bool()>& done) {
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      REQUIRE(h.loop->Step(0ms).ok());
-      std::lock_guard lock(mu);
-      if (done()) return;
-    }
-    FAIL("timed out");
-  };
-  auto release = [&](const std::string& name) {
-    std::lock_guard lock(mu);
-    open.insert(name);
-    cv.notify_all();
-  };
+  HeldSyncs held(h);
   h.Send(Request("a"));
   h.Send(Request("b"));
-  step_until([&] { return running.size() == 2; });
+  held.StepUntil([&] { return held.running.size() == 2; });
 
-  // Already held back for its one unsettled delivery: it runs, but only once a and b are done.
-  SyncRequest s = Request("suspect");
-  amqp::Publication p{amqp::kWorkExchange, "change", ToAmqpMessage(s, "syncbus-publisher", "s", h.clock.WallNow())};
-  p.message.headers[kUnsettledHeader] = 1;
-  p.message.headers[kQuarantinedHeader] = 1;
-  REQUIRE(h.publisher.Publish(p, 1s).ok());
-  step_until([&] { return h.loop->in_flight() == 3; });
-  release("a");
-  step_until([&] { return running.size() == 1; });
-  {
-    std::lock_guard lock(mu);
-    CHECK(running.count("suspect") == 0);    // b is still in flight
-  }
-  release("b");
-  step_until([&] { return running.count("suspect") == 1; });
+  // Already held back for its two unsettled deliveries: it runs, but only once a and b are done.
+  h.SendSuspect(Request("suspect"), 2);
+  held.StepUntil([&] { return h.loop->in_flight() == 3; });
+  held.Release("a");
+  held.StepUntil([&] { return held.running.size() == 1; });
+  CHECK(held.Running() == std::set<std::string>{"b"});
+  held.Release("b");
+  held.StepUntil([&] { return held.running.count("suspect") == 1; });
   // While it runs, nothing else starts.
   h.Send(Request("c"));
-  step_until([&] { return h.loop->in_flight() == 2; });
-  {
-    std::lock_guard lock(mu);
-    CHECK(running == std::set<std::string>{"suspect"});
-  }
-  release("suspect");
-  release("c");
+  held.StepUntil([&] { return h.loop->in_flight() == 2; });
+  CHECK(held.Running() == std::set<std::string>{"suspect"});
+  held.Release("suspect");
+  held.Release("c");
   h.StepUntilIdle();
-  std::lock_guard lock(mu);
+  std::vector<std::string> started = held.Started();
   REQUIRE(started.size() == 4);   // a and b start together, in either order
   CHECK(std::set<std::string>{started[0], started[1]} == std::set<std::string>{"a", "b"});
   CHECK(started[2] == "suspect");
   CHECK(started[3] == "c");
+}
+
+TEST_CASE("a request back after one unsettled delivery (most often a lost connection) runs beside other work [concurrent]") {
+  Harness h(4, false);
+  HeldSyncs held(h);
+  h.Send(Request("a"));
+  held.StepUntil([&] { return held.running.size() == 1; });
+  h.SendSuspect(Request("suspect"), 1);
+  held.StepUntil([&] { return held.running.count("suspect") == 1; });
+  h.Send(Request("c"));
+  held.StepUntil([&] { return held.running.size() == 3; });
+  CHECK(held.Running() == std::set<std::string>{"a", "suspect", "c"});
+  held.Release("a");
+  held.Release("suspect");
+  held.Release("c");
+  h.StepUntilIdle();
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "applied"}}) == 3);
+}
+
+TEST_CASE("a request that runs alone does not wait for syncs left from a lost connection [concurrent]") {
+  Harness h(4, false);
+  HeldSyncs held(h);
+  h.Send(Request("stuck"));   // e.g. in a target's request timeout
+  held.StepUntil([&] { return held.running.size() == 1; });
+  h.broker.DropConnections();
+  CHECK_FALSE(h.loop->Step(0ms).ok());
+  h.loop->ConnectionLost();
+  REQUIRE(h.session.Connect().ok());
+  REQUIRE(h.publisher.Connect().ok());
+  REQUIRE(h.loop->Subscribe().ok());
+  // "stuck" still runs for the old connection; its delivery is back in the queue (held back).
+  h.SendSuspect(Request("suspect"), 2);
+  held.StepUntil([&] { return held.running.count("suspect") == 1; });
+  CHECK(held.Running() == std::set<std::string>{"stuck", "suspect"});
+  // It still runs alone as far as the live connection's work goes.
+  h.Send(Request("c"));
+  held.StepUntil([&] { return h.loop->in_flight() == 3; });   // stuck, the suspect and c
+  CHECK(held.Running() == std::set<std::string>{"stuck", "suspect"});
+  held.Release("suspect");
+  held.StepUntil([&] { return held.running.count("c") == 1; });
+  held.Release("c");
+  held.Release("stuck");
+  held.StepUntil([&] { return h.loop->in_flight() == 0 && held.running.empty(); });
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "applied"}}) == 2);
+  CHECK(h.Retrying("1s").size() == 1);   // the old connection's "stuck", back once: held back
 }
 
 TEST_CASE("a held-back request whose cluster is leased elsewhere is deferred at once, without waiting to run alone [concurrent]") {
@@ -809,11 +883,7 @@ TEST_CASE("a held-back request whose cluster is leased elsewhere is deferred at 
   auto deadline = std::chrono::steady_clock::now() + 10s;
   while (h.script.runs() == 0 && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
 
-  SyncRequest s = Request("suspect");
-  amqp::Publication p{amqp::kWorkExchange, "change", ToAmqpMessage(s, "syncbus-publisher", "s", h.clock.WallNow())};
-  p.message.headers[kUnsettledHeader] = 1;
-  p.message.headers[kQuarantinedHeader] = 1;
-  REQUIRE(h.publisher.Publish(p, 1s).ok());
+  h.SendSuspect(Request("suspect"), 1);
   // Deferred while "slow" still runs: it did not wait for the consumer to be idle.
   deadline = std::chrono::steady_clock::now() + 10s;
   while (h.Retrying("1s").empty() && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());

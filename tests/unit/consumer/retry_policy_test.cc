@@ -157,3 +157,14 @@ TEST_CASE("a delivery that ended unsettled is held back in the tier of its count
   CHECK_FALSE(retried.message.headers.contains(kQuarantinedHeader));
   CHECK_FALSE(NeedsQuarantine(retried.message));
 }
+
+TEST_CASE("a suspect runs alone from its second unsettled delivery, or when a crash beside it would park it") {
+  CHECK_FALSE(RunsAlone(0, 5));
+  CHECK_FALSE(RunsAlone(1, 5));   // most often a lost connection: held back only
+  CHECK(RunsAlone(2, 5));
+  CHECK(RunsAlone(7, 5));
+  CHECK_FALSE(RunsAlone(1, 2));   // a crash beside it leaves it at 2, within the limit
+  CHECK(RunsAlone(1, 1));         // ... but over a limit of 1
+  CHECK_FALSE(RunsAlone(1, 0));   // no limit of syncbus's
+  CHECK(RunsAlone(2, 0));
+}
