@@ -110,6 +110,7 @@ Status DeliveryLoop::Subscribe() {
   pending_parks_.clear();
   pending_park_count_.store(0);
   park_hold_off_.Reset();
+  channel_renewals_ = 0;
   consumer_tags_.clear();
   for (amqp::Lane lane : {amqp::Lane::kChange, amqp::Lane::kResync}) {
     auto tag = session_.Consume(amqp::WorkQueueName(lane), options_.prefetch);
@@ -370,13 +371,23 @@ Status DeliveryLoop::RetryParks() {
     if (!s.ok()) {
       if (!session_.connected()) return s;
       if (renewal_.Due(park.refused_at, clock_.Now())) {
-        // This channel may never take it (a stale view of the queue's leader): a new connection.
         renewal_.Renewed();
-        return Unavailable("a settlement refused for " +
-                           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                              clock_.Now() - park.refused_at)
-                                              .count()) +
-                           " s on a live channel (" + s.message() + "): opening a new connection");
+        const auto refused_s =
+            std::chrono::duration_cast<std::chrono::seconds>(clock_.Now() - park.refused_at).count();
+        if (channel_renewals_ < kChannelRenewalsBeforeReconnect) {
+          // This channel may never take it (a stale view of the queue's leader): a new publishing
+          // channel. The deliveries stay with us: a new connection would give every one of them
+          // back, to come back to the consumers as suspects.
+          ++channel_renewals_;
+          log::Warn("settlements refused on a live channel; publishing on a new one",
+                    {{"refused_s", refused_s}, {"error", s.message()}});
+          if (Status renewed = session_.RenewPublishChannel(); !renewed.ok()) return renewed;
+          parks_due_ = clock_.Now();
+          break;
+        }
+        channel_renewals_ = 0;
+        return Unavailable("a settlement refused for " + std::to_string(refused_s) + " s on a live connection, " +
+                           "on new channels too (" + s.message() + "): opening a new connection");
       }
       parks_due_ = clock_.Now() + park_hold_off_.Next();
       break;
@@ -396,6 +407,7 @@ Status DeliveryLoop::TryPark(const PendingPark& park) {
                                                        : options_.settle_confirm_timeout);
   if (!published.ok()) return published.Annotate("publishing to " + publication.exchange);
   renewal_.Accepted();
+  channel_renewals_ = 0;
   // Confirmed: only now may the original go.
   Status acked = session_.Ack(park.delivery.delivery_tag);
   if (!acked.ok()) return acked;

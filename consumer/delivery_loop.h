@@ -4,9 +4,10 @@
 // its delay queue (or the dead-letter queue) and ack the original only after that publish is
 // confirmed, so a request is never in neither queue; a publish the broker refuses (a delay queue
 // without a leader while a node is down), or does not confirm within settle_confirm_timeout, is
-// tried again shortly, never left unacked on a live connection, and refusals that last end
-// Step() with an error so that the caller reconnects (a stale channel, channel_renewal.h). A cluster busy on another consumer goes to
-// the shortest delay tier without counting an attempt. Undecodable messages are parked at once.
+// tried again shortly, never left unacked on a live connection; refusals that last are met with
+// a new publishing channel (a stale channel, channel_renewal.h), keeping the deliveries, and only
+// if those are refused too, end Step() with an error so that the caller reconnects. A cluster
+// busy on another consumer goes to the shortest delay tier without counting an attempt. Undecodable messages are parked at once.
 // A request that ended unsettled before (its consumer died or lost its connection holding it)
 // is held back in a delay tier first; from its second such delivery on (RunsAlone) it then runs
 // alone, with nothing else of the live connection in flight in this process, so a request that
@@ -147,7 +148,8 @@ class DeliveryLoop {
               std::optional<SyncEvent> event = std::nullopt);
   Status TryPark(const PendingPark& park);
   // Tries the kept settlements again once their hold-off has passed; an error: the connection
-  // is gone, or one has been refused on it for so long that a new one is needed (renewal_).
+  // is gone, or one has been refused on it for so long, on new publishing channels too, that a
+  // new connection is needed (renewal_).
   Status RetryParks();
   // Records a trace event for `delivery` (no-op without a recorder).
   void Trace(TraceStep step, const amqp::Delivery& delivery, const SyncRequest& request, SteadyTime since,
@@ -169,6 +171,10 @@ class DeliveryLoop {
       RealRandom()};                            // session thread only
   SteadyTime parks_due_{};                      // session thread only
   amqp::ChannelRenewal renewal_;                // session thread only
+  // Publishing channels renewed in the current streak of refusals; after this many, a new
+  // connection.
+  static constexpr int kChannelRenewalsBeforeReconnect = 2;
+  int channel_renewals_ = 0;                    // session thread only
   std::atomic<size_t> pending_park_count_{0};   // for in_flight()
 
   mutable std::mutex mu_;

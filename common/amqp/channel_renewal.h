@@ -1,5 +1,6 @@
 // When to give up on a broker channel that keeps refusing publishes on a live connection
-// (basic.nack, or no confirm in time) and open a new connection instead. RabbitMQ 3.10 keeps
+// (basic.nack, or no confirm in time) and open a new one (Session::RenewPublishChannel; the
+// publisher opens a new connection, which holds no deliveries). RabbitMQ 3.10 keeps
 // refusing every publish to a quorum queue on a channel that first used the queue while the
 // queue was electing a new leader (its node had died), for as long as the channel lives; a new
 // channel finds the new leader (docs/operations.md, "Faults and how long they take"). A
@@ -23,7 +24,7 @@ class ChannelRenewal {
   // Whether publishes refused since `since` (and still refused at `now`) call for a new
   // connection.
   bool Due(SteadyTime since, SteadyTime now) const { return now - since >= wait_; }
-  // A new connection is being opened for refusals: the next one waits longer.
+  // A new channel or connection is being opened for refusals: the next one waits longer.
   void Renewed() { wait_ = std::min(max_, wait_ * 2); }
   // A publish went through: the next streak of refusals starts from the first wait again.
   void Accepted() { wait_ = first_; }

@@ -122,6 +122,7 @@ struct Connection {
   std::vector<ConsumerState> consumers;
   size_t next_consumer = 0;          // round-robin position
   std::map<uint64_t, UnackedMessage> unacked;
+  uint64_t publish_channel = 1;      // which publishing channel is open (RenewPublishChannel)
 };
 
 Status ValidateQueue(const QueueSpec& q) {
@@ -166,6 +167,8 @@ struct FakeBroker::State {
   std::vector<BindingSpec> bindings;
   std::vector<PolicySpec> policies;
   std::map<uint64_t, Connection> connections;
+  // queue -> (connection, publishing channel) that keep being refused (StalePublishChannels)
+  std::map<std::string, std::set<std::pair<uint64_t, uint64_t>>> stale;
   uint64_t next_connection = 1;
   uint64_t next_seq = 1;
   uint64_t next_tag = 1;
@@ -443,6 +446,11 @@ struct FakeBroker::State {
     }
     std::vector<std::string> refused;
     for (const auto& name : targets) {
+      if (auto st = stale.find(name);
+          st != stale.end() && st->second.count({id, (*c)->publish_channel}) > 0) {
+        refused.push_back(name);
+        continue;
+      }
       StoredMessage m;
       m.exchange = p.exchange;
       m.routing_key = p.routing_key;
@@ -567,6 +575,13 @@ void FakeBroker::DropConnections() {
   }
 }
 
+void FakeBroker::StalePublishChannels(const std::string& queue) {
+  std::lock_guard lock(state_->mu);
+  for (auto& [id, c] : state_->connections) {
+    if (!c.dropped) state_->stale[queue].insert({id, c.publish_channel});
+  }
+}
+
 void FakeBroker::SetBlocked(bool blocked) {
   std::lock_guard lock(state_->mu);
   state_->blocked = blocked;
@@ -672,6 +687,14 @@ void FakeSession::Close() {
     broker_.connections.erase(it);
   }
   connection_ = 0;
+}
+
+Status FakeSession::RenewPublishChannel() {
+  std::lock_guard lock(broker_.mu);
+  auto c = broker_.Live(connection_);
+  if (!c.ok()) return c.status();
+  ++(*c)->publish_channel;
+  return Status::Ok();
 }
 
 Status FakeSession::Declare(const Topology& topology) {

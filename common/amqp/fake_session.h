@@ -40,6 +40,10 @@ class FakeBroker {
   // Drops every live connection as a broker restart or a forced close would: their unacked
   // messages go back to their queues as redelivered and their next call fails (kUnavailable).
   void DropConnections();
+  // RabbitMQ 3.10 after `queue`'s leader died: every publishing channel open now keeps having
+  // its publishes to `queue` refused (basic.nack), however long, until the session renews it
+  // (RenewPublishChannel) or connects again; channels opened later are served.
+  void StalePublishChannels(const std::string& queue);
   // connection.blocked: publishing waits, then fails with kTimeout, until unblocked.
   void SetBlocked(bool blocked);
   // Replaces the policies (an operator's `rabbitmqctl set_policy`, or importing definitions):
@@ -72,6 +76,7 @@ class FakeSession final : public Session {
   Status Connect() override;
   bool connected() const override;
   void Close() override;
+  Status RenewPublishChannel() override;
   Status Declare(const Topology& topology) override;
   Status Publish(const Publication& publication, std::chrono::milliseconds timeout) override;
   std::vector<Status> PublishAll(const std::vector<Publication>& publications,

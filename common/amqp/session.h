@@ -1,4 +1,6 @@
-// Session: one AMQP connection with one channel, as syncbus uses it. The real implementation
+// Session: one AMQP connection as syncbus uses it: one channel for consuming, settling and
+// declaring, one for publishing (with confirms), so that the latter can be replaced without
+// giving back the deliveries held on the former. The real implementation
 // (session_impl.h) sits on rabbitmq-c 0.11; FakeSession (fake_session.h) is an in-memory broker
 // for unit tests. NOT thread-safe: one Session per thread (rabbitmq-c connections must not be
 // shared). Heartbeats are serviced only inside calls (Publish*, Next, Get, Poll, ...): a caller
@@ -73,7 +75,7 @@ struct Publication {
   bool mandatory = true;          // unroutable -> returned -> Publish fails with kNotFound
 };
 
-// Delivery tags are unique for the Session's lifetime. After the channel was reopened or the
+// Delivery tags are unique for the Session's lifetime. After the consuming channel was reopened or the
 // connection re-established, the broker has requeued everything unacked: acking an older tag
 // fails with kUnavailable and the message comes back redelivered.
 struct Delivery {
@@ -102,6 +104,11 @@ class Session {
   virtual bool connected() const = 0;
   // Closes cleanly (channel.close, connection.close). Unacked deliveries return to their queues.
   virtual void Close() = 0;
+  // Replaces the publishing channel with a new one on the same connection; consumers and their
+  // unacked deliveries stay. For publishes a channel keeps being refused although the queue could
+  // take them (RabbitMQ 3.10 after a quorum queue's leader died, channel_renewal.h). An error
+  // means the connection is gone.
+  virtual Status RenewPublishChannel() = 0;
 
   // Declares exchanges, queues (with arguments) and bindings. Idempotent; a declaration that
   // clashes with an existing one (other arguments) is kConflict naming the object.

@@ -319,6 +319,7 @@ Status RabbitmqSession::ConnectTo(const Address& address) {
                          : milliseconds(1000);
   connected_ = true;
   if (Status st = OpenChannel(); !st.ok()) return Drop(st);
+  if (Status st = OpenPublishChannel(); !st.ok()) return Drop(st);
   log::Info("amqp: connection open", {{"connection", options_.connection_name},
                                       {"broker", where},
                                       {"vhost", options_.vhost},
@@ -348,10 +349,16 @@ void RabbitmqSession::Close() {
 }
 
 void RabbitmqSession::ResetChannelState() {
+  ResetConsumingState();
+  ResetPublishingState();
+}
+
+void RabbitmqSession::ResetConsumingState() {
   deliveries_.clear();
   tag_offset_ = max_tag_;
-  next_seq_ = 1;
 }
+
+void RabbitmqSession::ResetPublishingState() { next_seq_ = 1; }
 
 Status RabbitmqSession::Drop(Status why) {
   if (conn_) {
@@ -367,15 +374,50 @@ Status RabbitmqSession::Drop(Status why) {
   return why;
 }
 
+amqp_channel_t RabbitmqSession::NextChannel() {
+  do {
+    last_channel_ = static_cast<amqp_channel_t>(last_channel_ % channel_max_ + 1);
+  } while (channel_max_ > 2 && (last_channel_ == channel_ || last_channel_ == publish_channel_));
+  return last_channel_;
+}
+
 Status RabbitmqSession::OpenChannel() {
-  channel_ = static_cast<amqp_channel_t>(channel_ % channel_max_ + 1);
+  channel_ = NextChannel();
   amqp_channel_open_t open{amqp_empty_bytes};
   SYNCBUS_RETURN_IF_ERROR(Rpc(channel_, AMQP_CHANNEL_OPEN_METHOD, &open,
                               {AMQP_CHANNEL_OPEN_OK_METHOD}, "opening a channel"));
+  ResetConsumingState();
+  return Status::Ok();
+}
+
+Status RabbitmqSession::OpenPublishChannel() {
+  publish_channel_ = NextChannel();
+  amqp_channel_open_t open{amqp_empty_bytes};
+  SYNCBUS_RETURN_IF_ERROR(Rpc(publish_channel_, AMQP_CHANNEL_OPEN_METHOD, &open,
+                              {AMQP_CHANNEL_OPEN_OK_METHOD}, "opening a publishing channel"));
   amqp_confirm_select_t select{0};
-  SYNCBUS_RETURN_IF_ERROR(Rpc(channel_, AMQP_CONFIRM_SELECT_METHOD, &select,
+  SYNCBUS_RETURN_IF_ERROR(Rpc(publish_channel_, AMQP_CONFIRM_SELECT_METHOD, &select,
                               {AMQP_CONFIRM_SELECT_OK_METHOD}, "enabling publisher confirms"));
-  ResetChannelState();
+  ResetPublishingState();
+  return Status::Ok();
+}
+
+Status RabbitmqSession::RenewPublishChannel() {
+  if (!connected_) return Unavailable("renewing the publishing channel: not connected to the AMQP broker");
+  const amqp_channel_t old = publish_channel_;
+  amqp_channel_close_t close{AMQP_REPLY_SUCCESS, amqp_cstring_bytes("renewing"), 0, 0};
+  auto closed = Rpc(old, AMQP_CHANNEL_CLOSE_METHOD, &close, {AMQP_CHANNEL_CLOSE_OK_METHOD},
+                    "closing the publishing channel");
+  if (!closed.ok()) {
+    // The broker closed it first, and it has been reopened already (DispatchPublishing).
+    if (connected_ && publish_channel_ != old) return Status::Ok();
+    return closed.status();
+  }
+  Status opened = OpenPublishChannel();
+  ReleaseBuffers();
+  if (!opened.ok()) return connected_ ? Drop(opened) : opened;
+  log::Info("amqp: publishing on a new channel", {{"connection", options_.connection_name},
+                                                  {"channel", static_cast<int>(publish_channel_)}});
   return Status::Ok();
 }
 
@@ -473,6 +515,7 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
         return Status::Ok();
     }
   }
+  if (f.channel == publish_channel_) return DispatchPublishing(f);
   if (f.channel != channel_) return Status::Ok();
 
   switch (method.id) {
@@ -491,25 +534,6 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
       if (it != consumers_.end()) d.queue = it->second.queue;
       max_tag_ = std::max(max_tag_, d.delivery_tag);
       deliveries_.push_back(std::move(d));
-      return Status::Ok();
-    }
-    case AMQP_BASIC_ACK_METHOD: {
-      auto* m = static_cast<amqp_basic_ack_t*>(method.decoded);
-      Confirm(m->delivery_tag, m->multiple != 0, true);
-      return Status::Ok();
-    }
-    case AMQP_BASIC_NACK_METHOD: {
-      auto* m = static_cast<amqp_basic_nack_t*>(method.decoded);
-      Confirm(m->delivery_tag, m->multiple != 0, false);
-      return Status::Ok();
-    }
-    case AMQP_BASIC_RETURN_METHOD: {
-      auto* m = static_cast<amqp_basic_return_t*>(method.decoded);
-      std::string exchange = Str(m->exchange), routing_key = Str(m->routing_key);
-      std::string reason = std::to_string(m->reply_code) + " " + Str(m->reply_text);
-      auto content = ReadContent(f.channel);
-      if (!content.ok()) return content.status();
-      MatchReturn(exchange, routing_key, *content, reason);
       return Status::Ok();
     }
     case AMQP_BASIC_CANCEL_METHOD: {
@@ -542,12 +566,60 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
       amqp_channel_close_ok_t ok{0};
       int rc = amqp_send_method(conn_.get(), channel_, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
       if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, "acknowledging channel.close"));
-      if (batch_ != nullptr) batch_->Abort(why);
       if (!closing_) {
         log::Info("amqp: reopening the channel after a channel error",
                   {{"connection", options_.connection_name}, {"error", why.message()}});
         Status restored = RestoreChannel();
         if (!restored.ok()) return restored;
+      }
+      return why;
+    }
+    default:
+      return Status::Ok();
+  }
+}
+
+Status RabbitmqSession::DispatchPublishing(const amqp_frame_t& f) {
+  const amqp_method_t& method = f.payload.method;
+  switch (method.id) {
+    case AMQP_BASIC_ACK_METHOD: {
+      auto* m = static_cast<amqp_basic_ack_t*>(method.decoded);
+      Confirm(m->delivery_tag, m->multiple != 0, true);
+      return Status::Ok();
+    }
+    case AMQP_BASIC_NACK_METHOD: {
+      auto* m = static_cast<amqp_basic_nack_t*>(method.decoded);
+      Confirm(m->delivery_tag, m->multiple != 0, false);
+      return Status::Ok();
+    }
+    case AMQP_BASIC_RETURN_METHOD: {
+      auto* m = static_cast<amqp_basic_return_t*>(method.decoded);
+      std::string exchange = Str(m->exchange), routing_key = Str(m->routing_key);
+      std::string reason = std::to_string(m->reply_code) + " " + Str(m->reply_text);
+      auto content = ReadContent(f.channel);
+      if (!content.ok()) return content.status();
+      MatchReturn(exchange, routing_key, *content, reason);
+      return Status::Ok();
+    }
+    case AMQP_CHANNEL_FLOW_METHOD: {
+      auto* m = static_cast<amqp_channel_flow_t*>(method.decoded);
+      amqp_channel_flow_ok_t ok{m->active};
+      int rc = amqp_send_method(conn_.get(), publish_channel_, AMQP_CHANNEL_FLOW_OK_METHOD, &ok);
+      if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, "acknowledging channel.flow"));
+      return Status::Ok();
+    }
+    case AMQP_CHANNEL_CLOSE_METHOD: {
+      // A publication the broker closed the channel for (an exchange that does not exist): its
+      // batch fails with why; the consumers on the other channel are not touched.
+      auto* m = static_cast<amqp_channel_close_t*>(method.decoded);
+      Status why = ServerError(m->reply_code, Str(m->reply_text), "channel closed by the broker");
+      amqp_channel_close_ok_t ok{0};
+      int rc = amqp_send_method(conn_.get(), publish_channel_, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+      if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, "acknowledging channel.close"));
+      if (batch_ != nullptr) batch_->Abort(why);
+      if (!closing_) {
+        Status reopened = OpenPublishChannel();
+        if (!reopened.ok()) return reopened;
       }
       return why;
     }
@@ -770,7 +842,7 @@ std::vector<Status> RabbitmqSession::PublishSpan(std::span<const Publication> pu
       props._flags |= AMQP_BASIC_HEADERS_FLAG;
       props.headers = headers->table();
     }
-    int rc = amqp_basic_publish(conn_.get(), channel_, Bytes(p.exchange), Bytes(p.routing_key),
+    int rc = amqp_basic_publish(conn_.get(), publish_channel_, Bytes(p.exchange), Bytes(p.routing_key),
                                 p.mandatory ? 1 : 0, 0, &props, Bytes(m.body));
     if (rc != AMQP_STATUS_OK) {
       Status why = LibraryError(rc, "publishing to exchange " + QuoteName(p.exchange));

@@ -1,5 +1,6 @@
-// RabbitmqSession: the Session over rabbitmq-c 0.11 — one connection, one channel in confirm
-// mode, frames read by hand so confirms, returns and deliveries may interleave freely.
+// RabbitmqSession: the Session over rabbitmq-c 0.11 — one connection, a channel for consumers,
+// acks and declarations and one in confirm mode for publishing, frames read by hand so confirms,
+// returns and deliveries may interleave freely.
 // NOT thread-safe (one per thread); owns its connection and closes it on destruction.
 #pragma once
 
@@ -30,6 +31,7 @@ class RabbitmqSession final : public Session {
   Status Connect() override;
   bool connected() const override { return connected_; }
   void Close() override;
+  Status RenewPublishChannel() override;
   Status Declare(const Topology& topology) override;
   Status Publish(const Publication& publication, std::chrono::milliseconds timeout) override;
   std::vector<Status> PublishAll(const std::vector<Publication>& publications,
@@ -65,7 +67,10 @@ class RabbitmqSession final : public Session {
                                   std::chrono::milliseconds timeout);
   // One connection attempt to one node.
   Status ConnectTo(const Address& address);
-  Status OpenChannel();
+  // A channel number not in use (channel numbers are not reused right away).
+  amqp_channel_t NextChannel();
+  Status OpenChannel();           // the consuming channel
+  Status OpenPublishChannel();    // the publishing channel, in confirm mode
   Status RestoreChannel();
   Result<std::string> StartConsumer(const std::string& queue, uint16_t prefetch,
                                     const std::string& tag, const Json& arguments);
@@ -83,6 +88,7 @@ class RabbitmqSession final : public Session {
   // Handles a frame outside an RPC reply: deliveries, confirms, returns, cancels, blocked
   // notifications, channel and connection closes.
   Status Dispatch(const amqp_frame_t& frame);
+  Status DispatchPublishing(const amqp_frame_t& frame);
   Result<Message> ReadContent(amqp_channel_t channel);
   Status WaitUnblocked(SteadyTime deadline);
   void Confirm(uint64_t seq, bool multiple, bool ack);
@@ -91,7 +97,9 @@ class RabbitmqSession final : public Session {
   void ReleaseBuffers();
   // Forgets the connection (after any connection-level error) and returns `why`.
   Status Drop(Status why);
-  void ResetChannelState();
+  void ResetChannelState();       // both channels'
+  void ResetConsumingState();     // deliveries received, tags
+  void ResetPublishingState();    // publish sequence numbers
 
   ConnectionOptions options_;
   ConnectionPtr conn_;
@@ -100,7 +108,9 @@ class RabbitmqSession final : public Session {
   bool closing_ = false;
   bool blocked_ = false;
   std::string blocked_reason_;
-  amqp_channel_t channel_ = 0;
+  amqp_channel_t channel_ = 0;             // consumers, acks, declarations, gets
+  amqp_channel_t publish_channel_ = 0;     // publications and their confirms and returns
+  amqp_channel_t last_channel_ = 0;        // the number opened last
   int channel_max_ = 0;
   std::chrono::milliseconds slice_{1000};
   uint64_t next_seq_ = 1;                  // publish sequence number of the next publication

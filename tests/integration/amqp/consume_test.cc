@@ -156,5 +156,38 @@ TEST_CASE("cancelling our own consumer stops deliveries, Get and unknown queues"
   CHECK(session.connected());
 }
 
+TEST_CASE("a new publishing channel, or one the broker closed, leaves the consumer its deliveries") {
+  TestVhost vhost = NewTestVhost();
+  RabbitmqSession session(vhost.Options("publish-channel"));
+  REQUIRE(session.Connect().ok());
+  REQUIRE(session.Declare(SyncbusTopology()).ok());
+  const std::string work = WorkQueueName(Lane::kChange);
+  REQUIRE(session.PublishAll({Work("change", "a"), Work("change", "b")}, kBrokerTimeout)[1].ok());
+  REQUIRE(session.Consume(work, 2).ok());
+  Delivery a = NextOrFail(session);
+  Delivery b = NextOrFail(session);
+
+  REQUIRE(session.RenewPublishChannel().ok());
+  CHECK(session.Publish(Work("change", "c"), kBrokerTimeout).ok());   // confirmed on the new one
+  Publication lost = Work("change", "x");
+  lost.exchange = "no-such-exchange";
+  CHECK(session.Publish(lost, kBrokerTimeout).code() == Code::kNotFound);   // closes that channel
+  CHECK(session.Publish(Work("change", "d"), kBrokerTimeout).ok());
+
+  // Both deliveries are still ours, on the channel that got them: acked, never redelivered.
+  REQUIRE(session.Ack(a.delivery_tag).ok());
+  REQUIRE(session.Ack(b.delivery_tag).ok());
+  std::vector<std::string> bodies;
+  for (int i = 0; i < 2; ++i) {
+    Delivery d = NextOrFail(session);
+    CHECK_FALSE(d.redelivered);
+    bodies.push_back(d.message.body);
+    REQUIRE(session.Ack(d.delivery_tag).ok());
+  }
+  CHECK(bodies == std::vector<std::string>{"c", "d"});
+  CHECK(WaitForDepth(session, work, 0));
+  CHECK(session.connected());
+}
+
 }  // namespace
 }  // namespace syncbus::amqp

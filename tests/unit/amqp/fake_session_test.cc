@@ -401,6 +401,28 @@ TEST_CASE("a blocked connection times out publishes") {
   CHECK(f.session.Publish(Pub(kWorkExchange, "change", "m"), kTimeout).ok());
 }
 
+TEST_CASE("a stale publishing channel is refused until renewed, its deliveries staying") {
+  Fixture f;
+  REQUIRE(f.session.Declare(Simple()).ok());
+  REQUIRE(f.session.Publish(Pub("direct.x", "red", "held"), kTimeout).ok());
+  REQUIRE(f.session.Consume("a", 1).ok());
+  Delivery held = f.NextOrFail();
+  FakeSession other(f.broker, "other");
+  f.broker.StalePublishChannels("b");
+  REQUIRE(other.Connect().ok());   // opened after: served
+  CHECK(other.Publish(Pub("direct.x", "blue", "fresh"), kTimeout).ok());
+  for (int i = 0; i < 3; ++i) {
+    CHECK(f.session.Publish(Pub("direct.x", "blue", "refused"), kTimeout).code() == Code::kUnavailable);
+  }
+  CHECK(f.session.Publish(Pub("direct.x", "red", "other queue"), kTimeout).ok());
+  REQUIRE(f.session.RenewPublishChannel().ok());
+  CHECK(f.session.Publish(Pub("direct.x", "blue", "taken"), kTimeout).ok());
+  CHECK(f.Ready("b") == 2);
+  CHECK(f.broker.UnackedCount("a") == 1);   // the delivery stayed with the session
+  CHECK(f.session.Ack(held.delivery_tag).ok());
+  CHECK(f.broker.UnackedCount("a") == 0);
+}
+
 TEST_CASE("basic.get and inspect see exact counts, missing queues are NotFound") {
   Fixture f;
   REQUIRE(f.session.Declare(SyncbusTopology()).ok());

@@ -420,20 +420,50 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a retry refused for 3 s on a live connection ends Step with an error, for a new connection "
-    "[concurrent]") {
+    "a retry refused for 3 s on a live channel goes out on a new publishing channel, the deliveries "
+    "staying [concurrent]") {
   // RabbitMQ 3.10 keeps refusing on a channel that first used a queue while it elected a new
-  // leader; a new connection gets a new channel (channel_renewal.h).
+  // leader, while a new channel is served (channel_renewal.h). A new connection would give back
+  // every delivery the consumer holds.
   Harness h;
-  const amqp::Topology restored = h.FailWhileTierRefuses();  // refused: kept, 250 ms
+  h.broker.StalePublishChannels("syncbus.retry.1s");
+  h.script.outcomes["c1"] = {FailedSets(true), Applied()};
+  h.Send(Request("c1"));
+  h.WaitForFirstResult();
+  REQUIRE(h.loop->Step(0ms).ok());   // refused: kept, 250 ms
   for (auto wait : {250ms, 500ms, 1000ms}) {
     h.clock.Advance(wait);
-    REQUIRE(h.loop->Step(0ms).ok());  // 1.75 s of refusals: still this connection
+    REQUIRE(h.loop->Step(0ms).ok());  // 1.75 s of refusals
+    CHECK(h.Retrying("1s").empty());
   }
   h.clock.Advance(2000ms);
-  Status renew = h.loop->Step(0ms);
+  REQUIRE(h.loop->Step(0ms).ok());    // 3.75 s: a new publishing channel
+  REQUIRE(h.loop->Step(0ms).ok());    // tried again at once, on it: taken
+  CHECK(h.Retrying("1s").size() == 1);
+  CHECK(h.Unacked() == 0);
+  CHECK(h.session.connected());
+  CHECK(h.broker.LiveConnections() == 2);   // the publisher's and this one: no new connection
+  CHECK(h.Counter("syncbus_consumer_redeliveries_total", {}) == 0);
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "retried"}}) == 1);
+}
+
+TEST_CASE(
+    "a retry refused on new publishing channels too ends Step with an error, for a new connection "
+    "[concurrent]") {
+  Harness h;
+  const amqp::Topology restored = h.FailWhileTierRefuses();  // refused whatever the channel
+  const SteadyTime refused = h.clock.Now();
+  Status renew;
+  while (renew.ok() && h.clock.Now() - refused < 20s) {
+    h.clock.Advance(250ms);
+    renew = h.loop->Step(0ms);
+    CHECK(h.Unacked() == 1);   // kept until the connection goes
+  }
+  // New channels at 3 s and 6 s of refusals, a new connection at 12 s.
   CHECK(renew.code() == Code::kUnavailable);
   CHECK(renew.message().find("opening a new connection") != std::string::npos);
+  CHECK(h.clock.Now() - refused >= 12s);
+  CHECK(h.clock.Now() - refused < 14s);
   CHECK(h.session.connected());  // the connection itself was fine
   // As the consumer does: a new connection. The request comes back and is tried again.
   h.loop->ConnectionLost();
