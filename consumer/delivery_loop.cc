@@ -175,6 +175,23 @@ std::deque<DeliveryLoop::Job>& DeliveryLoop::ReadyQueueLocked(const Job& job) {
   return job.request.lane == amqp::Lane::kChange ? ready_change_ : ready_resync_;
 }
 
+void DeliveryLoop::MakeReadyLocked(Job job) {
+  job.ready = clock_.Now();
+  ReadyQueueLocked(job).push_back(std::move(job));
+}
+
+void DeliveryLoop::ReleaseClusterLocked(const std::string& key) {
+  auto w = waiting_.find(key);
+  if (w == waiting_.end()) {
+    active_.erase(key);
+    return;
+  }
+  Job next = std::move(w->second.front());
+  w->second.pop_front();
+  if (w->second.empty()) waiting_.erase(w);
+  MakeReadyLocked(std::move(next));
+}
+
 bool DeliveryLoop::RunnableLocked() const {
   if (alone_running_) return false;
   // A suspect waits for the jobs in flight to finish, and nothing new starts meanwhile. Syncs
@@ -212,16 +229,7 @@ void DeliveryLoop::WorkerMain() {
     workers_busy_gauge_.Set(static_cast<double>(--running_));
     std::string key = done.job.request.ClusterKey();
     finished_.push_back(std::move(done));
-    // The next delivery for the same cluster may run now.
-    auto w = waiting_.find(key);
-    if (w == waiting_.end()) {
-      active_.erase(key);
-    } else {
-      Job next = std::move(w->second.front());
-      w->second.pop_front();
-      if (w->second.empty()) waiting_.erase(w);
-      ReadyQueueLocked(next).push_back(std::move(next));
-    }
+    ReleaseClusterLocked(key);   // the next delivery for the same cluster may run now
     // The end of a job may let a suspect start (nothing left in flight), or the others resume.
     work_cv_.notify_all();
   }
@@ -234,7 +242,7 @@ void DeliveryLoop::Enqueue(Job job) {
     waiting_[key].push_back(std::move(job));
     return;
   }
-  ReadyQueueLocked(job).push_back(std::move(job));
+  MakeReadyLocked(std::move(job));
   work_cv_.notify_one();
 }
 
@@ -309,8 +317,9 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
                           std::chrono::duration_cast<std::chrono::milliseconds>(e.at - *decided));
     }
   });
-  Enqueue({generation_, std::move(delivery), std::move(*request), clock_.Now(),
-           RunsAlone(unsettled, options_.delivery_limit)});
+  Job job{generation_, std::move(delivery), std::move(*request), clock_.Now()};
+  job.alone = RunsAlone(unsettled, options_.delivery_limit);
+  Enqueue(std::move(job));
 }
 
 void DeliveryLoop::Trace(TraceStep step, const amqp::Delivery& delivery, const SyncRequest& request,
@@ -519,10 +528,43 @@ Status DeliveryLoop::SettleFinished() {
   return first;
 }
 
+Status DeliveryLoop::DeferStalledSuspects() {
+  std::vector<Job> stalled;
+  {
+    std::lock_guard lock(mu_);
+    const SteadyTime now = clock_.Now();
+    while (!ready_alone_.empty() && now - ready_alone_.front().ready >= options_.alone_wait) {
+      stalled.push_back(std::move(ready_alone_.front()));
+      ready_alone_.pop_front();
+      ReleaseClusterLocked(stalled.back().request.ClusterKey());
+    }
+    if (stalled.empty()) return Status::Ok();
+    work_cv_.notify_all();   // the others' work resumes
+  }
+  Status first;
+  for (Job& job : stalled) {
+    log::Info("request that runs alone deferred: this consumer's syncs in flight did not finish in time",
+              {{"cluster", job.request.ClusterKey()}, {"waited_ms", options_.alone_wait.count()}});
+    amqp::Publication deferred = Defer(job.delivery, options_.retry);
+    std::string tier = deferred.message.headers.value(amqp::kRetryTierHeader, "");
+    Status s = Park(
+        job.delivery, deferred, "busy", &job.request,
+        [tier](TraceEvent& e) {
+          e.outcome = TraceOutcome::kDeferred;
+          e.tier = tier;
+          e.error = "it runs alone, and the syncs in flight in this consumer did not finish in time";
+        },
+        job.received);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
 Status DeliveryLoop::Step(std::chrono::milliseconds timeout) {
   Status settled = SettleFinished();
   if (!settled.ok()) return settled;
   if (Status retried = RetryParks(); !retried.ok()) return retried;
+  if (Status deferred = DeferStalledSuspects(); !deferred.ok()) return deferred;
   if (options_.trace != nullptr && options_.trace->buffered() > 0) {
     // Best effort: a lost connection shows up in Next() below.
     if (auto flushed = options_.trace->Flush(session_); !flushed.ok()) {

@@ -12,8 +12,9 @@
 // is held back in a delay tier first; from its second such delivery on (RunsAlone) it then runs
 // alone, with nothing else of the live connection in flight in this process, so a request that
 // crashes consumers takes neither the pool nor other work down with it (RetryPolicy's
-// Quarantine); while its cluster is leased elsewhere (by the consumer that died holding it) it
-// is deferred instead, without holding up this consumer's other work. Deliveries for a cluster
+// Quarantine); while its cluster is leased elsewhere (by the consumer that died holding it), or
+// when the work in flight does not finish within alone_wait, it is deferred instead, without
+// holding up this consumer's other work. Deliveries for a cluster
 // already in progress in this process wait for it. When the broker connection is lost, the syncs
 // of its deliveries stop at their next write and give their cluster leases back at once: the
 // broker has handed those requests to other consumers, which need the clusters now.
@@ -64,6 +65,11 @@ struct DeliveryOptions {
   // session's thread, so it is kept short; unconfirmed by then, it counts as refused and is tried
   // again (a late confirm leaves a second copy: one more cheap up-to-date check).
   std::chrono::milliseconds settle_confirm_timeout{3000};
+  // How long a request that runs alone waits to start: for the syncs in flight to finish, with
+  // nothing new starting meanwhile. Past that (one of them is slow: a target that does not
+  // answer holds its sync up to the request timeout) it goes back to the shortest delay tier,
+  // counts unchanged, and this consumer's other work resumes.
+  std::chrono::milliseconds alone_wait{1000};
   // Where deliveries and settlements are recorded for `syncbusctl trace`; flushed by Step().
   // Null = no trace. Must outlive the loop.
   TraceRecorder* trace = nullptr;
@@ -107,6 +113,7 @@ class DeliveryLoop {
     amqp::Delivery delivery;
     SyncRequest request;
     SteadyTime received;
+    SteadyTime ready{};          // when it became runnable (its cluster's turn)
     bool alone = false;          // a suspect: runs with no other job of its connection in flight
   };
   struct Done {
@@ -119,6 +126,10 @@ class DeliveryLoop {
   void Enqueue(Job job);
   // With mu_ held: the queue `job` waits in when runnable, and whether a worker may take one.
   std::deque<Job>& ReadyQueueLocked(const Job& job);
+  void MakeReadyLocked(Job job);
+  // With mu_ held: a job of cluster `key` is done (or gone): the next one waiting for it, if
+  // any, becomes ready.
+  void ReleaseClusterLocked(const std::string& key);
   bool RunnableLocked() const;
   void WorkerMain();
   Done Run(Job job);
@@ -137,6 +148,8 @@ class DeliveryLoop {
   };
 
   Status SettleFinished();
+  // Defers the requests that waited longer than alone_wait to run alone.
+  Status DeferStalledSuspects();
   Status Settle(Done& done);
   // Publishes `publication`, acks `delivery` once it is confirmed, counts it and traces it
   // (kSettled, `fill`, duration from `since`, default now). Refused on a live connection, it

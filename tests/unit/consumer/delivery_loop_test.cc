@@ -849,6 +849,32 @@ TEST_CASE("a request back after two unsettled deliveries runs alone: after the w
   CHECK(started[3] == "c");
 }
 
+TEST_CASE("a request that runs alone goes back to the shortest tier when the work in flight takes over a second [concurrent]") {
+  Harness h(4, false);
+  HeldSyncs held(h);
+  h.Send(Request("slow"));   // e.g. a target that does not answer
+  held.StepUntil([&] { return held.running.size() == 1; });
+  h.SendSuspect(Request("suspect"), 2);
+  h.Send(Request("c"));
+  held.StepUntil([&] { return h.loop->in_flight() == 3; });
+  CHECK(held.Running() == std::set<std::string>{"slow"});   // c waits behind the suspect
+  h.clock.Advance(999ms);
+  REQUIRE(h.loop->Step(0ms).ok());
+  CHECK(h.Retrying("1s").empty());
+  h.clock.Advance(1ms);
+  // Deferred with its counts, and c starts.
+  held.StepUntil([&] { return held.running.count("c") == 1; });
+  auto deferred = h.Retrying("1s");
+  REQUIRE(deferred.size() == 1);
+  CHECK(UnsettledDeliveries(deferred[0]) == 2);
+  CHECK_FALSE(NeedsQuarantine(deferred[0]));   // back from the tier, it runs alone again
+  CHECK(held.Started() == std::vector<std::string>{"slow", "c"});
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "busy"}}) == 1);
+  held.Release("slow");
+  held.Release("c");
+  h.StepUntilIdle();
+}
+
 TEST_CASE("a request back after one unsettled delivery (most often a lost connection) runs beside other work [concurrent]") {
   Harness h(4, false);
   HeldSyncs held(h);
