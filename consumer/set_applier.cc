@@ -560,14 +560,16 @@ void SetRun::Send(ApplyStep& step) {
   const kube::ObjectRef ref =
       kube::Object(*step.resource, step.resource->namespaced ? step.ns : "", step.name);
   kube::ClientImpl& client = *session_.client;
+  // Every write asks the fence again at the moment it goes out (http::SendGuard).
+  const http::SendGuard guard = session_.fence;
   std::function<void()> start;
   switch (step.op) {
     case Op::kApply:
-      start = [self, &client, ref, &step, finish] {
+      start = [self, &client, ref, &step, finish, guard] {
         const kube::ApplyOptions options{self->session_.field_manager, /*force=*/true};
         client.ApplyAsync(
             ref, step.object, options,
-            [self, &client, ref, &step, finish, options](Result<Json> r) {
+            [self, &client, ref, &step, finish, options, guard](Result<Json> r) {
               if (!r.ok()) {
                 finish(r.status(), true);
                 return;
@@ -582,36 +584,42 @@ void SetRun::Send(ApplyStep& step) {
               }
               client.PatchAsync(
                   ref, kube::PatchType::kJson, std::move(*patch),
-                  [&client, ref, &step, finish, options](Result<Json> p) {
+                  [&client, ref, &step, finish, options, guard](Result<Json> p) {
                     if (!p.ok()) {
                       finish(p.status().Annotate("taking over the fields of the client-side apply"),
                              true);
                       return;
                     }
-                    client.ApplyAsync(ref, step.object, options, [finish](Result<Json> again) {
-                      finish(again.status(), true);
-                    });
-                  });
-            });
+                    client.ApplyAsync(
+                        ref, step.object, options,
+                        [finish](Result<Json> again) { finish(again.status(), true); }, guard);
+                  },
+                  guard);
+            },
+            guard);
       };
       break;
     case Op::kCreateOnly:
-      start = [&client, ref, &step, finish] {
-        client.CreateAsync(kube::Collection(ref.resource, ref.ns), step.object, [finish](Result<Json> r) {
-          if (!r.ok() && r.status().code() == Code::kAlreadyExists) {
-            finish(Status::Ok(), false);   // present already: left as it is
-          } else {
-            finish(r.status(), true);
-          }
-        });
+      start = [&client, ref, &step, finish, guard] {
+        client.CreateAsync(
+            kube::Collection(ref.resource, ref.ns), step.object,
+            [finish](Result<Json> r) {
+              if (!r.ok() && r.status().code() == Code::kAlreadyExists) {
+                finish(Status::Ok(), false);   // present already: left as it is
+              } else {
+                finish(r.status(), true);
+              }
+            },
+            guard);
       };
       break;
     case Op::kCreateOrUpdate:
-      start = [&client, ref, &step, finish] {
-        client.GetAsync(ref, [&client, ref, &step, finish](Result<Json> current) {
+      start = [&client, ref, &step, finish, guard] {
+        client.GetAsync(ref, [&client, ref, &step, finish, guard](Result<Json> current) {
           if (!current.ok() && current.status().code() == Code::kNotFound) {
-            client.CreateAsync(kube::Collection(ref.resource, ref.ns), step.object,
-                               [finish](Result<Json> r) { finish(r.status(), true); });
+            client.CreateAsync(
+                kube::Collection(ref.resource, ref.ns), step.object,
+                [finish](Result<Json> r) { finish(r.status(), true); }, guard);
             return;
           }
           if (!current.ok()) {
@@ -625,22 +633,27 @@ void SetRun::Send(ApplyStep& step) {
           }
           auto type = BuiltinGroup(ref.resource.group) ? kube::PatchType::kStrategicMerge
                                                        : kube::PatchType::kMerge;
-          client.PatchAsync(ref, type, std::move(patch),
-                            [finish](Result<Json> p) { finish(p.status(), true); });
+          client.PatchAsync(
+              ref, type, std::move(patch), [finish](Result<Json> p) { finish(p.status(), true); },
+              guard);
         });
       };
       break;
     case Op::kPatch:
-      start = [&client, ref, &step, finish] {
-        client.PatchAsync(ref, step.patch_type, step.patch,
-                          [finish](Result<Json> r) { finish(r.status(), true); });
+      start = [&client, ref, &step, finish, guard] {
+        client.PatchAsync(
+            ref, step.patch_type, step.patch, [finish](Result<Json> r) { finish(r.status(), true); },
+            guard);
       };
       break;
     case Op::kDelete:
-      start = [&client, ref, finish] {
-        client.DeleteAsync(ref, {}, [finish](Status s) {
-          finish(s.code() == Code::kNotFound ? Status::Ok() : s, false);   // NotFound: deleted
-        });
+      start = [&client, ref, finish, guard] {
+        client.DeleteAsync(
+            ref, {},
+            [finish](Status s) {
+              finish(s.code() == Code::kNotFound ? Status::Ok() : s, false);   // NotFound: deleted
+            },
+            guard);
       };
       break;
     case Op::kFail:
@@ -660,6 +673,17 @@ void SetRun::Send(ApplyStep& step) {
 void SetRun::StepDone(const Status& status, bool wrote) {
   ApplyStep& step = Current();
   ++index_;
+  if (!status.ok() && session_.fence) {
+    // The transport keeps a write off the wire once the fence says no (the lease may have lapsed
+    // while the request waited or the process stood still): the cluster is given up, as in
+    // RunStep.
+    if (Status owned = session_.fence(); !owned.ok()) {
+      fenced_ = true;
+      Fail(owned);
+      Finish();
+      return;
+    }
+  }
   if (status.ok() || status.http_status() > 0) result_.answered = true;
   if (step.op == Op::kDelete || (step.op == Op::kFail && index_ > plan_.steps.size())) {
     if (!status.ok()) {

@@ -80,6 +80,7 @@ struct Transfer {
   CurlSlist connect_to;
   char error[CURL_ERROR_SIZE] = {};
   Status setup_error;  // non-OK: completes on the loop without touching the network
+  Status refused;      // the request's send guard said no: nothing was sent
 
   int status = 0;   // from the latest status line
   Headers headers;  // of the final (non-1xx) header block
@@ -142,7 +143,18 @@ size_t OnBody(char* data, size_t size, size_t count, void* userdata) {
   return n;
 }
 
+// CURLOPT_PREREQFUNCTION: the connection is ready and nothing of the request is sent yet.
+int OnReadyToSend(void* userdata, char* /*primary_ip*/, char* /*local_ip*/, int /*primary_port*/,
+                  int /*local_port*/) {
+  auto* t = static_cast<Transfer*>(userdata);
+  t->refused = t->request.send_guard();
+  if (t->refused.ok()) return CURL_PREREQFUNC_OK;
+  t->refused = t->refused.Annotate("not sent: " + t->request.method + " " + t->request.url);
+  return CURL_PREREQFUNC_ABORT;
+}
+
 Status MapCurlError(CURLcode code, const Transfer& t) {
+  if (code == CURLE_ABORTED_BY_CALLBACK && !t.refused.ok()) return t.refused;
   std::string text = t.error[0] != '\0' ? t.error : curl_easy_strerror(code);
   std::string message = t.request.method + " " + t.request.url + ": " + text;
   switch (code) {
@@ -274,6 +286,10 @@ Status Configure(Transfer& t, const CurlTransport::Options& options) {
   curl_easy_setopt(easy, CURLOPT_TCP_KEEPINTVL,
                    static_cast<long>(options.keepalive_interval.count()));
   curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");
+  if (t.request.send_guard) {
+    curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, &OnReadyToSend);
+    curl_easy_setopt(easy, CURLOPT_PREREQDATA, &t);
+  }
   if (options.http2) {
     curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
     curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L);

@@ -3,15 +3,24 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/status.h"
+
 namespace syncbus::http {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// Asked on the transport's thread at the last moment before a request goes out (after any
+// connection set-up); a failure keeps the request off the wire and is its result. A writer that
+// holds a lease passes its fence, so that what it decided before a pause (SIGSTOP, a long GC-like
+// stall, a queue) is not sent after its lease may have passed to another writer.
+using SendGuard = std::function<Status()>;
 
 // Returns the first header named `name` (case-insensitive), if any.
 std::optional<std::string> FindHeader(const Headers& headers, std::string_view name);
@@ -38,6 +47,7 @@ struct Request {
   // Connect to this address (an IP) instead of resolving the URL's host; the port, the Host
   // header, SNI and certificate verification stay the URL's. Empty = resolve the host.
   std::string connect_address;
+  SendGuard send_guard;                     // null = always sent
 };
 
 struct Response {

@@ -474,11 +474,12 @@ Result<ClientImpl::Prepared> ClientImpl::NewRequest(std::string method, std::str
   return prepared;
 }
 
-void ClientImpl::CallJson(Result<Prepared> prepared, Callback<Json> done) {
+void ClientImpl::CallJson(Result<Prepared> prepared, Callback<Json> done, http::SendGuard guard) {
   if (!prepared.ok()) {
     done(prepared.status());
     return;
   }
+  prepared->request.send_guard = std::move(guard);
   auto shared_done = std::make_shared<Callback<Json>>(std::move(done));
   // The plugin outlives the client for requests still in flight.
   auto send = [transport = transport_, request = std::move(prepared->request), shared_done,
@@ -503,34 +504,37 @@ void ClientImpl::GetAsync(const ObjectRef& ref, Callback<Json> done) {
   CallJson(NewRequest("GET", Url(ref.Path()), {}, {}), std::move(done));
 }
 
-void ClientImpl::CreateAsync(const ObjectRef& collection, const Json& object, Callback<Json> done) {
+void ClientImpl::CreateAsync(const ObjectRef& collection, const Json& object, Callback<Json> done,
+                             http::SendGuard guard) {
   ObjectRef target{collection.resource, collection.ns, {}, {}};
   CallJson(NewRequest("POST", Url(target.Path()), "application/json", object.dump()),
-           std::move(done));
+           std::move(done), std::move(guard));
 }
 
-void ClientImpl::UpdateAsync(const ObjectRef& ref, const Json& object, Callback<Json> done) {
-  CallJson(NewRequest("PUT", Url(ref.Path()), "application/json", object.dump()), std::move(done));
+void ClientImpl::UpdateAsync(const ObjectRef& ref, const Json& object, Callback<Json> done,
+                             http::SendGuard guard) {
+  CallJson(NewRequest("PUT", Url(ref.Path()), "application/json", object.dump()), std::move(done),
+           std::move(guard));
 }
 
 void ClientImpl::ApplyAsync(const ObjectRef& ref, const Json& object, const ApplyOptions& options,
-                            Callback<Json> done) {
+                            Callback<Json> done, http::SendGuard guard) {
   Query query{{"fieldManager", options.field_manager}};
   if (options.force) query.emplace_back("force", "true");
   // JSON is YAML: the apply body is the object as JSON.
   CallJson(
       NewRequest("PATCH", Url(ref.Path(), query), "application/apply-patch+yaml", object.dump()),
-      std::move(done));
+      std::move(done), std::move(guard));
 }
 
 void ClientImpl::PatchAsync(const ObjectRef& ref, PatchType type, std::string body,
-                            Callback<Json> done) {
+                            Callback<Json> done, http::SendGuard guard) {
   CallJson(NewRequest("PATCH", Url(ref.Path()), PatchContentType(type), std::move(body)),
-           std::move(done));
+           std::move(done), std::move(guard));
 }
 
 void ClientImpl::DeleteAsync(const ObjectRef& ref, const DeleteOptions& options,
-                             StatusCallback done) {
+                             StatusCallback done, http::SendGuard guard) {
   std::string body;
   if (!options.precondition_uid.empty() || !options.precondition_resource_version.empty() ||
       !options.propagation_policy.empty()) {
@@ -548,7 +552,8 @@ void ClientImpl::DeleteAsync(const ObjectRef& ref, const DeleteOptions& options,
   }
   std::string content_type = body.empty() ? "" : "application/json";
   CallJson(NewRequest("DELETE", Url(ref.Path()), std::move(content_type), std::move(body)),
-           [done = std::move(done)](const Result<Json>& result) { done(result.status()); });
+           [done = std::move(done)](const Result<Json>& result) { done(result.status()); },
+           std::move(guard));
 }
 
 Result<Json> ClientImpl::Get(const ObjectRef& object) {

@@ -97,14 +97,20 @@ class ClientImpl final : public Client {
   Result<Json> GetPath(const std::string& path) override;
 
   // Non-blocking forms. `done` runs exactly once, on the transport's thread (kCancelled from the
-  // destructor's thread for requests the QPS limit still held back), and must not block.
+  // destructor's thread for requests the QPS limit still held back), and must not block. A write
+  // with a `guard` is sent only if the guard still says OK at the moment it would go out (on the
+  // transport's thread; it must not block); otherwise `done` gets the guard's failure.
   void GetAsync(const ObjectRef& ref, Callback<Json> done);
-  void CreateAsync(const ObjectRef& collection, const Json& object, Callback<Json> done);
-  void UpdateAsync(const ObjectRef& ref, const Json& object, Callback<Json> done);
+  void CreateAsync(const ObjectRef& collection, const Json& object, Callback<Json> done,
+                   http::SendGuard guard = nullptr);
+  void UpdateAsync(const ObjectRef& ref, const Json& object, Callback<Json> done,
+                   http::SendGuard guard = nullptr);
   void ApplyAsync(const ObjectRef& ref, const Json& object, const ApplyOptions& options,
-                  Callback<Json> done);
-  void PatchAsync(const ObjectRef& ref, PatchType type, std::string body, Callback<Json> done);
-  void DeleteAsync(const ObjectRef& ref, const DeleteOptions& options, StatusCallback done);
+                  Callback<Json> done, http::SendGuard guard = nullptr);
+  void PatchAsync(const ObjectRef& ref, PatchType type, std::string body, Callback<Json> done,
+                  http::SendGuard guard = nullptr);
+  void DeleteAsync(const ObjectRef& ref, const DeleteOptions& options, StatusCallback done,
+                   http::SendGuard guard = nullptr);
 
   // The absolute URL of an API path: server (with its path prefix) + path + encoded query.
   std::string Url(const std::string& path, const Query& query = {}) const;
@@ -123,7 +129,7 @@ class ClientImpl final : public Client {
                               std::string body) const;
   // Sends through the QPS limit; `done` gets the parsed body of a 2xx answer, the mapped error
   // otherwise (the error of `prepared` when it holds one).
-  void CallJson(Result<Prepared> prepared, Callback<Json> done);
+  void CallJson(Result<Prepared> prepared, Callback<Json> done, http::SendGuard guard = nullptr);
 
   const ClusterConfig config_;
   const std::string base_url_;

@@ -269,6 +269,12 @@ void InProcessTransport::Send(http::Request request, DoneCallback done) {
     });
   }
   bool posted = worker_->Post(start, [this, op, request = std::move(request)] {
+    if (request.send_guard) {   // as the real transport: at the last moment, on its thread
+      if (Status refused = request.send_guard(); !refused.ok()) {
+        op->Finish(refused.Annotate("not sent: " + request.method + " " + request.url));
+        return;
+      }
+    }
     auto incoming = ToServerRequest(request);
     if (!incoming.ok()) {
       op->Finish(incoming.status());

@@ -1,6 +1,8 @@
 // Hive SyncSet semantics, end to end through ClusterSyncer against a simulated target cluster.
 #include <doctest/doctest.h>
 
+#include <atomic>
+
 #include "common/base64.h"
 #include "tests/support/hive_objects.h"
 #include "tests/unit/consumer/apply_test_fixture.h"
@@ -420,6 +422,25 @@ TEST_CASE("a lost fence stops writes before they reach the target") {
   req.cluster_name = kCluster;
   auto out = f.syncer->Sync(req, [] { return Status(Code::kConflict, "lease lost"); });
   CHECK_FALSE(out.ok());
+  CHECK(f.ConfigMapOnTarget("a").is_null());
+}
+
+TEST_CASE("a fence lost after the step's check keeps the write off the wire, and the cluster is given up") {
+  // The syncer asks the fence when it claims the cluster and before the step; the transport asks
+  // it once more when the request would go out: a consumer frozen (SIGSTOP) or queued in between
+  // must not send what it decided while it still held the lease.
+  ApplyFixture f;
+  f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})}});
+  SyncRequest req;
+  req.cluster_namespace = kCluster;
+  req.cluster_name = kCluster;
+  std::atomic<int> calls{0};
+  auto out = f.syncer->Sync(req, [&calls] {
+    return ++calls <= 2 ? Status::Ok() : Status(Code::kConflict, "lease lapsed");
+  });
+  CHECK(calls.load() >= 3);
+  REQUIRE_FALSE(out.ok());
+  CHECK(out.status().code() == Code::kConflict);
   CHECK(f.ConfigMapOnTarget("a").is_null());
 }
 

@@ -293,6 +293,50 @@ TEST_CASE(
   CHECK(transport->stats().connections <= 8);
 }
 
+TEST_CASE("curl transport: a send guard that says no keeps the request off the wire, on a new or a kept-alive connection") {
+  std::atomic<int> served{0};
+  auto server = StartServer([&](const ServerRequest&, std::shared_ptr<ResponseWriter> writer) {
+    ++served;
+    writer->Respond(200, {}, "ok");
+  });
+  auto transport = NewTransport();
+  std::atomic<bool> holds{false};
+  std::atomic<int> asked{0};
+  auto guarded = [&] {
+    Request request = Get(Url(*server, "/x"));
+    request.method = "PUT";
+    request.body = "{}";
+    request.send_guard = [&] {
+      ++asked;
+      return holds.load() ? Status::Ok() : Status(Code::kConflict, "the lease was not renewed in time");
+    };
+    return request;
+  };
+  // A new connection: refused after connecting, before anything is sent.
+  Result<Response> refused = transport->Call(guarded());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == Code::kConflict);
+  CHECK(refused.status().message().find("not sent: PUT " + Url(*server, "/x")) != std::string::npos);
+  CHECK(refused.status().message().find("the lease was not renewed in time") != std::string::npos);
+  CHECK(served.load() == 0);
+  // Allowed: sent. Then refused again on the kept-alive connection.
+  holds = true;
+  Result<Response> sent = transport->Call(guarded());
+  REQUIRE(sent.ok());
+  CHECK(sent->status == 200);
+  CHECK(served.load() == 1);
+  holds = false;
+  refused = transport->Call(guarded());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == Code::kConflict);
+  CHECK(served.load() == 1);
+  CHECK(asked.load() == 3);
+  // The transport still works for requests without a guard.
+  Result<Response> plain = transport->Call(Get(Url(*server, "/y")));
+  REQUIRE(plain.ok());
+  CHECK(served.load() == 2);
+}
+
 TEST_CASE("curl transport: timeout and connection refused") {
   auto server = StartServer([](const ServerRequest&, std::shared_ptr<ResponseWriter>) {
     // Never answers: the writer is dropped and the request stays pending.
