@@ -24,6 +24,7 @@ std::unique_ptr<Servers> StartServers() {
   Result<std::unique_ptr<http::CurlTransport>> curl = http::CurlTransport::Create({});
   REQUIRE_MESSAGE(curl.ok(), curl.status().ToString());
   servers->transport = std::move(curl).value();
+  servers->real_apiserver = true;
   return servers;
 }
 

@@ -262,7 +262,12 @@ TEST_CASE("TestReconcileClusterSync_ResourcesToDeleteAreOrdered") {
       SecretRef(a, "name-b"),
       SecretRef(b, "name-a"),
       {{"apiVersion", "v1"}, {"kind", "Service"}, {"namespace", a}, {"name", "name-a"}}};
-  // One cluster for every permutation (5! x 3!): each one rewrites the set and resets the status.
+  // One cluster for every permutation (5! x 3!, as Hive's test): each one rewrites the set and
+  // resets the status. On a real API server (four round trips through etcd per permutation, and
+  // a refused deletion) every order of each list, the other list as given: 120 + 6 - 1.
+  const bool sample = rig.real_apiserver();
+  const int expected = sample ? 125 : 720;
+  const std::vector<Json> given_resources = resources, given_mappings = mappings;
   rig.CreateCd();
   rig.CreateHubSecret(rig.ns(), "test-secret", {{"test-key", EncodeBase64("test-data")}});
   rig.CreateClusterSync();
@@ -270,6 +275,7 @@ TEST_CASE("TestReconcileClusterSync_ResourcesToDeleteAreOrdered") {
   int permutation = 0;
   Permute(resources, [&](const std::vector<Json>& r) {
     Permute(mappings, [&](const std::vector<Json>& m) {
+      if (sample && r != given_resources && m != given_mappings) return;
       INFO("permutation " << permutation);
       Json ss =
           Ok(rig.hub().Get(kube::Object(res::kSyncSets, rig.ns(), "test-syncset")), "SyncSet");
@@ -298,7 +304,7 @@ TEST_CASE("TestReconcileClusterSync_ResourcesToDeleteAreOrdered") {
       ++permutation;
     });
   });
-  CHECK(permutation == 720);
+  CHECK(permutation == expected);
 }
 
 TEST_CASE("TestReconcileClusterSync_SyncToUpsertResourceApplyMode") {

@@ -34,6 +34,9 @@ struct Servers {
   kube::ClusterConfig hub, target;  // admin
   std::string target_kubeconfig;    // YAML reaching the target, for admin kubeconfig Secrets
   std::shared_ptr<http::Transport> transport;
+  // Real kube-apiservers: every request costs a round trip through etcd and admission, so the
+  // longest cases check a sample of what the simulator checks in full.
+  bool real_apiserver = false;
   virtual ~Servers() = default;
 };
 std::unique_ptr<Servers> StartServers();
@@ -172,6 +175,7 @@ class Rig {
   kube::ClientImpl& hub() { return *hub_; }
   kube::ClientImpl& target() { return *target_; }
   std::shared_ptr<http::Transport> transport() const { return servers_->transport; }
+  bool real_apiserver() const { return servers_->real_apiserver; }
   const std::string& ns() const { return ns_; }
   // A target namespace (or other target object name) of this case.
   std::string T(const std::string& name) const { return prefix_ + "-" + name; }
