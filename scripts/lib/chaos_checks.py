@@ -226,7 +226,10 @@ def analyse_journal(path, faults, cluster_names, exclude=()):
 class WorkTimes:
     """When work got through, from the daemons' trace events (`syncbusctl trace --all`): each
     confirmed publish with the moment its request was decided, each settled delivery with the
-    moment it was delivered. Work is back after a fault at the first publish (settle) of work
+    moment it was delivered. A delivery also shows that its request had been published by then
+    (decided `queuedMs` before): the publishers' own events can be missing from the trace stream
+    while their requests get through (on RabbitMQ 3.10 a publisher's trace events were lost for
+    70 s after a node's death, its requests delivered throughout). Work is back after a fault at the first publish (settle) of work
     that began after it, or, if a stall followed, when the last stall that began within
     STALL_WINDOW of the fault ended: a publish confirmed just after a node died, then 30 s of
     nothing, is no recovery. A stall is a gap of more than STALL_GAP with nothing getting through
@@ -242,6 +245,7 @@ class WorkTimes:
     def __init__(self, events, edits=None):
         self.edits = sorted(edits) if edits is not None else None
         self.confirms = []   # (confirmed, decided)
+        self.deliveries = []  # (delivered, decided)
         self.settles = []    # (settled, delivered, actor, lane)
         delivered = {}       # (request, actor) -> delivered
         for e in sorted(events, key=lambda e: e.get("at", "")):
@@ -254,6 +258,7 @@ class WorkTimes:
                 self.confirms.append(((at + e.get("durationMs", 0)) / 1000.0, decided / 1000.0))
             elif step == "delivered":
                 delivered[(e.get("request"), actor)] = at / 1000.0
+                self.deliveries.append((at / 1000.0, (at - e.get("queuedMs", 0)) / 1000.0))
             elif step == "settled" and e.get("outcome") in self.SETTLED:
                 d = delivered.pop((e.get("request"), actor), None)
                 if d is not None:
@@ -261,8 +266,11 @@ class WorkTimes:
 
     def published(self, after):
         """When publishing was back after `after` (see the class); None if it never was."""
-        first = min((c for c, decided in self.confirms if decided > after), default=None)
-        return self._past_stalls(after, first, [c for c, _ in self.confirms], self.edits)
+        # Deliveries count for requests decided after `after` only: an older request's delivery
+        # says nothing of when it was published.
+        points = self.confirms + [(d, decided) for d, decided in self.deliveries if decided > after]
+        first = min((c for c, decided in points if decided > after), default=None)
+        return self._past_stalls(after, first, [c for c, _ in points], self.edits)
 
     def consumed(self, after, actor=None, lanes=None):
         """When consuming was back after `after` (see the class), counting the deliveries on one

@@ -223,6 +223,23 @@ class KindsAndGoalsTest(unittest.TestCase):
         self.assertFalse(next(r for r in rows if r[1] == "publishing again")[5])
         self.assertFalse(cc.goals_met(rows, notes).ok)
 
+    def test_deliveries_show_publishing_when_the_publishers_events_are_missing(self):
+        # A node death at t=100; the publisher's trace events stop for 70 s (lost with the trace
+        # stream's leader), but requests decided after the fault reach consumers from +0.3 s on.
+        confirms = [90 + 0.5 * i for i in range(20)] + [170.5 + 0.5 * i for i in range(20)]
+        edits = [90.3 + 0.5 * i for i in range(180)]
+        self.assertAlmostEqual(cc.WorkTimes(published(confirms), edits).published(100) - 100, 70.5, places=1)
+        def at(t):
+            return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        deliveries = [{"step": "delivered", "at": at(100.3 + 0.5 * i), "queuedMs": 100,
+                       "request": f"r{i}", "actor": "syncbus-consumer/c-1"} for i in range(150)]
+        back = cc.WorkTimes(published(confirms) + deliveries, edits).published(100)
+        self.assertAlmostEqual(back - 100, 0.3, places=1)
+        # A delivery of a request decided before the fault shows nothing about publishing after it.
+        stale = [dict(d, queuedMs=60000) for d in deliveries[:100]]
+        self.assertAlmostEqual(cc.WorkTimes(published(confirms) + stale, edits).published(100) - 100, 70.5,
+                               places=1)
+
     def test_never_recovered_fails(self):
         rows, notes = cc.recovery_table([fault("consumer-kill", 0, **{"clusters synced again": None})], 30)
         self.assertFalse(cc.goals_met(rows, notes).ok)
