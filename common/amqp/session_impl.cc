@@ -553,19 +553,11 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
                 {{"connection", options_.connection_name}, {"error", cancelled_->message()}});
       return Status::Ok();
     }
-    case AMQP_CHANNEL_FLOW_METHOD: {
-      auto* m = static_cast<amqp_channel_flow_t*>(method.decoded);
-      amqp_channel_flow_ok_t ok{m->active};
-      int rc = amqp_send_method(conn_.get(), channel_, AMQP_CHANNEL_FLOW_OK_METHOD, &ok);
-      if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, "acknowledging channel.flow"));
-      return Status::Ok();
-    }
+    case AMQP_CHANNEL_FLOW_METHOD:
+      return AnswerFlow(channel_, method);
     case AMQP_CHANNEL_CLOSE_METHOD: {
-      auto* m = static_cast<amqp_channel_close_t*>(method.decoded);
-      Status why = ServerError(m->reply_code, Str(m->reply_text), "channel closed by the broker");
-      amqp_channel_close_ok_t ok{0};
-      int rc = amqp_send_method(conn_.get(), channel_, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
-      if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, "acknowledging channel.close"));
+      Status why;
+      if (Status answered = AnswerClose(channel_, method, why); !answered.ok()) return answered;
       if (!closing_) {
         log::Info("amqp: reopening the channel after a channel error",
                   {{"connection", options_.connection_name}, {"error", why.message()}});
@@ -577,6 +569,23 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
     default:
       return Status::Ok();
   }
+}
+
+Status RabbitmqSession::AnswerFlow(amqp_channel_t channel, const amqp_method_t& method) {
+  auto* m = static_cast<amqp_channel_flow_t*>(method.decoded);
+  amqp_channel_flow_ok_t ok{m->active};
+  int rc = amqp_send_method(conn_.get(), channel, AMQP_CHANNEL_FLOW_OK_METHOD, &ok);
+  if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, "acknowledging channel.flow"));
+  return Status::Ok();
+}
+
+Status RabbitmqSession::AnswerClose(amqp_channel_t channel, const amqp_method_t& method, Status& why) {
+  auto* m = static_cast<amqp_channel_close_t*>(method.decoded);
+  why = ServerError(m->reply_code, Str(m->reply_text), "channel closed by the broker");
+  amqp_channel_close_ok_t ok{0};
+  int rc = amqp_send_method(conn_.get(), channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+  if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, "acknowledging channel.close"));
+  return Status::Ok();
 }
 
 Status RabbitmqSession::DispatchPublishing(const amqp_frame_t& f) {
@@ -601,21 +610,13 @@ Status RabbitmqSession::DispatchPublishing(const amqp_frame_t& f) {
       MatchReturn(exchange, routing_key, *content, reason);
       return Status::Ok();
     }
-    case AMQP_CHANNEL_FLOW_METHOD: {
-      auto* m = static_cast<amqp_channel_flow_t*>(method.decoded);
-      amqp_channel_flow_ok_t ok{m->active};
-      int rc = amqp_send_method(conn_.get(), publish_channel_, AMQP_CHANNEL_FLOW_OK_METHOD, &ok);
-      if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, "acknowledging channel.flow"));
-      return Status::Ok();
-    }
+    case AMQP_CHANNEL_FLOW_METHOD:
+      return AnswerFlow(publish_channel_, method);
     case AMQP_CHANNEL_CLOSE_METHOD: {
       // A publication the broker closed the channel for (an exchange that does not exist): its
       // batch fails with why; the consumers on the other channel are not touched.
-      auto* m = static_cast<amqp_channel_close_t*>(method.decoded);
-      Status why = ServerError(m->reply_code, Str(m->reply_text), "channel closed by the broker");
-      amqp_channel_close_ok_t ok{0};
-      int rc = amqp_send_method(conn_.get(), publish_channel_, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
-      if (rc != AMQP_STATUS_OK) return Drop(LibraryError(rc, "acknowledging channel.close"));
+      Status why;
+      if (Status answered = AnswerClose(publish_channel_, method, why); !answered.ok()) return answered;
       if (batch_ != nullptr) batch_->Abort(why);
       if (!closing_) {
         Status reopened = OpenPublishChannel();

@@ -89,6 +89,11 @@ class RabbitmqSession final : public Session {
   // notifications, channel and connection closes.
   Status Dispatch(const amqp_frame_t& frame);
   Status DispatchPublishing(const amqp_frame_t& frame);
+  // Answers the broker's channel.flow on `channel`; an error drops the connection.
+  Status AnswerFlow(amqp_channel_t channel, const amqp_method_t& method);
+  // Answers the broker's channel.close on `channel`: kOk once answered, with the broker's reason
+  // in `why`; an error drops the connection.
+  Status AnswerClose(amqp_channel_t channel, const amqp_method_t& method, Status& why);
   Result<Message> ReadContent(amqp_channel_t channel);
   Status WaitUnblocked(SteadyTime deadline);
   void Confirm(uint64_t seq, bool multiple, bool ack);
