@@ -246,6 +246,7 @@ class WorkTimes:
         self.edits = sorted(edits) if edits is not None else None
         self.confirms = []   # (confirmed, decided)
         self.deliveries = []  # (delivered, decided)
+        self.decided = {}     # lane -> when its requests were decided (published or delivered)
         self.settles = []    # (settled, delivered, actor, lane)
         delivered = {}       # (request, actor) -> delivered
         for e in sorted(events, key=lambda e: e.get("at", "")):
@@ -256,9 +257,11 @@ class WorkTimes:
             if step == "published":
                 decided = unix_ms(e.get("decidedAt"), at)
                 self.confirms.append(((at + e.get("durationMs", 0)) / 1000.0, decided / 1000.0))
+                self.decided.setdefault(e.get("lane", ""), []).append(decided / 1000.0)
             elif step == "delivered":
                 delivered[(e.get("request"), actor)] = at / 1000.0
                 self.deliveries.append((at / 1000.0, (at - e.get("queuedMs", 0)) / 1000.0))
+                self.decided.setdefault(e.get("lane", ""), []).append((at - e.get("queuedMs", 0)) / 1000.0)
             elif step == "settled" and e.get("outcome") in self.SETTLED:
                 d = delivered.pop((e.get("request"), actor), None)
                 if d is not None:
@@ -281,7 +284,10 @@ class WorkTimes:
         first = min((t for t, d in mine if d > after), default=None)
         if actor is not None:
             return first
-        return self._past_stalls(after, first, [t for t, _ in mine])
+        # A stall only while work waited: a request of those lanes decided in the gap more than
+        # STALL_GAP before its end (a lull in the edit stream is no stall of the consumers').
+        work = sorted(t for lane, times in self.decided.items() if lanes is None or lane in lanes for t in times)
+        return self._past_stalls(after, first, [t for t, _ in mine], work)
 
     def _past_stalls(self, after, first, times, work=None):
         if first is None:

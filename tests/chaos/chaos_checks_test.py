@@ -240,6 +240,24 @@ class KindsAndGoalsTest(unittest.TestCase):
         self.assertAlmostEqual(cc.WorkTimes(published(confirms) + stale, edits).published(100) - 100, 70.5,
                                places=1)
 
+    def test_a_consuming_gap_without_waiting_work_is_no_stall(self):
+        # A node death at t=100; change-lane settles twice a second, but none from +25.2 to +28.6.
+        def at(t):
+            return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        def request(i, decided, settled):
+            return [{"step": "published", "at": at(decided), "decidedAt": at(decided), "lane": "change"},
+                    {"step": "delivered", "at": at(decided + 0.1), "queuedMs": 100, "request": f"r{i}",
+                     "actor": "c-1", "lane": "change"},
+                    {"step": "settled", "at": at(settled), "outcome": "applied", "request": f"r{i}",
+                     "actor": "c-1", "lane": "change"}]
+        steady = [request(i, 100.3 + 0.5 * i, 100.6 + 0.5 * i) for i in range(50)]   # up to +25.1
+        # No request decided in the gap until +26.5: a lull of the edit stream, back at once.
+        lull = sum(steady, []) + sum((request(100 + i, 126.5 + 0.5 * i, 128.6 + 0.2 * i) for i in range(5)), [])
+        self.assertAlmostEqual(cc.WorkTimes(lull).consumed(100, lanes=("change",)) - 100, 0.6, places=1)
+        # Requests decided at +25.4 that waited until +28.6: a stall.
+        stalled = sum(steady, []) + sum((request(100 + i, 125.4 + 0.3 * i, 128.6 + 0.2 * i) for i in range(5)), [])
+        self.assertAlmostEqual(cc.WorkTimes(stalled).consumed(100, lanes=("change",)) - 100, 28.6, places=1)
+
     def test_never_recovered_fails(self):
         rows, notes = cc.recovery_table([fault("consumer-kill", 0, **{"clusters synced again": None})], 30)
         self.assertFalse(cc.goals_met(rows, notes).ok)
