@@ -191,9 +191,7 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
     }
     plan = PlanSync(*state, request.full_reapply);
     // Hive keeps a ClusterSync for every eligible cluster, sets or none.
-    if (plan.up_to_date() && !request.full_reapply && state->status &&
-        hive::FailedConditionCurrent(state->status->status) &&
-        !hive::FirstSuccessDue(state->status->status, !state->cd->installed_timestamp.empty())) {
+    if (NothingToWrite(*state, plan, request.full_reapply)) {
       outcome.kind = SyncOutcome::Kind::kUpToDate;
       return outcome;
     }

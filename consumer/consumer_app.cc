@@ -13,6 +13,7 @@
 #include "consumer/hive_client_metrics.h"
 #include "consumer/hub_mirror.h"
 #include "consumer/hub_reader.h"
+#include "consumer/sync_plan.h"
 #include "consumer/target_clients.h"
 
 namespace syncbus::consumer {
@@ -90,6 +91,10 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   options.workers = config_.consumer.prefetch;
   options.retry = {config_.topology.retry_tiers, config_.consumer.max_attempts};
   options.delivery_limit = config_.topology.delivery_limit;
+  options.settled_already = [&reader](const SyncRequest& request) {
+    std::optional<ClusterState> state = reader.ReadIfFresh(request);
+    return state ? NoWriteReason(*state, request.full_reapply) : std::string();
+  };
   TraceRecorder trace("syncbus-consumer/" + deps_.identity, *deps_.registry);
   options.trace = &trace;
   std::unique_ptr<EventRecorder> events;

@@ -258,6 +258,12 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
     if (!s.ok()) log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
     return;
   }
+  if (int unsettled = UnsettledDeliveries(delivery.message); unsettled > 0 && options_.settled_already) {
+    if (std::string why = options_.settled_already(*request); !why.empty()) {
+      SettleSuperseded(delivery, *request, unsettled, why);
+      return;
+    }
+  }
   if (int unsettled = UnsettledDeliveries(delivery.message);
       options_.delivery_limit > 0 && unsettled > options_.delivery_limit) {
     log::Warn("poison request parked", {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}});
@@ -320,6 +326,23 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
   Job job{generation_, std::move(delivery), std::move(*request), clock_.Now()};
   job.alone = RunsAlone(unsettled, options_.delivery_limit);
   Enqueue(std::move(job));
+}
+
+void DeliveryLoop::SettleSuperseded(const amqp::Delivery& delivery, const SyncRequest& request, int unsettled,
+                                    const std::string& why) {
+  if (Status acked = session_.Ack(delivery.delivery_tag); !acked.ok()) {
+    log::Warn("acking a superseded request failed; it will be redelivered", {{"error", acked.message()}});
+    return;
+  }
+  deliveries_.Add({{"lane", amqp::LaneName(request.lane)}, {"outcome", "superseded"}}).Increment();
+  log::Info("request settled without running: it ended unsettled before, and its work is done",
+            {{"cluster", request.ClusterKey()}, {"unsettled_deliveries", unsettled}, {"state", why}});
+  Trace(TraceStep::kSettled, delivery, request, clock_.Now(), [&](TraceEvent& e) {
+    e.outcome = TraceOutcome::kUpToDate;
+    e.error = "delivered " + std::to_string(unsettled) +
+              " time(s) without being settled; settled without running, as the cluster needs no write now (" +
+              why + ")";
+  });
 }
 
 void DeliveryLoop::Trace(TraceStep step, const amqp::Delivery& delivery, const SyncRequest& request,

@@ -12,7 +12,8 @@
 // is held back in a delay tier first; from its second such delivery on (RunsAlone) it then runs
 // alone, with nothing else of the live connection in flight in this process, so a request that
 // crashes consumers takes neither the pool nor other work down with it (RetryPolicy's
-// Quarantine); while its cluster is leased elsewhere (by the consumer that died holding it), or
+// Quarantine), unless its work is already done (settled_already: acked as superseded, without
+// running it); while its cluster is leased elsewhere (by the consumer that died holding it), or
 // when the work in flight does not finish within alone_wait, it is deferred instead, without
 // holding up this consumer's other work. Deliveries for a cluster
 // already in progress in this process wait for it. When the broker connection is lost, the syncs
@@ -75,7 +76,12 @@ struct DeliveryOptions {
   TraceRecorder* trace = nullptr;
   // Told of failed, parked and recovered syncs once settled (Kubernetes Events). Null = none.
   // Must outlive the loop.
-  SyncEventSink* events = nullptr;
+  SyncEventSink* events = nullptr;  // For a request that ended unsettled before: why running it would write nothing now ("" = it
+  // would), read without waiting and without a hub request (NoWriteReason over the mirror's
+  // state, fresh at the request's `seen`). Most often another delivery of it, or a newer
+  // request, did the work meanwhile; a request that keeps crashing its consumers never gets
+  // its work done, so it is still held back, run alone and parked. Null = always "".
+  std::function<std::string(const SyncRequest&)> settled_already;
 };
 
 // Processes one request (ClusterSyncer::Sync in production), checking `fence` before each write.
@@ -164,6 +170,10 @@ class DeliveryLoop {
   // is gone, or one has been refused on it for so long, on new publishing channels too, that a
   // new connection is needed (renewal_).
   Status RetryParks();
+  // Acks a request that ended unsettled before but whose work is done (settled_already said
+  // `why`), counting and tracing it; a failed ack leaves it to the broker's redelivery.
+  void SettleSuperseded(const amqp::Delivery& delivery, const SyncRequest& request, int unsettled,
+                        const std::string& why);
   // Records a trace event for `delivery` (no-op without a recorder).
   void Trace(TraceStep step, const amqp::Delivery& delivery, const SyncRequest& request, SteadyTime since,
              const std::function<void(TraceEvent&)>& fill);

@@ -99,6 +99,11 @@ Result<ClusterState> MirrorHubReader::Read(const SyncRequest& request) {
   return direct_.Read(request);
 }
 
+std::optional<ClusterState> MirrorHubReader::ReadIfFresh(const SyncRequest& request) {
+  if (request.seen.empty() || !mirror_.FreshAt(request.seen)) return std::nullopt;
+  return mirror_.Read(request.cluster_namespace, request.cluster_name);
+}
+
 bool MirrorHubReader::Overtaken(const ClusterState& state) const {
   if (!state.cd) return false;
   std::shared_ptr<const hive::ClusterSync> now = mirror_.Status(state.cd->meta.ns, state.cd->meta.name);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
@@ -33,7 +34,12 @@ class HubReader {
   virtual Result<ClusterState> ReadAfresh(const SyncRequest& request) { return Read(request); }
   // The ClusterSync this process just stored, so the next Read sees it even before its watch
   // event arrives.
-  virtual void NoteStatusWritten(const Json& cluster_sync) { (void)cluster_sync; }
+  virtual void NoteStatusWritten(const Json& cluster_sync) { (void)cluster_sync; }  // The cluster's state from a local copy that is already at least as new as the request's
+  // `seen`, without waiting and without a hub request; nullopt when there is no such copy.
+  virtual std::optional<ClusterState> ReadIfFresh(const SyncRequest& request) {
+    (void)request;
+    return std::nullopt;
+  }
 };
 
 class DirectHubReader final : public HubReader {
@@ -57,6 +63,7 @@ class MirrorHubReader final : public HubReader {
   void NoteStatusWritten(const Json& cluster_sync) override {
     mirror_.NoteWritten(HubCollection::kClusterSyncs, cluster_sync);
   }
+  std::optional<ClusterState> ReadIfFresh(const SyncRequest& request) override;
 
  private:
   HubMirror& mirror_;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/hive/status_rules.h"
+
 namespace syncbus::consumer {
 
 const hive::SyncStatus* FindEntry(const hive::ClusterSyncStatus& status, SetKind kind, const std::string& name) {
@@ -50,6 +52,18 @@ SyncPlan PlanSync(const ClusterState& state, bool full_reapply) {
     for (auto& e : left) plan.removed.push_back({kind, std::move(e)});
   }
   return plan;
+}
+
+bool NothingToWrite(const ClusterState& state, const SyncPlan& plan, bool full_reapply) {
+  return plan.up_to_date() && !full_reapply && state.status &&
+         hive::FailedConditionCurrent(state.status->status) &&
+         !hive::FirstSuccessDue(state.status->status, !state.cd->installed_timestamp.empty());
+}
+
+std::string NoWriteReason(const ClusterState& state, bool full_reapply) {
+  if (!state.cd) return "cluster-gone";
+  if (std::string skip = state.cd->SkipReason(); !skip.empty()) return "skipped:" + skip;
+  return NothingToWrite(state, PlanSync(state, full_reapply), full_reapply) ? "up-to-date" : "";
 }
 
 }  // namespace syncbus::consumer

@@ -43,6 +43,16 @@ struct SyncPlan {
 
 SyncPlan PlanSync(const ClusterState& state, bool full_reapply);
 
+// Whether a sync of `state` (its ClusterDeployment present) with `plan` has nothing to write, not
+// even the status: no set to apply or remove, not a full reapply, and a ClusterSync whose
+// condition and firstSuccessTime already say what its entries call for.
+bool NothingToWrite(const ClusterState& state, const SyncPlan& plan, bool full_reapply);
+
+// Why a sync of `state` would end without any write ("cluster-gone", "skipped:<reason>",
+// "up-to-date"), or "" when it would write. ClusterSyncer decides the same way, so a request
+// for which this is not "" is settled by running it too.
+std::string NoWriteReason(const ClusterState& state, bool full_reapply);
+
 // The status entry of set `name` of `kind`, or null.
 const hive::SyncStatus* FindEntry(const hive::ClusterSyncStatus& status, SetKind kind, const std::string& name);
 

@@ -142,6 +142,9 @@ struct Harness {
   std::unique_ptr<DeliveryLoop> loop;
   amqp::TopologyOptions topology;
 
+  std::mutex no_write_mu;
+  std::map<std::string, std::string> no_write;   // cluster name -> settled_already's answer
+
   explicit Harness(int workers = 4, bool with_leases = true) {
     topology.retry_tiers = {1s, 2s, 4s};
     REQUIRE(publisher.Connect().ok());
@@ -160,6 +163,11 @@ struct Harness {
     options.delivery_limit = 2;
     options.trace = &trace;
     options.events = &events;
+    options.settled_already = [this](const SyncRequest& r) {
+      std::lock_guard lock(no_write_mu);
+      auto it = no_write.find(r.cluster_name);
+      return it == no_write.end() ? std::string() : it->second;
+    };
     loop = std::make_unique<DeliveryLoop>(options, session, script.Function(), leases.get(), clock, registry);
     REQUIRE(loop->Subscribe().ok());
   }
@@ -745,6 +753,47 @@ TEST_CASE("a request whose deliveries keep ending unsettled is parked as poison 
   REQUIRE(dead.size() == 1);
   CHECK(dead[0].headers[kDeadReasonHeader] == "delivery_limit");
   CHECK(h.script.runs() == 2);
+}
+
+TEST_CASE("a returned request whose cluster needs no write any more is acked without running, held back or parked") {
+  Harness h;
+  h.no_write["done"] = "up-to-date";
+  SUBCASE("over the delivery limit") { h.SendSuspect(Request("done"), 3); }
+  SUBCASE("back for the first time, not yet held back") {
+    amqp::Publication p{amqp::kWorkExchange, "change",
+                        ToAmqpMessage(Request("done"), "syncbus-publisher", "suspect", h.clock.WallNow())};
+    p.message.headers[kUnsettledHeader] = 1;
+    REQUIRE(h.publisher.Publish(p, 1s).ok());
+  }
+  SUBCASE("back again, to run alone") { h.SendSuspect(Request("done"), 2); }
+  h.StepUntilIdle();
+  h.loop->Step(0ms);
+  CHECK(h.script.runs() == 0);
+  CHECK(h.Dead().empty());
+  for (const char* tier : {"1s", "2s", "4s"}) CHECK(h.Retrying(tier).empty());
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"outcome", "superseded"}}) == 1);
+  auto events = h.Traced();
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].step == TraceStep::kSettled);
+  CHECK(events[0].outcome == TraceOutcome::kUpToDate);
+  CHECK(events[0].error.find("settled without running") != std::string::npos);
+  CHECK(events[0].error.find("up-to-date") != std::string::npos);
+}
+
+TEST_CASE("the no-write answer is asked only of returned requests, and a request that still needs work is parked") {
+  Harness h;
+  // A fresh request runs even when the mirror says its cluster needs nothing: the sync decides,
+  // from the hub when the mirror is behind.
+  h.no_write["fresh"] = "up-to-date";
+  h.Send(Request("fresh"));
+  // A returned request whose cluster still needs a write (a poison's: its change never lands).
+  h.SendSuspect(Request("poison"), 3);
+  h.StepUntilIdle();
+  CHECK(h.script.runs() == 1);
+  auto dead = h.Dead();
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].headers[kDeadReasonHeader] == "delivery_limit");
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"outcome", "superseded"}}) == 0);
 }
 
 TEST_CASE("each delivery is traced when taken and when settled, with how it ended") {

@@ -187,6 +187,19 @@ TEST_CASE("a request that does not say what the publisher saw reads the hub") {
   CHECK(rig.Reads("unknown") == 1);
 }
 
+TEST_CASE("ReadIfFresh serves the mirror only when it is already fresh: it never waits and never reads the hub") {
+  ReaderRig rig(std::chrono::seconds(30));
+  ListAll(rig.mirror, "100");
+  auto state = rig.reader.ReadIfFresh(MirrorRequest({"90", "100", "100"}));
+  REQUIRE(state);
+  CHECK(state->cd);
+  CHECK(state->sync_sets.size() == 1);
+  CHECK_FALSE(rig.reader.ReadIfFresh(MirrorRequest({"", "105", ""})));   // behind: no wait (30 s)
+  CHECK_FALSE(rig.reader.ReadIfFresh(MirrorRequest({})));               // unknown: no hub read
+  CHECK(rig.hub.reads == 0);
+  CHECK_FALSE(rig.hub.ReadIfFresh(MirrorRequest({"90", "100", "100"})));   // a reader without a copy
+}
+
 TEST_CASE("a 410 during the wait: the stale mirror serves nothing until its relist [concurrent]") {
   ReaderRig rig(std::chrono::seconds(30));
   ListAll(rig.mirror, "100");
