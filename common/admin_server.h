@@ -6,14 +6,19 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include <prometheus/registry.h>
 
-#include "common/config.h"
 #include "common/http/server.h"
 #include "common/status.h"
 
 namespace syncbus {
+
+struct AdminConfig {
+  std::string host = "0.0.0.0";    // /metrics, /healthz, /readyz
+  int port = 8080;                 // 0 = pick a free port (tests); -1 = disabled
+};
 
 class AdminServer {
  public:

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 
-#include "common/digest.h"
 #include "common/kube/resource_version.h"
 #include "common/log.h"
 #include "common/time_format.h"
@@ -24,12 +23,6 @@ int64_t SteadyNs(SteadyTime t) { return std::chrono::nanoseconds(t.time_since_ep
 bool LostTheRace(Code code) { return code == Code::kConflict || code == Code::kAlreadyExists; }
 
 }  // namespace
-
-std::string ClusterLeaseName(const std::string& ns, const std::string& name) {
-  constexpr size_t kMaxName = 253;
-  if (ns.size() + 1 + name.size() <= kMaxName) return ns + "." + name;
-  return Sha256Hex(ns + "/" + name);
-}
 
 Status ClusterLease::Check(const Clock& clock) const {
   if (lost_.load()) return {Code::kConflict, "the lease of " + ns_ + "/" + name_ + " was lost"};

@@ -22,6 +22,7 @@
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 
+#include "common/bus/cluster_lease_name.h"
 #include "common/clock.h"
 #include "common/json.h"
 #include "common/kube/client.h"
@@ -29,17 +30,6 @@
 #include "consumer/hub_mirror.h"
 
 namespace syncbus::consumer {
-
-// The label on every cluster Lease (and the selector of the mirror's Lease reflector).
-inline constexpr char kClusterLeaseSelector[] = "app.kubernetes.io/managed-by=syncbus";
-// The annotation naming the cluster of a Lease: "ns/name".
-inline constexpr char kClusterLeaseAnnotation[] = "syncbus.io/cluster";
-
-// The name of the Lease of cluster ns/name: "<ns>.<name>", which no two clusters share (a
-// namespace name has no dot). Where that is longer than an object name may be (253), the
-// lower-case hex SHA-256 of "ns/name": 64 characters and no dot, so never another cluster's
-// "<ns>.<name>" either.
-std::string ClusterLeaseName(const std::string& ns, const std::string& name);
 
 struct LeaseOptions {
   std::string ns = "syncbus";                            // where the cluster Leases live

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstdlib>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -176,12 +175,6 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
       outcome.detail = "cluster-gone";
       hive_metrics_.Reconciled("no-op", seconds_since_start());
       return outcome;
-    }
-    if (!options_.crash_annotation.empty() &&
-        state->cd->meta.annotations.count(options_.crash_annotation)) {
-      log::Error("crashing on purpose: the ClusterDeployment carries the crash annotation",
-                 {{"cluster", key}, {"annotation", options_.crash_annotation}});
-      std::abort();
     }
     if (std::string skip = state->cd->SkipReason(); !skip.empty()) {
       outcome.kind = SyncOutcome::Kind::kSkipped;

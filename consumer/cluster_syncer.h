@@ -33,8 +33,8 @@
 #include "common/clock.h"
 #include "common/hive/types.h"
 #include "common/kube/client.h"
-#include "common/sync_message.h"
-#include "common/trace_event.h"
+#include "common/bus/sync_message.h"
+#include "common/bus/trace_event.h"
 #include "consumer/hive_metrics.h"
 #include "consumer/hub_reader.h"
 #include "consumer/request_limiter.h"
@@ -56,9 +56,6 @@ struct SyncerOptions {
   double per_cluster_qps = 50;                 // 0 = no rate limit
   std::chrono::milliseconds request_timeout{30000};
   std::chrono::milliseconds cluster_deadline{std::chrono::minutes(10)};   // one Sync's target work
-  // Whole-system fault injection: abort the process on reading a ClusterDeployment that carries
-  // this annotation, as a crash bug on poison input would. Empty (production) = never.
-  std::string crash_annotation;
 };
 
 struct SyncOutcome {

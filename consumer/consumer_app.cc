@@ -1,8 +1,8 @@
 #include "consumer/consumer_app.h"
 
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "common/backoff.h"
-#include "common/daemon.h"
+#include "common/bus/daemon.h"
 #include "common/kube/reflector.h"
 #include "common/log.h"
 #include "common/random.h"
@@ -49,7 +49,6 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   syncer_options.per_cluster_qps = c.per_cluster_qps;
   syncer_options.request_timeout = c.request_timeout;
   syncer_options.cluster_deadline = c.cluster_deadline;
-  syncer_options.crash_annotation = deps_.crash_annotation;
   // The state each sync reads: from the mirror, fed by one reflector per collection, or (mirror
   // disabled) from the hub directly.
   DirectHubReader direct(*deps_.hub);
@@ -84,7 +83,9 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
     if (stop.load()) return Status::Ok();
     log::Info("hub mirror synced", {{"namespace", ns.empty() ? "(all)" : ns}});
   }
-  HubReader& reader = mirrored ? static_cast<HubReader&>(*mirrored) : direct;
+  HubReader& undecorated = mirrored ? static_cast<HubReader&>(*mirrored) : direct;
+  std::unique_ptr<HubReader> decorated = deps_.decorate_reader ? deps_.decorate_reader(undecorated) : nullptr;
+  HubReader& reader = decorated ? *decorated : undecorated;
   ClusterSyncer syncer(syncer_options, *deps_.hub, reader, targets, clock, *deps_.registry);
   DeliveryOptions options;
   options.prefetch = static_cast<uint16_t>(config_.consumer.prefetch);

@@ -13,11 +13,15 @@
 
 #include "common/amqp/session.h"
 #include "common/clock.h"
-#include "common/config.h"
+#include "common/bus/config.h"
 #include "common/http/transport.h"
 #include "common/kube/client.h"
+#include "consumer/hub_reader.h"
 
 namespace syncbus::consumer {
+
+// Given the reader the syncs would use (which outlives the result), returns the one they use.
+using ReaderDecorator = std::function<std::unique_ptr<HubReader>(HubReader&)>;
 
 struct ConsumerDeps {
   std::shared_ptr<kube::Client> hub;
@@ -29,9 +33,9 @@ struct ConsumerDeps {
   // Fails the hub and target requests still in flight at once (CurlTransport::Shutdown), so a
   // request stuck on an unresponsive server cannot hold the exit past the grace period. Optional.
   std::function<void()> abort_io;
-  // Fault injection for whole-system tests only (SYNCBUS_CRASH_ON_ANNOTATION): the process aborts
-  // when it syncs a cluster whose ClusterDeployment carries this annotation. Empty = never.
-  std::string crash_annotation;
+  // Wraps the reader the syncs read the hub through (optional): how a whole-system test injects
+  // faults into the sync path (tests/chaos); production leaves it empty.
+  ReaderDecorator decorate_reader;
 };
 
 class ConsumerApp {

@@ -1,6 +1,6 @@
 #include "consumer/delivery_loop.h"
 
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "common/log.h"
 #include "common/time_format.h"
 
@@ -283,7 +283,7 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
   const int unsettled = UnsettledDeliveries(delivery.message);
   if (NeedsQuarantine(delivery.message)) {
     amqp::Publication held = Quarantine(delivery, options_.retry);
-    const std::string tier = held.message.headers.value(amqp::kRetryTierHeader, "");
+    const std::string tier = held.message.headers.value(kRetryTierHeader, "");
     const bool alone = RunsAlone(unsettled, options_.delivery_limit);
     log::Warn(alone ? "request held back: it ended unsettled before (did a consumer crash on it?); it runs alone next"
                     : "request held back: it ended unsettled before (a lost connection or a crash)",
@@ -306,7 +306,7 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
     if (std::string holder = leases_->HolderElsewhere(request->cluster_namespace, request->cluster_name);
         !holder.empty()) {
       amqp::Publication deferred = Defer(delivery, options_.retry);
-      std::string tier = deferred.message.headers.value(amqp::kRetryTierHeader, "");
+      std::string tier = deferred.message.headers.value(kRetryTierHeader, "");
       Status s = Park(delivery, deferred, "busy", &*request, [tier, holder](TraceEvent& e) {
         e.outcome = TraceOutcome::kDeferred;
         e.tier = tier;
@@ -448,7 +448,7 @@ Status DeliveryLoop::TryPark(const PendingPark& park) {
   if (publication.exchange == amqp::kDeadExchange) {
     dead_lettered_.Add({{"reason", publication.message.headers.value(kDeadReasonHeader, "unknown")}}).Increment();
   } else if (park.outcome == "retried") {
-    retries_.Add({{"tier", publication.message.headers.value(amqp::kRetryTierHeader, "")}}).Increment();
+    retries_.Add({{"tier", publication.message.headers.value(kRetryTierHeader, "")}}).Increment();
   }
   if (park.request && park.fill)
     Trace(TraceStep::kSettled, park.delivery, *park.request, park.since, park.fill);
@@ -464,7 +464,7 @@ Status DeliveryLoop::Settle(Done& done) {
     log::Debug("cluster busy on another consumer; deferred",
                {{"cluster", r.ClusterKey()}, {"detail", done.outcome.ok() ? done.outcome->detail : done.outcome.status().message()}});
     amqp::Publication deferred = Defer(d, options_.retry);
-    std::string tier = deferred.message.headers.value(amqp::kRetryTierHeader, "");
+    std::string tier = deferred.message.headers.value(kRetryTierHeader, "");
     return Park(
         d, deferred, "busy", &r,
         [tier](TraceEvent& e) {
@@ -517,13 +517,13 @@ Status DeliveryLoop::Settle(Done& done) {
   bool dead = next.exchange == amqp::kDeadExchange;
   log::Info(dead ? "request parked after its last attempt" : "request scheduled for retry",
             {{"cluster", r.ClusterKey()}, {"attempt", AttemptOf(next.message)},
-             {"tier", next.message.headers.value(amqp::kRetryTierHeader, "")}, {"error", SanitizeError(error)}});
+             {"tier", next.message.headers.value(kRetryTierHeader, "")}, {"error", SanitizeError(error)}});
   SyncEvent event = FailureEvent(r, done.outcome, dead, AttemptOf(d.message) + 1);
   std::optional<SyncOutcome> outcome;
   if (done.outcome.ok()) outcome = *done.outcome;
   return Park(
       d, next, dead ? "dead-lettered" : "retried", &r,
-      [dead, tier = next.message.headers.value(amqp::kRetryTierHeader, ""),
+      [dead, tier = next.message.headers.value(kRetryTierHeader, ""),
        reason = next.message.headers.value(kDeadReasonHeader, ""), error = SanitizeError(error),
        outcome = std::move(outcome)](TraceEvent& e) {
         e.outcome = dead ? TraceOutcome::kParked : TraceOutcome::kRetry;
@@ -569,7 +569,7 @@ Status DeliveryLoop::DeferStalledSuspects() {
     log::Info("request that runs alone deferred: this consumer's syncs in flight did not finish in time",
               {{"cluster", job.request.ClusterKey()}, {"waited_ms", options_.alone_wait.count()}});
     amqp::Publication deferred = Defer(job.delivery, options_.retry);
-    std::string tier = deferred.message.headers.value(amqp::kRetryTierHeader, "");
+    std::string tier = deferred.message.headers.value(kRetryTierHeader, "");
     Status s = Park(
         job.delivery, deferred, "busy", &job.request,
         [tier](TraceEvent& e) {

@@ -45,7 +45,7 @@
 #include "common/backoff.h"
 #include "common/clock.h"
 #include "common/random_impl.h"
-#include "common/trace_recorder.h"
+#include "common/bus/trace_recorder.h"
 #include "consumer/cluster_lease.h"
 #include "consumer/cluster_syncer.h"
 #include "consumer/retry_policy.h"

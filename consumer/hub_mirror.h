@@ -16,7 +16,7 @@
 
 #include "common/json.h"
 #include "common/kube/reflector.h"
-#include "common/sync_message.h"
+#include "common/bus/sync_message.h"
 #include "consumer/cluster_state.h"
 
 namespace syncbus::consumer {

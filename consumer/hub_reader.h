@@ -16,7 +16,7 @@
 
 #include "common/kube/client.h"
 #include "common/status.h"
-#include "common/sync_message.h"
+#include "common/bus/sync_message.h"
 #include "consumer/cluster_state.h"
 #include "consumer/hub_mirror.h"
 

@@ -2,28 +2,12 @@
 
 #include <algorithm>
 
-#include "common/amqp/syncbus_topology.h"
-#include "common/sync_message.h"
+#include "common/bus/topology.h"
+#include "common/bus/sync_message.h"
 #include "common/time_format.h"
 #include "consumer/status_builder.h"
 
 namespace syncbus::consumer {
-
-namespace {
-
-int IntHeader(const amqp::Message& message, const char* name) {
-  auto it = message.headers.find(name);
-  if (it == message.headers.end() || !it->is_number_integer()) return 0;
-  return static_cast<int>(std::clamp<int64_t>(it->get<int64_t>(), 0, 1000000));
-}
-
-}  // namespace
-
-int AttemptOf(const amqp::Message& message) { return IntHeader(message, kAttemptHeader); }
-
-int UnsettledDeliveries(const amqp::Message& message) {
-  return IntHeader(message, kUnsettledHeader) + IntHeader(message, kDeliveryCountHeader);
-}
 
 std::string SanitizeError(const std::string& error) {
   std::string out;
@@ -48,7 +32,7 @@ amqp::Publication Base(const amqp::Delivery& delivery, const std::string& error,
   p.message.persistent = true;
   Json& h = p.message.headers;
   if (!h.is_object()) h = Json::object();
-  h.erase("x-death");   // the broker's own history; ours travels in x-syncbus-* headers
+  h.erase(kDeathHeader);   // the broker's own history; ours travels in x-syncbus-* headers
   h.erase(kDeliveryCountHeader);
   h.erase(kUnsettledHeader);   // a consumer settled this copy: it is not crashing consumers
   h.erase(kQuarantinedHeader);
@@ -79,7 +63,7 @@ amqp::Publication NextAttempt(const amqp::Delivery& delivery, const RetryPolicy&
   if (permanent) tier = last;   // slow tier only
   while (tier < last && policy.tiers[tier] < at_least) ++tier;
   p.exchange = amqp::kRetryExchange;
-  p.message.headers[amqp::kRetryTierHeader] = amqp::TierName(policy.tiers[tier]);
+  p.message.headers[kRetryTierHeader] = amqp::TierName(policy.tiers[tier]);
   return p;
 }
 
@@ -88,7 +72,7 @@ amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& polic
   p.message = delivery.message;
   p.message.persistent = true;
   if (!p.message.headers.is_object()) p.message.headers = Json::object();
-  p.message.headers.erase("x-death");
+  p.message.headers.erase(kDeathHeader);
   p.message.headers[kUnsettledHeader] = UnsettledDeliveries(delivery.message);
   p.message.headers.erase(kDeliveryCountHeader);
   p.routing_key = Base(delivery, "", WallTime{}).routing_key;
@@ -97,14 +81,14 @@ amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& polic
     return p;
   }
   p.exchange = amqp::kRetryExchange;
-  p.message.headers[amqp::kRetryTierHeader] =
+  p.message.headers[kRetryTierHeader] =
       amqp::TierName(*std::min_element(policy.tiers.begin(), policy.tiers.end()));
   return p;
 }
 
 bool NeedsQuarantine(const amqp::Message& message) {
   int unsettled = UnsettledDeliveries(message);
-  return unsettled > 0 && IntHeader(message, kQuarantinedHeader) < unsettled;
+  return unsettled > 0 && QuarantinedFor(message) < unsettled;
 }
 
 bool RunsAlone(int unsettled, int delivery_limit) {
@@ -120,7 +104,7 @@ amqp::Publication Quarantine(const amqp::Delivery& delivery, const RetryPolicy& 
     std::vector<std::chrono::seconds> tiers = policy.tiers;
     std::sort(tiers.begin(), tiers.end());
     size_t tier = std::min<size_t>(static_cast<size_t>(unsettled) - 1, tiers.size() - 1);
-    p.message.headers[amqp::kRetryTierHeader] = amqp::TierName(tiers[tier]);
+    p.message.headers[kRetryTierHeader] = amqp::TierName(tiers[tier]);
   }
   return p;
 }
@@ -131,7 +115,7 @@ amqp::Publication DeadLetter(const amqp::Delivery& delivery, const std::string& 
   p.exchange = amqp::kDeadExchange;
   p.message.headers[kDeadReasonHeader] = reason;
   p.message.headers[kDeadAtHeader] = FormatRfc3339(now);
-  p.message.headers.erase(amqp::kRetryTierHeader);
+  p.message.headers.erase(kRetryTierHeader);
   return p;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/amqp/session.h"
+#include "common/bus/headers.h"
 #include "common/clock.h"
 
 namespace syncbus::consumer {
@@ -19,20 +20,6 @@ struct RetryPolicy {
 };
 
 inline constexpr size_t kMaxErrorHeaderBytes = 256;
-// When a message was parked (RFC 3339), for `syncbusctl dlq` ages.
-inline constexpr char kDeadAtHeader[] = "x-syncbus-dead-at";
-// Deliveries of earlier copies that ended unsettled (a consumer crashed or was killed holding
-// them), carried across busy deferrals so a poison message is still parked by the limit.
-inline constexpr char kUnsettledHeader[] = "x-syncbus-unsettled";
-// The quorum queue's count of earlier unsettled deliveries of this copy.
-inline constexpr char kDeliveryCountHeader[] = "x-delivery-count";
-// The unsettled count a message was last held back for (see Quarantine).
-inline constexpr char kQuarantinedHeader[] = "x-syncbus-quarantined";
-
-// The attempt number recorded on a delivery (0 for a fresh request).
-int AttemptOf(const amqp::Message& message);
-// Unsettled deliveries so far: the carried count plus the broker's count for this copy.
-int UnsettledDeliveries(const amqp::Message& message);
 
 // The publication that retries `message` after one more failed attempt with `error`, or, when
 // the attempts are used up, parks it in the dead-letter queue with reason "max-attempts".

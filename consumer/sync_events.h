@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "common/sync_message.h"
+#include "common/bus/sync_message.h"
 #include "consumer/cluster_syncer.h"
 
 namespace syncbus::consumer {

@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "common/amqp/session_impl.h"
-#include "common/amqp/syncbus_topology.h"
-#include "common/config.h"
-#include "common/daemon.h"
+#include "common/bus/topology.h"
+#include "common/bus/config.h"
+#include "common/bus/daemon.h"
 #include "common/http/curl_transport.h"
 #include "common/log.h"
 #include "common/kube/client_impl.h"

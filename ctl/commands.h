@@ -9,7 +9,7 @@
 
 #include "common/amqp/session.h"
 #include "common/clock.h"
-#include "common/config.h"
+#include "common/bus/config.h"
 #include "ctl/dead_letters.h"
 #include "ctl/output.h"
 

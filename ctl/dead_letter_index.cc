@@ -7,7 +7,7 @@
 #include <list>
 #include <map>
 
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "common/digest.h"
 #include "common/random.h"
 

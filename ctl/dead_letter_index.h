@@ -19,14 +19,11 @@
 #include <vector>
 
 #include "common/amqp/session.h"
+#include "common/bus/headers.h"
 #include "common/status.h"
 
 namespace syncbus::ctl {
 
-inline constexpr char kIndexRecordHeader[] = "x-syncbus-index";  // removed, reset, barrier
-inline constexpr char kIndexKeyHeader[] =
-    "x-syncbus-index-key";  // removed: the copy; barrier: a nonce
-inline constexpr char kIndexByHeader[] = "x-syncbus-index-by";  // removed: replay, purge, reindex
 
 // A string-valued AMQP header from a message's decoded headers; "" when absent or not a string.
 std::string StringHeader(const Json& headers, const char* name);

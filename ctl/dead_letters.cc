@@ -6,11 +6,11 @@
 #include <thread>
 
 #include "common/amqp/field_table.h"
-#include "common/amqp/syncbus_topology.h"
-#include "common/sync_message.h"
+#include "common/bus/topology.h"
+#include "common/bus/sync_message.h"
 #include "common/time_format.h"
-#include "common/trace_event.h"
-#include "consumer/retry_policy.h"
+#include "common/bus/trace_event.h"
+#include "common/bus/headers.h"
 #include "ctl/dead_letter_index.h"
 #include "ctl/text_table.h"
 
@@ -85,15 +85,15 @@ DeadLetter DescribeDeadLetter(const amqp::Delivery& delivery) {
   }
   if (d.lane != "change" && d.lane != "resync") d.lane = "change";
   d.reason = StringHeader(h, kDeadReasonHeader);
-  d.attempts = consumer::AttemptOf(delivery.message);
+  d.attempts = AttemptOf(delivery.message);
   d.first_failure = StringHeader(h, kFirstFailureHeader);
   d.last_error = StringHeader(h, kLastErrorHeader);
-  if (auto at = ParseRfc3339(StringHeader(h, consumer::kDeadAtHeader)); at.ok()) d.dead_at = *at;
-  if (auto it = h.find(consumer::kUnsettledHeader); it != h.end() && it->is_number_integer()) {
+  if (auto at = ParseRfc3339(StringHeader(h, kDeadAtHeader)); at.ok()) d.dead_at = *at;
+  if (auto it = h.find(kUnsettledHeader); it != h.end() && it->is_number_integer()) {
     d.unsettled = static_cast<int>(it->get<int64_t>());
   }
   // Parked by the broker (the work queue's delivery limit): the newest x-death entry says so.
-  auto deaths = h.find("x-death");
+  auto deaths = h.find(kDeathHeader);
   if (deaths != h.end() && deaths->is_array() && !deaths->empty()) {
     const Json& newest = deaths->front();
     if (d.reason.empty()) {
@@ -105,7 +105,7 @@ DeadLetter DescribeDeadLetter(const amqp::Delivery& delivery) {
   // RabbitMQ 3.10 keeps no x-death array in a stream (the index's copy), only the x-first-death-*
   // headers; a message parked by the broker was dead-lettered once, so the first is the one.
   if (d.reason.empty()) {
-    d.reason = StringHeader(h, "x-first-death-reason");
+    d.reason = StringHeader(h, kFirstDeathReasonHeader);
     d.by_broker = !d.reason.empty();
   }
   if (d.reason.empty()) d.reason = "unknown";
@@ -139,10 +139,10 @@ amqp::Publication ReplayPublication(const amqp::Delivery& delivery) {
   p.message.expiration.clear();
   Json& h = p.message.headers;
   if (!h.is_object()) h = Json::object();
-  for (const char* name : {"x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason",
-                           "x-last-death-exchange", "x-last-death-queue", "x-last-death-reason",
-                           kFirstFailureHeader, kLastErrorHeader, kDeadReasonHeader, consumer::kDeadAtHeader,
-                           amqp::kRetryTierHeader, consumer::kUnsettledHeader, consumer::kDeliveryCountHeader}) {
+  for (const char* name : {kDeathHeader, kFirstDeathExchangeHeader, kFirstDeathQueueHeader, kFirstDeathReasonHeader,
+                           kLastDeathExchangeHeader, kLastDeathQueueHeader, kLastDeathReasonHeader,
+                           kFirstFailureHeader, kLastErrorHeader, kDeadReasonHeader, kDeadAtHeader,
+                           kRetryTierHeader, kUnsettledHeader, kDeliveryCountHeader}) {
     h.erase(name);
   }
   h[kAttemptHeader] = 0;
@@ -294,7 +294,7 @@ Result<DlqResult> ReindexDeadLetters(amqp::Session& session, std::chrono::millis
     copy.routing_key = delivery.routing_key;
     copy.message = delivery.message;
     // The queue's count of this copy is not the new copy's.
-    if (copy.message.headers.is_object()) copy.message.headers.erase(consumer::kDeliveryCountHeader);
+    if (copy.message.headers.is_object()) copy.message.headers.erase(kDeliveryCountHeader);
     if (Status moved = session.Publish(copy, confirm_timeout); !moved.ok()) {
       (void)session.Nack(delivery.delivery_tag, true);
       result.error = moved.Annotate("moving a parked message (run reindex again)");

@@ -6,7 +6,7 @@
 // the broker confirmed the new one, so an interrupted replay loses nothing (a re-run may replay a
 // trigger twice, which costs one cheap up-to-date check); each copy taken out is recorded in the
 // index. Messages not acted on are requeued (the queue's delivery limit is never reached, see
-// syncbus_topology.h). Reindex rebuilds the index from the queue. Pure functions plus the passes
+// common/bus/topology.h). Reindex rebuilds the index from the queue. Pure functions plus the passes
 // over a caller-owned Session; thread-compatible.
 #pragma once
 

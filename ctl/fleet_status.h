@@ -20,7 +20,7 @@
 
 #include "common/clock.h"
 #include "common/json.h"
-#include "common/trace_event.h"
+#include "common/bus/trace_event.h"
 #include "ctl/dead_letters.h"
 #include "ctl/fleet_progress.h"
 #include "ctl/request_timeline.h"

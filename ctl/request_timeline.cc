@@ -1,6 +1,6 @@
 #include "ctl/request_timeline.h"
 
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "common/time_format.h"
 #include "ctl/text_table.h"
 

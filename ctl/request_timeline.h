@@ -9,7 +9,7 @@
 
 #include "common/clock.h"
 #include "common/json.h"
-#include "common/trace_event.h"
+#include "common/bus/trace_event.h"
 #include "ctl/dead_letters.h"
 
 namespace syncbus::ctl {

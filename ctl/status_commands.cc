@@ -3,16 +3,16 @@
 #include <iostream>
 
 #include "common/amqp/session_impl.h"
-#include "common/amqp/syncbus_topology.h"
-#include "common/config.h"
-#include "common/daemon.h"
+#include "common/bus/topology.h"
+#include "common/bus/config.h"
+#include "common/bus/daemon.h"
 #include "common/http/curl_transport.h"
 #include "common/kube/api_error.h"
 #include "common/kube/client_impl.h"
 #include "common/kube/resource_version.h"
 #include "common/log.h"
 #include "common/time_format.h"
-#include "consumer/cluster_lease.h"
+#include "common/bus/cluster_lease_name.h"
 #include "ctl/commands.h"
 #include "ctl/fleet_status.h"
 #include "ctl/request_timeline.h"
@@ -101,7 +101,7 @@ int ClusterStatusReport(kube::Client& hub, amqp::Session& broker, const StatusOp
   if (!sss.ok()) return Fail(sss.status().Annotate("listing SelectorSyncSets").message());
   auto cs = hub.Get(kube::Object(res::kClusterSyncs, ns, name));
   if (!cs.ok() && cs.status().code() != Code::kNotFound) return Fail(cs.status().Annotate("reading ClusterSync").message());
-  auto lease = hub.Get(kube::Object(res::kLeases, lease_namespace, consumer::ClusterLeaseName(ns, name)));
+  auto lease = hub.Get(kube::Object(res::kLeases, lease_namespace, ClusterLeaseName(ns, name)));
   if (!lease.ok() && lease.status().code() != Code::kNotFound) return Fail(lease.status().Annotate("reading Lease").message());
 
   auto trace = ReadWindow(broker, key, options.since, now);

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 
 namespace syncbus::ctl {
 

@@ -12,7 +12,7 @@
 #include "common/amqp/session.h"
 #include "common/clock.h"
 #include "common/status.h"
-#include "common/trace_event.h"
+#include "common/bus/trace_event.h"
 
 namespace syncbus::ctl {
 

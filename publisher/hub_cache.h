@@ -19,7 +19,7 @@
 #include "common/hive/desired_state.h"
 #include "common/hive/types.h"
 #include "common/json.h"
-#include "common/sync_message.h"
+#include "common/bus/sync_message.h"
 
 namespace syncbus::publisher {
 

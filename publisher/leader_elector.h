@@ -12,7 +12,7 @@
 #include <string>
 
 #include "common/clock.h"
-#include "common/config.h"
+#include "common/bus/config.h"
 #include "common/kube/client.h"
 
 namespace syncbus::publisher {

@@ -10,7 +10,7 @@
 #include "common/build_info.h"
 #include "common/clock.h"
 #include "common/command_line.h"
-#include "common/daemon.h"
+#include "common/bus/daemon.h"
 #include "publisher/publisher_app.h"
 
 namespace {

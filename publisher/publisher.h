@@ -27,8 +27,8 @@
 #include "common/amqp/channel_renewal.h"
 #include "common/amqp/session.h"
 #include "common/clock.h"
-#include "common/sync_message.h"
-#include "common/trace_recorder.h"
+#include "common/bus/sync_message.h"
+#include "common/bus/trace_recorder.h"
 #include "publisher/hub_cache.h"
 #include "publisher/sync_decision.h"
 

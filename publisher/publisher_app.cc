@@ -3,9 +3,9 @@
 #include <thread>
 #include <vector>
 
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "common/backoff.h"
-#include "common/daemon.h"
+#include "common/bus/daemon.h"
 #include "common/kube/reflector.h"
 #include "common/log.h"
 #include "common/random.h"

@@ -16,7 +16,7 @@
 
 #include "common/amqp/session.h"
 #include "common/clock.h"
-#include "common/config.h"
+#include "common/bus/config.h"
 #include "common/kube/client.h"
 #include "publisher/hub_cache.h"
 

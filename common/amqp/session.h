@@ -1,7 +1,7 @@
 // Session: one AMQP connection as syncbus uses it: one channel for consuming, settling and
 // declaring, one for publishing (with confirms), so that the latter can be replaced without
 // giving back the deliveries held on the former. The real implementation
-// (session_impl.h) sits on rabbitmq-c 0.11; FakeSession (fake_session.h) is an in-memory broker
+// (session_impl.h) sits on rabbitmq-c 0.11; FakeSession (tests/fakes/common/amqp/fake_session.h) is an in-memory broker
 // for unit tests. NOT thread-safe: one Session per thread (rabbitmq-c connections must not be
 // shared). Heartbeats are serviced only inside calls (Publish*, Next, Get, Poll, ...): a caller
 // busy elsewhere for longer than the heartbeat interval must call Poll() in between.

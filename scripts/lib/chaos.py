@@ -145,7 +145,10 @@ def start_system(s):
             port, admin = admin_yaml()
             path = os.path.join(work, name + ".yaml")
             write_daemon_config(path, admin + common)
-            argv = [os.path.join(s.bin, kind, "syncbus-" + kind), "--config", path]
+            # The consumers run syncbus-consumer-chaos: the daemon with the poison planted.
+            binary = (os.path.join(s.bin, "tests", "chaos", "syncbus-consumer-chaos") if kind == "consumer"
+                      else os.path.join(s.bin, kind, "syncbus-" + kind))
+            argv = [binary, "--config", path]
             if kind == "consumer":
                 argv += ["--name", name]
             daemons.append(Daemon(name, kind, argv, env, os.path.join(work, name + ".log"),

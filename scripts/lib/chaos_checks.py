@@ -434,7 +434,8 @@ def every_kind_injected(faults, kinds):
                  [f"{k}: never injected" for k in missing])
 
 
-# The line a consumer logs just before it aborts on the poison annotation (consumer/cluster_syncer.cc).
+# The line a consumer logs just before it aborts on the poison annotation
+# (tests/fakes/consumer/crashing_hub_reader.h).
 PLANTED_CRASH = "crashing on purpose: the ClusterDeployment carries the crash annotation"
 
 

@@ -4,8 +4,8 @@
 
 #include <fstream>
 
-#include "common/amqp/syncbus_topology.h"
-#include "common/config.h"
+#include "common/bus/topology.h"
+#include "common/bus/config.h"
 #include "common/http/curl_transport.h"
 #include "common/kube/config.h"
 #include "tests/support/files.h"

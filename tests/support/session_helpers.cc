@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 
 namespace syncbus::testing {
 

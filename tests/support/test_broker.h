@@ -7,7 +7,7 @@
 #include <string>
 
 #include "common/amqp/session.h"
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "common/amqp/topology.h"
 #include "common/json.h"
 #include "common/status.h"

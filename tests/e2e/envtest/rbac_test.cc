@@ -295,7 +295,7 @@ std::vector<Step> ConsumerWork(Hub& hub, const std::string& cluster) {
       {"mirror cluster Leases",
        [&] {
          return ListAndWatch(c, Collection(res::kLeases, kSyncbus), false,
-                             consumer::kClusterLeaseSelector);
+                             kClusterLeaseSelector);
        }},
   });
   SyncRequest request;
@@ -316,7 +316,7 @@ std::vector<Step> ConsumerWork(Hub& hub, const std::string& cluster) {
   lease_options.identity = "rbac-proof";
   consumer::ClusterLeases leases(lease_options, c, RealClock(), registry);
   kube::ObjectRef lease_ref =
-      Object(res::kLeases, kSyncbus, consumer::ClusterLeaseName(cluster, cluster));
+      Object(res::kLeases, kSyncbus, ClusterLeaseName(cluster, cluster));
   Result<std::shared_ptr<consumer::ClusterLease>> lease = leases.Acquire(cluster, cluster);
   steps.push_back({"take the cluster's Lease", lease.status()});
   if (lease.ok()) {

@@ -9,8 +9,8 @@
 #include <map>
 
 #include "common/amqp/session_impl.h"
-#include "common/amqp/syncbus_topology.h"
-#include "common/sync_message.h"
+#include "common/bus/topology.h"
+#include "common/bus/sync_message.h"
 #include "common/yaml_json.h"
 #include "tests/support/files.h"
 #include "tests/support/process_rig.h"

@@ -7,7 +7,7 @@
 
 #include "common/amqp/reconnect.h"
 #include "common/amqp/session_impl.h"
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "common/clock.h"
 #include "common/random.h"
 #include "tests/support/session_helpers.h"

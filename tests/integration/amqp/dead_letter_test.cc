@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "common/amqp/session_impl.h"
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "tests/support/session_helpers.h"
 #include "tests/support/test_broker.h"
 #include "tests/support/wait.h"

@@ -3,7 +3,7 @@
 
 #include "common/amqp/field_table.h"
 #include "common/amqp/session_impl.h"
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "tests/support/session_helpers.h"
 #include "tests/support/test_broker.h"
 

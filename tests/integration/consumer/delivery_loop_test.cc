@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "common/amqp/session_impl.h"
-#include "common/amqp/syncbus_topology.h"
-#include "common/sync_message.h"
+#include "common/bus/topology.h"
+#include "common/bus/sync_message.h"
 #include "common/time_format.h"
 #include "consumer/delivery_loop.h"
 #include "tests/support/test_broker.h"

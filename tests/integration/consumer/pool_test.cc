@@ -8,11 +8,11 @@
 #include <thread>
 
 #include "common/amqp/session_impl.h"
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "common/http/transport.h"
 #include "common/kube/client_impl.h"
 #include "common/kube/config.h"
-#include "common/sync_message.h"
+#include "common/bus/sync_message.h"
 #include "consumer/cluster_lease.h"
 #include "common/time_format.h"
 #include "ctl/dead_letters.h"
@@ -229,7 +229,7 @@ TEST_CASE(
   p.StartConsumer("consumer-1");
   p.StartConsumer("consumer-2");
   auto holder_pid = [&]() -> pid_t {
-    auto lease = p.hub->Get(kube::Object(kube::resources::kLeases, "syncbus", consumer::ClusterLeaseName(ns, poison)));
+    auto lease = p.hub->Get(kube::Object(kube::resources::kLeases, "syncbus", ClusterLeaseName(ns, poison)));
     if (!lease.ok()) return -1;
     std::string holder = (*lease)["spec"].value("holderIdentity", "");
     size_t dash = holder.rfind('-');

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "common/amqp/session_impl.h"
-#include "common/amqp/syncbus_topology.h"
-#include "common/sync_message.h"
+#include "common/bus/topology.h"
+#include "common/bus/sync_message.h"
 #include "consumer/retry_policy.h"
 #include "ctl/commands.h"
 #include "ctl/dead_letters.h"

@@ -6,10 +6,10 @@
 #include <prometheus/registry.h>
 
 #include "common/amqp/session_impl.h"
-#include "common/amqp/syncbus_topology.h"
-#include "common/sync_message.h"
-#include "common/trace_event.h"
-#include "common/trace_recorder.h"
+#include "common/bus/topology.h"
+#include "common/bus/sync_message.h"
+#include "common/bus/trace_event.h"
+#include "common/bus/trace_recorder.h"
 #include "consumer/retry_policy.h"
 #include "ctl/dead_letters.h"
 #include "ctl/trace_reader.h"

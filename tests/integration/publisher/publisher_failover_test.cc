@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "common/amqp/session_impl.h"
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "common/kube/client_impl.h"
-#include "common/sync_message.h"
+#include "common/bus/sync_message.h"
 #include "tests/support/process_rig.h"
 #include "tests/support/wait.h"
 

@@ -7,7 +7,7 @@
 #include <doctest/doctest.h>
 
 #include "common/amqp/session_impl.h"
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "tests/support/test_broker.h"
 
 using namespace syncbus;

@@ -1,11 +1,11 @@
-#include "common/amqp/fake_session.h"
+#include "tests/fakes/common/amqp/fake_session.h"
 
 #include <doctest/doctest.h>
 
 #include <thread>
 
-#include "common/amqp/syncbus_topology.h"
-#include "common/fake_clock.h"
+#include "common/bus/topology.h"
+#include "tests/fakes/common/fake_clock.h"
 
 namespace syncbus::amqp {
 namespace {

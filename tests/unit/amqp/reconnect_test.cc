@@ -2,10 +2,10 @@
 
 #include <doctest/doctest.h>
 
-#include "common/amqp/fake_session.h"
-#include "common/amqp/syncbus_topology.h"
-#include "common/fake_clock.h"
-#include "common/fake_random.h"
+#include "tests/fakes/common/amqp/fake_session.h"
+#include "common/bus/topology.h"
+#include "tests/fakes/common/fake_clock.h"
+#include "tests/fakes/common/fake_random.h"
 
 namespace syncbus::amqp {
 namespace {

@@ -9,12 +9,12 @@
 #include <doctest/doctest.h>
 #include <prometheus/registry.h>
 
-#include "common/fake_clock.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "common/json.h"
 #include "common/kube/client_impl.h"
 #include "consumer/cluster_syncer.h"
 #include "consumer/target_clients.h"
-#include "tests/fakes/in_process_transport.h"
+#include "tests/fakes/common/http/in_process_transport.h"
 #include "tests/kubesim/sim_simulation.h"
 
 namespace syncbus::consumer::testing {

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "common/fake_clock.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "consumer/cluster_lease.h"
 #include "consumer/hub_mirror.h"
 #include "tests/unit/consumer/fake_object_store.h"

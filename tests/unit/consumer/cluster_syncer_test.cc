@@ -11,7 +11,7 @@
 #include "common/kube/reflector.h"
 #include "consumer/cluster_syncer.h"
 #include "consumer/hub_mirror.h"
-#include "tests/fakes/in_process_transport.h"
+#include "tests/fakes/common/http/in_process_transport.h"
 #include "tests/support/wait.h"
 #include "tests/unit/kubesim/api_test_util.h"
 

@@ -7,11 +7,11 @@
 #include <set>
 #include <thread>
 
-#include "common/amqp/fake_session.h"
-#include "common/amqp/syncbus_topology.h"
-#include "common/fake_clock.h"
-#include "common/sync_message.h"
-#include "common/trace_event.h"
+#include "tests/fakes/common/amqp/fake_session.h"
+#include "common/bus/topology.h"
+#include "tests/fakes/common/fake_clock.h"
+#include "common/bus/sync_message.h"
+#include "common/bus/trace_event.h"
 #include "consumer/delivery_loop.h"
 #include "tests/support/wait.h"
 #include "tests/unit/consumer/fake_object_store.h"

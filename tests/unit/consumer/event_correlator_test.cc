@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-#include "common/fake_clock.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "common/time_format.h"
 
 using namespace syncbus;

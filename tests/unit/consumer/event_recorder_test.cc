@@ -7,7 +7,7 @@
 
 #include "common/kube/client_impl.h"
 #include "consumer/hub_mirror.h"
-#include "tests/fakes/in_process_transport.h"
+#include "tests/fakes/common/http/in_process_transport.h"
 #include "tests/unit/kubesim/api_test_util.h"
 
 using namespace syncbus;

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "common/fake_clock.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "consumer/request_limiter.h"
 
 using namespace syncbus;

@@ -1,8 +1,8 @@
 #include <doctest/doctest.h>
 
-#include "common/amqp/syncbus_topology.h"
-#include "common/fake_clock.h"
-#include "common/sync_message.h"
+#include "common/bus/topology.h"
+#include "tests/fakes/common/fake_clock.h"
+#include "common/bus/sync_message.h"
 #include "consumer/retry_policy.h"
 
 using namespace syncbus;
@@ -29,7 +29,7 @@ TEST_CASE("attempts walk the tiers, then the dead-letter queue") {
     REQUIRE(p.exchange == amqp::kRetryExchange);
     CHECK(p.routing_key == "resync");   // back to its own lane
     CHECK(AttemptOf(p.message) == i + 1);
-    tiers.push_back(p.message.headers[amqp::kRetryTierHeader]);
+    tiers.push_back(p.message.headers[kRetryTierHeader]);
     d.message = p.message;
     clock.Advance(1min);
   }
@@ -39,14 +39,14 @@ TEST_CASE("attempts walk the tiers, then the dead-letter queue") {
   CHECK(last.exchange == amqp::kDeadExchange);
   CHECK(last.message.headers[kDeadReasonHeader] == "max-attempts");
   CHECK(last.message.headers[kLastErrorHeader] == "still refused");
-  CHECK_FALSE(last.message.headers.contains(amqp::kRetryTierHeader));
+  CHECK_FALSE(last.message.headers.contains(kRetryTierHeader));
 }
 
 TEST_CASE("permanent failures go straight to the slow tier") {
   FakeClock clock;
   RetryPolicy policy{{5s, 30s, 120s, 360s}, 8};
   auto p = NextAttempt(Fresh(), policy, "422 Invalid", true, clock.WallNow());
-  CHECK(p.message.headers[amqp::kRetryTierHeader] == "6m");
+  CHECK(p.message.headers[kRetryTierHeader] == "6m");
 }
 
 TEST_CASE("error headers are short, single-line and never carry tokens") {
@@ -71,12 +71,12 @@ TEST_CASE("a Retry-After longer than the tier moves the retry to a tier at least
   FakeClock clock;
   RetryPolicy policy{{5s, 30s, 120s, 360s}, 8};
   auto p = NextAttempt(Fresh(), policy, "429 Too Many Requests", false, clock.WallNow(), 20s);
-  CHECK(p.message.headers[amqp::kRetryTierHeader] == "30s");
+  CHECK(p.message.headers[kRetryTierHeader] == "30s");
   CHECK(AttemptOf(p.message) == 1);
   auto longest = NextAttempt(Fresh(), policy, "429", false, clock.WallNow(), 1h);
-  CHECK(longest.message.headers[amqp::kRetryTierHeader] == "6m");
+  CHECK(longest.message.headers[kRetryTierHeader] == "6m");
   auto shorter = NextAttempt(Fresh(), policy, "429", false, clock.WallNow(), 1s);
-  CHECK(shorter.message.headers[amqp::kRetryTierHeader] == "5s");
+  CHECK(shorter.message.headers[kRetryTierHeader] == "5s");
 }
 
 TEST_CASE("a busy cluster is deferred to the shortest tier without counting an attempt") {
@@ -89,7 +89,7 @@ TEST_CASE("a busy cluster is deferred to the shortest tier without counting an a
   auto p = Defer(d, policy);
   CHECK(p.exchange == amqp::kRetryExchange);
   CHECK(p.routing_key == "resync");
-  CHECK(p.message.headers[amqp::kRetryTierHeader] == "5s");
+  CHECK(p.message.headers[kRetryTierHeader] == "5s");
   CHECK(AttemptOf(p.message) == 3);
   CHECK(p.message.headers[kFirstFailureHeader] == "2025-12-31T00:00:00Z");
   CHECK_FALSE(p.message.headers.contains("x-death"));
@@ -133,7 +133,7 @@ TEST_CASE("a delivery that ended unsettled is held back in the tier of its count
   auto held = Quarantine(d, policy);
   CHECK(held.exchange == amqp::kRetryExchange);
   CHECK(held.routing_key == "resync");
-  CHECK(held.message.headers[amqp::kRetryTierHeader] == "5s");   // count 1: the shortest tier
+  CHECK(held.message.headers[kRetryTierHeader] == "5s");   // count 1: the shortest tier
   CHECK(AttemptOf(held.message) == 2);                            // no attempt counted
   CHECK(UnsettledDeliveries(held.message) == 1);
   CHECK_FALSE(NeedsQuarantine(held.message));                     // back from the tier: it runs
@@ -145,12 +145,12 @@ TEST_CASE("a delivery that ended unsettled is held back in the tier of its count
   again.message.headers[kDeliveryCountHeader] = 1;
   REQUIRE(NeedsQuarantine(again.message));
   auto longer = Quarantine(again, policy);
-  CHECK(longer.message.headers[amqp::kRetryTierHeader] == "30s");
+  CHECK(longer.message.headers[kRetryTierHeader] == "30s");
   CHECK(UnsettledDeliveries(longer.message) == 2);
   amqp::Delivery many = again;
   many.message = longer.message;
   many.message.headers[kUnsettledHeader] = 7;
-  CHECK(Quarantine(many, policy).message.headers[amqp::kRetryTierHeader] == "2m");   // the last
+  CHECK(Quarantine(many, policy).message.headers[kRetryTierHeader] == "2m");   // the last
 
   // A consumer settled it (a failure retried): the history is forgotten.
   auto retried = NextAttempt(again, policy, "503", false, clock.WallNow());

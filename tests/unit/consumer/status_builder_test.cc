@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "common/fake_clock.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "common/time_format.h"
 #include "consumer/status_builder.h"
 

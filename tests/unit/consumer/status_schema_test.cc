@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/fake_clock.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "common/yaml_json.h"
 #include "consumer/status_builder.h"
 #include "tests/kubesim/schema.h"

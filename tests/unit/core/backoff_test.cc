@@ -1,8 +1,8 @@
 #include <doctest/doctest.h>
 
 #include "common/backoff.h"
-#include "common/fake_clock.h"
-#include "common/fake_random.h"
+#include "tests/fakes/common/fake_clock.h"
+#include "tests/fakes/common/fake_random.h"
 
 using namespace syncbus;
 using namespace std::chrono_literals;

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "common/config.h"
-#include "common/daemon.h"
+#include "common/bus/config.h"
+#include "common/bus/daemon.h"
 
 using namespace syncbus;
 using namespace std::chrono_literals;

@@ -1,8 +1,8 @@
 #include <doctest/doctest.h>
 
-#include "common/fake_clock.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "common/kube/resource_version.h"
-#include "common/sync_message.h"
+#include "common/bus/sync_message.h"
 
 using namespace syncbus;
 

@@ -5,7 +5,7 @@
 #include <set>
 #include <sstream>
 
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "tests/support/child_process.h"
 
 using namespace syncbus;

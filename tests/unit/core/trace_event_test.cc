@@ -4,13 +4,13 @@
 
 #include <thread>
 
-#include "common/amqp/fake_session.h"
-#include "common/amqp/syncbus_topology.h"
-#include "common/fake_clock.h"
-#include "common/sync_message.h"
+#include "tests/fakes/common/amqp/fake_session.h"
+#include "common/bus/topology.h"
+#include "tests/fakes/common/fake_clock.h"
+#include "common/bus/sync_message.h"
 #include "common/time_format.h"
-#include "common/trace_event.h"
-#include "common/trace_recorder.h"
+#include "common/bus/trace_event.h"
+#include "common/bus/trace_recorder.h"
 
 using namespace syncbus;
 using namespace std::chrono_literals;

@@ -2,11 +2,11 @@
 
 #include <sstream>
 
-#include "common/amqp/fake_session.h"
+#include "tests/fakes/common/amqp/fake_session.h"
 #include "common/amqp/field_table.h"
-#include "common/amqp/syncbus_topology.h"
-#include "common/fake_clock.h"
-#include "common/sync_message.h"
+#include "common/bus/topology.h"
+#include "tests/fakes/common/fake_clock.h"
+#include "common/bus/sync_message.h"
 #include "common/time_format.h"
 #include "consumer/retry_policy.h"
 #include "ctl/commands.h"
@@ -124,14 +124,14 @@ TEST_CASE("a replayed message goes to its lane with its attempt history reset") 
   d.message.headers[kDeadReasonHeader] = "max-attempts";
   d.message.headers[kFirstFailureHeader] = "2026-01-01T00:00:00Z";
   d.message.headers[kLastErrorHeader] = "boom";
-  d.message.headers[consumer::kDeadAtHeader] = "2026-01-01T00:00:00Z";
+  d.message.headers[kDeadAtHeader] = "2026-01-01T00:00:00Z";
   d.message.headers["x-death"] = Json::array();
   amqp::Publication p = ReplayPublication(d);
   CHECK(p.exchange == amqp::kWorkExchange);
   CHECK(p.routing_key == "resync");
   CHECK(p.message.body == d.message.body);
   CHECK(p.message.headers[kAttemptHeader] == 0);
-  for (const char* gone : {kDeadReasonHeader, kFirstFailureHeader, kLastErrorHeader, consumer::kDeadAtHeader, "x-death"}) {
+  for (const char* gone : {kDeadReasonHeader, kFirstFailureHeader, kLastErrorHeader, kDeadAtHeader, "x-death"}) {
     CHECK_FALSE(p.message.headers.contains(gone));
   }
   CHECK(p.message.headers[kClusterHeader] == "ns1/c1");

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <thread>
 
-#include "common/fake_clock.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "common/http/transport.h"
 
 namespace syncbus::kube {

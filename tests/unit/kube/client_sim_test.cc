@@ -14,7 +14,7 @@
 #include "common/kube/client_impl.h"
 #include "common/kube/config.h"
 #include "common/kube/reflector.h"
-#include "tests/fakes/in_process_transport.h"
+#include "tests/fakes/common/http/in_process_transport.h"
 #include "tests/kubesim/sim_server.h"
 #include "tests/kubesim/sim_simulation.h"
 

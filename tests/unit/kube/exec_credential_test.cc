@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "common/fake_clock.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "common/time_format.h"
 
 namespace syncbus::kube {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "common/fake_clock.h"
-#include "common/fake_random.h"
+#include "tests/fakes/common/fake_clock.h"
+#include "tests/fakes/common/fake_random.h"
 
 namespace syncbus::kube {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/fake_clock.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "common/json.h"
 #include "tests/kubesim/api_server.h"
 #include "tests/kubesim/sim_simulation.h"

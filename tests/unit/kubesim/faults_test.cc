@@ -3,7 +3,7 @@
 
 #include <map>
 
-#include "common/fake_random.h"
+#include "tests/fakes/common/fake_random.h"
 #include "common/random_impl.h"
 #include "tests/kubesim/faults.h"
 

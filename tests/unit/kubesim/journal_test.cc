@@ -13,7 +13,7 @@
 #include <tuple>
 #include <vector>
 
-#include "common/fake_clock.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "common/http/curl_transport.h"
 #include "tests/kubesim/sim_server.h"
 #include "tests/kubesim/sim_simulation.h"

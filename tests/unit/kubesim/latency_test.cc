@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "common/fake_random.h"
+#include "tests/fakes/common/fake_random.h"
 #include "common/random_impl.h"
 #include "tests/kubesim/latency.h"
 

@@ -18,7 +18,7 @@
 #include "common/base64.h"
 #include "common/http/curl_transport.h"
 #include "common/kube/client_impl.h"
-#include "tests/fakes/in_process_transport.h"
+#include "tests/fakes/common/http/in_process_transport.h"
 #include "tests/unit/kubesim/api_test_util.h"
 #include "tests/kubesim/sim_router.h"
 #include "tests/kubesim/sim_server.h"

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "common/kube/client_impl.h"
-#include "tests/fakes/in_process_transport.h"
+#include "tests/fakes/common/http/in_process_transport.h"
 #include "tests/support/hive_objects.h"
 #include "tests/unit/kubesim/api_test_util.h"
 

@@ -2,10 +2,10 @@
 // Lease), with time driven by a FakeClock: nothing sleeps.
 #include <doctest/doctest.h>
 
-#include "common/fake_clock.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "common/kube/client_impl.h"
 #include "publisher/leader_elector.h"
-#include "tests/fakes/in_process_transport.h"
+#include "tests/fakes/common/http/in_process_transport.h"
 #include "tests/kubesim/sim_simulation.h"
 
 using namespace syncbus;

@@ -2,11 +2,11 @@
 
 #include <prometheus/registry.h>
 
-#include "common/amqp/fake_session.h"
-#include "common/amqp/syncbus_topology.h"
-#include "common/config.h"
-#include "common/fake_clock.h"
-#include "common/sync_message.h"
+#include "tests/fakes/common/amqp/fake_session.h"
+#include "common/bus/topology.h"
+#include "common/bus/config.h"
+#include "tests/fakes/common/fake_clock.h"
+#include "common/bus/sync_message.h"
 #include "common/time_format.h"
 #include "publisher/publisher.h"
 

@@ -9,7 +9,8 @@
 #include <string_view>
 
 #include "common/amqp/session.h"
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/headers.h"
+#include "common/bus/topology.h"
 #include "common/clock.h"
 #include "common/status.h"
 
@@ -17,15 +18,6 @@ namespace syncbus {
 
 inline constexpr int kSyncRequestVersion = 1;
 inline constexpr size_t kMaxSyncRequestBytes = 4096;
-
-// Headers on every sync message (visible in the management UI).
-inline constexpr char kClusterHeader[] = "x-syncbus-cluster";       // "namespace/name"
-inline constexpr char kAttemptHeader[] = "x-syncbus-attempt";       // 0 on first publish
-inline constexpr char kLaneHeader[] = "x-syncbus-lane";
-inline constexpr char kRevisionHeader[] = "x-syncbus-revision";
-inline constexpr char kFirstFailureHeader[] = "x-syncbus-first-failure";  // RFC 3339
-inline constexpr char kLastErrorHeader[] = "x-syncbus-last-error";        // short, no secrets
-inline constexpr char kDeadReasonHeader[] = "x-syncbus-dead-reason";
 
 // How far the publisher's cache had got when it decided: the resourceVersion of each collection
 // as of its list or its last event (never a bookmark, which other watchers get at other times).

@@ -27,6 +27,7 @@
 
 #include "common/amqp/session.h"
 #include "common/amqp/topology.h"
+#include "common/bus/headers.h"
 
 namespace syncbus::amqp {
 
@@ -36,7 +37,6 @@ inline constexpr char kDeadExchange[] = "syncbus.dead";
 inline constexpr char kDeadQueue[] = "syncbus.dead";
 inline constexpr char kDeadIndexExchange[] = "syncbus.dead.index";
 inline constexpr char kDeadIndexQueue[] = "syncbus.dead.index";
-inline constexpr char kRetryTierHeader[] = "x-syncbus-retry-tier";
 inline constexpr char kTraceExchange[] = "syncbus.trace";
 inline constexpr char kTraceQueue[] = "syncbus.trace";
 // The delivery limit of the queues whose messages must never be dropped for being returned (the

@@ -1,4 +1,4 @@
-#include "common/trace_recorder.h"
+#include "common/bus/trace_recorder.h"
 
 #include <algorithm>
 #include <string>

@@ -1,4 +1,4 @@
-#include "common/daemon.h"
+#include "common/bus/daemon.h"
 
 #include <cctype>
 #include <csignal>

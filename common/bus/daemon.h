@@ -12,7 +12,7 @@
 #include <string>
 
 #include "common/admin_server.h"
-#include "common/config.h"
+#include "common/bus/config.h"
 #include "common/http/curl_transport.h"
 #include "common/kube/client.h"
 #include "common/kube/config.h"

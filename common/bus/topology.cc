@@ -1,4 +1,4 @@
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 
 #include "common/log.h"
 

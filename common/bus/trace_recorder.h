@@ -19,7 +19,7 @@
 #include "common/amqp/session.h"
 #include "common/backoff.h"
 #include "common/clock.h"
-#include "common/trace_event.h"
+#include "common/bus/trace_event.h"
 
 namespace syncbus {
 

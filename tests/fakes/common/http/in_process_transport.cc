@@ -1,7 +1,7 @@
 // InProcessTransport: one worker thread with a timed task queue. Each request is dispatched by the
 // Simulation on the worker and carried out there after its injected delay; watch events reach
 // the worker through the task queue, so callbacks keep the real transport's threading.
-#include "tests/fakes/in_process_transport.h"
+#include "tests/fakes/common/http/in_process_transport.h"
 
 #include <condition_variable>
 #include <map>

@@ -9,8 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "common/admin_server.h"
 #include "common/amqp/session.h"
-#include "common/amqp/syncbus_topology.h"
+#include "common/bus/topology.h"
 #include "common/status.h"
 
 namespace syncbus {
@@ -18,11 +19,6 @@ namespace syncbus {
 struct LogConfig {
   std::string level = "info";      // trace, debug, info, warn, error
   std::string format = "text";     // text (logfmt-style) or json
-};
-
-struct AdminConfig {
-  std::string host = "0.0.0.0";    // /metrics, /healthz, /readyz
-  int port = 8080;                 // 0 = pick a free port (tests); -1 = disabled
 };
 
 struct HubConfig {

@@ -1,4 +1,4 @@
-#include "common/sync_message.h"
+#include "common/bus/sync_message.h"
 
 #include <array>
 #include <utility>

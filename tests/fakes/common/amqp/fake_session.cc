@@ -1,4 +1,4 @@
-#include "common/amqp/fake_session.h"
+#include "tests/fakes/common/amqp/fake_session.h"
 
 #include <algorithm>
 #include <condition_variable>

@@ -1,10 +1,10 @@
-#include "common/trace_event.h"
+#include "common/bus/trace_event.h"
 
 #include <array>
 #include <utility>
 
-#include "common/amqp/syncbus_topology.h"
-#include "common/sync_message.h"
+#include "common/bus/topology.h"
+#include "common/bus/sync_message.h"
 #include "common/time_format.h"
 
 namespace syncbus {

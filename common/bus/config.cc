@@ -1,4 +1,4 @@
-#include "common/config.h"
+#include "common/bus/config.h"
 
 #include <yaml-cpp/yaml.h>
 
