@@ -39,6 +39,21 @@ format_duration() {
   }'
 }
 
+# python_tool MODULE ARGS...: runs `python3 -m syncbus_tools.MODULE ARGS...`, a module of
+# syncbus's Python package (scripts/lib/syncbus_tools), with scripts/lib first on PYTHONPATH: the
+# one place where the scripts find the package. exec_python_tool: the same in place of the shell.
+python_tool() {
+  local module="$1"
+  shift
+  PYTHONPATH="$SYNCBUS_ROOT/scripts/lib${PYTHONPATH:+:$PYTHONPATH}" python3 -m "syncbus_tools.$module" "$@"
+}
+exec_python_tool() {
+  local module="$1"
+  shift
+  export PYTHONPATH="$SYNCBUS_ROOT/scripts/lib${PYTHONPATH:+:$PYTHONPATH}"
+  exec python3 -m "syncbus_tools.$module" "$@"
+}
+
 # run_as_root CMD...: run CMD as root, through sudo when the caller is not root.
 run_as_root() {
   if [[ $EUID -eq 0 ]]; then

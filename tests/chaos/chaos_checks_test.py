@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of the chaos run's own checks (scripts/lib/chaos_checks.py): each must fail on the bad
+"""Tests of the chaos run's own checks (syncbus_tools.chaos_checks): each must fail on the bad
 case it is there to catch, and pass on the good one. A real assert or heap corruption is not the
 planted poison crash; a poison parked by the broker, for another reason or after the wrong count
 is not syncbus's quarantine path; a parked message of the victim cluster is not the poison's
@@ -10,25 +10,25 @@ fails the run."""
 import datetime
 import json
 import os
-import sys
 import tempfile
 import unittest
 from types import SimpleNamespace
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "lib"))
-
-import chaos_checks as cc  # noqa: E402
+from syncbus_tools import chaos_checks as cc
 
 VICTIM = "cluster-0007/cluster-0007"
 PLANTED = (f'{{"level":"error","msg":"{cc.PLANTED_CRASH}","cluster":"{VICTIM}",'
            '"annotation":"chaos.syncbus.io/crash-consumer"}')
 
 
+def rfc3339(t):
+    """The unix time `t` as the trace events write it."""
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def published(confirms):
     """Trace events of publishes confirmed at the unix times `confirms` (decided just before)."""
-    def at(t):
-        return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return [{"step": "published", "at": at(c), "decidedAt": at(c - 0.01), "durationMs": 0} for c in confirms]
+    return [{"step": "published", "at": rfc3339(c), "decidedAt": rfc3339(c - 0.01), "durationMs": 0} for c in confirms]
 
 
 def fault(kind, at, target="", **recovery):
@@ -229,9 +229,7 @@ class KindsAndGoalsTest(unittest.TestCase):
         confirms = [90 + 0.5 * i for i in range(20)] + [170.5 + 0.5 * i for i in range(20)]
         edits = [90.3 + 0.5 * i for i in range(180)]
         self.assertAlmostEqual(cc.WorkTimes(published(confirms), edits).published(100) - 100, 70.5, places=1)
-        def at(t):
-            return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        deliveries = [{"step": "delivered", "at": at(100.3 + 0.5 * i), "queuedMs": 100,
+        deliveries = [{"step": "delivered", "at": rfc3339(100.3 + 0.5 * i), "queuedMs": 100,
                        "request": f"r{i}", "actor": "syncbus-consumer/c-1"} for i in range(150)]
         back = cc.WorkTimes(published(confirms) + deliveries, edits).published(100)
         self.assertAlmostEqual(back - 100, 0.3, places=1)
@@ -242,13 +240,11 @@ class KindsAndGoalsTest(unittest.TestCase):
 
     def test_a_consuming_gap_without_waiting_work_is_no_stall(self):
         # A node death at t=100; change-lane settles twice a second, but none from +25.2 to +28.6.
-        def at(t):
-            return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         def request(i, decided, settled):
-            return [{"step": "published", "at": at(decided), "decidedAt": at(decided), "lane": "change"},
-                    {"step": "delivered", "at": at(decided + 0.1), "queuedMs": 100, "request": f"r{i}",
+            return [{"step": "published", "at": rfc3339(decided), "decidedAt": rfc3339(decided), "lane": "change"},
+                    {"step": "delivered", "at": rfc3339(decided + 0.1), "queuedMs": 100, "request": f"r{i}",
                      "actor": "c-1", "lane": "change"},
-                    {"step": "settled", "at": at(settled), "outcome": "applied", "request": f"r{i}",
+                    {"step": "settled", "at": rfc3339(settled), "outcome": "applied", "request": f"r{i}",
                      "actor": "c-1", "lane": "change"}]
         steady = [request(i, 100.3 + 0.5 * i, 100.6 + 0.5 * i) for i in range(50)]   # up to +25.1
         # No request decided in the gap until +26.5: a lull of the edit stream, back at once.

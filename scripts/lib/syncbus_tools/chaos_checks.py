@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from bench_fleet_parts import KubeClient
+from syncbus_tools.testbed import KubeClient
 
 HIVE = "/apis/hive.openshift.io/v1"
 CONSUMER_AGENT = "syncbus-consumer/"
@@ -229,10 +229,10 @@ class WorkTimes:
     moment it was delivered. A delivery also shows that its request had been published by then
     (decided `queuedMs` before): the publishers' own events can be missing from the trace stream
     while their requests get through (on RabbitMQ 3.10 a publisher's trace events were lost for
-    70 s after a node's death, its requests delivered throughout). Work is back after a fault at the first publish (settle) of work
-    that began after it, or, if a stall followed, when the last stall that began within
-    STALL_WINDOW of the fault ended: a publish confirmed just after a node died, then 30 s of
-    nothing, is no recovery. A stall is a gap of more than STALL_GAP with nothing getting through
+    70 s after a node's death, its requests delivered throughout). Work is back after a fault at
+    the first publish (settle) of work that began after it, or, if a stall followed, when the last
+    stall that began within STALL_WINDOW of the fault ended: a publish confirmed just after a node
+    died, then 30 s of nothing, is no recovery. A stall is a gap of more than STALL_GAP with nothing getting through
     (the edit stream gives the publisher work every 0.5 s); for publishing, given `edits` (the
     wall times of the edit stream's edits), only while work was waiting: an edit made in the gap
     more than STALL_GAP before its end. A gap in which the edit stream itself made no edit (its
@@ -428,9 +428,8 @@ def every_kind_injected(faults, kinds):
     """Each kind of fault the scheduler knows happened at least once."""
     seen = {f.kind for f in faults}
     missing = sorted(set(kinds) - seen)
-    return Check("every kind of fault injected", not missing,
-                 f"{len(faults)} faults: " + ", ".join(f"{k} {sum(1 for f in faults if f.kind == k)}"
-                                                      for k in sorted(seen)),
+    counts = ", ".join(f"{k} {sum(1 for f in faults if f.kind == k)}" for k in sorted(seen))
+    return Check("every kind of fault injected", not missing, f"{len(faults)} faults: {counts}",
                  [f"{k}: never injected" for k in missing])
 
 
@@ -502,7 +501,11 @@ def scan_inputs(trace_rc, trace_events, queue_errors):
 
 
 def format_recovery(rows):
-    fmt = lambda v: "-" if v is None else f"{v:.1f}s"
+    """The recovery table as printed: one line per row of recovery_table, seconds to 0.1 s ("-"
+    for none), the verdict after the goal."""
+    def fmt(v):
+        return "-" if v is None else f"{v:.1f}s"
+
     lines = [f"{'fault':<17} {'recovery':<22} {'all: n':>6} {'p50':>7} {'max':>7}   "
              f"{'undisturbed: n':>14} {'p50':>7} {'max':>7}  goal"]
     for kind, figure, (n, p50, worst), (cn, cp50, cworst), goal, met in rows:

@@ -1,5 +1,7 @@
-"""Building blocks of scripts/bench-fleet: processes, Kubernetes REST calls, Prometheus scrapes,
-the broker's management API and /proc readings. No benchmark logic here (see bench_fleet.py)."""
+"""What the chaos run and the whole-system benchmarks share: child processes and their /proc
+readings, free ports, env files, Kubernetes REST calls, Prometheus text, a private RabbitMQ node
+and its management API, and RunError. Each run's own logic lives in its module (chaos*.py,
+bench_*.py)."""
 
 import base64
 import json
@@ -8,9 +10,7 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -29,12 +29,8 @@ def wait_or_kill(proc, timeout):
         proc.wait()
 
 
-class BenchError(Exception):
-    """A benchmark step that cannot go on: printed as one line, exit 1."""
-
-
-def note(message):
-    print(f"bench-fleet: {message}", file=sys.stderr, flush=True)
+class RunError(Exception):
+    """A step of a run (a benchmark, the chaos run) that cannot go on: printed as one line, exit 1."""
 
 
 def free_port():
@@ -62,7 +58,7 @@ def read_env_file(path):
 
 
 class Processes:
-    """Children started by the benchmark, each with its log file; all stopped by stop_all()."""
+    """Children started by a run, each with its log file; all stopped by stop_all()."""
 
     def __init__(self, work):
         self.work = work
@@ -86,8 +82,8 @@ class Processes:
     def check_alive(self, name):
         child = self.children.get(name)
         if child is not None and child.poll() is not None:
-            raise BenchError(f"{name} exited with {child.returncode} "
-                             f"(log: {os.path.join(self.work, name + '.log')})")
+            raise RunError(f"{name} exited with {child.returncode} "
+                           f"(log: {os.path.join(self.work, name + '.log')})")
 
     def stop_all(self):
         for name in list(self.children):
@@ -153,7 +149,7 @@ class KubeClient:
         except urllib.error.HTTPError as e:
             code, text = e.code, e.read()
         if code not in accept_codes:
-            raise BenchError(f"{method} {path}: HTTP {code} {text[:300].decode(errors='replace')}")
+            raise RunError(f"{method} {path}: HTTP {code} {text[:300].decode(errors='replace')}")
         return code, (json.loads(text) if text else None)
 
     def count(self, verb, resource):
@@ -248,7 +244,7 @@ class Broker:
             rc = subprocess.call([os.path.join(root, "scripts", "rabbitmq-node"), "start", "--dir", self.dir],
                                  stdout=f, stderr=subprocess.STDOUT)
         if rc != 0:
-            raise BenchError(f"RabbitMQ did not start (log: {log})")
+            raise RunError(f"RabbitMQ did not start (log: {log})")
         self.env = read_env_file(os.path.join(self.dir, "broker.env"))
         auth = f"{self.env['SYNCBUS_BROKER_USER']}:{self.env['SYNCBUS_BROKER_PASSWORD']}"
         self.auth = "Basic " + base64.b64encode(auth.encode()).decode()
@@ -293,79 +289,6 @@ class Broker:
     def stop(self):
         subprocess.call([os.path.join(self.root, "scripts", "rabbitmq-node"), "stop", "--dir", self.dir, "--wipe"],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-# ---------------------------------------------------------------------------------------------
-# Daemons
-
-
-class Daemons:
-    """The publisher and consumers of one run: config files, processes, metrics endpoints."""
-
-    def __init__(self, procs, bin_dir, broker, hub_kubeconfig, extra_publisher="", extra_consumer=""):
-        self.procs = procs
-        self.bin = bin_dir
-        self.broker = broker
-        self.hub_kubeconfig = hub_kubeconfig
-        self.extra_publisher = extra_publisher
-        self.extra_consumer = extra_consumer
-        self.metrics = {}
-
-    def _config(self, name, section):
-        port = free_port()
-        path = os.path.join(self.procs.work, name + ".yaml")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("log: {level: info}\n")
-            f.write(f"admin: {{listen: \"127.0.0.1:{port}\"}}\n")
-            f.write(self.broker.amqp_yaml())
-            f.write(f"hub: {{kubeconfig: {self.hub_kubeconfig}}}\n")
-            f.write(section)
-        self.metrics[name] = f"http://127.0.0.1:{port}"
-        return path
-
-    def start_publisher(self, name="publisher", publisher_yaml=None):
-        section = publisher_yaml if publisher_yaml is not None else self.extra_publisher
-        config = self._config(name, section)
-        return self.procs.start(name, [os.path.join(self.bin, "publisher", "syncbus-publisher"), "--config", config])
-
-    def start_consumer(self, name):
-        config = self._config(name, self.extra_consumer)
-        return self.procs.start(name, [os.path.join(self.bin, "consumer", "syncbus-consumer"),
-                                       "--config", config, "--name", "syncbus-" + name])
-
-    def stop(self, name):
-        self.procs.stop(name)
-        self.metrics.pop(name, None)
-
-    def pid(self, name):
-        return self.procs.children[name].pid
-
-    def consumers(self):
-        return sorted(n for n in self.metrics if n.startswith("consumer"))
-
-    def scrape(self, name):
-        return scrape(self.metrics[name] + "/metrics")
-
-    def wait_ready(self, names, timeout=300):
-        deadline = time.monotonic() + timeout
-        pending = set(names)
-        why = {}
-        while pending:
-            for name in list(pending):
-                self.procs.check_alive(name)
-                try:
-                    with urllib.request.urlopen(self.metrics[name] + "/readyz", timeout=5) as r:
-                        if r.status == 200:
-                            pending.discard(name)
-                except urllib.error.HTTPError as e:
-                    why[name] = e.read().decode(errors="replace").strip()
-                except (urllib.error.URLError, OSError) as e:
-                    why[name] = str(e)
-            if pending and time.monotonic() > deadline:
-                raise BenchError(f"not ready after {timeout}s: " +
-                                 "; ".join(f"{n} ({why.get(n, 'no answer')})" for n in sorted(pending)))
-            if pending:
-                time.sleep(0.2)
 
 
 def make_work_dir():

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The management UI screenshots of docs/operations.md, taken from a running `scripts/demo --keep`.
 
 Called by scripts/docs-pictures --screenshots once the demo's fleet is synced. It makes some

@@ -10,6 +10,7 @@ target that holds every cluster as a namespace) and measures the hub's CPU (apis
 Every figure with a goal is printed with "met" or "MISSED"."""
 
 import argparse
+import base64
 import os
 import random
 import shutil
@@ -20,11 +21,14 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 
-from bench_fleet_parts import (BenchError, Broker, Daemons, KubeClient, Processes, cpu_seconds,
-                               make_work_dir, memory_kib, metric_sum, note, parse_metrics, read_env_file)
+from syncbus_tools import ROOT
+from syncbus_tools.testbed import (Broker, KubeClient, Processes, RunError, cpu_seconds, free_port,
+                                   make_work_dir, memory_kib, metric_sum, parse_metrics, read_env_file,
+                                   scrape)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HIVE = "/apis/hive.openshift.io/v1"
 
 GOAL_REQUESTS_PER_SYNC = 3.0
@@ -32,6 +36,83 @@ GOAL_EDIT_SECONDS = 5.0
 GOAL_SCALE_OUT = 0.90
 GOAL_CONSUMER_MIB = 512
 GOAL_HUB_CPU_MS = 25.0
+
+
+def note(message):
+    print(f"bench-fleet: {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Daemons
+
+
+class Daemons:
+    """The publisher and consumers of one run: config files, processes, metrics endpoints."""
+
+    def __init__(self, procs, bin_dir, broker, hub_kubeconfig, extra_publisher="", extra_consumer=""):
+        self.procs = procs
+        self.bin = bin_dir
+        self.broker = broker
+        self.hub_kubeconfig = hub_kubeconfig
+        self.extra_publisher = extra_publisher
+        self.extra_consumer = extra_consumer
+        self.metrics = {}
+
+    def _config(self, name, section):
+        port = free_port()
+        path = os.path.join(self.procs.work, name + ".yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("log: {level: info}\n")
+            f.write(f"admin: {{listen: \"127.0.0.1:{port}\"}}\n")
+            f.write(self.broker.amqp_yaml())
+            f.write(f"hub: {{kubeconfig: {self.hub_kubeconfig}}}\n")
+            f.write(section)
+        self.metrics[name] = f"http://127.0.0.1:{port}"
+        return path
+
+    def start_publisher(self, name="publisher", publisher_yaml=None):
+        section = publisher_yaml if publisher_yaml is not None else self.extra_publisher
+        config = self._config(name, section)
+        return self.procs.start(name, [os.path.join(self.bin, "publisher", "syncbus-publisher"), "--config", config])
+
+    def start_consumer(self, name):
+        config = self._config(name, self.extra_consumer)
+        return self.procs.start(name, [os.path.join(self.bin, "consumer", "syncbus-consumer"),
+                                       "--config", config, "--name", "syncbus-" + name])
+
+    def stop(self, name):
+        self.procs.stop(name)
+        self.metrics.pop(name, None)
+
+    def pid(self, name):
+        return self.procs.children[name].pid
+
+    def consumers(self):
+        return sorted(n for n in self.metrics if n.startswith("consumer"))
+
+    def scrape(self, name):
+        return scrape(self.metrics[name] + "/metrics")
+
+    def wait_ready(self, names, timeout=300):
+        deadline = time.monotonic() + timeout
+        pending = set(names)
+        why = {}
+        while pending:
+            for name in list(pending):
+                self.procs.check_alive(name)
+                try:
+                    with urllib.request.urlopen(self.metrics[name] + "/readyz", timeout=5) as r:
+                        if r.status == 200:
+                            pending.discard(name)
+                except urllib.error.HTTPError as e:
+                    why[name] = e.read().decode(errors="replace").strip()
+                except (urllib.error.URLError, OSError) as e:
+                    why[name] = str(e)
+            if pending and time.monotonic() > deadline:
+                raise RunError(f"not ready after {timeout}s: " +
+                               "; ".join(f"{n} ({why.get(n, 'no answer')})" for n in sorted(pending)))
+            if pending:
+                time.sleep(0.2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,12 +243,13 @@ class Pipeline:
             if now - last_print >= 5:
                 applies = self.consumer_totals()["applies"]
                 depth = self.broker.queue_depth("syncbus.work.change") + self.broker.queue_depth("syncbus.work.resync")
-                state = f"in sync {int(p['in_sync'])}/{self.clusters}, outstanding {int(p['outstanding'])}" if p else "publisher not answering"
+                state = (f"in sync {int(p['in_sync'])}/{self.clusters}, outstanding {int(p['outstanding'])}"
+                         if p else "publisher not answering")
                 note(f"{label} {now - start:5.0f}s: {state}, queued {depth}, "
                      f"{(applies - last_applies) / (now - last_print):.0f} applies/s")
                 last_print, last_applies = now, applies
             if now - start > timeout:
-                raise BenchError(f"{label}: not converged after {timeout}s (logs: {self.d.procs.work})")
+                raise RunError(f"{label}: not converged after {timeout}s (logs: {self.d.procs.work})")
             time.sleep(0.25)
 
 
@@ -212,7 +294,7 @@ def start_sim(procs, bin_dir, name, clusters, syncsets, sss, resources, latency,
     while not (os.path.exists(kubeconfig) and os.path.getsize(kubeconfig) > 0):
         procs.check_alive(name)
         if time.monotonic() > deadline:
-            raise BenchError(f"the simulator did not come up (log: {work}/{name}.log)")
+            raise RunError(f"the simulator did not come up (log: {work}/{name}.log)")
         time.sleep(0.2)
     return kubeconfig, KubeClient(kubeconfig)
 
@@ -313,7 +395,7 @@ def edit_latency_during_resync(args, d, pipe, hub, broker, report):
     while broker.queue_depth("syncbus.work.resync") < want:
         d.procs.check_alive("publisher")
         if time.monotonic() > deadline:
-            raise BenchError(f"the resync lane never reached {want} messages")
+            raise RunError(f"the resync lane never reached {want} messages")
         time.sleep(0.5)
     totals0 = pipe.consumer_totals()
     rng = random.Random(7)
@@ -400,7 +482,8 @@ def scale_out(args, procs, broker, report):
         seconds = pipe.wait_converged(expect_enqueued=n, enqueued_base=base["enqueued"], label=f"{count} consumer(s)")
         syncs = pipe.consumer_totals()["syncs"] - totals0["syncs"]
         rates[count] = syncs / seconds
-        report.add(f"scale-out: {count} consumer(s)", f"{rates[count]:.1f} cluster syncs/s ({int(syncs)} in {seconds:.1f} s)")
+        report.add(f"scale-out: {count} consumer(s)",
+                   f"{rates[count]:.1f} cluster syncs/s ({int(syncs)} in {seconds:.1f} s)")
     for count in (2, 4):
         ratio = rates[count] / count / rates[1]
         report.add(f"scale-out: throughput per consumer at {count}, relative to 1", f"{100 * ratio:.0f}%",
@@ -439,7 +522,6 @@ def real_fleet(hub, target, target_kubeconfig, n, namespace):
     """n clusters in one hub namespace: ClusterDeployment, kubeconfig Secret, 3 SyncSets of 2
     ConfigMaps each; one SelectorSyncSet of 2 ConfigMaps for all; a namespace per cluster on
     the target."""
-    import base64
     with open(target_kubeconfig, "rb") as f:
         kubeconfig = base64.b64encode(f.read()).decode()
     shared = "bench-fleet-shared"
@@ -501,14 +583,14 @@ class HubMeter:
 
 def run_real_apiserver(args, procs, broker, report):
     if not os.environ.get("KUBEBUILDER_ASSETS"):
-        raise BenchError("--real-apiserver needs KUBEBUILDER_ASSETS (a directory with kube-apiserver 1.26; "
-                         "see scripts/envtest)")
+        raise RunError("--real-apiserver needs KUBEBUILDER_ASSETS (a directory with kube-apiserver 1.26; "
+                       "see scripts/envtest)")
     envtest = os.path.join(ROOT, "scripts", "envtest")
     env_dir = os.path.join(procs.work, "envtest")
     note("starting a real hub and target API server (scripts/envtest)")
     with open(os.path.join(procs.work, "envtest.log"), "wb") as log:
         if subprocess.call([envtest, "start", "--dir", env_dir], stdout=log, stderr=subprocess.STDOUT) != 0:
-            raise BenchError(f"scripts/envtest start failed (log: {procs.work}/envtest.log)")
+            raise RunError(f"scripts/envtest start failed (log: {procs.work}/envtest.log)")
     try:
         env = read_env_file(os.path.join(env_dir, "envtest.env"))
         hub = KubeClient(env["SYNCBUS_ENVTEST_HUB_KUBECONFIG"])
@@ -570,7 +652,8 @@ def report_real_window(report, label, delta, syncs, idle_rate, seconds, goal):
     report.add(f"{label}: hub CPU per cluster sync", f"{per_sync_ms:.1f} ms ({delta['cpu']:.2f} s in all; "
                f"{above_idle_ms:.1f} ms above idle)",
                f"<= {GOAL_HUB_CPU_MS:g} ms" if goal else "", (per_sync_ms <= GOAL_HUB_CPU_MS) if goal else None)
-    report.add(f"{label}: hub requests per cluster sync", f"{total / max(syncs, 1):.2f}: {requests_table(requests, syncs)}",
+    report.add(f"{label}: hub requests per cluster sync",
+               f"{total / max(syncs, 1):.2f}: {requests_table(requests, syncs)}",
                f"<= {GOAL_REQUESTS_PER_SYNC:g}" if not goal else "",
                (total / max(syncs, 1) <= GOAL_REQUESTS_PER_SYNC) if not goal else None)
 
@@ -651,7 +734,7 @@ def main(argv):
             run_real_apiserver(args, procs, broker, report)
         else:
             run_simulator(args, procs, broker, report)
-    except BenchError as e:
+    except RunError as e:
         note(f"error: {e}")
         if report.rows:
             report.print("bench-fleet: figures so far")

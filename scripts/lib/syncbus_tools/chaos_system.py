@@ -16,7 +16,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from bench_fleet_parts import BenchError, KubeClient, free_port, metric_sum, parse_metrics, read_env_file, wait_or_kill
+from syncbus_tools.testbed import (KubeClient, RunError, free_port, metric_sum, parse_metrics, read_env_file,
+                                   wait_or_kill)
 
 
 def note(message):
@@ -50,7 +51,7 @@ class RabbitCluster:
             rc = subprocess.call(args, stdout=f, stderr=subprocess.STDOUT)
         if rc != 0:
             self.stop(wipe=False)   # whatever nodes did start; the data stays for a look
-            raise BenchError(f"the RabbitMQ cluster did not start (log: {self.log})")
+            raise RunError(f"the RabbitMQ cluster did not start (log: {self.log})")
         self.start_seconds = time.monotonic() - started
         self.env = read_env_file(os.path.join(self.dir, "cluster.env"))
         self.node_dirs = self.env["SYNCBUS_NODE_DIRS"].split()
@@ -89,7 +90,7 @@ class RabbitCluster:
             rc = subprocess.call([os.path.join(self.root, "scripts", "rabbitmq-node"), "start",
                                   "--dir", self.node_dirs[k]], stdout=f, stderr=subprocess.STDOUT)
         if rc != 0:
-            raise BenchError(f"node {self.node_names[k]} did not start again (log: {self.log})")
+            raise RunError(f"node {self.node_names[k]} did not start again (log: {self.log})")
         with self._lock:
             self.down.discard(k)
         return time.monotonic() - started
@@ -117,7 +118,7 @@ class RabbitCluster:
                 last = e
             except (urllib.error.URLError, OSError) as e:
                 last = e
-        raise BenchError(f"management API {method} {path}: {last}")
+        raise RunError(f"management API {method} {path}: {last}")
 
     def queue(self, name):
         return self.api("GET", "/api/queues/%2F/" + urllib.parse.quote(name, safe=""))
@@ -232,9 +233,9 @@ class Simulator:
         deadline = time.monotonic() + 900
         while not (os.path.exists(self.kubeconfig) and os.path.getsize(self.kubeconfig) > 0):
             if self.proc.poll() is not None:
-                raise BenchError(f"the simulator exited with {self.proc.returncode} (log: {self.log_path})")
+                raise RunError(f"the simulator exited with {self.proc.returncode} (log: {self.log_path})")
             if time.monotonic() > deadline:
-                raise BenchError(f"the simulator did not come up (log: {self.log_path})")
+                raise RunError(f"the simulator did not come up (log: {self.log_path})")
             time.sleep(0.2)
         self.hub = KubeClient(self.kubeconfig)
         self.names = self.hub.get("/_sim/clusters")["clusters"]

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Secret-leak scanner for whole-system runs.
 
 After a run, no secret may be left in a log file, a message still in the broker's queues, or a
@@ -17,7 +16,7 @@ A finding names the secret, the form that matched and where; its excerpt masks e
 and the encoded run around it, and every line this module prints goes through the same
 masking, so a report never shows a secret.
 
-    python3 scripts/lib/secret_scan.py --secrets secrets.json --dir run/ \\
+    PYTHONPATH=scripts/lib python3 -m syncbus_tools.secret_scan --secrets secrets.json --dir run/ \\
         --url http://127.0.0.1:15692/metrics --broker-env run/rabbitmq/cluster.env
 
 secrets.json is {"name": "value", ...}; a key's value is its PEM text. Exit 0 when nothing was
@@ -588,7 +587,7 @@ def read_broker(urls, user, password, vhost):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
-        prog="secret_scan.py",
+        prog="python3 -m syncbus_tools.secret_scan",
         description="Search logs, the broker's queued messages and metrics pages for secrets.")
     parser.add_argument("--secrets", required=True, metavar="FILE",
                         help='JSON {"name": "value", ...}; a private key\'s value is its PEM text')

@@ -1,10 +1,11 @@
 """scripts/chaos: the whole system through many faults at once. A 3-node RabbitMQ cluster (3.10 or
-4.0, --rabbitmq) listening with TLS only, with syncbus's policies, the Kubernetes simulator with a fleet whose clusters each have their own
-credentials, 2 publishers and 3 consumers under a supervisor that restarts them, a stream of
-SyncSet and SelectorSyncSet edits, and faults (chaos_faults.py) until the count is reached; a
-request that crashes every consumer that takes it (poison); then the proofs (chaos_checks.py):
-convergence object by object, the dead-letter queue, lease exclusion, recovery times against their
-goals, and a scan of every log, message, trace event and metric for secrets."""
+4.0, --rabbitmq) listening with TLS only, with syncbus's policies, the Kubernetes simulator with a
+fleet whose clusters each have their own credentials, 2 publishers and 3 consumers under a
+supervisor that restarts them, a stream of SyncSet and SelectorSyncSet edits, and faults
+(chaos_faults.py) until the count is reached; a request that crashes every consumer that takes it
+(poison); then the proofs (chaos_checks.py): convergence object by object, the dead-letter queue,
+lease exclusion, recovery times against their goals, and a scan of every log, message, trace
+event and metric for secrets."""
 
 import argparse
 import datetime
@@ -19,19 +20,16 @@ import tempfile
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from syncbus_tools import ROOT, secret_scan
+from syncbus_tools.chaos_checks import (Check, analyse_journal, cluster_credentials, every_kind_injected,
+                                        explain_dead_letters, explain_exits, goals_met, judge_poison,
+                                        planted_crashes, scan_inputs, WorkTimes, format_recovery,
+                                        measure_recovery, recovery_table, verify_fleet)
+from syncbus_tools.chaos_faults import Chaos, EditStream, make_rng
+from syncbus_tools.chaos_system import (Daemon, RabbitCluster, Sampler, Simulator, Supervisor, admin_yaml,
+                                        note, now, write_daemon_config)
+from syncbus_tools.testbed import RunError
 
-from bench_fleet_parts import BenchError  # noqa: E402
-from chaos_checks import (Check, analyse_journal, cluster_credentials, every_kind_injected,  # noqa: E402
-                          explain_dead_letters, explain_exits, goals_met, judge_poison, planted_crashes,
-                          scan_inputs, WorkTimes, format_recovery, measure_recovery, recovery_table,
-                          verify_fleet)
-from chaos_faults import Chaos, EditStream, make_rng  # noqa: E402
-from chaos_system import (Daemon, RabbitCluster, Sampler, Simulator, Supervisor, admin_yaml,  # noqa: E402
-                          note, now, write_daemon_config)
-import secret_scan  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CRASH_ANNOTATION = "chaos.syncbus.io/crash-consumer"
 DELIVERY_LIMIT = 5   # topology.deliveryLimit: the run keeps the default
 
@@ -65,13 +63,13 @@ class System:
 
     def parked(self, cluster=None):
         """The parked requests as `syncbusctl dlq list --json` shows them (from the index: the
-        queue itself is not touched). Raises BenchError when it cannot be read."""
+        queue itself is not touched). Raises RunError when it cannot be read."""
         argv = ["dlq", "list", "-c", self.ctl_config, "--json", "-q"]
         if cluster:
             argv += ["--cluster", cluster]
         rc, out, err = self.ctl(*argv)
         if rc != 0:
-            raise BenchError(f"syncbusctl dlq list exited {rc}: {err.strip()[-300:]}")
+            raise RunError(f"syncbusctl dlq list exited {rc}: {err.strip()[-300:]}")
         return json.loads(out)
 
     def planted_crashes(self, cluster):
@@ -157,7 +155,7 @@ def start_system(s):
     # The policies of this topology, as a deployment has them (the daemons cannot set policies).
     rc, out, err = s.ctl("topology", "-c", s.ctl_config)
     if rc != 0:
-        raise BenchError(f"syncbusctl topology exited {rc}: {err.strip()[-300:]}")
+        raise RunError(f"syncbusctl topology exited {rc}: {err.strip()[-300:]}")
     topology = json.loads(out)
     for policy in topology["policies"]:
         s.rabbit.set_policy(policy)
@@ -188,7 +186,7 @@ def wait_ready(s, timeout):
         if consumers and leaders:
             return
         time.sleep(0.5)
-    raise BenchError(f"daemons not ready after {timeout}s (logs in {s.work})")
+    raise RunError(f"daemons not ready after {timeout}s (logs in {s.work})")
 
 
 def wait_converged(s, timeout, label):
@@ -197,7 +195,7 @@ def wait_converged(s, timeout, label):
                          timeout=timeout + 60)
     took = time.monotonic() - started
     if rc != 0:
-        raise BenchError(f"{label}: the fleet did not converge within {timeout:.0f}s: {err.strip()[-500:]}")
+        raise RunError(f"{label}: the fleet did not converge within {timeout:.0f}s: {err.strip()[-500:]}")
     note(f"{label}: converged in {took:.1f}s")
     return took
 
@@ -229,7 +227,7 @@ def poison_episode(s, chaos, edits, victim, timeout):
             if s.parked(victim):
                 parked_at = now()
                 break
-        except BenchError as e:   # a fault in progress, say: try again
+        except RunError as e:   # a fault in progress, say: try again
             note(f"poison: {e}")
         time.sleep(2)
     crashes = sum(len(d.crash_times) for d in s.consumers()) - crashes_before
@@ -311,7 +309,8 @@ def unsettled_requests(s, cluster, since):
 
 def in_sync(s, cluster, clustersync):
     """Every set of `cluster` at its current generation, Success."""
-    sets = [("syncSets", x) for x in s.sim.hub.get(f"/apis/hive.openshift.io/v1/namespaces/{cluster}/syncsets")["items"]]
+    sets = [("syncSets", x)
+            for x in s.sim.hub.get(f"/apis/hive.openshift.io/v1/namespaces/{cluster}/syncsets")["items"]]
     sets += [("selectorSyncSets", x) for x in s.sim.hub.get("/apis/hive.openshift.io/v1/selectorsyncsets")["items"]]
     status = clustersync.get("status", {})
     for field, x in sets:
@@ -385,7 +384,7 @@ def scan_for_secrets(s, creds, trace):
         try:
             for d in s.parked():
                 f.write(json.dumps({"queue": "syncbus.dead", "message": d}) + "\n")
-        except BenchError as e:
+        except RunError as e:
             queue_errors.append(f"syncbus.dead (its index): {e}")
     rc, trace_events = trace
     pages = 0
@@ -435,7 +434,7 @@ def scan_for_secrets(s, creds, trace):
 
 def run(args):
     if args.work_dir and os.path.isdir(args.work_dir) and os.listdir(args.work_dir):
-        raise BenchError(f"--work-dir {args.work_dir} is not empty (an earlier run's?): give a new or empty one")
+        raise RunError(f"--work-dir {args.work_dir} is not empty (an earlier run's?): give a new or empty one")
     work = args.work_dir or tempfile.mkdtemp(prefix="syncbus-chaos.", dir=os.environ.get("TMPDIR", "/tmp"))
     os.makedirs(work, exist_ok=True)
     note(f"work dir {work}")
@@ -459,8 +458,8 @@ def run(args):
                 poison_at = None
                 checks += poison_episode(s, chaos, edits, victim, timeout=args.poison_timeout)
             if s.sim.proc.poll() is not None:
-                raise BenchError(f"the simulator exited ({s.sim.proc.returncode}) in the middle of the run "
-                                 f"(log: {s.sim.log_path})")
+                raise RunError(f"the simulator exited ({s.sim.proc.returncode}) in the middle of the run "
+                               f"(log: {s.sim.log_path})")
             time.sleep(1)
         chaos.stop()
         note(f"{len(chaos.faults)} faults in {now() - chaos_started:.0f}s; waiting for every process and node")
@@ -588,7 +587,7 @@ def main(argv):
     note(f"seed {args.seed}")
     try:
         return run(args)
-    except BenchError as e:
+    except RunError as e:
         print(f"chaos: error: {e}", file=sys.stderr)
         return 1
 

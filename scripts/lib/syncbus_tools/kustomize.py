@@ -89,7 +89,7 @@ def load_kustomization(directory):
             unknown = sorted(set(obj) - FIELDS)
             if unknown:
                 raise KustomizeError(f"{path}: field(s) {', '.join(unknown)} not supported by "
-                                     "scripts/lib/kustomize.py (use kubectl kustomize)")
+                                     "syncbus_tools.kustomize (use kubectl kustomize)")
             return path, obj
     raise KustomizeError(f"{directory}: no kustomization file")
 

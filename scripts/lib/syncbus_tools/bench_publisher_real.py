@@ -31,10 +31,10 @@ import urllib.parse
 
 import yaml
 
-from bench_fleet_parts import (BenchError, Broker, Processes, free_port, make_work_dir, memory_kib,
-                               metric_sum, parse_metrics, read_env_file, scrape)
+from syncbus_tools import ROOT
+from syncbus_tools.testbed import (Broker, Processes, RunError, free_port, make_work_dir, memory_kib,
+                                   metric_sum, parse_metrics, read_env_file, scrape)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HIVE = "/apis/hive.openshift.io/v1"
 SHARED = "bench-shared"
 
@@ -76,7 +76,7 @@ class Connection:
                 if attempt == 2:
                     raise
         if response.status not in accept:
-            raise BenchError(f"{method} {path}: HTTP {response.status} {text[:300].decode(errors='replace')}")
+            raise RunError(f"{method} {path}: HTTP {response.status} {text[:300].decode(errors='replace')}")
         return json.loads(text) if text else None
 
 
@@ -104,7 +104,7 @@ def run_parallel(kubeconfig, jobs, threads=8):
     for t in pool:
         t.join()
     if errors:
-        raise BenchError(str(errors[0]))
+        raise RunError(str(errors[0]))
 
 
 def blob(size):
@@ -206,10 +206,10 @@ def mib(kib):
 
 def run(args):
     if not os.environ.get("KUBEBUILDER_ASSETS"):
-        raise BenchError("--real-apiserver needs KUBEBUILDER_ASSETS (a directory with kube-apiserver 1.26)")
+        raise RunError("--real-apiserver needs KUBEBUILDER_ASSETS (a directory with kube-apiserver 1.26)")
     publisher_bin = os.path.join(args.build_dir, "publisher", "syncbus-publisher")
     if not os.access(publisher_bin, os.X_OK):
-        raise BenchError(f"{publisher_bin} is missing: run scripts/build (or pass --build-dir)")
+        raise RunError(f"{publisher_bin} is missing: run scripts/build (or pass --build-dir)")
     work = make_work_dir()
     procs = Processes(work)
     envtest = os.path.join(ROOT, "scripts", "envtest")
@@ -220,7 +220,7 @@ def run(args):
         note("starting a real hub (scripts/envtest) and a private RabbitMQ node")
         with open(os.path.join(work, "envtest.log"), "wb") as log:
             if subprocess.call([envtest, "start", "--dir", env_dir], stdout=log, stderr=subprocess.STDOUT) != 0:
-                raise BenchError(f"scripts/envtest start failed (log: {work}/envtest.log)")
+                raise RunError(f"scripts/envtest start failed (log: {work}/envtest.log)")
         broker = Broker(ROOT, work)
         env = read_env_file(os.path.join(env_dir, "envtest.env"))
         kubeconfig = env["SYNCBUS_ENVTEST_HUB_KUBECONFIG"]
@@ -253,7 +253,7 @@ def run(args):
         while True:
             procs.check_alive("publisher")
             if time.monotonic() > deadline:
-                raise BenchError(f"timed out (log: {log_path})")
+                raise RunError(f"timed out (log: {log_path})")
             if synced_at is None:
                 with open(log_path, encoding="utf-8", errors="replace") as f:
                     if "hub cache synced" in f.read():
@@ -282,7 +282,7 @@ def run(args):
         while hub.read()["events"] - listed["events"] < 2 * len(touches):
             procs.check_alive("publisher")
             if time.monotonic() > deadline:
-                raise BenchError("the hub did not send the watchers an event for every touched Secret")
+                raise RunError("the hub did not send the watchers an event for every touched Secret")
             time.sleep(1)
         time.sleep(2)
         touched = hub.read()
@@ -339,7 +339,7 @@ def main(argv):
     args.build_dir = os.path.abspath(args.build_dir)
     try:
         return run(args)
-    except BenchError as e:
+    except RunError as e:
         note(f"error: {e}")
         return 1
     except KeyboardInterrupt:

@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from chaos_system import note, now
+from syncbus_tools.chaos_system import note, now
 
 WORK_QUEUES = ("syncbus.work.change", "syncbus.work.resync")
 
