@@ -15,6 +15,7 @@ import unittest
 from types import SimpleNamespace
 
 from syncbus_tools import chaos_checks as cc
+from syncbus_tools.chaos_faults import Fault
 
 VICTIM = "cluster-0007/cluster-0007"
 PLANTED = (f'{{"level":"error","msg":"{cc.PLANTED_CRASH}","cluster":"{VICTIM}",'
@@ -257,6 +258,109 @@ class KindsAndGoalsTest(unittest.TestCase):
     def test_never_recovered_fails(self):
         rows, notes = cc.recovery_table([fault("consumer-kill", 0, **{"clusters synced again": None})], 30)
         self.assertFalse(cc.goals_met(rows, notes).ok)
+
+
+class FakeWork:
+    """WorkTimes' answers, given per fault time; records what it was asked."""
+
+    def __init__(self, published=None, consumed=None):
+        self.published_at = published or {}
+        self.consumed_at = consumed or {}
+        self.asked = []
+
+    def published(self, after):
+        self.asked.append(("published", after))
+        return self.published_at.get(after)
+
+    def consumed(self, after, actor=None, lanes=None):
+        self.asked.append(("consumed", after, actor, lanes))
+        return self.consumed_at.get(after)
+
+
+class RecoveryTest(unittest.TestCase):
+    """The recovery figures of each kind of fault, the table they make (all faults, and the
+    undisturbed ones the goals are judged on) and how it is printed."""
+
+    def test_figures_measured_per_kind(self):
+        publisher = Fault("publisher-kill", "publisher-1", at=100.0)
+        node = Fault("broker-kill", "rabbit-2", at=200.0, lanes=("change", "resync"), ended=205.0, node_back=231.5)
+        resync_node = Fault("broker-kill", "rabbit-3", at=300.0, lanes=("resync",), ended=301.0)
+        consumer_conn = Fault("connection-close", "consumer-2", at=400.0)
+        publisher_conn = Fault("connection-close", "publisher-1", at=500.0)
+        consumer = Fault("consumer-kill", "consumer-1", at=600.0, recovery={"clusters synced again": 40.0})
+        work = FakeWork(published={100.0: 104.5, 200.0: 201.0, 300.0: 300.5, 500.0: 502.0},
+                        consumed={200.0: 203.0, 300.0: 309.0, 400.0: 400.75})
+        faults = [publisher, node, resync_node, consumer_conn, publisher_conn, consumer]
+        cc.measure_recovery(faults, work, ["consumer-1", "consumer-2"], work_ended=900.0)
+        self.assertEqual(publisher.recovery, {"publishing again": 4.5})
+        self.assertEqual(node.recovery, {"publishing again": 1.0, "consuming again": 3.0,
+                                         "back in the cluster": 26.5})
+        self.assertEqual(resync_node.recovery, {"publishing again": 0.5, "consuming again": 9.0})
+        self.assertEqual(consumer_conn.recovery, {"working again": 0.75})
+        self.assertEqual(publisher_conn.recovery, {"working again": 2.0})
+        self.assertEqual(consumer.recovery, {"clusters synced again": 40.0})   # from the journal
+        # The change lane when its queue's leader was on the node, every lane otherwise; a
+        # consumer's own settles after its connection closed.
+        self.assertIn(("consumed", 200.0, None, ("change",)), work.asked)
+        self.assertIn(("consumed", 300.0, None, None), work.asked)
+        self.assertIn(("consumed", 400.0, "/consumer-2-", None), work.asked)
+
+    def test_never_back_unless_the_work_had_ended(self):
+        early = Fault("publisher-kill", "publisher-1", at=100.0)
+        late = Fault("publisher-kill", "publisher-2", at=880.0)
+        cc.measure_recovery([early, late], FakeWork(), [], work_ended=900.0)
+        self.assertEqual(early.recovery, {"publishing again": None})   # never recovered
+        self.assertEqual(late.recovery, {})                           # nothing left to publish
+
+    def test_disturbed_by_what_it_must_wait_for(self):
+        victim = fault("consumer-kill", 100)
+        self.assertFalse(cc.disturbed(victim, 30.0, [victim]))
+        self.assertTrue(cc.disturbed(victim, 30.0, [victim, fault("broker-kill", 120)]))      # during
+        self.assertFalse(cc.disturbed(victim, 30.0, [victim, fault("broker-kill", 131)]))     # after
+        self.assertTrue(cc.disturbed(victim, 30.0, [victim, fault("hub-burst", 99.5)]))       # not over
+        self.assertFalse(cc.disturbed(victim, 30.0, [victim, fault("target-burst", 110)]))    # no matter
+        self.assertFalse(cc.disturbed(victim, 30.0, [victim, fault("publisher-kill", 110)]))
+
+    def test_table_all_and_undisturbed_with_goals(self):
+        slow_restart = fault("publisher-kill", 100, **{"publishing again": 8.0})
+        slow_restart.ended = 110.0   # its process back only then
+        faults = [fault("publisher-kill", 0, **{"publishing again": 4.0}),
+                  slow_restart,
+                  fault("broker-kill", 102, **{"publishing again": 1.0, "consuming again": 2.0,
+                                               "back in the cluster": 20.0}),
+                  fault("consumer-kill", 300, **{"clusters synced again": 35.0}),
+                  fault("consumer-kill", 400)]   # its victim held no cluster
+        rows, notes = cc.recovery_table(faults, 20)
+        self.assertEqual([(kind, figure) for kind, figure, *_ in rows], [
+            ("consumer-kill", "clusters synced again"), ("publisher-kill", "publishing again"),
+            ("broker-kill", "publishing again"), ("broker-kill", "consuming again"),
+            ("broker-kill", "back in the cluster")])
+        consumer, publisher, node_publishing, _, node_back = rows
+        self.assertEqual(consumer[2:], ((1, 35.0, 35.0), (1, 35.0, 35.0), "<= 3 x lease duration (60 s)", True))
+        # The second publisher death was disturbed by the node death 2 s later: reported, not judged.
+        self.assertEqual(publisher[2:], ((2, 6.0, 8.0), (1, 4.0, 4.0), "<= 15 s", True))
+        # ... and the node death by that publisher death, still down when it struck.
+        self.assertEqual(node_publishing[2:], ((1, 1.0, 1.0), (0, None, None), "<= 10 s", None))
+        self.assertEqual(node_back[2:], ((1, 20.0, 20.0), (0, None, None), "(from its start)", None))
+        self.assertEqual(notes, ["consumer-kill: clusters synced again: 1 of 2: the victim held no cluster",
+                                 "broker-kill: publishing again: no undisturbed sample to judge the goal on",
+                                 "broker-kill: consuming again: no undisturbed sample to judge the goal on"])
+        self.assertTrue(cc.goals_met(rows, notes).ok)
+
+    def test_table_as_printed(self):
+        rows = [("publisher-kill", "publishing again", (2, 6.0, 8.0), (1, 4.0, 4.0), "<= 15 s", True),
+                ("broker-kill", "consuming again", (1, 12.25, 12.25), (1, 12.25, 12.25), "<= 10 s", False),
+                ("broker-kill", "back in the cluster", (0, None, None), (0, None, None), "(from its start)", None)]
+        self.assertEqual(cc.format_recovery(rows).splitlines(), [
+            "fault             recovery               all: n     p50     max   undisturbed: n     p50     max  goal",
+            "publisher-kill    publishing again            2    6.0s    8.0s                1    4.0s    4.0s  "
+            "<= 15 s  met",
+            "broker-kill       consuming again             1   12.2s   12.2s                1   12.2s   12.2s  "
+            "<= 10 s  MISSED",
+            "broker-kill       back in the cluster         0       -       -                0       -       -  "
+            "(from its start)"])
+        self.assertEqual(cc.summary([]), (0, None, None))
+        self.assertEqual(cc.summary([3.0, 1.0, 2.0, 10.0]), (4, 2.5, 10.0))
 
 
 if __name__ == "__main__":

@@ -183,41 +183,49 @@ class KubeClient:
 
 
 def parse_metrics(text):
-    """[(name, {label: value}, float)] from the Prometheus text format."""
+    """[(name, {label: value}, float)] from the Prometheus text format: comments skipped, label
+    values unescaped, a sample's timestamp ignored, a line that is no sample skipped."""
     samples = []
     for line in text.splitlines():
+        line = line.strip()
         if not line or line.startswith("#"):
             continue
-        if "{" in line:
-            name, rest = line.split("{", 1)
-            label_text, value = rest.rsplit("}", 1)
-            labels = {}
-            for part in _split_labels(label_text):
-                key, _, raw = part.partition("=")
-                labels[key.strip()] = raw.strip().strip('"')
-        else:
-            name, value = line.split(None, 1)
-            labels = {}
         try:
+            if "{" in line:
+                name, rest = line.split("{", 1)
+                label_text, value = rest.rsplit("}", 1)
+                labels = _parse_labels(label_text)
+            else:
+                name, value = line.split(None, 1)
+                labels = {}
             samples.append((name.strip(), labels, float(value.split()[0])))
-        except ValueError:
+        except (ValueError, IndexError):
             continue
     return samples
 
 
-def _split_labels(text):
-    parts, current, quoted = [], "", False
-    for ch in text:
-        if ch == '"' and not current.endswith("\\"):
-            quoted = not quoted
-        if ch == "," and not quoted:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    if current.strip():
-        parts.append(current)
-    return parts
+def _parse_labels(text):
+    """{name: value} of a label set (the text between a sample's braces): name="value" pairs
+    separated by commas, each value with the text format's escapes (\\\\, \\" and \\n) undone."""
+    labels, i = {}, 0
+    while True:
+        eq = text.find("=", i)
+        if eq < 0:
+            return labels
+        key = text[i:eq].strip().strip(",").strip()
+        j = text.find('"', eq) + 1
+        if j == 0:
+            return labels
+        value = []
+        while j < len(text) and text[j] != '"':
+            if text[j] == "\\" and j + 1 < len(text):
+                value.append("\n" if text[j + 1] == "n" else text[j + 1])
+                j += 2
+            else:
+                value.append(text[j])
+                j += 1
+        labels[key] = "".join(value)
+        i = j + 1
 
 
 def metric_sum(samples, name, **labels):
