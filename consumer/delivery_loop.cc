@@ -258,14 +258,14 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
     if (!s.ok()) log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
     return;
   }
-  if (int unsettled = UnsettledDeliveries(delivery.message); unsettled > 0 && options_.settled_already) {
+  const int unsettled = UnsettledDeliveries(delivery.message);
+  if (unsettled > 0 && options_.settled_already) {
     if (std::string why = options_.settled_already(*request); !why.empty()) {
       SettleSuperseded(delivery, *request, unsettled, why);
       return;
     }
   }
-  if (int unsettled = UnsettledDeliveries(delivery.message);
-      options_.delivery_limit > 0 && unsettled > options_.delivery_limit) {
+  if (options_.delivery_limit > 0 && unsettled > options_.delivery_limit) {
     log::Warn("poison request parked", {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}});
     const std::string why = "delivered " + std::to_string(unsettled) +
                             " times without being settled (consumers crashed or were killed)";
@@ -280,7 +280,6 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
       log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
     return;
   }
-  const int unsettled = UnsettledDeliveries(delivery.message);
   if (NeedsQuarantine(delivery.message)) {
     amqp::Publication held = Quarantine(delivery, options_.retry);
     const std::string tier = held.message.headers.value(kRetryTierHeader, "");
