@@ -7,7 +7,7 @@ namespace syncbus {
 Result<std::unique_ptr<AdminServer>> AdminServer::Start(
     const AdminConfig& config, std::shared_ptr<prometheus::Registry> registry, Hooks hooks) {
   auto handler = [registry, hooks](const http::ServerRequest& req,
-                                    std::shared_ptr<http::ResponseWriter> w) {
+                                   std::shared_ptr<http::ResponseWriter> w) {
     auto probe = [&](const std::function<Status()>& check) {
       Status s = check ? check() : Status::Ok();
       if (s.ok()) {
@@ -28,14 +28,17 @@ Result<std::unique_ptr<AdminServer>> AdminServer::Start(
     } else if (req.path == "/readyz") {
       probe(hooks.ready);
     } else {
-      w->Respond(404, {{"Content-Type", "text/plain"}}, "not found: try /metrics, /healthz, /readyz\n");
+      w->Respond(404, {{"Content-Type", "text/plain"}},
+                 "not found: try /metrics, /healthz, /readyz\n");
     }
   };
   http::Server::Options options;
   options.host = config.host;
   options.port = config.port;
   auto server = http::Server::Start(options, std::move(handler));
-  if (!server.ok()) return server.status().Annotate("admin endpoint " + config.host + ":" + std::to_string(config.port));
+  if (!server.ok())
+    return server.status().Annotate("admin endpoint " + config.host + ":" +
+                                    std::to_string(config.port));
   std::unique_ptr<AdminServer> admin(new AdminServer());
   admin->server_ = std::move(*server);
   return admin;

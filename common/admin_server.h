@@ -16,16 +16,16 @@
 namespace syncbus {
 
 struct AdminConfig {
-  std::string host = "0.0.0.0";    // /metrics, /healthz, /readyz
-  int port = 8080;                 // 0 = pick a free port (tests); -1 = disabled
+  std::string host = "0.0.0.0";  // /metrics, /healthz, /readyz
+  int port = 8080;               // 0 = pick a free port (tests); -1 = disabled
 };
 
 class AdminServer {
  public:
   struct Hooks {
-    std::function<Status()> healthy;   // null = always healthy
-    std::function<Status()> ready;     // null = always ready
-    std::function<void()> before_metrics;   // refreshes values read on demand; null = none
+    std::function<Status()> healthy;       // null = always healthy
+    std::function<Status()> ready;         // null = always ready
+    std::function<void()> before_metrics;  // refreshes values read on demand; null = none
   };
 
   static Result<std::unique_ptr<AdminServer>> Start(const AdminConfig& config,

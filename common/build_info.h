@@ -3,10 +3,10 @@
 // `--version` and the `syncbus_build_info` metric. Immutable; thread-safe.
 #pragma once
 
-#include <prometheus/registry.h>
-
 #include <string>
 #include <string_view>
+
+#include <prometheus/registry.h>
 
 namespace syncbus {
 

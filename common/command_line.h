@@ -3,8 +3,9 @@
 // 105 and up, never reach the shell). Header only: the mains link CLI11, the libraries do not.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <optional>
+
+#include <CLI/CLI.hpp>
 
 namespace syncbus {
 

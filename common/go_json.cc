@@ -13,21 +13,11 @@ void AppendString(const std::string& s, std::string& out) {
   for (size_t i = 0; i < s.size(); ++i) {
     auto c = static_cast<unsigned char>(s[i]);
     switch (c) {
-      case '"':
-        out += "\\\"";
-        continue;
-      case '\\':
-        out += "\\\\";
-        continue;
-      case '\n':
-        out += "\\n";
-        continue;
-      case '\r':
-        out += "\\r";
-        continue;
-      case '\t':
-        out += "\\t";
-        continue;
+      case '"': out += "\\\""; continue;
+      case '\\': out += "\\\\"; continue;
+      case '\n': out += "\\n"; continue;
+      case '\r': out += "\\r"; continue;
+      case '\t': out += "\\t"; continue;
       case '<':
       case '>':
       case '&':
@@ -35,8 +25,7 @@ void AppendString(const std::string& s, std::string& out) {
         out += kHex[c >> 4];
         out += kHex[c & 0xF];
         continue;
-      default:
-        break;
+      default: break;
     }
     if (c < 0x20) {
       out += "\\u00";
@@ -81,24 +70,12 @@ void AppendFloat(double f, std::string& out) {
 
 void Append(const Json& v, std::string& out) {
   switch (v.type()) {
-    case Json::value_t::null:
-      out += "null";
-      return;
-    case Json::value_t::boolean:
-      out += v.get<bool>() ? "true" : "false";
-      return;
-    case Json::value_t::number_integer:
-      out += std::to_string(v.get<int64_t>());
-      return;
-    case Json::value_t::number_unsigned:
-      out += std::to_string(v.get<uint64_t>());
-      return;
-    case Json::value_t::number_float:
-      AppendFloat(v.get<double>(), out);
-      return;
-    case Json::value_t::string:
-      AppendString(v.get_ref<const std::string&>(), out);
-      return;
+    case Json::value_t::null: out += "null"; return;
+    case Json::value_t::boolean: out += v.get<bool>() ? "true" : "false"; return;
+    case Json::value_t::number_integer: out += std::to_string(v.get<int64_t>()); return;
+    case Json::value_t::number_unsigned: out += std::to_string(v.get<uint64_t>()); return;
+    case Json::value_t::number_float: AppendFloat(v.get<double>(), out); return;
+    case Json::value_t::string: AppendString(v.get_ref<const std::string&>(), out); return;
     case Json::value_t::array: {
       out += '[';
       bool first = true;
@@ -124,9 +101,7 @@ void Append(const Json& v, std::string& out) {
       return;
     }
     case Json::value_t::binary:
-    case Json::value_t::discarded:
-      out += "null";
-      return;
+    case Json::value_t::discarded: out += "null"; return;
   }
 }
 

@@ -1,10 +1,10 @@
 #include "common/log.h"
 
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include <atomic>
 #include <mutex>
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "common/clock.h"
 #include "common/json.h"
@@ -46,13 +46,16 @@ bool NeedsQuotes(std::string_view v) {
   return false;
 }
 
-std::string Quote(std::string_view v) { return Json(std::string(v)).dump(); }
+std::string Quote(std::string_view v) {
+  return Json(std::string(v)).dump();
+}
 
 std::shared_ptr<spdlog::logger> Logger() {
   auto& s = state();
   std::lock_guard lock(s.mu);
   if (!s.logger) {
-    s.logger = std::make_shared<spdlog::logger>("syncbus", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    s.logger = std::make_shared<spdlog::logger>("syncbus",
+                                                std::make_shared<spdlog::sinks::stderr_sink_mt>());
     s.logger->set_pattern("%v");
     s.logger->set_level(spdlog::level::trace);
     s.logger->flush_on(spdlog::level::trace);
@@ -64,10 +67,14 @@ std::shared_ptr<spdlog::logger> Logger() {
 
 void Init(const std::string& level, const std::string& format, const std::string& component) {
   Level l = Level::kInfo;
-  if (level == "trace") l = Level::kTrace;
-  else if (level == "debug") l = Level::kDebug;
-  else if (level == "warn") l = Level::kWarn;
-  else if (level == "error") l = Level::kError;
+  if (level == "trace")
+    l = Level::kTrace;
+  else if (level == "debug")
+    l = Level::kDebug;
+  else if (level == "warn")
+    l = Level::kWarn;
+  else if (level == "error")
+    l = Level::kError;
   g_level.store(static_cast<int>(l));
   Logger();
   auto& s = state();
@@ -76,7 +83,9 @@ void Init(const std::string& level, const std::string& format, const std::string
   s.component = component;
 }
 
-bool Enabled(Level level) { return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed); }
+bool Enabled(Level level) {
+  return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed);
+}
 
 void Write(Level level, std::string_view message, std::initializer_list<Field> fields) {
   auto logger = Logger();

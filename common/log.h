@@ -29,9 +29,17 @@ void Init(const std::string& level, const std::string& format, const std::string
 bool Enabled(Level level);
 void Write(Level level, std::string_view message, std::initializer_list<Field> fields);
 
-inline void Debug(std::string_view m, std::initializer_list<Field> f = {}) { if (Enabled(Level::kDebug)) Write(Level::kDebug, m, f); }
-inline void Info(std::string_view m, std::initializer_list<Field> f = {}) { if (Enabled(Level::kInfo)) Write(Level::kInfo, m, f); }
-inline void Warn(std::string_view m, std::initializer_list<Field> f = {}) { if (Enabled(Level::kWarn)) Write(Level::kWarn, m, f); }
-inline void Error(std::string_view m, std::initializer_list<Field> f = {}) { if (Enabled(Level::kError)) Write(Level::kError, m, f); }
+inline void Debug(std::string_view m, std::initializer_list<Field> f = {}) {
+  if (Enabled(Level::kDebug)) Write(Level::kDebug, m, f);
+}
+inline void Info(std::string_view m, std::initializer_list<Field> f = {}) {
+  if (Enabled(Level::kInfo)) Write(Level::kInfo, m, f);
+}
+inline void Warn(std::string_view m, std::initializer_list<Field> f = {}) {
+  if (Enabled(Level::kWarn)) Write(Level::kWarn, m, f);
+}
+inline void Error(std::string_view m, std::initializer_list<Field> f = {}) {
+  if (Enabled(Level::kError)) Write(Level::kError, m, f);
+}
 
 }  // namespace syncbus::log

@@ -26,10 +26,8 @@ bool IsTransient(Code code) {
     case Code::kConflict:
     case Code::kTooManyRequests:
     case Code::kUnavailable:
-    case Code::kTimeout:
-      return true;
-    default:
-      return false;
+    case Code::kTimeout: return true;
+    default: return false;
   }
 }
 

@@ -90,7 +90,8 @@ Result<WallTime> ParseRfc3339(std::string_view s) {
     return bad();
   }
   if (pos != s.size()) return bad();
-  std::chrono::year_month_day ymd{std::chrono::year{y}, std::chrono::month{static_cast<unsigned>(mo)},
+  std::chrono::year_month_day ymd{std::chrono::year{y},
+                                  std::chrono::month{static_cast<unsigned>(mo)},
                                   std::chrono::day{static_cast<unsigned>(d)}};
   if (!ymd.ok() || h > 23 || mi > 59 || sec > 60) return bad();
   std::chrono::sys_seconds whole = std::chrono::sys_days{ymd} + std::chrono::hours(h) +
@@ -125,11 +126,16 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
     size_t unit_start = pos;
     while (pos < text.size() && std::isalpha(static_cast<unsigned char>(text[pos]))) ++pos;
     std::string_view unit = text.substr(unit_start, pos - unit_start);
-    if (unit == "ms") total += std::chrono::milliseconds(value);
-    else if (unit == "s") total += std::chrono::seconds(value);
-    else if (unit == "m") total += std::chrono::minutes(value);
-    else if (unit == "h") total += std::chrono::hours(value);
-    else return bad(unit.empty() ? "missing unit" : "unknown unit \"" + std::string(unit) + "\"");
+    if (unit == "ms")
+      total += std::chrono::milliseconds(value);
+    else if (unit == "s")
+      total += std::chrono::seconds(value);
+    else if (unit == "m")
+      total += std::chrono::minutes(value);
+    else if (unit == "h")
+      total += std::chrono::hours(value);
+    else
+      return bad(unit.empty() ? "missing unit" : "unknown unit \"" + std::string(unit) + "\"");
   }
   return total;
 }

@@ -2,9 +2,9 @@
 // thread-compatible.
 #pragma once
 
-#include <unistd.h>
-
 #include <utility>
+
+#include <unistd.h>
 
 namespace syncbus {
 

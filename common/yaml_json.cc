@@ -1,11 +1,11 @@
 #include "common/yaml_json.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+
+#include <yaml-cpp/yaml.h>
 
 namespace syncbus {
 namespace {
@@ -35,7 +35,7 @@ bool ParseInteger(std::string text, Json* out) {
     digits = digits.substr(1);
   }
   for (char c : digits) {
-    int v = (c >= '0' && c <= '9') ? c - '0'
+    int v = (c >= '0' && c <= '9')   ? c - '0'
             : (c >= 'a' && c <= 'f') ? c - 'a' + 10
             : (c >= 'A' && c <= 'F') ? c - 'A' + 10
                                      : 99;
@@ -74,8 +74,10 @@ bool ParseFloat(std::string text, Json* out) {
   if (text.empty()) return false;
   bool digit = false;
   for (char c : text) {
-    if (c >= '0' && c <= '9') digit = true;
-    else if (c != '.' && c != 'e' && c != 'E' && c != '+' && c != '-') return false;
+    if (c >= '0' && c <= '9')
+      digit = true;
+    else if (c != '.' && c != 'e' && c != 'E' && c != '+' && c != '-')
+      return false;
   }
   if (!digit) return false;
   char* end = nullptr;
@@ -87,10 +89,10 @@ bool ParseFloat(std::string text, Json* out) {
 
 Json ResolvePlain(const std::string& s) {
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
-  static const char* kTrue[] = {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE",
-                                "on", "On", "ON"};
-  static const char* kFalse[] = {"n", "N", "no", "No", "NO", "false", "False", "FALSE",
-                                 "off", "Off", "OFF"};
+  static const char* kTrue[] = {"y",    "Y",    "yes", "Yes", "YES", "true",
+                                "True", "TRUE", "on",  "On",  "ON"};
+  static const char* kFalse[] = {"n",     "N",     "no",  "No",  "NO", "false",
+                                 "False", "FALSE", "off", "Off", "OFF"};
   for (const char* t : kTrue) {
     if (s == t) return true;
   }
@@ -109,8 +111,7 @@ Json ResolvePlain(const std::string& s) {
 Json Convert(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined:
-      return nullptr;
+    case YAML::NodeType::Undefined: return nullptr;
     case YAML::NodeType::Scalar: {
       const std::string& tag = node.Tag();
       const std::string& text = node.Scalar();

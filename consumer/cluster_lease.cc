@@ -12,15 +12,20 @@ namespace {
 // metav1.MicroTime: RFC 3339 with microseconds.
 std::string MicroTime(WallTime t) {
   std::string ms = FormatRfc3339Millis(t);
-  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count() % 1000;
+  auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count() % 1000;
   char buf[8];
   std::snprintf(buf, sizeof buf, "%03lld", static_cast<long long>(micros));
   return ms.substr(0, ms.size() - 1) + buf + "Z";
 }
 
-int64_t SteadyNs(SteadyTime t) { return std::chrono::nanoseconds(t.time_since_epoch()).count(); }
+int64_t SteadyNs(SteadyTime t) {
+  return std::chrono::nanoseconds(t.time_since_epoch()).count();
+}
 
-bool LostTheRace(Code code) { return code == Code::kConflict || code == Code::kAlreadyExists; }
+bool LostTheRace(Code code) {
+  return code == Code::kConflict || code == Code::kAlreadyExists;
+}
 
 }  // namespace
 
@@ -32,17 +37,19 @@ Status ClusterLease::Check(const Clock& clock) const {
   return Status::Ok();
 }
 
-ClusterLeases::ClusterLeases(LeaseOptions options, kube::Client& hub, Clock& clock, prometheus::Registry& registry,
-                             HubMirror* mirror)
+ClusterLeases::ClusterLeases(LeaseOptions options, kube::Client& hub, Clock& clock,
+                             prometheus::Registry& registry, HubMirror* mirror)
     : options_(std::move(options)),
       hub_(hub),
       clock_(clock),
       mirror_(mirror),
-      events_(prometheus::BuildCounter()
-                  .Name("syncbus_consumer_leases_total")
-                  .Help("Per-cluster lease events: acquired, lost (taken over or not renewed in time), busy, "
-                        "released-by-status (given back by the ClusterSync write, with no lease write)")
-                  .Register(registry)),
+      events_(
+          prometheus::BuildCounter()
+              .Name("syncbus_consumer_leases_total")
+              .Help("Per-cluster lease events: acquired, lost (taken over or not renewed in time), "
+                    "busy, "
+                    "released-by-status (given back by the ClusterSync write, with no lease write)")
+              .Register(registry)),
       acquired_(events_.Add({{"event", "acquired"}})),
       lost_(events_.Add({{"event", "lost"}})),
       busy_(events_.Add({{"event", "busy"}})),
@@ -66,8 +73,8 @@ kube::ObjectRef ClusterLeases::LeaseRef(const std::string& ns, const std::string
   return kube::Object(kube::resources::kLeases, options_.ns, ClusterLeaseName(ns, name));
 }
 
-Json ClusterLeases::LeaseObject(const Json& existing, const std::string& ns, const std::string& name,
-                                bool take_over) const {
+Json ClusterLeases::LeaseObject(const Json& existing, const std::string& ns,
+                                const std::string& name, bool take_over) const {
   std::string now = MicroTime(clock_.WallNow());
   Json lease = existing.is_object() ? existing : Json::object();
   lease["apiVersion"] = "coordination.k8s.io/v1";
@@ -90,14 +97,16 @@ Json ClusterLeases::LeaseObject(const Json& existing, const std::string& ns, con
 
 Result<std::optional<Json>> ClusterLeases::ReadLease(const std::string& ns, const std::string& name,
                                                      bool from_hub) {
-  if (mirror_ != nullptr && !from_hub) return mirror_->Lease(options_.ns, ClusterLeaseName(ns, name));
+  if (mirror_ != nullptr && !from_hub)
+    return mirror_->Lease(options_.ns, ClusterLeaseName(ns, name));
   auto current = hub_.Get(LeaseRef(ns, name));
   if (current.ok()) return std::optional<Json>(std::move(*current));
   if (current.status().code() == Code::kNotFound) return std::optional<Json>();
   return current.status().Annotate("reading the cluster lease");
 }
 
-bool ClusterLeases::HolderFinished(const Json& lease, const std::string& ns, const std::string& name) const {
+bool ClusterLeases::HolderFinished(const Json& lease, const std::string& ns,
+                                   const std::string& name) const {
   if (!options_.release_by_status || mirror_ == nullptr) return false;
   auto lease_version = kube::ParseResourceVersion(lease["metadata"].value("resourceVersion", ""));
   auto status_version = kube::ParseResourceVersion(mirror_->StatusVersion(ns, name));
@@ -120,7 +129,8 @@ std::string ClusterLeases::HolderElsewhere(const std::string& ns, const std::str
   return LiveHolderElsewhere(**current, ns, name);
 }
 
-Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::string& ns, const std::string& name,
+Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::string& ns,
+                                                                const std::string& name,
                                                                 bool from_hub, bool& race) {
   race = false;
   SteadyTime start = clock_.Now();
@@ -135,7 +145,8 @@ Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::strin
       return Status(Code::kConflict, "cluster " + ns + "/" + name + " is being synced by " + live);
     }
     if (!holder.empty() && take_over && !HolderFinished(**current, ns, name)) {
-      log::Info("taking over an expired cluster lease", {{"cluster", ns + "/" + name}, {"holder", holder}});
+      log::Info("taking over an expired cluster lease",
+                {{"cluster", ns + "/" + name}, {"holder", holder}});
     }
   }
   Result<Json> written =
@@ -145,12 +156,14 @@ Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::strin
   if (!written.ok()) {
     if (LostTheRace(written.status().code())) {
       race = true;
-      return Status(Code::kConflict, "another consumer took the lease of " + ns + "/" + name + " first");
+      return Status(Code::kConflict,
+                    "another consumer took the lease of " + ns + "/" + name + " first");
     }
     if (!*current && written.status().code() == Code::kNotFound) {
-      return written.status().Annotate("creating the cluster lease in namespace " + options_.ns +
-                                       " (consumer.clusterLease.namespace: the namespace syncbus runs in "
-                                       "must exist)");
+      return written.status().Annotate(
+          "creating the cluster lease in namespace " + options_.ns +
+          " (consumer.clusterLease.namespace: the namespace syncbus runs in "
+          "must exist)");
     }
     return written.status().Annotate("writing the cluster lease");
   }
@@ -161,7 +174,8 @@ Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::strin
   return lease;
 }
 
-Result<std::shared_ptr<ClusterLease>> ClusterLeases::Acquire(const std::string& ns, const std::string& name) {
+Result<std::shared_ptr<ClusterLease>> ClusterLeases::Acquire(const std::string& ns,
+                                                             const std::string& name) {
   bool race = false;
   auto lease = TryAcquire(ns, name, false, race);
   // The mirror's copy was stale (or there is no mirror and another consumer won): with a mirror,
@@ -182,7 +196,8 @@ Result<std::shared_ptr<ClusterLease>> ClusterLeases::Acquire(const std::string& 
 void ClusterLeases::MarkLost(ClusterLease& lease, const std::string& why) {
   if (lease.lost_.exchange(true)) return;
   lost_.Increment();
-  log::Warn("cluster lease lost; writes for the cluster stop", {{"cluster", lease.ns_ + "/" + lease.name_}, {"why", why}});
+  log::Warn("cluster lease lost; writes for the cluster stop",
+            {{"cluster", lease.ns_ + "/" + lease.name_}, {"why", why}});
 }
 
 void ClusterLeases::Renew(const std::shared_ptr<ClusterLease>& lease) {
@@ -205,8 +220,9 @@ void ClusterLeases::Renew(const std::shared_ptr<ClusterLease>& lease) {
   if (code == Code::kConflict || code == Code::kNotFound) {
     MarkLost(*lease, written.status().message());
   } else {
-    log::Debug("cluster lease renewal failed; retrying", {{"cluster", lease->ns_ + "/" + lease->name_},
-                                                         {"error", written.status().message()}});
+    log::Debug(
+        "cluster lease renewal failed; retrying",
+        {{"cluster", lease->ns_ + "/" + lease->name_}, {"error", written.status().message()}});
   }
 }
 
@@ -219,7 +235,8 @@ void ClusterLeases::RenewHeld() {
   for (const auto& lease : held) Renew(lease);
 }
 
-void ClusterLeases::Release(const std::shared_ptr<ClusterLease>& lease, const std::string& status_version) {
+void ClusterLeases::Release(const std::shared_ptr<ClusterLease>& lease,
+                            const std::string& status_version) {
   {
     std::lock_guard lock(mu_);
     auto it = held_.find(lease->ns_ + "/" + lease->name_);
@@ -229,11 +246,12 @@ void ClusterLeases::Release(const std::shared_ptr<ClusterLease>& lease, const st
   if (lease->released_) return;
   lease->released_ = true;
   if (lease->lost_.load()) return;
-  auto held_version = kube::ParseResourceVersion(lease->record_["metadata"].value("resourceVersion", ""));
+  auto held_version =
+      kube::ParseResourceVersion(lease->record_["metadata"].value("resourceVersion", ""));
   auto stored_version = kube::ParseResourceVersion(status_version);
   if (options_.release_by_status && mirror_ != nullptr && held_version && stored_version &&
       *stored_version > *held_version) {
-    released_by_status_.Increment();   // the ClusterSync write gave it back (see the header)
+    released_by_status_.Increment();  // the ClusterSync write gave it back (see the header)
     return;
   }
   Json object = lease->record_;
@@ -244,7 +262,7 @@ void ClusterLeases::Release(const std::shared_ptr<ClusterLease>& lease, const st
   // A failed release only delays the next sync of this cluster until the lease expires.
   if (!written.ok()) {
     log::Debug("cluster lease release failed", {{"cluster", lease->ns_ + "/" + lease->name_},
-                                               {"error", written.status().message()}});
+                                                {"error", written.status().message()}});
   }
 }
 

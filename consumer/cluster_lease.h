@@ -32,10 +32,10 @@
 namespace syncbus::consumer {
 
 struct LeaseOptions {
-  std::string ns = "syncbus";                            // where the cluster Leases live
-  std::string identity;                                  // this consumer: "<host>-<random>"
-  std::chrono::seconds duration{30};                     // leaseDurationSeconds written
-  std::chrono::milliseconds renew_interval{10000};       // background renewal period
+  std::string ns = "syncbus";                       // where the cluster Leases live
+  std::string identity;                             // this consumer: "<host>-<random>"
+  std::chrono::seconds duration{30};                // leaseDurationSeconds written
+  std::chrono::milliseconds renew_interval{10000};  // background renewal period
   // The holder stops writing this long before its lease could lapse for others; it also bounds
   // the wall-clock skew between consumers that the takeover rule tolerates.
   std::chrono::milliseconds safety_margin{10000};
@@ -54,25 +54,25 @@ class ClusterLease {
   // The fence: OK while this process certainly still holds the lease.
   Status Check(const Clock& clock) const;
   bool lost() const { return lost_.load(); }
-  const std::string& ns() const { return ns_; }      // the cluster's
+  const std::string& ns() const { return ns_; }  // the cluster's
   const std::string& name() const { return name_; }
 
  private:
   friend class ClusterLeases;
   const std::string ns_, name_;
-  std::mutex write_mu_;                 // serialises renew and release writes
-  Json record_;                         // last object written (guarded by write_mu_)
-  bool released_ = false;               // guarded by write_mu_
-  std::atomic<int64_t> valid_until_ns_{0};   // steady ns
+  std::mutex write_mu_;                     // serialises renew and release writes
+  Json record_;                             // last object written (guarded by write_mu_)
+  bool released_ = false;                   // guarded by write_mu_
+  std::atomic<int64_t> valid_until_ns_{0};  // steady ns
   std::atomic<bool> lost_{false};
 };
 
 class ClusterLeases {
  public:
   // `mirror` (may be null: every Acquire reads the hub) must outlive this.
-  ClusterLeases(LeaseOptions options, kube::Client& hub, Clock& clock, prometheus::Registry& registry,
-                HubMirror* mirror = nullptr);
-  ~ClusterLeases();   // stops the renewal thread (held leases simply expire)
+  ClusterLeases(LeaseOptions options, kube::Client& hub, Clock& clock,
+                prometheus::Registry& registry, HubMirror* mirror = nullptr);
+  ~ClusterLeases();  // stops the renewal thread (held leases simply expire)
 
   // Takes the lease of cluster ns/name. kConflict (holder named) when another consumer holds it
   // unexpired or won a race for it; other errors are hub failures.
@@ -93,18 +93,21 @@ class ClusterLeases {
   size_t held() const;
 
  private:
-  Json LeaseObject(const Json& existing, const std::string& ns, const std::string& name, bool take_over) const;
+  Json LeaseObject(const Json& existing, const std::string& ns, const std::string& name,
+                   bool take_over) const;
   // The Lease object of cluster ns/name (in options_.ns).
   kube::ObjectRef LeaseRef(const std::string& ns, const std::string& name) const;
   // The lease as the mirror has it (or the hub, without a mirror or when `from_hub`).
-  Result<std::optional<Json>> ReadLease(const std::string& ns, const std::string& name, bool from_hub);
+  Result<std::optional<Json>> ReadLease(const std::string& ns, const std::string& name,
+                                        bool from_hub);
   // One attempt: kConflict with `race` set when the write lost to a newer version.
-  Result<std::shared_ptr<ClusterLease>> TryAcquire(const std::string& ns, const std::string& name, bool from_hub,
-                                                   bool& race);
+  Result<std::shared_ptr<ClusterLease>> TryAcquire(const std::string& ns, const std::string& name,
+                                                   bool from_hub, bool& race);
   // The holder of `spec` finished: its ClusterSync was written after the lease (see above).
   bool HolderFinished(const Json& lease, const std::string& ns, const std::string& name) const;
   // The lease's holder when another consumer holds it, live and unfinished; "" otherwise.
-  std::string LiveHolderElsewhere(const Json& lease, const std::string& ns, const std::string& name) const;
+  std::string LiveHolderElsewhere(const Json& lease, const std::string& ns,
+                                  const std::string& name) const;
   void Renew(const std::shared_ptr<ClusterLease>& lease);
   void MarkLost(ClusterLease& lease, const std::string& why);
 
@@ -113,7 +116,7 @@ class ClusterLeases {
   Clock& clock_;
   HubMirror* mirror_;
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<ClusterLease>> held_;   // "ns/name"
+  std::map<std::string, std::shared_ptr<ClusterLease>> held_;  // "ns/name"
   std::condition_variable stop_cv_;
   bool stopping_ = false;
   std::thread renewer_;

@@ -12,17 +12,19 @@
 namespace syncbus::consumer {
 
 struct ClusterState {
-  std::shared_ptr<const hive::ClusterDeployment> cd;   // null: not on the hub
+  std::shared_ptr<const hive::ClusterDeployment> cd;  // null: not on the hub
   // Valid and applying to cd (a set being deleted still applies, as in Hive); sorted by name.
   std::vector<std::shared_ptr<const hive::SyncSet>> sync_sets;
   std::vector<std::shared_ptr<const hive::SelectorSyncSet>> selector_sync_sets;
-  std::shared_ptr<const hive::ClusterSync> status;     // null: no ClusterSync yet
+  std::shared_ptr<const hive::ClusterSync> status;  // null: no ClusterSync yet
 };
 
 // Keeps those of `candidates` that apply to `cd`, sorted by name.
 std::vector<std::shared_ptr<const hive::SyncSet>> ApplicableSyncSets(
-    const hive::ClusterDeployment& cd, const std::vector<std::shared_ptr<const hive::SyncSet>>& candidates);
+    const hive::ClusterDeployment& cd,
+    const std::vector<std::shared_ptr<const hive::SyncSet>>& candidates);
 std::vector<std::shared_ptr<const hive::SelectorSyncSet>> ApplicableSelectorSyncSets(
-    const hive::ClusterDeployment& cd, const std::vector<std::shared_ptr<const hive::SelectorSyncSet>>& candidates);
+    const hive::ClusterDeployment& cd,
+    const std::vector<std::shared_ptr<const hive::SelectorSyncSet>>& candidates);
 
 }  // namespace syncbus::consumer

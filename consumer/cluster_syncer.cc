@@ -36,7 +36,9 @@ std::shared_ptr<const hive::ClusterSync> ParseClusterSync(const Json& object) {
   return std::make_shared<const hive::ClusterSync>(hive::ClusterSync{std::move(*meta), {}});
 }
 
-std::string KindName(SetKind kind) { return kind == SetKind::kSyncSet ? "SyncSet" : "SelectorSyncSet"; }
+std::string KindName(SetKind kind) {
+  return kind == SetKind::kSyncSet ? "SyncSet" : "SelectorSyncSet";
+}
 
 bool AnySetFailed(const hive::ClusterSyncStatus& status) {
   auto failed = [](const hive::SyncStatus& s) { return s.result != hive::SyncResult::kSuccess; };
@@ -48,7 +50,8 @@ bool AnySetFailed(const hive::ClusterSyncStatus& status) {
 // at least as long as any target asked.
 void RecordFailedSet(SyncOutcome& outcome, const std::string& name, const SetRunResult& result) {
   outcome.failed_sets.push_back(name);
-  outcome.transient = outcome.failed_sets.size() == 1 ? result.transient : (outcome.transient && result.transient);
+  outcome.transient =
+      outcome.failed_sets.size() == 1 ? result.transient : (outcome.transient && result.transient);
   outcome.retry_after = std::max(outcome.retry_after, result.retry_after);
 }
 
@@ -78,7 +81,8 @@ ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, HubReader
               .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                                                0.5, 1, 2.5, 5, 10, 30})) {}
 
-std::vector<SetRunResult> ClusterSyncer::RunAll(const TargetSession& session, std::vector<SetPlan> plans) {
+std::vector<SetRunResult> ClusterSyncer::RunAll(const TargetSession& session,
+                                                std::vector<SetPlan> plans) {
   struct Shared {
     std::mutex mu;
     std::condition_variable cv;
@@ -243,7 +247,7 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
 
   // 4. Record.
   if (fence) {
-    if (Status owned = fence(); !owned.ok()) return owned;   // another consumer owns it now
+    if (Status owned = fence(); !owned.ok()) return owned;  // another consumer owns it now
   }
   const SteadyTime store_start = clock_.Now();
   bool created = false;
@@ -312,7 +316,8 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
     in.set_namespace = w.ns;
     in.cd_labels = &cd.meta.labels;
     in.secrets = &secrets;
-    if (const hive::SyncStatus* e = FindEntry(current, w.kind, w.name)) in.previously_tracked = e->resources_to_delete;
+    if (const hive::SyncStatus* e = FindEntry(current, w.kind, w.name))
+      in.previously_tracked = e->resources_to_delete;
     return in;
   };
   // Discovery of every group-version the plans need runs while the source Secrets of the
@@ -334,9 +339,9 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
 
   const bool any_delete = plan.any_delete();
   bool need_listing = any_delete || std::any_of(work.begin(), work.end(), [&](const SetWork& w) {
-    const hive::SyncStatus* e = FindEntry(current, w.kind, w.name);
-    return w.needs_apply && e != nullptr && !e->resources_to_delete.empty();
-  });
+                        const hive::SyncStatus* e = FindEntry(current, w.kind, w.name);
+                        return w.needs_apply && e != nullptr && !e->resources_to_delete.empty();
+                      });
   // Objects every applicable set lists now: they are never deleted (moved between sets).
   std::set<std::string> listed;
   if (need_listing) {
@@ -394,16 +399,19 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
     outcome.applies += r.applies;
     outcome.sets.push_back(
         {KindName(o.kind), o.name, o.removed ? 0 : o.generation, r.applies, r.success, r.failure});
-    outcome.slowest_set_serial_seconds = std::max(outcome.slowest_set_serial_seconds, r.serial_seconds);
+    outcome.slowest_set_serial_seconds =
+        std::max(outcome.slowest_set_serial_seconds, r.serial_seconds);
     if (!r.success) RecordFailedSet(outcome, o.name, r);
   }
   outcome.target_seconds = std::chrono::duration<double>(clock_.Now() - target_start).count();
   return Status::Ok();
 }
 
-Result<Target> ClusterSyncer::ReadTarget(const std::string& key, const hive::ClusterDeployment& cd) {
+Result<Target> ClusterSyncer::ReadTarget(const std::string& key,
+                                         const hive::ClusterDeployment& cd) {
   if (cd.admin_kubeconfig_secret.empty()) {
-    return InvalidArgument("ClusterDeployment " + key + " names no spec.clusterMetadata.adminKubeconfigSecretRef");
+    return InvalidArgument("ClusterDeployment " + key +
+                           " names no spec.clusterMetadata.adminKubeconfigSecretRef");
   }
   auto secret = hub_.Get(kube::Object(res::kSecrets, cd.meta.ns, cd.admin_kubeconfig_secret));
   if (!secret.ok()) return secret.status().Annotate("reading admin kubeconfig Secret of " + key);
@@ -413,8 +421,8 @@ Result<Target> ClusterSyncer::ReadTarget(const std::string& key, const hive::Clu
     kubeconfig = DecodeBase64((*secret)["data"]["kubeconfig"].get<std::string>());
   }
   if (!kubeconfig) {
-    return InvalidArgument("admin kubeconfig Secret " + cd.meta.ns + "/" + cd.admin_kubeconfig_secret +
-                           " has no valid data.kubeconfig");
+    return InvalidArgument("admin kubeconfig Secret " + cd.meta.ns + "/" +
+                           cd.admin_kubeconfig_secret + " has no valid data.kubeconfig");
   }
   std::string version;
   if (auto meta = secret->find("metadata"); meta != secret->end() && meta->is_object()) {
@@ -425,7 +433,7 @@ Result<Target> ClusterSyncer::ReadTarget(const std::string& key, const hive::Clu
 }
 
 Status ClusterSyncer::ReadSourceSecrets(const std::vector<SetWork>& work, SecretSources& secrets) {
-  std::vector<std::pair<std::string, std::string>> sources;   // namespace, name
+  std::vector<std::pair<std::string, std::string>> sources;  // namespace, name
   for (const SetWork& w : work) {
     if (!w.needs_apply) continue;
     for (const auto& m : w.spec->secret_mappings) {
@@ -481,7 +489,8 @@ Result<std::string> ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd
       if (made.ok()) {
         created = true;
         known = ParseClusterSync(*made);
-        if (!known) return InvalidArgument("ClusterSync " + key + " as created has no valid metadata");
+        if (!known)
+          return InvalidArgument("ClusterSync " + key + " as created has no valid metadata");
       }
     }
     if (known) {
@@ -494,10 +503,13 @@ Result<std::string> ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd
         return known->meta.uid;  // nothing changed: write nothing
       Json update = {{"apiVersion", hive::kHiveInternalApiVersion},
                      {"kind", "ClusterSync"},
-                     {"metadata", {{"name", cd.meta.name}, {"namespace", cd.meta.ns},
-                                   {"resourceVersion", known->meta.resource_version}}},
+                     {"metadata",
+                      {{"name", cd.meta.name},
+                       {"namespace", cd.meta.ns},
+                       {"resourceVersion", known->meta.resource_version}}},
                      {"status", next_json}};
-      auto written = hub_.Update(kube::StatusOf(res::kClusterSyncs, cd.meta.ns, cd.meta.name), update);
+      auto written =
+          hub_.Update(kube::StatusOf(res::kClusterSyncs, cd.meta.ns, cd.meta.name), update);
       if (written.ok()) {
         stored_version = (*written)["metadata"].value("resourceVersion", "");
         reader_.NoteStatusWritten(*written);
@@ -510,7 +522,8 @@ Result<std::string> ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd
           hive_metrics_.ClusterFirstSuccess(cd, *next.cluster_first_success);
         return known->meta.uid;
       }
-      if (written.status().code() != Code::kConflict && written.status().code() != Code::kNotFound) {
+      if (written.status().code() != Code::kConflict &&
+          written.status().code() != Code::kNotFound) {
         return written.status().Annotate("storing ClusterSync " + key);
       }
     }
@@ -520,9 +533,11 @@ Result<std::string> ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd
       return current.status().Annotate("storing ClusterSync " + key);
     }
     known = current.ok() ? ParseClusterSync(*current) : nullptr;
-    if (current.ok() && !known) return InvalidArgument("ClusterSync " + key + " has no valid metadata");
+    if (current.ok() && !known)
+      return InvalidArgument("ClusterSync " + key + " has no valid metadata");
   }
-  return Status(Code::kConflict, "storing ClusterSync " + key + ": still conflicting after 5 attempts");
+  return Status(Code::kConflict,
+                "storing ClusterSync " + key + ": still conflicting after 5 attempts");
 }
 
 Status ClusterSyncer::RenewLease(const hive::ClusterDeployment& cd,

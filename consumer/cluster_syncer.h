@@ -18,10 +18,6 @@
 // run concurrently for different clusters; the caller keeps one cluster on one thread at a time.
 #pragma once
 
-#include <prometheus/counter.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
-
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -30,11 +26,15 @@
 #include <string>
 #include <vector>
 
+#include <prometheus/counter.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "common/bus/sync_message.h"
+#include "common/bus/trace_event.h"
 #include "common/clock.h"
 #include "common/hive/types.h"
 #include "common/kube/client.h"
-#include "common/bus/sync_message.h"
-#include "common/bus/trace_event.h"
 #include "consumer/hive_metrics.h"
 #include "consumer/hub_reader.h"
 #include "consumer/request_limiter.h"
@@ -51,39 +51,39 @@ struct SyncerOptions {
   // Update-operation field managers whose fields an Apply takes over (set_applier.h).
   std::set<std::string> take_over_managers = {"hive6-clustersync", "Go-http-client",
                                               "kubectl-client-side-apply"};
-  int max_in_flight = 2000;                    // target requests across all clusters
+  int max_in_flight = 2000;  // target requests across all clusters
   int per_cluster_in_flight = 20;
-  double per_cluster_qps = 50;                 // 0 = no rate limit
+  double per_cluster_qps = 50;  // 0 = no rate limit
   std::chrono::milliseconds request_timeout{30000};
-  std::chrono::milliseconds cluster_deadline{std::chrono::minutes(10)};   // one Sync's target work
+  std::chrono::milliseconds cluster_deadline{std::chrono::minutes(10)};  // one Sync's target work
 };
 
 struct SyncOutcome {
   enum class Kind {
-    kSynced,        // sets applied (possibly with failures, see failed_sets) and status stored
-    kUpToDate,      // nothing needed: no target traffic (duplicate or stale request)
-    kSkipped,       // cluster gone, paused, deleting, not installed or unreachable
+    kSynced,    // sets applied (possibly with failures, see failed_sets) and status stored
+    kUpToDate,  // nothing needed: no target traffic (duplicate or stale request)
+    kSkipped,   // cluster gone, paused, deleting, not installed or unreachable
   };
   Kind kind = Kind::kSynced;
-  std::string detail;                  // skip reason or failure summary
-  int applies = 0;                     // successful object applies
-  double slowest_set_serial_seconds = 0;   // the largest sum of one set's request latencies
-  double target_seconds = 0;               // wall time of the target work (deletions + applies)
-  double prepare_seconds = 0;   // hub reads, kubeconfig, discovery: until the target work starts
-  double store_seconds = 0;     // status write (and lease renewal) after the target work
+  std::string detail;                     // skip reason or failure summary
+  int applies = 0;                        // successful object applies
+  double slowest_set_serial_seconds = 0;  // the largest sum of one set's request latencies
+  double target_seconds = 0;              // wall time of the target work (deletions + applies)
+  double prepare_seconds = 0;  // hub reads, kubeconfig, discovery: until the target work starts
+  double store_seconds = 0;    // status write (and lease renewal) after the target work
   std::vector<std::string> failed_sets;
-  bool transient = false;              // every failure may heal by itself (retry soon)
-  std::chrono::milliseconds retry_after{0};   // the longest Retry-After a target sent with a failure
-  std::vector<TraceSet> sets;          // every set applied or removed (generation 0), for the trace
-  std::string status_version;          // the ClusterSync as this sync stored it ("": not written)
-  bool recovered = false;              // its ClusterSync showed a failing set; this sync stored none
+  bool transient = false;                    // every failure may heal by itself (retry soon)
+  std::chrono::milliseconds retry_after{0};  // the longest Retry-After a target sent with a failure
+  std::vector<TraceSet> sets;  // every set applied or removed (generation 0), for the trace
+  std::string status_version;  // the ClusterSync as this sync stored it ("": not written)
+  bool recovered = false;      // its ClusterSync showed a failing set; this sync stored none
 };
 
 class ClusterSyncer {
  public:
   // `hub` serves the writes and the reads that are not the cluster's state; `reader` the state.
-  ClusterSyncer(SyncerOptions options, kube::Client& hub, HubReader& reader, TargetClients& targets, Clock& clock,
-                prometheus::Registry& registry);
+  ClusterSyncer(SyncerOptions options, kube::Client& hub, HubReader& reader, TargetClients& targets,
+                Clock& clock, prometheus::Registry& registry);
 
   // Errors are failures to read the hub or store the status (the request must be retried);
   // apply failures on the target are recorded in the status and reported in the outcome.
@@ -98,8 +98,9 @@ class ClusterSyncer {
   // Step 3: the target work of `plan`: a run for each entry of `outcomes` (already in Hive's
   // order) with something to apply or delete, whose results it fills in, and the figures of
   // `outcome`.
-  Status Apply(const SyncRequest& request, const hive::ClusterDeployment& cd, const hive::ClusterSyncStatus& current,
-               const SyncPlan& plan, const std::optional<Target>& kept, const SyncFence& fence,
+  Status Apply(const SyncRequest& request, const hive::ClusterDeployment& cd,
+               const hive::ClusterSyncStatus& current, const SyncPlan& plan,
+               const std::optional<Target>& kept, const SyncFence& fence,
                std::vector<SetOutcome>& outcomes, SyncOutcome& outcome);
   // The cluster's client from its admin kubeconfig Secret, read now.
   Result<Target> ReadTarget(const std::string& key, const hive::ClusterDeployment& cd);

@@ -1,8 +1,8 @@
 #include "consumer/consumer_app.h"
 
-#include "common/bus/topology.h"
 #include "common/backoff.h"
 #include "common/bus/daemon.h"
+#include "common/bus/topology.h"
 #include "common/kube/reflector.h"
 #include "common/log.h"
 #include "common/random.h"
@@ -18,7 +18,8 @@
 
 namespace syncbus::consumer {
 
-ConsumerApp::ConsumerApp(Config config, ConsumerDeps deps) : config_(std::move(config)), deps_(std::move(deps)) {}
+ConsumerApp::ConsumerApp(Config config, ConsumerDeps deps)
+    : config_(std::move(config)), deps_(std::move(deps)) {}
 
 Status ConsumerApp::ready() const {
   return consuming_.load() ? Status::Ok() : Unavailable("not consuming from the broker");
@@ -26,10 +27,12 @@ Status ConsumerApp::ready() const {
 
 Status ConsumerApp::healthy() const {
   int64_t seen = loop_seen_ns_.load();
-  if (seen < 0) return Status::Ok();   // starting
+  if (seen < 0) return Status::Ok();  // starting
   auto since = deps_.clock->Now().time_since_epoch() - std::chrono::nanoseconds(seen);
-  if (since > kLoopStallLimit) return Unavailable("the delivery loop has not run for " + std::to_string(
-                                                      std::chrono::duration_cast<std::chrono::seconds>(since).count()) + " s");
+  if (since > kLoopStallLimit)
+    return Unavailable(
+        "the delivery loop has not run for " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(since).count()) + " s");
   return Status::Ok();
 }
 
@@ -68,23 +71,27 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
         {HubCollection::kSyncSets, kube::Collection(res::kSyncSets, ns), ""},
         {HubCollection::kSelectorSyncSets, kube::Collection(res::kSelectorSyncSets), ""},
         {HubCollection::kClusterSyncs, kube::Collection(res::kClusterSyncs, ns), ""},
-        {HubCollection::kLeases, kube::Collection(res::kLeases, c.cluster_lease.ns), kClusterLeaseSelector},
+        {HubCollection::kLeases, kube::Collection(res::kLeases, c.cluster_lease.ns),
+         kClusterLeaseSelector},
     };
     for (const Watched& w : watched) {
       kube::Reflector::Options options;
       options.clock = &clock;
       options.list.label_selector = w.selector;
-      reflectors.push_back(
-          std::make_unique<kube::Reflector>(*deps_.hub, w.ref, mirror.handler(w.collection), options));
+      reflectors.push_back(std::make_unique<kube::Reflector>(
+          *deps_.hub, w.ref, mirror.handler(w.collection), options));
       reflectors.back()->Start();
     }
-    mirrored = std::make_unique<MirrorHubReader>(mirror, direct, c.hub_mirror.max_wait, *deps_.registry);
-    while (!stop.load() && !mirror.synced()) SleepUnlessStopped(std::chrono::milliseconds(100), stop);
+    mirrored =
+        std::make_unique<MirrorHubReader>(mirror, direct, c.hub_mirror.max_wait, *deps_.registry);
+    while (!stop.load() && !mirror.synced())
+      SleepUnlessStopped(std::chrono::milliseconds(100), stop);
     if (stop.load()) return Status::Ok();
     log::Info("hub mirror synced", {{"namespace", ns.empty() ? "(all)" : ns}});
   }
   HubReader& undecorated = mirrored ? static_cast<HubReader&>(*mirrored) : direct;
-  std::unique_ptr<HubReader> decorated = deps_.decorate_reader ? deps_.decorate_reader(undecorated) : nullptr;
+  std::unique_ptr<HubReader> decorated =
+      deps_.decorate_reader ? deps_.decorate_reader(undecorated) : nullptr;
   HubReader& reader = decorated ? *decorated : undecorated;
   ClusterSyncer syncer(syncer_options, *deps_.hub, reader, targets, clock, *deps_.registry);
   DeliveryOptions options;
@@ -102,23 +109,28 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   if (c.events) {
     EventRecorder::Options event_options;
     event_options.host = deps_.identity;
-    events = std::make_unique<EventRecorder>(event_options, *deps_.hub, mirrored ? &mirror : nullptr, clock,
-                                             RealRandom(), *deps_.registry);
+    events =
+        std::make_unique<EventRecorder>(event_options, *deps_.hub, mirrored ? &mirror : nullptr,
+                                        clock, RealRandom(), *deps_.registry);
     options.events = events.get();
   }
   LeaseOptions lease_options;
   lease_options.ns = c.cluster_lease.ns;
   lease_options.identity = deps_.identity;
-  lease_options.duration = std::chrono::duration_cast<std::chrono::seconds>(c.cluster_lease.duration);
+  lease_options.duration =
+      std::chrono::duration_cast<std::chrono::seconds>(c.cluster_lease.duration);
   lease_options.renew_interval = c.cluster_lease.renew_interval;
   lease_options.safety_margin = c.cluster_lease.safety_margin;
   lease_options.release_by_status = c.cluster_lease.release_by_status;
-  ClusterLeases leases(lease_options, *deps_.hub, clock, *deps_.registry, mirrored ? &mirror : nullptr);
+  ClusterLeases leases(lease_options, *deps_.hub, clock, *deps_.registry,
+                       mirrored ? &mirror : nullptr);
   leases.StartRenewing();
   std::unique_ptr<amqp::Session> session = deps_.new_session();
   DeliveryLoop loop(
       options, *session,
-      [&syncer](const SyncRequest& request, const SyncFence& fence) { return syncer.Sync(request, fence); },
+      [&syncer](const SyncRequest& request, const SyncFence& fence) {
+        return syncer.Sync(request, fence);
+      },
       &leases, clock, *deps_.registry);
   Backoff backoff({}, RealRandom());
   while (!stop.load()) {
@@ -129,7 +141,8 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
       if (s.ok()) s = loop.Subscribe();
       if (!s.ok()) {
         auto delay = backoff.Next();
-        log::Warn("broker unavailable, retrying", {{"error", s.message()}, {"in_ms", delay.count()}});
+        log::Warn("broker unavailable, retrying",
+                  {{"error", s.message()}, {"in_ms", delay.count()}});
         session->Close();
         SleepUnlessStopped(delay, stop);
         continue;

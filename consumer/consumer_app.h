@@ -12,8 +12,8 @@
 #include <prometheus/registry.h>
 
 #include "common/amqp/session.h"
-#include "common/clock.h"
 #include "common/bus/config.h"
+#include "common/clock.h"
 #include "common/http/transport.h"
 #include "common/kube/client.h"
 #include "consumer/hub_reader.h"
@@ -25,11 +25,11 @@ using ReaderDecorator = std::function<std::unique_ptr<HubReader>(HubReader&)>;
 
 struct ConsumerDeps {
   std::shared_ptr<kube::Client> hub;
-  std::shared_ptr<http::Transport> transport;     // for target clusters
+  std::shared_ptr<http::Transport> transport;  // for target clusters
   std::function<std::unique_ptr<amqp::Session>()> new_session;
   Clock* clock = nullptr;
   std::shared_ptr<prometheus::Registry> registry;
-  std::string identity;                           // lease holder identity, unique per process
+  std::string identity;  // lease holder identity, unique per process
   // Fails the hub and target requests still in flight at once (CurlTransport::Shutdown), so a
   // request stuck on an unresponsive server cannot hold the exit past the grace period. Optional.
   std::function<void()> abort_io;
@@ -52,7 +52,7 @@ class ConsumerApp {
   Config config_;
   ConsumerDeps deps_;
   std::atomic<bool> consuming_{false};
-  std::atomic<int64_t> loop_seen_ns_{-1};   // steady ns of the last loop round; -1 before Run
+  std::atomic<int64_t> loop_seen_ns_{-1};  // steady ns of the last loop round; -1 before Run
 };
 
 }  // namespace syncbus::consumer

@@ -1,15 +1,14 @@
 #include "consumer/consumer_main.h"
 
+#include <CLI/CLI.hpp>
 #include <prometheus/registry.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
-
 #include "common/amqp/session_impl.h"
 #include "common/build_info.h"
+#include "common/bus/daemon.h"
 #include "common/clock.h"
 #include "common/command_line.h"
-#include "common/bus/daemon.h"
 #include "common/http/curl_transport.h"
 #include "common/log.h"
 #include "consumer/consumer_app.h"
@@ -35,7 +34,8 @@ int ConsumerMain(int argc, char** argv, ReaderDecorator decorate_reader) {
       ->required();
   cli.add_option("--name", name, "connection name shown in the RabbitMQ management UI");
   bool strict_config = false;
-  cli.add_flag("--strict-config", strict_config, "refuse unknown configuration keys (default: warn and ignore them)");
+  cli.add_flag("--strict-config", strict_config,
+               "refuse unknown configuration keys (default: warn and ignore them)");
   cli.set_version_flag("--version", VersionText("syncbus-consumer"));
   if (auto code = ParseCommandLine(cli, argc, argv)) return *code;
 
@@ -55,14 +55,14 @@ int ConsumerMain(int argc, char** argv, ReaderDecorator decorate_reader) {
   amqp::ConnectionOptions amqp_options = config->amqp;
   amqp_options.connection_name = name;
   consumer::ConsumerApp app(
-      *config, {std::move(hub->client), hub->transport,
-                [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
-                &RealClock(), registry, identity,
-                [transport = hub->transport] { transport->Shutdown(); }, std::move(decorate_reader)});
+      *config,
+      {std::move(hub->client), hub->transport,
+       [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
+       &RealClock(), registry, identity, [transport = hub->transport] { transport->Shutdown(); },
+       std::move(decorate_reader)});
   return RunDaemon(
-      config->admin, registry, hub->transport,
-      [&app] { return app.healthy(); }, [&app] { return app.ready(); },
-      [&] { return app.Run(stop); }, "consumer");
+      config->admin, registry, hub->transport, [&app] { return app.healthy(); },
+      [&app] { return app.ready(); }, [&] { return app.Run(stop); }, "consumer");
 }
 
 }  // namespace syncbus::consumer

@@ -65,8 +65,8 @@ DeliveryLoop::DeliveryLoop(DeliveryOptions options, amqp::Session& session, Sync
                           .Name("syncbus_consumer_enqueue_to_ack_seconds")
                           .Help("Time from the publisher's enqueue to this consumer's ack")
                           .Register(registry)
-                          .Add({}, prometheus::Histogram::BucketBoundaries{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
-                                                                           30, 60, 300, 900})) {
+                          .Add({}, prometheus::Histogram::BucketBoundaries{
+                                       0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900})) {
   int workers = std::max(1, options_.workers);
   prometheus::BuildGauge()
       .Name("syncbus_consumer_workers")
@@ -133,15 +133,17 @@ DeliveryLoop::Done DeliveryLoop::Run(Job job) {
     std::mutex mu;
     bool tried = false;
     std::shared_ptr<ClusterLease> lease;
-    Status refused;   // why it could not be taken
+    Status refused;  // why it could not be taken
   };
   auto claim = std::make_shared<Claim>();
   SyncFence fence = [claim, this, generation = job.generation, ns = job.request.cluster_namespace,
                      name = job.request.cluster_name] {
-    if (abandon_.load()) return Status(Code::kCancelled, "shutting down: the delivery is left to the broker");
+    if (abandon_.load())
+      return Status(Code::kCancelled, "shutting down: the delivery is left to the broker");
     if (live_generation_.load() != generation) {
       return Status(Code::kCancelled,
-                    "the broker connection that delivered this request is gone (the broker hands it to another "
+                    "the broker connection that delivered this request is gone (the broker hands "
+                    "it to another "
                     "consumer): stopping, and giving the cluster's lease back");
     }
     if (leases_ == nullptr) return Status::Ok();
@@ -149,8 +151,10 @@ DeliveryLoop::Done DeliveryLoop::Run(Job job) {
     if (!claim->tried) {
       claim->tried = true;
       auto acquired = leases_->Acquire(ns, name);
-      if (acquired.ok()) claim->lease = std::move(*acquired);
-      else claim->refused = acquired.status();
+      if (acquired.ok())
+        claim->lease = std::move(*acquired);
+      else
+        claim->refused = acquired.status();
     }
     return claim->lease ? claim->lease->Check(clock_) : claim->refused;
   };
@@ -210,7 +214,7 @@ void DeliveryLoop::WorkerMain() {
   while (true) {
     work_cv_.wait(lock, [&] { return stopping_ || RunnableLocked(); });
     if (stopping_) return;
-    std::deque<Job>& ready = !ready_alone_.empty() ? ready_alone_
+    std::deque<Job>& ready = !ready_alone_.empty()   ? ready_alone_
                              : ready_change_.empty() ? ready_resync_
                                                      : ready_change_;
     Job job = std::move(ready.front());
@@ -229,7 +233,7 @@ void DeliveryLoop::WorkerMain() {
     workers_busy_gauge_.Set(static_cast<double>(--running_));
     std::string key = done.job.request.ClusterKey();
     finished_.push_back(std::move(done));
-    ReleaseClusterLocked(key);   // the next delivery for the same cluster may run now
+    ReleaseClusterLocked(key);  // the next delivery for the same cluster may run now
     // The end of a job may let a suspect start (nothing left in flight), or the others resume.
     work_cv_.notify_all();
   }
@@ -238,7 +242,7 @@ void DeliveryLoop::WorkerMain() {
 void DeliveryLoop::Enqueue(Job job) {
   std::lock_guard lock(mu_);
   std::string key = job.request.ClusterKey();
-  if (!active_.insert(key).second) {   // the cluster is ready or running: queue behind it
+  if (!active_.insert(key).second) {  // the cluster is ready or running: queue behind it
     waiting_[key].push_back(std::move(job));
     return;
   }
@@ -250,12 +254,14 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
   if (delivery.redelivered) redeliveries_.Increment();
   auto request = DecodeSyncRequest(delivery.message.body);
   if (!request.ok()) {
-    log::Warn("undecodable message parked", {{"queue", delivery.queue}, {"message_id", delivery.message.message_id},
+    log::Warn("undecodable message parked", {{"queue", delivery.queue},
+                                             {"message_id", delivery.message.message_id},
                                              {"error", request.status().message()}});
     Status s = Park(
         delivery, DeadLetter(delivery, "undecodable", request.status().message(), clock_.WallNow()),
         "dead-lettered", nullptr, {});
-    if (!s.ok()) log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
+    if (!s.ok())
+      log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
     return;
   }
   const int unsettled = UnsettledDeliveries(delivery.message);
@@ -266,16 +272,20 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
     }
   }
   if (options_.delivery_limit > 0 && unsettled > options_.delivery_limit) {
-    log::Warn("poison request parked", {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}});
+    log::Warn("poison request parked",
+              {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}});
     const std::string why = "delivered " + std::to_string(unsettled) +
                             " times without being settled (consumers crashed or were killed)";
     amqp::Publication dead = DeadLetter(delivery, "delivery_limit", why, clock_.WallNow());
-    dead.message.headers[kUnsettledHeader] = unsettled;   // for `dlq list` (and chaos's check)
-    Status s = Park(delivery, dead, "dead-lettered", &*request, [why](TraceEvent& e) {
-                      e.outcome = TraceOutcome::kParked;
-                      e.dead_reason = "delivery_limit";
-                      e.error = why;
-                    }, std::nullopt, PoisonEvent(*request, why));
+    dead.message.headers[kUnsettledHeader] = unsettled;  // for `dlq list` (and chaos's check)
+    Status s = Park(
+        delivery, dead, "dead-lettered", &*request,
+        [why](TraceEvent& e) {
+          e.outcome = TraceOutcome::kParked;
+          e.dead_reason = "delivery_limit";
+          e.error = why;
+        },
+        std::nullopt, PoisonEvent(*request, why));
     if (!s.ok())
       log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
     return;
@@ -284,16 +294,21 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
     amqp::Publication held = Quarantine(delivery, options_.retry);
     const std::string tier = held.message.headers.value(kRetryTierHeader, "");
     const bool alone = RunsAlone(unsettled, options_.delivery_limit);
-    log::Warn(alone ? "request held back: it ended unsettled before (did a consumer crash on it?); it runs alone next"
-                    : "request held back: it ended unsettled before (a lost connection or a crash)",
-              {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}, {"tier", tier}});
-    Status s = Park(delivery, held, "quarantined", &*request, [tier, unsettled, alone](TraceEvent& e) {
-      e.outcome = TraceOutcome::kDeferred;
-      e.tier = tier;
-      e.error = "delivered " + std::to_string(unsettled) +
-                " time(s) without being settled (a consumer died or lost its connection holding it): "
-                "held back" + (alone ? ", then run alone" : "");
-    });
+    log::Warn(
+        alone ? "request held back: it ended unsettled before (did a consumer crash on it?); it "
+                "runs alone next"
+              : "request held back: it ended unsettled before (a lost connection or a crash)",
+        {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}, {"tier", tier}});
+    Status s =
+        Park(delivery, held, "quarantined", &*request, [tier, unsettled, alone](TraceEvent& e) {
+          e.outcome = TraceOutcome::kDeferred;
+          e.tier = tier;
+          e.error =
+              "delivered " + std::to_string(unsettled) +
+              " time(s) without being settled (a consumer died or lost its connection holding it): "
+              "held back" +
+              (alone ? ", then run alone" : "");
+        });
     if (!s.ok())
       log::Warn("holding back failed; the message will be redelivered", {{"error", s.message()}});
     return;
@@ -302,7 +317,8 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
     // A suspect may run alone, which holds up this consumer's other work: not while its cluster
     // is leased elsewhere (most often by the consumer that died holding it), when it would only
     // be deferred. One lease read, from the mirror.
-    if (std::string holder = leases_->HolderElsewhere(request->cluster_namespace, request->cluster_name);
+    if (std::string holder =
+            leases_->HolderElsewhere(request->cluster_namespace, request->cluster_name);
         !holder.empty()) {
       amqp::Publication deferred = Defer(delivery, options_.retry);
       std::string tier = deferred.message.headers.value(kRetryTierHeader, "");
@@ -327,19 +343,22 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
   Enqueue(std::move(job));
 }
 
-void DeliveryLoop::SettleSuperseded(const amqp::Delivery& delivery, const SyncRequest& request, int unsettled,
-                                    const std::string& why) {
+void DeliveryLoop::SettleSuperseded(const amqp::Delivery& delivery, const SyncRequest& request,
+                                    int unsettled, const std::string& why) {
   if (Status acked = session_.Ack(delivery.delivery_tag); !acked.ok()) {
-    log::Warn("acking a superseded request failed; it will be redelivered", {{"error", acked.message()}});
+    log::Warn("acking a superseded request failed; it will be redelivered",
+              {{"error", acked.message()}});
     return;
   }
   deliveries_.Add({{"lane", amqp::LaneName(request.lane)}, {"outcome", "superseded"}}).Increment();
-  log::Info("request settled without running: it ended unsettled before, and its work is done",
-            {{"cluster", request.ClusterKey()}, {"unsettled_deliveries", unsettled}, {"state", why}});
+  log::Info(
+      "request settled without running: it ended unsettled before, and its work is done",
+      {{"cluster", request.ClusterKey()}, {"unsettled_deliveries", unsettled}, {"state", why}});
   Trace(TraceStep::kSettled, delivery, request, clock_.Now(), [&](TraceEvent& e) {
     e.outcome = TraceOutcome::kUpToDate;
     e.error = "delivered " + std::to_string(unsettled) +
-              " time(s) without being settled; settled without running, as the cluster needs no write now (" +
+              " time(s) without being settled; settled without running, as the cluster needs no "
+              "write now (" +
               why + ")";
   });
 }
@@ -352,8 +371,9 @@ void DeliveryLoop::Trace(TraceStep step, const amqp::Delivery& delivery, const S
   e.cluster = request.ClusterKey();
   e.request = delivery.message.message_id;
   e.at = clock_.WallNow();
-  e.duration = std::max(std::chrono::milliseconds(0),
-                        std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now() - since));
+  e.duration =
+      std::max(std::chrono::milliseconds(0),
+               std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now() - since));
   e.lane = amqp::LaneName(request.lane);
   e.revision = request.revision.substr(0, 12);
   e.attempt = AttemptOf(delivery.message);
@@ -404,7 +424,8 @@ Status DeliveryLoop::RetryParks() {
       if (renewal_.Due(park.refused_at, clock_.Now())) {
         renewal_.Renewed();
         const auto refused_s =
-            std::chrono::duration_cast<std::chrono::seconds>(clock_.Now() - park.refused_at).count();
+            std::chrono::duration_cast<std::chrono::seconds>(clock_.Now() - park.refused_at)
+                .count();
         if (channel_renewals_ < kChannelRenewalsBeforeReconnect) {
           // This channel may never take it (a stale view of the queue's leader): a new publishing
           // channel. The deliveries stay with us: a new connection would give every one of them
@@ -417,8 +438,9 @@ Status DeliveryLoop::RetryParks() {
           break;
         }
         channel_renewals_ = 0;
-        return Unavailable("a settlement refused for " + std::to_string(refused_s) + " s on a live connection, " +
-                           "on new channels too (" + s.message() + "): opening a new connection");
+        return Unavailable("a settlement refused for " + std::to_string(refused_s) +
+                           " s on a live connection, " + "on new channels too (" + s.message() +
+                           "): opening a new connection");
       }
       parks_due_ = clock_.Now() + park_hold_off_.Next();
       break;
@@ -445,7 +467,9 @@ Status DeliveryLoop::TryPark(const PendingPark& park) {
   std::string lane = park.delivery.routing_key.empty() ? "unknown" : park.delivery.routing_key;
   deliveries_.Add({{"lane", lane}, {"outcome", park.outcome}}).Increment();
   if (publication.exchange == amqp::kDeadExchange) {
-    dead_lettered_.Add({{"reason", publication.message.headers.value(kDeadReasonHeader, "unknown")}}).Increment();
+    dead_lettered_
+        .Add({{"reason", publication.message.headers.value(kDeadReasonHeader, "unknown")}})
+        .Increment();
   } else if (park.outcome == "retried") {
     retries_.Add({{"tier", publication.message.headers.value(kRetryTierHeader, "")}}).Increment();
   }
@@ -460,8 +484,10 @@ Status DeliveryLoop::Settle(Done& done) {
   const SyncRequest& r = done.job.request;
   std::string lane = amqp::LaneName(r.lane);
   if (done.busy) {
-    log::Debug("cluster busy on another consumer; deferred",
-               {{"cluster", r.ClusterKey()}, {"detail", done.outcome.ok() ? done.outcome->detail : done.outcome.status().message()}});
+    log::Debug(
+        "cluster busy on another consumer; deferred",
+        {{"cluster", r.ClusterKey()},
+         {"detail", done.outcome.ok() ? done.outcome->detail : done.outcome.status().message()}});
     amqp::Publication deferred = Defer(d, options_.retry);
     std::string tier = deferred.message.headers.value(kRetryTierHeader, "");
     return Park(
@@ -476,15 +502,18 @@ Status DeliveryLoop::Settle(Done& done) {
   if (done.outcome.ok() && done.outcome->failed_sets.empty()) {
     Status acked = session_.Ack(d.delivery_tag);
     if (!acked.ok()) return acked;
-    const char* outcome = done.outcome->kind == SyncOutcome::Kind::kSynced    ? "applied"
+    const char* outcome = done.outcome->kind == SyncOutcome::Kind::kSynced     ? "applied"
                           : done.outcome->kind == SyncOutcome::Kind::kUpToDate ? "skipped-stale"
-                                                                                : "skipped";
+                                                                               : "skipped";
     deliveries_.Add({{"lane", lane}, {"outcome", outcome}}).Increment();
     if (auto enq = ParseRfc3339(r.enqueued_at); enq.ok()) {
-      enqueue_to_ack_.Observe(std::max(0.0, std::chrono::duration<double>(clock_.WallNow() - *enq).count()));
+      enqueue_to_ack_.Observe(
+          std::max(0.0, std::chrono::duration<double>(clock_.WallNow() - *enq).count()));
     }
-    log::Debug("settled", {{"cluster", r.ClusterKey()}, {"outcome", outcome},
-                           {"applies", done.outcome->applies}, {"detail", done.outcome->detail}});
+    log::Debug("settled", {{"cluster", r.ClusterKey()},
+                           {"outcome", outcome},
+                           {"applies", done.outcome->applies},
+                           {"detail", done.outcome->detail}});
     Trace(TraceStep::kSettled, d, r, done.job.received, [&](TraceEvent& e) {
       const SyncOutcome& o = *done.outcome;
       e.outcome = o.kind == SyncOutcome::Kind::kSynced     ? TraceOutcome::kApplied
@@ -512,11 +541,14 @@ Status DeliveryLoop::Settle(Done& done) {
     permanent = !done.outcome->transient;
     at_least = done.outcome->retry_after;
   }
-  amqp::Publication next = NextAttempt(d, options_.retry, error, permanent, clock_.WallNow(), at_least);
+  amqp::Publication next =
+      NextAttempt(d, options_.retry, error, permanent, clock_.WallNow(), at_least);
   bool dead = next.exchange == amqp::kDeadExchange;
   log::Info(dead ? "request parked after its last attempt" : "request scheduled for retry",
-            {{"cluster", r.ClusterKey()}, {"attempt", AttemptOf(next.message)},
-             {"tier", next.message.headers.value(kRetryTierHeader, "")}, {"error", SanitizeError(error)}});
+            {{"cluster", r.ClusterKey()},
+             {"attempt", AttemptOf(next.message)},
+             {"tier", next.message.headers.value(kRetryTierHeader, "")},
+             {"error", SanitizeError(error)}});
   SyncEvent event = FailureEvent(r, done.outcome, dead, AttemptOf(d.message) + 1);
   std::optional<SyncOutcome> outcome;
   if (done.outcome.ok()) outcome = *done.outcome;
@@ -542,7 +574,7 @@ Status DeliveryLoop::SettleFinished() {
   }
   Status first;
   for (auto& done : finished) {
-    if (done.job.generation != generation_) continue;   // from a dead connection: redelivered
+    if (done.job.generation != generation_) continue;  // from a dead connection: redelivered
     Status s = Settle(done);
     if (!s.ok() && first.ok()) first = s;
   }
@@ -561,12 +593,13 @@ Status DeliveryLoop::DeferStalledSuspects() {
       ReleaseClusterLocked(stalled.back().request.ClusterKey());
     }
     if (stalled.empty()) return Status::Ok();
-    work_cv_.notify_all();   // the others' work resumes
+    work_cv_.notify_all();  // the others' work resumes
   }
   Status first;
   for (Job& job : stalled) {
-    log::Info("request that runs alone deferred: this consumer's syncs in flight did not finish in time",
-              {{"cluster", job.request.ClusterKey()}, {"waited_ms", options_.alone_wait.count()}});
+    log::Info(
+        "request that runs alone deferred: this consumer's syncs in flight did not finish in time",
+        {{"cluster", job.request.ClusterKey()}, {"waited_ms", options_.alone_wait.count()}});
     amqp::Publication deferred = Defer(job.delivery, options_.retry);
     std::string tier = deferred.message.headers.value(kRetryTierHeader, "");
     Status s = Park(
@@ -574,7 +607,8 @@ Status DeliveryLoop::DeferStalledSuspects() {
         [tier](TraceEvent& e) {
           e.outcome = TraceOutcome::kDeferred;
           e.tier = tier;
-          e.error = "it runs alone, and the syncs in flight in this consumer did not finish in time";
+          e.error =
+              "it runs alone, and the syncs in flight in this consumer did not finish in time";
         },
         job.received);
     if (!s.ok() && first.ok()) first = s;

@@ -7,25 +7,20 @@
 // tried again shortly, never left unacked on a live connection; refusals that last are met with
 // a new publishing channel (a stale channel, channel_renewal.h), keeping the deliveries, and only
 // if those are refused too, end Step() with an error so that the caller reconnects. A cluster
-// busy on another consumer goes to the shortest delay tier without counting an attempt. Undecodable messages are parked at once.
-// A request that ended unsettled before (its consumer died or lost its connection holding it)
-// is held back in a delay tier first; from its second such delivery on (RunsAlone) it then runs
-// alone, with nothing else of the live connection in flight in this process, so a request that
-// crashes consumers takes neither the pool nor other work down with it (RetryPolicy's
-// Quarantine), unless its work is already done (settled_already: acked as superseded, without
-// running it); while its cluster is leased elsewhere (by the consumer that died holding it), or
-// when the work in flight does not finish within alone_wait, it is deferred instead, without
-// holding up this consumer's other work. Deliveries for a cluster
-// already in progress in this process wait for it. When the broker connection is lost, the syncs
-// of its deliveries stop at their next write and give their cluster leases back at once: the
-// broker has handed those requests to other consumers, which need the clusters now.
-// Step()/Drain() run on one thread (the session's owner); workers are internal.
+// busy on another consumer goes to the shortest delay tier without counting an attempt. Undecodable
+// messages are parked at once. A request that ended unsettled before (its consumer died or lost its
+// connection holding it) is held back in a delay tier first; from its second such delivery on
+// (RunsAlone) it then runs alone, with nothing else of the live connection in flight in this
+// process, so a request that crashes consumers takes neither the pool nor other work down with it
+// (RetryPolicy's Quarantine), unless its work is already done (settled_already: acked as
+// superseded, without running it); while its cluster is leased elsewhere (by the consumer that died
+// holding it), or when the work in flight does not finish within alone_wait, it is deferred
+// instead, without holding up this consumer's other work. Deliveries for a cluster already in
+// progress in this process wait for it. When the broker connection is lost, the syncs of its
+// deliveries stop at their next write and give their cluster leases back at once: the broker has
+// handed those requests to other consumers, which need the clusters now. Step()/Drain() run on one
+// thread (the session's owner); workers are internal.
 #pragma once
-
-#include <prometheus/counter.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
 
 #include <atomic>
 #include <chrono>
@@ -40,12 +35,17 @@
 #include <thread>
 #include <vector>
 
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include "common/amqp/channel_renewal.h"
 #include "common/amqp/session.h"
 #include "common/backoff.h"
+#include "common/bus/trace_recorder.h"
 #include "common/clock.h"
 #include "common/random_impl.h"
-#include "common/bus/trace_recorder.h"
 #include "consumer/cluster_lease.h"
 #include "consumer/cluster_syncer.h"
 #include "consumer/retry_policy.h"
@@ -54,14 +54,14 @@
 namespace syncbus::consumer {
 
 struct DeliveryOptions {
-  uint16_t prefetch = 20;             // per lane
-  int workers = 20;                   // clusters processed at once
+  uint16_t prefetch = 20;  // per lane
+  int workers = 20;        // clusters processed at once
   RetryPolicy retry;
   // topology.deliveryLimit: a request whose deliveries ended unsettled more often than this,
   // counted across deferrals and quarantines, is parked as poison (0 = the broker alone; the
   // work queues' delivery-limit policy is the broker's backstop for each copy).
   int delivery_limit = 0;
-  std::chrono::milliseconds confirm_timeout{30000};   // a publish to the dead-letter queue
+  std::chrono::milliseconds confirm_timeout{30000};  // a publish to the dead-letter queue
   // A publish to a delay tier (the next attempt, a deferral, a hold-back): waited for on the
   // session's thread, so it is kept short; unconfirmed by then, it counts as refused and is tried
   // again (a late confirm leaves a second copy: one more cheap up-to-date check).
@@ -76,7 +76,8 @@ struct DeliveryOptions {
   TraceRecorder* trace = nullptr;
   // Told of failed, parked and recovered syncs once settled (Kubernetes Events). Null = none.
   // Must outlive the loop.
-  SyncEventSink* events = nullptr;  // For a request that ended unsettled before: why running it would write nothing now ("" = it
+  SyncEventSink* events = nullptr;  // For a request that ended unsettled before: why running it
+                                    // would write nothing now ("" = it
   // would), read without waiting and without a hub request (NoWriteReason over the mirror's
   // state, fresh at the request's `seen`). Most often another delivery of it, or a newer
   // request, did the work meanwhile; a request that keeps crashing its consumers never gets
@@ -91,8 +92,8 @@ class DeliveryLoop {
  public:
   // `leases` may be null (a single consumer needs no cross-process exclusion); it must outlive
   // the loop, as must `session` and `clock`.
-  DeliveryLoop(DeliveryOptions options, amqp::Session& session, SyncFunction sync, ClusterLeases* leases,
-               Clock& clock, prometheus::Registry& registry);
+  DeliveryLoop(DeliveryOptions options, amqp::Session& session, SyncFunction sync,
+               ClusterLeases* leases, Clock& clock, prometheus::Registry& registry);
   // Fences off running syncs, stops and joins the workers (their results are dropped: the
   // broker redelivers them).
   ~DeliveryLoop();
@@ -115,17 +116,17 @@ class DeliveryLoop {
 
  private:
   struct Job {
-    uint64_t generation = 0;     // subscription the delivery belongs to
+    uint64_t generation = 0;  // subscription the delivery belongs to
     amqp::Delivery delivery;
     SyncRequest request;
     SteadyTime received;
-    SteadyTime ready{};          // when it became runnable (its cluster's turn)
-    bool alone = false;          // a suspect: runs with no other job of its connection in flight
+    SteadyTime ready{};  // when it became runnable (its cluster's turn)
+    bool alone = false;  // a suspect: runs with no other job of its connection in flight
   };
   struct Done {
     Job job;
     Result<SyncOutcome> outcome;
-    bool busy = false;   // the cluster's lease is held elsewhere (or was lost): defer
+    bool busy = false;  // the cluster's lease is held elsewhere (or was lost): defer
   };
 
   void Dispatch(amqp::Delivery delivery);
@@ -149,8 +150,8 @@ class DeliveryLoop {
     std::optional<SyncRequest> request;  // with `fill`: the trace's kSettled event
     SteadyTime since;
     TraceFill fill;
-    std::optional<SyncEvent> event;      // for options_.events once settled
-    SteadyTime refused_at{};             // first refused
+    std::optional<SyncEvent> event;  // for options_.events once settled
+    SteadyTime refused_at{};         // first refused
   };
 
   Status SettleFinished();
@@ -175,43 +176,43 @@ class DeliveryLoop {
   void SettleSuperseded(const amqp::Delivery& delivery, const SyncRequest& request, int unsettled,
                         const std::string& why);
   // Records a trace event for `delivery` (no-op without a recorder).
-  void Trace(TraceStep step, const amqp::Delivery& delivery, const SyncRequest& request, SteadyTime since,
-             const std::function<void(TraceEvent&)>& fill);
+  void Trace(TraceStep step, const amqp::Delivery& delivery, const SyncRequest& request,
+             SteadyTime since, const std::function<void(TraceEvent&)>& fill);
 
   DeliveryOptions options_;
   amqp::Session& session_;
   SyncFunction sync_;
   ClusterLeases* leases_;
   Clock& clock_;
-  uint64_t generation_ = 0;   // session thread only
+  uint64_t generation_ = 0;  // session thread only
   // The subscription whose deliveries may still be worked on; a fence of another one fails.
   std::atomic<uint64_t> live_generation_{0};
   std::vector<std::string> consumer_tags_;
-  std::deque<PendingPark> pending_parks_;       // session thread only
+  std::deque<PendingPark> pending_parks_;  // session thread only
   // Refused settlements: 250 ms doubling to 2 s.
   Backoff park_hold_off_{
       {std::chrono::milliseconds(250), std::chrono::milliseconds(2000), 2.0, /*jitter=*/0.0},
-      RealRandom()};                            // session thread only
-  SteadyTime parks_due_{};                      // session thread only
-  amqp::ChannelRenewal renewal_;                // session thread only
+      RealRandom()};              // session thread only
+  SteadyTime parks_due_{};        // session thread only
+  amqp::ChannelRenewal renewal_;  // session thread only
   // Publishing channels renewed in the current streak of refusals; after this many, a new
   // connection.
   static constexpr int kChannelRenewalsBeforeReconnect = 2;
-  int channel_renewals_ = 0;                    // session thread only
-  std::atomic<size_t> pending_park_count_{0};   // for in_flight()
+  int channel_renewals_ = 0;                   // session thread only
+  std::atomic<size_t> pending_park_count_{0};  // for in_flight()
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
-  std::deque<Job> ready_change_, ready_resync_;         // runnable jobs; change lane first
-  std::deque<Job> ready_alone_;                        // suspects, first of all, one at a time
+  std::deque<Job> ready_change_, ready_resync_;  // runnable jobs; change lane first
+  std::deque<Job> ready_alone_;                  // suspects, first of all, one at a time
   bool alone_running_ = false;
   std::map<uint64_t, size_t> running_by_generation_;  // running jobs by subscription
-  std::set<std::string> active_;                       // clusters with a ready or running job
-  std::map<std::string, std::deque<Job>> waiting_;      // cluster busy: jobs queued behind it
+  std::set<std::string> active_;                      // clusters with a ready or running job
+  std::map<std::string, std::deque<Job>> waiting_;    // cluster busy: jobs queued behind it
   std::vector<Done> finished_;
   size_t running_ = 0;
   bool stopping_ = false;
-  std::atomic<bool> abandon_{false};   // running syncs fail their next fence check
+  std::atomic<bool> abandon_{false};  // running syncs fail their next fence check
   std::vector<std::thread> workers_;
 
   prometheus::Family<prometheus::Counter>& deliveries_;

@@ -1,11 +1,11 @@
 #include "consumer/event_correlator.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <list>
 #include <set>
 #include <unordered_map>
+
+#include <fmt/format.h>
 
 #include "common/time_format.h"
 

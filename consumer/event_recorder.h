@@ -10,9 +10,6 @@
 // mirror when it has the object, else one GET. Thread-safe; Record() never blocks.
 #pragma once
 
-#include <prometheus/counter.h>
-#include <prometheus/registry.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -20,6 +17,9 @@
 #include <optional>
 #include <string>
 #include <thread>
+
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
 
 #include "common/clock.h"
 #include "common/kube/client.h"

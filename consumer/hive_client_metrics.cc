@@ -1,11 +1,11 @@
 #include "consumer/hive_client_metrics.h"
 
-#include <prometheus/counter.h>
-#include <prometheus/histogram.h>
-
 #include <chrono>
 #include <map>
 #include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/histogram.h>
 
 namespace syncbus::consumer {
 namespace {

@@ -10,11 +10,11 @@
 // Thread-safe; the registry must outlive the requests in flight.
 #pragma once
 
-#include <prometheus/registry.h>
-
 #include <memory>
 #include <optional>
 #include <string>
+
+#include <prometheus/registry.h>
 
 #include "common/http/transport.h"
 

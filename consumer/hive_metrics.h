@@ -11,12 +11,12 @@
 // Thread-safe.
 #pragma once
 
+#include <mutex>
+#include <string>
+
 #include <prometheus/counter.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
-
-#include <mutex>
-#include <string>
 
 #include "common/clock.h"
 #include "common/hive/types.h"

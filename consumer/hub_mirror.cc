@@ -12,7 +12,9 @@ const Json& Metadata(const Json& object) {
   return m != object.end() && m->is_object() ? *m : kEmpty;
 }
 
-std::string VersionOf(const Json& object) { return Metadata(object).value("resourceVersion", ""); }
+std::string VersionOf(const Json& object) {
+  return Metadata(object).value("resourceVersion", "");
+}
 
 std::string KeyOf(const Json& object) {
   const Json& m = Metadata(object);
@@ -62,18 +64,21 @@ class HubMirror::Feed final : public kube::ReflectorHandler {
   void OnUpsert(Json object) override { mirror_.Upsert(collection_, object, true); }
   void OnDelete(Json object) override { mirror_.Delete(collection_, object); }
   void OnSynced() override {}
-  void OnCheckpoint(const std::string& version, bool) override { mirror_.Checkpoint(collection_, version); }
+  void OnCheckpoint(const std::string& version, bool) override {
+    mirror_.Checkpoint(collection_, version);
+  }
   void OnStale() override { mirror_.MarkStale(collection_); }
 
  private:
   HubMirror& mirror_;
   const HubCollection collection_;
-  Maps staged_;                 // the reflector's thread only
+  Maps staged_;  // the reflector's thread only
   uint64_t staged_invalid_ = 0;
 };
 
 HubMirror::HubMirror() {
-  for (int i = 0; i < kHubCollections; ++i) feeds_[i] = std::make_unique<Feed>(*this, static_cast<HubCollection>(i));
+  for (int i = 0; i < kHubCollections; ++i)
+    feeds_[i] = std::make_unique<Feed>(*this, static_cast<HubCollection>(i));
 }
 
 HubMirror::~HubMirror() = default;
@@ -142,7 +147,8 @@ std::string HubMirror::StatusVersion(const std::string& ns, const std::string& n
   return it == live_.statuses.end() ? "" : it->second->meta.resource_version;
 }
 
-std::shared_ptr<const hive::ClusterSync> HubMirror::Status(const std::string& ns, const std::string& name) const {
+std::shared_ptr<const hive::ClusterSync> HubMirror::Status(const std::string& ns,
+                                                           const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = live_.statuses.find(ns + "/" + name);
   return it == live_.statuses.end() ? nullptr : it->second;
@@ -169,7 +175,9 @@ void HubMirror::Replace(HubCollection c, Maps& staged, uint64_t invalid) {
   switch (c) {
     case HubCollection::kClusterDeployments: live_.cds.swap(staged.cds); break;
     case HubCollection::kSyncSets: live_.syncsets.swap(staged.syncsets); break;
-    case HubCollection::kSelectorSyncSets: live_.selector_syncsets.swap(staged.selector_syncsets); break;
+    case HubCollection::kSelectorSyncSets:
+      live_.selector_syncsets.swap(staged.selector_syncsets);
+      break;
     case HubCollection::kClusterSyncs: live_.statuses.swap(staged.statuses); break;
     case HubCollection::kLeases: live_.leases.swap(staged.leases); break;
   }
@@ -191,12 +199,14 @@ bool HubMirror::Store(Maps& maps, HubCollection c, const Json& object, bool only
   // Parses with T::FromJson into `map[k]`, unless the held entry is as new (only_if_newer).
   auto store = [&](auto& map, const std::string& k, auto parse) {
     auto held = map.find(k);
-    if (only_if_newer && held != map.end() && !Newer(version, held->second->meta.resource_version)) return true;
+    if (only_if_newer && held != map.end() && !Newer(version, held->second->meta.resource_version))
+      return true;
     auto parsed = parse(object);
     if (!parsed.ok()) {
-      log::Warn("ignoring an invalid hub object", {{"collection", CollectionName(c)}, {"object", k},
-                                                   {"error", parsed.status().message()}});
-      map.erase(k);   // its older version is no longer what the hub holds
+      log::Warn(
+          "ignoring an invalid hub object",
+          {{"collection", CollectionName(c)}, {"object", k}, {"error", parsed.status().message()}});
+      map.erase(k);  // its older version is no longer what the hub holds
       return false;
     }
     map[k] = std::make_shared<std::remove_reference_t<decltype(*parsed)>>(std::move(*parsed));
@@ -213,12 +223,14 @@ bool HubMirror::Store(Maps& maps, HubCollection c, const Json& object, bool only
       return valid;
     }
     case HubCollection::kSelectorSyncSets:
-      return store(maps.selector_syncsets, Metadata(object).value("name", ""), hive::SelectorSyncSet::FromJson);
+      return store(maps.selector_syncsets, Metadata(object).value("name", ""),
+                   hive::SelectorSyncSet::FromJson);
     case HubCollection::kClusterSyncs:
       return store(maps.statuses, key, hive::ClusterSync::FromJson);
     case HubCollection::kLeases: {
       auto held = maps.leases.find(key);
-      if (only_if_newer && held != maps.leases.end() && !Newer(version, VersionOf(held->second))) return true;
+      if (only_if_newer && held != maps.leases.end() && !Newer(version, VersionOf(held->second)))
+        return true;
       maps.leases[key] = object;
       return true;
     }

@@ -3,7 +3,8 @@
 // kube::Reflector per collection (handler()), and how far each collection has caught up: the
 // resourceVersion of its list, last event or bookmark. A collection that has not listed yet, or
 // that a 410 made stale until its relist, is fresh at no version. Objects are parsed once, when
-// they arrive, and shared read-only with the syncs. Thread-safe: reflector threads feed, syncs read.
+// they arrive, and shared read-only with the syncs. Thread-safe: reflector threads feed, syncs
+// read.
 #pragma once
 
 #include <chrono>
@@ -14,14 +15,20 @@
 #include <optional>
 #include <string>
 
+#include "common/bus/sync_message.h"
 #include "common/json.h"
 #include "common/kube/reflector.h"
-#include "common/bus/sync_message.h"
 #include "consumer/cluster_state.h"
 
 namespace syncbus::consumer {
 
-enum class HubCollection { kClusterDeployments, kSyncSets, kSelectorSyncSets, kClusterSyncs, kLeases };
+enum class HubCollection {
+  kClusterDeployments,
+  kSyncSets,
+  kSelectorSyncSets,
+  kClusterSyncs,
+  kLeases
+};
 inline constexpr int kHubCollections = 5;
 
 class HubMirror {
@@ -50,7 +57,8 @@ class HubMirror {
   // The resourceVersion of the cluster's ClusterSync ("" if none).
   std::string StatusVersion(const std::string& ns, const std::string& name) const;
   // The cluster's ClusterSync as the mirror holds it now (null if none).
-  std::shared_ptr<const hive::ClusterSync> Status(const std::string& ns, const std::string& name) const;
+  std::shared_ptr<const hive::ClusterSync> Status(const std::string& ns,
+                                                  const std::string& name) const;
 
   // Takes in an object this process just wrote (a ClusterSync or a Lease), so the next read sees
   // it before its watch event arrives; an entry with a newer resourceVersion is kept instead.
@@ -71,11 +79,12 @@ class HubMirror {
   // The parsed objects: the mirror's own, and a list's pages as they arrive (Feed) until the
   // list completes and they replace the collection's.
   struct Maps {
-    std::map<std::string, std::shared_ptr<const hive::ClusterDeployment>> cds;           // "ns/name"
-    std::map<std::string, std::map<std::string, std::shared_ptr<const hive::SyncSet>>> syncsets;  // ns -> name
+    std::map<std::string, std::shared_ptr<const hive::ClusterDeployment>> cds;  // "ns/name"
+    std::map<std::string, std::map<std::string, std::shared_ptr<const hive::SyncSet>>>
+        syncsets;  // ns -> name
     std::map<std::string, std::shared_ptr<const hive::SelectorSyncSet>> selector_syncsets;  // name
-    std::map<std::string, std::shared_ptr<const hive::ClusterSync>> statuses;           // "ns/name"
-    std::map<std::string, Json> leases;                                                 // "ns/name"
+    std::map<std::string, std::shared_ptr<const hive::ClusterSync>> statuses;  // "ns/name"
+    std::map<std::string, Json> leases;                                        // "ns/name"
   };
 
   // Replaces collection `c` with `staged`'s (a completed list's objects); `invalid` of the list's

@@ -12,12 +12,14 @@ namespace res = kube::resources;
 
 // Parses `list` into T objects, skipping (and logging) invalid ones.
 template <typename T>
-std::vector<std::shared_ptr<const T>> ParseAll(const kube::ObjectList& list, const std::string& cluster) {
+std::vector<std::shared_ptr<const T>> ParseAll(const kube::ObjectList& list,
+                                               const std::string& cluster) {
   std::vector<std::shared_ptr<const T>> parsed;
   for (const auto& item : list.items) {
     auto object = T::FromJson(item);
     if (!object.ok()) {
-      log::Warn("ignoring an invalid set", {{"cluster", cluster}, {"error", object.status().message()}});
+      log::Warn("ignoring an invalid set",
+                {{"cluster", cluster}, {"error", object.status().message()}});
       continue;
     }
     parsed.push_back(std::make_shared<const T>(std::move(*object)));
@@ -30,9 +32,10 @@ std::vector<std::shared_ptr<const T>> ParseAll(const kube::ObjectList& list, con
 Result<ClusterState> DirectHubReader::Read(const SyncRequest& request) {
   const std::string key = request.ClusterKey();
   const std::string& ns = request.cluster_namespace;
-  auto ss_future = std::async(std::launch::async, [&] { return hub_.List(kube::Collection(res::kSyncSets, ns), {}); });
-  auto sss_future =
-      std::async(std::launch::async, [&] { return hub_.List(kube::Collection(res::kSelectorSyncSets), {}); });
+  auto ss_future = std::async(std::launch::async,
+                              [&] { return hub_.List(kube::Collection(res::kSyncSets, ns), {}); });
+  auto sss_future = std::async(
+      std::launch::async, [&] { return hub_.List(kube::Collection(res::kSelectorSyncSets), {}); });
   auto cs_future = std::async(std::launch::async, [&] {
     return hub_.Get(kube::Object(res::kClusterSyncs, ns, request.cluster_name));
   });
@@ -51,7 +54,8 @@ Result<ClusterState> DirectHubReader::Read(const SyncRequest& request) {
   if (!ss_list.ok()) return ss_list.status().Annotate("listing SyncSets in " + ns);
   if (!sss_list.ok()) return sss_list.status().Annotate("listing SelectorSyncSets");
   state.sync_sets = ApplicableSyncSets(*state.cd, ParseAll<hive::SyncSet>(*ss_list, key));
-  state.selector_sync_sets = ApplicableSelectorSyncSets(*state.cd, ParseAll<hive::SelectorSyncSet>(*sss_list, key));
+  state.selector_sync_sets =
+      ApplicableSelectorSyncSets(*state.cd, ParseAll<hive::SelectorSyncSet>(*sss_list, key));
   if (cs_json.ok()) {
     auto cs = hive::ClusterSync::FromJson(*cs_json);
     if (cs.ok()) state.status = std::make_shared<const hive::ClusterSync>(std::move(*cs));
@@ -61,17 +65,19 @@ Result<ClusterState> DirectHubReader::Read(const SyncRequest& request) {
   return state;
 }
 
-MirrorHubReader::MirrorHubReader(HubMirror& mirror, HubReader& direct, std::chrono::milliseconds max_wait,
-                                 prometheus::Registry& registry)
+MirrorHubReader::MirrorHubReader(HubMirror& mirror, HubReader& direct,
+                                 std::chrono::milliseconds max_wait, prometheus::Registry& registry)
     : mirror_(mirror),
       direct_(direct),
       max_wait_(max_wait),
-      reads_(prometheus::BuildCounter()
-                 .Name("syncbus_consumer_hub_state_reads_total")
-                 .Help("How syncs read their cluster's state: from the mirror at once (fresh), after "
-                       "waiting for it to catch up (waited), or from the hub because it did not in time "
-                       "(behind) or the request did not say what the publisher saw (unknown)")
-                 .Register(registry)),
+      reads_(
+          prometheus::BuildCounter()
+              .Name("syncbus_consumer_hub_state_reads_total")
+              .Help(
+                  "How syncs read their cluster's state: from the mirror at once (fresh), after "
+                  "waiting for it to catch up (waited), or from the hub because it did not in time "
+                  "(behind) or the request did not say what the publisher saw (unknown)")
+              .Register(registry)),
       fresh_(reads_.Add({{"source", "mirror"}, {"result", "fresh"}})),
       waited_(reads_.Add({{"source", "mirror"}, {"result", "waited"}})),
       behind_(reads_.Add({{"source", "hub"}, {"result", "behind"}})),
@@ -106,12 +112,15 @@ std::optional<ClusterState> MirrorHubReader::ReadIfFresh(const SyncRequest& requ
 
 bool MirrorHubReader::Overtaken(const ClusterState& state) const {
   if (!state.cd) return false;
-  std::shared_ptr<const hive::ClusterSync> now = mirror_.Status(state.cd->meta.ns, state.cd->meta.name);
+  std::shared_ptr<const hive::ClusterSync> now =
+      mirror_.Status(state.cd->meta.ns, state.cd->meta.name);
   if (!now || now == state.status) return false;
-  if (state.status && now->meta.resource_version == state.status->meta.resource_version) return false;
+  if (state.status && now->meta.resource_version == state.status->meta.resource_version)
+    return false;
   auto newer = [](const std::vector<hive::SyncStatus>& entries, const auto& sets) {
     for (const hive::SyncStatus& entry : entries) {
-      auto set = std::find_if(sets.begin(), sets.end(), [&](const auto& s) { return s->meta.name == entry.name; });
+      auto set = std::find_if(sets.begin(), sets.end(),
+                              [&](const auto& s) { return s->meta.name == entry.name; });
       if (set == sets.end() || (*set)->meta.generation < entry.observed_generation) return true;
     }
     return false;

@@ -14,9 +14,9 @@
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 
+#include "common/bus/sync_message.h"
 #include "common/kube/client.h"
 #include "common/status.h"
-#include "common/bus/sync_message.h"
 #include "consumer/cluster_state.h"
 #include "consumer/hub_mirror.h"
 
@@ -29,12 +29,17 @@ class HubReader {
   // Asked once the sync has claimed its cluster: whether another sync stored the cluster's status
   // since `state` was read, from newer state (a set at a newer generation than `state` has, or a
   // set `state` does not have). Applying `state` then would undo that sync's work.
-  virtual bool Overtaken(const ClusterState& state) const { (void)state; return false; }
+  virtual bool Overtaken(const ClusterState& state) const {
+    (void)state;
+    return false;
+  }
   // Reads the cluster's state from the hub itself.
   virtual Result<ClusterState> ReadAfresh(const SyncRequest& request) { return Read(request); }
   // The ClusterSync this process just stored, so the next Read sees it even before its watch
   // event arrives.
-  virtual void NoteStatusWritten(const Json& cluster_sync) { (void)cluster_sync; }  // The cluster's state from a local copy that is already at least as new as the request's
+  virtual void NoteStatusWritten(const Json& cluster_sync) {
+    (void)cluster_sync;
+  }  // The cluster's state from a local copy that is already at least as new as the request's
   // `seen`, without waiting and without a hub request; nullopt when there is no such copy.
   virtual std::optional<ClusterState> ReadIfFresh(const SyncRequest& request) {
     (void)request;
@@ -70,11 +75,11 @@ class MirrorHubReader final : public HubReader {
   HubReader& direct_;
   const std::chrono::milliseconds max_wait_;
   prometheus::Family<prometheus::Counter>& reads_;
-  prometheus::Counter& fresh_;     // served at once
-  prometheus::Counter& waited_;    // served after waiting for the mirror
-  prometheus::Counter& behind_;    // direct: the mirror did not catch up in time
-  prometheus::Counter& unknown_;   // direct: the request says nothing of what the publisher saw
-  prometheus::Counter& overtaken_; // direct: another sync stored newer state after the mirror read
+  prometheus::Counter& fresh_;      // served at once
+  prometheus::Counter& waited_;     // served after waiting for the mirror
+  prometheus::Counter& behind_;     // direct: the mirror did not catch up in time
+  prometheus::Counter& unknown_;    // direct: the request says nothing of what the publisher saw
+  prometheus::Counter& overtaken_;  // direct: another sync stored newer state after the mirror read
 };
 
 }  // namespace syncbus::consumer

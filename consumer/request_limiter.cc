@@ -6,7 +6,8 @@
 namespace syncbus::consumer {
 
 RequestLimiter::RequestLimiter(Options options, Clock& clock) : options_(options), clock_(clock) {
-  if (options_.per_cluster_qps > 0 && options_.pacing_thread) pacer_ = std::thread([this] { PaceLoop(); });
+  if (options_.per_cluster_qps > 0 && options_.pacing_thread)
+    pacer_ = std::thread([this] { PaceLoop(); });
 }
 
 RequestLimiter::~RequestLimiter() {

@@ -22,9 +22,9 @@ namespace syncbus::consumer {
 class RequestLimiter {
  public:
   struct Options {
-    int max_in_flight = 2000;        // across all clusters
+    int max_in_flight = 2000;  // across all clusters
     int per_cluster_in_flight = 20;
-    double per_cluster_qps = 50;     // 0 = no rate limit
+    double per_cluster_qps = 50;  // 0 = no rate limit
     // Whether a thread of its own starts paced requests when their token is due. Off, the owner
     // calls PaceDue() (tests that drive a FakeClock).
     bool pacing_thread = true;
@@ -55,11 +55,11 @@ class RequestLimiter {
   struct ClusterState {
     int in_flight = 0;
     std::deque<std::function<void()>> queue;
-    bool bucket_started = false;   // the bucket starts full
+    bool bucket_started = false;  // the bucket starts full
     double tokens = 0;
     SteadyTime refilled{};
     bool waiting_global = false;
-    bool paced = false;   // in pace_queue_
+    bool paced = false;  // in pace_queue_
   };
   using Runnable = std::vector<std::function<void()>>;
 
@@ -74,7 +74,7 @@ class RequestLimiter {
   std::condition_variable pace_cv_;
   std::map<std::string, ClusterState> clusters_;
   std::deque<std::string> global_waiters_;
-  std::set<std::pair<SteadyTime, std::string>> pace_queue_;   // (when a token is due, cluster)
+  std::set<std::pair<SteadyTime, std::string>> pace_queue_;  // (when a token is due, cluster)
   int in_flight_ = 0;
   int peak_in_flight_ = 0;
   uint64_t started_ = 0;

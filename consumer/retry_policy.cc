@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "common/bus/topology.h"
 #include "common/bus/sync_message.h"
+#include "common/bus/topology.h"
 #include "common/time_format.h"
 #include "consumer/status_builder.h"
 
@@ -32,15 +32,16 @@ amqp::Publication Base(const amqp::Delivery& delivery, const std::string& error,
   p.message.persistent = true;
   Json& h = p.message.headers;
   if (!h.is_object()) h = Json::object();
-  h.erase(kDeathHeader);   // the broker's own history; ours travels in x-syncbus-* headers
+  h.erase(kDeathHeader);  // the broker's own history; ours travels in x-syncbus-* headers
   h.erase(kDeliveryCountHeader);
-  h.erase(kUnsettledHeader);   // a consumer settled this copy: it is not crashing consumers
+  h.erase(kUnsettledHeader);  // a consumer settled this copy: it is not crashing consumers
   h.erase(kQuarantinedHeader);
   if (!h.contains(kFirstFailureHeader)) h[kFirstFailureHeader] = FormatRfc3339(now);
   h[kLastErrorHeader] = SanitizeError(error);
   // The lane travels as the routing key so that a retry returns to the lane it came from.
   p.routing_key = delivery.routing_key;
-  if (h.contains(kLaneHeader) && h[kLaneHeader].is_string()) p.routing_key = h[kLaneHeader].get<std::string>();
+  if (h.contains(kLaneHeader) && h[kLaneHeader].is_string())
+    p.routing_key = h[kLaneHeader].get<std::string>();
   if (p.routing_key != "change" && p.routing_key != "resync") p.routing_key = "change";
   return p;
 }
@@ -60,7 +61,7 @@ amqp::Publication NextAttempt(const amqp::Delivery& delivery, const RetryPolicy&
   p.message.headers[kAttemptHeader] = attempt;
   size_t last = policy.tiers.size() - 1;
   size_t tier = std::min<size_t>(attempt - 1, last);
-  if (permanent) tier = last;   // slow tier only
+  if (permanent) tier = last;  // slow tier only
   while (tier < last && policy.tiers[tier] < at_least) ++tier;
   p.exchange = amqp::kRetryExchange;
   p.message.headers[kRetryTierHeader] = amqp::TierName(policy.tiers[tier]);
@@ -76,7 +77,7 @@ amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& polic
   p.message.headers[kUnsettledHeader] = UnsettledDeliveries(delivery.message);
   p.message.headers.erase(kDeliveryCountHeader);
   p.routing_key = Base(delivery, "", WallTime{}).routing_key;
-  if (policy.tiers.empty()) {   // no delay queues: straight back to the work queue
+  if (policy.tiers.empty()) {  // no delay queues: straight back to the work queue
     p.exchange = amqp::kWorkExchange;
     return p;
   }

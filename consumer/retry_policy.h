@@ -15,7 +15,7 @@
 namespace syncbus::consumer {
 
 struct RetryPolicy {
-  std::vector<std::chrono::seconds> tiers;   // from the topology
+  std::vector<std::chrono::seconds> tiers;  // from the topology
   int max_attempts = 8;
 };
 
@@ -40,7 +40,8 @@ amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& polic
 bool NeedsQuarantine(const amqp::Message& message);
 // Holds such a delivery back without counting an attempt: to the tier of its unsettled count
 // (1: the shortest, 2: the next, ...), the count travelling along. When it returns it may have to
-// run alone in its consumer (RunsAlone, DeliveryLoop), so another crash takes no other work with it.
+// run alone in its consumer (RunsAlone, DeliveryLoop), so another crash takes no other work with
+// it.
 amqp::Publication Quarantine(const amqp::Delivery& delivery, const RetryPolicy& policy);
 // Whether a request with `unsettled` deliveries that ended unsettled must run with nothing else
 // in flight in its consumer. One such delivery is most often a lost connection, not a crash: a

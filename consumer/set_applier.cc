@@ -20,12 +20,9 @@ std::string GroupOf(const std::string& api_version) {
 
 Op OpFor(hive::ApplyBehavior behavior) {
   switch (behavior) {
-    case hive::ApplyBehavior::kCreateOnly:
-      return Op::kCreateOnly;
-    case hive::ApplyBehavior::kCreateOrUpdate:
-      return Op::kCreateOrUpdate;
-    case hive::ApplyBehavior::kApply:
-      break;
+    case hive::ApplyBehavior::kCreateOnly: return Op::kCreateOnly;
+    case hive::ApplyBehavior::kCreateOrUpdate: return Op::kCreateOrUpdate;
+    case hive::ApplyBehavior::kApply: break;
   }
   return Op::kApply;
 }
@@ -111,12 +108,9 @@ void MapStep(ApplyStep& step, RestMapper* mapper) {
 
 kube::PatchType KubePatchType(hive::PatchType t) {
   switch (t) {
-    case hive::PatchType::kJson:
-      return kube::PatchType::kJson;
-    case hive::PatchType::kMerge:
-      return kube::PatchType::kMerge;
-    default:
-      break;
+    case hive::PatchType::kJson: return kube::PatchType::kJson;
+    case hive::PatchType::kMerge: return kube::PatchType::kMerge;
+    default: break;
   }
   return kube::PatchType::kStrategicMerge;
 }
@@ -240,7 +234,9 @@ Objects PlanObjects(const PlanInput& input, RestMapper* mapper, bool with_bodies
       const Json& src_meta = src.contains("metadata") ? src["metadata"] : Json::object();
       Json meta = {{"name", step.name}};
       if (!step.ns.empty()) meta["namespace"] = step.ns;
-      Json labels = src_meta.contains("labels") && src_meta["labels"].is_object() ? src_meta["labels"] : Json::object();
+      Json labels = src_meta.contains("labels") && src_meta["labels"].is_object()
+                        ? src_meta["labels"]
+                        : Json::object();
       labels[hive::kManagedLabel] = "true";
       meta["labels"] = std::move(labels);
       if (src_meta.contains("annotations") && src_meta["annotations"].is_object()) {
@@ -372,7 +368,8 @@ std::set<std::string> ApiVersionsOf(const PlanInput& input) {
   const hive::SyncSetCommonSpec& spec = *input.spec;
   std::set<std::string> out;
   auto add = [&out](const std::string& api_version) {
-    if (!api_version.empty() && api_version.find("{{") == std::string::npos) out.insert(api_version);
+    if (!api_version.empty() && api_version.find("{{") == std::string::npos)
+      out.insert(api_version);
   };
   for (const hive::EmbeddedObject& r : spec.resources) add(r.api_version());
   if (!spec.secret_mappings.empty()) add("v1");
@@ -442,7 +439,8 @@ SetPlan PlanSet(const PlanInput& input, RestMapper* mapper) {
     plan.steps.push_back(std::move(step));
   }
   if (plan.sync_mode) {
-    std::set<std::string> keep = input.listed_elsewhere ? *input.listed_elsewhere : std::set<std::string>{};
+    std::set<std::string> keep =
+        input.listed_elsewhere ? *input.listed_elsewhere : std::set<std::string>{};
     keep.insert(plan.listed.begin(), plan.listed.end());
     plan.deletions = Deletions(input.previously_tracked, keep, mapper);
   }
@@ -462,7 +460,9 @@ std::shared_ptr<SetRun> SetRun::Create(const TargetSession& session, SetPlan pla
   return std::shared_ptr<SetRun>(new SetRun(session, std::move(plan), std::move(done)));
 }
 
-void SetRun::Start() { RunStep(); }
+void SetRun::Start() {
+  RunStep();
+}
 
 ApplyStep& SetRun::Current() {
   return index_ < plan_.steps.size() ? plan_.steps[index_]
@@ -549,7 +549,8 @@ void SetRun::Send(ApplyStep& step) {
   // reuse it).
   auto finish = [self, &step](const Status& status, bool wrote) {
     self->session_.limiter->Release(self->session_.cluster);
-    double seconds = std::chrono::duration<double>(self->session_.clock->Now() - self->step_sent_).count();
+    double seconds =
+        std::chrono::duration<double>(self->session_.clock->Now() - self->step_sent_).count();
     self->result_.serial_seconds += seconds;
     if (self->session_.observe) self->session_.observe(status.ok(), seconds);
     if (self->session_.observe_apply && step.op != Op::kPatch && step.op != Op::kDelete) {
@@ -605,7 +606,7 @@ void SetRun::Send(ApplyStep& step) {
             kube::Collection(ref.resource, ref.ns), step.object,
             [finish](Result<Json> r) {
               if (!r.ok() && r.status().code() == Code::kAlreadyExists) {
-                finish(Status::Ok(), false);   // present already: left as it is
+                finish(Status::Ok(), false);  // present already: left as it is
               } else {
                 finish(r.status(), true);
               }
@@ -642,8 +643,8 @@ void SetRun::Send(ApplyStep& step) {
     case Op::kPatch:
       start = [&client, ref, &step, finish, guard] {
         client.PatchAsync(
-            ref, step.patch_type, step.patch, [finish](Result<Json> r) { finish(r.status(), true); },
-            guard);
+            ref, step.patch_type, step.patch,
+            [finish](Result<Json> r) { finish(r.status(), true); }, guard);
       };
       break;
     case Op::kDelete:
@@ -651,13 +652,12 @@ void SetRun::Send(ApplyStep& step) {
         client.DeleteAsync(
             ref, {},
             [finish](Status s) {
-              finish(s.code() == Code::kNotFound ? Status::Ok() : s, false);   // NotFound: deleted
+              finish(s.code() == Code::kNotFound ? Status::Ok() : s, false);  // NotFound: deleted
             },
             guard);
       };
       break;
-    case Op::kFail:
-      break;
+    case Op::kFail: break;
   }
   session_.limiter->Submit(session_.cluster, [self, start = std::move(start), finish] {
     self->step_sent_ = self->session_.clock->Now();
@@ -693,7 +693,7 @@ void SetRun::StepDone(const Status& status, bool wrote) {
       delete_failures_.push_back(DeleteMessage(step, why));
       Fail(status);
     }
-    RunStep();   // every deletion runs
+    RunStep();  // every deletion runs
     return;
   }
   if (!status.ok()) {

@@ -82,8 +82,8 @@ using SecretSources = std::map<std::string, Result<Json>>;
 
 struct PlanInput {
   const hive::SyncSetCommonSpec* spec = nullptr;
-  std::string set_namespace;                  // SyncSet: its namespace; SelectorSyncSet: empty
-  const hive::Labels* cd_labels = nullptr;    // for templates
+  std::string set_namespace;                // SyncSet: its namespace; SelectorSyncSet: empty
+  const hive::Labels* cd_labels = nullptr;  // for templates
   const SecretSources* secrets = nullptr;
   // Sync mode: what the set tracked before (its status entry) and the identities every
   // applicable set now lists (objects that moved to another set are not deleted).
@@ -125,7 +125,7 @@ bool MustFollow(const SetFootprint& earlier, const SetFootprint& later);
 
 // One target cluster as the runs see it.
 struct TargetSession {
-  std::string cluster;                  // limiter key
+  std::string cluster;  // limiter key
   std::shared_ptr<kube::ClientImpl> client;
   std::shared_ptr<RestMapper> mapper;
   RequestLimiter* limiter = nullptr;
@@ -148,9 +148,9 @@ struct TargetSession {
 
 struct SetRunResult {
   bool success = true;
-  bool transient = true;      // every failure may heal by itself
-  std::chrono::milliseconds retry_after{0};   // the longest Retry-After the target sent (429/503)
-  int applies = 0;            // successful writes (apply, create, patch)
+  bool transient = true;                     // every failure may heal by itself
+  std::chrono::milliseconds retry_after{0};  // the longest Retry-After the target sent (429/503)
+  int applies = 0;                           // successful writes (apply, create, patch)
   std::string failure;        // Hive's failureMessage: the apply failure, then the deletions'
   double serial_seconds = 0;  // sum of this set's request latencies (its serial latency)
   // Whether the cluster answered: a request of this run got an HTTP response (or a step
@@ -183,10 +183,10 @@ class SetRun : public std::enable_shared_from_this<SetRun> {
   TargetSession session_;
   SetPlan plan_;
   Done done_;
-  size_t index_ = 0;          // into steps, then (past its end) into deletions
-  bool stopped_ = false;      // an apply failed: the rest of the applies are skipped
-  bool fenced_ = false;       // the fence said no: nothing more is sent
-  SteadyTime step_sent_{};    // when the current step's request left the limiter
+  size_t index_ = 0;        // into steps, then (past its end) into deletions
+  bool stopped_ = false;    // an apply failed: the rest of the applies are skipped
+  bool fenced_ = false;     // the fence said no: nothing more is sent
+  SteadyTime step_sent_{};  // when the current step's request left the limiter
   SetRunResult result_;
   std::string apply_failure_;
   std::vector<std::string> soft_failures_;

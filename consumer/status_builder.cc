@@ -49,7 +49,8 @@ BuiltStatus BuildStatus(const hive::ClusterSyncStatus& previous,
   hive::ClusterSyncStatus& out = built.status;
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const SetOutcome& set = outcomes[i];
-    const auto& prev_list = set.kind == SetKind::kSyncSet ? previous.sync_sets : previous.selector_sync_sets;
+    const auto& prev_list =
+        set.kind == SetKind::kSyncSet ? previous.sync_sets : previous.selector_sync_sets;
     auto& out_list = set.kind == SetKind::kSyncSet ? out.sync_sets : out.selector_sync_sets;
     const hive::SyncStatus* prev = Find(prev_list, set.name);
     if (set.removed) {

@@ -30,7 +30,7 @@ struct SetOutcome {
   SetKind kind = SetKind::kSyncSet;
   std::string name;
   int64_t generation = 0;
-  bool applied = false;                     // false: keep the previous entry as it is
+  bool applied = false;  // false: keep the previous entry as it is
   bool success = false;
   std::string failure_message;
   bool sync_mode = false;

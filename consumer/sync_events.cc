@@ -17,12 +17,9 @@ const char* SyncEventType(SyncEvent::Kind kind) {
 
 const char* SyncEventReason(SyncEvent::Kind kind) {
   switch (kind) {
-    case SyncEvent::Kind::kFailed:
-      return "SyncFailed";
-    case SyncEvent::Kind::kParked:
-      return "SyncParked";
-    case SyncEvent::Kind::kRecovered:
-      return "SyncRecovered";
+    case SyncEvent::Kind::kFailed: return "SyncFailed";
+    case SyncEvent::Kind::kParked: return "SyncParked";
+    case SyncEvent::Kind::kRecovered: return "SyncRecovered";
   }
   return "Unknown";
 }

@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "common/status.h"
 #include "common/bus/sync_message.h"
+#include "common/status.h"
 #include "consumer/cluster_syncer.h"
 
 namespace syncbus::consumer {

@@ -6,7 +6,8 @@
 
 namespace syncbus::consumer {
 
-const hive::SyncStatus* FindEntry(const hive::ClusterSyncStatus& status, SetKind kind, const std::string& name) {
+const hive::SyncStatus* FindEntry(const hive::ClusterSyncStatus& status, SetKind kind,
+                                  const std::string& name) {
   const auto& entries = kind == SetKind::kSyncSet ? status.sync_sets : status.selector_sync_sets;
   for (const auto& e : entries) {
     if (e.name == name) return &e;
@@ -27,7 +28,8 @@ SyncPlan PlanSync(const ClusterState& state, bool full_reapply) {
   static const hive::ClusterSyncStatus kNoStatus;
   const hive::ClusterSyncStatus& current = state.status ? state.status->status : kNoStatus;
   SyncPlan plan;
-  auto add = [&](SetKind kind, const hive::ObjectMeta& meta, const hive::SyncSetCommonSpec& spec, std::string ns) {
+  auto add = [&](SetKind kind, const hive::ObjectMeta& meta, const hive::SyncSetCommonSpec& spec,
+                 std::string ns) {
     const hive::SyncStatus* e = FindEntry(current, kind, meta.name);
     bool needs_apply = full_reapply || !e || e->observed_generation != meta.generation ||
                        e->result != hive::SyncResult::kSuccess;
@@ -35,7 +37,8 @@ SyncPlan PlanSync(const ClusterState& state, bool full_reapply) {
         {kind, meta.name, std::move(ns), meta.generation, &spec, needs_apply, &meta});
   };
   for (const auto& ss : state.sync_sets) add(SetKind::kSyncSet, ss->meta, ss->spec, ss->meta.ns);
-  for (const auto& sss : state.selector_sync_sets) add(SetKind::kSelectorSyncSet, sss->meta, sss->spec, "");
+  for (const auto& sss : state.selector_sync_sets)
+    add(SetKind::kSelectorSyncSet, sss->meta, sss->spec, "");
   for (SetKind kind : {SetKind::kSyncSet, SetKind::kSelectorSyncSet}) {
     // Hive copies the entries, and for each applicable set in name order swaps its entry with
     // the last one and drops it: the order of what is left is the order of its deletions.

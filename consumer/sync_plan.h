@@ -17,7 +17,7 @@ namespace syncbus::consumer {
 struct SetWork {
   SetKind kind;
   std::string name;
-  std::string ns;                          // SyncSet: its namespace
+  std::string ns;  // SyncSet: its namespace
   int64_t generation;
   const hive::SyncSetCommonSpec* spec;
   bool needs_apply;
@@ -26,17 +26,17 @@ struct SetWork {
 
 struct RemovedSet {
   SetKind kind;
-  hive::SyncStatus entry;                  // its entry in the ClusterSync status
+  hive::SyncStatus entry;  // its entry in the ClusterSync status
 };
 
 struct SyncPlan {
-  std::vector<SetWork> work;               // every applicable set: SyncSets, then SelectorSyncSets
+  std::vector<SetWork> work;  // every applicable set: SyncSets, then SelectorSyncSets
   // Entries of sets that no longer apply, SyncSets' first, each kind in the order Hive visits
   // them (what its swap-removal of the matched entries leaves).
   std::vector<RemovedSet> removed;
 
   bool any_apply() const;
-  bool any_delete() const;                 // a removed set tracks objects to delete
+  bool any_delete() const;  // a removed set tracks objects to delete
   // Nothing to apply and nothing removed: the request needs no target traffic.
   bool up_to_date() const { return !any_apply() && removed.empty(); }
 };
@@ -54,6 +54,7 @@ bool NothingToWrite(const ClusterState& state, const SyncPlan& plan, bool full_r
 std::string NoWriteReason(const ClusterState& state, bool full_reapply);
 
 // The status entry of set `name` of `kind`, or null.
-const hive::SyncStatus* FindEntry(const hive::ClusterSyncStatus& status, SetKind kind, const std::string& name);
+const hive::SyncStatus* FindEntry(const hive::ClusterSyncStatus& status, SetKind kind,
+                                  const std::string& name);
 
 }  // namespace syncbus::consumer

@@ -49,7 +49,8 @@ Result<Target> TargetClients::Get(const std::string& cluster_key,
   it->second.target = target;
   ForgetKeptLocked(cluster_key);
   while (entries_.size() > capacity_) {
-    auto dropped = entries_.find(recency_.back());   // a sync still using it holds its own references
+    auto dropped =
+        entries_.find(recency_.back());  // a sync still using it holds its own references
     if (dropped->second.trusted) {
       KeepLocked(dropped->first, std::move(dropped->second.kubeconfig_secret),
                  std::move(dropped->second.kubeconfig_yaml),

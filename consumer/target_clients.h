@@ -9,8 +9,8 @@
 // Secret afresh. At most `capacity` clusters are kept; beyond it the least recently used is
 // dropped (its next sync builds a new client and rediscovers), but a trusted kubeconfig is kept
 // on its own, for up to 10 x `capacity` clusters, so that the rebuild needs no Secret read: a
-// consumer of a fleet larger than `capacity` would otherwise read the hub for every sync. Connections are pooled by the
-// shared transport. Thread-safe.
+// consumer of a fleet larger than `capacity` would otherwise read the hub for every sync.
+// Connections are pooled by the shared transport. Thread-safe.
 #pragma once
 
 #include <algorithm>
@@ -80,7 +80,7 @@ class TargetClients {
   size_t kept_kubeconfigs() const;
 
  private:
-  struct Kept {   // a dropped cluster's trusted kubeconfig
+  struct Kept {  // a dropped cluster's trusted kubeconfig
     std::string kubeconfig_secret;
     std::string kubeconfig_yaml;
     std::string secret_version;
@@ -92,11 +92,11 @@ class TargetClients {
 
   struct Entry {
     std::string kubeconfig_secret;
-    std::string kubeconfig_yaml;                 // the client is rebuilt when it or the timeout changes
-    std::string secret_version;  // the Secret's resourceVersion when read ("" = unknown)
+    std::string kubeconfig_yaml;  // the client is rebuilt when it or the timeout changes
+    std::string secret_version;   // the Secret's resourceVersion when read ("" = unknown)
     std::chrono::milliseconds request_timeout{0};
     Endpoint endpoint;
-    bool trusted = false;      // set by Get, cleared by Distrust
+    bool trusted = false;  // set by Get, cleared by Distrust
     Target target;
     std::list<std::string>::iterator recency;  // in recency_
   };
@@ -108,7 +108,7 @@ class TargetClients {
   std::unordered_map<std::string, Entry> entries_;
   std::list<std::string> recency_;  // cluster keys, most recently used first
   std::unordered_map<std::string, Kept> kept_;
-  std::list<std::string> kept_recency_;   // most recently kept first
+  std::list<std::string> kept_recency_;  // most recently kept first
 };
 
 }  // namespace syncbus::consumer

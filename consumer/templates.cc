@@ -110,15 +110,9 @@ void AppendGoSyntax(std::string& out, const Json& v, bool top) {
       out.push_back('}');
       return;
     }
-    case Json::value_t::string:
-      out += gt::Quote(v.get_ref<const std::string&>());
-      return;
-    case Json::value_t::boolean:
-      out += v.get<bool>() ? "true" : "false";
-      return;
-    case Json::value_t::number_integer:
-      out += std::to_string(v.get<int64_t>());
-      return;
+    case Json::value_t::string: out += gt::Quote(v.get_ref<const std::string&>()); return;
+    case Json::value_t::boolean: out += v.get<bool>() ? "true" : "false"; return;
+    case Json::value_t::number_integer: out += std::to_string(v.get<int64_t>()); return;
     case Json::value_t::number_unsigned: {
       auto u = v.get<uint64_t>();
       if (u <= static_cast<uint64_t>(INT64_MAX)) {
@@ -128,12 +122,8 @@ void AppendGoSyntax(std::string& out, const Json& v, bool top) {
       }
       return;
     }
-    case Json::value_t::number_float:
-      out += gt::FormatFloat(v.get<double>(), 'g', -1);
-      return;
-    default:
-      out += top ? "<nil>" : "interface {}(nil)";
-      return;
+    case Json::value_t::number_float: out += gt::FormatFloat(v.get<double>(), 'g', -1); return;
+    default: out += top ? "<nil>" : "interface {}(nil)"; return;
   }
 }
 

@@ -1,10 +1,11 @@
 #include "ctl/cli.h"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+
+#include <CLI/CLI.hpp>
 
 #include "common/build_info.h"
 #include "common/time_format.h"
@@ -164,7 +165,8 @@ struct CommandLine {
         "reindex",
         "rebuild the dead-letter index from the queue (messages parked before it existed; run it "
         "while no replay or purge runs)");
-    dlq_reindex->add_option("-c,--config", dlq.config_file, "syncbus YAML config (its amqp section)")
+    dlq_reindex
+        ->add_option("-c,--config", dlq.config_file, "syncbus YAML config (its amqp section)")
         ->required();
     dlq_reindex->add_flag("-q,--quiet", dlq.quiet, "no progress lines");
 

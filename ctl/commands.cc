@@ -8,12 +8,12 @@
 #include <thread>
 
 #include "common/amqp/session_impl.h"
-#include "common/bus/topology.h"
 #include "common/bus/config.h"
 #include "common/bus/daemon.h"
+#include "common/bus/topology.h"
 #include "common/http/curl_transport.h"
-#include "common/log.h"
 #include "common/kube/client_impl.h"
+#include "common/log.h"
 #include "ctl/fleet_progress.h"
 #include "ctl/metrics_scrape.h"
 #include "ctl/text_table.h"
@@ -24,7 +24,8 @@ Result<Config> LoadOptionalConfig(const std::string& path) {
   if (path.empty()) return ParseConfig("", "config", DaemonConfigOptions(false));
   auto config = LoadConfigFile(path, DaemonConfigOptions(false));
   if (config.ok()) {
-    for (const std::string& warning : config->warnings) std::cerr << "syncbusctl: warning: " << warning << "\n";
+    for (const std::string& warning : config->warnings)
+      std::cerr << "syncbusctl: warning: " << warning << "\n";
   }
   return config;
 }
@@ -49,7 +50,8 @@ int RunWait(const WaitOptions& options) {
   auto cluster = CommandLineHubConfig(hub);
   auto transport = http::CurlTransport::Create({});
   if (!cluster.ok() || !transport.ok()) {
-    std::cerr << "syncbusctl: " << (!cluster.ok() ? cluster.status() : transport.status()).message() << "\n";
+    std::cerr << "syncbusctl: " << (!cluster.ok() ? cluster.status() : transport.status()).message()
+              << "\n";
     return 2;
   }
   std::shared_ptr<http::Transport> shared = std::move(*transport);
@@ -65,9 +67,10 @@ int RunWait(const WaitOptions& options) {
     if (read.ok()) {
       progress = std::move(*read);
       char line[160];
-      std::snprintf(line, sizeof line, "progress: synced=%zu/%zu failing=%zu pending=%zu skipped=%zu elapsed=%.1fs",
-                    progress.synced, progress.clusters, progress.failing, progress.pending, progress.skipped,
-                    NowSeconds() - start);
+      std::snprintf(line, sizeof line,
+                    "progress: synced=%zu/%zu failing=%zu pending=%zu skipped=%zu elapsed=%.1fs",
+                    progress.synced, progress.clusters, progress.failing, progress.pending,
+                    progress.skipped, NowSeconds() - start);
       std::string key = std::to_string(progress.synced) + "/" + std::to_string(progress.failing);
       if (!options.quiet && key != last_line) {
         std::cerr << line << std::endl;
@@ -86,8 +89,10 @@ int RunWait(const WaitOptions& options) {
   double elapsed = NowSeconds() - start;
   double applies = 0, failed = static_cast<double>(progress.failing);
   if (!options.metrics_urls.empty()) {
-    auto ok = ScrapeSum(*shared, options.metrics_urls, "syncbus_consumer_resources_applied_total", "result=\"success\"");
-    auto bad = ScrapeSum(*shared, options.metrics_urls, "syncbus_consumer_resources_applied_total", "result=\"failure\"");
+    auto ok = ScrapeSum(*shared, options.metrics_urls, "syncbus_consumer_resources_applied_total",
+                        "result=\"success\"");
+    auto bad = ScrapeSum(*shared, options.metrics_urls, "syncbus_consumer_resources_applied_total",
+                         "result=\"failure\"");
     if (ok.ok()) applies = *ok;
     if (bad.ok()) failed = *bad;
     if (!ok.ok()) std::cerr << "syncbusctl: " << ok.status().message() << "\n";
@@ -102,12 +107,16 @@ int RunWait(const WaitOptions& options) {
   } else {
     if (!reached && !options.quiet) {
       std::cerr << "syncbusctl: not every cluster reached its desired state";
-      if (!progress.failing_clusters.empty()) std::cerr << "; failing: " << progress.failing_clusters.front() << " ...";
-      if (!progress.pending_clusters.empty()) std::cerr << "; pending: " << progress.pending_clusters.front() << " ...";
+      if (!progress.failing_clusters.empty())
+        std::cerr << "; failing: " << progress.failing_clusters.front() << " ...";
+      if (!progress.pending_clusters.empty())
+        std::cerr << "; pending: " << progress.pending_clusters.front() << " ...";
       std::cerr << std::endl;
     }
-    std::printf("summary: synced=%zu/%zu clusters applies=%.0f failed=%.0f elapsed=%.1fs rate=%.0f/s\n",
-                progress.synced, progress.clusters, applies, failed, elapsed, elapsed > 0 ? applies / elapsed : 0);
+    std::printf(
+        "summary: synced=%zu/%zu clusters applies=%.0f failed=%.0f elapsed=%.1fs rate=%.0f/s\n",
+        progress.synced, progress.clusters, applies, failed, elapsed,
+        elapsed > 0 ? applies / elapsed : 0);
     if (options.output == OutputFormat::kWide) {
       for (const auto& [label, clusters] : {std::pair{"failing", &progress.failing_clusters},
                                             std::pair{"pending", &progress.pending_clusters}}) {
@@ -136,23 +145,27 @@ int RunTopology(const std::string& config_file, const std::string& vhost, Output
   if (wide) rows[0].push_back("ARGUMENTS");
   auto arguments = [](const Json& j) { return j.value("arguments", Json::object()).dump(); };
   for (const auto& e : out["exchanges"]) {
-    rows.push_back({"exchange", e.value("name", ""), e.value("type", ""), e.value("durable", false) ? "durable" : "transient"});
+    rows.push_back({"exchange", e.value("name", ""), e.value("type", ""),
+                    e.value("durable", false) ? "durable" : "transient"});
     if (wide) rows.back().push_back(arguments(e));
   }
   for (const auto& q : out["queues"]) {
     const Json args = q.value("arguments", Json::object());
     std::string detail;
-    for (const char* key : {"x-message-ttl", "x-max-length", "x-delivery-limit", "x-dead-letter-exchange"}) {
-      if (args.contains(key)) detail += std::string(detail.empty() ? "" : " ") + (key + 2) + "=" +
-                                        (args[key].is_string() ? args[key].get<std::string>() : args[key].dump());
+    for (const char* key :
+         {"x-message-ttl", "x-max-length", "x-delivery-limit", "x-dead-letter-exchange"}) {
+      if (args.contains(key))
+        detail += std::string(detail.empty() ? "" : " ") + (key + 2) + "=" +
+                  (args[key].is_string() ? args[key].get<std::string>() : args[key].dump());
     }
-    rows.push_back({"queue", q.value("name", ""), args.value("x-queue-type", "classic"), detail.empty() ? "-" : detail});
+    rows.push_back({"queue", q.value("name", ""), args.value("x-queue-type", "classic"),
+                    detail.empty() ? "-" : detail});
     if (wide) rows.back().push_back(arguments(q));
   }
   for (const auto& b : out["bindings"]) {
     std::string key = b.value("routing_key", "");
-    rows.push_back({"binding", b.value("source", "") + " -> " + b.value("destination", ""), b.value("destination_type", ""),
-                    key.empty() ? "-" : "key=" + key});
+    rows.push_back({"binding", b.value("source", "") + " -> " + b.value("destination", ""),
+                    b.value("destination_type", ""), key.empty() ? "-" : "key=" + key});
     if (wide) rows.back().push_back(arguments(b));
   }
   for (const auto& p : out["policies"]) {
@@ -180,7 +193,8 @@ const char* Verb(DlqAction action) {
   return "list";
 }
 
-void PrintLetters(const std::vector<DeadLetter>& letters, OutputFormat output, WallTime now, std::ostream& out) {
+void PrintLetters(const std::vector<DeadLetter>& letters, OutputFormat output, WallTime now,
+                  std::ostream& out) {
   if (IsDocument(output)) {
     Json array = Json::array();
     for (const auto& d : letters) array.push_back(d.ToJson(now, /*with_message=*/true));
@@ -191,26 +205,30 @@ void PrintLetters(const std::vector<DeadLetter>& letters, OutputFormat output, W
 }
 
 // Progress lines on `err` for long passes (50 messages or more), at most one a second.
-std::function<void(const DlqProgress&)> ProgressPrinter(const DlqOptions& options, std::ostream& err) {
-  auto last_report = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+std::function<void(const DlqProgress&)> ProgressPrinter(const DlqOptions& options,
+                                                        std::ostream& err) {
+  auto last_report =
+      std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
   return [&options, &err, last_report](const DlqProgress& p) {
     if (options.quiet || p.total < 50) return;
     auto now = std::chrono::steady_clock::now();
     if (now - *last_report < std::chrono::seconds(1) && p.scanned != p.total) return;
     *last_report = now;
-    err << "dlq " << Verb(options.action) << ": scanned " << p.scanned << "/" << p.total << " matched " << p.matched
-        << " done " << p.done << std::endl;
+    err << "dlq " << Verb(options.action) << ": scanned " << p.scanned << "/" << p.total
+        << " matched " << p.matched << " done " << p.done << std::endl;
   };
 }
 
 int RunReindex(const DlqOptions& options, amqp::Session& session, std::ostream& err) {
-  auto result = ReindexDeadLetters(session, std::chrono::seconds(30), ProgressPrinter(options, err));
+  auto result =
+      ReindexDeadLetters(session, std::chrono::seconds(30), ProgressPrinter(options, err));
   if (!result.ok()) {
     err << "syncbusctl: " << result.status().message() << std::endl;
     return 1;
   }
   err << "dlq reindex: indexed " << result->progress.done << " of the " << result->progress.total
-      << " parked messages again (each moved to the back of " << amqp::kDeadQueue << ", in order)" << std::endl;
+      << " parked messages again (each moved to the back of " << amqp::kDeadQueue << ", in order)"
+      << std::endl;
   if (!result->error.ok()) {
     err << "syncbusctl: stopped early: " << result->error.message() << std::endl;
     return 1;
@@ -224,7 +242,7 @@ int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock
            std::ostream& out, std::ostream& err) {
   if (options.action == DlqAction::kReindex) return RunReindex(options, session, err);
   const char* done = options.action == DlqAction::kReplay ? "replayed" : "purged";
-  size_t agreed = 0;   // purge: how many the operator agreed to
+  size_t agreed = 0;  // purge: how many the operator agreed to
   const bool listing = options.action == DlqAction::kList || options.dry_run;
   const bool ask = options.action == DlqAction::kPurge && !options.yes && !options.dry_run;
   if (listing || ask) {
@@ -234,7 +252,8 @@ int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock
       err << "syncbusctl: " << listed.status().message() << std::endl;
       return 1;
     }
-    if (std::string note = listed->Discrepancy(); !note.empty()) err << "syncbusctl: note: " << note << std::endl;
+    if (std::string note = listed->Discrepancy(); !note.empty())
+      err << "syncbusctl: note: " << note << std::endl;
     const size_t n = listed->matched.size();
     if (listing) {
       PrintLetters(listed->matched, options.output, clock.WallNow(), out);
@@ -248,7 +267,8 @@ int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock
       err << "dlq purge: nothing matches" << std::endl;
       return 0;
     }
-    err << "purge " << n << " dead-lettered message" << (n == 1 ? "" : "s") << "? [y/N] " << std::flush;
+    err << "purge " << n << " dead-lettered message" << (n == 1 ? "" : "s") << "? [y/N] "
+        << std::flush;
     std::string answer;
     std::getline(in, answer);
     if (answer != "y" && answer != "Y" && answer != "yes") {
@@ -261,13 +281,16 @@ int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock
   scan.action = options.action;
   scan.filter = options.filter;
   scan.rate_per_second = options.rate_per_second;
-  scan.limit = agreed == 0 ? options.limit : (options.limit == 0 ? agreed : std::min(options.limit, agreed));
+  scan.limit =
+      agreed == 0 ? options.limit : (options.limit == 0 ? agreed : std::min(options.limit, agreed));
   // Before the scan holds any message: a missing stream only costs a channel here.
-  scan.trace_replays = options.action == DlqAction::kReplay && session.Inspect(amqp::kTraceQueue).ok();
+  scan.trace_replays =
+      options.action == DlqAction::kReplay && session.Inspect(amqp::kTraceQueue).ok();
   scan.record_removals = session.Inspect(amqp::kDeadIndexQueue).ok();
   if (!scan.record_removals) {
     err << "syncbusctl: note: the dead-letter index " << amqp::kDeadIndexQueue
-        << " does not exist yet; what this " << Verb(options.action) << " removes is not recorded there" << std::endl;
+        << " does not exist yet; what this " << Verb(options.action)
+        << " removes is not recorded there" << std::endl;
   }
   scan.progress = ProgressPrinter(options, err);
   auto result = ScanDeadLetters(session, scan, clock);
@@ -276,8 +299,8 @@ int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock
     return 1;
   }
   const DlqProgress& p = result->progress;
-  err << "dlq " << Verb(options.action) << ": " << done << " " << p.done << " of " << p.matched << " matching (scanned "
-      << p.scanned << " of " << p.total << ")" << std::endl;
+  err << "dlq " << Verb(options.action) << ": " << done << " " << p.done << " of " << p.matched
+      << " matching (scanned " << p.scanned << " of " << p.total << ")" << std::endl;
   if (!result->error.ok()) {
     err << "syncbusctl: stopped early: " << result->error.message() << std::endl;
     return 1;

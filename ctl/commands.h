@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "common/amqp/session.h"
-#include "common/clock.h"
 #include "common/bus/config.h"
+#include "common/clock.h"
 #include "ctl/dead_letters.h"
 #include "ctl/output.h"
 
@@ -20,15 +20,16 @@ namespace syncbus::ctl {
 Result<Config> LoadOptionalConfig(const std::string& path);
 
 struct WaitOptions {
-  std::string kubeconfig;                 // empty: the config file's hub section / kubectl's lookup
+  std::string kubeconfig;  // empty: the config file's hub section / kubectl's lookup
   std::string context;
-  std::string config_file;                // optional syncbus.yaml for hub settings
+  std::string config_file;  // optional syncbus.yaml for hub settings
   std::string ns;
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
   std::chrono::milliseconds interval{std::chrono::seconds(1)};
   std::vector<std::string> metrics_urls;  // consumers' /metrics, for applies and rate
   double start_time = 0;                  // unix seconds the run started (elapsed, rate); 0 = now
-  OutputFormat output = OutputFormat::kTable;   // table: the summary line; wide: also the clusters not there
+  OutputFormat output =
+      OutputFormat::kTable;  // table: the summary line; wide: also the clusters not there
   bool quiet = false;
 };
 
@@ -37,15 +38,15 @@ struct WaitOptions {
 int RunWait(const WaitOptions& options);
 
 struct DlqOptions {
-  std::string config_file;                // syncbus.yaml: the amqp section (same as the daemons)
+  std::string config_file;  // syncbus.yaml: the amqp section (same as the daemons)
   DlqAction action = DlqAction::kList;
   DeadLetterFilter filter;
-  OutputFormat output = OutputFormat::kTable;   // of the listing (list, --dry-run)
+  OutputFormat output = OutputFormat::kTable;  // of the listing (list, --dry-run)
   bool dry_run = false;
-  bool yes = false;                       // purge without asking
+  bool yes = false;  // purge without asking
   double rate_per_second = 0;
   size_t limit = 0;
-  bool quiet = false;                     // no progress lines
+  bool quiet = false;  // no progress lines
 };
 
 // `syncbusctl dlq list|replay|purge` over `session` (connected): the listing or the matches
@@ -57,10 +58,11 @@ int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock
 int RunDlq(const DlqOptions& options);
 
 struct StatusOptions {
-  std::string kubeconfig, context, config_file;   // hub as for wait; the config's amqp section for the broker
+  std::string kubeconfig, context,
+      config_file;  // hub as for wait; the config's amqp section for the broker
   std::string ns;
-  std::string cluster;                      // "ns/name" (or a name with -n): one cluster's report
-  std::chrono::milliseconds since{std::chrono::hours(1)};   // trace window
+  std::string cluster;  // "ns/name" (or a name with -n): one cluster's report
+  std::chrono::milliseconds since{std::chrono::hours(1)};  // trace window
   // wide: every cluster's state too (json and yaml always carry them)
   OutputFormat output = OutputFormat::kTable;
 };
@@ -71,11 +73,11 @@ int RunStatus(const StatusOptions& options);
 
 struct TraceOptions {
   std::string config_file;
-  std::string cluster;                      // "ns/name" or a bare name
+  std::string cluster;  // "ns/name" or a bare name
   std::chrono::milliseconds since{std::chrono::hours(1)};
-  OutputFormat output = OutputFormat::kTable;   // --all: json lines, yaml documents or a table
-  bool follow = false;                      // keep printing new steps until interrupted
-  bool all = false;                         // every cluster's events (cluster empty), JSON lines
+  OutputFormat output = OutputFormat::kTable;  // --all: json lines, yaml documents or a table
+  bool follow = false;                         // keep printing new steps until interrupted
+  bool all = false;                            // every cluster's events (cluster empty), JSON lines
 };
 
 // `syncbusctl trace CLUSTER`: the cluster's recent timeline from the trace stream and where its

@@ -1,11 +1,11 @@
 #include "ctl/dead_letter_index.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <deque>
 #include <list>
 #include <map>
+
+#include <unistd.h>
 
 #include "common/bus/topology.h"
 #include "common/digest.h"
@@ -45,7 +45,6 @@ std::string StringHeader(const Json& headers, const char* name) {
   auto it = headers.find(name);
   return it != headers.end() && it->is_string() ? it->get<std::string>() : "";
 }
-
 
 std::string ParkedKey(const amqp::Message& message) {
   return message.message_id.empty() ? "sha256:" + Sha256Hex(message.body)

@@ -24,7 +24,6 @@
 
 namespace syncbus::ctl {
 
-
 // A string-valued AMQP header from a message's decoded headers; "" when absent or not a string.
 std::string StringHeader(const Json& headers, const char* name);
 

@@ -6,11 +6,11 @@
 #include <thread>
 
 #include "common/amqp/field_table.h"
-#include "common/bus/topology.h"
-#include "common/bus/sync_message.h"
-#include "common/time_format.h"
-#include "common/bus/trace_event.h"
 #include "common/bus/headers.h"
+#include "common/bus/sync_message.h"
+#include "common/bus/topology.h"
+#include "common/bus/trace_event.h"
+#include "common/time_format.h"
 #include "ctl/dead_letter_index.h"
 #include "ctl/text_table.h"
 
@@ -18,7 +18,8 @@ namespace syncbus::ctl {
 namespace {
 
 std::optional<WallTime> TimestampOf(const Json& value) {
-  if (value.is_object() && value.contains(amqp::kTimestampTag) && value[amqp::kTimestampTag].is_number_integer()) {
+  if (value.is_object() && value.contains(amqp::kTimestampTag) &&
+      value[amqp::kTimestampTag].is_number_integer()) {
     return WallTime(std::chrono::seconds(value[amqp::kTimestampTag].get<int64_t>()));
   }
   return std::nullopt;
@@ -26,8 +27,8 @@ std::optional<WallTime> TimestampOf(const Json& value) {
 
 // Best effort: a replay shows in the cluster's trace. Letters without a valid cluster are not
 // traced (the event would not decode).
-void RecordReplay(amqp::Session& session, const DeadLetter& letter, const amqp::Publication& replay, WallTime now,
-                  std::chrono::milliseconds timeout) {
+void RecordReplay(amqp::Session& session, const DeadLetter& letter, const amqp::Publication& replay,
+                  WallTime now, std::chrono::milliseconds timeout) {
   TraceEvent e;
   e.step = TraceStep::kReplayed;
   e.cluster = letter.cluster;
@@ -45,25 +46,34 @@ std::string DeadAge(std::optional<WallTime> dead_at, WallTime now) {
   auto s = std::chrono::duration_cast<std::chrono::seconds>(now - *dead_at).count();
   if (s < 0) s = 0;
   char buf[32];
-  if (s < 120) std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(s));
-  else if (s < 7200) std::snprintf(buf, sizeof buf, "%lldm", static_cast<long long>(s / 60));
-  else if (s < 172800) std::snprintf(buf, sizeof buf, "%lldh", static_cast<long long>(s / 3600));
-  else std::snprintf(buf, sizeof buf, "%lldd", static_cast<long long>(s / 86400));
+  if (s < 120)
+    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(s));
+  else if (s < 7200)
+    std::snprintf(buf, sizeof buf, "%lldm", static_cast<long long>(s / 60));
+  else if (s < 172800)
+    std::snprintf(buf, sizeof buf, "%lldh", static_cast<long long>(s / 3600));
+  else
+    std::snprintf(buf, sizeof buf, "%lldd", static_cast<long long>(s / 86400));
   return buf;
 }
 
 }  // namespace
 
 Json DeadLetter::ToJson(WallTime now, bool with_message) const {
-  Json out = {{"cluster", cluster},       {"lane", lane},
-              {"reason", reason},         {"parkedBy", by_broker ? "broker" : "syncbus"},
-              {"attempts", attempts},     {"unsettled", unsettled},
-              {"firstFailure", first_failure}, {"lastError", last_error},
+  Json out = {{"cluster", cluster},
+              {"lane", lane},
+              {"reason", reason},
+              {"parkedBy", by_broker ? "broker" : "syncbus"},
+              {"attempts", attempts},
+              {"unsettled", unsettled},
+              {"firstFailure", first_failure},
+              {"lastError", last_error},
               {"messageId", message_id}};
   if (with_message) out["message"] = {{"headers", message.headers}, {"body", message.body}};
   if (dead_at) {
     out["deadAt"] = FormatRfc3339(*dead_at);
-    out["ageSeconds"] = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::seconds>(now - *dead_at).count());
+    out["ageSeconds"] = std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::seconds>(now - *dead_at).count());
   } else {
     out["deadAt"] = nullptr;
     out["ageSeconds"] = nullptr;
@@ -139,10 +149,11 @@ amqp::Publication ReplayPublication(const amqp::Delivery& delivery) {
   p.message.expiration.clear();
   Json& h = p.message.headers;
   if (!h.is_object()) h = Json::object();
-  for (const char* name : {kDeathHeader, kFirstDeathExchangeHeader, kFirstDeathQueueHeader, kFirstDeathReasonHeader,
-                           kLastDeathExchangeHeader, kLastDeathQueueHeader, kLastDeathReasonHeader,
-                           kFirstFailureHeader, kLastErrorHeader, kDeadReasonHeader, kDeadAtHeader,
-                           kRetryTierHeader, kUnsettledHeader, kDeliveryCountHeader}) {
+  for (const char* name :
+       {kDeathHeader, kFirstDeathExchangeHeader, kFirstDeathQueueHeader, kFirstDeathReasonHeader,
+        kLastDeathExchangeHeader, kLastDeathQueueHeader, kLastDeathReasonHeader,
+        kFirstFailureHeader, kLastErrorHeader, kDeadReasonHeader, kDeadAtHeader, kRetryTierHeader,
+        kUnsettledHeader, kDeliveryCountHeader}) {
     h.erase(name);
   }
   h[kAttemptHeader] = 0;
@@ -152,23 +163,31 @@ amqp::Publication ReplayPublication(const amqp::Delivery& delivery) {
 std::string DlqListing::Discrepancy() const {
   std::string text;
   if (trimmed) {
-    text = "the dead-letter index has been trimmed to its size limit, so requests parked long ago may be missing "
-           "from this list; ";
+    text =
+        "the dead-letter index has been trimmed to its size limit, so requests parked long ago may "
+        "be missing "
+        "from this list; ";
   }
   if (queue_depth && *queue_depth > listed) {
-    text += std::string(amqp::kDeadQueue) + " holds " + std::to_string(*queue_depth) + " messages and the index lists " +
-            std::to_string(listed) + ": the others were parked before the index existed (or taken out of it by hand); ";
+    text += std::string(amqp::kDeadQueue) + " holds " + std::to_string(*queue_depth) +
+            " messages and the index lists " + std::to_string(listed) +
+            ": the others were parked before the index existed (or taken out of it by hand); ";
   } else if (queue_depth && *queue_depth < listed) {
-    text += std::string(amqp::kDeadQueue) + " holds " + std::to_string(*queue_depth) + " ready messages and the index lists " +
-            std::to_string(listed) + ": the others are being replayed or purged right now, or were removed without "
+    text += std::string(amqp::kDeadQueue) + " holds " + std::to_string(*queue_depth) +
+            " ready messages and the index lists " + std::to_string(listed) +
+            ": the others are being replayed or purged right now, or were removed without "
             "syncbusctl; ";
   }
-  if (!text.empty()) text += "`syncbusctl dlq reindex` rebuilds the index from the queue (run it when nothing else works the queue)";
+  if (!text.empty())
+    text +=
+        "`syncbusctl dlq reindex` rebuilds the index from the queue (run it when nothing else "
+        "works the queue)";
   return text;
 }
 
-Result<DlqListing> ListDeadLetters(amqp::Session& session, const DeadLetterFilter& filter, size_t limit,
-                                   const Clock& clock, std::chrono::milliseconds timeout) {
+Result<DlqListing> ListDeadLetters(amqp::Session& session, const DeadLetterFilter& filter,
+                                   size_t limit, const Clock& clock,
+                                   std::chrono::milliseconds timeout) {
   auto index = ReadDeadLetterIndex(session, timeout);
   if (!index.ok()) return index.status();
   DlqListing out;
@@ -202,19 +221,22 @@ std::optional<amqp::Delivery> TakeParked(amqp::Session& session, DlqResult& resu
 
 }  // namespace
 
-Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& options, const Clock& clock) {
+Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& options,
+                                  const Clock& clock) {
   if (options.action != DlqAction::kReplay && options.action != DlqAction::kPurge) {
-    return InvalidArgument("a pass over the dead-letter queue replays or purges; lists come from the index");
+    return InvalidArgument(
+        "a pass over the dead-letter queue replays or purges; lists come from the index");
   }
   auto info = session.Inspect(amqp::kDeadQueue);
   if (!info.ok()) return info.status().Annotate("inspecting " + std::string(amqp::kDeadQueue));
   DlqResult result;
   result.progress.total = info->messages;
-  std::vector<uint64_t> keep;   // unacked until the end, then requeued in order
+  std::vector<uint64_t> keep;  // unacked until the end, then requeued in order
   bool published_before = false;
-  auto pause = options.rate_per_second > 0
-                   ? std::chrono::milliseconds(static_cast<int64_t>(1000.0 / options.rate_per_second))
-                   : std::chrono::milliseconds(0);
+  auto pause =
+      options.rate_per_second > 0
+          ? std::chrono::milliseconds(static_cast<int64_t>(1000.0 / options.rate_per_second))
+          : std::chrono::milliseconds(0);
   // Until the queue has nothing more to give: messages kept back stay unacked meanwhile, so
   // each is seen once (the count above may lag a requeue that has just happened).
   while (true) {
@@ -234,12 +256,14 @@ Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& 
     ++result.progress.matched;
     if (options.action == DlqAction::kReplay) {
       if (published_before && pause.count() > 0) {
-        if (options.sleep) options.sleep(pause);
-        else std::this_thread::sleep_for(pause);
+        if (options.sleep)
+          options.sleep(pause);
+        else
+          std::this_thread::sleep_for(pause);
       }
       published_before = true;
       amqp::Publication replay = ReplayPublication(delivery);
-      const WallTime replay_at = clock.WallNow();   // before a consumer can record its delivery
+      const WallTime replay_at = clock.WallNow();  // before a consumer can record its delivery
       Status published = session.Publish(replay, options.confirm_timeout);
       if (!published.ok()) {
         // Not confirmed: the dead copy stays (requeued below).
@@ -247,7 +271,8 @@ Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& 
         result.error = published.Annotate("replaying " + letter.cluster);
         break;
       }
-      if (options.trace_replays) RecordReplay(session, letter, replay, replay_at, options.confirm_timeout);
+      if (options.trace_replays)
+        RecordReplay(session, letter, replay, replay_at, options.confirm_timeout);
     }
     Status acked = session.Ack(delivery.delivery_tag);
     if (!acked.ok()) {
@@ -257,9 +282,11 @@ Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& 
     ++result.progress.done;
     if (options.record_removals) {
       const char* by = options.action == DlqAction::kReplay ? "replay" : "purge";
-      if (Status recorded = RecordRemoval(session, delivery.message, by, options.confirm_timeout); !recorded.ok()) {
+      if (Status recorded = RecordRemoval(session, delivery.message, by, options.confirm_timeout);
+          !recorded.ok()) {
         // The copy is gone from the queue; the index still lists it until it is rebuilt.
-        result.error = recorded.Annotate(letter.cluster + " left the dead-letter queue, but the index still lists "
+        result.error = recorded.Annotate(letter.cluster +
+                                         " left the dead-letter queue, but the index still lists "
                                          "it (`syncbusctl dlq reindex` rebuilds it)");
         break;
       }
@@ -267,19 +294,21 @@ Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& 
     if (options.progress) options.progress(result.progress);
   }
   for (uint64_t tag : keep) {
-    if (!session.connected()) break;   // the broker requeues them with the connection
+    if (!session.connected()) break;  // the broker requeues them with the connection
     Status s = session.Nack(tag, true);
     if (!s.ok() && result.error.ok()) result.error = s.Annotate("requeueing");
   }
   return result;
 }
 
-Result<DlqResult> ReindexDeadLetters(amqp::Session& session, std::chrono::milliseconds confirm_timeout,
+Result<DlqResult> ReindexDeadLetters(amqp::Session& session,
+                                     std::chrono::milliseconds confirm_timeout,
                                      const std::function<void(const DlqProgress&)>& progress) {
   auto info = session.Inspect(amqp::kDeadQueue);
   if (!info.ok()) return info.status().Annotate("inspecting " + std::string(amqp::kDeadQueue));
   if (auto index = session.Inspect(amqp::kDeadIndexQueue); !index.ok()) {
-    return index.status().Annotate("inspecting the dead-letter index " + std::string(amqp::kDeadIndexQueue));
+    return index.status().Annotate("inspecting the dead-letter index " +
+                                   std::string(amqp::kDeadIndexQueue));
   }
   SYNCBUS_RETURN_IF_ERROR(RecordReset(session, confirm_timeout));
   DlqResult result;
@@ -314,12 +343,13 @@ Result<DlqResult> ReindexDeadLetters(amqp::Session& session, std::chrono::millis
 }
 
 std::string FormatDeadLetterTable(const std::vector<DeadLetter>& letters, WallTime now, bool wide) {
-  std::vector<std::vector<std::string>> rows = {{"CLUSTER", "LANE", "REASON", "ATTEMPTS", "FIRST-FAILURE", "AGE", "LAST-ERROR"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"CLUSTER", "LANE", "REASON", "ATTEMPTS", "FIRST-FAILURE", "AGE", "LAST-ERROR"}};
   if (wide) rows[0].insert(rows[0].begin() + 6, {"PARKED-AT", "MESSAGE-ID"});
   for (const auto& d : letters) {
-    rows.push_back({d.cluster.empty() ? "-" : d.cluster, d.lane, d.reason, std::to_string(d.attempts),
-                    d.first_failure.empty() ? "-" : d.first_failure, DeadAge(d.dead_at, now),
-                    d.last_error.empty() ? "-" : d.last_error});
+    rows.push_back({d.cluster.empty() ? "-" : d.cluster, d.lane, d.reason,
+                    std::to_string(d.attempts), d.first_failure.empty() ? "-" : d.first_failure,
+                    DeadAge(d.dead_at, now), d.last_error.empty() ? "-" : d.last_error});
     if (wide) {
       rows.back().insert(rows.back().begin() + 6, {d.dead_at ? FormatRfc3339(*d.dead_at) : "-",
                                                    d.message_id.empty() ? "-" : d.message_id});

@@ -25,17 +25,17 @@ namespace syncbus::ctl {
 
 struct DeadLetter {
   uint64_t delivery_tag = 0;
-  std::string cluster;          // "ns/name"; "" when the message does not say
-  std::string lane;             // "change" or "resync": where a replay goes
-  std::string reason;           // max-attempts, undecodable, delivery_limit (poison), unknown
+  std::string cluster;  // "ns/name"; "" when the message does not say
+  std::string lane;     // "change" or "resync": where a replay goes
+  std::string reason;   // max-attempts, undecodable, delivery_limit (poison), unknown
   int attempts = 0;
-  std::string first_failure;    // RFC 3339, "" when unknown
+  std::string first_failure;  // RFC 3339, "" when unknown
   std::string last_error;
   std::optional<WallTime> dead_at;
   std::string message_id;
-  bool by_broker = false;       // parked by the broker's own delivery limit (x-death), not by syncbus
-  int unsettled = 0;            // delivery_limit: deliveries that ended with the consumer gone
-  amqp::Message message;        // the parked copy, for --json
+  bool by_broker = false;  // parked by the broker's own delivery limit (x-death), not by syncbus
+  int unsettled = 0;       // delivery_limit: deliveries that ended with the consumer gone
+  amqp::Message message;   // the parked copy, for --json
 
   // Age in seconds is null when the parking time is unknown; `with_message` adds the copy's
   // headers and body.
@@ -45,10 +45,10 @@ struct DeadLetter {
 DeadLetter DescribeDeadLetter(const amqp::Delivery& delivery);
 
 struct DeadLetterFilter {
-  std::string cluster;   // "ns/name" exactly, or a bare name matching any namespace
+  std::string cluster;  // "ns/name" exactly, or a bare name matching any namespace
   std::string reason;
-  std::optional<std::chrono::milliseconds> older_than;   // parked at least this long ago
-  std::optional<std::chrono::milliseconds> newer_than;   // parked less than this long ago
+  std::optional<std::chrono::milliseconds> older_than;  // parked at least this long ago
+  std::optional<std::chrono::milliseconds> newer_than;  // parked less than this long ago
 
   bool Matches(const DeadLetter& letter, WallTime now) const;
 };
@@ -60,18 +60,18 @@ amqp::Publication ReplayPublication(const amqp::Delivery& delivery);
 enum class DlqAction { kList, kReplay, kPurge, kReindex };
 
 struct DlqProgress {
-  size_t scanned = 0;    // messages looked at
-  size_t total = 0;      // messages in the queue when the scan started (or seen, if more)
+  size_t scanned = 0;  // messages looked at
+  size_t total = 0;    // messages in the queue when the scan started (or seen, if more)
   size_t matched = 0;
-  size_t done = 0;       // replayed or purged
+  size_t done = 0;  // replayed or purged
 };
 
 // A listing from the dead-letter index, and what the queue itself holds now.
 struct DlqListing {
-  std::vector<DeadLetter> matched;       // in the order they were parked
-  size_t listed = 0;                     // copies the index lists (matching or not)
-  std::optional<uint32_t> queue_depth;   // ready messages in syncbus.dead (passive declare)
-  bool trimmed = false;                  // see DeadLetterIndex::trimmed
+  std::vector<DeadLetter> matched;      // in the order they were parked
+  size_t listed = 0;                    // copies the index lists (matching or not)
+  std::optional<uint32_t> queue_depth;  // ready messages in syncbus.dead (passive declare)
+  bool trimmed = false;                 // see DeadLetterIndex::trimmed
 
   // One line for people when the index and the queue disagree; "" when they agree.
   std::string Discrepancy() const;
@@ -79,45 +79,48 @@ struct DlqListing {
 
 // The matches (at most `limit`, 0 = all) as the index lists them. Changes nothing in
 // syncbus.dead. kNotFound when the index does not exist.
-Result<DlqListing> ListDeadLetters(amqp::Session& session, const DeadLetterFilter& filter, size_t limit,
-                                   const Clock& clock,
+Result<DlqListing> ListDeadLetters(amqp::Session& session, const DeadLetterFilter& filter,
+                                   size_t limit, const Clock& clock,
                                    std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 struct DlqScanOptions {
-  DlqAction action = DlqAction::kReplay;   // kReplay or kPurge
+  DlqAction action = DlqAction::kReplay;  // kReplay or kPurge
   DeadLetterFilter filter;
-  double rate_per_second = 0;            // replay: publishes per second; 0 = unlimited
-  size_t limit = 0;                      // act on at most this many matches; 0 = all
+  double rate_per_second = 0;  // replay: publishes per second; 0 = unlimited
+  size_t limit = 0;            // act on at most this many matches; 0 = all
   std::chrono::milliseconds confirm_timeout{30000};
   // Record each replay on the trace stream, and each copy taken out in the dead-letter index.
   // Only when the stream exists: publishing to a missing exchange closes the channel, which would
   // requeue the scan's messages.
   bool trace_replays = false;
   bool record_removals = false;
-  std::function<void(std::chrono::milliseconds)> sleep;      // rate limit; null = real sleep
-  std::function<void(const DlqProgress&)> progress;          // called after each message
+  std::function<void(std::chrono::milliseconds)> sleep;  // rate limit; null = real sleep
+  std::function<void(const DlqProgress&)> progress;      // called after each message
 };
 
 struct DlqResult {
   std::vector<DeadLetter> matched;
   DlqProgress progress;
-  Status error;   // the pass stopped early (broker error); what was done stays done
+  Status error;  // the pass stopped early (broker error); what was done stays done
 };
 
 // One pass over the dead-letter queue, replaying or purging the matches: every message it holds
 // is seen once. Fails only when the queue cannot be inspected at all.
-Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& options, const Clock& clock);
+Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& options,
+                                  const Clock& clock);
 
 // Rebuilds the index: voids it (a reset record), then moves every message of syncbus.dead, in
 // order, to the back of the queue through the exchange syncbus.dead (confirmed before the old copy
 // is acked), which indexes each again. For messages parked before the index existed, or an index
 // that no longer agrees with the queue. Run it while no replay or purge runs: what another
 // command holds unacked at the time is not moved (run it again after).
-Result<DlqResult> ReindexDeadLetters(amqp::Session& session, std::chrono::milliseconds confirm_timeout,
-                                     const std::function<void(const DlqProgress&)>& progress = nullptr);
+Result<DlqResult> ReindexDeadLetters(
+    amqp::Session& session, std::chrono::milliseconds confirm_timeout,
+    const std::function<void(const DlqProgress&)>& progress = nullptr);
 
 // The listing as an aligned text table (CLUSTER LANE REASON ATTEMPTS FIRST-FAILURE AGE
 // LAST-ERROR); wide adds PARKED-AT and MESSAGE-ID before LAST-ERROR.
-std::string FormatDeadLetterTable(const std::vector<DeadLetter>& letters, WallTime now, bool wide = false);
+std::string FormatDeadLetterTable(const std::vector<DeadLetter>& letters, WallTime now,
+                                  bool wide = false);
 
 }  // namespace syncbus::ctl

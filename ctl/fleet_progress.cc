@@ -9,8 +9,13 @@
 namespace syncbus::ctl {
 
 Json FleetProgress::ToJson() const {
-  return {{"clusters", clusters}, {"synced", synced}, {"failing", failing}, {"pending", pending},
-          {"skipped", skipped}, {"failingClusters", failing_clusters}, {"pendingClusters", pending_clusters}};
+  return {{"clusters", clusters},
+          {"synced", synced},
+          {"failing", failing},
+          {"pending", pending},
+          {"skipped", skipped},
+          {"failingClusters", failing_clusters},
+          {"pendingClusters", pending_clusters}};
 }
 
 namespace {
@@ -24,7 +29,8 @@ struct Inputs {
 Inputs Parse(const std::vector<Json>& syncsets, const std::vector<Json>& selector_syncsets) {
   Inputs in;
   for (const auto& j : syncsets) {
-    if (auto ss = hive::SyncSet::FromJson(j); ss.ok()) in.ss_by_ns[ss->meta.ns].push_back(std::move(*ss));
+    if (auto ss = hive::SyncSet::FromJson(j); ss.ok())
+      in.ss_by_ns[ss->meta.ns].push_back(std::move(*ss));
   }
   for (const auto& j : selector_syncsets) {
     if (auto s = hive::SelectorSyncSet::FromJson(j); s.ok()) in.sss.push_back(std::move(*s));
@@ -34,8 +40,8 @@ Inputs Parse(const std::vector<Json>& syncsets, const std::vector<Json>& selecto
 }
 
 // The cluster's applicable sets against its status (nullptr: no ClusterSync yet).
-std::vector<SetState> Sets(const hive::ClusterDeployment& cd, Inputs& in, const hive::ClusterSync* st,
-                           std::string* skip_reason) {
+std::vector<SetState> Sets(const hive::ClusterDeployment& cd, Inputs& in,
+                           const hive::ClusterSync* st, std::string* skip_reason) {
   std::vector<const hive::SyncSet*> ns_sets;
   for (const auto& s : in.ss_by_ns[cd.meta.ns]) ns_sets.push_back(&s);
   hive::DesiredState desired = hive::ComputeDesired(cd, ns_sets, in.sss_ptrs);
@@ -47,7 +53,8 @@ std::vector<SetState> Sets(const hive::ClusterDeployment& cd, Inputs& in, const 
     row.name = set.name;
     row.generation = set.generation;
     if (st != nullptr) {
-      const auto& list = set.kind == hive::SetKind::kSyncSet ? st->status.sync_sets : st->status.selector_sync_sets;
+      const auto& list = set.kind == hive::SetKind::kSyncSet ? st->status.sync_sets
+                                                             : st->status.selector_sync_sets;
       for (const auto& e : list) {
         if (e.name != set.name) continue;
         row.observed = e.observed_generation;
@@ -62,7 +69,8 @@ std::vector<SetState> Sets(const hive::ClusterDeployment& cd, Inputs& in, const 
   return out;
 }
 
-ClusterHubState Classify(const std::string& key, const std::string& skip_reason, const std::vector<SetState>& sets) {
+ClusterHubState Classify(const std::string& key, const std::string& skip_reason,
+                         const std::vector<SetState>& sets) {
   ClusterHubState c;
   c.key = key;
   if (!skip_reason.empty()) {
@@ -73,7 +81,8 @@ ClusterHubState Classify(const std::string& key, const std::string& skip_reason,
   bool all_current = true, any_failed = false;
   for (const auto& s : sets) {
     if (!s.observed || *s.observed != s.generation) {
-      if (all_current) c.detail = s.kind + " " + s.name + " not yet at generation " + std::to_string(s.generation);
+      if (all_current)
+        c.detail = s.kind + " " + s.name + " not yet at generation " + std::to_string(s.generation);
       all_current = false;
     } else if (s.result != "Success") {
       if (!any_failed || (!s.last_transition.empty() && s.last_transition < c.since)) {
@@ -96,25 +105,30 @@ ClusterHubState Classify(const std::string& key, const std::string& skip_reason,
 
 }  // namespace
 
-std::vector<SetState> DescribeSets(const Json& cluster_deployment, const std::vector<Json>& syncsets,
-                                   const std::vector<Json>& selector_syncsets, const Json* cluster_sync,
-                                   std::string* skip_reason) {
+std::vector<SetState> DescribeSets(const Json& cluster_deployment,
+                                   const std::vector<Json>& syncsets,
+                                   const std::vector<Json>& selector_syncsets,
+                                   const Json* cluster_sync, std::string* skip_reason) {
   auto cd = hive::ClusterDeployment::FromJson(cluster_deployment);
   if (!cd.ok()) return {};
   Inputs in = Parse(syncsets, selector_syncsets);
   std::optional<hive::ClusterSync> cs;
   if (cluster_sync != nullptr) {
-    if (auto parsed = hive::ClusterSync::FromJson(*cluster_sync); parsed.ok()) cs = std::move(*parsed);
+    if (auto parsed = hive::ClusterSync::FromJson(*cluster_sync); parsed.ok())
+      cs = std::move(*parsed);
   }
   return Sets(*cd, in, cs ? &*cs : nullptr, skip_reason);
 }
 
-FleetProgress ComputeProgress(const std::vector<Json>& cluster_deployments, const std::vector<Json>& syncsets,
-                              const std::vector<Json>& selector_syncsets, const std::vector<Json>& cluster_syncs) {
+FleetProgress ComputeProgress(const std::vector<Json>& cluster_deployments,
+                              const std::vector<Json>& syncsets,
+                              const std::vector<Json>& selector_syncsets,
+                              const std::vector<Json>& cluster_syncs) {
   Inputs in = Parse(syncsets, selector_syncsets);
   std::map<std::string, hive::ClusterSync> statuses;
   for (const auto& j : cluster_syncs) {
-    if (auto cs = hive::ClusterSync::FromJson(j); cs.ok()) statuses[cs->meta.Key()] = std::move(*cs);
+    if (auto cs = hive::ClusterSync::FromJson(j); cs.ok())
+      statuses[cs->meta.Key()] = std::move(*cs);
   }
   FleetProgress p;
   for (const auto& j : cluster_deployments) {
@@ -125,9 +139,7 @@ FleetProgress ComputeProgress(const std::vector<Json>& cluster_deployments, cons
     std::vector<SetState> sets = Sets(*cd, in, st == statuses.end() ? nullptr : &st->second, &skip);
     ClusterHubState c = Classify(cd->meta.Key(), skip, sets);
     switch (c.kind) {
-      case ClusterHubState::Kind::kSkipped:
-        ++p.skipped;
-        break;
+      case ClusterHubState::Kind::kSkipped: ++p.skipped; break;
       case ClusterHubState::Kind::kFailing:
         ++p.clusters;
         ++p.failing;
@@ -147,7 +159,8 @@ FleetProgress ComputeProgress(const std::vector<Json>& cluster_deployments, cons
   }
   std::sort(p.failing_clusters.begin(), p.failing_clusters.end());
   std::sort(p.pending_clusters.begin(), p.pending_clusters.end());
-  std::sort(p.states.begin(), p.states.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  std::sort(p.states.begin(), p.states.end(),
+            [](const auto& a, const auto& b) { return a.key < b.key; });
   return p;
 }
 

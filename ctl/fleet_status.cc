@@ -52,8 +52,7 @@ ClusterStatus ClusterStateOf(const ClusterHubState& hub, const RequestPosition& 
       c.detail = "queued on " + pos.queue;
       return c;
     case W::kNone:
-    case W::kUnknown:
-      break;
+    case W::kUnknown: break;
   }
   switch (hub.kind) {
     case ClusterHubState::Kind::kFailing:
@@ -89,7 +88,8 @@ void Summarize(FleetStatus& status) {
   for (const auto& c : status.clusters) {
     StateSummary& sum = status.states[c.state];
     ++sum.count;
-    if (c.state == FleetState::kRetrying || c.state == FleetState::kSkipped) ++sum.breakdown[c.detail];
+    if (c.state == FleetState::kRetrying || c.state == FleetState::kSkipped)
+      ++sum.breakdown[c.detail];
     if (c.state == FleetState::kParked) ++sum.breakdown[c.detail.substr(0, c.detail.find(':'))];
     if (c.since == WallTime{}) {
       if (sum.oldest.empty()) sum.oldest = c.key;
@@ -104,7 +104,8 @@ void Summarize(FleetStatus& status) {
 
 std::string Breakdown(const std::map<std::string, size_t>& counts) {
   std::string out;
-  for (const auto& [k, n] : counts) out += (out.empty() ? "" : " ") + (k.empty() ? "?" : k) + "=" + std::to_string(n);
+  for (const auto& [k, n] : counts)
+    out += (out.empty() ? "" : " ") + (k.empty() ? "?" : k) + "=" + std::to_string(n);
   return out;
 }
 
@@ -152,7 +153,8 @@ Json FleetStatus::ToJson(WallTime now, bool with_clusters) const {
       s["oldest"] = {{"cluster", sum.oldest}};
       if (sum.oldest_since != WallTime{}) {
         s["oldest"]["since"] = FormatRfc3339Millis(sum.oldest_since);
-        s["oldest"]["seconds"] = std::chrono::duration_cast<std::chrono::seconds>(now - sum.oldest_since).count();
+        s["oldest"]["seconds"] =
+            std::chrono::duration_cast<std::chrono::seconds>(now - sum.oldest_since).count();
       }
     }
     if (!sum.breakdown.empty()) s["breakdown"] = sum.breakdown;
@@ -214,10 +216,15 @@ Json ClusterReport::ToJson(WallTime now) const {
     if (!s.failure.empty()) o["failureMessage"] = s.failure;
     sets_json.push_back(std::move(o));
   }
-  Json j = {{"cluster", key}, {"state", FleetStateName(state)}, {"request", position.ToJson(now)}, {"sets", sets_json}};
+  Json j = {{"cluster", key},
+            {"state", FleetStateName(state)},
+            {"request", position.ToJson(now)},
+            {"sets", sets_json}};
   if (!skip_reason.empty()) j["skipReason"] = skip_reason;
   if (!lease_holder.empty()) {
-    j["lease"] = {{"holder", lease_holder}, {"renewTime", lease_renewed}, {"durationSeconds", lease_seconds},
+    j["lease"] = {{"holder", lease_holder},
+                  {"renewTime", lease_renewed},
+                  {"durationSeconds", lease_seconds},
                   {"releasedByStatus", lease_released_by_status}};
   }
   return j;
@@ -225,24 +232,25 @@ Json ClusterReport::ToJson(WallTime now) const {
 
 std::string FormatClusterReport(const ClusterReport& r, WallTime now) {
   std::string out = "cluster:  " + r.key + "\nstate:    " + FleetStateName(r.state) +
-                    (r.skip_reason.empty() ? "" : " (" + r.skip_reason + ")") + "\nrequest:  " + r.position.Describe(now) +
-                    "\nlease:    ";
+                    (r.skip_reason.empty() ? "" : " (" + r.skip_reason + ")") +
+                    "\nrequest:  " + r.position.Describe(now) + "\nlease:    ";
   if (r.lease_holder.empty()) {
     out += "not held";
   } else if (r.lease_released_by_status) {
     out += "not held (" + r.lease_holder + " gave it back with its status write " +
            Age(ParseOr(r.lease_renewed), now) + " ago or later)";
   } else {
-    out += "held by " + r.lease_holder + ", renewed " + Age(ParseOr(r.lease_renewed), now) + " ago (duration " +
-           std::to_string(r.lease_seconds) + "s)";
+    out += "held by " + r.lease_holder + ", renewed " + Age(ParseOr(r.lease_renewed), now) +
+           " ago (duration " + std::to_string(r.lease_seconds) + "s)";
   }
   out += "\n\n";
   std::vector<std::vector<std::string>> rows = {
       {"KIND", "NAME", "GENERATION", "OBSERVED", "RESULT", "LAST-TRANSITION", "FAILURE"}};
   for (const auto& s : r.sets) {
-    rows.push_back({s.kind, s.name, std::to_string(s.generation), s.observed ? std::to_string(*s.observed) : "-",
-                    s.result.empty() ? "-" : s.result, s.last_transition.empty() ? "-" : s.last_transition,
-                    s.failure.empty() ? "-" : s.failure});
+    rows.push_back(
+        {s.kind, s.name, std::to_string(s.generation),
+         s.observed ? std::to_string(*s.observed) : "-", s.result.empty() ? "-" : s.result,
+         s.last_transition.empty() ? "-" : s.last_transition, s.failure.empty() ? "-" : s.failure});
   }
   if (r.sets.empty()) rows.push_back({"-", "(no applicable sets)"});
   return out + FormatTable(rows);

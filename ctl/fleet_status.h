@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "common/bus/trace_event.h"
 #include "common/clock.h"
 #include "common/json.h"
-#include "common/bus/trace_event.h"
 #include "ctl/dead_letters.h"
 #include "ctl/fleet_progress.h"
 #include "ctl/request_timeline.h"
@@ -28,29 +28,31 @@
 namespace syncbus::ctl {
 
 enum class FleetState { kSynced, kPending, kInFlight, kRetrying, kParked, kFailed, kSkipped };
-inline constexpr FleetState kFleetStates[] = {FleetState::kSynced,   FleetState::kPending, FleetState::kInFlight,
-                                              FleetState::kRetrying, FleetState::kParked,  FleetState::kFailed,
-                                              FleetState::kSkipped};
-const char* FleetStateName(FleetState state);   // synced, pending, in-flight, retrying, parked, failed, skipped
+inline constexpr FleetState kFleetStates[] = {
+    FleetState::kSynced, FleetState::kPending, FleetState::kInFlight, FleetState::kRetrying,
+    FleetState::kParked, FleetState::kFailed,  FleetState::kSkipped};
+const char* FleetStateName(
+    FleetState state);  // synced, pending, in-flight, retrying, parked, failed, skipped
 
 struct ClusterStatus {
   std::string key;
   FleetState state = FleetState::kPending;
-  WallTime since{};          // how long it has been in this state (epoch = unknown)
-  std::string detail;        // queue, consumer, tier, skip or failure reason
+  WallTime since{};    // how long it has been in this state (epoch = unknown)
+  std::string detail;  // queue, consumer, tier, skip or failure reason
 };
 
 struct StateSummary {
   size_t count = 0;
-  std::string oldest;        // the cluster longest in this state
+  std::string oldest;  // the cluster longest in this state
   WallTime oldest_since{};
-  std::map<std::string, size_t> breakdown;   // retrying: by tier; skipped: by reason; parked: by reason
+  std::map<std::string, size_t>
+      breakdown;  // retrying: by tier; skipped: by reason; parked: by reason
 };
 
 struct FleetStatus {
-  std::vector<ClusterStatus> clusters;       // sorted by key
+  std::vector<ClusterStatus> clusters;  // sorted by key
   std::map<FleetState, StateSummary> states;
-  std::map<std::string, uint32_t> queues;    // ready messages per queue
+  std::map<std::string, uint32_t> queues;  // ready messages per queue
   size_t trace_events = 0;
   WallTime trace_since{};
 
@@ -73,8 +75,8 @@ struct ClusterReport {
   std::string skip_reason;
   FleetState state = FleetState::kPending;
   RequestPosition position;
-  std::string lease_holder;        // "" = none
-  std::string lease_renewed;       // RFC 3339
+  std::string lease_holder;   // "" = none
+  std::string lease_renewed;  // RFC 3339
   int lease_seconds = 0;
   // The holder stored the cluster's status after taking the lease (ClusterSync newer than the
   // Lease): that write gave the lease back (consumer.clusterLease.releaseByStatus).

@@ -14,7 +14,7 @@ double SumMetric(std::string_view page, std::string_view metric, std::string_vie
     pos = end + 1;
     if (line.empty() || line[0] == '#' || line.substr(0, metric.size()) != metric) continue;
     std::string_view rest = line.substr(metric.size());
-    if (!rest.empty() && rest[0] != '{' && rest[0] != ' ') continue;   // a longer metric name
+    if (!rest.empty() && rest[0] != '{' && rest[0] != ' ') continue;  // a longer metric name
     if (!label_filter.empty() && rest.find(label_filter) == std::string_view::npos) continue;
     size_t space = rest.rfind(' ');
     if (space == std::string_view::npos) continue;
@@ -32,7 +32,8 @@ Result<double> ScrapeSum(http::Transport& transport, const std::vector<std::stri
     req.timeout = std::chrono::seconds(5);
     auto resp = transport.Call(req);
     if (!resp.ok()) return resp.status().Annotate("scraping " + url);
-    if (resp->status != 200) return Unavailable("scraping " + url + ": HTTP " + std::to_string(resp->status));
+    if (resp->status != 200)
+      return Unavailable("scraping " + url + ": HTTP " + std::to_string(resp->status));
     total += SumMetric(resp->body, metric, label_filter);
   }
   return total;

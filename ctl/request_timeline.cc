@@ -30,10 +30,13 @@ std::string ShortRequest(const std::string& id) {
   return tail.find_first_not_of("0123456789") == std::string::npos ? "#" + tail : id;
 }
 
-std::string RetryQueueOf(const std::string& tier) { return std::string(amqp::kRetryExchange) + "." + tier; }
+std::string RetryQueueOf(const std::string& tier) {
+  return std::string(amqp::kRetryExchange) + "." + tier;
+}
 
 std::string SetLine(const TraceSet& s) {
-  std::string out = s.kind + " " + s.name + (s.generation == 0 ? " (removed)" : " gen " + std::to_string(s.generation));
+  std::string out = s.kind + " " + s.name +
+                    (s.generation == 0 ? " (removed)" : " gen " + std::to_string(s.generation));
   out += s.success ? " ok" : " FAILED";
   if (!s.success && !s.failure.empty()) out += " (" + s.failure + ")";
   return out;
@@ -47,8 +50,8 @@ std::string SetsSummary(const TraceEvent& e) {
     applies += s.applies;
     ok += s.success ? 1 : 0;
   }
-  std::string out = std::to_string(e.sets.size()) + (e.sets.size() == 1 ? " set, " : " sets, ") + std::to_string(applies) +
-                    (applies == 1 ? " object:" : " objects:");
+  std::string out = std::to_string(e.sets.size()) + (e.sets.size() == 1 ? " set, " : " sets, ") +
+                    std::to_string(applies) + (applies == 1 ? " object:" : " objects:");
   const bool all = e.sets.size() <= 3;
   if (!all) out += " " + std::to_string(ok) + " ok";
   bool first = all;
@@ -70,30 +73,36 @@ void Expand(const TraceEvent& e, std::vector<Row>& rows) {
   switch (e.step) {
     case TraceStep::kPublished:
       rows.push_back({e.decided_at, id, "decided", "-",
-                      "reason=" + e.reason + " lane=" + e.lane + (e.revision.empty() ? "" : " revision=" + e.revision)});
-      rows.push_back({e.at, id, "published", Took(e.duration),
-                      "confirmed by the broker, on " + amqp::WorkQueueName(e.lane == "resync" ? amqp::Lane::kResync
-                                                                                               : amqp::Lane::kChange) +
-                          " (by " + e.actor + ")"});
+                      "reason=" + e.reason + " lane=" + e.lane +
+                          (e.revision.empty() ? "" : " revision=" + e.revision)});
+      rows.push_back(
+          {e.at, id, "published", Took(e.duration),
+           "confirmed by the broker, on " +
+               amqp::WorkQueueName(e.lane == "resync" ? amqp::Lane::kResync : amqp::Lane::kChange) +
+               " (by " + e.actor + ")"});
       return;
     case TraceStep::kReplayed:
-      rows.push_back({e.at, id, "replayed", "-", "from " + std::string(amqp::kDeadQueue) + " to the " + e.lane +
-                                                     " lane by " + e.actor + (e.reason.empty() ? "" : " (was " + e.reason + ")")});
+      rows.push_back({e.at, id, "replayed", "-",
+                      "from " + std::string(amqp::kDeadQueue) + " to the " + e.lane + " lane by " +
+                          e.actor + (e.reason.empty() ? "" : " (was " + e.reason + ")")});
       return;
     case TraceStep::kDelivered:
       rows.push_back({e.at, id, "delivered", e.queued.count() > 0 ? Took(e.queued) : "-",
-                      "to " + e.actor + ", attempt " + std::to_string(e.attempt + 1) + ", lane " + e.lane +
-                          (e.redelivered ? " (redelivered)" : "") + (e.queued.count() > 0 ? "; took = since decided" : "")});
+                      "to " + e.actor + ", attempt " + std::to_string(e.attempt + 1) + ", lane " +
+                          e.lane + (e.redelivered ? " (redelivered)" : "") +
+                          (e.queued.count() > 0 ? "; took = since decided" : "")});
       return;
-    case TraceStep::kSettled:
-      break;
+    case TraceStep::kSettled: break;
   }
   bool synced = e.prepare.count() > 0 || e.target.count() > 0 || !e.sets.empty();
   if (synced) {
     WallTime applied_at = e.at - e.store;
-    rows.push_back({applied_at - e.target, id, "prepared", Took(e.prepare), "hub reads, kubeconfig, discovery"});
-    rows.push_back({applied_at, id, "applied", Took(e.target), e.sets.empty() ? "no set needed applying" : SetsSummary(e)});
-    if (e.store.count() > 0) rows.push_back({e.at, id, "status", Took(e.store), "ClusterSync status stored"});
+    rows.push_back({applied_at - e.target, id, "prepared", Took(e.prepare),
+                    "hub reads, kubeconfig, discovery"});
+    rows.push_back({applied_at, id, "applied", Took(e.target),
+                    e.sets.empty() ? "no set needed applying" : SetsSummary(e)});
+    if (e.store.count() > 0)
+      rows.push_back({e.at, id, "status", Took(e.store), "ClusterSync status stored"});
   }
   std::string detail;
   std::string step;
@@ -112,7 +121,8 @@ void Expand(const TraceEvent& e, std::vector<Row>& rows) {
       break;
     case TraceOutcome::kRetry:
       step = "retry";
-      detail = "to " + RetryQueueOf(e.tier) + " (attempt " + std::to_string(e.attempt + 1) + " failed): " + e.error;
+      detail = "to " + RetryQueueOf(e.tier) + " (attempt " + std::to_string(e.attempt + 1) +
+               " failed): " + e.error;
       break;
     case TraceOutcome::kDeferred:
       step = "deferred";
@@ -122,9 +132,7 @@ void Expand(const TraceEvent& e, std::vector<Row>& rows) {
       step = "parked";
       detail = "in " + std::string(amqp::kDeadQueue) + " (" + e.dead_reason + "): " + e.error;
       break;
-    case TraceOutcome::kNone:
-      step = "settled";
-      break;
+    case TraceOutcome::kNone: step = "settled"; break;
   }
   rows.push_back({e.at, id, step, Took(e.duration), detail + " (by " + e.actor + ")"});
 }
@@ -156,26 +164,26 @@ Json RequestPosition::ToJson(WallTime now) const {
 }
 
 std::string RequestPosition::Describe(WallTime now) const {
-  const std::string when = since == WallTime{} ? "" : " since " + FormatRfc3339(since) + " (" + Ago(since, now) + ")";
+  const std::string when =
+      since == WallTime{} ? "" : " since " + FormatRfc3339(since) + " (" + Ago(since, now) + ")";
   switch (where) {
-    case Where::kUnknown:
-      return "no request in the trace window and nothing parked";
+    case Where::kUnknown: return "no request in the trace window and nothing parked";
     case Where::kNone:
-      return "no request outstanding; the last one ended " + (since == WallTime{} ? std::string("?") : Ago(since, now)) +
+      return "no request outstanding; the last one ended " +
+             (since == WallTime{} ? std::string("?") : Ago(since, now)) +
              (detail.empty() ? "" : ": " + detail);
-    case Where::kQueued:
-      return "queued on " + queue + when;
+    case Where::kQueued: return "queued on " + queue + when;
     case Where::kInFlight:
       return "in flight on " + consumer + when + ", attempt " + std::to_string(attempt + 1);
     case Where::kRetrying:
       return "waiting in " + queue + when + (detail.empty() ? "" : ": " + detail);
-    case Where::kParked:
-      return "parked in " + queue + when + (detail.empty() ? "" : ": " + detail);
+    case Where::kParked: return "parked in " + queue + when + (detail.empty() ? "" : ": " + detail);
   }
   return "";
 }
 
-RequestPosition LocateRequest(const std::vector<TraceEvent>& events, const std::vector<DeadLetter>& parked) {
+RequestPosition LocateRequest(const std::vector<TraceEvent>& events,
+                              const std::vector<DeadLetter>& parked) {
   RequestPosition p;
   if (!parked.empty()) {
     const DeadLetter* newest = &parked.front();
@@ -199,15 +207,15 @@ RequestPosition LocateRequest(const std::vector<TraceEvent>& events, const std::
     case TraceStep::kPublished:
     case TraceStep::kReplayed:
       p.where = RequestPosition::Where::kQueued;
-      p.queue = amqp::WorkQueueName(last.lane == "resync" ? amqp::Lane::kResync : amqp::Lane::kChange);
+      p.queue =
+          amqp::WorkQueueName(last.lane == "resync" ? amqp::Lane::kResync : amqp::Lane::kChange);
       p.attempt = 0;
       return p;
     case TraceStep::kDelivered:
       p.where = RequestPosition::Where::kInFlight;
       p.consumer = last.actor;
       return p;
-    case TraceStep::kSettled:
-      break;
+    case TraceStep::kSettled: break;
   }
   switch (last.outcome) {
     case TraceOutcome::kRetry:
@@ -221,7 +229,8 @@ RequestPosition LocateRequest(const std::vector<TraceEvent>& events, const std::
     case TraceOutcome::kParked:
       // Not in the dead-letter queue any more: purged (a replay records its own event).
       p.where = RequestPosition::Where::kNone;
-      p.detail = "parked (" + last.dead_reason + "), then removed from " + std::string(amqp::kDeadQueue);
+      p.detail =
+          "parked (" + last.dead_reason + "), then removed from " + std::string(amqp::kDeadQueue);
       return p;
     default:
       p.where = RequestPosition::Where::kNone;
@@ -238,7 +247,8 @@ std::string FormatTimeline(const std::vector<TraceEvent>& events, bool wide) {
     Expand(e, rows);
     for (const auto& r : rows) {
       if (wide) {
-        table.push_back({FormatRfc3339Millis(r.at), e.cluster, e.request, r.step, r.took, r.detail});
+        table.push_back(
+            {FormatRfc3339Millis(r.at), e.cluster, e.request, r.step, r.took, r.detail});
       } else {
         table.push_back({FormatRfc3339Millis(r.at), r.request, r.step, r.took, r.detail});
       }
@@ -247,7 +257,8 @@ std::string FormatTimeline(const std::vector<TraceEvent>& events, bool wide) {
   return FormatTable(table);
 }
 
-Json TimelineJson(const std::vector<TraceEvent>& events, const RequestPosition& position, WallTime now) {
+Json TimelineJson(const std::vector<TraceEvent>& events, const RequestPosition& position,
+                  WallTime now) {
   Json list = Json::array();
   for (const auto& e : events) list.push_back(Json::parse(EncodeTraceEvent(e)));
   return {{"events", std::move(list)}, {"position", position.ToJson(now)}};

@@ -3,16 +3,16 @@
 #include <iostream>
 
 #include "common/amqp/session_impl.h"
-#include "common/bus/topology.h"
+#include "common/bus/cluster_lease_name.h"
 #include "common/bus/config.h"
 #include "common/bus/daemon.h"
+#include "common/bus/topology.h"
 #include "common/http/curl_transport.h"
 #include "common/kube/api_error.h"
 #include "common/kube/client_impl.h"
 #include "common/kube/resource_version.h"
 #include "common/log.h"
 #include "common/time_format.h"
-#include "common/bus/cluster_lease_name.h"
 #include "ctl/commands.h"
 #include "ctl/fleet_status.h"
 #include "ctl/request_timeline.h"
@@ -27,7 +27,8 @@ int Fail(const std::string& message, int code = 1) {
   return code;
 }
 
-Result<std::unique_ptr<amqp::RabbitmqSession>> ConnectBroker(const Config& config, const std::string& what) {
+Result<std::unique_ptr<amqp::RabbitmqSession>> ConnectBroker(const Config& config,
+                                                             const std::string& what) {
   amqp::ConnectionOptions options = config.amqp;
   options.connection_name = "syncbusctl " + what;
   auto session = std::make_unique<amqp::RabbitmqSession>(options);
@@ -37,15 +38,16 @@ Result<std::unique_ptr<amqp::RabbitmqSession>> ConnectBroker(const Config& confi
 
 // A missing trace stream (nothing of this version has connected yet) is reported and read as
 // empty: status still shows the hub's view and what is parked.
-Result<TraceRead> ReadWindow(amqp::Session& session, const std::string& cluster, std::chrono::milliseconds since,
-                             WallTime now) {
+Result<TraceRead> ReadWindow(amqp::Session& session, const std::string& cluster,
+                             std::chrono::milliseconds since, WallTime now) {
   TraceQuery query;
   query.since = now - since;
   query.until = now;
   query.cluster = cluster;
   auto read = ReadTrace(session, query);
   if (!read.ok() && read.status().code() == Code::kNotFound) {
-    std::cerr << "syncbusctl: " << read.status().message() << "; requests cannot be located" << std::endl;
+    std::cerr << "syncbusctl: " << read.status().message() << "; requests cannot be located"
+              << std::endl;
     return TraceRead{};
   }
   return read;
@@ -59,11 +61,13 @@ Result<DlqListing> ParkedLetters(amqp::Session& session, const std::string& clus
   filter.cluster = cluster;
   auto listed = ListDeadLetters(session, filter, 0, RealClock());
   if (!listed.ok() && listed.status().code() == Code::kNotFound) {
-    std::cerr << "syncbusctl: " << listed.status().message() << "; parked requests cannot be shown" << std::endl;
+    std::cerr << "syncbusctl: " << listed.status().message() << "; parked requests cannot be shown"
+              << std::endl;
     return DlqListing{};
   }
   if (listed.ok()) {
-    if (std::string note = listed->Discrepancy(); !note.empty()) std::cerr << "syncbusctl: note: " << note << std::endl;
+    if (std::string note = listed->Discrepancy(); !note.empty())
+      std::cerr << "syncbusctl: note: " << note << std::endl;
   }
   return listed;
 }
@@ -79,10 +83,14 @@ std::map<std::string, uint32_t> QueueDepths(amqp::Session& session, const Config
 }
 
 // "ns/name", or a bare name completed with -n.
-Result<std::pair<std::string, std::string>> SplitCluster(const std::string& cluster, const std::string& ns) {
+Result<std::pair<std::string, std::string>> SplitCluster(const std::string& cluster,
+                                                         const std::string& ns) {
   size_t slash = cluster.find('/');
-  if (slash != std::string::npos) return std::pair{cluster.substr(0, slash), cluster.substr(slash + 1)};
-  if (ns.empty()) return InvalidArgument("cluster \"" + cluster + "\": give it as NAMESPACE/NAME or with -n NAMESPACE");
+  if (slash != std::string::npos)
+    return std::pair{cluster.substr(0, slash), cluster.substr(slash + 1)};
+  if (ns.empty())
+    return InvalidArgument("cluster \"" + cluster +
+                           "\": give it as NAMESPACE/NAME or with -n NAMESPACE");
   return std::pair{ns, cluster};
 }
 
@@ -100,21 +108,27 @@ int ClusterStatusReport(kube::Client& hub, amqp::Session& broker, const StatusOp
   auto sss = hub.List(kube::Collection(res::kSelectorSyncSets), {});
   if (!sss.ok()) return Fail(sss.status().Annotate("listing SelectorSyncSets").message());
   auto cs = hub.Get(kube::Object(res::kClusterSyncs, ns, name));
-  if (!cs.ok() && cs.status().code() != Code::kNotFound) return Fail(cs.status().Annotate("reading ClusterSync").message());
+  if (!cs.ok() && cs.status().code() != Code::kNotFound)
+    return Fail(cs.status().Annotate("reading ClusterSync").message());
   auto lease = hub.Get(kube::Object(res::kLeases, lease_namespace, ClusterLeaseName(ns, name)));
-  if (!lease.ok() && lease.status().code() != Code::kNotFound) return Fail(lease.status().Annotate("reading Lease").message());
+  if (!lease.ok() && lease.status().code() != Code::kNotFound)
+    return Fail(lease.status().Annotate("reading Lease").message());
 
   auto trace = ReadWindow(broker, key, options.since, now);
   if (!trace.ok()) return Fail(trace.status().message());
   auto parked = ParkedLetters(broker, key);
-  if (!parked.ok()) return Fail(parked.status().Annotate("reading the dead-letter index").message());
+  if (!parked.ok())
+    return Fail(parked.status().Annotate("reading the dead-letter index").message());
 
   ClusterReport report;
   report.key = key;
-  report.sets = DescribeSets(*cd, ss->items, sss->items, cs.ok() ? &*cs : nullptr, &report.skip_reason);
-  FleetProgress hub_view = ComputeProgress({*cd}, ss->items, sss->items, cs.ok() ? std::vector<Json>{*cs} : std::vector<Json>{});
+  report.sets =
+      DescribeSets(*cd, ss->items, sss->items, cs.ok() ? &*cs : nullptr, &report.skip_reason);
+  FleetProgress hub_view = ComputeProgress({*cd}, ss->items, sss->items,
+                                           cs.ok() ? std::vector<Json>{*cs} : std::vector<Json>{});
   report.position = LocateRequest(trace->events, parked->matched);
-  if (!hub_view.states.empty()) report.state = ClusterStateOf(hub_view.states.front(), report.position).state;
+  if (!hub_view.states.empty())
+    report.state = ClusterStateOf(hub_view.states.front(), report.position).state;
   if (lease.ok()) {
     const Json& spec = (*lease)["spec"];
     report.lease_holder = spec.value("holderIdentity", "");
@@ -167,13 +181,15 @@ int RunStatus(const StatusOptions& options) {
   auto trace = ReadWindow(**broker, "", options.since, now);
   if (!trace.ok()) return Fail(trace.status().message());
   auto parked = ParkedLetters(**broker, "");
-  if (!parked.ok()) return Fail(parked.status().Annotate("reading the dead-letter index").message());
+  if (!parked.ok())
+    return Fail(parked.status().Annotate("reading the dead-letter index").message());
   FleetStatus status = ComputeFleetStatus(*progress, trace->events, parked->matched);
   status.queues = std::move(depths);
   status.trace_since = now - options.since;
   (*broker)->Close();
   if (trace->undecodable > 0) {
-    std::cerr << "syncbusctl: skipped " << trace->undecodable << " undecodable trace events" << std::endl;
+    std::cerr << "syncbusctl: skipped " << trace->undecodable << " undecodable trace events"
+              << std::endl;
   }
   if (IsDocument(options.output)) {
     std::cout << FormatDocument(status.ToJson(now, true), options.output) << std::flush;
@@ -183,8 +199,10 @@ int RunStatus(const StatusOptions& options) {
   if (options.output == OutputFormat::kWide) {
     std::vector<std::vector<std::string>> rows = {{"CLUSTER", "STATE", "FOR", "DETAIL"}};
     for (const auto& c : status.clusters) {
-      std::string age = c.since == WallTime{} ? "-"
-                                              : FormatAge(std::chrono::duration_cast<std::chrono::seconds>(now - c.since));
+      std::string age =
+          c.since == WallTime{}
+              ? "-"
+              : FormatAge(std::chrono::duration_cast<std::chrono::seconds>(now - c.since));
       rows.push_back({c.key, FleetStateName(c.state), age, c.detail});
     }
     std::cout << "\n" << FormatTable(rows);
@@ -208,10 +226,11 @@ int RunTrace(const TraceOptions& options) {
     query.keep_going = [&stop] { return !stop.load(); };
     query.on_event = [&](const TraceEvent& e) {
       if (IsDocument(options.output)) {
-        std::cout << FormatStreamItem(Json::parse(EncodeTraceEvent(e)), options.output) << std::flush;
+        std::cout << FormatStreamItem(Json::parse(EncodeTraceEvent(e)), options.output)
+                  << std::flush;
       } else {
         std::string table = FormatTimeline({e}, options.output == OutputFormat::kWide);
-        std::cout << table.substr(table.find('\n') + 1) << std::flush;   // rows without the header
+        std::cout << table.substr(table.find('\n') + 1) << std::flush;  // rows without the header
       }
     };
     auto read = ReadTrace(**broker, query);
@@ -224,7 +243,8 @@ int RunTrace(const TraceOptions& options) {
   if (options.all) {
     (*broker)->Close();
     if (IsDocument(options.output)) {
-      for (const TraceEvent& e : trace->events) std::cout << FormatStreamItem(Json::parse(EncodeTraceEvent(e)), options.output);
+      for (const TraceEvent& e : trace->events)
+        std::cout << FormatStreamItem(Json::parse(EncodeTraceEvent(e)), options.output);
     } else {
       std::cout << FormatTimeline(trace->events, options.output == OutputFormat::kWide);
     }
@@ -233,14 +253,16 @@ int RunTrace(const TraceOptions& options) {
   }
   auto parked = ParkedLetters(**broker, options.cluster);
   (*broker)->Close();
-  if (!parked.ok()) return Fail(parked.status().Annotate("reading the dead-letter index").message());
+  if (!parked.ok())
+    return Fail(parked.status().Annotate("reading the dead-letter index").message());
   RequestPosition position = LocateRequest(trace->events, parked->matched);
   if (IsDocument(options.output)) {
-    std::cout << FormatDocument(TimelineJson(trace->events, position, now), options.output) << std::flush;
+    std::cout << FormatDocument(TimelineJson(trace->events, position, now), options.output)
+              << std::flush;
   } else {
     if (trace->events.empty()) {
-      std::cout << "no trace events for " << options.cluster << " since " << FormatRfc3339(now - options.since)
-                << " (scanned " << trace->scanned << ")\n";
+      std::cout << "no trace events for " << options.cluster << " since "
+                << FormatRfc3339(now - options.since) << " (scanned " << trace->scanned << ")\n";
     } else {
       std::cout << FormatTimeline(trace->events, options.output == OutputFormat::kWide);
     }

@@ -10,7 +10,8 @@ std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
   const size_t columns = rows[0].size();
   std::vector<size_t> width(columns, 0);
   for (const auto& row : rows) {
-    for (size_t i = 0; i + 1 < columns && i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    for (size_t i = 0; i + 1 < columns && i < row.size(); ++i)
+      width[i] = std::max(width[i], row[i].size());
   }
   std::ostringstream out;
   for (const auto& row : rows) {

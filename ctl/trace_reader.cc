@@ -14,13 +14,16 @@ bool TraceClusterMatches(const std::string& filter, const std::string& cluster) 
 }
 
 Result<TraceRead> ReadTrace(amqp::Session& session, const TraceQuery& query) {
-  int64_t from = std::chrono::duration_cast<std::chrono::seconds>(query.since.time_since_epoch()).count();
+  int64_t from =
+      std::chrono::duration_cast<std::chrono::seconds>(query.since.time_since_epoch()).count();
   auto tag = session.ConsumeStream(amqp::kTraceQueue, 1000, from);
   if (!tag.ok() && tag.status().code() == Code::kNotFound) {
     return NotFound("the trace stream " + std::string(amqp::kTraceQueue) +
-                    " does not exist on this vhost: no publisher or consumer that records traces has connected yet");
+                    " does not exist on this vhost: no publisher or consumer that records traces "
+                    "has connected yet");
   }
-  if (!tag.ok()) return tag.status().Annotate("reading the trace stream " + std::string(amqp::kTraceQueue));
+  if (!tag.ok())
+    return tag.status().Annotate("reading the trace stream " + std::string(amqp::kTraceQueue));
   TraceRead out;
   const bool follow = static_cast<bool>(query.keep_going);
   while (!follow || query.keep_going()) {
@@ -28,17 +31,18 @@ Result<TraceRead> ReadTrace(amqp::Session& session, const TraceQuery& query) {
     if (!next.ok()) return next.status().Annotate("reading the trace stream");
     if (!next->has_value()) {
       if (follow) continue;
-      break;   // quiet: the end of what was recorded
+      break;  // quiet: the end of what was recorded
     }
     const amqp::Delivery& d = **next;
-    if (Status acked = session.Ack(d.delivery_tag); !acked.ok()) return acked.Annotate("reading the trace stream");
+    if (Status acked = session.Ack(d.delivery_tag); !acked.ok())
+      return acked.Annotate("reading the trace stream");
     ++out.scanned;
     auto event = DecodeTraceEvent(d.message.body);
     if (!event.ok()) {
       ++out.undecodable;
       continue;
     }
-    if (event->at < query.since) continue;   // the offset is found with second precision
+    if (event->at < query.since) continue;  // the offset is found with second precision
     bool past_end = !follow && query.until != WallTime{} && event->at > query.until;
     if (TraceClusterMatches(query.cluster, event->cluster) && !past_end) {
       if (query.on_event) query.on_event(*event);
@@ -51,11 +55,14 @@ Result<TraceRead> ReadTrace(amqp::Session& session, const TraceQuery& query) {
   // (a replay delivered at once on loopback) a request is sent before it is delivered, and
   // delivered before it is settled.
   auto rank = [](TraceStep step) {
-    return step == TraceStep::kPublished || step == TraceStep::kReplayed ? 0 : step == TraceStep::kDelivered ? 1 : 2;
+    return step == TraceStep::kPublished || step == TraceStep::kReplayed ? 0
+           : step == TraceStep::kDelivered                               ? 1
+                                                                         : 2;
   };
-  std::stable_sort(out.events.begin(), out.events.end(), [&](const TraceEvent& a, const TraceEvent& b) {
-    return a.at != b.at ? a.at < b.at : rank(a.step) < rank(b.step);
-  });
+  std::stable_sort(out.events.begin(), out.events.end(),
+                   [&](const TraceEvent& a, const TraceEvent& b) {
+                     return a.at != b.at ? a.at < b.at : rank(a.step) < rank(b.step);
+                   });
   return out;
 }
 

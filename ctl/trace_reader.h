@@ -10,15 +10,15 @@
 #include <vector>
 
 #include "common/amqp/session.h"
+#include "common/bus/trace_event.h"
 #include "common/clock.h"
 #include "common/status.h"
-#include "common/bus/trace_event.h"
 
 namespace syncbus::ctl {
 
 struct TraceQuery {
-  WallTime since{};                 // events recorded at or after this (second precision)
-  std::string cluster;              // "ns/name" exactly, or a bare name in any namespace; "" = all
+  WallTime since{};     // events recorded at or after this (second precision)
+  std::string cluster;  // "ns/name" exactly, or a bare name in any namespace; "" = all
   // The read ends at the first event recorded after `until`, or when the stream has been quiet
   // this long (it has no end marker).
   WallTime until{};
@@ -29,8 +29,8 @@ struct TraceQuery {
 };
 
 struct TraceRead {
-  std::vector<TraceEvent> events;   // matching, ordered by their time
-  size_t scanned = 0;               // events read from the stream
+  std::vector<TraceEvent> events;  // matching, ordered by their time
+  size_t scanned = 0;              // events read from the stream
   size_t undecodable = 0;
 };
 

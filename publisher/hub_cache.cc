@@ -25,7 +25,8 @@ std::string SourceKey(const hive::SecretMapping& m, const std::string& set_ns) {
   return (m.source.ns.empty() ? set_ns : m.source.ns) + "/" + m.source.name;
 }
 
-bool ReadsSecret(const hive::SyncSetCommonSpec& spec, const std::string& set_ns, const std::string& key) {
+bool ReadsSecret(const hive::SyncSetCommonSpec& spec, const std::string& set_ns,
+                 const std::string& key) {
   return std::any_of(spec.secret_mappings.begin(), spec.secret_mappings.end(),
                      [&](const hive::SecretMapping& m) { return SourceKey(m, set_ns) == key; });
 }
@@ -76,7 +77,9 @@ void HubCache::MarkEditedLocked(const std::set<std::string>& keys) {
   if (keys.empty()) return;
   dirty_.insert(keys.begin(), keys.end());
   // A relist marks every cluster, and says nothing of edits.
-  if (!replacing_) (keys.size() > bulk_edit_clusters_ ? edits_.bulk : edits_.single).insert(keys.begin(), keys.end());
+  if (!replacing_)
+    (keys.size() > bulk_edit_clusters_ ? edits_.bulk : edits_.single)
+        .insert(keys.begin(), keys.end());
   dirty_cv_.notify_all();
 }
 
@@ -84,14 +87,15 @@ void HubCache::DirtyForSyncSet(const hive::SyncSet& ss, std::set<std::string>& o
   for (const auto& ref : ss.cluster_deployment_refs) out.insert(ss.meta.ns + "/" + ref);
 }
 
-void HubCache::DirtyForSelectorSyncSet(const hive::SelectorSyncSet& sss, std::set<std::string>& out) const {
+void HubCache::DirtyForSelectorSyncSet(const hive::SelectorSyncSet& sss,
+                                       std::set<std::string>& out) const {
   for (const auto& [key, cd] : cds_) {
     if (sss.selector.Matches(cd.meta.labels)) out.insert(key);
   }
 }
 
 void HubCache::DirtyForSecret(const std::string& secret_key, std::set<std::string>& out) const {
-  if (replacing_) return;   // a relist marks every cluster anyway
+  if (replacing_) return;  // a relist marks every cluster anyway
   for (const auto& [key, ss] : syncsets_) {
     if (ReadsSecret(ss.spec, ss.meta.ns, secret_key)) DirtyForSyncSet(ss, out);
   }
@@ -116,7 +120,8 @@ Status HubCache::ApplyUpsertLocked(HubKind kind, const Json& object) {
       auto ss = hive::SyncSet::FromJson(object);
       if (!ss.ok()) return ss.status();
       std::set<std::string> dirty;
-      if (auto old = syncsets_.find(key); old != syncsets_.end()) DirtyForSyncSet(old->second, dirty);
+      if (auto old = syncsets_.find(key); old != syncsets_.end())
+        DirtyForSyncSet(old->second, dirty);
       DirtyForSyncSet(*ss, dirty);
       syncsets_[key] = std::move(*ss);
       MarkEditedLocked(dirty);
@@ -222,8 +227,8 @@ void HubCache::Replace(HubKind kind, const std::vector<Json>& items) {
     Status s = ApplyUpsertLocked(kind, item);
     if (!s.ok()) {
       ++invalid_;
-      log::Warn("ignoring invalid object", {{"kind", HubKindName(kind)}, {"object", KeyOf(item)},
-                                            {"error", s.message()}});
+      log::Warn("ignoring invalid object",
+                {{"kind", HubKindName(kind)}, {"object", KeyOf(item)}, {"error", s.message()}});
     }
   }
   replacing_ = false;
@@ -243,8 +248,8 @@ void HubCache::Upsert(HubKind kind, const Json& object) {
   Status s = ApplyUpsertLocked(kind, object);
   if (!s.ok()) {
     ++invalid_;
-    log::Warn("ignoring invalid object", {{"kind", HubKindName(kind)}, {"object", KeyOf(object)},
-                                          {"error", s.message()}});
+    log::Warn("ignoring invalid object",
+              {{"kind", HubKindName(kind)}, {"object", KeyOf(object)}, {"error", s.message()}});
   }
 }
 
@@ -310,7 +315,8 @@ void HubCache::Plan(const std::vector<std::string>& cluster_keys,
       view.cd = &cd->second;
       std::vector<const hive::SyncSet*> ns_sets;
       std::string prefix = cd->second.meta.ns + "/";
-      for (auto it = syncsets_.lower_bound(prefix); it != syncsets_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+      for (auto it = syncsets_.lower_bound(prefix);
+           it != syncsets_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
         ns_sets.push_back(&it->second);
       }
       std::set<std::string> read;

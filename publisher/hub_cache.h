@@ -15,23 +15,28 @@
 #include <string>
 #include <vector>
 
+#include "common/bus/sync_message.h"
 #include "common/clock.h"
 #include "common/hive/desired_state.h"
 #include "common/hive/types.h"
 #include "common/json.h"
-#include "common/bus/sync_message.h"
 
 namespace syncbus::publisher {
 
 enum class HubKind {
-  kClusterDeployment, kSyncSet, kSelectorSyncSet, kClusterSync, kClusterSyncLease, kSecret
+  kClusterDeployment,
+  kSyncSet,
+  kSelectorSyncSet,
+  kClusterSync,
+  kClusterSyncLease,
+  kSecret
 };
 inline constexpr int kHubKinds = 6;
 const char* HubKindName(HubKind kind);
 
 // What the planner sees of one cluster, valid only inside a Plan() callback.
 struct ClusterView {
-  const hive::ClusterDeployment* cd = nullptr;   // null: the cluster no longer exists
+  const hive::ClusterDeployment* cd = nullptr;  // null: the cluster no longer exists
   const hive::ClusterSync* status = nullptr;
   const hive::ClusterSyncLease* lease = nullptr;
   // The desired state; its revision covers the versions of the Secrets its sets' secretMappings
@@ -54,8 +59,8 @@ struct ClusterView {
 // `bulk_edit_clusters` is a bulk edit (a fleet-wide rollout); any other edit of those, and every
 // ClusterDeployment edit, is a single edit. Status and lease events and relists are neither.
 struct DirtyEdits {
-  std::set<std::string> bulk;     // made dirty by a bulk edit and by no single edit
-  std::set<std::string> single;   // made dirty by a single edit (also by a bulk one, maybe)
+  std::set<std::string> bulk;    // made dirty by a bulk edit and by no single edit
+  std::set<std::string> single;  // made dirty by a single edit (also by a bulk one, maybe)
 };
 
 class HubCache {
@@ -77,7 +82,8 @@ class HubCache {
 
   // Waits until some cluster is dirty or `timeout` passes; returns the dirty keys (cleared), and
   // in `edits` (optional) which of them single and bulk edits made dirty.
-  std::vector<std::string> TakeDirty(std::chrono::milliseconds timeout, DirtyEdits* edits = nullptr);
+  std::vector<std::string> TakeDirty(std::chrono::milliseconds timeout,
+                                     DirtyEdits* edits = nullptr);
   void MarkDirty(const std::string& cluster_key);
   void MarkAllDirty();
   // Wakes TakeDirty without marking anything (shutdown).
@@ -106,7 +112,7 @@ class HubCache {
   mutable std::mutex mu_;
   std::condition_variable dirty_cv_;
   std::map<std::string, hive::ClusterDeployment> cds_;
-  std::map<std::string, hive::SyncSet> syncsets_;                 // "ns/name"
+  std::map<std::string, hive::SyncSet> syncsets_;                   // "ns/name"
   std::map<std::string, hive::SelectorSyncSet> selector_syncsets_;  // "name"
   std::map<std::string, hive::ClusterSync> statuses_;
   std::map<std::string, hive::ClusterSyncLease> leases_;
@@ -114,14 +120,14 @@ class HubCache {
     std::string resource_version;
     std::optional<WallTime> written_at;
   };
-  std::map<std::string, SecretInfo> secrets_;   // only metadata: never the data
+  std::map<std::string, SecretInfo> secrets_;  // only metadata: never the data
   const size_t bulk_edit_clusters_;
   std::set<std::string> dirty_;
-  DirtyEdits edits_;   // of the dirty clusters
+  DirtyEdits edits_;  // of the dirty clusters
   bool woken_ = false;
-  bool replacing_ = false;   // inside Replace(): per-object dirty marking is skipped
+  bool replacing_ = false;  // inside Replace(): per-object dirty marking is skipped
   bool listed_[kHubKinds] = {};
-  std::string versions_[kHubKinds];   // the last list's or event's resourceVersion
+  std::string versions_[kHubKinds];  // the last list's or event's resourceVersion
   uint64_t invalid_ = 0;
 };
 

@@ -10,8 +10,9 @@ namespace {
 
 std::string MicroTime(WallTime t) {
   // metav1.MicroTime: RFC 3339 with microseconds.
-  std::string ms = FormatRfc3339Millis(t);   // ...SS.mmmZ
-  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count() % 1000;
+  std::string ms = FormatRfc3339Millis(t);  // ...SS.mmmZ
+  auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count() % 1000;
   char buf[8];
   std::snprintf(buf, sizeof buf, "%03lld", static_cast<long long>(micros));
   return ms.substr(0, ms.size() - 1) + buf + "Z";
@@ -19,7 +20,8 @@ std::string MicroTime(WallTime t) {
 
 }  // namespace
 
-LeaderElector::LeaderElector(kube::Client& client, LeaderElectionConfig config, std::string identity, Clock& clock)
+LeaderElector::LeaderElector(kube::Client& client, LeaderElectionConfig config,
+                             std::string identity, Clock& clock)
     : client_(client), config_(std::move(config)), identity_(std::move(identity)), clock_(clock) {}
 
 bool LeaderElector::is_leader() const {
@@ -53,8 +55,8 @@ Json LeaderElector::LeaseFor(const Json& existing, bool take_over) const {
     if (spec.value("holderIdentity", "") != identity_ && existing.is_object()) ++transitions;
   }
   spec["holderIdentity"] = identity_;
-  spec["leaseDurationSeconds"] =
-      std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(config_.lease_duration).count());
+  spec["leaseDurationSeconds"] = std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::seconds>(config_.lease_duration).count());
   spec["renewTime"] = now;
   spec["leaseTransitions"] = transitions;
   return lease;
@@ -66,12 +68,14 @@ bool LeaderElector::Tick() {
   SteadyTime now = clock_.Now();
   if (!current.ok()) {
     if (current.status().code() != Code::kNotFound) {
-      SetProblem("cannot read the lease " + config_.ns + "/" + config_.name + ": " + current.status().message());
+      SetProblem("cannot read the lease " + config_.ns + "/" + config_.name + ": " +
+                 current.status().message());
       return is_leader();
     }
     auto created = client_.Create(kube::Collection(leases, config_.ns), LeaseFor(nullptr, true));
     if (!created.ok() && created.status().code() != Code::kAlreadyExists) {
-      SetProblem("cannot create the lease " + config_.ns + "/" + config_.name + ": " + created.status().message());
+      SetProblem("cannot create the lease " + config_.ns + "/" + config_.name + ": " +
+                 created.status().message());
     } else {
       SetProblem("");
     }
@@ -103,7 +107,8 @@ bool LeaderElector::Tick() {
       return false;
     }
   }
-  auto written = client_.Update(kube::Object(leases, config_.ns, config_.name), LeaseFor(*current, !mine));
+  auto written =
+      client_.Update(kube::Object(leases, config_.ns, config_.name), LeaseFor(*current, !mine));
   if (!written.ok()) {
     // Someone else renewed or took it in between (409), or the hub is unreachable: leadership
     // lapses by itself once renewDeadline passes without a renewal.

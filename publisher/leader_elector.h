@@ -11,15 +11,16 @@
 #include <mutex>
 #include <string>
 
-#include "common/clock.h"
 #include "common/bus/config.h"
+#include "common/clock.h"
 #include "common/kube/client.h"
 
 namespace syncbus::publisher {
 
 class LeaderElector {
  public:
-  LeaderElector(kube::Client& client, LeaderElectionConfig config, std::string identity, Clock& clock);
+  LeaderElector(kube::Client& client, LeaderElectionConfig config, std::string identity,
+                Clock& clock);
 
   // One acquire-or-renew attempt (one or two API calls). Returns is_leader() afterwards.
   bool Tick();
@@ -47,14 +48,14 @@ class LeaderElector {
   std::string identity_;
   Clock& clock_;
 
-  std::string observed_record_;         // holder + renewTime last seen
-  SteadyTime observed_at_{};            // when observed_record_ last changed (our clock)
+  std::string observed_record_;                // holder + renewTime last seen
+  SteadyTime observed_at_{};                   // when observed_record_ last changed (our clock)
   std::chrono::seconds observed_duration_{0};  // another holder's leaseDurationSeconds; 0: none
-  std::atomic<int64_t> renewed_at_ns_{-1};   // steady ns of our last successful renew; -1 none
-  bool held_ = false;                   // we wrote the current record
+  std::atomic<int64_t> renewed_at_ns_{-1};     // steady ns of our last successful renew; -1 none
+  bool held_ = false;                          // we wrote the current record
   std::atomic<uint64_t> transitions_{0};
   mutable std::mutex problem_mu_;
-  std::string problem_;                 // guarded by problem_mu_
+  std::string problem_;  // guarded by problem_mu_
 };
 
 }  // namespace syncbus::publisher

@@ -1,16 +1,16 @@
 // syncbus-publisher: watches the hub and enqueues one sync request per cluster that needs one.
-#include <prometheus/registry.h>
-#include <unistd.h>
-
-#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <random>
 
+#include <CLI/CLI.hpp>
+#include <prometheus/registry.h>
+#include <unistd.h>
+
 #include "common/amqp/session_impl.h"
 #include "common/build_info.h"
+#include "common/bus/daemon.h"
 #include "common/clock.h"
 #include "common/command_line.h"
-#include "common/bus/daemon.h"
 #include "publisher/publisher_app.h"
 
 namespace {
@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   cli.add_option("-c,--config", config_path, "YAML config file (see docs/configuration.md)")
       ->required();
   bool strict_config = false;
-  cli.add_flag("--strict-config", strict_config, "refuse unknown configuration keys (default: warn and ignore them)");
+  cli.add_flag("--strict-config", strict_config,
+               "refuse unknown configuration keys (default: warn and ignore them)");
   cli.set_version_flag("--version", VersionText("syncbus-publisher"));
   if (auto code = ParseCommandLine(cli, argc, argv)) return *code;
 
@@ -54,7 +55,6 @@ int main(int argc, char** argv) {
                 [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
                 &RealClock(), registry, identity});
   return RunDaemon(
-      config->admin, registry, hub->transport,
-      [&app] { return app.healthy(); }, [&app] { return app.ready(); },
-      [&] { return app.Run(stop); }, "publisher");
+      config->admin, registry, hub->transport, [&app] { return app.healthy(); },
+      [&app] { return app.ready(); }, [&] { return app.Run(stop); }, "publisher");
 }

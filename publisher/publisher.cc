@@ -19,8 +19,8 @@ constexpr std::chrono::milliseconds kMaxRejectHoldOff{2000};
 
 }  // namespace
 
-Publisher::Publisher(PublisherOptions options, HubCache& cache, amqp::Session& session, Clock& clock,
-                     prometheus::Registry& registry)
+Publisher::Publisher(PublisherOptions options, HubCache& cache, amqp::Session& session,
+                     Clock& clock, prometheus::Registry& registry)
     : options_(std::move(options)),
       cache_(cache),
       session_(session),
@@ -42,28 +42,32 @@ Publisher::Publisher(PublisherOptions options, HubCache& cache, amqp::Session& s
                                           "since its first publish (a re-send keeps the age)")
                                     .Register(registry)
                                     .Add({})),
-      pending_gauge_(prometheus::BuildGauge()
-                         .Name("syncbus_publisher_pending")
-                         .Help("Clusters that need a request not yet sent (rate limit, cap, broker down)")
-                         .Register(registry)
-                         .Add({})),
+      pending_gauge_(
+          prometheus::BuildGauge()
+              .Name("syncbus_publisher_pending")
+              .Help("Clusters that need a request not yet sent (rate limit, cap, broker down)")
+              .Register(registry)
+              .Add({})),
       resent_(prometheus::BuildCounter()
                   .Name("syncbus_publisher_resent_total")
                   .Help("Requests re-sent because they stayed outstanding longer than the timeout")
                   .Register(registry)
                   .Add({})),
-      promoted_(prometheus::BuildCounter()
-                    .Name("syncbus_publisher_promoted_total")
-                    .Help("Changes sent on the change lane while the cluster's request still waited on the "
-                          "resync lane")
-                    .Register(registry)
-                    .Add({})),
-      rejected_(prometheus::BuildCounter()
-                    .Name("syncbus_publisher_rejected_total")
-                    .Help("Publishes the broker refused (nack: a work queue at its length limit, or "
-                          "without a leader); the cluster stays pending")
-                    .Register(registry)
-                    .Add({})),
+      promoted_(
+          prometheus::BuildCounter()
+              .Name("syncbus_publisher_promoted_total")
+              .Help(
+                  "Changes sent on the change lane while the cluster's request still waited on the "
+                  "resync lane")
+              .Register(registry)
+              .Add({})),
+      rejected_(
+          prometheus::BuildCounter()
+              .Name("syncbus_publisher_rejected_total")
+              .Help("Publishes the broker refused (nack: a work queue at its length limit, or "
+                    "without a leader); the cluster stays pending")
+              .Register(registry)
+              .Add({})),
       confirm_latency_(prometheus::BuildHistogram()
                            .Name("syncbus_publisher_confirm_seconds")
                            .Help("Time from publish to broker confirm, per batch")
@@ -126,7 +130,8 @@ bool Publisher::Processed(const Outstanding& o, const ClusterView& view) const {
   return renewed.ok() && *renewed >= std::chrono::floor<std::chrono::seconds>(o.published_wall);
 }
 
-const hive::SecretVersions& Publisher::AppliedSecrets(const std::string& key, const ClusterView& view) {
+const hive::SecretVersions& Publisher::AppliedSecrets(const std::string& key,
+                                                      const ClusterView& view) {
   auto it = secrets_applied_.find(key);
   if (it != secrets_applied_.end()) return it->second;
   hive::SecretVersions known = view.secrets;
@@ -149,7 +154,7 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
   std::vector<std::string> work_keys(work.begin(), work.end());
 
   std::vector<ToSend> to_send;
-  size_t new_outstanding = 0;   // clusters of to_send not outstanding yet: the cap counts them too
+  size_t new_outstanding = 0;  // clusters of to_send not outstanding yet: the cap counts them too
   WallTime now_wall = clock_.WallNow();
   SteadyTime now = clock_.Now();
   cache_.Plan(work_keys, [&](const std::string& key, const ClusterView& view) {
@@ -161,7 +166,8 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
     // A bulk edit's clusters (a fleet-wide rollout) take the resync lane, also once deferred,
     // until a single edit of the cluster comes.
     const bool was_bulk = bulk_pending_.erase(key) > 0;
-    const bool bulk = !as_startup && edits.single.count(key) == 0 && (edits.bulk.count(key) > 0 || was_bulk);
+    const bool bulk =
+        !as_startup && edits.single.count(key) == 0 && (edits.bulk.count(key) > 0 || was_bulk);
     if (!view.cd) {  // cluster deleted: forget it
       cluster_state_.erase(key);
       outstanding_.erase(key);
@@ -180,21 +186,28 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
     SyncNeed need = DecideSync(view.desired, view.status, view.lease, now_wall, options_.reapply);
     // A changed source Secret is invisible to generations: the consumer re-reads it only on a
     // full reapply, which goes on the change lane like any other edit.
-    bool secrets_changed = view.desired.skip_reason.empty() && AppliedSecrets(key, view) != view.secrets;
+    bool secrets_changed =
+        view.desired.skip_reason.empty() && AppliedSecrets(key, view) != view.secrets;
     if (secrets_changed && (need.kind == NeedKind::kNone || need.kind == NeedKind::kFailed)) {
       need = {NeedKind::kChange, "secret-changed"};
     }
     cluster_state_[key] = need.kind == NeedKind::kNone
-                              ? (view.desired.skip_reason.empty() ? "in_sync"
-                                 : view.desired.skip_reason == "paused" ? "paused" : "skipped")
-                              : need.kind == NeedKind::kFailed ? "failing" : "pending";
+                              ? (view.desired.skip_reason.empty()       ? "in_sync"
+                                 : view.desired.skip_reason == "paused" ? "paused"
+                                                                        : "skipped")
+                          : need.kind == NeedKind::kFailed ? "failing"
+                                                           : "pending";
     if (need.kind == NeedKind::kNone) {
-      if (need.reason.rfind("skipped:", 0) == 0) ++stats.skipped; else ++stats.in_sync;
+      if (need.reason.rfind("skipped:", 0) == 0)
+        ++stats.skipped;
+      else
+        ++stats.in_sync;
       outstanding_.erase(key);
       return;
     }
     const bool bulk_change = bulk && need.kind == NeedKind::kChange;
-    bool timed_out = out != outstanding_.end() && now - out->second.published_at >= options_.outstanding_timeout;
+    bool timed_out =
+        out != outstanding_.end() && now - out->second.published_at >= options_.outstanding_timeout;
     // A change must not wait behind the resync lane: while this cluster's request sits there, the
     // change goes out on the change lane (once per change: a later one waits for it). A bulk
     // change waits: it is resync work itself.
@@ -209,12 +222,14 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
     if (need.kind == NeedKind::kFailed) {
       // The consumer's retry chain owns failures; re-send only when it has had its full chance.
       auto last = last_published_.find(key);
-      if (last != last_published_.end() && now - last->second < options_.outstanding_timeout) return;
+      if (last != last_published_.end() && now - last->second < options_.outstanding_timeout)
+        return;
     }
     // The cap bounds the resync backlog (start-up, periodic reapplies, bulk edits); a single
     // edit's change, at most one outstanding per cluster, is never held back by it.
     bool resync_work = as_startup || need.kind == NeedKind::kReapply || bulk_change;
-    if (resync_work && outstanding_.size() + new_outstanding >= options_.max_outstanding && !timed_out) {
+    if (resync_work && outstanding_.size() + new_outstanding >= options_.max_outstanding &&
+        !timed_out) {
       ++stats.deferred;
       KeepPending(key, as_startup, bulk_change);
       return;
@@ -242,19 +257,22 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
     }
     r.enqueued_at = FormatRfc3339Millis(now_wall);
     if (out == outstanding_.end()) ++new_outstanding;
-    to_send.push_back({key, std::move(r), view.desired, view.secrets, std::move(overtaken), bulk_change});
+    to_send.push_back(
+        {key, std::move(r), view.desired, view.secrets, std::move(overtaken), bulk_change});
   });
 
   // Rate limit: whatever gets no token waits for the next round; after the broker refused
   // publishes (a full queue), nothing goes out until the hold-off has passed. Changes take the
   // tokens first: a fleet-wide resync must not hold an edit back.
-  std::stable_partition(to_send.begin(), to_send.end(),
-                        [](const ToSend& item) { return item.request.lane == amqp::Lane::kChange; });
+  std::stable_partition(to_send.begin(), to_send.end(), [](const ToSend& item) {
+    return item.request.lane == amqp::Lane::kChange;
+  });
   std::vector<ToSend> batch;
   Status s;
   bool holding_off = RejectHoldOff(now);
   for (auto& item : to_send) {
-    if (!s.ok() || holding_off || !TakeToken()) {   // after a broker failure everything left stays pending
+    if (!s.ok() || holding_off ||
+        !TakeToken()) {  // after a broker failure everything left stays pending
       ++stats.deferred;
       KeepPending(item);
       continue;
@@ -268,16 +286,21 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
   for (const auto& [key, o] : outstanding_) oldest = std::min(oldest, o.first_published);
   oldest_outstanding_gauge_.Set(std::chrono::duration<double>(clock_.Now() - oldest).count());
   pending_gauge_.Set(static_cast<double>(pending_.size()));
-  std::map<std::string, int> counts = {{"in_sync", 0}, {"pending", 0}, {"failing", 0}, {"paused", 0}, {"skipped", 0}};
+  std::map<std::string, int> counts = {
+      {"in_sync", 0}, {"pending", 0}, {"failing", 0}, {"paused", 0}, {"skipped", 0}};
   for (const auto& [key, state] : cluster_state_) ++counts[state];
   for (const auto& [state, n] : counts) clusters_.Add({{"state", state}}).Set(n);
   reconcile_seconds_.Observe(std::chrono::duration<double>(clock_.Now() - started).count());
   if (!s.ok()) return s;
   if (stats.published > 0 || stats.deferred > 0 || stats.rejected > 0) {
-    log::Info("decision round", {{"evaluated", stats.evaluated}, {"published", stats.published},
-                                 {"coalesced", stats.coalesced}, {"deferred", stats.deferred},
-                                 {"rejected", stats.rejected}, {"bulk", stats.bulk},
-                                 {"in_sync", stats.in_sync}, {"skipped", stats.skipped},
+    log::Info("decision round", {{"evaluated", stats.evaluated},
+                                 {"published", stats.published},
+                                 {"coalesced", stats.coalesced},
+                                 {"deferred", stats.deferred},
+                                 {"rejected", stats.rejected},
+                                 {"bulk", stats.bulk},
+                                 {"in_sync", stats.in_sync},
+                                 {"skipped", stats.skipped},
                                  {"outstanding", outstanding_.size()}});
   }
   return stats;
@@ -298,10 +321,11 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
     amqp::Publication p;
     p.exchange = amqp::kWorkExchange;
     p.routing_key = amqp::LaneName(item.request.lane);
-    p.message = ToAmqpMessage(item.request, options_.app_id,
-                              item.request.ClusterKey() + "/" + item.request.revision.substr(0, 12) + "/" +
-                                  std::to_string(++sequence_),
-                              wall);
+    p.message =
+        ToAmqpMessage(item.request, options_.app_id,
+                      item.request.ClusterKey() + "/" + item.request.revision.substr(0, 12) + "/" +
+                          std::to_string(++sequence_),
+                      wall);
     pubs.push_back(std::move(p));
   }
   SteadyTime start = clock_.Now();
@@ -327,23 +351,35 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
     auto previous = outstanding_.find(item.key);
     if (item.promoted_from) {
       const Outstanding& resync = *item.promoted_from;
-      outstanding_[item.key] = {item.snapshot, item.secrets, now,
+      outstanding_[item.key] = {item.snapshot,
+                                item.secrets,
+                                now,
                                 resync.full_reapply ? resync.published_wall : wall,
-                                resync.full_reapply || item.request.full_reapply, resync.first_published,
-                                /*resync_queued=*/true, /*promoted=*/true};
+                                resync.full_reapply || item.request.full_reapply,
+                                resync.first_published,
+                                /*resync_queued=*/true,
+                                /*promoted=*/true};
       promoted_.Increment();
     } else {
       bool resend = previous != outstanding_.end();
       if (resend) resent_.Increment();
       SteadyTime first_published = resend ? previous->second.first_published : now;
-      outstanding_[item.key] = {item.snapshot, item.secrets, now, wall, item.request.full_reapply,
-                                first_published, item.request.lane == amqp::Lane::kResync, false};
+      outstanding_[item.key] = {item.snapshot,
+                                item.secrets,
+                                now,
+                                wall,
+                                item.request.full_reapply,
+                                first_published,
+                                item.request.lane == amqp::Lane::kResync,
+                                false};
     }
     last_published_[item.key] = now;
     ++stats.published;
     if (item.bulk) ++stats.bulk;
-    enqueued_.Add({{"lane", amqp::LaneName(item.request.lane)}, {"reason", item.request.reason}}).Increment();
-    log::Debug("enqueued", {{"cluster", item.key}, {"reason", item.request.reason},
+    enqueued_.Add({{"lane", amqp::LaneName(item.request.lane)}, {"reason", item.request.reason}})
+        .Increment();
+    log::Debug("enqueued", {{"cluster", item.key},
+                            {"reason", item.request.reason},
                             {"lane", amqp::LaneName(item.request.lane)},
                             {"revision", item.request.revision}});
     if (options_.trace != nullptr) {
@@ -351,7 +387,7 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
       e.step = TraceStep::kPublished;
       e.cluster = item.key;
       e.request = pubs[i].message.message_id;
-      e.at = wall;   // sent; the broker has it before any consumer can record a delivery
+      e.at = wall;  // sent; the broker has it before any consumer can record a delivery
       e.duration = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
       e.reason = item.request.reason;
       e.lane = amqp::LaneName(item.request.lane);
@@ -371,19 +407,24 @@ Status Publisher::Send(std::vector<ToSend>& batch, ReconcileStats& stats) {
   if (rejected > 0) {
     rejected_.Increment(static_cast<double>(rejected));
     stats.rejected += rejected;
-    reject_holdoff_ = std::min(kMaxRejectHoldOff, reject_holdoff_.count() == 0 ? kFirstRejectHoldOff
-                                                                                : reject_holdoff_ * 2);
+    reject_holdoff_ =
+        std::min(kMaxRejectHoldOff,
+                 reject_holdoff_.count() == 0 ? kFirstRejectHoldOff : reject_holdoff_ * 2);
     rejected_until_ = now + reject_holdoff_;
-    log::Warn("the broker refused publishes (a work queue full, or without a leader while a node is down); "
-              "holding off",
-              {{"rejected", rejected}, {"hold_off_ms", reject_holdoff_.count()}});
+    log::Warn(
+        "the broker refused publishes (a work queue full, or without a leader while a node is "
+        "down); "
+        "holding off",
+        {{"rejected", rejected}, {"hold_off_ms", reject_holdoff_.count()}});
     if (!refused_since_) refused_since_ = now;
     if (first_error.ok() && renewal_.Due(*refused_since_, now)) {
       // The refused clusters are pending already; a new connection gets a new channel.
-      first_error = Unavailable("publishes refused for " +
-                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - *refused_since_).count()) +
-                                " s on a live channel (one opened while a queue elected its leader keeps refusing): "
-                                "opening a new connection");
+      first_error = Unavailable(
+          "publishes refused for " +
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::seconds>(now - *refused_since_).count()) +
+          " s on a live channel (one opened while a queue elected its leader keeps refusing): "
+          "opening a new connection");
       renewal_.Renewed();
       refused_since_.reset();
       reject_holdoff_ = std::chrono::milliseconds(0);

@@ -4,17 +4,18 @@
 // state anyway), rate-limits, and publishes with publisher confirms — a request counts as sent
 // only once confirmed; anything unconfirmed or refused (a full work queue nacks) stays pending
 // and is retried; refusals on a live channel that last (a stale channel after a RabbitMQ node
-// died, see channel_renewal.h) end the round with an error, so the caller reconnects. Single edits go on the change lane, ahead of start-up rounds, reapplies and
-// bulk edits (the resync lane); an edit of a cluster whose request waits there overtakes it.
-// Not thread-safe: one Publisher runs on one thread with its own amqp::Session.
+// died, see channel_renewal.h) end the round with an error, so the caller reconnects. Single edits
+// go on the change lane, ahead of start-up rounds, reapplies and bulk edits (the resync lane); an
+// edit of a cluster whose request waits there overtakes it. Not thread-safe: one Publisher runs on
+// one thread with its own amqp::Session.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,9 +27,9 @@
 
 #include "common/amqp/channel_renewal.h"
 #include "common/amqp/session.h"
-#include "common/clock.h"
 #include "common/bus/sync_message.h"
 #include "common/bus/trace_recorder.h"
+#include "common/clock.h"
 #include "publisher/hub_cache.h"
 #include "publisher/sync_decision.h"
 
@@ -36,12 +37,12 @@ namespace syncbus::publisher {
 
 struct PublisherOptions {
   ReapplyPolicy reapply;
-  double max_publish_rate = 500;      // messages per second (token bucket, burst = 1 s worth)
+  double max_publish_rate = 500;  // messages per second (token bucket, burst = 1 s worth)
   size_t max_outstanding = 10000;
   std::chrono::milliseconds outstanding_timeout{std::chrono::minutes(30)};
   std::chrono::milliseconds confirm_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds tick{std::chrono::milliseconds(500)};
-  size_t batch_size = 500;            // publishes pipelined per confirm wait
+  size_t batch_size = 500;  // publishes pipelined per confirm wait
   std::string app_id = "syncbus-publisher";
   // Checked right before every publish: a leader whose lease lapsed must not publish, even in
   // the middle of a round. Null = always allowed.
@@ -54,12 +55,12 @@ struct PublisherOptions {
 struct ReconcileStats {
   size_t evaluated = 0;
   size_t published = 0;
-  size_t coalesced = 0;      // needed, but a request is already outstanding
-  size_t deferred = 0;       // needed, but held back by the rate limit or the outstanding cap
+  size_t coalesced = 0;  // needed, but a request is already outstanding
+  size_t deferred = 0;   // needed, but held back by the rate limit or the outstanding cap
   size_t in_sync = 0;
   size_t skipped = 0;
-  size_t rejected = 0;       // refused by the broker (nack: a work queue at its length limit)
-  size_t bulk = 0;           // changes of a bulk edit, sent on the resync lane
+  size_t rejected = 0;  // refused by the broker (nack: a work queue at its length limit)
+  size_t bulk = 0;      // changes of a bulk edit, sent on the resync lane
 };
 
 class Publisher {
@@ -93,24 +94,24 @@ class Publisher {
  private:
   struct Outstanding {
     DesiredState snapshot;
-    hive::SecretVersions secrets;   // the source Secrets' versions when it was published
+    hive::SecretVersions secrets;  // the source Secrets' versions when it was published
     SteadyTime published_at;
     WallTime published_wall;
     bool full_reapply = false;
-    SteadyTime first_published;     // kept when the request is re-sent
+    SteadyTime first_published;  // kept when the request is re-sent
     // A request of this cluster waits on the resync lane. A change then goes out on the change
     // lane at once ("promoted") instead of waiting behind the resync backlog; the entry keeps
     // the resync's obligations (its full reapply, its publish time) until that is processed too.
     bool resync_queued = false;
-    bool promoted = false;          // a change-lane request went out after the queued resync
+    bool promoted = false;  // a change-lane request went out after the queued resync
   };
   struct ToSend {
     std::string key;
     SyncRequest request;
     DesiredState snapshot;
     hive::SecretVersions secrets;
-    std::optional<Outstanding> promoted_from;   // the outstanding resync this change overtakes
-    bool bulk = false;                          // a bulk edit's change (on the resync lane)
+    std::optional<Outstanding> promoted_from;  // the outstanding resync this change overtakes
+    bool bulk = false;                         // a bulk edit's change (on the resync lane)
   };
 
   bool TakeToken();
@@ -138,10 +139,10 @@ class Publisher {
   std::map<std::string, Outstanding> outstanding_;
   std::map<std::string, SteadyTime> last_published_;
   std::set<std::string> pending_;
-  std::set<std::string> startup_pending_;   // pending keys left over from a start-up round
-  std::set<std::string> bulk_pending_;      // pending keys of a bulk edit
-  std::map<std::string, std::string> cluster_state_;     // in_sync, pending, failing, paused, skipped
-  std::map<std::string, WallTime> reapply_due_;           // key -> due
+  std::set<std::string> startup_pending_;  // pending keys left over from a start-up round
+  std::set<std::string> bulk_pending_;     // pending keys of a bulk edit
+  std::map<std::string, std::string> cluster_state_;  // in_sync, pending, failing, paused, skipped
+  std::map<std::string, WallTime> reapply_due_;       // key -> due
   std::set<std::pair<WallTime, std::string>> reapply_queue_;
   // Source-Secret versions applied by the last processed full reapply, per cluster.
   std::map<std::string, hive::SecretVersions> secrets_applied_;

@@ -3,9 +3,9 @@
 #include <thread>
 #include <vector>
 
-#include "common/bus/topology.h"
 #include "common/backoff.h"
 #include "common/bus/daemon.h"
+#include "common/bus/topology.h"
 #include "common/kube/reflector.h"
 #include "common/log.h"
 #include "common/random.h"
@@ -42,18 +42,20 @@ class CacheFeeder final : public kube::ReflectorHandler {
 // Mirrors a reflector's cumulative counters into Prometheus counters, labelled by resource.
 class ReflectorMetrics {
  public:
-  ReflectorMetrics(prometheus::Registry& registry, const kube::Reflector& reflector, const std::string& resource)
+  ReflectorMetrics(prometheus::Registry& registry, const kube::Reflector& reflector,
+                   const std::string& resource)
       : reflector_(reflector),
         relists_(prometheus::BuildCounter()
                      .Name("syncbus_publisher_relists_total")
                      .Help("Hub lists after the first one (a 410 or an ERROR event), by resource")
                      .Register(registry)
                      .Add({{"resource", resource}})),
-        restarts_(prometheus::BuildCounter()
-                      .Name("syncbus_publisher_watch_restarts_total")
-                      .Help("Hub watches re-opened without a relist (timeout, dropped), by resource")
-                      .Register(registry)
-                      .Add({{"resource", resource}})) {}
+        restarts_(
+            prometheus::BuildCounter()
+                .Name("syncbus_publisher_watch_restarts_total")
+                .Help("Hub watches re-opened without a relist (timeout, dropped), by resource")
+                .Register(registry)
+                .Add({{"resource", resource}})) {}
   void Update() {
     uint64_t relists = reflector_.relists(), restarts = reflector_.watch_restarts();
     relists_.Increment(static_cast<double>(relists - seen_relists_));
@@ -95,11 +97,12 @@ void PublisherApp::Beat() {
 
 Status PublisherApp::healthy() const {
   int64_t beat = heartbeat_ns_.load();
-  if (beat < 0) return Status::Ok();   // still starting
+  if (beat < 0) return Status::Ok();  // still starting
   auto since = deps_.clock->Now().time_since_epoch() - std::chrono::nanoseconds(beat);
   if (since > kStallLimit) {
-    return Unavailable("decision loop stalled for " +
-                       std::to_string(std::chrono::duration_cast<std::chrono::seconds>(since).count()) + "s");
+    return Unavailable(
+        "decision loop stalled for " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(since).count()) + "s");
   }
   return Status::Ok();
 }
@@ -135,7 +138,7 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     // sends their data.
     watched.push_back({res::kSecrets, HubKind::kSecret, true, true});
   } else {
-    cache_.Replace(HubKind::kSecret, {});   // no versions: a source change waits for the reapply
+    cache_.Replace(HubKind::kSecret, {});  // no versions: a source change waits for the reapply
   }
   std::vector<std::unique_ptr<CacheFeeder>> feeders;
   std::vector<std::unique_ptr<kube::Reflector>> reflectors;
@@ -145,7 +148,8 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     options.clock = &clock;
     options.list.metadata_only = w.metadata_only;
     reflectors.push_back(std::make_unique<kube::Reflector>(
-        *deps_.hub, kube::Collection(w.resource, w.namespaced ? ns : ""), *feeders.back(), options));
+        *deps_.hub, kube::Collection(w.resource, w.namespaced ? ns : ""), *feeders.back(),
+        options));
     reflectors.back()->Start();
   }
   std::vector<ReflectorMetrics> reflector_metrics;
@@ -222,23 +226,26 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     if (elector && !elector->is_leader()) {
       if (leading) {
         log::Warn("not the leader any more: stopped publishing");
-        publisher.Reset();   // the next leader recomputes everything from its own cache
+        publisher.Reset();  // the next leader recomputes everything from its own cache
         leading = false;
       }
-      cache_.TakeDirty(options.tick);   // stay warm; decisions wait for leadership
+      cache_.TakeDirty(options.tick);  // stay warm; decisions wait for leadership
       continue;
     }
     if (!leading) {
       leading = true;
-      startup = true;   // a new leader compares the whole fleet (without a storm: only what is needed)
+      startup =
+          true;  // a new leader compares the whole fleet (without a storm: only what is needed)
     }
     if (!session->connected()) {
       connected_.store(false);
       Status connected = session->Connect();
-      if (connected.ok()) connected = amqp::DeclareTopology(*session, amqp::SyncbusTopology(config_.topology));
+      if (connected.ok())
+        connected = amqp::DeclareTopology(*session, amqp::SyncbusTopology(config_.topology));
       if (!connected.ok()) {
         auto delay = backoff.Next();
-        log::Warn("broker unavailable, retrying", {{"error", connected.message()}, {"in_ms", delay.count()}});
+        log::Warn("broker unavailable, retrying",
+                  {{"error", connected.message()}, {"in_ms", delay.count()}});
         SleepUnlessStopped(delay, stop);
         continue;
       }
@@ -259,10 +266,11 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     // The first round looks at every cluster; later rounds at what changed (plus what is
     // pending, due or outstanding too long, which the publisher adds itself).
     DirtyEdits edits;
-    std::vector<std::string> keys = startup ? cache_.AllClusterKeys() : cache_.TakeDirty(options.tick, &edits);
+    std::vector<std::string> keys =
+        startup ? cache_.AllClusterKeys() : cache_.TakeDirty(options.tick, &edits);
     auto stats = publisher.Reconcile(keys, startup, edits);
     if (!stats.ok()) {
-      if (stats.status().code() == Code::kCancelled) continue;   // lost the lease mid-round
+      if (stats.status().code() == Code::kCancelled) continue;  // lost the lease mid-round
       // Nothing is lost: unconfirmed clusters stay pending in the publisher.
       log::Warn("publishing failed; reconnecting", {{"error", stats.status().message()}});
       session->Close();
@@ -278,7 +286,7 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     }
   }
   connected_.store(false);
-  session->Close();   // every confirm was awaited inside Reconcile: nothing left to flush
+  session->Close();  // every confirm was awaited inside Reconcile: nothing left to flush
   if (election.joinable()) election.join();
   if (elector) {
     Status released = elector->Release();

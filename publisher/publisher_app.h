@@ -15,8 +15,8 @@
 #include <prometheus/registry.h>
 
 #include "common/amqp/session.h"
-#include "common/clock.h"
 #include "common/bus/config.h"
+#include "common/clock.h"
 #include "common/kube/client.h"
 #include "publisher/hub_cache.h"
 
@@ -27,7 +27,7 @@ struct PublisherDeps {
   std::function<std::unique_ptr<amqp::Session>()> new_session;
   Clock* clock = nullptr;
   std::shared_ptr<prometheus::Registry> registry;
-  std::string identity;   // leader-election identity (pod name + a unique suffix)
+  std::string identity;  // leader-election identity (pod name + a unique suffix)
 };
 
 class PublisherApp {
@@ -35,7 +35,7 @@ class PublisherApp {
   PublisherApp(Config config, PublisherDeps deps);
   Status Run(const std::atomic<bool>& stop);
 
-  Status ready() const;     // hub cache synced and broker connected
+  Status ready() const;  // hub cache synced and broker connected
   // The decision loop is alive: it went round (or waited, leading or not) within stall_limit.
   Status healthy() const;
   const HubCache& cache() const { return cache_; }
@@ -52,8 +52,8 @@ class PublisherApp {
 
   std::atomic<bool> connected_{false};
   mutable std::mutex election_mu_;
-  std::string election_problem_;   // the leader elector's problem(), guarded by election_mu_
-  std::atomic<int64_t> heartbeat_ns_{-1};   // steady time of the loop's last beat; -1 not started
+  std::string election_problem_;  // the leader elector's problem(), guarded by election_mu_
+  std::atomic<int64_t> heartbeat_ns_{-1};  // steady time of the loop's last beat; -1 not started
   prometheus::Gauge* leader_gauge_;
   prometheus::Gauge* heartbeat_gauge_;
 };

@@ -10,7 +10,8 @@ namespace syncbus::publisher {
 namespace {
 
 const hive::SyncStatus* FindEntry(const hive::ClusterSync& cs, const DesiredSet& set) {
-  const auto& list = set.kind == SetKind::kSyncSet ? cs.status.sync_sets : cs.status.selector_sync_sets;
+  const auto& list =
+      set.kind == SetKind::kSyncSet ? cs.status.sync_sets : cs.status.selector_sync_sets;
   for (const auto& e : list) {
     if (e.name == set.name) return &e;
   }
@@ -33,7 +34,8 @@ bool HasEntryOutside(const DesiredState& desired, const hive::ClusterSync& cs) {
 
 }  // namespace
 
-std::chrono::milliseconds ReapplyJitter(const std::string& cluster_key, const ReapplyPolicy& policy) {
+std::chrono::milliseconds ReapplyJitter(const std::string& cluster_key,
+                                        const ReapplyPolicy& policy) {
   double span = policy.jitter * static_cast<double>(policy.interval.count());
   if (span < 1) return std::chrono::milliseconds(0);
   double frac = static_cast<double>(StableHash64("reapply-jitter|" + cluster_key) >> 11) /
@@ -41,7 +43,8 @@ std::chrono::milliseconds ReapplyJitter(const std::string& cluster_key, const Re
   return std::chrono::milliseconds(static_cast<long long>(frac * span));
 }
 
-std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key, const hive::ClusterSyncLease* lease,
+std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key,
+                                     const hive::ClusterSyncLease* lease,
                                      const ReapplyPolicy& policy) {
   if (!lease || lease->renew_time.empty()) return std::nullopt;
   auto renewed = ParseRfc3339(lease->renew_time);
@@ -50,7 +53,8 @@ std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key, const hive:
 }
 
 SyncNeed DecideSync(const DesiredState& desired, const hive::ClusterSync* status,
-                    const hive::ClusterSyncLease* lease, WallTime now, const ReapplyPolicy& policy) {
+                    const hive::ClusterSyncLease* lease, WallTime now,
+                    const ReapplyPolicy& policy) {
   if (!desired.skip_reason.empty()) return {NeedKind::kNone, "skipped:" + desired.skip_reason};
   // Hive keeps a ClusterSync (and its lease) for every eligible cluster, with sets or without.
   if (!status) return {NeedKind::kChange, "missing-status"};

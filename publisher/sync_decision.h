@@ -9,8 +9,8 @@
 #include <string>
 
 #include "common/clock.h"
-#include "common/hive/types.h"
 #include "common/hive/desired_state.h"
+#include "common/hive/types.h"
 
 namespace syncbus::publisher {
 
@@ -19,27 +19,29 @@ using hive::DesiredState;
 using hive::SetKind;
 
 enum class NeedKind {
-  kNone,          // in sync (or skipped): nothing to send
-  kChange,        // a set is new, changed, or removed: change lane
-  kFailed,        // everything processed but some set failed: the consumer's retries own it
-  kReapply,       // periodic full reapply due: resync lane, full_reapply
+  kNone,     // in sync (or skipped): nothing to send
+  kChange,   // a set is new, changed, or removed: change lane
+  kFailed,   // everything processed but some set failed: the consumer's retries own it
+  kReapply,  // periodic full reapply due: resync lane, full_reapply
 };
 
 struct SyncNeed {
   NeedKind kind = NeedKind::kNone;
-  std::string reason;   // "skipped:paused", "missing-status", "generation-changed", "set-removed",
-                        // "failed", "reapply-due", "in-sync"
+  std::string reason;  // "skipped:paused", "missing-status", "generation-changed", "set-removed",
+                       // "failed", "reapply-due", "in-sync"
 };
 
 struct ReapplyPolicy {
   std::chrono::milliseconds interval{std::chrono::hours(2)};
-  double jitter = 0.1;   // fraction of the interval
+  double jitter = 0.1;  // fraction of the interval
 };
 
 // The cluster's reapply offset in [0, jitter * interval), derived from its identity.
-std::chrono::milliseconds ReapplyJitter(const std::string& cluster_key, const ReapplyPolicy& policy);
+std::chrono::milliseconds ReapplyJitter(const std::string& cluster_key,
+                                        const ReapplyPolicy& policy);
 // When the next full reapply is due; nullopt when never applied (due now).
-std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key, const hive::ClusterSyncLease* lease,
+std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key,
+                                     const hive::ClusterSyncLease* lease,
                                      const ReapplyPolicy& policy);
 
 SyncNeed DecideSync(const DesiredState& desired, const hive::ClusterSync* status,

@@ -2,22 +2,24 @@
 // (--test-case=..., as ctest runs each discovered test) fails when no test case matched, so a
 // test whose name ctest mangled can never pass by running nothing. SIGPIPE is ignored.
 #define DOCTEST_CONFIG_IMPLEMENT
-#include <doctest/doctest.h>
-
 #include <csignal>
 #include <cstdio>
 #include <string_view>
 
+#include <doctest/doctest.h>
+
 namespace {
 
-unsigned g_matched = 0;   // test cases that passed the filters in the last run
+unsigned g_matched = 0;  // test cases that passed the filters in the last run
 
 // Records how many test cases the filters selected; reports nothing else.
 struct MatchCounter : doctest::IReporter {
   explicit MatchCounter(const doctest::ContextOptions&) {}
   void report_query(const doctest::QueryData&) override {}
   void test_run_start() override {}
-  void test_run_end(const doctest::TestRunStats& stats) override { g_matched = stats.numTestCasesPassingFilters; }
+  void test_run_end(const doctest::TestRunStats& stats) override {
+    g_matched = stats.numTestCasesPassingFilters;
+  }
   void test_case_start(const doctest::TestCaseData&) override {}
   void test_case_reenter(const doctest::TestCaseData&) override {}
   void test_case_end(const doctest::CurrentTestCaseStats&) override {}
@@ -49,9 +51,11 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   doctest::Context context(argc, argv);
   int failed = context.run();
-  if (context.shouldExit()) return failed;   // --list-test-cases, --help, ...
+  if (context.shouldExit()) return failed;  // --list-test-cases, --help, ...
   if (failed == 0 && g_matched == 0 && NamesTests(argc, argv)) {
-    std::fprintf(stderr, "no test case matched the --test-case filter (a ';' in a test name? ctest splits on it)\n");
+    std::fprintf(
+        stderr,
+        "no test case matched the --test-case filter (a ';' in a test name? ctest splits on it)\n");
     return 1;
   }
   return failed;

@@ -55,8 +55,8 @@ class Encoder {
     out->num_entries = static_cast<int>(object.size());
     out->entries = nullptr;
     if (object.empty()) return Status::Ok();
-    out->entries = static_cast<amqp_table_entry_t*>(
-        Alloc(sizeof(amqp_table_entry_t) * object.size()));
+    out->entries =
+        static_cast<amqp_table_entry_t*>(Alloc(sizeof(amqp_table_entry_t) * object.size()));
     int i = 0;
     for (const auto& [key, value] : object.items()) {
       if (key.size() > kMaxShortString) {
@@ -120,9 +120,7 @@ class Encoder {
   Status Value(const Json& v, amqp_field_value_t* out, int depth) {
     if (depth > kMaxDepth) return InvalidArgument("field table nested too deeply");
     switch (v.type()) {
-      case Json::value_t::null:
-        out->kind = AMQP_FIELD_KIND_VOID;
-        return Status::Ok();
+      case Json::value_t::null: out->kind = AMQP_FIELD_KIND_VOID; return Status::Ok();
       case Json::value_t::boolean:
         out->kind = AMQP_FIELD_KIND_BOOLEAN;
         out->value.boolean = v.get<bool>() ? 1 : 0;
@@ -149,8 +147,8 @@ class Encoder {
       case Json::value_t::binary: {
         const auto& bin = v.get_binary();
         out->kind = AMQP_FIELD_KIND_BYTES;
-        out->value.bytes = Bytes(std::string_view(reinterpret_cast<const char*>(bin.data()),
-                                                  bin.size()));
+        out->value.bytes =
+            Bytes(std::string_view(reinterpret_cast<const char*>(bin.data()), bin.size()));
         return Status::Ok();
       }
       case Json::value_t::array: {
@@ -175,8 +173,7 @@ class Encoder {
         }
         out->kind = AMQP_FIELD_KIND_TABLE;
         return Table(v, &out->value.table, depth + 1);
-      case Json::value_t::discarded:
-        break;
+      case Json::value_t::discarded: break;
     }
     return InvalidArgument("value cannot be encoded in a field table");
   }
@@ -185,7 +182,8 @@ class Encoder {
 };
 
 std::string_view View(amqp_bytes_t b) {
-  return b.len == 0 ? std::string_view() : std::string_view(static_cast<const char*>(b.bytes), b.len);
+  return b.len == 0 ? std::string_view()
+                    : std::string_view(static_cast<const char*>(b.bytes), b.len);
 }
 
 Result<Json> DecodeValue(const amqp_field_value_t& v, int depth);
@@ -218,8 +216,8 @@ Result<Json> DecodeValue(const amqp_field_value_t& v, int depth) {
     case AMQP_FIELD_KIND_F32: return Json(static_cast<double>(v.value.f32));
     case AMQP_FIELD_KIND_F64: return Json(v.value.f64);
     case AMQP_FIELD_KIND_DECIMAL:
-      return Json{{kDecimalTag, {{"scale", v.value.decimal.decimals},
-                                 {"value", v.value.decimal.value}}}};
+      return Json{
+          {kDecimalTag, {{"scale", v.value.decimal.decimals}, {"value", v.value.decimal.value}}}};
     case AMQP_FIELD_KIND_UTF8: {
       std::string_view s = View(v.value.bytes);
       if (IsValidUtf8(s)) return Json(std::string(s));
@@ -238,8 +236,7 @@ Result<Json> DecodeValue(const amqp_field_value_t& v, int depth) {
       }
       return out;
     }
-    default:
-      return InvalidArgument("unknown field kind '" + std::string(1, char(v.kind)) + "'");
+    default: return InvalidArgument("unknown field kind '" + std::string(1, char(v.kind)) + "'");
   }
 }
 
@@ -254,7 +251,9 @@ void FieldTable::PoolDeleter::operator()(amqp_pool_t* pool) const {
   delete pool;
 }
 
-FieldTable::FieldTable() : pool_(new amqp_pool_t) { init_amqp_pool(pool_.get(), 4096); }
+FieldTable::FieldTable() : pool_(new amqp_pool_t) {
+  init_amqp_pool(pool_.get(), 4096);
+}
 
 Result<FieldTable> FieldTable::FromJson(const Json& object) {
   FieldTable t;
@@ -262,6 +261,8 @@ Result<FieldTable> FieldTable::FromJson(const Json& object) {
   return t;
 }
 
-Result<Json> TableToJson(const amqp_table_t& table) { return DecodeTable(table, 0); }
+Result<Json> TableToJson(const amqp_table_t& table) {
+  return DecodeTable(table, 0);
+}
 
 }  // namespace syncbus::amqp

@@ -12,10 +12,10 @@
 //   void (V)       null
 #pragma once
 
-#include <amqp.h>
-
 #include <memory>
 #include <string>
+
+#include <amqp.h>
 
 #include "common/json.h"
 #include "common/status.h"

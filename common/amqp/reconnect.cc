@@ -38,10 +38,10 @@ Status Reconnector::EnsureConnected() {
     if (wait_first) {
       const auto delay = backoff_.Next();
       if (!wait_(delay)) {
-        return Status(Code::kCancelled, "reconnecting to the AMQP broker was cancelled" +
-                                            (last_error_.ok() ? std::string()
-                                                              : "; last error: " +
-                                                                    last_error_.message()));
+        return Status(
+            Code::kCancelled,
+            "reconnecting to the AMQP broker was cancelled" +
+                (last_error_.ok() ? std::string() : "; last error: " + last_error_.message()));
       }
     }
     wait_first = true;
@@ -58,8 +58,7 @@ Status Reconnector::EnsureConnected() {
     const bool permanent = !IsTransient(attempt.code());
     const log::Level level = permanent ? log::Level::kError : log::Level::kWarn;
     if (log::Enabled(level)) {
-      log::Write(level,
-                 "amqp: connecting to the broker failed",
+      log::Write(level, "amqp: connecting to the broker failed",
                  {{"error", attempt.ToString()}, {"attempt", failures_}});
     }
     if (options_.max_attempts > 0 && failures_ >= options_.max_attempts) {

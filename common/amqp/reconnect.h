@@ -32,8 +32,8 @@ class Reconnector {
     int max_attempts = 0;
   };
 
-  Reconnector(Session& session, Options options, const Clock& clock, Random& random,
-              WaitFn wait, SetupFn setup = nullptr);
+  Reconnector(Session& session, Options options, const Clock& clock, Random& random, WaitFn wait,
+              SetupFn setup = nullptr);
 
   // Ok at once when the session is connected. Otherwise connects (waiting the backoff between
   // attempts, and before the first one after a short-lived connection). kCancelled when the

@@ -1,10 +1,11 @@
 // Session: one AMQP connection as syncbus uses it: one channel for consuming, settling and
 // declaring, one for publishing (with confirms), so that the latter can be replaced without
 // giving back the deliveries held on the former. The real implementation
-// (session_impl.h) sits on rabbitmq-c 0.11; FakeSession (tests/fakes/common/amqp/fake_session.h) is an in-memory broker
-// for unit tests. NOT thread-safe: one Session per thread (rabbitmq-c connections must not be
-// shared). Heartbeats are serviced only inside calls (Publish*, Next, Get, Poll, ...): a caller
-// busy elsewhere for longer than the heartbeat interval must call Poll() in between.
+// (session_impl.h) sits on rabbitmq-c 0.11; FakeSession (tests/fakes/common/amqp/fake_session.h) is
+// an in-memory broker for unit tests. NOT thread-safe: one Session per thread (rabbitmq-c
+// connections must not be shared). Heartbeats are serviced only inside calls (Publish*, Next, Get,
+// Poll, ...): a caller busy elsewhere for longer than the heartbeat interval must call Poll() in
+// between.
 #pragma once
 
 #include <chrono>
@@ -30,7 +31,7 @@ struct ConnectionOptions {
   std::string vhost = "/";
   std::string user = "guest";
   std::string password = "guest";
-  std::string connection_name;            // shown in the management UI
+  std::string connection_name;  // shown in the management UI
   // A frozen or cut-off client is dropped by the broker after about two intervals, and its
   // unacked deliveries go to another consumer: 10 s keeps that within a cluster lease.
   int heartbeat_seconds = 10;
@@ -62,9 +63,9 @@ struct Message {
   std::string message_id;
   std::string app_id;
   std::string type;
-  int64_t timestamp = 0;          // seconds since the epoch
-  bool persistent = true;         // delivery_mode 2
-  std::string expiration;         // per-message TTL in ms as a string, empty = none
+  int64_t timestamp = 0;   // seconds since the epoch
+  bool persistent = true;  // delivery_mode 2
+  std::string expiration;  // per-message TTL in ms as a string, empty = none
   Json headers = Json::object();
 };
 
@@ -72,11 +73,11 @@ struct Publication {
   std::string exchange;
   std::string routing_key;
   Message message;
-  bool mandatory = true;          // unroutable -> returned -> Publish fails with kNotFound
+  bool mandatory = true;  // unroutable -> returned -> Publish fails with kNotFound
 };
 
-// Delivery tags are unique for the Session's lifetime. After the consuming channel was reopened or the
-// connection re-established, the broker has requeued everything unacked: acking an older tag
+// Delivery tags are unique for the Session's lifetime. After the consuming channel was reopened or
+// the connection re-established, the broker has requeued everything unacked: acking an older tag
 // fails with kUnavailable and the message comes back redelivered.
 struct Delivery {
   uint64_t delivery_tag = 0;
@@ -84,12 +85,12 @@ struct Delivery {
   std::string exchange;
   std::string routing_key;
   std::string consumer_tag;
-  std::string queue;              // the queue this consumer tag was registered for
+  std::string queue;  // the queue this consumer tag was registered for
   Message message;
 };
 
 struct QueueInfo {
-  uint32_t messages = 0;          // ready messages
+  uint32_t messages = 0;  // ready messages
   uint32_t consumers = 0;
 };
 
@@ -127,7 +128,8 @@ class Session {
   virtual Result<std::string> Consume(const std::string& queue, uint16_t prefetch) = 0;
   // Reads a stream queue (x-queue-type stream) from its first message at or after `from`,
   // without consuming it: deliveries must still be acked to get more (prefetch is the credit).
-  virtual Result<std::string> ConsumeStream(const std::string& queue, uint16_t prefetch, int64_t from_unix_seconds) = 0;
+  virtual Result<std::string> ConsumeStream(const std::string& queue, uint16_t prefetch,
+                                            int64_t from_unix_seconds) = 0;
   virtual Status Cancel(const std::string& consumer_tag) = 0;
   // Waits up to `timeout` for a delivery. nullopt on timeout. A broker-side consumer cancel or a
   // lost connection is an error (kUnavailable), after which connected() is false.

@@ -1,12 +1,12 @@
 #include "common/amqp/session_impl.h"
 
-#include <amqp_ssl_socket.h>
-#include <amqp_tcp_socket.h>
-#include <sys/time.h>
-
 #include <algorithm>
 #include <functional>
 #include <utility>
+
+#include <amqp_ssl_socket.h>
+#include <amqp_tcp_socket.h>
+#include <sys/time.h>
 
 #include "common/amqp/field_table.h"
 #include "common/log.h"
@@ -18,8 +18,8 @@ using std::chrono::milliseconds;
 using Steady = std::chrono::steady_clock;
 
 constexpr int kFrameMax = 131072;
-constexpr size_t kMaxInFlight = 2000;     // unconfirmed publications before waiting
-constexpr size_t kPumpEvery = 128;        // publications between non-blocking reads
+constexpr size_t kMaxInFlight = 2000;  // unconfirmed publications before waiting
+constexpr size_t kPumpEvery = 128;     // publications between non-blocking reads
 constexpr milliseconds kCloseTimeout{2000};
 
 amqp_bytes_t Bytes(const std::string& s) {
@@ -35,7 +35,9 @@ timeval ToTimeval(Duration d) {
   return timeval{static_cast<time_t>(us / 1000000), static_cast<suseconds_t>(us % 1000000)};
 }
 
-std::string QuoteName(const std::string& name) { return "'" + name + "'"; }
+std::string QuoteName(const std::string& name) {
+  return "'" + name + "'";
+}
 
 // A failure reported by rabbitmq-c itself (socket, timeout, protocol decoding).
 Status LibraryError(int rc, const std::string& what) {
@@ -53,9 +55,7 @@ Status LibraryError(int rc, const std::string& what) {
     case AMQP_STATUS_UNEXPECTED_STATE:
     case AMQP_STATUS_INVALID_PARAMETER:
     case AMQP_STATUS_TABLE_TOO_BIG:
-    case AMQP_STATUS_TIMER_FAILURE:
-      code = Code::kInternal;
-      break;
+    case AMQP_STATUS_TIMER_FAILURE: code = Code::kInternal; break;
     default: break;
   }
   return Status(code, what + ": " + amqp_error_string2(rc));
@@ -90,8 +90,7 @@ Status WithTlsHint(const Status& status, int rc, const ConnectionOptions& option
                 "trust the CA of the client certificate " +
                     options.tls_cert_file + "?";
       break;
-    default:
-      return status;
+    default: return status;
   }
   return Status(status.code(), status.message() + " (" + hint + ")");
 }
@@ -103,23 +102,19 @@ Status ServerError(uint16_t reply_code, const std::string& text, const std::stri
     case AMQP_CONTENT_TOO_LARGE: code = Code::kInvalidArgument; break;
     case AMQP_NO_ROUTE: code = Code::kNotFound; break;
     case AMQP_ACCESS_REFUSED:
-    case AMQP_NOT_ALLOWED:
-      code = Code::kUnauthorized;
-      break;
+    case AMQP_NOT_ALLOWED: code = Code::kUnauthorized; break;
     case AMQP_NOT_FOUND: code = Code::kNotFound; break;
     case AMQP_RESOURCE_LOCKED: code = Code::kConflict; break;
     case AMQP_PRECONDITION_FAILED:
       // "inequivalent arg ..." is a clash with an existing declaration; the rest (unknown
       // delivery tag, invalid argument values) is a malformed request.
-      code = text.find("inequivalent") != std::string::npos ? Code::kConflict
-                                                             : Code::kInvalidArgument;
+      code =
+          text.find("inequivalent") != std::string::npos ? Code::kConflict : Code::kInvalidArgument;
       break;
     case AMQP_CONNECTION_FORCED:
     case AMQP_NO_CONSUMERS:
     case AMQP_RESOURCE_ERROR:
-    case AMQP_INTERNAL_ERROR:
-      code = Code::kUnavailable;
-      break;
+    case AMQP_INTERNAL_ERROR: code = Code::kUnavailable; break;
     default: code = Code::kInternal; break;
   }
   return Status(code, what + ": " + std::to_string(reply_code) + " " + text);
@@ -166,8 +161,8 @@ Message DecodeProperties(const amqp_basic_properties_t& p) {
   return m;
 }
 
-bool SameMessage(const Publication& p, const std::string& exchange,
-                 const std::string& routing_key, const Message& m) {
+bool SameMessage(const Publication& p, const std::string& exchange, const std::string& routing_key,
+                 const Message& m) {
   return p.exchange == exchange && p.routing_key == routing_key &&
          p.message.message_id == m.message_id && p.message.body == m.body &&
          p.message.headers == m.headers;
@@ -180,11 +175,11 @@ bool SameMessage(const Publication& p, const std::string& exchange,
 struct RabbitmqSession::Batch {
   std::span<const Publication> publications;
   std::vector<Status> results;
-  std::vector<size_t> index_of;           // seq - first_seq -> publication index
-  std::vector<char> resolved;             // by seq - first_seq
-  std::vector<std::string> returned;      // by seq - first_seq: the basic.return reason, if any
+  std::vector<size_t> index_of;       // seq - first_seq -> publication index
+  std::vector<char> resolved;         // by seq - first_seq
+  std::vector<std::string> returned;  // by seq - first_seq: the basic.return reason, if any
   uint64_t first_seq = 0;
-  size_t low = 0;                         // every offset below this is resolved
+  size_t low = 0;  // every offset below this is resolved
   size_t outstanding = 0;
   std::optional<Status> aborted;
 
@@ -211,7 +206,9 @@ RabbitmqSession::RabbitmqSession(ConnectionOptions options) : options_(std::move
   next_endpoint_ = std::hash<std::string>{}(options_.connection_name) % options_.Endpoints().size();
 }
 
-RabbitmqSession::~RabbitmqSession() { Close(); }
+RabbitmqSession::~RabbitmqSession() {
+  Close();
+}
 
 Status RabbitmqSession::Connect() {
   Close();
@@ -249,8 +246,8 @@ Status RabbitmqSession::ConnectTo(const Address& address) {
   const std::string where = address.ToString();
   conn_.reset(amqp_new_connection());
   if (!conn_) return Internal("rabbitmq-c could not allocate a connection");
-  amqp_socket_t* socket = options_.tls ? amqp_ssl_socket_new(conn_.get())
-                                       : amqp_tcp_socket_new(conn_.get());
+  amqp_socket_t* socket =
+      options_.tls ? amqp_ssl_socket_new(conn_.get()) : amqp_tcp_socket_new(conn_.get());
   if (socket == nullptr) {
     conn_.reset();
     return Internal("rabbitmq-c could not create a socket");
@@ -298,10 +295,11 @@ Status RabbitmqSession::ConnectTo(const Address& address) {
   }
   amqp_rpc_reply_t reply = amqp_login_with_properties(
       conn_.get(), options_.vhost.c_str(), AMQP_DEFAULT_MAX_CHANNELS, kFrameMax,
-      options_.heartbeat_seconds, &table->table(), AMQP_SASL_METHOD_PLAIN,
-      options_.user.c_str(), options_.password.c_str());
-  Status login = ReplyError(reply, "logging in to " + where + " vhost " + QuoteName(options_.vhost) +
-                                       " as " + QuoteName(options_.user));
+      options_.heartbeat_seconds, &table->table(), AMQP_SASL_METHOD_PLAIN, options_.user.c_str(),
+      options_.password.c_str());
+  Status login =
+      ReplyError(reply, "logging in to " + where + " vhost " + QuoteName(options_.vhost) + " as " +
+                            QuoteName(options_.user));
   if (!login.ok()) {
     conn_.reset();
     // Over TLS 1.3 a broker checks the client's certificate after the client's side of the
@@ -358,7 +356,9 @@ void RabbitmqSession::ResetConsumingState() {
   tag_offset_ = max_tag_;
 }
 
-void RabbitmqSession::ResetPublishingState() { next_seq_ = 1; }
+void RabbitmqSession::ResetPublishingState() {
+  next_seq_ = 1;
+}
 
 Status RabbitmqSession::Drop(Status why) {
   if (conn_) {
@@ -403,7 +403,8 @@ Status RabbitmqSession::OpenPublishChannel() {
 }
 
 Status RabbitmqSession::RenewPublishChannel() {
-  if (!connected_) return Unavailable("renewing the publishing channel: not connected to the AMQP broker");
+  if (!connected_)
+    return Unavailable("renewing the publishing channel: not connected to the AMQP broker");
   const amqp_channel_t old = publish_channel_;
   amqp_channel_close_t close{AMQP_REPLY_SUCCESS, amqp_cstring_bytes("renewing"), 0, 0};
   auto closed = Rpc(old, AMQP_CHANNEL_CLOSE_METHOD, &close, {AMQP_CHANNEL_CLOSE_OK_METHOD},
@@ -470,8 +471,7 @@ Result<amqp_method_t> RabbitmqSession::Rpc(amqp_channel_t channel, amqp_method_n
     if (!got.ok()) return got.status().Annotate(what);
     if (!*got) {
       return Drop(Status(Code::kTimeout, what + ": no reply from the broker within " +
-                                             std::to_string(timeout.count()) +
-                                             " ms"));
+                                             std::to_string(timeout.count()) + " ms"));
     }
     if (f.frame_type == AMQP_FRAME_METHOD && f.channel == channel &&
         std::find(replies.begin(), replies.end(), f.payload.method.id) != replies.end()) {
@@ -493,8 +493,8 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
     switch (method.id) {
       case AMQP_CONNECTION_CLOSE_METHOD: {
         auto* m = static_cast<amqp_connection_close_t*>(method.decoded);
-        Status why = ServerError(m->reply_code, Str(m->reply_text),
-                                 "connection closed by the broker");
+        Status why =
+            ServerError(m->reply_code, Str(m->reply_text), "connection closed by the broker");
         amqp_connection_close_ok_t ok{0};
         amqp_send_method(conn_.get(), 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
         return Drop(why);
@@ -511,8 +511,7 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
         blocked_ = false;
         log::Info("amqp: connection unblocked", {{"connection", options_.connection_name}});
         return Status::Ok();
-      default:
-        return Status::Ok();
+      default: return Status::Ok();
     }
   }
   if (f.channel == publish_channel_) return DispatchPublishing(f);
@@ -553,8 +552,7 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
                 {{"connection", options_.connection_name}, {"error", cancelled_->message()}});
       return Status::Ok();
     }
-    case AMQP_CHANNEL_FLOW_METHOD:
-      return AnswerFlow(channel_, method);
+    case AMQP_CHANNEL_FLOW_METHOD: return AnswerFlow(channel_, method);
     case AMQP_CHANNEL_CLOSE_METHOD: {
       Status why;
       if (Status answered = AnswerClose(channel_, method, why); !answered.ok()) return answered;
@@ -566,8 +564,7 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
       }
       return why;
     }
-    default:
-      return Status::Ok();
+    default: return Status::Ok();
   }
 }
 
@@ -579,7 +576,8 @@ Status RabbitmqSession::AnswerFlow(amqp_channel_t channel, const amqp_method_t& 
   return Status::Ok();
 }
 
-Status RabbitmqSession::AnswerClose(amqp_channel_t channel, const amqp_method_t& method, Status& why) {
+Status RabbitmqSession::AnswerClose(amqp_channel_t channel, const amqp_method_t& method,
+                                    Status& why) {
   auto* m = static_cast<amqp_channel_close_t*>(method.decoded);
   why = ServerError(m->reply_code, Str(m->reply_text), "channel closed by the broker");
   amqp_channel_close_ok_t ok{0};
@@ -610,13 +608,13 @@ Status RabbitmqSession::DispatchPublishing(const amqp_frame_t& f) {
       MatchReturn(exchange, routing_key, *content, reason);
       return Status::Ok();
     }
-    case AMQP_CHANNEL_FLOW_METHOD:
-      return AnswerFlow(publish_channel_, method);
+    case AMQP_CHANNEL_FLOW_METHOD: return AnswerFlow(publish_channel_, method);
     case AMQP_CHANNEL_CLOSE_METHOD: {
       // A publication the broker closed the channel for (an exchange that does not exist): its
       // batch fails with why; the consumers on the other channel are not touched.
       Status why;
-      if (Status answered = AnswerClose(publish_channel_, method, why); !answered.ok()) return answered;
+      if (Status answered = AnswerClose(publish_channel_, method, why); !answered.ok())
+        return answered;
       if (batch_ != nullptr) batch_->Abort(why);
       if (!closing_) {
         Status reopened = OpenPublishChannel();
@@ -624,8 +622,7 @@ Status RabbitmqSession::DispatchPublishing(const amqp_frame_t& f) {
       }
       return why;
     }
-    default:
-      return Status::Ok();
+    default: return Status::Ok();
   }
 }
 
@@ -675,10 +672,10 @@ void RabbitmqSession::Confirm(uint64_t seq, bool multiple, bool ack) {
     if (b->resolved[off]) continue;
     const Publication& p = b->publications[b->index_of[off]];
     if (!ack) {
-      b->Resolve(off, Unavailable("the broker refused the message to exchange " +
-                                  QuoteName(p.exchange) + " with routing key " +
-                                  QuoteName(p.routing_key) +
-                                  " (basic.nack: a queue is full or unavailable)"));
+      b->Resolve(off,
+                 Unavailable("the broker refused the message to exchange " + QuoteName(p.exchange) +
+                             " with routing key " + QuoteName(p.routing_key) +
+                             " (basic.nack: a queue is full or unavailable)"));
     } else if (!b->returned[off].empty()) {
       b->Resolve(off, NotFound("unroutable message to exchange " + QuoteName(p.exchange) +
                                " with routing key " + QuoteName(p.routing_key) +
@@ -723,8 +720,8 @@ Status RabbitmqSession::Declare(const Topology& topology) {
     const std::string what = "declaring exchange " + QuoteName(e.name);
     auto args = FieldTable::FromJson(e.arguments);
     if (!args.ok()) return args.status().Annotate(what);
-    amqp_exchange_declare_t m{0, Bytes(e.name), Bytes(e.type), 0, e.durable ? 1 : 0, 0, 0, 0,
-                              args->table()};
+    amqp_exchange_declare_t m{0, Bytes(e.name), Bytes(e.type), 0, e.durable ? 1 : 0, 0, 0,
+                              0, args->table()};
     SYNCBUS_RETURN_IF_ERROR(
         Rpc(channel_, AMQP_EXCHANGE_DECLARE_METHOD, &m, {AMQP_EXCHANGE_DECLARE_OK_METHOD}, what));
   }
@@ -741,8 +738,8 @@ Status RabbitmqSession::Declare(const Topology& topology) {
                              QuoteName(b.source) + " with routing key " + QuoteName(b.routing_key);
     auto args = FieldTable::FromJson(b.arguments);
     if (!args.ok()) return args.status().Annotate(what);
-    amqp_queue_bind_t m{0, Bytes(b.destination), Bytes(b.source), Bytes(b.routing_key), 0,
-                        args->table()};
+    amqp_queue_bind_t m{0, Bytes(b.destination), Bytes(b.source), Bytes(b.routing_key),
+                        0, args->table()};
     SYNCBUS_RETURN_IF_ERROR(
         Rpc(channel_, AMQP_QUEUE_BIND_METHOD, &m, {AMQP_QUEUE_BIND_OK_METHOD}, what));
   }
@@ -843,8 +840,9 @@ std::vector<Status> RabbitmqSession::PublishSpan(std::span<const Publication> pu
       props._flags |= AMQP_BASIC_HEADERS_FLAG;
       props.headers = headers->table();
     }
-    int rc = amqp_basic_publish(conn_.get(), publish_channel_, Bytes(p.exchange), Bytes(p.routing_key),
-                                p.mandatory ? 1 : 0, 0, &props, Bytes(m.body));
+    int rc =
+        amqp_basic_publish(conn_.get(), publish_channel_, Bytes(p.exchange), Bytes(p.routing_key),
+                           p.mandatory ? 1 : 0, 0, &props, Bytes(m.body));
     if (rc != AMQP_STATUS_OK) {
       Status why = LibraryError(rc, "publishing to exchange " + QuoteName(p.exchange));
       Drop(why);
@@ -864,8 +862,7 @@ std::vector<Status> RabbitmqSession::PublishSpan(std::span<const Publication> pu
     if (!got.ok()) break;  // Drop() has resolved everything outstanding
     if (!*got) {
       Status late(Code::kTimeout,
-                  "no confirm from the broker within " + std::to_string(timeout.count()) +
-                      " ms" +
+                  "no confirm from the broker within " + std::to_string(timeout.count()) + " ms" +
                       (blocked_ ? " (connection blocked: " + blocked_reason_ + ")" : ""));
       for (size_t off = b.low; off < b.index_of.size(); ++off) b.Resolve(off, late);
       break;
@@ -885,8 +882,8 @@ Result<std::string> RabbitmqSession::StartConsumer(const std::string& queue, uin
   SYNCBUS_RETURN_IF_ERROR(Rpc(channel_, AMQP_BASIC_QOS_METHOD, &qos, {AMQP_BASIC_QOS_OK_METHOD},
                               what + " (basic.qos)"));
   amqp_basic_consume_t consume{0, Bytes(queue), Bytes(tag), 0, 0, 0, 0, table->table()};
-  auto reply = Rpc(channel_, AMQP_BASIC_CONSUME_METHOD, &consume,
-                   {AMQP_BASIC_CONSUME_OK_METHOD}, what);
+  auto reply =
+      Rpc(channel_, AMQP_BASIC_CONSUME_METHOD, &consume, {AMQP_BASIC_CONSUME_OK_METHOD}, what);
   if (!reply.ok()) return reply.status();
   std::string consumer_tag =
       Str(static_cast<amqp_basic_consume_ok_t*>(reply->decoded)->consumer_tag);
@@ -902,7 +899,8 @@ Result<std::string> RabbitmqSession::Consume(const std::string& queue, uint16_t 
 
 Result<std::string> RabbitmqSession::ConsumeStream(const std::string& queue, uint16_t prefetch,
                                                    int64_t from_unix_seconds) {
-  auto tag = StartConsumer(queue, prefetch, "", Json{{"x-stream-offset", TimestampValue(from_unix_seconds)}});
+  auto tag = StartConsumer(queue, prefetch, "",
+                           Json{{"x-stream-offset", TimestampValue(from_unix_seconds)}});
   ReleaseBuffers();
   return tag;
 }
@@ -910,7 +908,8 @@ Result<std::string> RabbitmqSession::ConsumeStream(const std::string& queue, uin
 Status RabbitmqSession::Cancel(const std::string& consumer_tag) {
   amqp_basic_cancel_t cancel{Bytes(consumer_tag), 0};
   SYNCBUS_RETURN_IF_ERROR(Rpc(channel_, AMQP_BASIC_CANCEL_METHOD, &cancel,
-                              {AMQP_BASIC_CANCEL_OK_METHOD}, "cancelling consumer " + consumer_tag));
+                              {AMQP_BASIC_CANCEL_OK_METHOD},
+                              "cancelling consumer " + consumer_tag));
   consumers_.erase(consumer_tag);
   ReleaseBuffers();
   return Status::Ok();
@@ -946,8 +945,9 @@ Status RabbitmqSession::Settle(Settlement how, uint64_t delivery_tag, bool reque
       std::string(kNames[static_cast<int>(how)]) + " of delivery " + std::to_string(delivery_tag);
   if (!connected_) return Unavailable(what + ": not connected to the AMQP broker");
   if (delivery_tag <= tag_offset_) {
-    return Unavailable(what + ": the tag belongs to a closed channel; the broker has requeued "
-                              "the message");
+    return Unavailable(what +
+                       ": the tag belongs to a closed channel; the broker has requeued "
+                       "the message");
   }
   uint64_t tag = delivery_tag - tag_offset_;
   int rc = AMQP_STATUS_OK;

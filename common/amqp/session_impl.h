@@ -4,8 +4,6 @@
 // NOT thread-safe (one per thread); owns its connection and closes it on destruction.
 #pragma once
 
-#include <amqp.h>
-
 #include <chrono>
 #include <deque>
 #include <initializer_list>
@@ -15,6 +13,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include <amqp.h>
 
 #include "common/amqp/session.h"
 #include "common/clock.h"
@@ -37,7 +37,8 @@ class RabbitmqSession final : public Session {
   std::vector<Status> PublishAll(const std::vector<Publication>& publications,
                                  std::chrono::milliseconds timeout) override;
   Result<std::string> Consume(const std::string& queue, uint16_t prefetch) override;
-  Result<std::string> ConsumeStream(const std::string& queue, uint16_t prefetch, int64_t from_unix_seconds) override;
+  Result<std::string> ConsumeStream(const std::string& queue, uint16_t prefetch,
+                                    int64_t from_unix_seconds) override;
   Status Cancel(const std::string& consumer_tag) override;
   Result<std::optional<Delivery>> Next(std::chrono::milliseconds timeout) override;
   Status Ack(uint64_t delivery_tag) override;
@@ -59,7 +60,7 @@ class RabbitmqSession final : public Session {
   struct Consumer {
     std::string queue;
     uint16_t prefetch = 0;
-    Json arguments = Json::object();   // basic.consume arguments (a stream's offset)
+    Json arguments = Json::object();  // basic.consume arguments (a stream's offset)
   };
   struct Batch;  // the publications of one PublishAll awaiting confirms
 
@@ -69,8 +70,8 @@ class RabbitmqSession final : public Session {
   Status ConnectTo(const Address& address);
   // A channel number not in use (channel numbers are not reused right away).
   amqp_channel_t NextChannel();
-  Status OpenChannel();           // the consuming channel
-  Status OpenPublishChannel();    // the publishing channel, in confirm mode
+  Status OpenChannel();         // the consuming channel
+  Status OpenPublishChannel();  // the publishing channel, in confirm mode
   Status RestoreChannel();
   Result<std::string> StartConsumer(const std::string& queue, uint16_t prefetch,
                                     const std::string& tag, const Json& arguments);
@@ -102,9 +103,9 @@ class RabbitmqSession final : public Session {
   void ReleaseBuffers();
   // Forgets the connection (after any connection-level error) and returns `why`.
   Status Drop(Status why);
-  void ResetChannelState();       // both channels'
-  void ResetConsumingState();     // deliveries received, tags
-  void ResetPublishingState();    // publish sequence numbers
+  void ResetChannelState();     // both channels'
+  void ResetConsumingState();   // deliveries received, tags
+  void ResetPublishingState();  // publish sequence numbers
 
   ConnectionOptions options_;
   ConnectionPtr conn_;
@@ -113,18 +114,18 @@ class RabbitmqSession final : public Session {
   bool closing_ = false;
   bool blocked_ = false;
   std::string blocked_reason_;
-  amqp_channel_t channel_ = 0;             // consumers, acks, declarations, gets
-  amqp_channel_t publish_channel_ = 0;     // publications and their confirms and returns
-  amqp_channel_t last_channel_ = 0;        // the number opened last
+  amqp_channel_t channel_ = 0;          // consumers, acks, declarations, gets
+  amqp_channel_t publish_channel_ = 0;  // publications and their confirms and returns
+  amqp_channel_t last_channel_ = 0;     // the number opened last
   int channel_max_ = 0;
   std::chrono::milliseconds slice_{1000};
-  uint64_t next_seq_ = 1;                  // publish sequence number of the next publication
+  uint64_t next_seq_ = 1;  // publish sequence number of the next publication
   Batch* batch_ = nullptr;
   std::map<std::string, Consumer> consumers_;
-  std::deque<Delivery> deliveries_;        // received but not yet returned by Next()
-  std::optional<Status> cancelled_;        // a broker-side consumer cancel, reported by Next()
-  uint64_t tag_offset_ = 0;                // exposed tag = tag_offset_ + broker tag
-  uint64_t max_tag_ = 0;                   // highest exposed tag handed out so far
+  std::deque<Delivery> deliveries_;  // received but not yet returned by Next()
+  std::optional<Status> cancelled_;  // a broker-side consumer cancel, reported by Next()
+  uint64_t tag_offset_ = 0;          // exposed tag = tag_offset_ + broker tag
+  uint64_t max_tag_ = 0;             // highest exposed tag handed out so far
 };
 
 }  // namespace syncbus::amqp

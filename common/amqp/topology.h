@@ -14,7 +14,7 @@ namespace syncbus::amqp {
 
 struct ExchangeSpec {
   std::string name;
-  std::string type;               // direct, fanout, headers, topic
+  std::string type;  // direct, fanout, headers, topic
   bool durable = true;
   Json arguments = Json::object();
 };
@@ -26,8 +26,8 @@ struct QueueSpec {
 };
 
 struct BindingSpec {
-  std::string source;             // exchange
-  std::string destination;        // queue
+  std::string source;       // exchange
+  std::string destination;  // queue
   std::string routing_key;
   Json arguments = Json::object();
 };
@@ -35,10 +35,10 @@ struct BindingSpec {
 // A RabbitMQ policy: settings that can change on a live queue (a queue's x-arguments cannot).
 struct PolicySpec {
   std::string name;
-  std::string pattern;            // regular expression over queue names
+  std::string pattern;  // regular expression over queue names
   std::string apply_to = "queues";
   int priority = 0;
-  Json definition = Json::object();   // delivery-limit, max-length, max-age, ...
+  Json definition = Json::object();  // delivery-limit, max-length, max-age, ...
 };
 
 struct Topology {

@@ -1,11 +1,11 @@
 #include "common/bus/config.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <vector>
+
+#include <yaml-cpp/yaml.h>
 
 #include "common/time_format.h"
 
@@ -22,7 +22,10 @@ struct UnknownKeys {
 class Section {
  public:
   Section(YAML::Node node, std::string path, std::string source, UnknownKeys unknown)
-      : node_(std::move(node)), path_(std::move(path)), source_(std::move(source)), unknown_(unknown) {}
+      : node_(std::move(node)),
+        path_(std::move(path)),
+        source_(std::move(source)),
+        unknown_(unknown) {}
 
   Status Error(const std::string& key, const std::string& what) const {
     return InvalidArgument(source_ + ": " + Path(key) + ": " + what);
@@ -30,7 +33,9 @@ class Section {
 
   Status CheckKeys(const std::set<std::string>& allowed) const {
     if (!node_ || node_.IsNull()) return Status::Ok();
-    if (!node_.IsMap()) return InvalidArgument(source_ + ": " + (path_.empty() ? "top level" : path_) + ": expected a mapping");
+    if (!node_.IsMap())
+      return InvalidArgument(source_ + ": " + (path_.empty() ? "top level" : path_) +
+                             ": expected a mapping");
     for (const auto& kv : node_) {
       std::string key = kv.first.as<std::string>();
       if (!allowed.count(key)) {
@@ -71,7 +76,8 @@ class Section {
     YAML::Node n = Get(key);
     if (!n || n.IsNull()) return Status::Ok();
     bool v;
-    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) return Error(key, "expected true or false");
+    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v))
+      return Error(key, "expected true or false");
     out = v;
     return Status::Ok();
   }
@@ -80,8 +86,10 @@ class Section {
     YAML::Node n = Get(key);
     if (!n || n.IsNull()) return Status::Ok();
     long long v;
-    if (!n.IsScalar() || !YAML::convert<long long>::decode(n, v)) return Error(key, "expected an integer, got \"" + Scalar(n) + "\"");
-    if (v < min || v > max) return Error(key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+    if (!n.IsScalar() || !YAML::convert<long long>::decode(n, v))
+      return Error(key, "expected an integer, got \"" + Scalar(n) + "\"");
+    if (v < min || v > max)
+      return Error(key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
     out = static_cast<int>(v);
     return Status::Ok();
   }
@@ -90,8 +98,10 @@ class Section {
     YAML::Node n = Get(key);
     if (!n || n.IsNull()) return Status::Ok();
     double v;
-    if (!n.IsScalar() || !YAML::convert<double>::decode(n, v)) return Error(key, "expected a number, got \"" + Scalar(n) + "\"");
-    if (v < min || v > max) return Error(key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+    if (!n.IsScalar() || !YAML::convert<double>::decode(n, v))
+      return Error(key, "expected a number, got \"" + Scalar(n) + "\"");
+    if (v < min || v > max)
+      return Error(key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
     out = v;
     return Status::Ok();
   }
@@ -115,7 +125,9 @@ class Section {
 
  private:
   std::string Path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  static std::string Scalar(const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : "<non-scalar>"; }
+  static std::string Scalar(const YAML::Node& n) {
+    return n.IsScalar() ? n.Scalar() : "<non-scalar>";
+  }
 
   YAML::Node node_;
   std::string path_;
@@ -166,7 +178,8 @@ Status ParseAmqp(const Section& s, amqp::ConnectionOptions& o) {
   SYNCBUS_RETURN_IF_ERROR(s.Int("heartbeatSeconds", o.heartbeat_seconds, 0, 3600));
   SYNCBUS_RETURN_IF_ERROR(s.Duration("connectTimeout", o.connect_timeout));
   Section tls = s.Child("tls");
-  SYNCBUS_RETURN_IF_ERROR(tls.CheckKeys({"enabled", "caFile", "certFile", "keyFile", "verifyPeer"}));
+  SYNCBUS_RETURN_IF_ERROR(
+      tls.CheckKeys({"enabled", "caFile", "certFile", "keyFile", "verifyPeer"}));
   SYNCBUS_RETURN_IF_ERROR(tls.Bool("enabled", o.tls));
   SYNCBUS_RETURN_IF_ERROR(tls.String("caFile", o.tls_ca_file));
   SYNCBUS_RETURN_IF_ERROR(tls.String("certFile", o.tls_cert_file));
@@ -176,18 +189,22 @@ Status ParseAmqp(const Section& s, amqp::ConnectionOptions& o) {
 }
 
 Status ParseTopology(const Section& s, amqp::TopologyOptions& o) {
-  SYNCBUS_RETURN_IF_ERROR(s.CheckKeys({"retryTiers", "deliveryLimit", "maxLength", "traceMaxAge", "traceMaxMiB"}));
+  SYNCBUS_RETURN_IF_ERROR(
+      s.CheckKeys({"retryTiers", "deliveryLimit", "maxLength", "traceMaxAge", "traceMaxMiB"}));
   YAML::Node tiers = s.Get("retryTiers");
   if (tiers && !tiers.IsNull()) {
-    if (!tiers.IsSequence() || tiers.size() == 0) return s.Error("retryTiers", "expected a non-empty list of durations");
+    if (!tiers.IsSequence() || tiers.size() == 0)
+      return s.Error("retryTiers", "expected a non-empty list of durations");
     o.retry_tiers.clear();
     for (size_t i = 0; i < tiers.size(); ++i) {
       auto d = ParseDuration(tiers[i].IsScalar() ? tiers[i].as<std::string>() : "");
       std::string key = "retryTiers[" + std::to_string(i) + "]";
       if (!d.ok()) return s.Error(key, d.status().message());
-      if (d->count() % 1000 != 0 || *d < std::chrono::seconds(1)) return s.Error(key, "must be whole seconds, at least 1s");
+      if (d->count() % 1000 != 0 || *d < std::chrono::seconds(1))
+        return s.Error(key, "must be whole seconds, at least 1s");
       auto secs = std::chrono::duration_cast<std::chrono::seconds>(*d);
-      if (!o.retry_tiers.empty() && secs <= o.retry_tiers.back()) return s.Error(key, "tiers must increase");
+      if (!o.retry_tiers.empty() && secs <= o.retry_tiers.back())
+        return s.Error(key, "tiers must increase");
       o.retry_tiers.push_back(secs);
     }
   }
@@ -204,9 +221,9 @@ Status ParseTopology(const Section& s, amqp::TopologyOptions& o) {
 }
 
 Status ParsePublisher(const Section& s, PublisherConfig& o) {
-  SYNCBUS_RETURN_IF_ERROR(s.CheckKeys({"namespace", "resyncInterval", "resyncJitter", "maxPublishRate",
-                                       "maxOutstanding", "outstandingTimeout", "bulkEditClusters",
-                                       "watchSourceSecrets", "leaderElection"}));
+  SYNCBUS_RETURN_IF_ERROR(s.CheckKeys(
+      {"namespace", "resyncInterval", "resyncJitter", "maxPublishRate", "maxOutstanding",
+       "outstandingTimeout", "bulkEditClusters", "watchSourceSecrets", "leaderElection"}));
   SYNCBUS_RETURN_IF_ERROR(s.Bool("watchSourceSecrets", o.watch_source_secrets));
   SYNCBUS_RETURN_IF_ERROR(s.String("namespace", o.ns));
   SYNCBUS_RETURN_IF_ERROR(s.Duration("resyncInterval", o.resync_interval, std::chrono::seconds(1)));
@@ -214,19 +231,23 @@ Status ParsePublisher(const Section& s, PublisherConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(s.Double("resyncJitter", o.resync_jitter, 0, 0.5));
   SYNCBUS_RETURN_IF_ERROR(s.Double("maxPublishRate", o.max_publish_rate, 0.1, 1e6));
   SYNCBUS_RETURN_IF_ERROR(s.Int("maxOutstanding", o.max_outstanding, 1, 10000000));
-  SYNCBUS_RETURN_IF_ERROR(s.Duration("outstandingTimeout", o.outstanding_timeout, std::chrono::seconds(1)));
+  SYNCBUS_RETURN_IF_ERROR(
+      s.Duration("outstandingTimeout", o.outstanding_timeout, std::chrono::seconds(1)));
   SYNCBUS_RETURN_IF_ERROR(s.Int("bulkEditClusters", o.bulk_edit_clusters, 1, 10000000));
   Section le = s.Child("leaderElection");
   auto& l = o.leader_election;
-  SYNCBUS_RETURN_IF_ERROR(le.CheckKeys({"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}));
+  SYNCBUS_RETURN_IF_ERROR(le.CheckKeys(
+      {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}));
   SYNCBUS_RETURN_IF_ERROR(le.Bool("enabled", l.enabled));
   SYNCBUS_RETURN_IF_ERROR(le.String("namespace", l.ns));
   SYNCBUS_RETURN_IF_ERROR(le.String("name", l.name));
   SYNCBUS_RETURN_IF_ERROR(le.Duration("leaseDuration", l.lease_duration));
   SYNCBUS_RETURN_IF_ERROR(le.Duration("renewDeadline", l.renew_deadline));
   SYNCBUS_RETURN_IF_ERROR(le.Duration("retryPeriod", l.retry_period));
-  if (l.renew_deadline >= l.lease_duration) return le.Error("renewDeadline", "must be shorter than leaseDuration");
-  if (l.retry_period >= l.renew_deadline) return le.Error("retryPeriod", "must be shorter than renewDeadline");
+  if (l.renew_deadline >= l.lease_duration)
+    return le.Error("renewDeadline", "must be shorter than leaseDuration");
+  if (l.retry_period >= l.renew_deadline)
+    return le.Error("retryPeriod", "must be shorter than renewDeadline");
   return Status::Ok();
 }
 
@@ -271,7 +292,8 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   Section ms = s.Child("hubMirror");
   SYNCBUS_RETURN_IF_ERROR(ms.CheckKeys({"enabled", "maxWait"}));
   SYNCBUS_RETURN_IF_ERROR(ms.Bool("enabled", o.hub_mirror.enabled));
-  SYNCBUS_RETURN_IF_ERROR(ms.Duration("maxWait", o.hub_mirror.max_wait, std::chrono::milliseconds(0)));
+  SYNCBUS_RETURN_IF_ERROR(
+      ms.Duration("maxWait", o.hub_mirror.max_wait, std::chrono::milliseconds(0)));
   return Status::Ok();
 }
 
@@ -290,26 +312,31 @@ Status ParseAdmin(const Section& s, AdminConfig& o) {
   try {
     size_t used = 0;
     o.port = std::stoi(listen.substr(colon + 1), &used);
-    if (used != listen.size() - colon - 1 || o.port < 0 || o.port > 65535) throw std::out_of_range("port");
+    if (used != listen.size() - colon - 1 || o.port < 0 || o.port > 65535)
+      throw std::out_of_range("port");
   } catch (const std::exception&) {
     return s.Error("listen", "invalid port in \"" + listen + "\"");
   }
   return Status::Ok();
 }
 
-Result<Config> ParseRoot(const YAML::Node& root, const std::string& source, const ConfigOptions& options) {
+Result<Config> ParseRoot(const YAML::Node& root, const std::string& source,
+                         const ConfigOptions& options) {
   Config c;
-  c.publisher.leader_election.ns.clear();   // the file's, else own_namespace (below)
+  c.publisher.leader_election.ns.clear();  // the file's, else own_namespace (below)
   c.consumer.cluster_lease.ns.clear();
   Section top(root, "", source, UnknownKeys{options.strict, &c.warnings});
-  SYNCBUS_RETURN_IF_ERROR(top.CheckKeys({"log", "admin", "amqp", "hub", "topology", "publisher", "consumer"}));
+  SYNCBUS_RETURN_IF_ERROR(
+      top.CheckKeys({"log", "admin", "amqp", "hub", "topology", "publisher", "consumer"}));
   Section log = top.Child("log");
   SYNCBUS_RETURN_IF_ERROR(log.CheckKeys({"level", "format"}));
   SYNCBUS_RETURN_IF_ERROR(log.String("level", c.log.level));
   static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
-  if (!kLevels.count(c.log.level)) return log.Error("level", "must be one of trace, debug, info, warn, error");
+  if (!kLevels.count(c.log.level))
+    return log.Error("level", "must be one of trace, debug, info, warn, error");
   SYNCBUS_RETURN_IF_ERROR(log.String("format", c.log.format));
-  if (c.log.format != "text" && c.log.format != "json") return log.Error("format", "must be text or json");
+  if (c.log.format != "text" && c.log.format != "json")
+    return log.Error("format", "must be text or json");
   SYNCBUS_RETURN_IF_ERROR(ParseAdmin(top.Child("admin"), c.admin));
   SYNCBUS_RETURN_IF_ERROR(ParseAmqp(top.Child("amqp"), c.amqp));
   Section hub = top.Child("hub");

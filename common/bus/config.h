@@ -17,19 +17,19 @@
 namespace syncbus {
 
 struct LogConfig {
-  std::string level = "info";      // trace, debug, info, warn, error
-  std::string format = "text";     // text (logfmt-style) or json
+  std::string level = "info";   // trace, debug, info, warn, error
+  std::string format = "text";  // text (logfmt-style) or json
 };
 
 struct HubConfig {
-  std::string kubeconfig;          // empty = in-cluster service account
+  std::string kubeconfig;  // empty = in-cluster service account
   std::string context;
-  double qps = 0;                  // client-side rate limit to the hub; 0 = none
+  double qps = 0;  // client-side rate limit to the hub; 0 = none
 };
 
 struct LeaderElectionConfig {
   bool enabled = true;
-  std::string ns = "syncbus";      // parsed: the file's, else ConfigOptions::own_namespace
+  std::string ns = "syncbus";  // parsed: the file's, else ConfigOptions::own_namespace
   std::string name = "syncbus-publisher";
   // Shorter than client-go's 15 s / 10 s: a SIGKILLed leader is replaced within about
   // leaseDuration + 2 x retryPeriod, 14 s (docs/publisher.md); the 3 s between renewDeadline and
@@ -40,13 +40,13 @@ struct LeaderElectionConfig {
 };
 
 struct PublisherConfig {
-  std::string ns;                                   // watch one namespace; empty = all
+  std::string ns;  // watch one namespace; empty = all
   // Unset: HiveConfig's spec.syncSetReapplyInterval when it has one, else 2h (Hive's default).
   std::chrono::milliseconds resync_interval{std::chrono::hours(2)};
-  bool resync_interval_set = false;                 // given in the config: HiveConfig is not read
-  double resync_jitter = 0.1;                       // fraction of the interval, stable per cluster
-  double max_publish_rate = 500;                    // messages per second
-  int max_outstanding = 10000;                      // requests published but not yet processed
+  bool resync_interval_set = false;  // given in the config: HiveConfig is not read
+  double resync_jitter = 0.1;        // fraction of the interval, stable per cluster
+  double max_publish_rate = 500;     // messages per second
+  int max_outstanding = 10000;       // requests published but not yet processed
   std::chrono::milliseconds outstanding_timeout{std::chrono::minutes(30)};  // then re-sent
   // An edit that makes more clusters need a sync is a bulk edit: its requests take the resync
   // lane, behind single edits (docs/publisher.md, "Lanes").
@@ -60,10 +60,10 @@ struct PublisherConfig {
 // The per-cluster hub Lease that keeps two consumers off one cluster (docs/operations.md).
 // A dead consumer's clusters are taken over once its leases lapse: 20 s, renewed every 5 s.
 struct ClusterLeaseConfig {
-  std::string ns = "syncbus";                       // the Leases'; parsed: the file's, else own_namespace
-  std::chrono::milliseconds duration{20000};        // leaseDurationSeconds written (whole seconds)
-  std::chrono::milliseconds renew_interval{5000};   // background renewal period
-  std::chrono::milliseconds safety_margin{5000};    // stop writing this long before it could lapse
+  std::string ns = "syncbus";                 // the Leases'; parsed: the file's, else own_namespace
+  std::chrono::milliseconds duration{20000};  // leaseDurationSeconds written (whole seconds)
+  std::chrono::milliseconds renew_interval{5000};  // background renewal period
+  std::chrono::milliseconds safety_margin{5000};   // stop writing this long before it could lapse
   // The ClusterSync write gives the lease back (no lease write); needs Leases and ClusterSyncs in
   // one etcd (no --etcd-servers-overrides for leases) and the hub mirror.
   bool release_by_status = true;
@@ -71,7 +71,7 @@ struct ClusterLeaseConfig {
 
 // The consumer's watch-fed copy of the hub (consumer/hub_mirror.h, docs/architecture.md).
 struct HubMirrorConfig {
-  bool enabled = true;                              // false: every sync reads the hub directly
+  bool enabled = true;  // false: every sync reads the hub directly
   // How long a sync waits for the mirror to reach what the publisher saw before reading the hub.
   std::chrono::milliseconds max_wait{5000};
 };
@@ -87,12 +87,12 @@ struct ConsumerConfig {
   // hive6-clustersync; kubectl's own). A manager owning the last-applied annotation is one anyway.
   std::vector<std::string> take_over_managers = {"hive6-clustersync", "Go-http-client",
                                                  "kubectl-client-side-apply"};
-  int max_in_flight = 2000;                         // target API requests across all clusters
+  int max_in_flight = 2000;  // target API requests across all clusters
   int per_cluster_in_flight = 20;
   double per_cluster_qps = 50;
   std::chrono::milliseconds request_timeout{30000};
   std::chrono::milliseconds cluster_deadline{std::chrono::minutes(10)};
-  int max_attempts = 8;                             // then the dead-letter queue
+  int max_attempts = 8;  // then the dead-letter queue
   std::chrono::milliseconds shutdown_grace{25000};
   // Connections to one host:port (HTTP/1.1 runs one request per connection); 0 = no cap.
   int max_connections_per_host = 32;
@@ -100,8 +100,8 @@ struct ConsumerConfig {
   // first), and how long an unused target keeps its connections.
   int max_idle_connections = 1024;
   std::chrono::milliseconds idle_connection_timeout{90000};
-  int target_clients = 2000;   // clusters whose client and discovery are kept (LRU)
-  bool events = true;          // Kubernetes Events on ClusterSyncs (failed, parked, recovered)
+  int target_clients = 2000;  // clusters whose client and discovery are kept (LRU)
+  bool events = true;         // Kubernetes Events on ClusterSyncs (failed, parked, recovered)
   ClusterLeaseConfig cluster_lease;
   HubMirrorConfig hub_mirror;
 };
@@ -123,7 +123,7 @@ struct ConfigOptions {
   // The namespace syncbus runs in: publisher.leaderElection.namespace and
   // consumer.clusterLease.namespace when the file leaves them out or empty.
   std::string own_namespace = "syncbus";
-  bool strict = false;             // unknown keys are errors instead of warnings
+  bool strict = false;  // unknown keys are errors instead of warnings
 };
 
 // `source` names the input in errors (a file name). Empty text = all defaults.

@@ -42,7 +42,8 @@ ConfigOptions DaemonConfigOptions(bool strict) {
   return options;
 }
 
-std::optional<Config> LoadDaemonConfig(const std::string& path, const std::string& component, bool strict) {
+std::optional<Config> LoadDaemonConfig(const std::string& path, const std::string& component,
+                                       bool strict) {
   auto config = LoadConfigFile(path, DaemonConfigOptions(strict));
   if (!config.ok()) {
     std::cerr << "syncbus-" << component << ": " << config.status().message() << "\n";
@@ -50,8 +51,9 @@ std::optional<Config> LoadDaemonConfig(const std::string& path, const std::strin
   }
   log::Init(config->log.level, config->log.format, component);
   for (const std::string& warning : config->warnings) {
-    log::Warn("configuration key ignored (a newer version's, or a typo; --strict-config refuses it)",
-              {{"detail", warning}});
+    log::Warn(
+        "configuration key ignored (a newer version's, or a typo; --strict-config refuses it)",
+        {{"detail", warning}});
   }
   return std::move(*config);
 }
@@ -95,7 +97,8 @@ std::optional<HubConnection> NewHubConnection(const HubConfig& hub,
     return std::nullopt;
   }
   std::shared_ptr<http::CurlTransport> shared_transport = std::move(*transport);
-  auto metered = std::make_shared<http::MeteredTransport>(shared_transport, registry, "syncbus_hub");
+  auto metered =
+      std::make_shared<http::MeteredTransport>(shared_transport, registry, "syncbus_hub");
   return HubConnection{shared_transport, std::make_shared<kube::ClientImpl>(*config, metered)};
 }
 

@@ -31,7 +31,8 @@ ConfigOptions DaemonConfigOptions(bool strict);
 // Loads the config file and starts logging as `component` ("consumer"); logs the keys it ignored
 // as warnings. On error prints "syncbus-<component>: <message>" to stderr and returns nullopt:
 // the main exits 2.
-std::optional<Config> LoadDaemonConfig(const std::string& path, const std::string& component, bool strict);
+std::optional<Config> LoadDaemonConfig(const std::string& path, const std::string& component,
+                                       bool strict);
 
 // Installs SIGTERM/SIGINT handlers that set the returned flag (idempotent).
 const std::atomic<bool>& InstallStopSignals();

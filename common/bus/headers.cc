@@ -14,12 +14,16 @@ int IntHeader(const amqp::Message& message, const char* name) {
 
 }  // namespace
 
-int AttemptOf(const amqp::Message& message) { return IntHeader(message, kAttemptHeader); }
+int AttemptOf(const amqp::Message& message) {
+  return IntHeader(message, kAttemptHeader);
+}
 
 int UnsettledDeliveries(const amqp::Message& message) {
   return IntHeader(message, kUnsettledHeader) + IntHeader(message, kDeliveryCountHeader);
 }
 
-int QuarantinedFor(const amqp::Message& message) { return IntHeader(message, kQuarantinedHeader); }
+int QuarantinedFor(const amqp::Message& message) {
+  return IntHeader(message, kQuarantinedHeader);
+}
 
 }  // namespace syncbus

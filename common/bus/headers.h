@@ -8,8 +8,8 @@
 namespace syncbus {
 
 // On every sync message.
-inline constexpr char kClusterHeader[] = "x-syncbus-cluster";       // "namespace/name"
-inline constexpr char kAttemptHeader[] = "x-syncbus-attempt";       // 0 on first publish
+inline constexpr char kClusterHeader[] = "x-syncbus-cluster";  // "namespace/name"
+inline constexpr char kAttemptHeader[] = "x-syncbus-attempt";  // 0 on first publish
 inline constexpr char kLaneHeader[] = "x-syncbus-lane";
 inline constexpr char kRevisionHeader[] = "x-syncbus-revision";
 
@@ -20,7 +20,7 @@ inline constexpr char kLastErrorHeader[] = "x-syncbus-last-error";        // sho
 inline constexpr char kRetryTierHeader[] = "x-syncbus-retry-tier";
 // Why and when it was parked in the dead-letter queue (`syncbusctl dlq` reasons and ages).
 inline constexpr char kDeadReasonHeader[] = "x-syncbus-dead-reason";
-inline constexpr char kDeadAtHeader[] = "x-syncbus-dead-at";              // RFC 3339
+inline constexpr char kDeadAtHeader[] = "x-syncbus-dead-at";  // RFC 3339
 // Deliveries of earlier copies that ended unsettled (a consumer crashed, was killed or lost its
 // connection holding them), carried across deferrals so a poison message is still parked.
 inline constexpr char kUnsettledHeader[] = "x-syncbus-unsettled";
@@ -28,9 +28,10 @@ inline constexpr char kUnsettledHeader[] = "x-syncbus-unsettled";
 inline constexpr char kQuarantinedHeader[] = "x-syncbus-quarantined";
 
 // The dead-letter index's records (syncbusctl: ctl/dead_letter_index.h).
-inline constexpr char kIndexRecordHeader[] = "x-syncbus-index";       // removed, reset, barrier
-inline constexpr char kIndexKeyHeader[] = "x-syncbus-index-key";      // removed: the copy; barrier: a nonce
-inline constexpr char kIndexByHeader[] = "x-syncbus-index-by";        // removed: replay, purge, reindex
+inline constexpr char kIndexRecordHeader[] = "x-syncbus-index";  // removed, reset, barrier
+inline constexpr char kIndexKeyHeader[] =
+    "x-syncbus-index-key";  // removed: the copy; barrier: a nonce
+inline constexpr char kIndexByHeader[] = "x-syncbus-index-by";  // removed: replay, purge, reindex
 
 // The broker's: a quorum queue's count of earlier unsettled deliveries of this copy, and the
 // dead-lettering history (x-death, and the x-first-death-* / x-last-death-* summaries, which are

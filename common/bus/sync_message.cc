@@ -9,12 +9,15 @@
 namespace syncbus {
 namespace {
 
-bool IsAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool IsAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
 
 Result<std::string> RequireString(const Json& obj, const char* key, size_t max_len) {
   auto it = obj.find(key);
   if (it == obj.end()) return InvalidArgument(std::string("missing field \"") + key + "\"");
-  if (!it->is_string()) return InvalidArgument(std::string("field \"") + key + "\" must be a string");
+  if (!it->is_string())
+    return InvalidArgument(std::string("field \"") + key + "\" must be a string");
   std::string v = it->get<std::string>();
   if (v.size() > max_len) {
     return InvalidArgument(std::string("field \"") + key + "\" is longer than " +
@@ -27,9 +30,10 @@ Result<std::string> RequireString(const Json& obj, const char* key, size_t max_l
 template <typename Versions>
 auto SeenFields(Versions& v) {
   using Field = decltype(&v.sync_sets);
-  return std::array<std::pair<const char*, Field>, 3>{{{"clusterDeployments", &v.cluster_deployments},
-                                                      {"syncSets", &v.sync_sets},
-                                                      {"selectorSyncSets", &v.selector_sync_sets}}};
+  return std::array<std::pair<const char*, Field>, 3>{
+      {{"clusterDeployments", &v.cluster_deployments},
+       {"syncSets", &v.sync_sets},
+       {"selectorSyncSets", &v.selector_sync_sets}}};
 }
 
 Status DecodeSeen(const Json& j, HubVersions& seen) {
@@ -40,7 +44,8 @@ Status DecodeSeen(const Json& j, HubVersions& seen) {
     auto value = RequireString(j, key, 20);
     if (!value.ok()) return value.status().Annotate("seen");
     if (!kube::ParseResourceVersion(*value)) {
-      return InvalidArgument(std::string("seen.") + key + " \"" + *value + "\" is not a resourceVersion");
+      return InvalidArgument(std::string("seen.") + key + " \"" + *value +
+                             "\" is not a resourceVersion");
     }
     *field = std::move(*value);
   }
@@ -62,7 +67,8 @@ bool IsDnsSubdomain(std::string_view s) {
   size_t start = 0;
   while (true) {
     size_t dot = s.find('.', start);
-    if (!IsDnsLabel(s.substr(start, dot == std::string_view::npos ? dot : dot - start))) return false;
+    if (!IsDnsLabel(s.substr(start, dot == std::string_view::npos ? dot : dot - start)))
+      return false;
     if (dot == std::string_view::npos) return true;
     start = dot + 1;
   }
@@ -98,22 +104,28 @@ Result<SyncRequest> DecodeSyncRequest(std::string_view body) {
   if (!j.is_object()) return InvalidArgument("sync request: body is not a JSON object");
   auto v = j.find("version");
   if (v == j.end()) return InvalidArgument("sync request: missing field \"version\"");
-  if (!v->is_number_integer()) return InvalidArgument("sync request: field \"version\" must be an integer");
+  if (!v->is_number_integer())
+    return InvalidArgument("sync request: field \"version\" must be an integer");
   if (v->get<int64_t>() != kSyncRequestVersion) {
-    return InvalidArgument("sync request: unsupported version " + v->dump() + " (this build reads " +
-                           std::to_string(kSyncRequestVersion) + ")");
+    return InvalidArgument("sync request: unsupported version " + v->dump() +
+                           " (this build reads " + std::to_string(kSyncRequestVersion) + ")");
   }
   auto c = j.find("cluster");
   if (c == j.end() || !c->is_object()) {
-    return InvalidArgument("sync request: field \"cluster\" must be an object with namespace and name");
+    return InvalidArgument(
+        "sync request: field \"cluster\" must be an object with namespace and name");
   }
   SyncRequest r;
   auto ns = RequireString(*c, "namespace", 253);
   if (!ns.ok()) return fail(ns.status().Annotate("cluster"));
   auto name = RequireString(*c, "name", 253);
   if (!name.ok()) return fail(name.status().Annotate("cluster"));
-  if (!IsDnsLabel(*ns)) return InvalidArgument("sync request: cluster.namespace \"" + *ns + "\" is not a valid namespace name");
-  if (!IsDnsSubdomain(*name)) return InvalidArgument("sync request: cluster.name \"" + *name + "\" is not a valid object name");
+  if (!IsDnsLabel(*ns))
+    return InvalidArgument("sync request: cluster.namespace \"" + *ns +
+                           "\" is not a valid namespace name");
+  if (!IsDnsSubdomain(*name))
+    return InvalidArgument("sync request: cluster.name \"" + *name +
+                           "\" is not a valid object name");
   r.cluster_namespace = std::move(*ns);
   r.cluster_name = std::move(*name);
 
@@ -122,20 +134,25 @@ Result<SyncRequest> DecodeSyncRequest(std::string_view body) {
   r.revision = std::move(*revision);
   auto lane = RequireString(j, "lane", 16);
   if (!lane.ok()) return fail(lane.status());
-  if (*lane == "change") r.lane = amqp::Lane::kChange;
-  else if (*lane == "resync") r.lane = amqp::Lane::kResync;
-  else return InvalidArgument("sync request: unknown lane \"" + *lane + "\"");
+  if (*lane == "change")
+    r.lane = amqp::Lane::kChange;
+  else if (*lane == "resync")
+    r.lane = amqp::Lane::kResync;
+  else
+    return InvalidArgument("sync request: unknown lane \"" + *lane + "\"");
   auto reason = RequireString(j, "reason", 64);
   if (!reason.ok()) return fail(reason.status());
   r.reason = std::move(*reason);
   auto full = j.find("fullReapply");
   if (full != j.end()) {
-    if (!full->is_boolean()) return InvalidArgument("sync request: field \"fullReapply\" must be a boolean");
+    if (!full->is_boolean())
+      return InvalidArgument("sync request: field \"fullReapply\" must be a boolean");
     r.full_reapply = full->get<bool>();
   }
   auto at = RequireString(j, "enqueuedAt", 64);
   if (!at.ok()) return fail(at.status());
-  if (!ParseRfc3339(*at).ok()) return InvalidArgument("sync request: field \"enqueuedAt\" is not an RFC 3339 time");
+  if (!ParseRfc3339(*at).ok())
+    return InvalidArgument("sync request: field \"enqueuedAt\" is not an RFC 3339 time");
   r.enqueued_at = std::move(*at);
   if (auto seen = j.find("seen"); seen != j.end()) {
     if (Status s = DecodeSeen(*seen, r.seen); !s.ok()) return fail(s);

@@ -27,19 +27,21 @@ struct HubVersions {
   std::string sync_sets;
   std::string selector_sync_sets;
 
-  bool empty() const { return cluster_deployments.empty() && sync_sets.empty() && selector_sync_sets.empty(); }
+  bool empty() const {
+    return cluster_deployments.empty() && sync_sets.empty() && selector_sync_sets.empty();
+  }
   bool operator==(const HubVersions&) const = default;
 };
 
 struct SyncRequest {
   std::string cluster_namespace;
   std::string cluster_name;
-  std::string revision;          // the publisher's desired-state digest ("" = unknown)
+  std::string revision;  // the publisher's desired-state digest ("" = unknown)
   amqp::Lane lane = amqp::Lane::kChange;
-  std::string reason;            // why it was enqueued: "syncset-changed", "startup", ...
-  bool full_reapply = false;     // reapply every set even if its status shows Success
-  std::string enqueued_at;       // RFC 3339 with milliseconds
-  HubVersions seen;              // optional in the body ("seen"): absent from older publishers
+  std::string reason;         // why it was enqueued: "syncset-changed", "startup", ...
+  bool full_reapply = false;  // reapply every set even if its status shows Success
+  std::string enqueued_at;    // RFC 3339 with milliseconds
+  HubVersions seen;           // optional in the body ("seen"): absent from older publishers
   // The resourceVersion of the cluster's admin kubeconfig Secret as the publisher last saw it
   // ("" = unknown; optional in the body, "kubeconfigVersion"): a consumer whose client was built
   // from an older version reads the Secret again.

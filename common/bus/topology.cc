@@ -4,9 +4,13 @@
 
 namespace syncbus::amqp {
 
-const char* LaneName(Lane lane) { return lane == Lane::kChange ? "change" : "resync"; }
+const char* LaneName(Lane lane) {
+  return lane == Lane::kChange ? "change" : "resync";
+}
 
-std::string WorkQueueName(Lane lane) { return std::string(kWorkExchange) + "." + LaneName(lane); }
+std::string WorkQueueName(Lane lane) {
+  return std::string(kWorkExchange) + "." + LaneName(lane);
+}
 
 std::string TierName(std::chrono::seconds delay) {
   auto s = delay.count();
@@ -50,7 +54,8 @@ Topology SyncbusTopology(const TopologyOptions& options) {
                           Json{{"x-match", "all-with-x"}, {kRetryTierHeader, TierName(delay)}}});
   }
   t.queues.push_back(
-      {kDeadQueue, true, Json{{"x-queue-type", "quorum"}, {"x-delivery-limit", kNeverReachedDeliveryLimit}}});
+      {kDeadQueue, true,
+       Json{{"x-queue-type", "quorum"}, {"x-delivery-limit", kNeverReachedDeliveryLimit}}});
   t.bindings.push_back({kDeadExchange, kDeadQueue, ""});
   t.exchanges.push_back({kDeadIndexExchange, "fanout"});
   t.queues.push_back({kDeadIndexQueue, true,
@@ -69,8 +74,9 @@ Topology SyncbusTopology(const TopologyOptions& options) {
 
   // One policy per kind of queue (RabbitMQ applies one policy to a queue: the matching one of
   // the highest priority). Patterns are anchored and disjoint.
-  t.policies.push_back({"syncbus-work", R"(^syncbus\.work\.(change|resync)$)", "queues", 10,
-                        Json{{"delivery-limit", options.delivery_limit}, {"max-length", options.max_length}}});
+  t.policies.push_back(
+      {"syncbus-work", R"(^syncbus\.work\.(change|resync)$)", "queues", 10,
+       Json{{"delivery-limit", options.delivery_limit}, {"max-length", options.max_length}}});
   t.policies.push_back({"syncbus-retry", R"(^syncbus\.retry\.[0-9]+[smh]$)", "queues", 10,
                         Json{{"delivery-limit", kNeverReachedDeliveryLimit}}});
   t.policies.push_back({"syncbus-dead", R"(^syncbus\.dead$)", "queues", 10,
@@ -84,26 +90,42 @@ Topology SyncbusTopology(const TopologyOptions& options) {
 }
 
 Json ToDefinitions(const Topology& topology, const std::string& vhost) {
-  Json exchanges = Json::array(), queues = Json::array(), bindings = Json::array(), policies = Json::array();
+  Json exchanges = Json::array(), queues = Json::array(), bindings = Json::array(),
+       policies = Json::array();
   for (const auto& e : topology.exchanges) {
-    exchanges.push_back({{"name", e.name}, {"vhost", vhost}, {"type", e.type},
-                         {"durable", e.durable}, {"auto_delete", false}, {"internal", false},
+    exchanges.push_back({{"name", e.name},
+                         {"vhost", vhost},
+                         {"type", e.type},
+                         {"durable", e.durable},
+                         {"auto_delete", false},
+                         {"internal", false},
                          {"arguments", e.arguments}});
   }
   for (const auto& q : topology.queues) {
-    queues.push_back({{"name", q.name}, {"vhost", vhost}, {"durable", q.durable},
-                      {"auto_delete", false}, {"arguments", q.arguments}});
+    queues.push_back({{"name", q.name},
+                      {"vhost", vhost},
+                      {"durable", q.durable},
+                      {"auto_delete", false},
+                      {"arguments", q.arguments}});
   }
   for (const auto& b : topology.bindings) {
-    bindings.push_back({{"source", b.source}, {"vhost", vhost}, {"destination", b.destination},
-                        {"destination_type", "queue"}, {"routing_key", b.routing_key},
+    bindings.push_back({{"source", b.source},
+                        {"vhost", vhost},
+                        {"destination", b.destination},
+                        {"destination_type", "queue"},
+                        {"routing_key", b.routing_key},
                         {"arguments", b.arguments}});
   }
   for (const auto& p : topology.policies) {
-    policies.push_back({{"name", p.name}, {"vhost", vhost}, {"pattern", p.pattern}, {"apply-to", p.apply_to},
-                        {"priority", p.priority}, {"definition", p.definition}});
+    policies.push_back({{"name", p.name},
+                        {"vhost", vhost},
+                        {"pattern", p.pattern},
+                        {"apply-to", p.apply_to},
+                        {"priority", p.priority},
+                        {"definition", p.definition}});
   }
-  return {{"exchanges", exchanges}, {"queues", queues}, {"bindings", bindings}, {"policies", policies}};
+  return {
+      {"exchanges", exchanges}, {"queues", queues}, {"bindings", bindings}, {"policies", policies}};
 }
 
 Status DeclareTopology(Session& session, const Topology& topology) {
@@ -121,9 +143,10 @@ Status DeclareTopology(Session& session, const Topology& topology) {
     // The broker refused other arguments for an existing queue (and reopened the channel):
     // keep the queue as it is, provided it is there.
     SYNCBUS_RETURN_IF_ERROR(session.Inspect(queue.name).status());
-    log::Warn("amqp: a queue exists with other arguments than this version declares; it is kept as it is "
-              "(see docs/operations.md, \"Changing the topology\")",
-              {{"queue", queue.name}, {"broker", declared.message()}});
+    log::Warn(
+        "amqp: a queue exists with other arguments than this version declares; it is kept as it is "
+        "(see docs/operations.md, \"Changing the topology\")",
+        {{"queue", queue.name}, {"broker", declared.message()}});
   }
   rest = Topology();
   rest.bindings = topology.bindings;

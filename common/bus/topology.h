@@ -45,14 +45,14 @@ inline constexpr char kTraceQueue[] = "syncbus.trace";
 inline constexpr int kNeverReachedDeliveryLimit = 1000000;
 
 enum class Lane { kChange, kResync };
-const char* LaneName(Lane lane);                 // "change" / "resync" (also the routing key)
-std::string WorkQueueName(Lane lane);            // "syncbus.work.change"
+const char* LaneName(Lane lane);       // "change" / "resync" (also the routing key)
+std::string WorkQueueName(Lane lane);  // "syncbus.work.change"
 
 struct TopologyOptions {
   std::vector<std::chrono::seconds> retry_tiers{std::chrono::seconds(5), std::chrono::seconds(30),
                                                 std::chrono::minutes(2), std::chrono::minutes(6)};
-  int delivery_limit = 5;           // redeliveries before a work message is parked (poison)
-  int max_length = 100000;          // per work queue; beyond it publishes are rejected
+  int delivery_limit = 5;   // redeliveries before a work message is parked (poison)
+  int max_length = 100000;  // per work queue; beyond it publishes are rejected
   // The trace stream keeps events this long and at most this many bytes (whichever ends
   // first; RabbitMQ trims whole segments of trace_segment_bytes).
   std::chrono::seconds trace_max_age{std::chrono::hours(6)};
@@ -66,7 +66,7 @@ struct TopologyOptions {
 
 // "5s", "30s", "2m", "6m", "1h", "90s" (also the stream's x-max-age syntax).
 std::string TierName(std::chrono::seconds delay);
-std::string RetryQueueName(std::chrono::seconds delay);   // "syncbus.retry.30s"
+std::string RetryQueueName(std::chrono::seconds delay);  // "syncbus.retry.30s"
 
 Topology SyncbusTopology(const TopologyOptions& options = {});
 

@@ -3,8 +3,8 @@
 #include <array>
 #include <utility>
 
-#include "common/bus/topology.h"
 #include "common/bus/sync_message.h"
+#include "common/bus/topology.h"
 #include "common/time_format.h"
 
 namespace syncbus {
@@ -27,20 +27,24 @@ constexpr std::array<std::pair<TraceOutcome, const char*>, 7> kOutcomes{{
     {TraceOutcome::kParked, "parked"},
 }};
 
-int64_t Millis(std::chrono::milliseconds d) { return d.count(); }
+int64_t Millis(std::chrono::milliseconds d) {
+  return d.count();
+}
 
 // Reads the optional fields of one JSON object strictly: a present field of the wrong type, too
 // long or out of range is an error naming it; unknown fields are ignored (newer writers).
 class Fields {
  public:
-  explicit Fields(const Json& object, std::string where = "") : j_(object), where_(std::move(where)) {}
+  explicit Fields(const Json& object, std::string where = "")
+      : j_(object), where_(std::move(where)) {}
 
   Status String(const char* key, std::string& out, size_t max_len, bool required = false) const {
     auto it = j_.find(key);
     if (it == j_.end()) return required ? Missing(key) : Status::Ok();
     if (!it->is_string()) return Error(key, "must be a string");
     const auto& v = it->get_ref<const std::string&>();
-    if (v.size() > max_len) return Error(key, "is longer than " + std::to_string(max_len) + " characters");
+    if (v.size() > max_len)
+      return Error(key, "is longer than " + std::to_string(max_len) + " characters");
     out = v;
     return Status::Ok();
   }
@@ -77,7 +81,9 @@ class Fields {
   }
 
  private:
-  Status Missing(const char* key) const { return InvalidArgument("trace event: missing field \"" + where_ + key + "\""); }
+  Status Missing(const char* key) const {
+    return InvalidArgument("trace event: missing field \"" + where_ + key + "\"");
+  }
   Status Error(const char* key, const std::string& what) const {
     return InvalidArgument("trace event: field \"" + where_ + key + "\" " + what);
   }
@@ -89,19 +95,23 @@ Status ValidCluster(const std::string& key) {
   size_t slash = key.find('/');
   if (slash == std::string::npos || !IsDnsLabel(std::string_view(key).substr(0, slash)) ||
       !IsDnsSubdomain(std::string_view(key).substr(slash + 1))) {
-    return InvalidArgument("trace event: field \"cluster\" must be \"namespace/name\" with valid names");
+    return InvalidArgument(
+        "trace event: field \"cluster\" must be \"namespace/name\" with valid names");
   }
   return Status::Ok();
 }
 
 Result<TraceSet> DecodeSet(const Json& j, size_t index) {
   std::string where = "sets[" + std::to_string(index) + "].";
-  if (!j.is_object()) return InvalidArgument("trace event: field \"" + where.substr(0, where.size() - 1) + "\" must be an object");
+  if (!j.is_object())
+    return InvalidArgument("trace event: field \"" + where.substr(0, where.size() - 1) +
+                           "\" must be an object");
   Fields f(j, where);
   TraceSet s;
   SYNCBUS_RETURN_IF_ERROR(f.String("kind", s.kind, 32, true));
   if (s.kind != "SyncSet" && s.kind != "SelectorSyncSet") {
-    return InvalidArgument("trace event: field \"" + where + "kind\" must be SyncSet or SelectorSyncSet");
+    return InvalidArgument("trace event: field \"" + where +
+                           "kind\" must be SyncSet or SelectorSyncSet");
   }
   SYNCBUS_RETURN_IF_ERROR(f.String("name", s.name, 253, true));
   SYNCBUS_RETURN_IF_ERROR(f.Int("generation", s.generation, 0, INT64_MAX));
@@ -157,7 +167,10 @@ std::string EncodeTraceEvent(const TraceEvent& e) {
   if (!e.sets.empty()) {
     Json sets = Json::array();
     for (const auto& s : e.sets) {
-      Json o = {{"kind", s.kind}, {"name", s.name}, {"generation", s.generation}, {"applies", s.applies},
+      Json o = {{"kind", s.kind},
+                {"name", s.name},
+                {"generation", s.generation},
+                {"applies", s.applies},
                 {"success", s.success}};
       if (!s.failure.empty()) o["failure"] = s.failure;
       sets.push_back(std::move(o));
@@ -169,8 +182,8 @@ std::string EncodeTraceEvent(const TraceEvent& e) {
 
 Result<TraceEvent> DecodeTraceEvent(std::string_view body) {
   if (body.size() > kMaxTraceEventBytes) {
-    return InvalidArgument("trace event: body of " + std::to_string(body.size()) + " bytes exceeds the limit of " +
-                           std::to_string(kMaxTraceEventBytes));
+    return InvalidArgument("trace event: body of " + std::to_string(body.size()) +
+                           " bytes exceeds the limit of " + std::to_string(kMaxTraceEventBytes));
   }
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgument("trace event: body is not valid JSON");
@@ -180,8 +193,8 @@ Result<TraceEvent> DecodeTraceEvent(std::string_view body) {
   SYNCBUS_RETURN_IF_ERROR(f.Int("version", version, INT64_MIN, INT64_MAX));
   if (!j.contains("version")) return InvalidArgument("trace event: missing field \"version\"");
   if (version != kTraceEventVersion) {
-    return InvalidArgument("trace event: unsupported version " + std::to_string(version) + " (this build reads " +
-                           std::to_string(kTraceEventVersion) + ")");
+    return InvalidArgument("trace event: unsupported version " + std::to_string(version) +
+                           " (this build reads " + std::to_string(kTraceEventVersion) + ")");
   }
   TraceEvent e;
   std::string step;
@@ -217,7 +230,8 @@ Result<TraceEvent> DecodeTraceEvent(std::string_view body) {
   }
   if (!known) return InvalidArgument("trace event: unknown outcome \"" + outcome + "\"");
   if ((e.step == TraceStep::kSettled) != (e.outcome != TraceOutcome::kNone)) {
-    return InvalidArgument("trace event: field \"outcome\" belongs to settled events, and only to them");
+    return InvalidArgument(
+        "trace event: field \"outcome\" belongs to settled events, and only to them");
   }
   SYNCBUS_RETURN_IF_ERROR(f.String("tier", e.tier, 16));
   SYNCBUS_RETURN_IF_ERROR(f.String("deadReason", e.dead_reason, 64));
@@ -250,7 +264,8 @@ amqp::Publication TraceEventPublication(const TraceEvent& event) {
   m.type = "syncbus.trace-event.v1";
   m.message_id = event.request + "/" + TraceStepName(event.step);
   m.app_id = event.actor;
-  m.timestamp = std::chrono::duration_cast<std::chrono::seconds>(event.at.time_since_epoch()).count();
+  m.timestamp =
+      std::chrono::duration_cast<std::chrono::seconds>(event.at.time_since_epoch()).count();
   m.persistent = true;
   m.headers = Json{{kClusterHeader, event.cluster}};
   return p;

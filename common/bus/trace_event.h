@@ -25,63 +25,64 @@ inline constexpr size_t kMaxTraceEventBytes = 16384;
 inline constexpr size_t kMaxTraceSets = 64;
 
 enum class TraceStep {
-  kPublished,   // publisher: decided (reason), published, confirmed by the broker
-  kDelivered,   // consumer: taken from a work queue, about to take the lease and sync
-  kSettled,     // consumer: acked, sent to a retry tier, deferred or parked
-  kReplayed,    // syncbusctl: republished from the dead-letter queue
+  kPublished,  // publisher: decided (reason), published, confirmed by the broker
+  kDelivered,  // consumer: taken from a work queue, about to take the lease and sync
+  kSettled,    // consumer: acked, sent to a retry tier, deferred or parked
+  kReplayed,   // syncbusctl: republished from the dead-letter queue
 };
 const char* TraceStepName(TraceStep step);
 
 // How a consumer settled a delivery (kSettled only).
 enum class TraceOutcome {
   kNone,
-  kApplied,     // sets applied, status stored, acked
-  kUpToDate,    // nothing to do (a duplicate or stale trigger), acked
-  kSkipped,     // cluster paused, deleting, unreachable or gone, acked
-  kRetry,       // failed; sent to retry tier `tier`
-  kDeferred,    // could not run now (cluster busy on another consumer, or held back after it ended
-                // unsettled before); sent to tier `tier`, no attempt counted
-  kParked,      // in the dead-letter queue (`reason`)
+  kApplied,   // sets applied, status stored, acked
+  kUpToDate,  // nothing to do (a duplicate or stale trigger), acked
+  kSkipped,   // cluster paused, deleting, unreachable or gone, acked
+  kRetry,     // failed; sent to retry tier `tier`
+  kDeferred,  // could not run now (cluster busy on another consumer, or held back after it ended
+              // unsettled before); sent to tier `tier`, no attempt counted
+  kParked,    // in the dead-letter queue (`reason`)
 };
 const char* TraceOutcomeName(TraceOutcome outcome);
 
 // One set the consumer applied (or removed) in a sync.
 struct TraceSet {
-  std::string kind;         // "SyncSet" or "SelectorSyncSet"
+  std::string kind;  // "SyncSet" or "SelectorSyncSet"
   std::string name;
-  int64_t generation = 0;   // 0 for a set removed from the cluster
-  int applies = 0;          // objects applied
+  int64_t generation = 0;  // 0 for a set removed from the cluster
+  int applies = 0;         // objects applied
   bool success = true;
-  std::string failure;      // short, secret-free
+  std::string failure;  // short, secret-free
 
   bool operator==(const TraceSet&) const = default;
 };
 
 struct TraceEvent {
   TraceStep step = TraceStep::kPublished;
-  std::string cluster;          // "namespace/name"
-  std::string request;          // the sync message's message id
-  WallTime at{};                // when the step ended
-  std::chrono::milliseconds duration{0};   // how long the step took
-  std::string actor;            // who recorded it: publisher or consumer identity, "syncbusctl"
+  std::string cluster;                    // "namespace/name"
+  std::string request;                    // the sync message's message id
+  WallTime at{};                          // when the step ended
+  std::chrono::milliseconds duration{0};  // how long the step took
+  std::string actor;  // who recorded it: publisher or consumer identity, "syncbusctl"
 
   // kPublished
-  std::string reason;           // why: syncset-changed, startup, reapply, ...
-  std::string lane;             // change or resync (also kDelivered, kReplayed)
+  std::string reason;  // why: syncset-changed, startup, reapply, ...
+  std::string lane;    // change or resync (also kDelivered, kReplayed)
   std::string revision;
-  WallTime decided_at{};        // when the publisher enqueued it (request.enqueuedAt)
+  WallTime decided_at{};  // when the publisher enqueued it (request.enqueuedAt)
 
   // kDelivered and kSettled
-  int attempt = 0;              // attempts failed before this delivery
+  int attempt = 0;  // attempts failed before this delivery
   bool redelivered = false;
-  std::chrono::milliseconds queued{0};   // kDelivered: time since the publisher decided
+  std::chrono::milliseconds queued{0};  // kDelivered: time since the publisher decided
 
   // kSettled
   TraceOutcome outcome = TraceOutcome::kNone;
-  std::string tier;             // kRetry / kDeferred: the delay queue's tier ("30s")
-  std::string dead_reason;      // kParked: max-attempts, delivery_limit, ...
-  std::string error;            // short, secret-free
-  std::chrono::milliseconds prepare{0}, target{0}, store{0};   // hub reads, target work, status write
+  std::string tier;         // kRetry / kDeferred: the delay queue's tier ("30s")
+  std::string dead_reason;  // kParked: max-attempts, delivery_limit, ...
+  std::string error;        // short, secret-free
+  std::chrono::milliseconds prepare{0}, target{0},
+      store{0};  // hub reads, target work, status write
   std::vector<TraceSet> sets;
 
   bool operator==(const TraceEvent&) const = default;

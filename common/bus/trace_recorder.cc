@@ -12,8 +12,10 @@ namespace {
 prometheus::Family<prometheus::Counter>& EventsFamily(prometheus::Registry& registry) {
   return prometheus::BuildCounter()
       .Name("syncbus_trace_events_total")
-      .Help("Trace events by result: published to syncbus.trace, dropped because the buffer was full, "
-            "or dropped because the broker refused them")
+      .Help(
+          "Trace events by result: published to syncbus.trace, dropped because the buffer was "
+          "full, "
+          "or dropped because the broker refused them")
       .Register(registry);
 }
 
@@ -44,7 +46,8 @@ size_t TraceRecorder::buffered() const {
   return buffer_.size();
 }
 
-Result<size_t> TraceRecorder::Flush(amqp::Session& session, std::chrono::milliseconds timeout, size_t max_batch) {
+Result<size_t> TraceRecorder::Flush(amqp::Session& session, std::chrono::milliseconds timeout,
+                                    size_t max_batch) {
   if (clock_.Now() < held_until_) return size_t{0};
   std::vector<amqp::Publication> batch;
   {

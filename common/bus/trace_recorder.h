@@ -8,18 +8,18 @@
 // Record() is thread-safe; Flush() runs on the thread that owns the Session.
 #pragma once
 
-#include <prometheus/counter.h>
-#include <prometheus/registry.h>
-
 #include <chrono>
 #include <deque>
 #include <mutex>
 #include <string>
 
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
+
 #include "common/amqp/session.h"
 #include "common/backoff.h"
-#include "common/clock.h"
 #include "common/bus/trace_event.h"
+#include "common/clock.h"
 
 namespace syncbus {
 
@@ -49,8 +49,8 @@ class TraceRecorder {
   const std::string actor_;
   const size_t capacity_;
   Clock& clock_;
-  Backoff hold_off_;                       // Flush() thread only
-  SteadyTime held_until_{};                // Flush() thread only
+  Backoff hold_off_;         // Flush() thread only
+  SteadyTime held_until_{};  // Flush() thread only
   mutable std::mutex mu_;
   std::deque<TraceEvent> buffer_;
   prometheus::Counter& published_;

@@ -44,7 +44,8 @@ DesiredState ComputeDesired(const hive::ClusterDeployment& cd,
   std::string canon = "v1|" + d.cluster_key + "|" + cd.meta.uid + "|";
   for (const auto& [k, v] : cd.meta.labels) canon += k + "=" + v + ",";
   for (const auto& s : d.sets) {
-    canon += (s.kind == SetKind::kSyncSet ? "|ss:" : "|sss:") + s.name + "@" + std::to_string(s.generation);
+    canon += (s.kind == SetKind::kSyncSet ? "|ss:" : "|sss:") + s.name + "@" +
+             std::to_string(s.generation);
   }
   SecretVersions sorted = secrets;
   std::sort(sorted.begin(), sorted.end());

@@ -21,11 +21,11 @@ struct DesiredSet {
 };
 
 struct DesiredState {
-  std::string cluster_key;          // "namespace/name"
-  std::vector<DesiredSet> sets;     // SyncSets then SelectorSyncSets, each by name
-  std::string skip_reason;          // non-empty: ClusterDeployment::SkipReason()
+  std::string cluster_key;       // "namespace/name"
+  std::vector<DesiredSet> sets;  // SyncSets then SelectorSyncSets, each by name
+  std::string skip_reason;       // non-empty: ClusterDeployment::SkipReason()
   bool installed = false;  // status.installedTimestamp is set (ClusterSync firstSuccessTime rule)
-  std::string revision;             // digest of cluster identity + sets (+ secret versions)
+  std::string revision;    // digest of cluster identity + sets (+ secret versions)
 };
 
 // Secret versions that the sets' secretMappings read ("ns/name" -> resourceVersion); a changed

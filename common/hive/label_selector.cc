@@ -22,18 +22,24 @@ Result<LabelSelector> LabelSelector::FromJson(const Json& selector) {
     for (size_t i = 0; i < it->size(); ++i) {
       const Json& e = (*it)[i];
       std::string where = "selector.matchExpressions[" + std::to_string(i) + "]";
-      if (!e.is_object() || !e.contains("key") || !e["key"].is_string() || !e.contains("operator") ||
-          !e["operator"].is_string()) {
+      if (!e.is_object() || !e.contains("key") || !e["key"].is_string() ||
+          !e.contains("operator") || !e["operator"].is_string()) {
         return InvalidArgument(where + ": key and operator are required strings");
       }
       LabelRequirement r;
       r.key = e["key"].get<std::string>();
       std::string op = e["operator"].get<std::string>();
-      if (op == "In") r.op = LabelRequirement::Op::kIn;
-      else if (op == "NotIn") r.op = LabelRequirement::Op::kNotIn;
-      else if (op == "Exists") r.op = LabelRequirement::Op::kExists;
-      else if (op == "DoesNotExist") r.op = LabelRequirement::Op::kDoesNotExist;
-      else return InvalidArgument(where + ".operator: \"" + op + "\" is not a valid label selector operator");
+      if (op == "In")
+        r.op = LabelRequirement::Op::kIn;
+      else if (op == "NotIn")
+        r.op = LabelRequirement::Op::kNotIn;
+      else if (op == "Exists")
+        r.op = LabelRequirement::Op::kExists;
+      else if (op == "DoesNotExist")
+        r.op = LabelRequirement::Op::kDoesNotExist;
+      else
+        return InvalidArgument(where + ".operator: \"" + op +
+                               "\" is not a valid label selector operator");
       if (auto v = e.find("values"); v != e.end() && !v->is_null()) {
         if (!v->is_array()) return InvalidArgument(where + ".values: expected an array");
         for (const auto& s : *v) {
@@ -58,7 +64,8 @@ bool LabelSelector::Matches(const Labels& labels) const {
   for (const auto& r : requirements_) {
     auto it = labels.find(r.key);
     bool has = it != labels.end();
-    bool in_values = has && std::find(r.values.begin(), r.values.end(), it->second) != r.values.end();
+    bool in_values =
+        has && std::find(r.values.begin(), r.values.end(), it->second) != r.values.end();
     switch (r.op) {
       case LabelRequirement::Op::kIn:
         if (!in_values) return false;

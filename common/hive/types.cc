@@ -67,7 +67,9 @@ EmbeddedObject::EmbeddedObject(const Json& object)
   if (v != object.end() && v->is_string()) api_version_ = v->get<std::string>();
 }
 
-Json EmbeddedObject::Parse() const { return Json::parse(text_); }
+Json EmbeddedObject::Parse() const {
+  return Json::parse(text_);
+}
 
 namespace {
 
@@ -142,12 +144,14 @@ Result<SyncSetCommonSpec> ParseCommonSpec(const Json& spec) {
   }
   SYNCBUS_RETURN_IF_ERROR(
       ReadBool(spec, "enableResourceTemplates", "spec", out.enable_resource_templates));
-  SYNCBUS_RETURN_IF_ERROR(ReadBool(spec, "enablePatchTemplates", "spec", out.enable_patch_templates));
+  SYNCBUS_RETURN_IF_ERROR(
+      ReadBool(spec, "enablePatchTemplates", "spec", out.enable_patch_templates));
   return out;
 }
 
 template <typename T>
-Status ParseList(const Json& parent, const char* key, const std::string& path, std::vector<T>& out) {
+Status ParseList(const Json& parent, const char* key, const std::string& path,
+                 std::vector<T>& out) {
   auto arr = ReadArray(parent, key, path);
   SYNCBUS_RETURN_IF_ERROR(arr);
   for (size_t i = 0; i < (*arr)->size(); ++i) {
@@ -162,7 +166,9 @@ Status ParseList(const Json& parent, const char* key, const std::string& path, s
 
 }  // namespace
 
-const char* SyncResultName(SyncResult r) { return r == SyncResult::kSuccess ? "Success" : "Failure"; }
+const char* SyncResultName(SyncResult r) {
+  return r == SyncResult::kSuccess ? "Success" : "Failure";
+}
 
 std::optional<bool> ParseGoBool(const std::string& text) {
   for (const char* t : {"1", "t", "T", "TRUE", "true", "True"}) {
@@ -226,7 +232,8 @@ Result<SelectorSyncSet> SelectorSyncSet::FromJson(const Json& object) {
   SYNCBUS_RETURN_IF_ERROR(sel_obj);
   auto selector = LabelSelector::FromJson(**sel_obj);
   if (!selector.ok()) {
-    return selector.status().Annotate("SelectorSyncSet " + meta->Key() + " spec.clusterDeploymentSelector");
+    return selector.status().Annotate("SelectorSyncSet " + meta->Key() +
+                                      " spec.clusterDeploymentSelector");
   }
   return SelectorSyncSet{std::move(*meta), std::move(*spec), std::move(*selector)};
 }
@@ -238,7 +245,8 @@ Result<Condition> Condition::FromJson(const Json& c) {
   SYNCBUS_RETURN_IF_ERROR(ReadString(c, "status", "condition", out.status));
   SYNCBUS_RETURN_IF_ERROR(ReadString(c, "reason", "condition", out.reason));
   SYNCBUS_RETURN_IF_ERROR(ReadString(c, "message", "condition", out.message));
-  SYNCBUS_RETURN_IF_ERROR(ReadString(c, "lastTransitionTime", "condition", out.last_transition_time));
+  SYNCBUS_RETURN_IF_ERROR(
+      ReadString(c, "lastTransitionTime", "condition", out.last_transition_time));
   SYNCBUS_RETURN_IF_ERROR(ReadString(c, "lastProbeTime", "condition", out.last_probe_time));
   return out;
 }

@@ -44,7 +44,7 @@ struct ObjectMeta {
   std::string Key() const { return ns.empty() ? name : ns + "/" + name; }
 };
 
-enum class ResourceApplyMode { kUpsert, kSync };          // anything but "Sync" is Upsert
+enum class ResourceApplyMode { kUpsert, kSync };  // anything but "Sync" is Upsert
 // "" and any value Hive does not know are Apply (Hive's switch falls through to Apply).
 enum class ApplyBehavior { kApply, kCreateOnly, kCreateOrUpdate };
 // "" is strategic. An unknown value is kept (kInvalid, its text in patch_type_text): that patch
@@ -72,8 +72,8 @@ struct SecretMapping {
 class EmbeddedObject {
  public:
   explicit EmbeddedObject(const Json& object);
-  Json Parse() const;                       // the object (parsing its own dump cannot fail)
-  const std::string& api_version() const { return api_version_; }   // "" when not a string
+  Json Parse() const;  // the object (parsing its own dump cannot fail)
+  const std::string& api_version() const { return api_version_; }  // "" when not a string
 
  private:
   std::string text_;
@@ -94,7 +94,7 @@ struct SyncSetCommonSpec {
 struct SyncSet {
   ObjectMeta meta;
   SyncSetCommonSpec spec;
-  std::vector<std::string> cluster_deployment_refs;   // names in meta.ns
+  std::vector<std::string> cluster_deployment_refs;  // names in meta.ns
   static Result<SyncSet> FromJson(const Json& object);
 };
 
@@ -114,10 +114,10 @@ struct Condition {
 struct ClusterDeployment {
   ObjectMeta meta;
   bool installed = false;
-  std::string admin_kubeconfig_secret;   // spec.clusterMetadata.adminKubeconfigSecretRef.name
-  std::string api_url_override;          // spec.controlPlaneConfig.apiURLOverride
-  std::string api_server_ip_override;    // spec.controlPlaneConfig.apiServerIPOverride
-  std::string installed_timestamp;       // status.installedTimestamp (RFC 3339), "" when unset
+  std::string admin_kubeconfig_secret;  // spec.clusterMetadata.adminKubeconfigSecretRef.name
+  std::string api_url_override;         // spec.controlPlaneConfig.apiURLOverride
+  std::string api_server_ip_override;   // spec.controlPlaneConfig.apiServerIPOverride
+  std::string installed_timestamp;      // status.installedTimestamp (RFC 3339), "" when unset
   std::vector<Condition> conditions;
 
   static Result<ClusterDeployment> FromJson(const Json& object);
@@ -157,7 +157,7 @@ struct SyncStatus {
   SyncResult result = SyncResult::kSuccess;
   std::string failure_message;
   std::string last_transition_time;
-  std::string first_success_time;   // empty = never succeeded
+  std::string first_success_time;  // empty = never succeeded
   Json ToJson() const;
   static Result<SyncStatus> FromJson(const Json& j);
 };

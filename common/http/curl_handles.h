@@ -2,10 +2,10 @@
 // thread-compatible (libcurl handles are used by one thread at a time).
 #pragma once
 
-#include <curl/curl.h>
-
 #include <memory>
 #include <string>
+
+#include <curl/curl.h>
 
 namespace syncbus::http {
 

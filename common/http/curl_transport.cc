@@ -1,11 +1,5 @@
 #include "common/http/curl_transport.h"
 
-#include <curl/curl.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -20,6 +14,12 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <curl/curl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "common/http/curl_handles.h"
 #include "common/unique_fd.h"
@@ -158,21 +158,17 @@ Status MapCurlError(CURLcode code, const Transfer& t) {
   std::string text = t.error[0] != '\0' ? t.error : curl_easy_strerror(code);
   std::string message = t.request.method + " " + t.request.url + ": " + text;
   switch (code) {
-    case CURLE_OPERATION_TIMEDOUT:
-      return Status(Code::kTimeout, std::move(message));
+    case CURLE_OPERATION_TIMEDOUT: return Status(Code::kTimeout, std::move(message));
     case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
-      return Status(Code::kUnauthorized, std::move(message));
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH: return Status(Code::kUnauthorized, std::move(message));
     case CURLE_URL_MALFORMAT:
     case CURLE_UNSUPPORTED_PROTOCOL:
     case CURLE_SSL_CACERT_BADFILE:
     case CURLE_SSL_CERTPROBLEM:
     case CURLE_SSL_CIPHER:
-    case CURLE_SSL_CRL_BADFILE:
-      return Status(Code::kInvalidArgument, std::move(message));
+    case CURLE_SSL_CRL_BADFILE: return Status(Code::kInvalidArgument, std::move(message));
     case CURLE_OUT_OF_MEMORY:
-    case CURLE_BAD_FUNCTION_ARGUMENT:
-      return Status(Code::kInternal, std::move(message));
+    case CURLE_BAD_FUNCTION_ARGUMENT: return Status(Code::kInternal, std::move(message));
     default:
       // Refused, reset, DNS, handshake, partial bodies, HTTP/2 stream errors: all transient.
       return Status(Code::kUnavailable, std::move(message));

@@ -1,9 +1,9 @@
 #include "common/http/metered_transport.h"
 
+#include <chrono>
+
 #include <prometheus/counter.h>
 #include <prometheus/histogram.h>
-
-#include <chrono>
 
 namespace syncbus::http {
 namespace {
@@ -23,8 +23,8 @@ struct MeteredTransport::Metrics {
   }
 };
 
-MeteredTransport::MeteredTransport(std::shared_ptr<Transport> inner,
-                                   prometheus::Registry& registry, const std::string& prefix)
+MeteredTransport::MeteredTransport(std::shared_ptr<Transport> inner, prometheus::Registry& registry,
+                                   const std::string& prefix)
     : inner_(std::move(inner)),
       metrics_(std::make_shared<Metrics>(Metrics{
           prometheus::BuildCounter()
@@ -45,15 +45,14 @@ void MeteredTransport::Send(Request request, DoneCallback done) {
     metrics->Count(method, status);
     if (status > 0) {
       metrics->duration.Add({{"method", method}}, kDurationBuckets)
-          .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
-                       .count());
+          .Observe(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     }
     done(std::move(result));
   });
 }
 
-std::unique_ptr<StreamHandle> MeteredTransport::Stream(Request request,
-                                                       StreamCallbacks callbacks) {
+std::unique_ptr<StreamHandle> MeteredTransport::Stream(Request request, StreamCallbacks callbacks) {
   // Both callbacks run on the transport's thread, one after the other: no lock needed.
   auto counted = std::make_shared<bool>(false);
   StreamCallbacks metered;

@@ -29,7 +29,7 @@ class MeteredTransport final : public Transport {
  private:
   struct Metrics;
   std::shared_ptr<Transport> inner_;
-  std::shared_ptr<Metrics> metrics_;   // shared with the callbacks of requests in flight
+  std::shared_ptr<Metrics> metrics_;  // shared with the callbacks of requests in flight
 };
 
 }  // namespace syncbus::http

@@ -3,6 +3,16 @@
 // kept alive by its loop until it is answered or its connection goes away.
 #include "common/http/server.h"
 
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -13,16 +23,6 @@
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-#include <deque>
-#include <mutex>
-#include <thread>
-#include <unordered_map>
-#include <vector>
 
 #include "common/clock.h"
 #include "common/http/server_tls.h"
@@ -58,24 +58,15 @@ timeval ToTimeval(std::chrono::microseconds d) {
 
 const char* MethodName(evhttp_cmd_type type) {
   switch (type) {
-    case EVHTTP_REQ_GET:
-      return "GET";
-    case EVHTTP_REQ_POST:
-      return "POST";
-    case EVHTTP_REQ_HEAD:
-      return "HEAD";
-    case EVHTTP_REQ_PUT:
-      return "PUT";
-    case EVHTTP_REQ_DELETE:
-      return "DELETE";
-    case EVHTTP_REQ_OPTIONS:
-      return "OPTIONS";
-    case EVHTTP_REQ_TRACE:
-      return "TRACE";
-    case EVHTTP_REQ_CONNECT:
-      return "CONNECT";
-    case EVHTTP_REQ_PATCH:
-      return "PATCH";
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    case EVHTTP_REQ_TRACE: return "TRACE";
+    case EVHTTP_REQ_CONNECT: return "CONNECT";
+    case EVHTTP_REQ_PATCH: return "PATCH";
   }
   return "UNKNOWN";
 }

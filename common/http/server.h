@@ -20,8 +20,8 @@ namespace syncbus::http {
 
 struct ServerRequest {
   std::string method;
-  std::string path;            // decoded path without the query
-  std::string query;           // raw query string (after '?'), percent-encoded
+  std::string path;   // decoded path without the query
+  std::string query;  // raw query string (after '?'), percent-encoded
   Headers headers;
   std::string body;
   // The first value of query parameter `name`, percent-decoded ('+' is a space).
@@ -36,7 +36,7 @@ class ResponseWriter {
  public:
   virtual ~ResponseWriter() = default;
   virtual void Respond(int status, Headers headers, std::string body) = 0;
-  virtual void StartStream(int status, Headers headers) = 0;   // chunked transfer encoding
+  virtual void StartStream(int status, Headers headers) = 0;  // chunked transfer encoding
   // Queues one chunk. False once the client has gone (the stream is over).
   virtual bool WriteChunk(std::string data) = 0;
   virtual void EndStream() = 0;
@@ -54,9 +54,9 @@ class Server {
  public:
   struct Options {
     std::string host = "127.0.0.1";
-    int port = 0;                       // 0 = pick a free port (see port())
-    int threads = 1;                    // event-loop threads sharing the listening socket
-    size_t max_body_bytes = 16 << 20;   // larger request bodies are answered 413
+    int port = 0;                      // 0 = pick a free port (see port())
+    int threads = 1;                   // event-loop threads sharing the listening socket
+    size_t max_body_bytes = 16 << 20;  // larger request bodies are answered 413
     // A connection that stays idle (or does not read what we write) this long is closed.
     std::chrono::seconds io_timeout{300};
     // Serve HTTPS with this PEM certificate chain and private key; both empty = plain HTTP.

@@ -1,12 +1,12 @@
 // ServerTls: SSL_CTX loading and the memory-BIO filter bufferevent.
 #include "common/http/server_tls.h"
 
+#include <algorithm>
+
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-
-#include <algorithm>
 
 namespace syncbus::http {
 namespace {
@@ -25,8 +25,8 @@ std::string OpenSslError() {
 // One connection's TLS state; freed by the filter bufferevent.
 struct TlsConnection {
   SSL* ssl = nullptr;
-  BIO* network_in = nullptr;    // ciphertext from the peer (owned by ssl)
-  BIO* network_out = nullptr;   // ciphertext for the peer (owned by ssl)
+  BIO* network_in = nullptr;   // ciphertext from the peer (owned by ssl)
+  BIO* network_out = nullptr;  // ciphertext for the peer (owned by ssl)
   bufferevent* filter = nullptr;
   // The first plaintext byte in the filter's output is already encrypted (see EncryptFilter).
   bool holding = false;
@@ -46,7 +46,9 @@ struct TlsConnection {
   }
 };
 
-void FreeConnection(void* arg) { delete static_cast<TlsConnection*>(arg); }
+void FreeConnection(void* arg) {
+  delete static_cast<TlsConnection*>(arg);
+}
 
 // Ciphertext from the socket (src) -> plaintext for evhttp (dst).
 bufferevent_filter_result DecryptFilter(evbuffer* src, evbuffer* dst, ev_ssize_t,
@@ -70,7 +72,7 @@ bufferevent_filter_result DecryptFilter(evbuffer* src, evbuffer* dst, ev_ssize_t
     int error = SSL_get_error(tls->ssl, n);
     if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
       ERR_clear_error();
-      result = BEV_ERROR;   // a bad handshake, a close_notify, or garbage: the connection ends
+      result = BEV_ERROR;  // a bad handshake, a close_notify, or garbage: the connection ends
     }
     break;
   }
@@ -138,7 +140,9 @@ Result<std::shared_ptr<ServerTls>> ServerTls::Load(const std::string& cert_file,
   return tls;
 }
 
-ServerTls::~ServerTls() { SSL_CTX_free(ctx_); }
+ServerTls::~ServerTls() {
+  SSL_CTX_free(ctx_);
+}
 
 bufferevent* ServerTls::NewBufferevent(event_base* base, void* arg) {
   auto* self = static_cast<ServerTls*>(arg);

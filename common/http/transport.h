@@ -1,9 +1,9 @@
 // Transport: the seam between HTTP clients (the Kubernetes client) and the network.
 // The real implementation (CurlTransport, curl_transport.h) drives libcurl multi on its own event
 // loop thread, reusing connections (keep-alive, HTTP/2 when offered); the in-process fake
-// (tests/fakes/common/http/in_process_transport.h) routes requests straight into the Kubernetes simulator.
-// Thread-safe: Send/Stream may be called from any thread; callbacks run on the transport's thread
-// and must not block.
+// (tests/fakes/common/http/in_process_transport.h) routes requests straight into the Kubernetes
+// simulator. Thread-safe: Send/Stream may be called from any thread; callbacks run on the
+// transport's thread and must not block.
 #pragma once
 
 #include <functional>

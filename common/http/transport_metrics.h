@@ -4,13 +4,13 @@
 // the transport alive.
 #pragma once
 
-#include <prometheus/counter.h>
-#include <prometheus/gauge.h>
-#include <prometheus/registry.h>
-
 #include <cstdint>
 #include <memory>
 #include <mutex>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
 
 #include "common/http/curl_transport.h"
 

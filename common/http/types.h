@@ -27,16 +27,16 @@ std::optional<std::string> FindHeader(const Headers& headers, std::string_view n
 
 // TLS settings for one peer. Files or in-memory PEM; PEM wins when both are set.
 struct TlsOptions {
-  std::string ca_file, ca_pem;                  // trust anchors; empty = system store
+  std::string ca_file, ca_pem;  // trust anchors; empty = system store
   std::string client_cert_file, client_cert_pem;
   std::string client_key_file, client_key_pem;
   bool insecure_skip_verify = false;
-  std::string server_name;                      // SNI / verification name override
+  std::string server_name;  // SNI / verification name override
 };
 
 struct Request {
   std::string method = "GET";
-  std::string url;                 // absolute: https://host:port/prefix/api/v1/...
+  std::string url;  // absolute: https://host:port/prefix/api/v1/...
   Headers headers;
   std::string body;
   std::chrono::milliseconds timeout{30000};  // whole request; 0 = none (watches)
@@ -47,7 +47,7 @@ struct Request {
   // Connect to this address (an IP) instead of resolving the URL's host; the port, the Host
   // header, SNI and certificate verification stay the URL's. Empty = resolve the host.
   std::string connect_address;
-  SendGuard send_guard;                     // null = always sent
+  SendGuard send_guard;  // null = always sent
 };
 
 struct Response {

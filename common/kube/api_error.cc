@@ -16,27 +16,18 @@ Code CodeFor(int http_status, const std::string& reason) {
   switch (http_status) {
     case 400:
     case 413:
-    case 422:
-      return Code::kInvalidArgument;
+    case 422: return Code::kInvalidArgument;
     case 401:
-    case 403:
-      return Code::kUnauthorized;
-    case 404:
-      return Code::kNotFound;
+    case 403: return Code::kUnauthorized;
+    case 404: return Code::kNotFound;
     case 405:
     case 406:
-    case 415:
-      return Code::kUnsupported;
-    case 408:
-      return Code::kTimeout;
-    case 409:
-      return reason == "AlreadyExists" ? Code::kAlreadyExists : Code::kConflict;
-    case 410:
-      return Code::kGone;
-    case 429:
-      return Code::kTooManyRequests;
-    default:
-      return http_status >= 500 && http_status <= 599 ? Code::kUnavailable : Code::kInternal;
+    case 415: return Code::kUnsupported;
+    case 408: return Code::kTimeout;
+    case 409: return reason == "AlreadyExists" ? Code::kAlreadyExists : Code::kConflict;
+    case 410: return Code::kGone;
+    case 429: return Code::kTooManyRequests;
+    default: return http_status >= 500 && http_status <= 599 ? Code::kUnavailable : Code::kInternal;
   }
 }
 

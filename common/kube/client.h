@@ -20,7 +20,7 @@ namespace syncbus::kube {
 struct ListOptions {
   std::string label_selector;
   std::string field_selector;
-  int limit = 500;              // page size; List follows `continue` until the end
+  int limit = 500;  // page size; List follows `continue` until the end
   // Called with each page's objects as they arrive, in list order; what it leaves in the vector
   // is returned in ObjectList::items. A caller that converts objects into a smaller form of its
   // own takes them here, so a large collection is never held as JSON all at once.
@@ -42,15 +42,15 @@ const char* WatchEventTypeName(WatchEventType t);
 
 struct WatchEvent {
   WatchEventType type;
-  Json object;   // the object; for kError the metav1.Status
+  Json object;  // the object; for kError the metav1.Status
 };
 
 struct WatchOptions {
-  std::string resource_version;      // start after this version (from a list or a bookmark)
+  std::string resource_version;  // start after this version (from a list or a bookmark)
   bool allow_bookmarks = true;
-  int timeout_seconds = 300;         // server-side watch timeout
+  int timeout_seconds = 300;  // server-side watch timeout
   std::string label_selector;
-  bool metadata_only = false;        // events carry PartialObjectMetadata (see ListOptions)
+  bool metadata_only = false;  // events carry PartialObjectMetadata (see ListOptions)
 };
 
 // One open watch. Next() is called from a single consumer thread. Destroying it cancels.
@@ -99,7 +99,8 @@ class Client {
   // With ref.subresource == "status" this is the status update.
   virtual Result<Json> Update(const ObjectRef& ref, const Json& object) = 0;
   // Server-side apply (PATCH application/apply-patch+yaml with fieldManager and force).
-  virtual Result<Json> Apply(const ObjectRef& ref, const Json& object, const ApplyOptions& options) = 0;
+  virtual Result<Json> Apply(const ObjectRef& ref, const Json& object,
+                             const ApplyOptions& options) = 0;
   virtual Result<Json> Patch(const ObjectRef& ref, PatchType type, const std::string& body) = 0;
   // NotFound is returned as kNotFound (callers that treat it as success check for it).
   virtual Status Delete(const ObjectRef& ref, const DeleteOptions& options) = 0;

@@ -1,8 +1,5 @@
 #include "common/kube/client_impl.h"
 
-#include <fmt/format.h>
-#include <sys/stat.h>
-
 #include <cctype>
 #include <cmath>
 #include <condition_variable>
@@ -13,6 +10,9 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
+#include <sys/stat.h>
+
 #include "common/base64.h"
 #include "common/kube/api_error.h"
 
@@ -20,28 +20,20 @@ namespace syncbus::kube {
 
 const char* WatchEventTypeName(WatchEventType t) {
   switch (t) {
-    case WatchEventType::kAdded:
-      return "ADDED";
-    case WatchEventType::kModified:
-      return "MODIFIED";
-    case WatchEventType::kDeleted:
-      return "DELETED";
-    case WatchEventType::kBookmark:
-      return "BOOKMARK";
-    case WatchEventType::kError:
-      return "ERROR";
+    case WatchEventType::kAdded: return "ADDED";
+    case WatchEventType::kModified: return "MODIFIED";
+    case WatchEventType::kDeleted: return "DELETED";
+    case WatchEventType::kBookmark: return "BOOKMARK";
+    case WatchEventType::kError: return "ERROR";
   }
   return "UNKNOWN";
 }
 
 const char* PatchContentType(PatchType t) {
   switch (t) {
-    case PatchType::kJson:
-      return "application/json-patch+json";
-    case PatchType::kMerge:
-      return "application/merge-patch+json";
-    case PatchType::kStrategicMerge:
-      return "application/strategic-merge-patch+json";
+    case PatchType::kJson: return "application/json-patch+json";
+    case PatchType::kMerge: return "application/merge-patch+json";
+    case PatchType::kStrategicMerge: return "application/strategic-merge-patch+json";
   }
   return "application/merge-patch+json";
 }
@@ -251,7 +243,7 @@ class WatchStreamImpl final : public WatchStream {
 Json MetadataOnly(Json object) {
   if (object.is_object() && object.value("kind", "") == "PartialObjectMetadata") return object;
   Json metadata = object.is_object() && object.contains("metadata") ? std::move(object["metadata"])
-                                                                     : Json::object();
+                                                                    : Json::object();
   return {{"apiVersion", "meta.k8s.io/v1"},
           {"kind", "PartialObjectMetadata"},
           {"metadata", std::move(metadata)}};
@@ -484,13 +476,13 @@ void ClientImpl::CallJson(Result<Prepared> prepared, Callback<Json> done, http::
   // The plugin outlives the client for requests still in flight.
   auto send = [transport = transport_, request = std::move(prepared->request), shared_done,
                exec = exec_, credential = std::move(prepared->credential)]() mutable {
-    transport->Send(std::move(request), [shared_done, exec, credential](
-                                            Result<http::Response> result) {
-      if (exec != nullptr && credential != nullptr && result.ok() && result->status == 401) {
-        exec->Rejected(credential);
-      }
-      (*shared_done)(ToJson(std::move(result)));
-    });
+    transport->Send(
+        std::move(request), [shared_done, exec, credential](Result<http::Response> result) {
+          if (exec != nullptr && credential != nullptr && result.ok() && result->status == 401) {
+            exec->Rejected(credential);
+          }
+          (*shared_done)(ToJson(std::move(result)));
+        });
   };
   if (pacer_ == nullptr) {
     send();
@@ -551,9 +543,10 @@ void ClientImpl::DeleteAsync(const ObjectRef& ref, const DeleteOptions& options,
     body = delete_options.dump();
   }
   std::string content_type = body.empty() ? "" : "application/json";
-  CallJson(NewRequest("DELETE", Url(ref.Path()), std::move(content_type), std::move(body)),
-           [done = std::move(done)](const Result<Json>& result) { done(result.status()); },
-           std::move(guard));
+  CallJson(
+      NewRequest("DELETE", Url(ref.Path()), std::move(content_type), std::move(body)),
+      [done = std::move(done)](const Result<Json>& result) { done(result.status()); },
+      std::move(guard));
 }
 
 Result<Json> ClientImpl::Get(const ObjectRef& object) {
@@ -613,8 +606,8 @@ Result<ObjectList> ClientImpl::List(const ObjectRef& collection, const ListOptio
     if (!continue_token.empty()) query.emplace_back("continue", continue_token);
     Result<Prepared> request = NewRequest("GET", Url(target.Path(), query), {}, {});
     if (request.ok() && options.metadata_only) SetAccept(request->request, kAcceptMetadataList);
-    Result<Json> page = Await<Json>(
-        [&](Callback<Json> done) { CallJson(std::move(request), std::move(done)); });
+    Result<Json> page =
+        Await<Json>([&](Callback<Json> done) { CallJson(std::move(request), std::move(done)); });
     if (!page.ok()) return page.status().Annotate("listing " + target.Describe());
     Json metadata = page->value("metadata", Json::object());
     if (first) list.resource_version = metadata.value("resourceVersion", "");
@@ -634,7 +627,7 @@ Result<ObjectList> ClientImpl::List(const ObjectRef& collection, const ListOptio
         items.push_back(std::move(item));
       }
     }
-    *page = Json();   // the rest of the page: its items were moved out
+    *page = Json();  // the rest of the page: its items were moved out
     if (options.on_page) options.on_page(items);
     for (Json& item : items) list.items.push_back(std::move(item));
   } while (!continue_token.empty());

@@ -136,8 +136,8 @@ class ClientImpl final : public Client {
   std::shared_ptr<http::Transport> transport_;
   std::unique_ptr<TokenSource> token_;
   std::shared_ptr<ExecCredentialPlugin> exec_;  // null without an exec plugin
-  http::Headers fixed_headers_;                  // basic authentication, impersonation
-  std::unique_ptr<Pacer> pacer_;  // null without a QPS limit
+  http::Headers fixed_headers_;                 // basic authentication, impersonation
+  std::unique_ptr<Pacer> pacer_;                // null without a QPS limit
 };
 
 }  // namespace syncbus::kube

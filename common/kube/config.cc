@@ -1,7 +1,5 @@
 #include "common/kube/config.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -12,6 +10,8 @@
 #include <sstream>
 #include <system_error>
 #include <tuple>
+
+#include <yaml-cpp/yaml.h>
 
 #include "common/base64.h"
 
@@ -91,8 +91,7 @@ Json YamlToJson(const YAML::Node& node) {
       }
       return text;
     }
-    default:
-      return nullptr;
+    default: return nullptr;
   }
 }
 
@@ -153,8 +152,8 @@ class Fields {
 // One named entry of a clusters/users/contexts list and the directory its relative paths
 // resolve against (its file's).
 struct Entry {
-  YAML::Node body;     // the entry's cluster/user/context map (undefined when missing)
-  std::string where;   // for errors: "[FILE: ]clusters[0].cluster"
+  YAML::Node body;    // the entry's cluster/user/context map (undefined when missing)
+  std::string where;  // for errors: "[FILE: ]clusters[0].cluster"
   std::string base_dir;
 };
 
@@ -188,7 +187,7 @@ Status MergeSection(const YAML::Node& root, const char* section, const char* inn
 Status MergeFile(const YAML::Node& root, const std::string& file, const std::string& base_dir,
                  Merged& merged) {
   std::string prefix = file.empty() ? "" : file + ": ";
-  if (root.IsNull()) return Status::Ok();   // an empty file
+  if (root.IsNull()) return Status::Ok();  // an empty file
   if (!root.IsMap()) return ConfigError(prefix + "not a YAML map");
   for (auto [section, inner, into] : {std::tuple{"clusters", "cluster", &merged.clusters},
                                       std::tuple{"users", "user", &merged.users},
@@ -280,8 +279,8 @@ Result<Json> ExecClusterInfo(const Fields& cluster, const ClusterConfig& config,
   YAML::Node extensions = cluster.node()["extensions"];
   if (extensions.IsDefined() && extensions.IsSequence()) {
     for (const auto& extension : extensions) {
-      if (!extension.IsMap() || !extension["name"].IsDefined() ||
-          !extension["name"].IsScalar() || extension["name"].Scalar() != kExecExtension) {
+      if (!extension.IsMap() || !extension["name"].IsDefined() || !extension["name"].IsScalar() ||
+          extension["name"].Scalar() != kExecExtension) {
         continue;
       }
       if (extension["extension"].IsDefined()) info["config"] = YamlToJson(extension["extension"]);
@@ -375,7 +374,8 @@ Status ApplyImpersonation(const Fields& user, ClusterConfig& config) {
     }
   }
   if (as.user.empty() && (!as.uid.empty() || !as.groups.empty() || !as.extra.empty())) {
-    return ConfigError(user.where() + ": as-uid, as-groups or as-user-extra without as (the "
+    return ConfigError(user.where() +
+                       ": as-uid, as-groups or as-user-extra without as (the "
                        "user to impersonate)");
   }
   return Status::Ok();
@@ -542,7 +542,7 @@ Result<ClusterConfig> LoadClientConfig(const LoadingRules& rules) {
   std::vector<std::string> files;
   std::string tried;
   if (!rules.explicit_path.empty()) {
-    files.push_back(rules.explicit_path);   // must exist: a read error below is the answer
+    files.push_back(rules.explicit_path);  // must exist: a read error below is the answer
   } else if (!rules.kubeconfig_env.empty()) {
     for (const std::string& file : SplitPathList(rules.kubeconfig_env)) {
       if (FileExists(file)) files.push_back(file);

@@ -20,15 +20,15 @@ namespace syncbus::kube {
 // kube::ExecCredentialPlugin (exec_credential.h).
 struct ExecConfig {
   enum class Interactive { kNever, kIfAvailable, kAlways };
-  std::string api_version;     // client.authentication.k8s.io/v1 or .../v1beta1
-  std::string command;         // absolute, a name looked up in PATH, or resolved against the
-                               // kubeconfig's directory when it holds a '/'
+  std::string api_version;  // client.authentication.k8s.io/v1 or .../v1beta1
+  std::string command;      // absolute, a name looked up in PATH, or resolved against the
+                            // kubeconfig's directory when it holds a '/'
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;  // added to this process's environment
   Interactive interactive = Interactive::kIfAvailable;
-  std::string install_hint;    // printed when the command is not found
-  Json cluster;                // spec.cluster of the ExecCredential input; null unless
-                               // provideClusterInfo
+  std::string install_hint;  // printed when the command is not found
+  Json cluster;              // spec.cluster of the ExecCredential input; null unless
+                             // provideClusterInfo
 };
 
 // Impersonation (kubeconfig user fields as, as-uid, as-groups, as-user-extra): sent as the
@@ -41,20 +41,20 @@ struct Impersonation {
 };
 
 struct ClusterConfig {
-  std::string server;          // base URL, may carry a path prefix: https://host:6443/k8s/clusters/c1
+  std::string server;  // base URL, may carry a path prefix: https://host:6443/k8s/clusters/c1
   std::string
       connect_address;  // connect to this IP instead of server's host (Hive's apiServerIPOverride)
-  std::string bearer_token;    // empty = none
-  std::string token_file;      // re-read when it changes (in-cluster projected tokens)
-  std::string username, password;   // basic authentication (when no token is set)
-  std::shared_ptr<const ExecConfig> exec;   // null = none; used when no token, basic
-                                            // authentication or client certificate is set
+  std::string bearer_token;                // empty = none
+  std::string token_file;                  // re-read when it changes (in-cluster projected tokens)
+  std::string username, password;          // basic authentication (when no token is set)
+  std::shared_ptr<const ExecConfig> exec;  // null = none; used when no token, basic
+                                           // authentication or client certificate is set
   Impersonation impersonate;
-  std::string proxy_url;       // http://, https:// or socks5://; empty = libcurl's default (the
-                               // http_proxy, https_proxy, no_proxy environment, as client-go)
+  std::string proxy_url;  // http://, https:// or socks5://; empty = libcurl's default (the
+                          // http_proxy, https_proxy, no_proxy environment, as client-go)
   std::shared_ptr<const http::TlsOptions> tls = std::make_shared<http::TlsOptions>();
   std::string user_agent = "syncbus";
-  double qps = 0;              // client-side rate limit; 0 = unlimited
+  double qps = 0;  // client-side rate limit; 0 = unlimited
   // Per request. A watch must answer within it and end within timeoutSeconds plus it.
   std::chrono::milliseconds request_timeout{30000};
 };
@@ -86,17 +86,18 @@ Result<ClusterConfig> LoadKubeconfigFile(const std::string& path, const std::str
 // holds them. Exec plugins are allowed.
 struct LoadingRules {
   std::string explicit_path;
-  std::string kubeconfig_env;     // the value of $KUBECONFIG
-  std::string home;               // $HOME, for ~/.kube/config
-  std::string context;            // --context; empty = current-context
-  std::string in_cluster_root;    // service-account directory override (tests)
+  std::string kubeconfig_env;   // the value of $KUBECONFIG
+  std::string home;             // $HOME, for ~/.kube/config
+  std::string context;          // --context; empty = current-context
+  std::string in_cluster_root;  // service-account directory override (tests)
 };
 // The rules from this process's environment ($KUBECONFIG, $HOME). Read before threads start.
 LoadingRules LoadingRulesFromEnvironment(std::string explicit_path, std::string context);
 Result<ClusterConfig> LoadClientConfig(const LoadingRules& rules);
 
-// In-cluster: KUBERNETES_SERVICE_HOST/PORT, /var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt}.
-// `root` overrides the service-account directory (tests).
+// In-cluster: KUBERNETES_SERVICE_HOST/PORT,
+// /var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt}. `root` overrides the
+// service-account directory (tests).
 Result<ClusterConfig> InClusterConfig(const std::string& root = {});
 
 }  // namespace syncbus::kube

@@ -1,13 +1,13 @@
 #include "common/kube/exec_credential.h"
 
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <vector>
 
 #include "common/time_format.h"
 #include "common/unique_fd.h"
@@ -136,11 +136,8 @@ Result<std::shared_ptr<const ExecCredentialPlugin::Credential>> ExecCredentialPl
   const ExecConfig& config = *config_;
   bool interactive = false;
   switch (config.interactive) {
-    case ExecConfig::Interactive::kNever:
-      break;
-    case ExecConfig::Interactive::kIfAvailable:
-      interactive = terminal_.stdin_is_terminal;
-      break;
+    case ExecConfig::Interactive::kNever: break;
+    case ExecConfig::Interactive::kIfAvailable: interactive = terminal_.stdin_is_terminal; break;
     case ExecConfig::Interactive::kAlways:
       if (!terminal_.stdin_is_terminal) {
         return PluginError(

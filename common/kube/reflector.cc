@@ -82,17 +82,12 @@ Status Reflector::RunWatch(WatchStream& stream, SteadyTime started, bool& health
     }
     switch (event.type) {
       case WatchEventType::kAdded:
-      case WatchEventType::kModified:
-        handler_.OnUpsert(std::move(event.object));
-        break;
-      case WatchEventType::kDeleted:
-        handler_.OnDelete(std::move(event.object));
-        break;
+      case WatchEventType::kModified: handler_.OnUpsert(std::move(event.object)); break;
+      case WatchEventType::kDeleted: handler_.OnDelete(std::move(event.object)); break;
       case WatchEventType::kBookmark:
         if (!version.empty()) handler_.OnCheckpoint(version, true);
         break;
-      case WatchEventType::kError:
-        break;
+      case WatchEventType::kError: break;
     }
   }
 }

@@ -50,8 +50,8 @@ class ReflectorHandler {
 class Reflector {
  public:
   struct Options {
-    ListOptions list;  // label selector and metadata_only (list and watch), page size
-    Backoff::Options backoff;                     // list/watch failures: 800 ms -> 30 s
+    ListOptions list;          // label selector and metadata_only (list and watch), page size
+    Backoff::Options backoff;  // list/watch failures: 800 ms -> 30 s
     std::chrono::seconds min_watch_timeout{300};  // each watch's timeoutSeconds is drawn
     std::chrono::seconds max_watch_timeout{600};  // uniformly from [min, max]
     // A watch that delivered an event or stayed open this long resets the backoff; a shorter,

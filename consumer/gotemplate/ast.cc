@@ -24,10 +24,8 @@ bool IsUnicodeSpace(char32_t r) {
     case 0x2029:
     case 0x202F:
     case 0x205F:
-    case 0x3000:
-      return true;
-    default:
-      return r >= 0x2000 && r <= 0x200A;
+    case 0x3000: return true;
+    default: return r >= 0x2000 && r <= 0x200A;
   }
 }
 
@@ -43,12 +41,8 @@ void Node::WriteTo(std::string& out) const {
   switch (type) {
     case NodeType::kText:
     case NodeType::kIdentifier:
-    case NodeType::kNumber:
-      out += text;
-      return;
-    case NodeType::kString:
-      out += quoted;
-      return;
+    case NodeType::kNumber: out += text; return;
+    case NodeType::kString: out += quoted; return;
     case NodeType::kList:
       for (const auto& n : children) n->WriteTo(out);
       return;
@@ -86,12 +80,8 @@ void Node::WriteTo(std::string& out) const {
         out += idents[i];
       }
       return;
-    case NodeType::kDot:
-      out.push_back('.');
-      return;
-    case NodeType::kNil:
-      out += "nil";
-      return;
+    case NodeType::kDot: out.push_back('.'); return;
+    case NodeType::kNil: out += "nil"; return;
     case NodeType::kField:
       for (const auto& id : idents) {
         out.push_back('.');
@@ -111,21 +101,11 @@ void Node::WriteTo(std::string& out) const {
         out += field;
       }
       return;
-    case NodeType::kBool:
-      out += flag ? "true" : "false";
-      return;
-    case NodeType::kEnd:
-      out += "{{end}}";
-      return;
-    case NodeType::kElse:
-      out += "{{else}}";
-      return;
-    case NodeType::kBreak:
-      out += "{{break}}";
-      return;
-    case NodeType::kContinue:
-      out += "{{continue}}";
-      return;
+    case NodeType::kBool: out += flag ? "true" : "false"; return;
+    case NodeType::kEnd: out += "{{end}}"; return;
+    case NodeType::kElse: out += "{{else}}"; return;
+    case NodeType::kBreak: out += "{{break}}"; return;
+    case NodeType::kContinue: out += "{{continue}}"; return;
     case NodeType::kIf:
     case NodeType::kRange:
     case NodeType::kWith:
@@ -166,8 +146,7 @@ bool IsEmptyTree(const Node* n) {
       }
       return true;
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 

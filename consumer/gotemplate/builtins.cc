@@ -14,20 +14,13 @@ enum class BasicKind { kInvalid, kBool, kComplex, kInt, kFloat, kString, kUint }
 
 BasicKind KindOf(const Value& v) {
   switch (v.kind) {
-    case Kind::kBool:
-      return BasicKind::kBool;
-    case Kind::kInt:
-      return BasicKind::kInt;
-    case Kind::kUint8:
-      return BasicKind::kUint;
-    case Kind::kFloat64:
-      return BasicKind::kFloat;
-    case Kind::kComplex128:
-      return BasicKind::kComplex;
-    case Kind::kString:
-      return BasicKind::kString;
-    case Kind::kNil:
-      return BasicKind::kInvalid;
+    case Kind::kBool: return BasicKind::kBool;
+    case Kind::kInt: return BasicKind::kInt;
+    case Kind::kUint8: return BasicKind::kUint;
+    case Kind::kFloat64: return BasicKind::kFloat;
+    case Kind::kComplex128: return BasicKind::kComplex;
+    case Kind::kString: return BasicKind::kString;
+    case Kind::kNil: return BasicKind::kInvalid;
   }
   return BasicKind::kInvalid;
 }
@@ -64,25 +57,13 @@ Compared Eq(const Value& a1, const std::vector<Value>& rest) {
       }
     } else {
       switch (k1) {
-        case BasicKind::kBool:
-          truth = a1.b == a.b;
-          break;
-        case BasicKind::kComplex:
-          truth = a1.c == a.c;
-          break;
-        case BasicKind::kFloat:
-          truth = a1.f == a.f;
-          break;
+        case BasicKind::kBool: truth = a1.b == a.b; break;
+        case BasicKind::kComplex: truth = a1.c == a.c; break;
+        case BasicKind::kFloat: truth = a1.f == a.f; break;
         case BasicKind::kInt:
-        case BasicKind::kUint:
-          truth = a1.i == a.i;
-          break;
-        case BasicKind::kString:
-          truth = a1.s == a.s;
-          break;
-        case BasicKind::kInvalid:
-          truth = true;
-          break;  // nil == nil
+        case BasicKind::kUint: truth = a1.i == a.i; break;
+        case BasicKind::kString: truth = a1.s == a.s; break;
+        case BasicKind::kInvalid: truth = true; break;  // nil == nil
       }
     }
     if (truth) return {true, std::nullopt};
@@ -103,17 +84,12 @@ Compared Lt(const Value& a, const Value& b) {
   }
   switch (k1) {
     case BasicKind::kBool:
-    case BasicKind::kComplex:
-      return {false, "invalid type for comparison"};
-    case BasicKind::kFloat:
-      return {a.f < b.f, std::nullopt};
+    case BasicKind::kComplex: return {false, "invalid type for comparison"};
+    case BasicKind::kFloat: return {a.f < b.f, std::nullopt};
     case BasicKind::kInt:
-    case BasicKind::kUint:
-      return {a.i < b.i, std::nullopt};
-    case BasicKind::kString:
-      return {a.s < b.s, std::nullopt};
-    case BasicKind::kInvalid:
-      break;
+    case BasicKind::kUint: return {a.i < b.i, std::nullopt};
+    case BasicKind::kString: return {a.s < b.s, std::nullopt};
+    case BasicKind::kInvalid: break;
   }
   return {false, "invalid type for comparison"};
 }
@@ -229,27 +205,13 @@ std::string HtmlEscape(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '\0':
-        out += "\xEF\xBF\xBD";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      default:
-        out.push_back(c);
-        break;
+      case '\0': out += "\xEF\xBF\xBD"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      default: out.push_back(c); break;
     }
   }
   return out;
@@ -275,27 +237,13 @@ std::string JsEscape(std::string_view s) {
       continue;
     }
     switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\'':
-        out += "\\'";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      case '<':
-        out += "\\u003C";
-        break;
-      case '>':
-        out += "\\u003E";
-        break;
-      case '&':
-        out += "\\u0026";
-        break;
-      case '=':
-        out += "\\u003D";
-        break;
+      case '\\': out += "\\\\"; break;
+      case '\'': out += "\\'"; break;
+      case '"': out += "\\\""; break;
+      case '<': out += "\\u003C"; break;
+      case '>': out += "\\u003E"; break;
+      case '&': out += "\\u0026"; break;
+      case '=': out += "\\u003D"; break;
       default:
         if (c < ' ') {
           out += "\\u00";

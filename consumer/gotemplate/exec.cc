@@ -25,12 +25,9 @@ enum class Want { kReflectValue, kAny, kString, kNone };
 
 Want WantOf(ParamType p) {
   switch (p) {
-    case ParamType::kReflectValue:
-      return Want::kReflectValue;
-    case ParamType::kAny:
-      return Want::kAny;
-    case ParamType::kString:
-      return Want::kString;
+    case ParamType::kReflectValue: return Want::kReflectValue;
+    case ParamType::kAny: return Want::kAny;
+    case ParamType::kString: return Want::kString;
   }
   return Want::kAny;
 }
@@ -132,37 +129,21 @@ class Executor {
     ++nesting_;
     Flow flow = Flow::kNext;
     switch (node.type) {
-      case NodeType::kAction:
-        flow = WalkAction(dot, node);
-        break;
-      case NodeType::kBreak:
-        flow = Flow::kBreak;
-        break;
-      case NodeType::kContinue:
-        flow = Flow::kContinue;
-        break;
+      case NodeType::kAction: flow = WalkAction(dot, node); break;
+      case NodeType::kBreak: flow = Flow::kBreak; break;
+      case NodeType::kContinue: flow = Flow::kContinue; break;
       case NodeType::kIf:
-      case NodeType::kWith:
-        flow = WalkIfOrWith(dot, node);
-        break;
+      case NodeType::kWith: flow = WalkIfOrWith(dot, node); break;
       case NodeType::kList:
         for (const auto& child : node.children) {
           flow = Walk(dot, *child);
           if (flow != Flow::kNext) break;
         }
         break;
-      case NodeType::kRange:
-        flow = WalkRange(dot, node);
-        break;
-      case NodeType::kTemplate:
-        flow = WalkTemplate(dot, node);
-        break;
-      case NodeType::kText:
-        flow = Write(node.text) ? Flow::kNext : Flow::kError;
-        break;
-      default:
-        flow = FailUnknownNode(node);
-        break;
+      case NodeType::kRange: flow = WalkRange(dot, node); break;
+      case NodeType::kTemplate: flow = WalkTemplate(dot, node); break;
+      case NodeType::kText: flow = Write(node.text) ? Flow::kNext : Flow::kError; break;
+      default: flow = FailUnknownNode(node); break;
     }
     --nesting_;
     return flow;
@@ -269,10 +250,8 @@ class Executor {
           if (flow != Flow::kNext) break;
         }
         break;
-      case Kind::kNil:
-        break;  // acts like an empty map
-      default:
-        return FailRange(*val, false);
+      case Kind::kNil: break;  // acts like an empty map
+      default: return FailRange(*val, false);
     }
     if (flow == Flow::kError) return flow;
     if (!ran && r.else_list) flow = Walk(dot, *r.else_list);
@@ -340,36 +319,24 @@ class Executor {
     if (!Step()) return std::nullopt;
     const Node& first = *cmd.children[0];
     switch (first.type) {
-      case NodeType::kField:
-        return EvalFieldNode(dot, first);
-      case NodeType::kChain:
-        return EvalChainNode(dot, first);
-      case NodeType::kIdentifier:
-        return EvalFunction(dot, first, cmd, cmd.children, final);
+      case NodeType::kField: return EvalFieldNode(dot, first);
+      case NodeType::kChain: return EvalChainNode(dot, first);
+      case NodeType::kIdentifier: return EvalFunction(dot, first, cmd, cmd.children, final);
       case NodeType::kPipe:
         if (!NotAFunction(cmd.children, final)) return std::nullopt;
         return EvalPipeline(dot, &first);
-      case NodeType::kVariable:
-        return EvalVariableNode(first, cmd.children, final);
-      default:
-        break;
+      case NodeType::kVariable: return EvalVariableNode(first, cmd.children, final);
+      default: break;
     }
     At(first);
     if (!NotAFunction(cmd.children, final)) return std::nullopt;
     switch (first.type) {
-      case NodeType::kBool:
-        return Value::Bool(first.flag);
-      case NodeType::kDot:
-        return dot;
-      case NodeType::kNil:
-        Errorf("nil is not a command");
-        return std::nullopt;
-      case NodeType::kNumber:
-        return IdealConstant(first);
-      case NodeType::kString:
-        return Value::String(first.text);
-      default:
-        break;
+      case NodeType::kBool: return Value::Bool(first.flag);
+      case NodeType::kDot: return dot;
+      case NodeType::kNil: Errorf("nil is not a command"); return std::nullopt;
+      case NodeType::kNumber: return IdealConstant(first);
+      case NodeType::kString: return Value::String(first.text);
+      default: break;
     }
     Errorf("can't evaluate command " + Quote(first.String()));
     return std::nullopt;
@@ -516,27 +483,16 @@ class Executor {
     At(n);
     std::optional<Value> v;
     switch (n.type) {
-      case NodeType::kDot:
-        return ValidateType(dot, want);
+      case NodeType::kDot: return ValidateType(dot, want);
       case NodeType::kNil:
         if (want != Want::kString) return Value::Nil();
         Errorf("cannot assign nil to string");
         return std::nullopt;
-      case NodeType::kField:
-        v = EvalFieldNode(dot, n);
-        break;
-      case NodeType::kVariable:
-        v = EvalVariableNode(n, {}, nullptr);
-        break;
-      case NodeType::kPipe:
-        v = EvalPipeline(dot, &n);
-        break;
-      case NodeType::kIdentifier:
-        v = EvalFunction(dot, n, n, {}, nullptr);
-        break;
-      case NodeType::kChain:
-        v = EvalChainNode(dot, n);
-        break;
+      case NodeType::kField: v = EvalFieldNode(dot, n); break;
+      case NodeType::kVariable: v = EvalVariableNode(n, {}, nullptr); break;
+      case NodeType::kPipe: v = EvalPipeline(dot, &n); break;
+      case NodeType::kIdentifier: v = EvalFunction(dot, n, n, {}, nullptr); break;
+      case NodeType::kChain: v = EvalChainNode(dot, n); break;
       default: {
         if (want == Want::kString) {
           At(n);
@@ -546,14 +502,10 @@ class Executor {
         }
         At(n);
         switch (n.type) {
-          case NodeType::kBool:
-            return Value::Bool(n.flag);
-          case NodeType::kNumber:
-            return IdealConstant(n);
-          case NodeType::kString:
-            return Value::String(n.text);
-          default:
-            break;
+          case NodeType::kBool: return Value::Bool(n.flag);
+          case NodeType::kNumber: return IdealConstant(n);
+          case NodeType::kString: return Value::String(n.text);
+          default: break;
         }
         Errorf("can't handle assignment of " + n.String() + " to empty interface argument");
         return std::nullopt;

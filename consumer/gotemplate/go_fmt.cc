@@ -9,39 +9,26 @@ namespace syncbus::consumer::gotemplate {
 
 const char* TypeName(const Value& v) {
   switch (v.kind) {
-    case Kind::kNil:
-      return "<nil>";
-    case Kind::kBool:
-      return "bool";
-    case Kind::kInt:
-      return "int";
-    case Kind::kUint8:
-      return "uint8";
-    case Kind::kFloat64:
-      return "float64";
-    case Kind::kComplex128:
-      return "complex128";
-    case Kind::kString:
-      return "string";
+    case Kind::kNil: return "<nil>";
+    case Kind::kBool: return "bool";
+    case Kind::kInt: return "int";
+    case Kind::kUint8: return "uint8";
+    case Kind::kFloat64: return "float64";
+    case Kind::kComplex128: return "complex128";
+    case Kind::kString: return "string";
   }
   return "<nil>";
 }
 
 bool IsTrue(const Value& v) {
   switch (v.kind) {
-    case Kind::kNil:
-      return false;
-    case Kind::kBool:
-      return v.b;
+    case Kind::kNil: return false;
+    case Kind::kBool: return v.b;
     case Kind::kInt:
-    case Kind::kUint8:
-      return v.i != 0;
-    case Kind::kFloat64:
-      return v.f != 0;
-    case Kind::kComplex128:
-      return v.c != std::complex<double>(0, 0);
-    case Kind::kString:
-      return !v.s.empty();
+    case Kind::kUint8: return v.i != 0;
+    case Kind::kFloat64: return v.f != 0;
+    case Kind::kComplex128: return v.c != std::complex<double>(0, 0);
+    case Kind::kString: return !v.s.empty();
   }
   return false;
 }
@@ -86,23 +73,12 @@ class Printer {
           BadVerb(verb);
         }
         return;
-      case Kind::kInt:
-        FmtIntegerVerb(static_cast<uint64_t>(arg->i), true, verb);
-        return;
-      case Kind::kUint8:
-        FmtIntegerVerb(static_cast<uint64_t>(arg->i), false, verb);
-        return;
-      case Kind::kFloat64:
-        FmtFloatVerb(arg->f, verb);
-        return;
-      case Kind::kComplex128:
-        FmtComplex(arg->c, verb);
-        return;
-      case Kind::kString:
-        FmtString(arg->s, verb);
-        return;
-      case Kind::kNil:
-        return;
+      case Kind::kInt: FmtIntegerVerb(static_cast<uint64_t>(arg->i), true, verb); return;
+      case Kind::kUint8: FmtIntegerVerb(static_cast<uint64_t>(arg->i), false, verb); return;
+      case Kind::kFloat64: FmtFloatVerb(arg->f, verb); return;
+      case Kind::kComplex128: FmtComplex(arg->c, verb); return;
+      case Kind::kString: FmtString(arg->s, verb); return;
+      case Kind::kNil: return;
     }
   }
 
@@ -165,34 +141,16 @@ class Printer {
           FmtInteger(v, 10, is_signed, verb, kLower);
         }
         return;
-      case 'd':
-        FmtInteger(v, 10, is_signed, verb, kLower);
-        return;
-      case 'b':
-        FmtInteger(v, 2, is_signed, verb, kLower);
-        return;
+      case 'd': FmtInteger(v, 10, is_signed, verb, kLower); return;
+      case 'b': FmtInteger(v, 2, is_signed, verb, kLower); return;
       case 'o':
-      case 'O':
-        FmtInteger(v, 8, is_signed, verb, kLower);
-        return;
-      case 'x':
-        FmtInteger(v, 16, is_signed, verb, kLower);
-        return;
-      case 'X':
-        FmtInteger(v, 16, is_signed, verb, kUpper);
-        return;
-      case 'c':
-        FmtC(v);
-        return;
-      case 'q':
-        FmtQc(v);
-        return;
-      case 'U':
-        FmtUnicode(v);
-        return;
-      default:
-        BadVerb(verb);
-        return;
+      case 'O': FmtInteger(v, 8, is_signed, verb, kLower); return;
+      case 'x': FmtInteger(v, 16, is_signed, verb, kLower); return;
+      case 'X': FmtInteger(v, 16, is_signed, verb, kUpper); return;
+      case 'c': FmtC(v); return;
+      case 'q': FmtQc(v); return;
+      case 'U': FmtUnicode(v); return;
+      default: BadVerb(verb); return;
     }
   }
 
@@ -349,47 +307,27 @@ class Printer {
           FmtS(v);
         }
         return;
-      case 's':
-        FmtS(v);
-        return;
-      case 'x':
-        FmtSx(v, kLower);
-        return;
-      case 'X':
-        FmtSx(v, kUpper);
-        return;
-      case 'q':
-        FmtQ(v);
-        return;
-      default:
-        BadVerb(verb);
-        return;
+      case 's': FmtS(v); return;
+      case 'x': FmtSx(v, kLower); return;
+      case 'X': FmtSx(v, kUpper); return;
+      case 'q': FmtQ(v); return;
+      default: BadVerb(verb); return;
     }
   }
 
   void FmtFloatVerb(double v, char32_t verb) {
     switch (verb) {
-      case 'v':
-        FmtFloat(v, 'g', -1);
-        return;
+      case 'v': FmtFloat(v, 'g', -1); return;
       case 'b':
       case 'g':
       case 'G':
       case 'x':
-      case 'X':
-        FmtFloat(v, static_cast<char>(verb), -1);
-        return;
+      case 'X': FmtFloat(v, static_cast<char>(verb), -1); return;
       case 'f':
       case 'e':
-      case 'E':
-        FmtFloat(v, static_cast<char>(verb), 6);
-        return;
-      case 'F':
-        FmtFloat(v, 'f', 6);
-        return;
-      default:
-        BadVerb(verb);
-        return;
+      case 'E': FmtFloat(v, static_cast<char>(verb), 6); return;
+      case 'F': FmtFloat(v, 'f', 6); return;
+      default: BadVerb(verb); return;
     }
   }
 
@@ -482,9 +420,7 @@ class Printer {
         f_.plus = plus;
         return;
       }
-      default:
-        BadVerb(verb);
-        return;
+      default: BadVerb(verb); return;
     }
   }
 

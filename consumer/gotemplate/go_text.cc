@@ -49,29 +49,14 @@ void AppendEscapedRune(std::string& out, char32_t r, char quote, bool ascii_only
     return;
   }
   switch (r) {
-    case '\a':
-      out += "\\a";
-      return;
-    case '\b':
-      out += "\\b";
-      return;
-    case '\f':
-      out += "\\f";
-      return;
-    case '\n':
-      out += "\\n";
-      return;
-    case '\r':
-      out += "\\r";
-      return;
-    case '\t':
-      out += "\\t";
-      return;
-    case '\v':
-      out += "\\v";
-      return;
-    default:
-      break;
+    case '\a': out += "\\a"; return;
+    case '\b': out += "\\b"; return;
+    case '\f': out += "\\f"; return;
+    case '\n': out += "\\n"; return;
+    case '\r': out += "\\r"; return;
+    case '\t': out += "\\t"; return;
+    case '\v': out += "\\v"; return;
+    default: break;
   }
   if (r < ' ' || r == 0x7F) {
     out += "\\x";
@@ -489,27 +474,13 @@ UnquotedChar UnquoteChar(std::string_view s, char quote) {
   char e = s[1];
   s.remove_prefix(2);
   switch (e) {
-    case 'a':
-      out.value = '\a';
-      break;
-    case 'b':
-      out.value = '\b';
-      break;
-    case 'f':
-      out.value = '\f';
-      break;
-    case 'n':
-      out.value = '\n';
-      break;
-    case 'r':
-      out.value = '\r';
-      break;
-    case 't':
-      out.value = '\t';
-      break;
-    case 'v':
-      out.value = '\v';
-      break;
+    case 'a': out.value = '\a'; break;
+    case 'b': out.value = '\b'; break;
+    case 'f': out.value = '\f'; break;
+    case 'n': out.value = '\n'; break;
+    case 'r': out.value = '\r'; break;
+    case 't': out.value = '\t'; break;
+    case 'v': out.value = '\v'; break;
     case 'x':
     case 'u':
     case 'U': {
@@ -549,16 +520,13 @@ UnquotedChar UnquoteChar(std::string_view s, char quote) {
       out.value = static_cast<char32_t>(v);
       break;
     }
-    case '\\':
-      out.value = '\\';
-      break;
+    case '\\': out.value = '\\'; break;
     case '\'':
     case '"':
       if (e != quote) return out;
       out.value = static_cast<unsigned char>(e);
       break;
-    default:
-      return out;
+    default: return out;
   }
   out.ok = true;
   out.tail = s;
@@ -715,12 +683,8 @@ std::string FormatFloat(double v, char fmt, int prec) {
   int nd = static_cast<int>(digs.d.size());
   switch (fmt) {
     case 'e':
-    case 'E':
-      FmtE(out, neg, digs, prec, fmt);
-      return out;
-    case 'f':
-      FmtF(out, neg, digs, prec);
-      return out;
+    case 'E': FmtE(out, neg, digs, prec, fmt); return out;
+    case 'f': FmtF(out, neg, digs, prec); return out;
     case 'g':
     case 'G': {
       int eprec = prec;
@@ -736,8 +700,7 @@ std::string FormatFloat(double v, char fmt, int prec) {
       FmtF(out, neg, digs, std::max(prec - digs.dp, 0));
       return out;
     }
-    default:
-      return std::string("%") + fmt;
+    default: return std::string("%") + fmt;
   }
 }
 

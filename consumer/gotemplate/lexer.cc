@@ -153,48 +153,23 @@ Item Lexer::NextItem() {
   State state = inside_action_ ? State::kInsideAction : State::kText;
   while (state != State::kDone) {
     switch (state) {
-      case State::kText:
-        state = LexText();
-        break;
-      case State::kLeftDelim:
-        state = LexLeftDelim();
-        break;
-      case State::kComment:
-        state = LexComment();
-        break;
-      case State::kRightDelim:
-        state = LexRightDelim();
-        break;
-      case State::kInsideAction:
-        state = LexInsideAction();
-        break;
-      case State::kSpace:
-        state = LexSpace();
-        break;
-      case State::kQuote:
-        state = LexQuote();
-        break;
-      case State::kRawQuote:
-        state = LexRawQuote();
-        break;
+      case State::kText: state = LexText(); break;
+      case State::kLeftDelim: state = LexLeftDelim(); break;
+      case State::kComment: state = LexComment(); break;
+      case State::kRightDelim: state = LexRightDelim(); break;
+      case State::kInsideAction: state = LexInsideAction(); break;
+      case State::kSpace: state = LexSpace(); break;
+      case State::kQuote: state = LexQuote(); break;
+      case State::kRawQuote: state = LexRawQuote(); break;
       case State::kVariable:
         state =
             AtTerminator() ? Emit(ItemType::kVariable) : LexFieldOrVariable(ItemType::kVariable);
         break;
-      case State::kChar:
-        state = LexChar();
-        break;
-      case State::kNumber:
-        state = LexNumber();
-        break;
-      case State::kIdentifier:
-        state = LexIdentifier();
-        break;
-      case State::kField:
-        state = LexFieldOrVariable(ItemType::kField);
-        break;
-      case State::kDone:
-        break;
+      case State::kChar: state = LexChar(); break;
+      case State::kNumber: state = LexNumber(); break;
+      case State::kIdentifier: state = LexIdentifier(); break;
+      case State::kField: state = LexFieldOrVariable(ItemType::kField); break;
+      case State::kDone: break;
     }
   }
   return item_;
@@ -299,21 +274,15 @@ Lexer::State Lexer::LexInsideAction() {
     return State::kSpace;
   }
   switch (r) {
-    case '=':
-      return Emit(ItemType::kAssign);
+    case '=': return Emit(ItemType::kAssign);
     case ':':
       if (Next() != '=') return Errorf("expected :=");
       return Emit(ItemType::kDeclare);
-    case '|':
-      return Emit(ItemType::kPipe);
-    case '"':
-      return State::kQuote;
-    case '`':
-      return State::kRawQuote;
-    case '$':
-      return State::kVariable;
-    case '\'':
-      return State::kChar;
+    case '|': return Emit(ItemType::kPipe);
+    case '"': return State::kQuote;
+    case '`': return State::kRawQuote;
+    case '$': return State::kVariable;
+    case '\'': return State::kChar;
     case '.':
       if (pos_ < input_.size()) {
         char c = input_[pos_];
@@ -321,14 +290,11 @@ Lexer::State Lexer::LexInsideAction() {
       }
       Backup();
       return State::kNumber;
-    case '(':
-      ++paren_depth_;
-      return Emit(ItemType::kLeftParen);
+    case '(': ++paren_depth_; return Emit(ItemType::kLeftParen);
     case ')':
       if (--paren_depth_ < 0) return Errorf("unexpected right paren");
       return Emit(ItemType::kRightParen);
-    default:
-      break;
+    default: break;
   }
   if (r == '+' || r == '-' || (r >= '0' && r <= '9')) {
     Backup();
@@ -397,10 +363,8 @@ bool Lexer::AtTerminator() {
     case '|':
     case ':':
     case ')':
-    case '(':
-      return true;
-    default:
-      break;
+    case '(': return true;
+    default: break;
   }
   return input_.substr(pos_).substr(0, 2) == kRightDelimText;
 }

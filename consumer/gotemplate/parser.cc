@@ -297,37 +297,26 @@ class TreeParser {
         action_line_ = 0;
         return n;
       }
-      default:
-        Unexpected(token, "input");
-        return nullptr;
+      default: Unexpected(token, "input"); return nullptr;
     }
   }
 
   NodePtr Action() {
     Item token = NextNonSpace();
     switch (token.type) {
-      case ItemType::kBlock:
-        return BlockControl();
-      case ItemType::kBreak:
-        return BreakOrContinue(token, NodeType::kBreak, "{{break}}");
-      case ItemType::kContinue:
-        return BreakOrContinue(token, NodeType::kContinue, "{{continue}}");
-      case ItemType::kElse:
-        return ElseControl();
+      case ItemType::kBlock: return BlockControl();
+      case ItemType::kBreak: return BreakOrContinue(token, NodeType::kBreak, "{{break}}");
+      case ItemType::kContinue: return BreakOrContinue(token, NodeType::kContinue, "{{continue}}");
+      case ItemType::kElse: return ElseControl();
       case ItemType::kEnd: {
         Item right = Expect(ItemType::kRightDelim, "end");
         return NewNode(NodeType::kEnd, right.pos);
       }
-      case ItemType::kIf:
-        return BranchControl(NodeType::kIf, "if");
-      case ItemType::kRange:
-        return BranchControl(NodeType::kRange, "range");
-      case ItemType::kTemplate:
-        return TemplateControl();
-      case ItemType::kWith:
-        return BranchControl(NodeType::kWith, "with");
-      default:
-        break;
+      case ItemType::kIf: return BranchControl(NodeType::kIf, "if");
+      case ItemType::kRange: return BranchControl(NodeType::kRange, "range");
+      case ItemType::kTemplate: return TemplateControl();
+      case ItemType::kWith: return BranchControl(NodeType::kWith, "with");
+      default: break;
     }
     Backup();
     Item start = Peek();
@@ -429,8 +418,7 @@ class TreeParser {
             case NodeType::kString:
               Errorf("non executable command in pipeline stage " + std::to_string(i + 1));
               return nullptr;
-            default:
-              break;
+            default: break;
           }
         }
         return pipe;
@@ -454,9 +442,7 @@ class TreeParser {
           pipe->children.push_back(std::move(cmd));
           break;
         }
-        default:
-          Unexpected(token, context);
-          return nullptr;
+        default: Unexpected(token, context); return nullptr;
       }
     }
   }
@@ -612,10 +598,8 @@ class TreeParser {
       NodeType term = node->type;
       chain->node = std::move(node);
       switch (term) {
-        case NodeType::kField:
-          return NewField(chain->pos, chain->String());
-        case NodeType::kVariable:
-          return NewVariable(chain->pos, chain->String());
+        case NodeType::kField: return NewField(chain->pos, chain->String());
+        case NodeType::kVariable: return NewVariable(chain->pos, chain->String());
         case NodeType::kBool:
         case NodeType::kString:
         case NodeType::kNumber:
@@ -623,8 +607,7 @@ class TreeParser {
         case NodeType::kDot:
           Errorf("unexpected . after term " + Quote(chain->node->String()));
           return nullptr;
-        default:
-          return chain;
+        default: return chain;
       }
     }
     return node;
@@ -642,10 +625,8 @@ class TreeParser {
         n->text = token.val;
         return n;
       }
-      case ItemType::kDot:
-        return NewNode(NodeType::kDot, token.pos);
-      case ItemType::kNil:
-        return NewNode(NodeType::kNil, token.pos);
+      case ItemType::kDot: return NewNode(NodeType::kDot, token.pos);
+      case ItemType::kNil: return NewNode(NodeType::kNil, token.pos);
       case ItemType::kVariable: {
         NodePtr v = NewVariable(token.pos, token.val);
         for (const std::string& name : vars_) {
@@ -654,8 +635,7 @@ class TreeParser {
         Errorf("undefined variable " + Quote(v->idents[0]));
         return nullptr;
       }
-      case ItemType::kField:
-        return NewField(token.pos, token.val);
+      case ItemType::kField: return NewField(token.pos, token.val);
       case ItemType::kBool: {
         NodePtr n = NewNode(NodeType::kBool, token.pos);
         n->flag = token.val == "true";
@@ -663,8 +643,7 @@ class TreeParser {
       }
       case ItemType::kCharConstant:
       case ItemType::kComplex:
-      case ItemType::kNumber:
-        return NewNumber(token);
+      case ItemType::kNumber: return NewNumber(token);
       case ItemType::kLeftParen: {
         if (!Enter()) return nullptr;
         NodePtr pipe = Pipeline("parenthesized pipeline", ItemType::kRightParen);
@@ -683,9 +662,7 @@ class TreeParser {
         n->text = std::move(*s);
         return n;
       }
-      default:
-        Backup();
-        return nullptr;
+      default: Backup(); return nullptr;
     }
   }
 

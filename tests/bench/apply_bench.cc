@@ -2,19 +2,19 @@
 // and target clusters served by syncbus-kubesim, with a full reapply of every cluster, and
 // prints throughput, CPU per apply, peak RSS, peak requests in flight and per-cluster sync time
 // against the slowest set's serial latency. scripts/bench starts the simulator and runs this.
-#include <prometheus/registry.h>
-#include <sys/resource.h>
-
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
-#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <CLI/CLI.hpp>
+#include <prometheus/registry.h>
+#include <sys/resource.h>
 
 #include "common/clock.h"
 #include "common/http/curl_transport.h"
@@ -30,14 +30,16 @@ namespace {
 using namespace syncbus;
 
 struct ClusterResult {
-  double seconds = 0;                          // the whole Sync call
+  double seconds = 0;                            // the whole Sync call
   std::optional<consumer::SyncOutcome> outcome;  // unset when Sync failed
 };
 
 using testing::Verdict;
 
 // For printing: a percentile, 0 without samples (the verdicts say "no data" then).
-double Percentile(const std::vector<double>& v, double q) { return testing::Percentile(v, q).value_or(0); }
+double Percentile(const std::vector<double>& v, double q) {
+  return testing::Percentile(v, q).value_or(0);
+}
 
 double CpuSeconds() {
   rusage u{};
@@ -159,7 +161,8 @@ int Run(int argc, char** argv) {
     }
     const double us_per_apply = applies > 0 ? cpu * 1e6 / static_cast<double>(applies) : 0.0;
     // Per-apply CPU of a pass that applied nothing is unknown, not zero.
-    const std::optional<double> cpu_per_apply = applies > 0 ? std::optional<double>(us_per_apply) : std::nullopt;
+    const std::optional<double> cpu_per_apply =
+        applies > 0 ? std::optional<double>(us_per_apply) : std::nullopt;
     const double rss_mib = static_cast<double>(PeakRssKiB()) / 1024.0;
     uint64_t sim_peak = 0;
     auto stats = hub.GetPath("/_sim/stats");

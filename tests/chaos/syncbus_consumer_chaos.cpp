@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   const char* value = std::getenv("SYNCBUS_CRASH_ON_ANNOTATION");
   if (value == nullptr || *value == '\0') return consumer::ConsumerMain(argc, argv);
   std::string annotation = value;
-  log::Warn("fault injection on: syncs of clusters annotated with it abort this process", {{"annotation", annotation}});
+  log::Warn("fault injection on: syncs of clusters annotated with it abort this process",
+            {{"annotation", annotation}});
   return consumer::ConsumerMain(argc, argv, [annotation](consumer::HubReader& inner) {
     return std::make_unique<testing::CrashingHubReader>(inner, annotation);
   });

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto again = syncbus::DecodeSyncRequest(syncbus::EncodeSyncRequest(*decoded));
     if (!again.ok() || !(*again == *decoded)) std::abort();
   } else if (decoded.status().message().empty()) {
-    std::abort();   // every rejection says why
+    std::abort();  // every rejection says why
   }
   return 0;
 }

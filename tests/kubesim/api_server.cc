@@ -226,7 +226,8 @@ ApiResponse MetadataListResponse(const ResponseForm& form, const ObjectStore::Pa
   body += form.ApiVersion();
   body += "\",\"metadata\":{\"resourceVersion\":\"" + std::to_string(list_rv) + "\"";
   if (!page.last_key.empty()) {
-    body += ",\"continue\":\"" + EncodeContinue(static_cast<int64_t>(page.rv), page.last_key) + "\"";
+    body +=
+        ",\"continue\":\"" + EncodeContinue(static_cast<int64_t>(page.rv), page.last_key) + "\"";
     if (unfiltered) body += ",\"remainingItemCount\":" + std::to_string(page.remaining);
   }
   body += "},\"items\":";
@@ -246,8 +247,7 @@ ApiResponse MetadataListResponse(const ResponseForm& form, const ObjectStore::Pa
 }
 
 ApiResponse ListObjects(const ObjectStore& store, WatchHub& hub, const TypePtr& type,
-                        const std::string& ns, const QueryParams& query,
-                        const ResponseForm& form) {
+                        const std::string& ns, const QueryParams& query, const ResponseForm& form) {
   auto labels = LabelSelector::Parse(query.Get("labelSelector").value_or(""));
   if (!labels.ok()) return ErrorResponse(labels.error());
   auto fields = FieldSelector::Parse(query.Get("fieldSelector").value_or(""), FieldLabels(*type));
@@ -312,7 +312,8 @@ ApiResponse ListObjects(const ObjectStore& store, WatchHub& hub, const TypePtr& 
   if (auto mismatch = FormMismatch(form, *type, /*list=*/true)) return ErrorResponse(*mismatch);
   // The watch cache answers at its own resourceVersion, etcd at its latest revision.
   uint64_t list_rv = from_cache ? page->cache_rv : page->rv;
-  if (form.metadata()) return MetadataListResponse(form, *page, list_rv, labels->empty() && fields->empty());
+  if (form.metadata())
+    return MetadataListResponse(form, *page, list_rv, labels->empty() && fields->empty());
   std::string body;
   body.reserve(256 + page->items.size() * 512);
   body += "{\"apiVersion\":\"";
@@ -354,8 +355,7 @@ ApiResponse ApiServer::Serve(const ApiRequest& request, Journal* journal) {
   ResourceRegistry& registry = state_->registry;
   bool get = request.method == "GET";
   switch (target.kind) {
-    case RequestTarget::Kind::kUnknown:
-      return NotFoundPath();
+    case RequestTarget::Kind::kUnknown: return NotFoundPath();
     case RequestTarget::Kind::kCoreVersions:
       if (!get) return ErrorResponse(MethodNotAllowed());
       return JsonResponse(200, registry.ApiVersions().dump());
@@ -392,8 +392,7 @@ ApiResponse ApiServer::Serve(const ApiRequest& request, Journal* journal) {
       ok.body = "ok";
       return ok;
     }
-    case RequestTarget::Kind::kResource:
-      break;
+    case RequestTarget::Kind::kResource: break;
   }
   auto resolved = Resolve(registry, target);
   if (!resolved.ok()) return ErrorResponse(resolved.error());
@@ -414,8 +413,10 @@ ApiResponse ApiServer::Serve(const ApiRequest& request, Journal* journal) {
       }
       ObjectPtr obj = state_->store.Get(*type, target.ns, target.name);
       if (!obj) return ErrorResponse(NotFoundError(type->plural, type->group, target.name));
-      if (auto mismatch = FormMismatch(*form, *type, /*list=*/false)) return ErrorResponse(*mismatch);
-      return JsonResponse(200, form->metadata() ? MetadataJson(*form, *obj) : FullJson(*type, *obj));
+      if (auto mismatch = FormMismatch(*form, *type, /*list=*/false))
+        return ErrorResponse(*mismatch);
+      return JsonResponse(200,
+                          form->metadata() ? MetadataJson(*form, *obj) : FullJson(*type, *obj));
     }
     return ListObjects(state_->store, state_->hub, type, target.ns, query, *form);
   }

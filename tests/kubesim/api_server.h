@@ -22,16 +22,16 @@ namespace syncbus::kubesim {
 class Journal;
 
 struct ApiRequest {
-  std::string method;          // GET POST PUT PATCH DELETE
-  std::string path;            // "/apis/hive.openshift.io/v1/namespaces/ns/syncsets/a"
-  std::string query;           // raw, percent-encoded ("watch=1&resourceVersion=10")
-  http::Headers headers;       // Content-Type, Accept, Authorization ...
+  std::string method;     // GET POST PUT PATCH DELETE
+  std::string path;       // "/apis/hive.openshift.io/v1/namespaces/ns/syncsets/a"
+  std::string query;      // raw, percent-encoded ("watch=1&resourceVersion=10")
+  http::Headers headers;  // Content-Type, Accept, Authorization ...
   std::string body;
 };
 
 struct ApiResponse {
   int status = 200;
-  http::Headers headers;       // always includes Content-Type
+  http::Headers headers;  // always includes Content-Type
   std::string body;
 };
 
@@ -48,12 +48,12 @@ class WatchSink {
 class ApiServer {
  public:
   struct Options {
-    std::string name;                        // "hub" or the cluster's name (logs, errors)
-    std::vector<std::string> crd_files;      // CRD YAML files to serve (the hub: Hive's CRDs)
+    std::string name;                    // "hub" or the cluster's name (logs, errors)
+    std::vector<std::string> crd_files;  // CRD YAML files to serve (the hub: Hive's CRDs)
     // Events of one resource type kept for resuming watches (older -> 410): 0 = as many as
     // kube-apiserver's watch cache keeps (WatchWindow in watch_hub.h), N = exactly the last N.
     size_t watch_history = 0;
-    const Clock* clock = nullptr;            // timestamps and watch timeouts; null = real clock
+    const Clock* clock = nullptr;  // timestamps and watch timeouts; null = real clock
     // Records the writes of Handle() under `name` (not Call()'s); not owned, outlives the server.
     Journal* journal = nullptr;
   };
@@ -87,8 +87,8 @@ class ApiServer {
   void SendBookmarks();
 
   // Fault controls for tests.
-  void ExpireHistory();     // every resourceVersion seen so far is now too old (410 on resume)
-  void CloseAllWatches();   // ends every open watch; clients must rewatch
+  void ExpireHistory();    // every resourceVersion seen so far is now too old (410 on resume)
+  void CloseAllWatches();  // ends every open watch; clients must rewatch
 
   // Convenience for fleet generation and assertions: same semantics as Handle(), not journaled.
   ApiResponse Call(const std::string& method, const std::string& path, const Json& body = nullptr,

@@ -234,8 +234,8 @@ const FieldSet& StripMeta() {
     auto* s = new FieldSet();
     s->Insert({"f:apiVersion"});
     s->Insert({"f:kind"});
-    for (const char* f : {"name", "namespace", "creationTimestamp", "selfLink", "uid",
-                          "generation", "managedFields", "resourceVersion", "clusterName"}) {
+    for (const char* f : {"name", "namespace", "creationTimestamp", "selfLink", "uid", "generation",
+                          "managedFields", "resourceVersion", "clusterName"}) {
       s->Insert({"f:metadata", FieldElement(f)});
     }
     return s;
@@ -363,8 +363,8 @@ void RecordUpdate(std::vector<ManagedEntry>* entries, const Json& before, const 
              e.api_version == scope.api_version && e.subresource == scope.subresource;
     });
     if (it == entries->end()) {
-      entries->push_back({manager, "Update", scope.api_version, scope.subresource, scope.now,
-                          std::move(changed)});
+      entries->push_back(
+          {manager, "Update", scope.api_version, scope.subresource, scope.now, std::move(changed)});
     } else {
       it->fields.Union(changed);
       it->time = scope.now;
@@ -373,9 +373,8 @@ void RecordUpdate(std::vector<ManagedEntry>* entries, const Json& before, const 
   DropEmpty(entries);
 }
 
-Outcome<Json> ApplyConfig(std::vector<ManagedEntry>* entries, const Json& live,
-                          const Json& config, const std::string& manager, bool force,
-                          const FieldManagerScope& scope) {
+Outcome<Json> ApplyConfig(std::vector<ManagedEntry>* entries, const Json& live, const Json& config,
+                          const std::string& manager, bool force, const FieldManagerScope& scope) {
   const Schema& schema = *scope.schema;
   FieldSet ignore = IgnoredFields(scope);
   Json merged = Merge(live, config, schema);
@@ -423,8 +422,8 @@ Outcome<Json> ApplyConfig(std::vector<ManagedEntry>* entries, const Json& live,
     }
     if (total == 1) {
       const auto& c = by_manager.begin()->second.front();
-      err.message = "Apply failed with 1 conflict: conflict with " + PrintManager(*c.entry) +
-                    ": " + PathString(c.path);
+      err.message = "Apply failed with 1 conflict: conflict with " + PrintManager(*c.entry) + ": " +
+                    PathString(c.path);
     } else {
       std::string text;
       for (const auto& [id, list] : by_manager) {
@@ -447,8 +446,8 @@ Outcome<Json> ApplyConfig(std::vector<ManagedEntry>* entries, const Json& live,
     self->fields = std::move(applied);
     self->api_version = scope.api_version;
   } else {
-    entries->push_back({manager, "Apply", scope.api_version, scope.subresource, scope.now,
-                        std::move(applied)});
+    entries->push_back(
+        {manager, "Apply", scope.api_version, scope.subresource, scope.now, std::move(applied)});
   }
   DropEmpty(entries);
   return merged;

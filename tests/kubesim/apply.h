@@ -31,10 +31,10 @@ Json Merge(const Json& live, const Json& config, const Schema& schema);
 
 struct ManagedEntry {
   std::string manager;
-  std::string operation;     // "Apply" or "Update"
+  std::string operation;  // "Apply" or "Update"
   std::string api_version;
-  std::string subresource;   // "" or "status"
-  std::string time;          // RFC 3339, may be empty
+  std::string subresource;  // "" or "status"
+  std::string time;         // RFC 3339, may be empty
   FieldSet fields;
   bool operator==(const ManagedEntry&) const = default;
 };
@@ -62,8 +62,7 @@ void RecordUpdate(std::vector<ManagedEntry>* entries, const Json& before, const 
 // new object (managedFields not yet written) and updates `entries`; 409 with
 // FieldManagerConflict causes when another manager owns a field the config changes and
 // !force.
-Outcome<Json> ApplyConfig(std::vector<ManagedEntry>* entries, const Json& live,
-                          const Json& config, const std::string& manager, bool force,
-                          const FieldManagerScope& scope);
+Outcome<Json> ApplyConfig(std::vector<ManagedEntry>* entries, const Json& live, const Json& config,
+                          const std::string& manager, bool force, const FieldManagerScope& scope);
 
 }  // namespace syncbus::kubesim

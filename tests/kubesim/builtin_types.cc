@@ -175,8 +175,13 @@ Json EventSchema() {
   Json time = {{"type", "string"}, {"format", "date-time"}};
   Json reference = {{"type", "object"},
                     {"properties",
-                     {{"kind", str}, {"namespace", str}, {"name", str}, {"uid", str},
-                      {"apiVersion", str}, {"resourceVersion", str}, {"fieldPath", str}}}};
+                     {{"kind", str},
+                      {"namespace", str},
+                      {"name", str},
+                      {"uid", str},
+                      {"apiVersion", str},
+                      {"resourceVersion", str},
+                      {"fieldPath", str}}}};
   return WithMeta(
       {{"type", "object"},
        {"properties",
@@ -588,7 +593,8 @@ void ValidateEvent(const Json& obj, const Json*, std::vector<FieldError>* errors
   std::string ns = Str(obj, {"metadata", "namespace"});
   bool cluster_scoped = kind == "Node" || kind == "Namespace" || kind == "PersistentVolume";
   if (!involved.empty() && !cluster_scoped && involved != ns) {
-    errors->push_back(Invalid("involvedObject.namespace", involved, "does not match event.namespace"));
+    errors->push_back(
+        Invalid("involvedObject.namespace", involved, "does not match event.namespace"));
   }
 }
 
@@ -923,15 +929,14 @@ const std::vector<TypePtr>& BuiltinTypes() {
                       &kLease, [](ResourceType& t) {
                         t.zero_object = {{"metadata", Json::object()}, {"spec", Json::object()}};
                       }));
-    v->push_back(Make("", "events", "event", "Event", true, {"ev"}, EventSchema(), &kEvent,
-                      [](ResourceType& t) {
-                        t.field_selectors = {"involvedObject.kind", "involvedObject.namespace",
-                                             "involvedObject.name", "involvedObject.uid",
-                                             "involvedObject.apiVersion",
-                                             "involvedObject.resourceVersion",
-                                             "involvedObject.fieldPath", "reason",
-                                             "reportingComponent", "type"};
-                      }));
+    v->push_back(Make(
+        "", "events", "event", "Event", true, {"ev"}, EventSchema(), &kEvent, [](ResourceType& t) {
+          t.field_selectors = {"involvedObject.kind",       "involvedObject.namespace",
+                               "involvedObject.name",       "involvedObject.uid",
+                               "involvedObject.apiVersion", "involvedObject.resourceVersion",
+                               "involvedObject.fieldPath",  "reason",
+                               "reportingComponent",        "type"};
+        }));
     v->push_back(Make(
         "apps", "deployments", "deployment", "Deployment", true, {"deploy"}, DeploymentSchema(),
         &kDeployment, [](ResourceType& t) {

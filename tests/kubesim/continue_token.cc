@@ -126,15 +126,9 @@ std::optional<std::string> GoJsonSyntaxError(std::string_view data) {
               state = State::kBeginValueOrEmpty;
               stack.push_back(Parse::kArrayValue);
               return true;
-            case '"':
-              state = State::kInString;
-              return true;
-            case '-':
-              state = State::kNeg;
-              return true;
-            case '0':
-              state = State::kZero;
-              return true;
+            case '"': state = State::kInString; return true;
+            case '-': state = State::kNeg; return true;
+            case '0': state = State::kZero; return true;
             case 't':
               literal = "rue";
               literal_name = "true";
@@ -150,8 +144,7 @@ std::optional<std::string> GoJsonSyntaxError(std::string_view data) {
               literal_name = "null";
               state = State::kLiteral;
               return true;
-            default:
-              break;
+            default: break;
           }
           if (c >= '1' && c <= '9') {
             state = State::kOne;
@@ -345,19 +338,13 @@ class GoJsonReader {
   // The name encoding/json gives the next value's kind in "cannot unmarshal X".
   const char* KindName() {
     switch (Peek()) {
-      case '{':
-        return "object";
-      case '[':
-        return "array";
-      case '"':
-        return "string";
+      case '{': return "object";
+      case '[': return "array";
+      case '"': return "string";
       case 't':
-      case 'f':
-        return "bool";
-      case 'n':
-        return "null";
-      default:
-        return "number";
+      case 'f': return "bool";
+      case 'n': return "null";
+      default: return "number";
     }
   }
 
@@ -374,26 +361,13 @@ class GoJsonReader {
       }
       char e = data_[pos_++];
       switch (e) {
-        case 'b':
-          raw.push_back('\b');
-          break;
-        case 'f':
-          raw.push_back('\f');
-          break;
-        case 'n':
-          raw.push_back('\n');
-          break;
-        case 'r':
-          raw.push_back('\r');
-          break;
-        case 't':
-          raw.push_back('\t');
-          break;
-        case 'u':
-          AppendEscapedRune(raw);
-          break;
-        default:
-          raw.push_back(e);
+        case 'b': raw.push_back('\b'); break;
+        case 'f': raw.push_back('\f'); break;
+        case 'n': raw.push_back('\n'); break;
+        case 'r': raw.push_back('\r'); break;
+        case 't': raw.push_back('\t'); break;
+        case 'u': AppendEscapedRune(raw); break;
+        default: raw.push_back(e);
       }
     }
     ++pos_;

@@ -1,6 +1,8 @@
 // Cluster credentials with OpenSSL's C API; every handle is owned by a unique_ptr.
 #include "tests/kubesim/credentials.h"
 
+#include <memory>
+
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
@@ -13,8 +15,6 @@
 #include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
-
-#include <memory>
 
 namespace syncbus::kubesim {
 namespace {

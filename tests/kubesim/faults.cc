@@ -8,7 +8,9 @@
 namespace syncbus::kubesim {
 namespace {
 
-bool IsRate(double r) { return std::isfinite(r) && r >= 0 && r <= 1; }
+bool IsRate(double r) {
+  return std::isfinite(r) && r >= 0 && r <= 1;
+}
 
 // FNV-1a: a stable per-cluster offset for the random streams.
 uint64_t HashName(const std::string& name) {
@@ -78,11 +80,13 @@ Result<FaultSpec> FaultSpec::FromJson(const Json& json) {
 }
 
 Json FaultSpec::ToJson() const {
-  Json json = {{"errorRate", error_rate},       {"throttleRate", throttle_rate},
-               {"retryAfterSeconds", retry_after_seconds}, {"timeoutRate", timeout_rate},
+  Json json = {{"errorRate", error_rate},
+               {"throttleRate", throttle_rate},
+               {"retryAfterSeconds", retry_after_seconds},
+               {"timeoutRate", timeout_rate},
                {"dropRate", drop_rate}};
-  json["latency"] = has_latency() ? Json{{"p50Ms", latency_p50_ms}, {"p99Ms", latency_p99_ms}}
-                                  : Json(nullptr);
+  json["latency"] =
+      has_latency() ? Json{{"p50Ms", latency_p50_ms}, {"p99Ms", latency_p99_ms}} : Json(nullptr);
   return json;
 }
 
@@ -162,8 +166,9 @@ FaultDecision FaultTable::Decide(const std::string& cluster) {
   std::lock_guard lock(mu_);
   auto it = overrides_.find(cluster);
   const Entry& entry = it == overrides_.end() ? default_ : it->second;
-  if (!entry.latency && entry.spec.error_rate + entry.spec.throttle_rate +
-                                entry.spec.timeout_rate + entry.spec.drop_rate <= 0) {
+  if (!entry.latency && entry.spec.error_rate + entry.spec.throttle_rate + entry.spec.timeout_rate +
+                                entry.spec.drop_rate <=
+                            0) {
     return {};
   }
   return DecideFault(entry.spec, entry.latency ? &*entry.latency : nullptr, StreamLocked(cluster));

@@ -24,13 +24,13 @@ namespace syncbus::kubesim {
 // What to inject into one cluster's requests. Rates are per-request probabilities; together
 // they must not exceed 1.
 struct FaultSpec {
-  double latency_p50_ms = 0;     // both zero: no added latency
+  double latency_p50_ms = 0;  // both zero: no added latency
   double latency_p99_ms = 0;
-  double error_rate = 0;         // 500 InternalError or 503 ServiceUnavailable, half each
-  double throttle_rate = 0;      // 429 TooManyRequests with Retry-After
+  double error_rate = 0;     // 500 InternalError or 503 ServiceUnavailable, half each
+  double throttle_rate = 0;  // 429 TooManyRequests with Retry-After
   int retry_after_seconds = 1;
-  double timeout_rate = 0;       // never answered: the client gives up
-  double drop_rate = 0;          // connection dropped without an answer
+  double timeout_rate = 0;  // never answered: the client gives up
+  double drop_rate = 0;     // connection dropped without an answer
 
   bool has_latency() const { return latency_p50_ms > 0 || latency_p99_ms > 0; }
   Status Validate() const;
@@ -45,8 +45,8 @@ const char* FaultActionName(FaultAction action);
 
 struct FaultDecision {
   FaultAction action = FaultAction::kNone;
-  std::chrono::milliseconds delay{0};   // wait this long before acting (or answering)
-  int retry_after_seconds = 0;          // kThrottle
+  std::chrono::milliseconds delay{0};  // wait this long before acting (or answering)
+  int retry_after_seconds = 0;         // kThrottle
 };
 
 // One draw for one request: the action from one Uniform(), the 500/503 choice from another,

@@ -41,8 +41,7 @@ FieldSet FieldSet::Intersection(const FieldSet& other) const {
   return out;
 }
 
-void FieldSet::ForEachMember(
-    const std::function<void(const std::vector<std::string>&)>& fn) const {
+void FieldSet::ForEachMember(const std::function<void(const std::vector<std::string>&)>& fn) const {
   std::vector<std::string> prefix;
   ForEachMemberAt(prefix, fn);
 }
@@ -80,10 +79,18 @@ FieldSet FieldSet::FromJson(const Json& fields) {
   return out;
 }
 
-std::string FieldElement(const std::string& name) { return "f:" + name; }
-std::string KeyElement(const Json& key_fields) { return "k:" + key_fields.dump(); }
-std::string ValueElement(const Json& value) { return "v:" + value.dump(); }
-std::string IndexElement(size_t index) { return "i:" + std::to_string(index); }
+std::string FieldElement(const std::string& name) {
+  return "f:" + name;
+}
+std::string KeyElement(const Json& key_fields) {
+  return "k:" + key_fields.dump();
+}
+std::string ValueElement(const Json& value) {
+  return "v:" + value.dump();
+}
+std::string IndexElement(size_t index) {
+  return "i:" + std::to_string(index);
+}
 
 std::string PathString(const std::vector<std::string>& path) {
   std::string out;
@@ -91,9 +98,7 @@ std::string PathString(const std::vector<std::string>& path) {
     if (pe.size() < 2) continue;
     std::string body = pe.substr(2);
     switch (pe[0]) {
-      case 'f':
-        out += "." + body;
-        break;
+      case 'f': out += "." + body; break;
       case 'k': {
         Json key = Json::parse(body, nullptr, false);
         std::string inner;
@@ -105,14 +110,9 @@ std::string PathString(const std::vector<std::string>& path) {
         out += "[" + inner + "]";
         break;
       }
-      case 'v':
-        out += "[=" + body + "]";
-        break;
-      case 'i':
-        out += "[" + body + "]";
-        break;
-      default:
-        break;
+      case 'v': out += "[=" + body + "]"; break;
+      case 'i': out += "[" + body + "]"; break;
+      default: break;
     }
   }
   return out;

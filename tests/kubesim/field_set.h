@@ -49,10 +49,10 @@ class FieldSet {
 };
 
 // Path elements.
-std::string FieldElement(const std::string& name);              // "f:name"
-std::string KeyElement(const Json& key_fields);                  // "k:{...}" (sorted keys)
-std::string ValueElement(const Json& value);                     // "v:<json>"
-std::string IndexElement(size_t index);                          // "i:3"
+std::string FieldElement(const std::string& name);  // "f:name"
+std::string KeyElement(const Json& key_fields);     // "k:{...}" (sorted keys)
+std::string ValueElement(const Json& value);        // "v:<json>"
+std::string IndexElement(size_t index);             // "i:3"
 // ".data.key", ".spec.containers[name=\"a\"].image", ".metadata.finalizers[=\"x\"]".
 std::string PathString(const std::vector<std::string>& path);
 

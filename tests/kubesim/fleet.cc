@@ -52,7 +52,8 @@ Status SetRunning(ApiServer& api, const std::string& path) {
       .WithHttpStatus(response.status);
 }
 
-Json ConfigMap(const FleetSpec& spec, const std::string& name, int index, const std::string& owner) {
+Json ConfigMap(const FleetSpec& spec, const std::string& name, int index,
+               const std::string& owner) {
   return {{"apiVersion", "v1"},
           {"kind", "ConfigMap"},
           {"metadata", {{"name", name}, {"namespace", FleetResourceNamespace(spec, index)}}},
@@ -75,26 +76,25 @@ Json Resources(const FleetSpec& spec, const std::string& set_prefix, const std::
 Json ClusterDeployment(int index, const std::string& name) {
   char cluster_id[40];
   std::snprintf(cluster_id, sizeof(cluster_id), "5e1f0000-0000-4000-8000-%012d", index);
-  return {
-      {"apiVersion", "hive.openshift.io/v1"},
-      {"kind", "ClusterDeployment"},
-      {"metadata",
-       {{"name", name},
-        {"namespace", name},
-        {"labels",
-         {{kFleetLabel, kFleetLabelValue},
-          {"region", kRegions[index % 3]},
-          {"tier", kTiers[(index / 3) % 3]},
-          {"cluster-index", std::to_string(index)}}}}},
-      {"spec",
-       {{"baseDomain", "sim.syncbus.io"},
-        {"clusterName", name},
-        {"platform", {{"none", Json::object()}}},
-        {"installed", true},
-        {"clusterMetadata",
-         {{"clusterID", cluster_id},
-          {"infraID", name + "-sim"},
-          {"adminKubeconfigSecretRef", {{"name", name + "-admin-kubeconfig"}}}}}}}};
+  return {{"apiVersion", "hive.openshift.io/v1"},
+          {"kind", "ClusterDeployment"},
+          {"metadata",
+           {{"name", name},
+            {"namespace", name},
+            {"labels",
+             {{kFleetLabel, kFleetLabelValue},
+              {"region", kRegions[index % 3]},
+              {"tier", kTiers[(index / 3) % 3]},
+              {"cluster-index", std::to_string(index)}}}}},
+          {"spec",
+           {{"baseDomain", "sim.syncbus.io"},
+            {"clusterName", name},
+            {"platform", {{"none", Json::object()}}},
+            {"installed", true},
+            {"clusterMetadata",
+             {{"clusterID", cluster_id},
+              {"infraID", name + "-sim"},
+              {"adminKubeconfigSecretRef", {{"name", name + "-admin-kubeconfig"}}}}}}}};
 }
 
 // "http://127.0.0.1:8080" with host "a.localhost" -> "http://a.localhost:8080".
@@ -129,8 +129,8 @@ std::vector<std::string> FleetClusterNames(int clusters) {
 
 std::string FleetResourceNamespace(const FleetSpec& spec, int index) {
   if (spec.namespaces_per_cluster <= 0) return "default";
-  return "sim-ns-" + Padded(index % spec.namespaces_per_cluster,
-                            NameWidth(spec.namespaces_per_cluster, 2));
+  return "sim-ns-" +
+         Padded(index % spec.namespaces_per_cluster, NameWidth(spec.namespaces_per_cluster, 2));
 }
 
 std::string MakeKubeconfig(const std::string& name, const std::string& server,
@@ -150,17 +150,28 @@ std::string MakeKubeconfig(const std::string& name, const std::string& server,
   return "apiVersion: v1\n"
          "kind: Config\n"
          "clusters:\n"
-         "- name: " + name + "\n"
+         "- name: " +
+         name +
+         "\n"
          "  cluster:\n"
-         "    server: \"" + server + "\"\n" + ca +
+         "    server: \"" +
+         server + "\"\n" + ca +
          "users:\n"
-         "- name: " + name + "-admin\n" + user +
+         "- name: " +
+         name + "-admin\n" + user +
          "contexts:\n"
-         "- name: " + name + "\n"
+         "- name: " +
+         name +
+         "\n"
          "  context:\n"
-         "    cluster: " + name + "\n"
-         "    user: " + name + "-admin\n"
-         "current-context: " + name + "\n";
+         "    cluster: " +
+         name +
+         "\n"
+         "    user: " +
+         name +
+         "-admin\n"
+         "current-context: " +
+         name + "\n";
 }
 
 std::string FleetSummary::ToString(const FleetSpec& spec) const {
@@ -186,20 +197,18 @@ Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const st
   FleetSummary summary;
   summary.clusters = spec.clusters;
   if (spec.clusters > 0) {
-    Status made = Create(hub, "/api/v1/namespaces",
-                         {{"apiVersion", "v1"},
-                          {"kind", "Namespace"},
-                          {"metadata", {{"name", kSyncbusNamespace}}}});
-    if (!made.ok() && made.http_status() != 409) return made;   // there already: as installed
+    Status made = Create(
+        hub, "/api/v1/namespaces",
+        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kSyncbusNamespace}}}});
+    if (!made.ok() && made.http_status() != 409) return made;  // there already: as installed
     ++summary.hub_objects;
   }
   int set_width = NameWidth(spec.syncsets, 2);
   for (int i = 0; i < spec.clusters; ++i) {
     std::string name = FleetClusterName(i, spec.clusters);
-    SYNCBUS_RETURN_IF_ERROR(Create(hub, "/api/v1/namespaces",
-                                   {{"apiVersion", "v1"},
-                                    {"kind", "Namespace"},
-                                    {"metadata", {{"name", name}}}}));
+    SYNCBUS_RETURN_IF_ERROR(
+        Create(hub, "/api/v1/namespaces",
+               {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}}));
     SYNCBUS_RETURN_IF_ERROR(
         Create(hub, "/apis/hive.openshift.io/v1/namespaces/" + name + "/clusterdeployments",
                ClusterDeployment(i, name)));
@@ -209,26 +218,26 @@ Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const st
     Result<ClientAuth> cluster_auth = auth(name);
     if (!cluster_auth.ok()) return cluster_auth.status().Annotate("credentials of " + name);
     std::string kubeconfig = MakeKubeconfig(name, server + "/clusters/" + name, *cluster_auth);
-    SYNCBUS_RETURN_IF_ERROR(Create(
-        hub, "/api/v1/namespaces/" + name + "/secrets",
-        {{"apiVersion", "v1"},
-         {"kind", "Secret"},
-         {"metadata", {{"name", name + "-admin-kubeconfig"}, {"namespace", name}}},
-         {"type", "Opaque"},
-         {"data", {{"kubeconfig", EncodeBase64(kubeconfig)}}}}));
+    SYNCBUS_RETURN_IF_ERROR(
+        Create(hub, "/api/v1/namespaces/" + name + "/secrets",
+               {{"apiVersion", "v1"},
+                {"kind", "Secret"},
+                {"metadata", {{"name", name + "-admin-kubeconfig"}, {"namespace", name}}},
+                {"type", "Opaque"},
+                {"data", {{"kubeconfig", EncodeBase64(kubeconfig)}}}}));
     summary.hub_objects += 3;
     for (int s = 0; s < spec.syncsets; ++s) {
       std::string set = "ss-" + Padded(s, set_width);
       std::string set_name = name + "-" + set;
-      SYNCBUS_RETURN_IF_ERROR(
-          Create(hub, "/apis/hive.openshift.io/v1/namespaces/" + name + "/syncsets",
-                 {{"apiVersion", "hive.openshift.io/v1"},
-                  {"kind", "SyncSet"},
-                  {"metadata", {{"name", set_name}, {"namespace", name}}},
-                  {"spec",
-                   {{"clusterDeploymentRefs", Json::array({{{"name", name}}})},
-                    {"resourceApplyMode", "Upsert"},
-                    {"resources", Resources(spec, set, set_name)}}}}));
+      SYNCBUS_RETURN_IF_ERROR(Create(hub,
+                                     "/apis/hive.openshift.io/v1/namespaces/" + name + "/syncsets",
+                                     {{"apiVersion", "hive.openshift.io/v1"},
+                                      {"kind", "SyncSet"},
+                                      {"metadata", {{"name", set_name}, {"namespace", name}}},
+                                      {"spec",
+                                       {{"clusterDeploymentRefs", Json::array({{{"name", name}}})},
+                                        {"resourceApplyMode", "Upsert"},
+                                        {"resources", Resources(spec, set, set_name)}}}}));
       ++summary.hub_objects;
     }
   }
@@ -236,15 +245,15 @@ Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const st
   for (int k = 0; k < spec.selector_syncsets; ++k) {
     std::string set = "sss-" + Padded(k, selector_width);
     std::string set_name = "fleet-" + set;
-    SYNCBUS_RETURN_IF_ERROR(
-        Create(hub, "/apis/hive.openshift.io/v1/selectorsyncsets",
-               {{"apiVersion", "hive.openshift.io/v1"},
-                {"kind", "SelectorSyncSet"},
-                {"metadata", {{"name", set_name}}},
-                {"spec",
-                 {{"clusterDeploymentSelector", {{"matchLabels", {{kFleetLabel, kFleetLabelValue}}}}},
-                  {"resourceApplyMode", "Upsert"},
-                  {"resources", Resources(spec, set, set_name)}}}}));
+    SYNCBUS_RETURN_IF_ERROR(Create(
+        hub, "/apis/hive.openshift.io/v1/selectorsyncsets",
+        {{"apiVersion", "hive.openshift.io/v1"},
+         {"kind", "SelectorSyncSet"},
+         {"metadata", {{"name", set_name}}},
+         {"spec",
+          {{"clusterDeploymentSelector", {{"matchLabels", {{kFleetLabel, kFleetLabelValue}}}}},
+           {"resourceApplyMode", "Upsert"},
+           {"resources", Resources(spec, set, set_name)}}}}));
     ++summary.hub_objects;
   }
   summary.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -256,10 +265,9 @@ Result<int> SeedTarget(ApiServer& target, const FleetSpec& spec) {
   int created = 0;
   for (int n = 0; n < spec.namespaces_per_cluster; ++n) {
     std::string name = "sim-ns-" + Padded(n, NameWidth(spec.namespaces_per_cluster, 2));
-    SYNCBUS_RETURN_IF_ERROR(Create(target, "/api/v1/namespaces",
-                                   {{"apiVersion", "v1"},
-                                    {"kind", "Namespace"},
-                                    {"metadata", {{"name", name}}}}));
+    SYNCBUS_RETURN_IF_ERROR(
+        Create(target, "/api/v1/namespaces",
+               {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}}));
     ++created;
   }
   return created;

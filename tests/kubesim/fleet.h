@@ -17,9 +17,9 @@ namespace syncbus::kubesim {
 
 struct FleetSpec {
   int clusters = 0;
-  int syncsets = 0;                 // SyncSets per cluster: cluster-NNNN-ss-MM
-  int selector_syncsets = 0;        // cluster-scoped, selecting every fleet cluster: fleet-sss-MM
-  int resources = 0;                // ConfigMaps per SyncSet / SelectorSyncSet
+  int syncsets = 0;           // SyncSets per cluster: cluster-NNNN-ss-MM
+  int selector_syncsets = 0;  // cluster-scoped, selecting every fleet cluster: fleet-sss-MM
+  int resources = 0;          // ConfigMaps per SyncSet / SelectorSyncSet
   // Extra namespaces on each target (sim-ns-MM); resource RR then lands in sim-ns-(RR mod M)
   // instead of default.
   int namespaces_per_cluster = 0;
@@ -60,7 +60,7 @@ std::string MakeKubeconfig(const std::string& name, const std::string& server,
 
 struct FleetSummary {
   int clusters = 0;
-  int hub_objects = 0;       // namespaces, ClusterDeployments, Secrets, SyncSets, SelectorSyncSets
+  int hub_objects = 0;  // namespaces, ClusterDeployments, Secrets, SyncSets, SelectorSyncSets
   int target_namespaces = 0;
   std::chrono::milliseconds elapsed{0};
   // "fleet: 1000 clusters, 0 SyncSets and 60 SelectorSyncSets of 10 ConfigMaps; ..."
@@ -72,8 +72,9 @@ struct FleetSummary {
 inline constexpr char kSyncbusNamespace[] = "syncbus";
 
 // Writes the hub side: with at least one cluster, first the namespace kSyncbusNamespace (unless
-// it exists), as an installed syncbus has it. Each admin kubeconfig points at `base_url` + "/clusters/<name>" (with
-// host_per_cluster, base_url's host replaced by <name>.localhost) with `auth(<name>)`.
+// it exists), as an installed syncbus has it. Each admin kubeconfig points at `base_url` +
+// "/clusters/<name>" (with host_per_cluster, base_url's host replaced by <name>.localhost) with
+// `auth(<name>)`.
 Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const std::string& base_url,
                                  const ClusterAuth& auth);
 // The same with one ClientAuth for every cluster.

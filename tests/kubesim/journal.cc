@@ -1,11 +1,11 @@
 // Journal: entries buffered under a mutex, rendered and written by one thread at a time.
 #include "tests/kubesim/journal.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "common/json.h"
 #include "common/log.h"

@@ -45,7 +45,9 @@ bool Digits(const std::string& s, size_t pos, size_t n) {
   return true;
 }
 
-int Num(const std::string& s, size_t pos, size_t n) { return std::stoi(s.substr(pos, n)); }
+int Num(const std::string& s, size_t pos, size_t n) {
+  return std::stoi(s.substr(pos, n));
+}
 
 bool ValidDate(int y, int m, int d) {
   if (m < 1 || m > 12 || d < 1) return false;
@@ -107,7 +109,9 @@ std::string FormatSeconds(WallTime t) {
 }
 }  // namespace
 
-std::string FormatTime(WallTime t) { return FormatSeconds(t) + "Z"; }
+std::string FormatTime(WallTime t) {
+  return FormatSeconds(t) + "Z";
+}
 
 std::string NewUid() {
   thread_local std::mt19937_64 rng{std::random_device{}()};

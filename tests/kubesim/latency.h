@@ -30,8 +30,8 @@ class LognormalLatency {
 
  private:
   LognormalLatency(double mu, double sigma) : mu_(mu), sigma_(sigma) {}
-  double mu_;      // mean of ln(latency in ms)
-  double sigma_;   // standard deviation of ln(latency in ms)
+  double mu_;     // mean of ln(latency in ms)
+  double sigma_;  // standard deviation of ln(latency in ms)
 };
 
 }  // namespace syncbus::kubesim

@@ -1,14 +1,14 @@
 // syncbus-kubesim: the Kubernetes API simulator (a hub with Hive's CRDs and N target clusters) on
 // one port, with a generated fleet, fault injection, per-cluster credentials and a write journal.
 // Thin main over SimServer.
-#include <sys/resource.h>
-
-#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include <CLI/CLI.hpp>
+#include <sys/resource.h>
 
 #include "common/log.h"
 #include "common/time_format.h"
@@ -46,7 +46,8 @@ Status WriteFileAtomically(const std::string& path, const std::string& content) 
   }
   std::error_code error;
   std::filesystem::rename(tmp, path, error);
-  if (error) return syncbus::Unavailable("renaming " + tmp + " to " + path + ": " + error.message());
+  if (error)
+    return syncbus::Unavailable("renaming " + tmp + " to " + path + ": " + error.message());
   return Status::Ok();
 }
 
@@ -112,8 +113,7 @@ int main(int argc, char** argv) {
   cli.add_option("--latency-p99-ms", faults.latency_p99_ms, "99th percentile added latency");
   cli.add_option("--error-rate", faults.error_rate, "fraction of requests answered 500/503");
   cli.add_option("--throttle-rate", faults.throttle_rate, "fraction answered 429");
-  cli.add_option("--retry-after-seconds", faults.retry_after_seconds,
-                 "Retry-After on 429 answers")
+  cli.add_option("--retry-after-seconds", faults.retry_after_seconds, "Retry-After on 429 answers")
       ->capture_default_str();
   cli.add_option("--timeout-rate", faults.timeout_rate, "fraction never answered");
   cli.add_option("--drop-rate", faults.drop_rate, "fraction whose connection is dropped");

@@ -89,9 +89,8 @@ void ValidateOwnerReferences(const Json& refs, const std::string& path,
       return it != ref.end() && it->is_string() ? it->get<std::string>() : std::string();
     };
     std::string api_version = str("apiVersion");
-    std::string version = api_version.substr(api_version.find('/') == std::string::npos
-                                                 ? 0
-                                                 : api_version.find('/') + 1);
+    std::string version = api_version.substr(
+        api_version.find('/') == std::string::npos ? 0 : api_version.find('/') + 1);
     if (version.empty()) {
       errors->push_back(Invalid(path + ".apiVersion", api_version, "version must not be empty"));
     }
@@ -114,7 +113,8 @@ void ValidateOwnerReferences(const Json& refs, const std::string& path,
     for (const auto& c : controllers) list += (list.empty() ? "" : ", ") + c;
     errors->push_back(Invalid(path, refs,
                               "Only one reference can have Controller set to true. Found \"true\" "
-                              "in references for " + list));
+                              "in references for " +
+                                  list));
   }
 }
 
@@ -192,8 +192,8 @@ void ValidateObjectMeta(const Json& meta, bool requires_namespace, NameRule rule
   auto generation = meta.find("generation");
   if (generation != meta.end() && generation->is_number_integer() &&
       generation->get<long long>() < 0) {
-    errors->push_back(Invalid(path + ".generation", *generation,
-                              "must be greater than or equal to 0"));
+    errors->push_back(
+        Invalid(path + ".generation", *generation, "must be greater than or equal to 0"));
   }
   auto labels = meta.find("labels");
   if (labels != meta.end() && labels->is_object()) {
@@ -253,7 +253,8 @@ void ValidateObjectMetaUpdate(const Json& new_meta, const Json& old_meta,
     if (std::find(old_list.begin(), old_list.end(), f) == old_list.end()) {
       errors->push_back(Forbidden("metadata.finalizers",
                                   "no new finalizers can be added if the object is being deleted, "
-                                  "found new finalizers []string{" + Json(f).dump() + "}"));
+                                  "found new finalizers []string{" +
+                                      Json(f).dump() + "}"));
       return;
     }
   }

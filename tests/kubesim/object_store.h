@@ -36,10 +36,10 @@ class ObjectStore {
 
   struct Page {
     std::vector<ObjectPtr> items;
-    uint64_t rv = 0;       // the snapshot's resourceVersion
+    uint64_t rv = 0;        // the snapshot's resourceVersion
     uint64_t cache_rv = 0;  // WatchHub::CacheRv of the type at the snapshot
-    std::string last_key;  // set when more matching items follow
-    size_t remaining = 0;  // matching items after this page
+    std::string last_key;   // set when more matching items follow
+    size_t remaining = 0;   // matching items after this page
   };
   // Matching objects of `type` in `ns` (all namespaces when empty) with keys after `after_key`,
   // at `at_rv` (0 = now); at most `limit` (0 = all). 410 Expired when `at_rv` is older than the

@@ -329,7 +329,8 @@ Outcome<Json> ApplyJsonPatch(const Json& doc, std::string_view patch_text) {
       return PatchNotApplied("invalid JSON pointer " + Json(path_text).dump());
     }
     if (kind == "add") {
-      if (!op.contains("value")) return PatchNotApplied("add operation does not apply: missing value");
+      if (!op.contains("value"))
+        return PatchNotApplied("add operation does not apply: missing value");
       if (!AddAt(out, path, op["value"])) return PatchNotApplied(Missing("add", path_text));
     } else if (kind == "remove") {
       if (!RemoveAt(out, path, nullptr)) return PatchNotApplied(Missing("remove", path_text));
@@ -376,7 +377,8 @@ Outcome<Json> ApplyStrategicMergePatch(const Json& doc, std::string_view patch_t
   auto patch = ParsePatch(patch_text);
   if (!patch.ok()) return patch;
   if (!patch->is_object()) {
-    return BadRequest("json: cannot unmarshal " + std::string(patch->is_array() ? "array" : "value") +
+    return BadRequest("json: cannot unmarshal " +
+                      std::string(patch->is_array() ? "array" : "value") +
                       " into Go value of type map[string]interface {}");
   }
   auto out = StrategicMap(doc, *patch, schema);

@@ -2,8 +2,8 @@
 
 namespace syncbus::kubesim {
 
-std::string RequestVerb(std::string_view method, const RequestTarget& target, const QueryParams& query,
-                        std::string_view content_type) {
+std::string RequestVerb(std::string_view method, const RequestTarget& target,
+                        const QueryParams& query, std::string_view content_type) {
   if (target.kind != RequestTarget::Kind::kResource) return "";
   const bool collection = target.name.empty();
   if (method == "GET") {
@@ -12,7 +12,8 @@ std::string RequestVerb(std::string_view method, const RequestTarget& target, co
   }
   if (method == "POST") return "create";
   if (method == "PUT") return "update";
-  if (method == "PATCH") return content_type.starts_with("application/apply-patch") ? "apply" : "patch";
+  if (method == "PATCH")
+    return content_type.starts_with("application/apply-patch") ? "apply" : "patch";
   if (method == "DELETE") return collection ? "deletecollection" : "delete";
   return std::string(method);
 }

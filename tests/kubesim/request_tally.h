@@ -16,8 +16,8 @@
 namespace syncbus::kubesim {
 
 // The verb of a request to `target` ("" for discovery, /version and health checks).
-std::string RequestVerb(std::string_view method, const RequestTarget& target, const QueryParams& query,
-                        std::string_view content_type);
+std::string RequestVerb(std::string_view method, const RequestTarget& target,
+                        const QueryParams& query, std::string_view content_type);
 // "plural" or "plural/subresource".
 std::string RequestResource(const RequestTarget& target);
 

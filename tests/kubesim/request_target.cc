@@ -101,7 +101,8 @@ QueryParams::QueryParams(std::string_view raw) {
     if (!part.empty()) {
       size_t eq = part.find('=');
       std::string key = PercentDecode(part.substr(0, eq), true);
-      std::string value = eq == std::string_view::npos ? "" : PercentDecode(part.substr(eq + 1), true);
+      std::string value =
+          eq == std::string_view::npos ? "" : PercentDecode(part.substr(eq + 1), true);
       params_.emplace_back(std::move(key), std::move(value));
     }
     if (amp == std::string_view::npos) break;

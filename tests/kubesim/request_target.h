@@ -14,20 +14,20 @@ namespace syncbus::kubesim {
 struct RequestTarget {
   enum class Kind {
     kUnknown,
-    kCoreVersions,   // /api
-    kGroupList,      // /apis
-    kGroup,          // /apis/<group>
-    kResourceList,   // /api/v1, /apis/<group>/<version>
-    kVersion,        // /version
-    kHealth,         // /healthz, /livez, /readyz
-    kResource,       // a collection or an object
+    kCoreVersions,  // /api
+    kGroupList,     // /apis
+    kGroup,         // /apis/<group>
+    kResourceList,  // /api/v1, /apis/<group>/<version>
+    kVersion,       // /version
+    kHealth,        // /healthz, /livez, /readyz
+    kResource,      // a collection or an object
   };
   Kind kind = Kind::kUnknown;
   std::string group, version, plural;
-  std::string ns;            // from /namespaces/<ns>/...
+  std::string ns;  // from /namespaces/<ns>/...
   bool namespaced_path = false;
-  std::string name;          // empty: the collection
-  std::string subresource;   // "status", "finalize", ...
+  std::string name;         // empty: the collection
+  std::string subresource;  // "status", "finalize", ...
 };
 
 RequestTarget ParseTarget(std::string_view path);

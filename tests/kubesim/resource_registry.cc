@@ -76,8 +76,8 @@ Outcome<std::vector<TypePtr>> CompileCrd(const Json& crd) {
     t->crd_name = name;
     t->zero_object = Json::object();
     auto subresources = v.find("subresources");
-    t->status_subresource = subresources != v.end() && subresources->is_object() &&
-                            subresources->contains("status");
+    t->status_subresource =
+        subresources != v.end() && subresources->is_object() && subresources->contains("status");
     Json openapi = {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}};
     auto schema = v.find("schema");
     if (schema != v.end() && schema->is_object() && schema->contains("openAPIV3Schema")) {
@@ -190,8 +190,7 @@ Json ResourceRegistry::GroupJson(const std::string& group) const {
   Json versions = Json::array();
   std::vector<std::string> seen;
   for (const auto& [key, t] : types_) {
-    if (t->group != group ||
-        std::find(seen.begin(), seen.end(), t->version) != seen.end()) {
+    if (t->group != group || std::find(seen.begin(), seen.end(), t->version) != seen.end()) {
       continue;
     }
     seen.push_back(t->version);

@@ -40,15 +40,15 @@ struct ResourceType {
   std::vector<std::string> verbs;
   bool namespaced = true;
   bool status_subresource = false;
-  bool tracks_generation = false;     // metadata.generation set and bumped on spec changes
-  bool custom = false;                // a custom resource (CRD-defined)
-  bool return_deleted_object = false; // DELETE answers with the object instead of a Status
+  bool tracks_generation = false;      // metadata.generation set and bumped on spec changes
+  bool custom = false;                 // a custom resource (CRD-defined)
+  bool return_deleted_object = false;  // DELETE answers with the object instead of a Status
   NameRule name_rule = NameRule::kDnsSubdomain;
-  std::shared_ptr<const Schema> schema;          // never null
-  std::vector<std::string> field_selectors;      // selectable fields besides name/namespace
-  Json zero_object = Json::object();             // an empty object of the type (managedFields)
-  const BuiltinBehavior* behavior = nullptr;     // built-ins only
-  std::string crd_name;                          // custom resources: the CRD's name
+  std::shared_ptr<const Schema> schema;       // never null
+  std::vector<std::string> field_selectors;   // selectable fields besides name/namespace
+  Json zero_object = Json::object();          // an empty object of the type (managedFields)
+  const BuiltinBehavior* behavior = nullptr;  // built-ins only
+  std::string crd_name;                       // custom resources: the CRD's name
 
   std::string key;             // "group/version/plural": identity across re-registrations
   std::string api_version;     // "v1", "hive.openshift.io/v1"
@@ -76,17 +76,17 @@ class ResourceRegistry {
   // Unregisters a CRD's types and returns them.
   std::vector<TypePtr> RemoveCrd(const std::string& crd_name);
 
-  Json ApiVersions() const;                                     // /api
-  Json ApiGroupList() const;                                    // /apis
-  std::optional<Json> ApiGroup(const std::string& group) const; // /apis/<g>
+  Json ApiVersions() const;                                      // /api
+  Json ApiGroupList() const;                                     // /apis
+  std::optional<Json> ApiGroup(const std::string& group) const;  // /apis/<g>
   std::optional<Json> ResourceList(const std::string& group, const std::string& version) const;
 
  private:
   Json GroupJson(const std::string& group) const;  // caller holds mu_
 
   mutable std::shared_mutex mu_;
-  std::map<std::string, TypePtr> types_;   // key: group/version/plural
-  std::vector<std::string> group_order_;   // discovery order of groups
+  std::map<std::string, TypePtr> types_;  // key: group/version/plural
+  std::vector<std::string> group_order_;  // discovery order of groups
   TypePtr namespaces_;
   TypePtr crds_;
 };

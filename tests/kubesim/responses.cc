@@ -27,8 +27,11 @@ ApiResponse SuccessStatus(const std::string& name, const std::string& group,
   Json details = {{"name", name}, {"kind", kind}};
   if (!group.empty()) details["group"] = group;
   if (!uid.empty()) details["uid"] = uid;
-  Json status = {{"kind", "Status"},  {"apiVersion", "v1"}, {"metadata", Json::object()},
-                 {"status", "Success"}, {"details", details}};
+  Json status = {{"kind", "Status"},
+                 {"apiVersion", "v1"},
+                 {"metadata", Json::object()},
+                 {"status", "Success"},
+                 {"details", details}};
   return JsonResponse(200, status.dump());
 }
 

@@ -43,40 +43,26 @@ size_t RuneCount(const std::string& s) {
 
 const char* TypeName(Schema::Type t) {
   switch (t) {
-    case Schema::Type::kObject:
-      return "object";
-    case Schema::Type::kArray:
-      return "array";
-    case Schema::Type::kString:
-      return "string";
-    case Schema::Type::kInteger:
-      return "integer";
-    case Schema::Type::kNumber:
-      return "number";
-    case Schema::Type::kBoolean:
-      return "boolean";
-    case Schema::Type::kAny:
-      return "";
+    case Schema::Type::kObject: return "object";
+    case Schema::Type::kArray: return "array";
+    case Schema::Type::kString: return "string";
+    case Schema::Type::kInteger: return "integer";
+    case Schema::Type::kNumber: return "number";
+    case Schema::Type::kBoolean: return "boolean";
+    case Schema::Type::kAny: return "";
   }
   return "";
 }
 
 bool MatchesType(Schema::Type t, const Json& v) {
   switch (t) {
-    case Schema::Type::kAny:
-      return true;
-    case Schema::Type::kObject:
-      return v.is_object();
-    case Schema::Type::kArray:
-      return v.is_array();
-    case Schema::Type::kString:
-      return v.is_string();
-    case Schema::Type::kInteger:
-      return IsIntegral(v);
-    case Schema::Type::kNumber:
-      return v.is_number();
-    case Schema::Type::kBoolean:
-      return v.is_boolean();
+    case Schema::Type::kAny: return true;
+    case Schema::Type::kObject: return v.is_object();
+    case Schema::Type::kArray: return v.is_array();
+    case Schema::Type::kString: return v.is_string();
+    case Schema::Type::kInteger: return IsIntegral(v);
+    case Schema::Type::kNumber: return v.is_number();
+    case Schema::Type::kBoolean: return v.is_boolean();
   }
   return false;
 }

@@ -9,8 +9,21 @@
 namespace syncbus::kubesim {
 namespace {
 
-enum class Tok { kEnd, kIdent, kNot, kNotEquals, kOpen, kClose, kComma, kEquals, kDoubleEquals,
-                 kGreater, kLess, kIn, kNotIn };
+enum class Tok {
+  kEnd,
+  kIdent,
+  kNot,
+  kNotEquals,
+  kOpen,
+  kClose,
+  kComma,
+  kEquals,
+  kDoubleEquals,
+  kGreater,
+  kLess,
+  kIn,
+  kNotIn
+};
 
 struct Token {
   Tok type;
@@ -71,7 +84,9 @@ std::vector<Token> Lex(std::string_view s) {
   return out;
 }
 
-std::string Show(const Token& t) { return t.type == Tok::kEnd ? "end of string" : t.text; }
+std::string Show(const Token& t) {
+  return t.type == Tok::kEnd ? "end of string" : t.text;
+}
 
 StatusError ParseError(const std::string& detail) {
   return BadRequest("unable to parse requirement: " + detail);
@@ -279,8 +294,8 @@ Outcome<FieldSelector> FieldSelector::Parse(std::string_view text,
       if (pos != std::string::npos) break;
     }
     if (pos == std::string::npos) {
-      return BadRequest("invalid selector: '" + std::string(text) +
-                        "'; can't understand '" + t + "'");
+      return BadRequest("invalid selector: '" + std::string(text) + "'; can't understand '" + t +
+                        "'");
     }
     parsed.field = unescape(t.substr(0, pos));
     parsed.value = unescape(t.substr(pos + op_len));

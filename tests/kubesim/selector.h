@@ -19,8 +19,16 @@ using LabelMap = std::vector<std::pair<std::string, std::string>>;
 
 class LabelSelector {
  public:
-  enum class Op { kEquals, kNotEquals, kIn, kNotIn, kExists, kDoesNotExist, kGreaterThan,
-                  kLessThan };
+  enum class Op {
+    kEquals,
+    kNotEquals,
+    kIn,
+    kNotIn,
+    kExists,
+    kDoesNotExist,
+    kGreaterThan,
+    kLessThan
+  };
   struct Requirement {
     std::string key;
     Op op;
@@ -41,7 +49,7 @@ class FieldSelector {
  public:
   struct Term {
     std::string field;
-    bool equals;        // false: !=
+    bool equals;  // false: !=
     std::string value;
   };
   // `supported`: the field names this resource can select on ("metadata.name", ...).

@@ -11,8 +11,8 @@ namespace syncbus::kubesim {
 struct Route {
   enum class Kind { kApi, kControl };
   Kind kind = Kind::kApi;
-  std::string cluster;   // kApi: the target cluster's name, empty for the hub
-  std::string path;      // kApi: the API path ("/api/v1/namespaces"); kControl: after "/_sim"
+  std::string cluster;  // kApi: the target cluster's name, empty for the hub
+  std::string path;     // kApi: the API path ("/api/v1/namespaces"); kControl: after "/_sim"
 };
 
 // "/api/v1/pods"                       -> hub, "/api/v1/pods"

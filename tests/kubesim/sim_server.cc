@@ -29,8 +29,8 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(Options options) {
   }
   SimServer* raw = sim.get();
   auto server = http::Server::Start(
-      server_options, [raw](const http::ServerRequest& request,
-                            std::shared_ptr<http::ResponseWriter> writer) {
+      server_options,
+      [raw](const http::ServerRequest& request, std::shared_ptr<http::ResponseWriter> writer) {
         raw->Handle(request, std::move(writer));
       });
   if (!server.ok()) return server.status();
@@ -51,14 +51,18 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(Options options) {
   return sim;
 }
 
-SimServer::~SimServer() { Stop(); }
+SimServer::~SimServer() {
+  Stop();
+}
 
 void SimServer::Stop() {
   if (server_) server_->Stop();
   if (simulation_) simulation_->FlushJournal();  // a failure was logged by the journal
 }
 
-int SimServer::port() const { return server_->port(); }
+int SimServer::port() const {
+  return server_->port();
+}
 
 std::string SimServer::base_url() const {
   return (ca_pem_.empty() ? "http://" : "https://") + host_for_urls_ + ":" + std::to_string(port());
@@ -102,16 +106,12 @@ void SimServer::Execute(Plan plan, const std::shared_ptr<http::ResponseWriter>& 
     case Plan::Kind::kApi:
       Answer(std::move(plan), writer, std::chrono::steady_clock::now() + ApiServer::kFreshnessWait);
       return;
-    case Plan::Kind::kWatch:
-      StartWatch(std::move(plan), writer);
-      return;
+    case Plan::Kind::kWatch: StartWatch(std::move(plan), writer); return;
     case Plan::Kind::kTimeout:
       // Never answered; counted in flight until the client hangs up.
       writer->OnClientClose([in_flight = std::move(plan.in_flight)] {});
       return;
-    case Plan::Kind::kDrop:
-      writer->Abort();
-      return;
+    case Plan::Kind::kDrop: writer->Abort(); return;
   }
 }
 

@@ -19,9 +19,9 @@ class SimServer {
  public:
   struct Options {
     std::string host = "127.0.0.1";
-    int port = 0;                                        // 0 = a free port
-    int threads = 2;                                     // event-loop threads
-    std::chrono::milliseconds bookmark_interval{5000};   // 0 = no periodic bookmarks
+    int port = 0;                                       // 0 = a free port
+    int threads = 2;                                    // event-loop threads
+    std::chrono::milliseconds bookmark_interval{5000};  // 0 = no periodic bookmarks
     // Serve HTTPS with this PEM certificate and key; the kubeconfigs then trust the certificate
     // itself (fit for a self-signed one). Both empty = plain HTTP.
     std::string tls_cert_file;
@@ -63,7 +63,7 @@ class SimServer {
   std::unique_ptr<Simulation> simulation_;
   std::unique_ptr<http::Server> server_;
   std::string host_for_urls_;
-  std::string ca_pem_;   // the served certificate, when serving HTTPS
+  std::string ca_pem_;  // the served certificate, when serving HTTPS
   FleetSummary fleet_;
 };
 

@@ -1,12 +1,12 @@
 // Simulation: API servers, dispatch (routing, auth, faults) and the /_sim control API.
 #include "tests/kubesim/sim_simulation.h"
 
-#include <strings.h>
-
 #include <algorithm>
 #include <charconv>
 #include <exception>
 #include <filesystem>
+
+#include <strings.h>
 
 #include "tests/kubesim/credentials.h"
 #include "tests/kubesim/json_util.h"
@@ -70,8 +70,8 @@ http::Headers Plan::StreamHeaders() const {
 }
 
 ApiResponse SimStatusResponse(int code, const std::string& reason, const std::string& message) {
-  Json status = {{"kind", "Status"},       {"apiVersion", "v1"}, {"metadata", Json::object()},
-                 {"status", "Failure"},    {"message", message}, {"reason", reason},
+  Json status = {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", Json::object()},
+                 {"status", "Failure"}, {"message", message}, {"reason", reason},
                  {"code", code}};
   ApiResponse response;
   response.status = code;
@@ -88,7 +88,9 @@ void RequestCounters::Enter() {
   }
 }
 
-void RequestCounters::Leave() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+void RequestCounters::Leave() {
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+}
 
 std::shared_ptr<void> RequestCounters::Begin(RequestCounters* total) {
   struct Token {
@@ -241,8 +243,8 @@ Plan Simulation::Dispatch(const http::ServerRequest& request) {
                                         "Internal error occurred: simulated server error");
       return plan;
     case FaultAction::kError503:
-      plan.response = SimStatusResponse(
-          503, "ServiceUnavailable", "the server is currently unable to handle the request");
+      plan.response = SimStatusResponse(503, "ServiceUnavailable",
+                                        "the server is currently unable to handle the request");
       return plan;
     case FaultAction::kThrottle: {
       plan.response = SimStatusResponse(
@@ -254,14 +256,9 @@ Plan Simulation::Dispatch(const http::ServerRequest& request) {
       plan.response.headers.emplace_back("Retry-After", std::to_string(fault.retry_after_seconds));
       return plan;
     }
-    case FaultAction::kTimeout:
-      plan.kind = Plan::Kind::kTimeout;
-      return plan;
-    case FaultAction::kDrop:
-      plan.kind = Plan::Kind::kDrop;
-      return plan;
-    case FaultAction::kNone:
-      break;
+    case FaultAction::kTimeout: plan.kind = Plan::Kind::kTimeout; return plan;
+    case FaultAction::kDrop: plan.kind = Plan::Kind::kDrop; return plan;
+    case FaultAction::kNone: break;
   }
   plan.api = target->api.get();
   plan.api_request = {request.method, route.path, request.query, request.headers, request.body};
@@ -277,8 +274,7 @@ Plan Simulation::Dispatch(const http::ServerRequest& request) {
 ApiResponse Simulation::Control(const http::ServerRequest& request, const std::string& path) {
   const std::string& method = request.method;
   auto method_not_allowed = [&] {
-    return SimStatusResponse(405, "MethodNotAllowed",
-                             method + " is not supported on /_sim" + path);
+    return SimStatusResponse(405, "MethodNotAllowed", method + " is not supported on /_sim" + path);
   };
   if (path == "/stats") {
     if (method != "GET") return method_not_allowed();

@@ -46,24 +46,24 @@ class RequestCounters {
 
 // One simulated API server.
 struct SimCluster {
-  std::string name;                // "hub" or the target's name
-  std::string token;               // the bearer token it requires; empty = none
+  std::string name;   // "hub" or the target's name
+  std::string token;  // the bearer token it requires; empty = none
   std::unique_ptr<ApiServer> api;
   RequestCounters counters;
-  RequestTally tally;              // by verb and resource
+  RequestTally tally;  // by verb and resource
 };
 
 // What to do with one request, decided up front.
 struct Plan {
   enum class Kind {
-    kRespond,   // send `response` (control API, auth and routing errors, injected errors)
-    kApi,       // answer with api->Handle(api_request)
-    kWatch,     // start api->StartWatch(api_request, sink) and stream it
-    kTimeout,   // never answer: the client gives up
-    kDrop,      // drop the connection without an answer
+    kRespond,  // send `response` (control API, auth and routing errors, injected errors)
+    kApi,      // answer with api->Handle(api_request)
+    kWatch,    // start api->StartWatch(api_request, sink) and stream it
+    kTimeout,  // never answer: the client gives up
+    kDrop,     // drop the connection without an answer
   };
   Kind kind = Kind::kRespond;
-  std::chrono::milliseconds delay{0};      // injected latency before acting
+  std::chrono::milliseconds delay{0};  // injected latency before acting
   ApiResponse response;
   ApiServer* api = nullptr;
   ApiRequest api_request;
@@ -84,18 +84,18 @@ struct Plan {
 class Simulation {
  public:
   struct Options {
-    FleetSpec fleet;                     // targets are the fleet's clusters
-    std::string token;                   // required bearer token; empty = none
+    FleetSpec fleet;    // targets are the fleet's clusters
+    std::string token;  // required bearer token; empty = none
     // Every target requires its own random bearer token instead of `token` (which the hub keeps)
     // and its admin kubeconfig also carries a client key and certificate of its own.
     bool cluster_credentials = false;
     // Journal the successful writes of every API server to this file (journal.h); empty = none.
     std::string journal_path;
-    std::string crd_dir;                 // the hub's CRDs (*.yaml); empty = SYNCBUS_KUBESIM_CRD_DIR
-    uint64_t seed = 1;                   // fault draws
-    FaultSpec faults;                    // initial setting for every cluster and the hub
-    const Clock* clock = nullptr;        // null = the real clock
-    size_t watch_history = 0;            // ApiServer::Options::watch_history
+    std::string crd_dir;           // the hub's CRDs (*.yaml); empty = SYNCBUS_KUBESIM_CRD_DIR
+    uint64_t seed = 1;             // fault draws
+    FaultSpec faults;              // initial setting for every cluster and the hub
+    const Clock* clock = nullptr;  // null = the real clock
+    size_t watch_history = 0;      // ApiServer::Options::watch_history
   };
 
   static Result<std::unique_ptr<Simulation>> Create(Options options);
@@ -130,7 +130,7 @@ class Simulation {
 
  private:
   explicit Simulation(Options options);
-  SimCluster* Find(std::string_view cluster);   // "" = the hub
+  SimCluster* Find(std::string_view cluster);  // "" = the hub
   ApiResponse Control(const http::ServerRequest& request, const std::string& path);
   static bool Authorized(const SimCluster& cluster, const http::Headers& headers);
   // The credentials of `cluster`'s admin kubeconfig.
@@ -139,7 +139,7 @@ class Simulation {
   const Options options_;
   FaultTable faults_;
   RequestCounters total_;
-  std::unique_ptr<Journal> journal_;   // outlives the API servers that append to it
+  std::unique_ptr<Journal> journal_;  // outlives the API servers that append to it
   std::unique_ptr<SimCluster> hub_;
   std::map<std::string, std::unique_ptr<SimCluster>, std::less<>> clusters_;
   std::vector<std::string> names_;

@@ -17,7 +17,7 @@ namespace syncbus::kubesim {
 class PendingWatchSink final : public WatchSink {
  public:
   struct Target {
-    std::function<bool(std::string)> send;   // false once the client is gone
+    std::function<bool(std::string)> send;  // false once the client is gone
     std::function<void()> end;
   };
 

@@ -5,7 +5,7 @@
 namespace syncbus::kubesim {
 
 Json StatusError::ToJson() const {
-  Json status = {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", Json::object()},
+  Json status = {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", Json::object()},
                  {"status", "Failure"}, {"message", message}, {"code", code}};
   if (!reason.empty()) status["reason"] = reason;
   if (!list_continue.empty()) status["metadata"]["continue"] = list_continue;
@@ -74,10 +74,8 @@ std::string FieldError::Body() const {
   switch (type) {
     case Type::kRequired:
     case Type::kForbidden:
-    case Type::kTooLong:
-      break;
-    default:
-      s += ": " + RenderValue(value);
+    case Type::kTooLong: break;
+    default: s += ": " + RenderValue(value);
   }
   if (type == Type::kNotSupported && !supported.empty()) {
     std::string list;
@@ -91,7 +89,9 @@ std::string FieldError::Body() const {
   return s;
 }
 
-std::string FieldError::ToString() const { return field + ": " + Body(); }
+std::string FieldError::ToString() const {
+  return field + ": " + Body();
+}
 
 FieldError Required(std::string field, std::string detail) {
   return {FieldError::Type::kRequired, std::move(field), nullptr, std::move(detail), {}};
@@ -100,11 +100,14 @@ FieldError Invalid(std::string field, Json value, std::string detail) {
   return {FieldError::Type::kInvalid, std::move(field), std::move(value), std::move(detail), {}};
 }
 FieldError TypeInvalid(std::string field, Json value, std::string detail) {
-  return {FieldError::Type::kTypeInvalid, std::move(field), std::move(value), std::move(detail),
-          {}};
+  return {
+      FieldError::Type::kTypeInvalid, std::move(field), std::move(value), std::move(detail), {}};
 }
 FieldError NotSupported(std::string field, Json value, std::vector<std::string> supported) {
-  return {FieldError::Type::kNotSupported, std::move(field), std::move(value), {},
+  return {FieldError::Type::kNotSupported,
+          std::move(field),
+          std::move(value),
+          {},
           std::move(supported)};
 }
 FieldError Forbidden(std::string field, std::string detail) {
@@ -114,12 +117,18 @@ FieldError Duplicate(std::string field, Json value) {
   return {FieldError::Type::kDuplicate, std::move(field), std::move(value), {}, {}};
 }
 FieldError TooLong(std::string field, Json value, long long max) {
-  return {FieldError::Type::kTooLong, std::move(field), std::move(value),
-          "may not be longer than " + std::to_string(max), {}};
+  return {FieldError::Type::kTooLong,
+          std::move(field),
+          std::move(value),
+          "may not be longer than " + std::to_string(max),
+          {}};
 }
 FieldError TooMany(std::string field, long long actual, long long max) {
-  return {FieldError::Type::kTooMany, std::move(field), actual,
-          "must have at most " + std::to_string(max) + " items", {}};
+  return {FieldError::Type::kTooMany,
+          std::move(field),
+          actual,
+          "must have at most " + std::to_string(max) + " items",
+          {}};
 }
 
 std::string GoQuote(std::string_view text) {
@@ -144,33 +153,15 @@ std::string GoQuote(std::string_view text) {
       }
     }
     switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\a':
-        out += "\\a";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\v':
-        out += "\\v";
-        break;
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\a': out += "\\a"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\v': out += "\\v"; break;
       default:
         if (c < 0x20 || c >= 0x7f) {
           out += "\\x";
@@ -233,8 +224,8 @@ StatusError ModifiedConflict(const std::string& resource, const std::string& gro
                        "version and try again");
 }
 
-StatusError InvalidError(const std::string& kind, const std::string& group,
-                         const std::string& name, const std::vector<FieldError>& errors) {
+StatusError InvalidError(const std::string& kind, const std::string& group, const std::string& name,
+                         const std::vector<FieldError>& errors) {
   StatusError e;
   e.code = 422;
   e.reason = "Invalid";
@@ -280,8 +271,8 @@ StatusError UnsupportedMediaType(const std::vector<std::string>& accepted) {
   e.reason = "UnsupportedMediaType";
   std::string list;
   for (const auto& a : accepted) list += (list.empty() ? "" : ", ") + a;
-  e.message = "the body of the request was in an unknown format - accepted media types include: " +
-              list;
+  e.message =
+      "the body of the request was in an unknown format - accepted media types include: " + list;
   return e;
 }
 

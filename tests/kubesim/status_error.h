@@ -15,14 +15,14 @@
 namespace syncbus::kubesim {
 
 struct StatusCause {
-  std::string type;      // "FieldValueInvalid", "FieldManagerConflict", ...
+  std::string type;  // "FieldValueInvalid", "FieldManagerConflict", ...
   std::string message;
   std::string field;
 };
 
 struct StatusError {
   int code = 500;
-  std::string reason;    // "NotFound", "Conflict", ... (empty for reason Unknown)
+  std::string reason;  // "NotFound", "Conflict", ... (empty for reason Unknown)
   std::string message;
   // details (omitted when all empty)
   std::string name, group, kind, uid;
@@ -35,11 +35,19 @@ struct StatusError {
 
 // Field errors as k8s.io/apimachinery/pkg/util/validation/field reports them.
 struct FieldError {
-  enum class Type { kRequired, kInvalid, kTypeInvalid, kNotSupported, kForbidden, kDuplicate,
-                    kTooLong, kTooMany };
+  enum class Type {
+    kRequired,
+    kInvalid,
+    kTypeInvalid,
+    kNotSupported,
+    kForbidden,
+    kDuplicate,
+    kTooLong,
+    kTooMany
+  };
   Type type = Type::kInvalid;
-  std::string field;                   // "spec.resources[0].metadata.name"
-  Json value;                          // the bad value (kInvalid, kNotSupported, ...)
+  std::string field;  // "spec.resources[0].metadata.name"
+  Json value;         // the bad value (kInvalid, kNotSupported, ...)
   std::string detail;
   std::vector<std::string> supported;  // kNotSupported
 
@@ -76,13 +84,13 @@ StatusError ConflictError(const std::string& resource, const std::string& group,
 StatusError ModifiedConflict(const std::string& resource, const std::string& group,
                              const std::string& name);
 // 422 "<Kind> \"name\" is invalid: <errors>".
-StatusError InvalidError(const std::string& kind, const std::string& group,
-                         const std::string& name, const std::vector<FieldError>& errors);
+StatusError InvalidError(const std::string& kind, const std::string& group, const std::string& name,
+                         const std::vector<FieldError>& errors);
 StatusError BadRequest(std::string message);
 StatusError MethodNotAllowed();
 StatusError UnsupportedMediaType(const std::vector<std::string>& accepted);
-StatusError Expired(std::string message);          // 410 reason Expired
-StatusError Forbidden403(std::string message);     // 403 reason Forbidden
+StatusError Expired(std::string message);       // 410 reason Expired
+StatusError Forbidden403(std::string message);  // 403 reason Forbidden
 // 504 Timeout "Timeout: Too large resource version: N, current: M" with the
 // ResourceVersionTooLarge cause; `retry_after_seconds` 0 leaves retryAfterSeconds out.
 StatusError TooLargeResourceVersion(unsigned long long requested, unsigned long long current,
@@ -95,17 +103,32 @@ StatusError UnclassifiedError(std::string message);
 template <typename T>
 class [[nodiscard]] Outcome {
  public:
-  Outcome(T value) : v_(std::move(value)) {}                 // NOLINT: implicit by design
-  Outcome(StatusError error) : v_(std::move(error)) {}       // NOLINT
+  Outcome(T value) : v_(std::move(value)) {}            // NOLINT: implicit by design
+  Outcome(StatusError error) : v_(std::move(error)) {}  // NOLINT
   bool ok() const { return std::holds_alternative<T>(v_); }
-  T& value() & { assert(ok()); return std::get<T>(v_); }
-  const T& value() const& { assert(ok()); return std::get<T>(v_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(v_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<T>(std::move(v_));
+  }
   T& operator*() & { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
-  const StatusError& error() const { assert(!ok()); return std::get<StatusError>(v_); }
-  StatusError&& take_error() { assert(!ok()); return std::get<StatusError>(std::move(v_)); }
+  const StatusError& error() const {
+    assert(!ok());
+    return std::get<StatusError>(v_);
+  }
+  StatusError&& take_error() {
+    assert(!ok());
+    return std::get<StatusError>(std::move(v_));
+  }
 
  private:
   std::variant<T, StatusError> v_;

@@ -10,7 +10,9 @@ const Json* Find(const Json& obj, const char* key) {
   return it == obj.end() ? nullptr : &*it;
 }
 
-std::string Str(const Json* v) { return v != nullptr && v->is_string() ? v->get<std::string>() : ""; }
+std::string Str(const Json* v) {
+  return v != nullptr && v->is_string() ? v->get<std::string>() : "";
+}
 
 // Field value of a dotted path ("status.phase", "type").
 std::string DottedString(const Json& obj, const std::string& path) {
@@ -18,7 +20,8 @@ std::string DottedString(const Json& obj, const std::string& path) {
   size_t start = 0;
   while (cur != nullptr && start <= path.size()) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     cur = cur->is_object() ? Find(*cur, part.c_str()) : nullptr;
     if (dot == std::string::npos) break;
     start = dot + 1;
@@ -42,7 +45,8 @@ ObjectIndex BuildIndex(const ResourceType& type, const Json& object) {
     std::sort(idx.labels.begin(), idx.labels.end());
   }
   for (const auto& f : type.field_selectors) idx.fields.emplace_back(f, DottedString(object, f));
-  if (const Json* owners = Find(*meta, "ownerReferences"); owners != nullptr && owners->is_array()) {
+  if (const Json* owners = Find(*meta, "ownerReferences");
+      owners != nullptr && owners->is_array()) {
     for (const auto& o : *owners) {
       if (o.is_object()) idx.owner_uids.push_back(Str(Find(o, "uid")));
     }

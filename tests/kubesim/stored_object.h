@@ -18,7 +18,7 @@
 namespace syncbus::kubesim {
 
 struct ObjectIndex {
-  std::string key;   // "ns/name", or "name" for cluster-scoped objects
+  std::string key;  // "ns/name", or "name" for cluster-scoped objects
   std::string ns, name, uid;
   LabelMap labels;
   std::vector<std::pair<std::string, std::string>> fields;  // the type's extra field selectors

@@ -220,7 +220,8 @@ std::vector<WatchHub::Delivery> WatchHub::CollectLocked() {
           bool now_matches = e.type != StoreEvent::Type::kDeleted && Matches(w, *e.object);
           bool was_matching = e.prev != nullptr && Matches(w, *e.prev);
           if (e.type == StoreEvent::Type::kDeleted) {
-            if (was_matching) d.lines.push_back(EventLine("DELETED", EventObject(w.spec, *e.object)));
+            if (was_matching)
+              d.lines.push_back(EventLine("DELETED", EventObject(w.spec, *e.object)));
           } else if (now_matches) {
             const char* kind = was_matching ? "MODIFIED" : "ADDED";
             d.lines.push_back(EventLine(kind, EventObject(w.spec, *e.object)));

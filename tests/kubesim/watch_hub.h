@@ -143,7 +143,7 @@ class WatchHub {
   const Clock& clock_;
   const WatchWindow window_;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, TypeLog> logs_;  // by ResourceType::key
+  std::unordered_map<std::string, TypeLog> logs_;        // by ResourceType::key
   std::unordered_map<std::string, uint64_t> cache_rvs_;  // CacheRv(), by ResourceType::key
   uint64_t expired_ = 0;  // Expire(): nothing at or below this resumes or lists
   uint64_t latest_rv_ = 0;

@@ -109,7 +109,8 @@ Outcome<Json> Decode(const ResourceType& type, Json object, bool strict,
   if (!pruned.empty()) {
     if (strict) {
       std::string list;
-      for (const auto& p : pruned) list += (list.empty() ? "" : ", ") + std::string("unknown field ") + Json(p).dump();
+      for (const auto& p : pruned)
+        list += (list.empty() ? "" : ", ") + std::string("unknown field ") + Json(p).dump();
       return BadRequest("strict decoding error: " + list);
     }
     for (const auto& p : pruned) warnings->push_back("unknown field " + Json(p).dump());
@@ -223,14 +224,15 @@ Json ZeroObject(const ResourceType& type) {
 }
 
 StatusError NamespaceTerminating(const WriteRequest& r, const std::string& name) {
-  StatusError e = Forbidden403(Qualified(r.type->plural, r.type->group) + " " +
-                               Json(name).dump() + " is forbidden: unable to create new content "
-                               "in namespace " + r.ns + " because it is being terminated");
+  StatusError e = Forbidden403(Qualified(r.type->plural, r.type->group) + " " + Json(name).dump() +
+                               " is forbidden: unable to create new content "
+                               "in namespace " +
+                               r.ns + " because it is being terminated");
   e.name = name;
   e.group = r.type->group;
   e.kind = r.type->plural;
-  e.causes.push_back({"NamespaceTerminating", "namespace " + r.ns + " is being terminated",
-                      "metadata.namespace"});
+  e.causes.push_back(
+      {"NamespaceTerminating", "namespace " + r.ns + " is being terminated", "metadata.namespace"});
   return e;
 }
 
@@ -244,7 +246,9 @@ WritePath::WritePath(ResourceRegistry* registry, ObjectStore* store, const Clock
                      std::string server_name)
     : registry_(registry), store_(store), clock_(clock), server_name_(std::move(server_name)) {}
 
-std::string WritePath::Now() const { return FormatTime(clock_->WallNow()); }
+std::string WritePath::Now() const {
+  return FormatTime(clock_->WallNow());
+}
 
 ObjectStore::OnCommit WritePath::Journaling(const WriteRequest& r, int code) const {
   if (r.journal == nullptr) return nullptr;
@@ -307,15 +311,14 @@ Outcome<Json> WritePath::DecodeBody(const WriteRequest& r) const {
     if (!parsed.ok()) return BadRequest(parsed.status().message());
     body = std::move(parsed).value();
   } else {
-    return UnsupportedMediaType({"application/json", "application/yaml",
-                                 "application/vnd.kubernetes.protobuf"});
+    return UnsupportedMediaType(
+        {"application/json", "application/yaml", "application/vnd.kubernetes.protobuf"});
   }
   if (!body.is_object()) return BadRequest("the body of the request must be a JSON object");
   return body;
 }
 
-Outcome<Json> WritePath::CreateCandidate(const WriteRequest& r, Json object,
-                                         const Options& opts,
+Outcome<Json> WritePath::CreateCandidate(const WriteRequest& r, Json object, const Options& opts,
                                          std::vector<std::string>* warnings) const {
   auto decoded = Decode(*r.type, std::move(object), opts.strict, warnings);
   if (!decoded.ok()) return decoded;
@@ -326,8 +329,9 @@ Outcome<Json> WritePath::CreateCandidate(const WriteRequest& r, Json object,
     if (ns.empty()) {
       meta["namespace"] = r.ns;
     } else if (ns != r.ns) {
-      return BadRequest("the namespace of the provided object does not match the namespace sent "
-                        "on the request");
+      return BadRequest(
+          "the namespace of the provided object does not match the namespace sent "
+          "on the request");
     }
   } else {
     meta.erase("namespace");
@@ -402,8 +406,7 @@ Outcome<WritePath::CreateResult> WritePath::CommitCreate(
         return NotFoundError("namespaces", "", prepared.index.ns);
       case ObjectStore::Code::kNamespaceTerminating:
         return NamespaceTerminating(r, MetaString(next, "name"));
-      case ObjectStore::Code::kStale:
-        continue;
+      case ObjectStore::Code::kStale: continue;
     }
   }
 }
@@ -461,9 +464,9 @@ Outcome<WritePath::UpdateResult> WritePath::UpdateFrom(
     next = candidate;
     Json& meta = Meta(next);
     const Json& old_meta = base["metadata"];
-    for (const char* key : {"uid", "creationTimestamp", "deletionTimestamp",
-                            "deletionGracePeriodSeconds", "generation", "managedFields",
-                            "namespace", "name"}) {
+    for (const char* key :
+         {"uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+          "generation", "managedFields", "namespace", "name"}) {
       auto it = old_meta.find(key);
       if (it != old_meta.end()) {
         meta[key] = *it;
@@ -601,10 +604,10 @@ ApiResponse WritePath::Patch(const WriteRequest& r) {
     ObjectPtr current = store_->Get(*r.type, r.ns, r.name);
     if (!current) return ErrorResponse(NotFoundError(r.type->plural, r.type->group, r.name));
     Json old = ParseStored(*r.type, *current);
-    Outcome<Json> patched = media == kJsonPatch    ? ApplyJsonPatch(old, r.http->body)
-                            : media == kMergePatch ? ApplyMergePatch(old, r.http->body)
-                                                   : ApplyStrategicMergePatch(
-                                                         old, r.http->body, *r.type->schema);
+    Outcome<Json> patched = media == kJsonPatch ? ApplyJsonPatch(old, r.http->body)
+                            : media == kMergePatch
+                                ? ApplyMergePatch(old, r.http->body)
+                                : ApplyStrategicMergePatch(old, r.http->body, *r.type->schema);
     if (!patched.ok()) return ErrorResponse(patched.error());
     auto candidate = Decode(*r.type, std::move(patched).value(), opts->strict, &warnings);
     if (!candidate.ok()) return ErrorResponse(candidate.error());
@@ -625,8 +628,9 @@ ApiResponse WritePath::Apply(const WriteRequest& r, const Options& opts) {
   auto parsed = YamlToJson(r.http->body);
   if (!parsed.ok()) return ErrorResponse(BadRequest(parsed.status().message()));
   if (!parsed->is_object()) {
-    return ErrorResponse(BadRequest("error decoding patch: the applied configuration must be an "
-                                    "object"));
+    return ErrorResponse(
+        BadRequest("error decoding patch: the applied configuration must be an "
+                   "object"));
   }
   for (const char* key : {"apiVersion", "kind"}) {
     auto it = parsed->find(key);
@@ -670,8 +674,8 @@ ApiResponse WritePath::Apply(const WriteRequest& r, const Options& opts) {
       return ErrorResponse(ModifiedConflict(type.plural, type.group, r.name));
     }
     std::vector<ManagedEntry> entries = ParseManagedFields(old);
-    auto merged = ApplyConfig(&entries, old, *config, opts.manager, force,
-                              Scope(type, r.subresource, Now()));
+    auto merged =
+        ApplyConfig(&entries, old, *config, opts.manager, force, Scope(type, r.subresource, Now()));
     if (!merged.ok()) return ErrorResponse(merged.error());
     auto updated = UpdateFrom(r, current, old, *merged, opts.manager, &entries, opts.dry_run);
     if (!updated.ok()) return ErrorResponse(updated.error());
@@ -717,7 +721,8 @@ Outcome<DeleteOptions> ParseDeleteOptions(const WriteRequest& r) {
   }
   if (!dry.empty()) {
     if (dry != "All") {
-      return InvalidError("DeleteOptions", "meta.k8s.io", "", {NotSupported("dryRun", dry, {"All"})});
+      return InvalidError("DeleteOptions", "meta.k8s.io", "",
+                          {NotSupported("dryRun", dry, {"All"})});
     }
     out.dry_run = true;
   }
@@ -726,9 +731,9 @@ Outcome<DeleteOptions> ParseDeleteOptions(const WriteRequest& r) {
   } else if (policy == "Foreground") {
     out.policy = Propagation::kForeground;
   } else if (!policy.empty() && policy != "Background") {
-    return InvalidError("DeleteOptions", "meta.k8s.io", "",
-                        {NotSupported("propagationPolicy", policy,
-                                      {"Foreground", "Background", "Orphan"})});
+    return InvalidError(
+        "DeleteOptions", "meta.k8s.io", "",
+        {NotSupported("propagationPolicy", policy, {"Foreground", "Background", "Orphan"})});
   }
   return out;
 }
@@ -827,8 +832,7 @@ ApiResponse WritePath::Delete(const WriteRequest& r) {
                                          "Precondition failed: UID in precondition: " + opts->uid +
                                              ", UID in object meta: " + current->index.uid));
     }
-    if (!opts->resource_version.empty() &&
-        opts->resource_version != std::to_string(current->rv)) {
+    if (!opts->resource_version.empty() && opts->resource_version != std::to_string(current->rv)) {
       return ErrorResponse(ConflictError(
           type.plural, type.group, r.name,
           "Precondition failed: ResourceVersion in precondition: " + opts->resource_version +
@@ -838,7 +842,8 @@ ApiResponse WritePath::Delete(const WriteRequest& r) {
       return ErrorResponse(*refused);
     }
     if (opts->dry_run) {
-      bool graceful = current->index.has_finalizers || r.type.get() == registry_->Namespaces().get();
+      bool graceful =
+          current->index.has_finalizers || r.type.get() == registry_->Namespaces().get();
       if (!graceful) {
         return type.return_deleted_object
                    ? JsonResponse(200, FullJson(type, *current))
@@ -908,14 +913,19 @@ void WritePath::AfterCommit(const TypePtr& type, const ObjectStore::Committed& c
       if (v.value("storage", false)) storage = v.value("name", "");
     }
   }
-  crd["status"] = {
-      {"acceptedNames", crd["spec"].value("names", Json::object())},
-      {"conditions",
-       {{{"type", "NamesAccepted"}, {"status", "True"}, {"reason", "NoConflicts"},
-         {"message", "no conflicts found"}, {"lastTransitionTime", now}},
-        {{"type", "Established"}, {"status", "True"}, {"reason", "InitialNamesAccepted"},
-         {"message", "the initial names have been accepted"}, {"lastTransitionTime", now}}}},
-      {"storedVersions", Json::array({storage})}};
+  crd["status"] = {{"acceptedNames", crd["spec"].value("names", Json::object())},
+                   {"conditions",
+                    {{{"type", "NamesAccepted"},
+                      {"status", "True"},
+                      {"reason", "NoConflicts"},
+                      {"message", "no conflicts found"},
+                      {"lastTransitionTime", now}},
+                     {{"type", "Established"},
+                      {"status", "True"},
+                      {"reason", "InitialNamesAccepted"},
+                      {"message", "the initial names have been accepted"},
+                      {"lastTransitionTime", now}}}},
+                   {"storedVersions", Json::array({storage})}};
   Meta(crd).erase("resourceVersion");
   store_->Update(type, committed.object, Prepare(*type, crd));
 }

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "tests/kubesim/apply.h"
 #include "tests/kubesim/api_server.h"
+#include "tests/kubesim/apply.h"
 #include "tests/kubesim/journal.h"
 #include "tests/kubesim/object_store.h"
 #include "tests/kubesim/request_target.h"
@@ -69,9 +69,8 @@ class WritePath {
                                      const std::vector<ManagedEntry>* apply_entries);
   // The shared tail of PUT, PATCH and apply: turns the decoded `candidate` into the next state
   // of `current` (parsed: `old`) and commits it.
-  Outcome<UpdateResult> UpdateFrom(const WriteRequest& r, const ObjectPtr& current,
-                                   const Json& old, const Json& candidate,
-                                   const std::string& manager,
+  Outcome<UpdateResult> UpdateFrom(const WriteRequest& r, const ObjectPtr& current, const Json& old,
+                                   const Json& candidate, const std::string& manager,
                                    const std::vector<ManagedEntry>* apply_entries, bool dry_run);
   ApiResponse Apply(const WriteRequest& r, const Options& opts);
   // CustomResourceDefinitions: (un)registers their types and marks them Established.

@@ -1,14 +1,14 @@
 #include "tests/support/child_process.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <cstdlib>
-#include <cstring>
-#include <thread>
 
 #include "tests/support/files.h"
 

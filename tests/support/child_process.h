@@ -3,12 +3,12 @@
 // Thread-compatible: one owner.
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "common/status.h"
 

@@ -1,9 +1,9 @@
 #include "tests/support/files.h"
 
-#include <stdlib.h>
-
 #include <fstream>
 #include <sstream>
+
+#include <stdlib.h>
 
 namespace syncbus::testing {
 

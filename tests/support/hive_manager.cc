@@ -1,14 +1,14 @@
 #include "tests/support/hive_manager.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 
 #include "common/yaml_json.h"
 #include "tests/support/files.h"

@@ -1,8 +1,8 @@
 #include "tests/support/hive_objects.h"
 
-#include <doctest/doctest.h>
-
 #include <cctype>
+
+#include <doctest/doctest.h>
 
 #include "common/kube/resource.h"
 

@@ -55,15 +55,15 @@ const std::set<std::string>& Keywords() {
       // binary operators and modifiers
       "and", "or", "unless", "bool", "offset", "atan2", "inf", "nan",
       // aggregation operators: may be followed by `by (...)` before their parenthesis
-      "sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values",
-      "bottomk", "topk", "quantile", "limitk", "limit_ratio"};
+      "sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk",
+      "topk", "quantile", "limitk", "limit_ratio"};
   return kKeywords;
 }
 
 // Keywords followed by a parenthesised list of label names.
 const std::set<std::string>& LabelListKeywords() {
-  static const std::set<std::string> kLists = {"by", "without", "on", "ignoring", "group_left",
-                                               "group_right"};
+  static const std::set<std::string> kLists = {"by",       "without",    "on",
+                                               "ignoring", "group_left", "group_right"};
   return kLists;
 }
 
@@ -76,22 +76,22 @@ std::set<std::string> PromqlMetricNames(std::string_view expr) {
     char c = expr[i];
     if (c == '"' || c == '\'' || c == '`') {
       i = SkipString(expr, i);
-    } else if (c == '#') {   // a comment, to the end of the line
+    } else if (c == '#') {  // a comment, to the end of the line
       while (i < expr.size() && expr[i] != '\n') ++i;
     } else if (c == '{') {
       size_t end = SkipBracketed(expr, i, '{', '}');
       NameMatchers(expr.substr(i, end - i), names);
       i = end;
-    } else if (c == '[') {   // a range or subquery, or a Grafana [[variable]]
+    } else if (c == '[') {  // a range or subquery, or a Grafana [[variable]]
       i = SkipBracketed(expr, i, '[', ']');
-    } else if (c == '$') {   // a Grafana variable: $name or ${name...}
+    } else if (c == '$') {  // a Grafana variable: $name or ${name...}
       ++i;
       if (i < expr.size() && expr[i] == '{') {
         i = SkipBracketed(expr, i, '{', '}');
       } else {
         while (i < expr.size() && IsIdentChar(expr[i])) ++i;
       }
-    } else if (c == '<' && i + 1 < expr.size() && expr[i + 1] == '<') {   // <<.Series>>
+    } else if (c == '<' && i + 1 < expr.size() && expr[i + 1] == '<') {  // <<.Series>>
       size_t end = expr.find(">>", i + 2);
       i = end == std::string_view::npos ? expr.size() : end + 2;
     } else if (std::isdigit(static_cast<unsigned char>(c)) ||
@@ -124,7 +124,8 @@ std::set<std::string> PromqlMetricNames(std::string_view expr) {
 }
 
 std::string GrafanaVariableExpr(std::string_view query) {
-  static const std::regex kLabelValues(R"re(^\s*label_values\(\s*([\s\S]*?)\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*\)\s*$)re");
+  static const std::regex kLabelValues(
+      R"re(^\s*label_values\(\s*([\s\S]*?)\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*\)\s*$)re");
   static const std::regex kLabelOnly(R"re(^\s*label_values\(\s*[a-zA-Z_][a-zA-Z0-9_]*\s*\)\s*$)re");
   static const std::regex kQueryResult(R"re(^\s*query_result\(([\s\S]*)\)\s*$)re");
   std::string text(query);
@@ -148,7 +149,8 @@ std::map<std::string, std::string> ExportedMetrics(std::string_view page) {
       size_t space = rest.find(' ');
       if (space == std::string_view::npos) continue;
       std::string type(rest.substr(space + 1));
-      while (!type.empty() && std::isspace(static_cast<unsigned char>(type.back()))) type.pop_back();
+      while (!type.empty() && std::isspace(static_cast<unsigned char>(type.back())))
+        type.pop_back();
       exported[std::string(rest.substr(0, space))] = type;
     } else if (!line.empty() && line[0] != '#') {
       size_t n = 0;

@@ -13,10 +13,8 @@ double MetricSample(prometheus::Registry& registry, const std::string& family,
       switch (f.type) {
         case prometheus::MetricType::Histogram:
           return static_cast<double>(m.histogram.sample_count);
-        case prometheus::MetricType::Gauge:
-          return m.gauge.value;
-        default:
-          return m.counter.value;
+        case prometheus::MetricType::Gauge: return m.gauge.value;
+        default: return m.counter.value;
       }
     }
   }

@@ -1,10 +1,10 @@
 // A series of a prometheus::Registry as a test reads it. Thread-safe as the registry is.
 #pragma once
 
-#include <prometheus/registry.h>
-
 #include <map>
 #include <string>
+
+#include <prometheus/registry.h>
 
 namespace syncbus::testing {
 

@@ -1,11 +1,11 @@
 #include "tests/support/process_rig.h"
 
-#include <doctest/doctest.h>
-
 #include <fstream>
 
-#include "common/bus/topology.h"
+#include <doctest/doctest.h>
+
 #include "common/bus/config.h"
+#include "common/bus/topology.h"
 #include "common/http/curl_transport.h"
 #include "common/kube/config.h"
 #include "tests/support/files.h"

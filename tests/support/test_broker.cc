@@ -1,14 +1,14 @@
 #include "tests/support/test_broker.h"
 
-#include <curl/curl.h>
-#include <doctest/doctest.h>
-
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <random>
 #include <thread>
 #include <utility>
+
+#include <curl/curl.h>
+#include <doctest/doctest.h>
 
 #include "tests/support/env_file.h"
 
@@ -199,14 +199,18 @@ std::string TestVhost::ConfigYaml(const std::string& more) const {
 
 Status TestVhost::ApplyPolicies(const std::vector<amqp::PolicySpec>& policies) const {
   for (const amqp::PolicySpec& p : policies) {
-    Json body = {{"pattern", p.pattern}, {"apply-to", p.apply_to}, {"priority", p.priority},
+    Json body = {{"pattern", p.pattern},
+                 {"apply-to", p.apply_to},
+                 {"priority", p.priority},
                  {"definition", p.definition}};
-    auto put = api_.Call("PUT", "/api/policies/" + ManagementApi::Escape(name_) + "/" + ManagementApi::Escape(p.name),
-                         body.dump());
+    auto put = api_.Call(
+        "PUT",
+        "/api/policies/" + ManagementApi::Escape(name_) + "/" + ManagementApi::Escape(p.name),
+        body.dump());
     if (!put.ok()) return put.status();
     if (put->status / 100 != 2) {
-      return InvalidArgument("policy " + p.name + " on vhost " + name_ + ": HTTP " + std::to_string(put->status) +
-                             " " + put->body);
+      return InvalidArgument("policy " + p.name + " on vhost " + name_ + ": HTTP " +
+                             std::to_string(put->status) + " " + put->body);
     }
   }
   return Status::Ok();

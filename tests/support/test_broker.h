@@ -7,8 +7,8 @@
 #include <string>
 
 #include "common/amqp/session.h"
-#include "common/bus/topology.h"
 #include "common/amqp/topology.h"
+#include "common/bus/topology.h"
 #include "common/json.h"
 #include "common/status.h"
 
@@ -17,7 +17,7 @@ namespace syncbus::testing {
 // KEY=VALUE lines written by scripts/rabbitmq-node.
 struct BrokerEnv {
   std::string host;
-  std::string version;   // SYNCBUS_RABBITMQ_VERSION: 3.10 or 4.0
+  std::string version;  // SYNCBUS_RABBITMQ_VERSION: 3.10 or 4.0
   int amqp_port = 0;
   int mgmt_port = 0;
   int prometheus_port = 0;

@@ -5,9 +5,9 @@
 // Where Hive's mocks return "test apply error", the case makes the real request fail the way a
 // cluster makes it fail (a namespace or an object that is not there), and expects Hive's message
 // around that error, as Hive's own controller writes it (tests/e2e/hive-differential compares).
-#include <doctest/doctest.h>
-
 #include <functional>
+
+#include <doctest/doctest.h>
 
 #include "common/base64.h"
 #include "common/yaml_json.h"

@@ -3,9 +3,9 @@
 // ResourcesToDeleteAreOrdered, SyncToUpsertResourceApplyMode, UpsertToSyncResourceApplyMode.
 // Where Hive's mocks fail a deletion, the object on the target carries a label that a webhook
 // refuses deletions of (Rig::FailLabelledDeletes).
-#include <doctest/doctest.h>
-
 #include <algorithm>
+
+#include <doctest/doctest.h>
 
 #include "common/base64.h"
 #include "common/time_format.h"

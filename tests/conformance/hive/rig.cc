@@ -54,12 +54,9 @@ WallTime TruncateToSecond(WallTime t) {
 // may say "now").
 Json StoredTime(SyncStatus::When when, const std::string& at) {
   switch (when) {
-    case SyncStatus::When::kNone:
-      return nullptr;
-    case SyncStatus::When::kAt:
-      return at;
-    default:
-      return kTimeInThePast;
+    case SyncStatus::When::kNone: return nullptr;
+    case SyncStatus::When::kAt: return at;
+    default: return kTimeInThePast;
   }
 }
 
@@ -440,15 +437,9 @@ void CheckTime(const char* what, const Json& actual, SyncStatus::When when, cons
                WallTime start, WallTime end) {
   INFO(what);
   switch (when) {
-    case SyncStatus::When::kNone:
-      CHECK(actual.is_null());
-      break;
-    case SyncStatus::When::kPast:
-      CHECK(actual == kTimeInThePast);
-      break;
-    case SyncStatus::When::kAt:
-      CHECK(actual == at);
-      break;
+    case SyncStatus::When::kNone: CHECK(actual.is_null()); break;
+    case SyncStatus::When::kPast: CHECK(actual == kTimeInThePast); break;
+    case SyncStatus::When::kAt: CHECK(actual == at); break;
     case SyncStatus::When::kNow:
       REQUIRE(actual.is_string());
       CHECK_MESSAGE(Between(actual.get<std::string>(), start, end), actual.get<std::string>()

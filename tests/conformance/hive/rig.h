@@ -12,14 +12,14 @@
 // reconcileTest.run asserts. Not thread-safe; one case at a time per Rig.
 #pragma once
 
-#include <doctest/doctest.h>
-#include <prometheus/registry.h>
-
 #include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+#include <prometheus/registry.h>
 
 #include "common/clock.h"
 #include "common/http/transport.h"

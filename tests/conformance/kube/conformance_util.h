@@ -1,9 +1,9 @@
 // Small builders and checks shared by the conformance test files. Stateless; thread-safe.
 #pragma once
 
-#include <doctest/doctest.h>
-
 #include <string>
+
+#include <doctest/doctest.h>
 
 #include "common/json.h"
 #include "common/kube/client.h"

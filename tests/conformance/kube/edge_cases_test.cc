@@ -1,8 +1,6 @@
 // Conformance: the edges of reads by resourceVersion (future and unparsable versions, which reads
 // kube-apiserver serves from its watch cache and which from etcd, resourceVersionMatch rules),
 // bad continue tokens, and the headers on every answer.
-#include <doctest/doctest.h>
-
 #include <chrono>
 #include <future>
 #include <memory>
@@ -10,6 +8,8 @@
 #include <set>
 #include <thread>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "common/base64.h"
 #include "common/kube/client_impl.h"
@@ -190,7 +190,8 @@ TEST_CASE("a list from the watch cache waits for a resourceVersion it has not re
   CHECK(RvNumber(answer.body["metadata"]["resourceVersion"].get<std::string>()) >= next);
 }
 
-TEST_CASE("a limited list at resourceVersion N reads exactly N, and NotOlderThan reads the latest") {
+TEST_CASE(
+    "a limited list at resourceVersion N reads exactly N, and NotOlderThan reads the latest") {
   std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
   ServerUnderTest& server = *started;
   std::unique_ptr<kube::ClientImpl> client = server.Admin();

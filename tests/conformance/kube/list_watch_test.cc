@@ -1,11 +1,11 @@
 // Conformance: lists (paging, selectors, the list's resourceVersion) and watches (order of events,
 // bookmarks, 410 on a resourceVersion older than the server's window, resourceVersion 0).
-#include <doctest/doctest.h>
-
 #include <chrono>
 #include <set>
 #include <thread>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "common/kube/client_impl.h"
 #include "tests/conformance/kube/conformance_util.h"

@@ -2,13 +2,13 @@
 // PartialObjectMetadataList of meta.k8s.io, asked for in the Accept header as client-go's
 // metadata client does): lists, single objects, watches and their bookmarks carry the objects'
 // metadata and never their bodies; the mismatches and unknown forms the server refuses (406).
-#include <doctest/doctest.h>
-
 #include <chrono>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "common/base64.h"
 #include "common/kube/client_impl.h"
@@ -261,8 +261,8 @@ TEST_CASE("a watch asked for metadata only sends PartialObjectMetadata events an
     decoded.push_back(std::move(**next));
     if (decoded.size() == 2) {
       const std::string elsewhere = server.NewNamespace("metadata-watch-elsewhere");
-      Result<Json> other = client->Create(Collection(resources::kSecrets, elsewhere),
-                                          Secret(elsewhere, "x", "v"));
+      Result<Json> other =
+          client->Create(Collection(resources::kSecrets, elsewhere), Secret(elsewhere, "x", "v"));
       REQUIRE(other.ok());
       written_elsewhere = RvNumber(Rv(*other));
     }

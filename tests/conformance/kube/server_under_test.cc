@@ -1,9 +1,9 @@
 #include "tests/conformance/kube/server_under_test.h"
 
-#include <doctest/doctest.h>
-
 #include <mutex>
 #include <random>
+
+#include <doctest/doctest.h>
 
 #include "common/http/curl_transport.h"
 #include "common/kube/config.h"
@@ -90,8 +90,7 @@ RawResponse ServerUnderTest::Raw(const std::string& method, const std::string& p
   http::Request request;
   request.method = method;
   request.url = admin_.server + path_and_query;
-  request.headers = {{"Accept", accept},
-                     {"Authorization", "Bearer " + admin_.bearer_token}};
+  request.headers = {{"Accept", accept}, {"Authorization", "Bearer " + admin_.bearer_token}};
   if (!body.empty()) request.headers.emplace_back("Content-Type", content_type);
   request.body = body;
   request.tls = admin_.tls;

@@ -10,10 +10,6 @@
 //     through the daemon's own components as its identity — is refused, and with all of them it
 //     succeeds;
 //   - the publisher's Secret list and watch carry no Secret data (the hub's own metrics).
-#include <doctest/doctest.h>
-#include <prometheus/registry.h>
-#include <signal.h>
-
 #include <algorithm>
 #include <fstream>
 #include <future>
@@ -21,6 +17,10 @@
 #include <set>
 #include <sstream>
 #include <thread>
+
+#include <doctest/doctest.h>
+#include <prometheus/registry.h>
+#include <signal.h>
 
 #include "common/base64.h"
 #include "common/kube/client_impl.h"
@@ -177,8 +177,7 @@ struct Hub : EnvtestClients {
 };
 
 std::vector<Json> RbacDocuments() {
-  Result<std::vector<Json>> docs =
-      YamlDocumentsToJson(ReadFile(SourceDir() + "/deploy/rbac.yaml"));
+  Result<std::vector<Json>> docs = YamlDocumentsToJson(ReadFile(SourceDir() + "/deploy/rbac.yaml"));
   REQUIRE_MESSAGE(docs.ok(), docs.status().ToString());
   return *docs;
 }
@@ -294,8 +293,7 @@ std::vector<Step> ConsumerWork(Hub& hub, const std::string& cluster) {
        [&] { return ListAndWatch(c, Collection(res::kClusterSyncs), false); }},
       {"mirror cluster Leases",
        [&] {
-         return ListAndWatch(c, Collection(res::kLeases, kSyncbus), false,
-                             kClusterLeaseSelector);
+         return ListAndWatch(c, Collection(res::kLeases, kSyncbus), false, kClusterLeaseSelector);
        }},
   });
   SyncRequest request;
@@ -315,8 +313,7 @@ std::vector<Step> ConsumerWork(Hub& hub, const std::string& cluster) {
   consumer::LeaseOptions lease_options;
   lease_options.identity = "rbac-proof";
   consumer::ClusterLeases leases(lease_options, c, RealClock(), registry);
-  kube::ObjectRef lease_ref =
-      Object(res::kLeases, kSyncbus, ClusterLeaseName(cluster, cluster));
+  kube::ObjectRef lease_ref = Object(res::kLeases, kSyncbus, ClusterLeaseName(cluster, cluster));
   Result<std::shared_ptr<consumer::ClusterLease>> lease = leases.Acquire(cluster, cluster);
   steps.push_back({"take the cluster's Lease", lease.status()});
   if (lease.ok()) {

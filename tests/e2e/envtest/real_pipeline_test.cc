@@ -2,10 +2,10 @@
 // CRDs) and every target cluster (one namespace each), with the real broker, one publisher and
 // two consumers. The daemons authenticate as the service accounts that deploy/rbac.yaml binds,
 // applied unchanged, so real RBAC must allow everything they do.
+#include <fstream>
+
 #include <doctest/doctest.h>
 #include <signal.h>
-
-#include <fstream>
 
 #include "common/base64.h"
 #include "common/kube/client_impl.h"

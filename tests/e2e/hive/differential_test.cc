@@ -3,13 +3,13 @@
 // namespace hd-hive), then every scenario again with syncbus alone (hd-sb), step by step; the
 // ClusterSync, ClusterSyncLease and target objects each left must be the same once names are
 // normalised. Needs ../shared/hive (a user's clone has none: the test says it did not run).
-#include <doctest/doctest.h>
-
 #include <functional>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+
+#include <doctest/doctest.h>
 
 #include "common/base64.h"
 #include "tests/e2e/hive/hive_world.h"

@@ -1,11 +1,11 @@
 #include "tests/e2e/hive/hive_world.h"
 
-#include <doctest/doctest.h>
-#include <signal.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+
+#include <doctest/doctest.h>
+#include <signal.h>
 
 #include "common/base64.h"
 #include "consumer/set_applier.h"

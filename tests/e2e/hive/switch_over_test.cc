@@ -4,9 +4,9 @@
 // both the clusters syncbus wrote leases and statuses for and those it never touched. Without it:
 // the objects, ClusterSync and lease are written the way Hive writes them, syncbus takes over, and
 // what it leaves is checked against the formats Hive reads.
-#include <doctest/doctest.h>
-
 #include <regex>
+
+#include <doctest/doctest.h>
 
 #include "common/go_json.h"
 #include "common/time_format.h"

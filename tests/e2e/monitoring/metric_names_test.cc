@@ -2,13 +2,11 @@
 // that exist. A pipeline (simulator, broker vhost, one publisher, one consumer) syncs a small
 // fleet in which one cluster always fails, so that its requests are retried and dead-lettered
 // and the metrics that only appear once touched exist. Then the daemons' /metrics and RabbitMQ's
-// Prometheus endpoints, as the ServiceMonitor of deploy/components/monitoring/service-monitors.yaml scrapes
-// them, are read, and every metric name in the PromQL of the three files must be among what they
-// export — or be one of the kube-state-metrics series listed in kExternal. Both daemons must also
-// export syncbus_build_info with this build's version and revision.
-#include <doctest/doctest.h>
-#include <signal.h>
-#include <yaml-cpp/yaml.h>
+// Prometheus endpoints, as the ServiceMonitor of deploy/components/monitoring/service-monitors.yaml
+// scrapes them, are read, and every metric name in the PromQL of the three files must be among what
+// they export — or be one of the kube-state-metrics series listed in kExternal. Both daemons must
+// also export syncbus_build_info with this build's version and revision.
+#include "tests/support/metric_names.h"
 
 #include <fstream>
 #include <map>
@@ -16,10 +14,13 @@
 #include <set>
 #include <sstream>
 
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <yaml-cpp/yaml.h>
+
 #include "common/build_info.h"
 #include "ctl/fleet_progress.h"
 #include "tests/support/files.h"
-#include "tests/support/metric_names.h"
 #include "tests/support/process_rig.h"
 #include "tests/support/wait.h"
 
@@ -46,18 +47,20 @@ struct Reference {
   std::string expr;
 };
 
-std::string Deploy(const std::string& path) { return SourceDir() + "/deploy/" + path; }
+std::string Deploy(const std::string& path) {
+  return SourceDir() + "/deploy/" + path;
+}
 
 void DashboardPanels(const Json& panels, std::vector<Reference>& out) {
   for (const auto& panel : panels) {
     for (const auto& target : panel.value("targets", Json::array())) {
       if (target.contains("expr")) {
-        out.push_back({"dashboard.json panel '" + panel.value("title", "") + "' " +
-                           target.value("refId", ""),
-                       target["expr"].get<std::string>()});
+        out.push_back(
+            {"dashboard.json panel '" + panel.value("title", "") + "' " + target.value("refId", ""),
+             target["expr"].get<std::string>()});
       }
     }
-    DashboardPanels(panel.value("panels", Json::array()), out);   // a collapsed row's panels
+    DashboardPanels(panel.value("panels", Json::array()), out);  // a collapsed row's panels
   }
 }
 
@@ -65,22 +68,23 @@ std::vector<Reference> References() {
   std::vector<Reference> refs;
   std::ifstream in(Deploy("components/monitoring/dashboard.json"));
   Json dashboard = Json::parse(in, nullptr, /*allow_exceptions=*/false);
-  REQUIRE_MESSAGE(dashboard.is_object(), "deploy/components/monitoring/dashboard.json is not a JSON object");
+  REQUIRE_MESSAGE(dashboard.is_object(),
+                  "deploy/components/monitoring/dashboard.json is not a JSON object");
   DashboardPanels(dashboard.value("panels", Json::array()), refs);
   for (const auto& variable : dashboard["templating"].value("list", Json::array())) {
     if (variable.value("type", "") != "query") continue;
     const Json& query = variable["query"];
     std::string text = query.is_object() ? query.value("query", "") : query.get<std::string>();
-    refs.push_back({"dashboard.json variable $" + variable.value("name", ""),
-                    GrafanaVariableExpr(text)});
+    refs.push_back(
+        {"dashboard.json variable $" + variable.value("name", ""), GrafanaVariableExpr(text)});
   }
 
   for (const YAML::Node& doc : YAML::LoadAllFromFile(Deploy("components/monitoring/alerts.yaml"))) {
     if (doc["kind"].as<std::string>() != "PrometheusRule") continue;
     for (const auto& group : doc["spec"]["groups"]) {
       for (const auto& rule : group["rules"]) {
-        std::string name = rule["alert"] ? rule["alert"].as<std::string>()
-                                         : rule["record"].as<std::string>();
+        std::string name =
+            rule["alert"] ? rule["alert"].as<std::string>() : rule["record"].as<std::string>();
         refs.push_back({"alerts.yaml " + name, rule["expr"].as<std::string>()});
       }
     }
@@ -127,7 +131,8 @@ std::string Encode(const std::string& s) {
 // test's vhost.
 std::vector<std::string> RabbitmqScrapes(const std::string& vhost) {
   std::vector<std::string> paths;
-  for (const YAML::Node& doc : YAML::LoadAllFromFile(Deploy("components/monitoring/service-monitors.yaml"))) {
+  for (const YAML::Node& doc :
+       YAML::LoadAllFromFile(Deploy("components/monitoring/service-monitors.yaml"))) {
     if (doc["kind"].as<std::string>() != "ServiceMonitor") continue;
     for (const auto& endpoint : doc["spec"]["endpoints"]) {
       const std::string port = endpoint["port"].as<std::string>();
@@ -156,8 +161,8 @@ struct Monitored : ProcessRig {
     request.url = url;
     auto response = transport->Call(request);
     REQUIRE_MESSAGE(response.ok(), url << ": " << response.status().ToString());
-    REQUIRE_MESSAGE(response->status == 200, url << ": " << response->status << " "
-                                                 << response->body.substr(0, 500));
+    REQUIRE_MESSAGE(response->status == 200,
+                    url << ": " << response->status << " " << response->body.substr(0, 500));
     return response->body;
   }
 
@@ -168,7 +173,8 @@ struct Monitored : ProcessRig {
     WaitFor(
         [&] {
           log = daemon.Log();
-          return std::regex_search(log, m, std::regex("admin endpoint listening.*port[=\":]+([0-9]+)"));
+          return std::regex_search(log, m,
+                                   std::regex("admin endpoint listening.*port[=\":]+([0-9]+)"));
         },
         20s, 100ms);
     REQUIRE_MESSAGE(!m.empty(), log);
@@ -184,9 +190,10 @@ struct Monitored : ProcessRig {
 
 }  // namespace
 
-TEST_CASE("the dashboard, the alerts and the autoscaling rule name only metrics that are exported") {
+TEST_CASE(
+    "the dashboard, the alerts and the autoscaling rule name only metrics that are exported") {
   std::vector<Reference> refs = References();
-  std::map<std::string, std::vector<std::string>> used;   // metric name -> where
+  std::map<std::string, std::vector<std::string>> used;  // metric name -> where
   for (const auto& ref : refs) {
     std::set<std::string> names = PromqlMetricNames(ref.expr);
     CHECK_MESSAGE(!names.empty(), ref.where << " names no metric: " << ref.expr);
@@ -254,9 +261,10 @@ TEST_CASE("the dashboard, the alerts and the autoscaling rule name only metrics 
       // Per-queue series appear once the broker has emitted queue statistics (every 10 s).
       std::string url = base + path;
       std::string sample = "queue=\"syncbus.work.change\"";
-      bool found = WaitFor([&] { return (page = rig.Get(url)).find(sample) != std::string::npos; },
-                           60s, 1s);
-      CHECK_MESSAGE(found, url << " has no series of syncbus.work.change:\n" << page.substr(0, 2000));
+      bool found =
+          WaitFor([&] { return (page = rig.Get(url)).find(sample) != std::string::npos; }, 60s, 1s);
+      CHECK_MESSAGE(found, url << " has no series of syncbus.work.change:\n"
+                               << page.substr(0, 2000));
     } else {
       page = rig.Get(base + path);
     }
@@ -272,12 +280,13 @@ TEST_CASE("the dashboard, the alerts and the autoscaling rule name only metrics 
     line << ")";
     missing.push_back(line.str());
   }
-  MESSAGE(used.size() << " metric names in " << refs.size() << " expressions, "
-                      << exported.size() << " names exported");
+  MESSAGE(used.size() << " metric names in " << refs.size() << " expressions, " << exported.size()
+                      << " names exported");
   std::ostringstream report;
   for (const auto& m : missing) report << "\n  not exported: " << m;
-  CHECK_MESSAGE(missing.empty(),
-                missing.size() << " metric name(s) not exported by the daemons or RabbitMQ:" << report.str());
+  CHECK_MESSAGE(missing.empty(), missing.size()
+                                     << " metric name(s) not exported by the daemons or RabbitMQ:"
+                                     << report.str());
 
   CHECK(publisher.Stop(SIGTERM, 30s) == std::optional<int>(0));
   CHECK(consumer.Stop(SIGTERM, 30s) == std::optional<int>(0));

@@ -2,15 +2,15 @@
 // publisher's requests queued and one message parked: every read command in every -o format
 // (json and yaml carry the same document), kubectl's exit codes (0 ok, 1 the operation failed,
 // 2 usage or parse error, never CLI11's own), the `kubectl syncbus` name, and bash completion.
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <fstream>
 #include <map>
 
+#include <doctest/doctest.h>
+
 #include "common/amqp/session_impl.h"
-#include "common/bus/topology.h"
 #include "common/bus/sync_message.h"
+#include "common/bus/topology.h"
 #include "common/yaml_json.h"
 #include "tests/support/files.h"
 #include "tests/support/process_rig.h"

@@ -66,17 +66,19 @@ struct Operator : ProcessRig {
 
 std::vector<std::string> Steps(const Json& events) {
   std::vector<std::string> out;
-  for (const auto& e : events) out.push_back(e["step"].get<std::string>() + ":" + e.value("outcome", ""));
+  for (const auto& e : events)
+    out.push_back(e["step"].get<std::string>() + ":" + e.value("outcome", ""));
   return out;
 }
 
 }  // namespace
 
-TEST_CASE("an operator follows a cluster that is behind from status to trace to the DLQ and replay") {
+TEST_CASE(
+    "an operator follows a cluster that is behind from status to trace to the DLQ and replay") {
   Operator op;
-  op.StartSimulator({"--clusters", std::to_string(kTraceClusters), "--syncsets", "1", "--selector-syncsets", "1",
-                     "--resources", "2"});
-  op.Faults(1.0);   // the broken cluster's apiserver answers every request with a 5xx
+  op.StartSimulator({"--clusters", std::to_string(kTraceClusters), "--syncsets", "1",
+                     "--selector-syncsets", "1", "--resources", "2"});
+  op.Faults(1.0);  // the broken cluster's apiserver answers every request with a 5xx
   op.WriteConfig(
       "log: {level: info}\n"
       "admin: {listen: \"127.0.0.1:0\"}\n"
@@ -84,14 +86,17 @@ TEST_CASE("an operator follows a cluster that is behind from status to trace to 
       "publisher: {leaderElection: {enabled: false}}\n"
       "consumer: {prefetch: 4, maxAttempts: 3}\n");
   ChildProcess publisher = op.StartDaemon("publisher/syncbus-publisher", {}, "publisher.log");
-  ChildProcess consumer = op.StartDaemon("consumer/syncbus-consumer", {"--name", "consumer-1"}, "consumer.log");
+  ChildProcess consumer =
+      op.StartDaemon("consumer/syncbus-consumer", {"--name", "consumer-1"}, "consumer.log");
 
   Json status;
-  bool parked = WaitFor([&] {
-    status = op.Status();
-    return !status.is_null() && status["states"]["parked"]["count"] == 1 &&
-           status["states"]["synced"]["count"] == kTraceClusters - 1;
-  }, 90s, 500ms);
+  bool parked = WaitFor(
+      [&] {
+        status = op.Status();
+        return !status.is_null() && status["states"]["parked"]["count"] == 1 &&
+               status["states"]["synced"]["count"] == kTraceClusters - 1;
+      },
+      90s, 500ms);
   REQUIRE_MESSAGE(parked, status.dump(2) << "\n" << consumer.Log().substr(0, 3000));
   CHECK(status["states"]["parked"]["oldest"]["cluster"] == kBrokenKey);
   CHECK(status["states"]["parked"]["breakdown"]["max-attempts"] == 1);
@@ -113,7 +118,7 @@ TEST_CASE("an operator follows a cluster that is behind from status to trace to 
   for (const auto& s : one["sets"]) failing_set = failing_set || s.value("result", "") == "Failure";
   CHECK_MESSAGE(failing_set, one.dump(2));
   auto [bare_code, bare] = op.Ctl({"status", "-c", op.dir + "/syncbus.yaml", kBroken});
-  CHECK(bare_code == 2);   // a bare name needs -n
+  CHECK(bare_code == 2);  // a bare name needs -n
   CHECK(bare.find("NAMESPACE/NAME") != std::string::npos);
 
   // Its timeline: decided and published once, then three attempts, the last parked.
@@ -138,12 +143,15 @@ TEST_CASE("an operator follows a cluster that is behind from status to trace to 
 
   // The fix, then the replay: the cluster syncs and its timeline says how.
   op.Faults(0.0);
-  auto [replay_code, replay] = op.Ctl({"dlq", "replay", "-c", op.dir + "/syncbus.yaml", "--cluster", kBrokenKey});
+  auto [replay_code, replay] =
+      op.Ctl({"dlq", "replay", "-c", op.dir + "/syncbus.yaml", "--cluster", kBrokenKey});
   REQUIRE_MESSAGE(replay_code == 0, replay);
-  bool synced = WaitFor([&] {
-    status = op.Status();
-    return !status.is_null() && status["states"]["synced"]["count"] == kTraceClusters;
-  }, 60s, 500ms);
+  bool synced = WaitFor(
+      [&] {
+        status = op.Status();
+        return !status.is_null() && status["states"]["synced"]["count"] == kTraceClusters;
+      },
+      60s, 500ms);
   REQUIRE_MESSAGE(synced, status.dump(2));
   CHECK(status["queues"]["syncbus.dead"] == 0);
   trace = op.CtlJson({"trace", "-c", op.dir + "/syncbus.yaml", kBrokenKey});
@@ -153,5 +161,6 @@ TEST_CASE("an operator follows a cluster that is behind from status to trace to 
   CHECK(steps.back() == "settled:applied");
   CHECK(trace["position"]["where"] == "none");
 
-  for (ChildProcess* d : {&publisher, &consumer}) CHECK(d->Stop(SIGTERM, 30s) == std::optional<int>(0));
+  for (ChildProcess* d : {&publisher, &consumer})
+    CHECK(d->Stop(SIGTERM, 30s) == std::optional<int>(0));
 }

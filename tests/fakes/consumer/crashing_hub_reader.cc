@@ -14,8 +14,8 @@ Result<consumer::ClusterState> CrashingHubReader::ReadAfresh(const SyncRequest& 
   return CrashIfAnnotated(inner_.ReadAfresh(request), request);
 }
 
-Result<consumer::ClusterState> CrashingHubReader::CrashIfAnnotated(Result<consumer::ClusterState> state,
-                                                                   const SyncRequest& request) {
+Result<consumer::ClusterState> CrashingHubReader::CrashIfAnnotated(
+    Result<consumer::ClusterState> state, const SyncRequest& request) {
   if (state.ok() && state->cd && state->cd->meta.annotations.count(annotation_) > 0) {
     log::Error(kPlantedCrashLine, {{"cluster", request.ClusterKey()}, {"annotation", annotation_}});
     std::abort();

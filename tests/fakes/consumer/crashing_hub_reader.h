@@ -11,7 +11,8 @@
 namespace syncbus::testing {
 
 // The line logged just before the abort (scripts/lib's chaos checks match it).
-inline constexpr char kPlantedCrashLine[] = "crashing on purpose: the ClusterDeployment carries the crash annotation";
+inline constexpr char kPlantedCrashLine[] =
+    "crashing on purpose: the ClusterDeployment carries the crash annotation";
 
 class CrashingHubReader final : public consumer::HubReader {
  public:
@@ -21,15 +22,20 @@ class CrashingHubReader final : public consumer::HubReader {
 
   Result<consumer::ClusterState> Read(const SyncRequest& request) override;
   Result<consumer::ClusterState> ReadAfresh(const SyncRequest& request) override;
-  bool Overtaken(const consumer::ClusterState& state) const override { return inner_.Overtaken(state); }
-  void NoteStatusWritten(const Json& cluster_sync) override { inner_.NoteStatusWritten(cluster_sync); }
+  bool Overtaken(const consumer::ClusterState& state) const override {
+    return inner_.Overtaken(state);
+  }
+  void NoteStatusWritten(const Json& cluster_sync) override {
+    inner_.NoteStatusWritten(cluster_sync);
+  }
   // Not a sync's read (the delivery loop's look at a returned request): passed through.
   std::optional<consumer::ClusterState> ReadIfFresh(const SyncRequest& request) override {
     return inner_.ReadIfFresh(request);
   }
 
  private:
-  Result<consumer::ClusterState> CrashIfAnnotated(Result<consumer::ClusterState> state, const SyncRequest& request);
+  Result<consumer::ClusterState> CrashIfAnnotated(Result<consumer::ClusterState> state,
+                                                  const SyncRequest& request);
 
   consumer::HubReader& inner_;
   const std::string annotation_;

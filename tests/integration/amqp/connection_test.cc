@@ -1,9 +1,9 @@
 // Connection lifecycle on a real RabbitMQ 3.10: login, client properties, heartbeats, forced
 // close by an operator and recovery through the Reconnector.
-#include <doctest/doctest.h>
-
 #include <set>
 #include <thread>
+
+#include <doctest/doctest.h>
 
 #include "common/amqp/reconnect.h"
 #include "common/amqp/session_impl.h"

@@ -1,8 +1,8 @@
 // Consuming on a real RabbitMQ 3.10: prefetch, requeue, deliveries interleaved with confirms,
 // broker-side consumer cancellation.
-#include <doctest/doctest.h>
-
 #include <set>
+
+#include <doctest/doctest.h>
 
 #include "common/amqp/session_impl.h"
 #include "common/bus/topology.h"
@@ -156,7 +156,8 @@ TEST_CASE("cancelling our own consumer stops deliveries, Get and unknown queues"
   CHECK(session.connected());
 }
 
-TEST_CASE("a new publishing channel, or one the broker closed, leaves the consumer its deliveries") {
+TEST_CASE(
+    "a new publishing channel, or one the broker closed, leaves the consumer its deliveries") {
   TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("publish-channel"));
   REQUIRE(session.Connect().ok());
@@ -168,10 +169,10 @@ TEST_CASE("a new publishing channel, or one the broker closed, leaves the consum
   Delivery b = NextOrFail(session);
 
   REQUIRE(session.RenewPublishChannel().ok());
-  CHECK(session.Publish(Work("change", "c"), kBrokerTimeout).ok());   // confirmed on the new one
+  CHECK(session.Publish(Work("change", "c"), kBrokerTimeout).ok());  // confirmed on the new one
   Publication lost = Work("change", "x");
   lost.exchange = "no-such-exchange";
-  CHECK(session.Publish(lost, kBrokerTimeout).code() == Code::kNotFound);   // closes that channel
+  CHECK(session.Publish(lost, kBrokerTimeout).code() == Code::kNotFound);  // closes that channel
   CHECK(session.Publish(Work("change", "d"), kBrokerTimeout).ok());
 
   // Both deliveries are still ours, on the channel that got them: acked, never redelivered.

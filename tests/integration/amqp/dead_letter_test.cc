@@ -3,9 +3,9 @@
 // x-message-ttl, at-least-once dead-lettering) back into the work queues, and a parked request
 // that stays however often it is returned (RabbitMQ 4.0 drops a message returned more than 20
 // times from a quorum queue without an explicit limit).
-#include <doctest/doctest.h>
-
 #include <thread>
+
+#include <doctest/doctest.h>
 
 #include "common/amqp/session_impl.h"
 #include "common/bus/topology.h"
@@ -57,7 +57,9 @@ void ParkMessages(Session& session, int n) {
   }
 }
 
-TEST_CASE("a message requeued past the delivery limit of syncbus's policy is parked in syncbus.dead and its index") {
+TEST_CASE(
+    "a message requeued past the delivery limit of syncbus's policy is parked in syncbus.dead and "
+    "its index") {
   TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("poison"));
   REQUIRE(session.Connect().ok());
@@ -128,7 +130,8 @@ TEST_CASE("a parked request stays, in its place, however often a replay or purge
   CHECK(stats["effective_policy_definition"]["delivery-limit"] == kNeverReachedDeliveryLimit);
 }
 
-TEST_CASE("a dead-letter queue declared by an older version, without a limit, is covered by the policy") {
+TEST_CASE(
+    "a dead-letter queue declared by an older version, without a limit, is covered by the policy") {
   for (bool with_policies : {true, false}) {
     CAPTURE(with_policies);
     TestVhost vhost = NewTestVhost();
@@ -137,7 +140,8 @@ TEST_CASE("a dead-letter queue declared by an older version, without a limit, is
     if (with_policies) REQUIRE(vhost.ApplyPolicies(SyncbusTopology().policies).ok());
     Topology old = SyncbusTopology();
     for (auto& q : old.queues) {
-      if (q.name == kDeadQueue) q.arguments = Json{{"x-queue-type", "quorum"}};   // as declared before
+      if (q.name == kDeadQueue)
+        q.arguments = Json{{"x-queue-type", "quorum"}};  // as declared before
     }
     REQUIRE(session.Declare(old).ok());
     ParkMessages(session, 1);

@@ -2,10 +2,10 @@
 // RabbitMQ version: a limit changed through its policy applies to live queues and keeps what they
 // hold; the daemons' declaration keeps a queue that an older version declared with other
 // arguments; a retry tier's delay changes by a new tier while the old one drains, then goes.
-#include <doctest/doctest.h>
-
 #include <set>
 #include <thread>
+
+#include <doctest/doctest.h>
 
 #include "common/amqp/session_impl.h"
 #include "common/bus/topology.h"
@@ -60,7 +60,7 @@ TEST_CASE(
       [&] { return !session.Publish(Work("change", "over"), kBrokerTimeout).ok(); }, seconds(15));
   CHECK(refused);
   CHECK(Ready(session, work) >= 4);
-  CHECK(Ready(session, kDeadQueue) == 1);   // the parked request stays
+  CHECK(Ready(session, kDeadQueue) == 1);  // the parked request stays
   REQUIRE(WaitFor(
       [&] {
         return EffectivePolicy(vhost, kDeadIndexQueue).value("max-length-bytes", int64_t{0}) ==
@@ -136,7 +136,7 @@ TEST_CASE(
   const std::string old_tier = RetryQueueName(seconds(3));
   const std::string path =
       "/api/queues/" + ManagementApi::Escape(vhost.name()) + "/" + ManagementApi::Escape(old_tier);
-  CHECK(Ready(session, old_tier) == 1);   // left as it was, still holding its request
+  CHECK(Ready(session, old_tier) == 1);  // left as it was, still holding its request
 
   // Both come back to their lane after their delay.
   REQUIRE(session.Consume(WorkQueueName(Lane::kChange), 10).ok());

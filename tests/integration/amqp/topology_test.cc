@@ -1,8 +1,9 @@
 // The syncbus topology on a real RabbitMQ 3.10: declarations, clashes, headers routing.
+#include "common/bus/topology.h"
+
 #include <doctest/doctest.h>
 
 #include "common/amqp/session_impl.h"
-#include "common/bus/topology.h"
 #include "tests/support/session_helpers.h"
 #include "tests/support/test_broker.h"
 

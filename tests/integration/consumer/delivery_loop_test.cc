@@ -1,16 +1,17 @@
 // DeliveryLoop on a real RabbitMQ 3.10: delay tiers measured (a retry returns after its tier's
 // TTL), the headers a retry and a dead letter carry, and busy deferral between two loops
 // sharing one lease store.
-#include <doctest/doctest.h>
+#include "consumer/delivery_loop.h"
 
 #include <mutex>
 #include <thread>
 
+#include <doctest/doctest.h>
+
 #include "common/amqp/session_impl.h"
-#include "common/bus/topology.h"
 #include "common/bus/sync_message.h"
+#include "common/bus/topology.h"
 #include "common/time_format.h"
-#include "consumer/delivery_loop.h"
 #include "tests/support/test_broker.h"
 #include "tests/unit/consumer/fake_object_store.h"
 
@@ -40,8 +41,8 @@ struct Consumer {
   prometheus::Registry registry;
   DeliveryLoop loop;
 
-  Consumer(const testing::TestVhost& vhost, const std::string& name, SyncFunction sync, ClusterLeases* leases,
-           int max_attempts)
+  Consumer(const testing::TestVhost& vhost, const std::string& name, SyncFunction sync,
+           ClusterLeases* leases, int max_attempts)
       : session(vhost.Options(name)),
         loop(Options(max_attempts), session, std::move(sync), leases, RealClock(), registry) {
     REQUIRE(session.Connect().ok());
@@ -72,7 +73,9 @@ void Publish(const testing::TestVhost& vhost, const std::string& cluster) {
   r.lane = amqp::Lane::kChange;
   r.reason = "syncset-changed";
   r.enqueued_at = FormatRfc3339Millis(RealClock().WallNow());
-  REQUIRE(s.Publish({amqp::kWorkExchange, "change", ToAmqpMessage(r, "test", cluster, RealClock().WallNow())}, kTimeout)
+  REQUIRE(s.Publish({amqp::kWorkExchange, "change",
+                     ToAmqpMessage(r, "test", cluster, RealClock().WallNow())},
+                    kTimeout)
               .ok());
 }
 
@@ -86,14 +89,18 @@ SyncOutcome Failing() {
 
 }  // namespace
 
-TEST_CASE("retries come back after their tier's delay and the last one is parked with its history") {
+TEST_CASE(
+    "retries come back after their tier's delay and the last one is parked with its history") {
   auto vhost = testing::TestVhost::Create();
   REQUIRE_MESSAGE(vhost.ok(), vhost.status().ToString());
   Runs runs;
-  Consumer c(*vhost, "consumer", [&](const SyncRequest& r, const SyncFence&) -> Result<SyncOutcome> {
-    runs.Add(r.cluster_name);
-    return Failing();
-  }, nullptr, 3);
+  Consumer c(
+      *vhost, "consumer",
+      [&](const SyncRequest& r, const SyncFence&) -> Result<SyncOutcome> {
+        runs.Add(r.cluster_name);
+        return Failing();
+      },
+      nullptr, 3);
   Publish(*vhost, "c1");
   auto deadline = std::chrono::steady_clock::now() + 30s;
   std::optional<uint32_t> dead;
@@ -136,14 +143,17 @@ TEST_CASE("a cluster leased by one consumer is deferred by the other without an 
   b_options.identity = "consumer-b";
   ClusterLeases a_leases(a_options, hub, RealClock(), registry);
   ClusterLeases b_leases(b_options, hub, RealClock(), registry);
-  auto held = a_leases.Acquire("ns1", "c1");   // consumer-a is busy with c1 elsewhere
+  auto held = a_leases.Acquire("ns1", "c1");  // consumer-a is busy with c1 elsewhere
   REQUIRE(held.ok());
   Runs runs;
-  Consumer b(*vhost, "consumer-b", [&](const SyncRequest& r, const SyncFence& fence) -> Result<SyncOutcome> {
-    if (Status owned = fence(); !owned.ok()) return owned;   // the lease is taken here
-    runs.Add(r.cluster_name);
-    return SyncOutcome{};
-  }, &b_leases, 3);
+  Consumer b(
+      *vhost, "consumer-b",
+      [&](const SyncRequest& r, const SyncFence& fence) -> Result<SyncOutcome> {
+        if (Status owned = fence(); !owned.ok()) return owned;  // the lease is taken here
+        runs.Add(r.cluster_name);
+        return SyncOutcome{};
+      },
+      &b_leases, 3);
   Publish(*vhost, "c1");
   auto started = std::chrono::steady_clock::now();
   // Deferred while a holds it (several 1 s rounds), applied once a releases it.
@@ -151,8 +161,10 @@ TEST_CASE("a cluster leased by one consumer is deferred by the other without an 
   CHECK(runs.size() == 0);
   a_leases.Release(*held);
   auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (runs.size() == 0 && std::chrono::steady_clock::now() < deadline) REQUIRE(b.loop.Step(20ms).ok());
-  while (b.loop.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) REQUIRE(b.loop.Step(20ms).ok());
+  while (runs.size() == 0 && std::chrono::steady_clock::now() < deadline)
+    REQUIRE(b.loop.Step(20ms).ok());
+  while (b.loop.in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
+    REQUIRE(b.loop.Step(20ms).ok());
   CHECK(runs.size() == 1);
   auto dead = b.session.Inspect(amqp::kDeadQueue);
   REQUIRE(dead.ok());

@@ -1,20 +1,20 @@
 // The consumer pool as processes against the simulator and the real broker: transient target
 // faults, a cluster that never recovers (dead-lettered, then replayed with syncbusctl), a poison
 // request whose consumer is SIGKILLed every time it holds it, SIGKILL mid-apply, and SIGTERM.
-#include <doctest/doctest.h>
-#include <signal.h>
-
 #include <regex>
 #include <thread>
 
+#include <doctest/doctest.h>
+#include <signal.h>
+
 #include "common/amqp/session_impl.h"
+#include "common/bus/sync_message.h"
 #include "common/bus/topology.h"
 #include "common/http/transport.h"
 #include "common/kube/client_impl.h"
 #include "common/kube/config.h"
-#include "common/bus/sync_message.h"
-#include "consumer/cluster_lease.h"
 #include "common/time_format.h"
+#include "consumer/cluster_lease.h"
 #include "ctl/dead_letters.h"
 #include "ctl/fleet_progress.h"
 #include "ctl/metrics_scrape.h"
@@ -229,7 +229,8 @@ TEST_CASE(
   p.StartConsumer("consumer-1");
   p.StartConsumer("consumer-2");
   auto holder_pid = [&]() -> pid_t {
-    auto lease = p.hub->Get(kube::Object(kube::resources::kLeases, "syncbus", ClusterLeaseName(ns, poison)));
+    auto lease =
+        p.hub->Get(kube::Object(kube::resources::kLeases, "syncbus", ClusterLeaseName(ns, poison)));
     if (!lease.ok()) return -1;
     std::string holder = (*lease)["spec"].value("holderIdentity", "");
     size_t dash = holder.rfind('-');

@@ -2,16 +2,16 @@
 // index and leave the queue exactly as it was, 50 times over and beside a replay; replay confirms
 // before it acks and resets the history (also of a message the broker parked on its delivery
 // limit); purge; reindex; and the binary reading its broker connection from the daemons' config.
-#include <doctest/doctest.h>
-
 #include <atomic>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include <doctest/doctest.h>
+
 #include "common/amqp/session_impl.h"
-#include "common/bus/topology.h"
 #include "common/bus/sync_message.h"
+#include "common/bus/topology.h"
 #include "consumer/retry_policy.h"
 #include "ctl/commands.h"
 #include "ctl/dead_letters.h"
@@ -82,13 +82,14 @@ struct Broker {
 struct Taken {
   std::string id;
   bool redelivered = false;
-  int64_t delivery_count = -1;   // -1: no x-delivery-count header
+  int64_t delivery_count = -1;  // -1: no x-delivery-count header
   bool operator==(const Taken&) const = default;
 };
 std::string Describe(const std::vector<Taken>& taken) {
   std::string out;
   for (const Taken& t : taken) {
-    out += t.id + (t.redelivered ? " redelivered" : "") + " count " + std::to_string(t.delivery_count) + "; ";
+    out += t.id + (t.redelivered ? " redelivered" : "") + " count " +
+           std::to_string(t.delivery_count) + "; ";
   }
   return out;
 }
@@ -101,14 +102,17 @@ std::vector<Taken> TakeAll(amqp::Session& session) {
     REQUIRE_MESSAGE(got.ok(), got.status().ToString());
     if (!got->has_value()) return out;
     const amqp::Delivery& d = **got;
-    out.push_back({d.message.message_id, d.redelivered, d.message.headers.value("x-delivery-count", int64_t{-1})});
+    out.push_back({d.message.message_id, d.redelivered,
+                   d.message.headers.value("x-delivery-count", int64_t{-1})});
     REQUIRE(session.Ack(d.delivery_tag).ok());
   }
 }
 
 }  // namespace
 
-TEST_CASE("50 inspections of a dead-letter queue holding 10 parked requests leave the same 10, in order, with unchanged counts") {
+TEST_CASE(
+    "50 inspections of a dead-letter queue holding 10 parked requests leave the same 10, in order, "
+    "with unchanged counts") {
   Broker b;
   for (int i = 0; i < 10; ++i) b.Park("c" + std::to_string(i), amqp::Lane::kChange, "max-attempts");
   b.WaitReady(amqp::kDeadQueue, 10);
@@ -171,7 +175,7 @@ TEST_CASE("a replay beside a stream of inspections sees and takes every parked r
   DlqScanOptions replay;
   replay.action = DlqAction::kReplay;
   replay.record_removals = true;
-  replay.rate_per_second = 20;   // long enough for inspections to run in between
+  replay.rate_per_second = 20;  // long enough for inspections to run in between
   auto replayed = ScanDeadLetters(b.session, replay, RealClock());
   stop = true;
   inspector.join();
@@ -186,7 +190,9 @@ TEST_CASE("a replay beside a stream of inspections sees and takes every parked r
   CHECK(b.Listed().empty());
 }
 
-TEST_CASE("list reads the index and requeues nothing, replay moves only the matches with attempts reset") {
+TEST_CASE(
+    "list reads the index and requeues nothing, replay moves only the matches with attempts "
+    "reset") {
   Broker b;
   b.Park("c1", amqp::Lane::kChange, "max-attempts");
   b.Park("c2", amqp::Lane::kResync, "max-attempts");
@@ -236,7 +242,8 @@ TEST_CASE("list reads the index and requeues nothing, replay moves only the matc
   CHECK(b.Listed().empty());
 }
 
-TEST_CASE("reindex lists what was parked before the index existed, in order, and keeps every message") {
+TEST_CASE(
+    "reindex lists what was parked before the index existed, in order, and keeps every message") {
   Broker b;
   b.Park("c1", amqp::Lane::kChange, "max-attempts");
   // Straight into the queue, as before the index existed.

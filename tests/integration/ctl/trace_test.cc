@@ -2,12 +2,11 @@
 // consumed, filtered by cluster, undecodable ones skipped and counted; an empty window ends on
 // quiet; `dlq replay` records the replay; and a daemon's recorder reaches it.
 #include <doctest/doctest.h>
-
 #include <prometheus/registry.h>
 
 #include "common/amqp/session_impl.h"
-#include "common/bus/topology.h"
 #include "common/bus/sync_message.h"
+#include "common/bus/topology.h"
 #include "common/bus/trace_event.h"
 #include "common/bus/trace_recorder.h"
 #include "consumer/retry_policy.h"
@@ -45,7 +44,8 @@ TraceEvent Event(const std::string& cluster, WallTime at, TraceStep step = Trace
 
 }  // namespace
 
-TEST_CASE("a trace read starts at a point in time, filters by cluster and leaves the stream as it was") {
+TEST_CASE(
+    "a trace read starts at a point in time, filters by cluster and leaves the stream as it was") {
   TraceBroker b;
   const WallTime now = RealClock().WallNow();
   std::vector<amqp::Publication> pubs = {
@@ -66,7 +66,7 @@ TEST_CASE("a trace read starts at a point in time, filters by cluster and leaves
   all.quiet = 1s;
   auto read = ReadTrace(b.session, all);
   REQUIRE_MESSAGE(read.ok(), read.status().ToString());
-  CHECK(read->events.size() == 4);   // not the one from two hours ago, not the forged one
+  CHECK(read->events.size() == 4);  // not the one from two hours ago, not the forged one
   CHECK(read->undecodable == 1);
 
   TraceQuery one = all;
@@ -77,7 +77,7 @@ TEST_CASE("a trace read starts at a point in time, filters by cluster and leaves
   CHECK(read->events[0].step == TraceStep::kDelivered);
   CHECK(read->events[1].step == TraceStep::kSettled);
 
-  one.cluster = "a";   // a bare name: every namespace
+  one.cluster = "a";  // a bare name: every namespace
   read = ReadTrace(b.session, one);
   REQUIRE(read.ok());
   CHECK(read->events.size() == 3);
@@ -93,14 +93,15 @@ TEST_CASE("a trace read starts at a point in time, filters by cluster and leaves
   read = ReadTrace(b.session, future);
   REQUIRE(read.ok());
   CHECK(read->events.empty());
-  CHECK(std::chrono::steady_clock::now() - started < 5s);   // ends on quiet
+  CHECK(std::chrono::steady_clock::now() - started < 5s);  // ends on quiet
 }
 
 TEST_CASE("a read stops at the first event recorded after its end") {
   TraceBroker b;
   const WallTime now = RealClock().WallNow();
   std::vector<amqp::Publication> pubs;
-  for (int i = 0; i < 3; ++i) pubs.push_back(TraceEventPublication(Event("ns1/a", now - 5s + std::chrono::seconds(i))));
+  for (int i = 0; i < 3; ++i)
+    pubs.push_back(TraceEventPublication(Event("ns1/a", now - 5s + std::chrono::seconds(i))));
   pubs.push_back(TraceEventPublication(Event("ns1/a", now + 1h)));
   for (const auto& s : b.session.PublishAll(pubs, 10s)) REQUIRE(s.ok());
   TraceQuery q;
@@ -111,7 +112,7 @@ TEST_CASE("a read stops at the first event recorded after its end") {
   auto read = ReadTrace(b.session, q);
   REQUIRE(read.ok());
   CHECK(read->events.size() == 3);
-  CHECK(std::chrono::steady_clock::now() - started < 4s);   // did not wait for quiet
+  CHECK(std::chrono::steady_clock::now() - started < 4s);  // did not wait for quiet
 }
 
 TEST_CASE("a recorder's flush and a dlq replay both land on the trace stream") {

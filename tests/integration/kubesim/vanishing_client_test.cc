@@ -31,7 +31,8 @@ void OpenAndDropWatch(int port) {
   REQUIRE(connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
   const std::string request =
       "GET /api/v1/namespaces?watch=1&allowWatchBookmarks=true HTTP/1.1\r\nHost: sim\r\n\r\n";
-  REQUIRE(send(fd.get(), request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+  REQUIRE(send(fd.get(), request.data(), request.size(), 0) ==
+          static_cast<ssize_t>(request.size()));
   char head[512];
   REQUIRE(recv(fd.get(), head, sizeof head, 0) > 0);
 }
@@ -44,7 +45,9 @@ TEST_CASE("syncbus-kubesim survives watchers that vanish") {
   for (int round = 0; round < 3; ++round) OpenAndDropWatch(rig.sim_port);
   // Events for the dead watches, one at a time: the server writes into closed connections.
   for (int i = 0; i < 20; ++i) {
-    Json ns = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "vanish-" + std::to_string(i)}}}};
+    Json ns = {{"apiVersion", "v1"},
+               {"kind", "Namespace"},
+               {"metadata", {{"name", "vanish-" + std::to_string(i)}}}};
     auto created = rig.hub->Create(kube::Collection(kube::resources::kNamespaces), ns);
     REQUIRE_MESSAGE(created.ok(), created.status().ToString());
   }

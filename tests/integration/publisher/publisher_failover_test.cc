@@ -1,16 +1,16 @@
 // Two syncbus-publisher processes with leader election against the syncbus-kubesim process and
 // the real broker: only the leader publishes; SIGKILL on the leader hands over to the standby
 // within the lease; SIGTERM releases the lease and exits 0.
+#include <thread>
+
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <stdlib.h>
 
-#include <thread>
-
 #include "common/amqp/session_impl.h"
+#include "common/bus/sync_message.h"
 #include "common/bus/topology.h"
 #include "common/kube/client_impl.h"
-#include "common/bus/sync_message.h"
 #include "tests/support/process_rig.h"
 #include "tests/support/wait.h"
 

@@ -3,9 +3,6 @@
 // hub drops its watches, SelectorSyncSet fan-out, label moves, burst coalescing, restarts.
 // Nothing consumes the work queues except the test itself, which plays the consumer's part by
 // writing ClusterSync status and leases when it needs to.
-#include <doctest/doctest.h>
-#include <prometheus/registry.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -13,13 +10,16 @@
 #include <set>
 #include <thread>
 
+#include <doctest/doctest.h>
+#include <prometheus/registry.h>
+
 #include "common/amqp/session_impl.h"
+#include "common/bus/config.h"
+#include "common/bus/sync_message.h"
 #include "common/bus/topology.h"
 #include "common/clock.h"
-#include "common/bus/config.h"
 #include "common/hive/desired_state.h"
 #include "common/kube/client_impl.h"
-#include "common/bus/sync_message.h"
 #include "common/time_format.h"
 #include "publisher/publisher_app.h"
 #include "tests/fakes/common/http/in_process_transport.h"
@@ -507,17 +507,19 @@ TEST_CASE("publisher: broker stopped and restarted, every pending cluster still 
 
 TEST_CASE("publisher: an idle leader keeps its broker connection through heartbeats") {
   Rig rig(2);
-  rig.config.amqp.heartbeat_seconds = 1;   // the broker drops a client silent for two intervals
+  rig.config.amqp.heartbeat_seconds = 1;  // the broker drops a client silent for two intervals
   RunningPublisher pub(rig.config, rig.hub);
   REQUIRE(WaitFor([&] { return pub.Ready(); }, 30s));
-  const std::string path = "/api/vhosts/" + testing::ManagementApi::Escape(rig.vhost->name()) + "/connections";
+  const std::string path =
+      "/api/vhosts/" + testing::ManagementApi::Escape(rig.vhost->name()) + "/connections";
   // The management API lists a connection once its first statistics arrive.
   auto publisher_connections = [&] {
     std::set<std::string> names;
     auto list = rig.vhost->api().Get(path);
     REQUIRE(list.ok());
     for (const auto& c : *list) {
-      if (c["client_properties"].value("connection_name", "") == "publisher") names.insert(c.value("name", ""));
+      if (c["client_properties"].value("connection_name", "") == "publisher")
+        names.insert(c.value("name", ""));
     }
     return names;
   };

@@ -26,13 +26,14 @@ struct TlsBroker {
     auto loaded = LoadBrokerEnv();
     REQUIRE_MESSAGE(loaded.ok(), loaded.status().ToString());
     env = *loaded;
-    REQUIRE_MESSAGE(!env.tls_dir.empty(), "the broker of $SYNCBUS_TEST_BROKER_ENV has no TLS directory");
+    REQUIRE_MESSAGE(!env.tls_dir.empty(),
+                    "the broker of $SYNCBUS_TEST_BROKER_ENV has no TLS directory");
     certs = env.tls_dir;
   }
 
   amqp::ConnectionOptions Options(const std::string& name) const {
     amqp::ConnectionOptions o;
-    o.host = env.host;   // localhost: the name in the server certificate
+    o.host = env.host;  // localhost: the name in the server certificate
     o.port = env.amqp_port;
     o.user = env.user;
     o.password = env.password;
@@ -67,10 +68,11 @@ TEST_CASE("a broker certificate from another CA is refused and the error names t
   amqp::RabbitmqSession session(o);
   Status s = session.Connect();
   CHECK(s.code() == Code::kUnauthorized);
-  CHECK_MESSAGE(s.message().find("SSL peer cert verification failed (the broker's certificate is not "
-                                 "signed by the CA in amqp.tls.caFile (" + o.tls_ca_file + "))") !=
-                    std::string::npos,
-                s.message());
+  CHECK_MESSAGE(
+      s.message().find("SSL peer cert verification failed (the broker's certificate is not "
+                       "signed by the CA in amqp.tls.caFile (" +
+                       o.tls_ca_file + "))") != std::string::npos,
+      s.message());
   CHECK_FALSE(session.connected());
 }
 
@@ -81,7 +83,8 @@ TEST_CASE("an IP address the certificate does not name is refused, with how to c
   amqp::RabbitmqSession session(o);
   Status s = session.Connect();
   CHECK(s.code() == Code::kUnauthorized);
-  CHECK_MESSAGE(s.message().find("does not name \"127.0.0.1\" (only DNS names are matched") != std::string::npos,
+  CHECK_MESSAGE(s.message().find("does not name \"127.0.0.1\" (only DNS names are matched") !=
+                    std::string::npos,
                 s.message());
 }
 
@@ -93,7 +96,8 @@ TEST_CASE("without a client certificate the broker refuses, and the error asks f
   amqp::RabbitmqSession session(o);
   Status s = session.Connect();
   CHECK_FALSE(s.ok());
-  CHECK_MESSAGE(s.message().find("require a client certificate (amqp.tls.certFile, keyFile)") != std::string::npos,
+  CHECK_MESSAGE(s.message().find("require a client certificate (amqp.tls.certFile, keyFile)") !=
+                    std::string::npos,
                 s.message());
 }
 
@@ -110,6 +114,6 @@ TEST_CASE("several addresses over TLS: a dead node is skipped, every node is ver
   o.tls_ca_file = broker.certs + "/other-ca.pem";
   amqp::RabbitmqSession refused(o);
   Status s = refused.Connect();
-  CHECK(s.code() == Code::kUnauthorized);   // the telling failure, not the dead node's
+  CHECK(s.code() == Code::kUnauthorized);  // the telling failure, not the dead node's
   CHECK(s.message().find("not signed by the CA") != std::string::npos);
 }

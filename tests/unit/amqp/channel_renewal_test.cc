@@ -1,13 +1,15 @@
-#include <doctest/doctest.h>
+#include "common/amqp/channel_renewal.h"
 
 #include <vector>
 
-#include "common/amqp/channel_renewal.h"
+#include <doctest/doctest.h>
 
 using namespace syncbus;
 using namespace std::chrono_literals;
 
-TEST_CASE("a channel is renewed after 3 s of refusals, then 6 s, 12 s... up to a minute, until one is accepted") {
+TEST_CASE(
+    "a channel is renewed after 3 s of refusals, then 6 s, 12 s... up to a minute, until one is "
+    "accepted") {
   amqp::ChannelRenewal renewal;
   const SteadyTime t0{};
   CHECK_FALSE(renewal.Due(t0, t0 + 2999ms));

@@ -1,8 +1,8 @@
 #include "tests/fakes/common/amqp/fake_session.h"
 
-#include <doctest/doctest.h>
-
 #include <thread>
+
+#include <doctest/doctest.h>
 
 #include "common/bus/topology.h"
 #include "tests/fakes/common/fake_clock.h"
@@ -44,7 +44,9 @@ struct Fixture {
 
 Topology Simple() {
   Topology t;
-  t.exchanges = {{"direct.x", "direct"}, {"fanout.x", "fanout"}, {"topic.x", "topic"},
+  t.exchanges = {{"direct.x", "direct"},
+                 {"fanout.x", "fanout"},
+                 {"topic.x", "topic"},
                  {"headers.x", "headers"}};
   t.queues = {{"a"}, {"b"}, {"c"}};
   t.bindings = {
@@ -81,8 +83,8 @@ TEST_CASE("exchanges route like RabbitMQ: direct, fanout, topic, headers, defaul
   CHECK(f.Ready("b") == 3);
 
   // all: both keys; any: one of them.
-  CHECK(f.session.Publish(Pub("headers.x", "", "5", {{"tier", "5s"}, {"lane", "change"}}),
-                          kTimeout).ok());
+  CHECK(f.session.Publish(Pub("headers.x", "", "5", {{"tier", "5s"}, {"lane", "change"}}), kTimeout)
+            .ok());
   CHECK(f.Ready("a") == 4);
   CHECK(f.Ready("b") == 4);
   CHECK(f.session.Publish(Pub("headers.x", "", "6", {{"tier", "5s"}}), kTimeout).ok());
@@ -395,8 +397,7 @@ TEST_CASE("a blocked connection times out publishes") {
   Fixture f;
   REQUIRE(f.session.Declare(SyncbusTopology()).ok());
   f.broker.SetBlocked(true);
-  CHECK(f.session.Publish(Pub(kWorkExchange, "change", "m"), kTimeout).code() ==
-        Code::kTimeout);
+  CHECK(f.session.Publish(Pub(kWorkExchange, "change", "m"), kTimeout).code() == Code::kTimeout);
   f.broker.SetBlocked(false);
   CHECK(f.session.Publish(Pub(kWorkExchange, "change", "m"), kTimeout).ok());
 }
@@ -409,16 +410,17 @@ TEST_CASE("a stale publishing channel is refused until renewed, its deliveries s
   Delivery held = f.NextOrFail();
   FakeSession other(f.broker, "other");
   f.broker.StalePublishChannels("b");
-  REQUIRE(other.Connect().ok());   // opened after: served
+  REQUIRE(other.Connect().ok());  // opened after: served
   CHECK(other.Publish(Pub("direct.x", "blue", "fresh"), kTimeout).ok());
   for (int i = 0; i < 3; ++i) {
-    CHECK(f.session.Publish(Pub("direct.x", "blue", "refused"), kTimeout).code() == Code::kUnavailable);
+    CHECK(f.session.Publish(Pub("direct.x", "blue", "refused"), kTimeout).code() ==
+          Code::kUnavailable);
   }
   CHECK(f.session.Publish(Pub("direct.x", "red", "other queue"), kTimeout).ok());
   REQUIRE(f.session.RenewPublishChannel().ok());
   CHECK(f.session.Publish(Pub("direct.x", "blue", "taken"), kTimeout).ok());
   CHECK(f.Ready("b") == 2);
-  CHECK(f.broker.UnackedCount("a") == 1);   // the delivery stayed with the session
+  CHECK(f.broker.UnackedCount("a") == 1);  // the delivery stayed with the session
   CHECK(f.session.Ack(held.delivery_tag).ok());
   CHECK(f.broker.UnackedCount("a") == 0);
 }

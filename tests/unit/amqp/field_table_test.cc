@@ -1,9 +1,9 @@
 #include "common/amqp/field_table.h"
 
-#include <doctest/doctest.h>
-
 #include <cstring>
 #include <limits>
+
+#include <doctest/doctest.h>
 
 namespace syncbus::amqp {
 namespace {
@@ -95,11 +95,10 @@ TEST_CASE("integers encode as signed 64-bit") {
 TEST_CASE("every integer width decodes to its value") {
   amqp_table_entry_t entries[9];
   const char* keys[] = {"i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32"};
-  amqp_field_value_t values[9] = {Field(AMQP_FIELD_KIND_I8),  Field(AMQP_FIELD_KIND_U8),
-                                  Field(AMQP_FIELD_KIND_I16), Field(AMQP_FIELD_KIND_U16),
-                                  Field(AMQP_FIELD_KIND_I32), Field(AMQP_FIELD_KIND_U32),
-                                  Field(AMQP_FIELD_KIND_I64), Field(AMQP_FIELD_KIND_U64),
-                                  Field(AMQP_FIELD_KIND_F32)};
+  amqp_field_value_t values[9] = {
+      Field(AMQP_FIELD_KIND_I8),  Field(AMQP_FIELD_KIND_U8),  Field(AMQP_FIELD_KIND_I16),
+      Field(AMQP_FIELD_KIND_U16), Field(AMQP_FIELD_KIND_I32), Field(AMQP_FIELD_KIND_U32),
+      Field(AMQP_FIELD_KIND_I64), Field(AMQP_FIELD_KIND_U64), Field(AMQP_FIELD_KIND_F32)};
   values[0].value.i8 = -128;
   values[1].value.u8 = 255;
   values[2].value.i16 = -32768;

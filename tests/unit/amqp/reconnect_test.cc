@@ -2,8 +2,8 @@
 
 #include <doctest/doctest.h>
 
-#include "tests/fakes/common/amqp/fake_session.h"
 #include "common/bus/topology.h"
+#include "tests/fakes/common/amqp/fake_session.h"
 #include "tests/fakes/common/fake_clock.h"
 #include "tests/fakes/common/fake_random.h"
 
@@ -66,8 +66,8 @@ TEST_CASE("a down broker is retried with growing delays until it is back") {
   };
   Reconnector r = f.Make();
   REQUIRE(r.EnsureConnected().ok());
-  CHECK(f.waits == std::vector<milliseconds>{milliseconds(800), milliseconds(1600),
-                                             milliseconds(3200)});
+  CHECK(f.waits ==
+        std::vector<milliseconds>{milliseconds(800), milliseconds(1600), milliseconds(3200)});
   CHECK(r.failures() == 0);
   CHECK(f.session.connected());
 }

@@ -9,17 +9,17 @@
 #include <doctest/doctest.h>
 #include <prometheus/registry.h>
 
-#include "tests/fakes/common/fake_clock.h"
 #include "common/json.h"
 #include "common/kube/client_impl.h"
 #include "consumer/cluster_syncer.h"
 #include "consumer/target_clients.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "tests/fakes/common/http/in_process_transport.h"
 #include "tests/kubesim/sim_simulation.h"
 
 namespace syncbus::consumer::testing {
 
-inline constexpr char kCluster[] = "cluster-0000";   // also its hub namespace
+inline constexpr char kCluster[] = "cluster-0000";  // also its hub namespace
 
 struct ApplyFixture {
   explicit ApplyFixture(SyncerOptions options = Defaults()) {
@@ -67,7 +67,8 @@ struct ApplyFixture {
                 {"kind", "SyncSet"},
                 {"metadata", {{"name", name}, {"namespace", kCluster}}},
                 {"spec", spec}};
-    std::string path = std::string("/apis/hive.openshift.io/v1/namespaces/") + kCluster + "/syncsets";
+    std::string path =
+        std::string("/apis/hive.openshift.io/v1/namespaces/") + kCluster + "/syncsets";
     auto existing = sim->hub().Call("GET", path + "/" + name);
     if (existing.status == 200) {
       obj["metadata"]["resourceVersion"] =
@@ -80,8 +81,8 @@ struct ApplyFixture {
     }
   }
   void DeleteSyncSet(const std::string& name) {
-    auto r = sim->hub().Call("DELETE", std::string("/apis/hive.openshift.io/v1/namespaces/") + kCluster +
-                                           "/syncsets/" + name);
+    auto r = sim->hub().Call("DELETE", std::string("/apis/hive.openshift.io/v1/namespaces/") +
+                                           kCluster + "/syncsets/" + name);
     REQUIRE_MESSAGE(r.status == 200, r.body);
   }
   void PutHub(const std::string& collection_path, const Json& obj) {
@@ -104,8 +105,9 @@ struct ApplyFixture {
     return TargetGet("/api/v1/namespaces/" + ns + "/configmaps/" + name);
   }
   Json ClusterSync() {
-    auto r = sim->hub().Call("GET", std::string("/apis/hiveinternal.openshift.io/v1alpha1/namespaces/") +
-                                        kCluster + "/clustersyncs/" + kCluster);
+    auto r =
+        sim->hub().Call("GET", std::string("/apis/hiveinternal.openshift.io/v1alpha1/namespaces/") +
+                                   kCluster + "/clustersyncs/" + kCluster);
     if (r.status == 404) return nullptr;
     REQUIRE_MESSAGE(r.status == 200, r.body);
     return Json::parse(r.body);
@@ -145,7 +147,8 @@ struct ApplyFixture {
 
 // A ConfigMap in `ns` ("": none, which Hive's kubectl refuses for a namespaced kind).
 inline Json ConfigMap(const std::string& name, Json data, const std::string& ns = "default") {
-  Json cm = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", name}}}, {"data", data}};
+  Json cm = {
+      {"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", name}}}, {"data", data}};
   if (!ns.empty()) cm["metadata"]["namespace"] = ns;
   return cm;
 }

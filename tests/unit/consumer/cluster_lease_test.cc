@@ -1,8 +1,9 @@
+#include "consumer/cluster_lease.h"
+
 #include <doctest/doctest.h>
 
-#include "tests/fakes/common/fake_clock.h"
-#include "consumer/cluster_lease.h"
 #include "consumer/hub_mirror.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "tests/unit/consumer/fake_object_store.h"
 
 using namespace syncbus;
@@ -86,7 +87,7 @@ TEST_CASE("an expired lease is taken over and the old holder is fenced") {
   // consumer-a wakes up: its renewal finds the lease moved on and gives up.
   p.a.RenewHeld();
   CHECK((*held)->lost());
-  p.a.Release(*held);   // must not clear consumer-b's record
+  p.a.Release(*held);  // must not clear consumer-b's record
   CHECK(p.Lease()["spec"]["holderIdentity"] == "consumer-b");
   CHECK((*taken)->Check(p.clock).ok());
 }
@@ -110,7 +111,7 @@ TEST_CASE("a hub outage fences the holder once the lease could have lapsed") {
   p.hub.SetOutage(Status(Code::kUnavailable, "connection refused"));
   p.clock.Advance(10s);
   p.a.RenewHeld();
-  CHECK((*held)->Check(p.clock).ok());   // still inside duration - margin
+  CHECK((*held)->Check(p.clock).ok());  // still inside duration - margin
   p.clock.Advance(11s);
   p.a.RenewHeld();
   CHECK_FALSE((*held)->Check(p.clock).ok());
@@ -137,13 +138,15 @@ struct MirroredPool {
   // A ClusterSync stored at `version`, delivered to both mirrors.
   void StatusStored(const std::string& version) {
     Json cs = {{"metadata", {{"namespace", "ns1"}, {"name", "c1"}, {"resourceVersion", version}}}};
-    for (HubMirror* m : {&mirror_a, &mirror_b}) m->handler(HubCollection::kClusterSyncs).OnUpsert(cs);
+    for (HubMirror* m : {&mirror_a, &mirror_b})
+      m->handler(HubCollection::kClusterSyncs).OnUpsert(cs);
   }
 };
 
 }  // namespace
 
-TEST_CASE("with a mirror, taking a lease is one write and no read, and the status write gives it back") {
+TEST_CASE(
+    "with a mirror, taking a lease is one write and no read, and the status write gives it back") {
   MirroredPool p;
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE_MESSAGE(held.ok(), held.status().ToString());
@@ -170,7 +173,7 @@ TEST_CASE("with a mirror, taking a lease is one write and no read, and the statu
 
 TEST_CASE("a lease newer than the cluster's status is still held") {
   MirroredPool p;
-  p.StatusStored("1");   // an older status (the store's versions start after it)
+  p.StatusStored("1");  // an older status (the store's versions start after it)
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE(held.ok());
   p.Deliver(p.mirror_b);
@@ -189,18 +192,20 @@ TEST_CASE("a renewal after the status write keeps the lease until it is given ba
   MirroredPool p;
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE(held.ok());
-  std::string status_version = std::to_string(std::stoi(std::string(p.Lease()["metadata"]["resourceVersion"])) + 1);
-  p.hub.Overwrite(kube::Object(kube::resources::kConfigMaps, "ns1", "bump"), Json::object());   // status write
-  p.a.RenewHeld();   // a renewal lands after it
+  std::string status_version =
+      std::to_string(std::stoi(std::string(p.Lease()["metadata"]["resourceVersion"])) + 1);
+  p.hub.Overwrite(kube::Object(kube::resources::kConfigMaps, "ns1", "bump"),
+                  Json::object());  // status write
+  p.a.RenewHeld();                  // a renewal lands after it
   p.a.Release(*held, status_version);
-  CHECK(p.Lease()["spec"]["holderIdentity"] == "");   // released by a write, not by the status
+  CHECK(p.Lease()["spec"]["holderIdentity"] == "");  // released by a write, not by the status
 }
 
 TEST_CASE("a stale lease in the mirror costs one conflict and one read of the hub") {
   MirroredPool p;
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE(held.ok());
-  p.a.Release(*held, "");            // holder cleared on the hub
+  p.a.Release(*held, "");  // holder cleared on the hub
   // consumer-b's mirror has not seen the lease at all: its create conflicts, it reads, it takes.
   auto taken = p.b.Acquire("ns1", "c1");
   REQUIRE_MESSAGE(taken.ok(), taken.status().ToString());
@@ -243,7 +248,8 @@ TEST_CASE("a cluster's Lease lives in syncbus's namespace under a name no other 
   CHECK(lease["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "syncbus");
   CHECK(lease["metadata"]["annotations"][kClusterLeaseAnnotation] == "ns1/c1");
   // Nothing lands in the cluster's own namespace.
-  CHECK(p.hub.Get(kube::Object(kube::resources::kLeases, "ns1", "c1")).status().code() == Code::kNotFound);
+  CHECK(p.hub.Get(kube::Object(kube::resources::kLeases, "ns1", "c1")).status().code() ==
+        Code::kNotFound);
 
   // Another namespace when configured so.
   LeaseOptions elsewhere = Pool::Options("consumer-c");

@@ -1,15 +1,15 @@
 // ClusterSyncer against the simulator in process: what one sync costs the hub, by verb and
 // resource (reading its state from the hub, or from a mirror fed by real reflectors), and when the
 // admin kubeconfig Secret is read.
-#include <doctest/doctest.h>
+#include "consumer/cluster_syncer.h"
 
 #include <map>
 
+#include <doctest/doctest.h>
 #include <prometheus/registry.h>
 
 #include "common/kube/client_impl.h"
 #include "common/kube/reflector.h"
-#include "consumer/cluster_syncer.h"
 #include "consumer/hub_mirror.h"
 #include "tests/fakes/common/http/in_process_transport.h"
 #include "tests/support/wait.h"
@@ -42,10 +42,12 @@ struct Rig {
   std::vector<std::unique_ptr<kube::Reflector>> reflectors;
   std::unique_ptr<MirrorHubReader> mirrored;
   std::unique_ptr<ClusterSyncer> syncer;
-  HubVersions seen;   // what a publisher would have seen: the last write this rig made
+  HubVersions seen;  // what a publisher would have seen: the last write this rig made
 
-  explicit Rig(bool with_mirror = false, std::chrono::milliseconds max_wait = std::chrono::seconds(30)) {
-    sim = kubesim::testing::MakeSimulation({.clusters = 2, .syncsets = 1, .selector_syncsets = 1, .resources = 2});
+  explicit Rig(bool with_mirror = false,
+               std::chrono::milliseconds max_wait = std::chrono::seconds(30)) {
+    sim = kubesim::testing::MakeSimulation(
+        {.clusters = 2, .syncsets = 1, .selector_syncsets = 1, .resources = 2});
     auto generated = sim->GenerateFleet("http://kubesim.test");
     REQUIRE_MESSAGE(generated.ok(), generated.status().ToString());
     transport = std::make_shared<fakes::InProcessTransport>(*sim);
@@ -65,8 +67,8 @@ struct Rig {
           {HubCollection::kLeases, kube::Collection(res::kLeases)},
       };
       for (const auto& [collection, ref] : watched) {
-        reflectors.push_back(std::make_unique<kube::Reflector>(*hub, ref, mirror.handler(collection),
-                                                               kube::Reflector::Options{}));
+        reflectors.push_back(std::make_unique<kube::Reflector>(
+            *hub, ref, mirror.handler(collection), kube::Reflector::Options{}));
         reflectors.back()->Start();
       }
       mirrored = std::make_unique<MirrorHubReader>(mirror, *direct, max_wait, registry);
@@ -76,7 +78,8 @@ struct Rig {
       REQUIRE(sets.ok());
       seen = {sets->resource_version, sets->resource_version, sets->resource_version};
     }
-    syncer = std::make_unique<ClusterSyncer>(SyncerOptions{}, *hub, *reader, *targets, RealClock(), registry);
+    syncer = std::make_unique<ClusterSyncer>(SyncerOptions{}, *hub, *reader, *targets, RealClock(),
+                                             registry);
   }
   ~Rig() {
     for (auto& r : reflectors) r->Stop();
@@ -105,7 +108,8 @@ struct Rig {
     std::map<std::string, uint64_t> out;
     const Json stats = sim->Stats();
     for (const auto& [verb, by_resource] : stats["hubRequests"].items()) {
-      for (const auto& [resource, n] : by_resource.items()) out[verb + " " + resource] = n.get<uint64_t>();
+      for (const auto& [resource, n] : by_resource.items())
+        out[verb + " " + resource] = n.get<uint64_t>();
     }
     return out;
   }
@@ -130,7 +134,8 @@ struct Rig {
     auto sss = hub->Get(kube::Object(kube::resources::kSelectorSyncSets, "", "fleet-sss-00"));
     REQUIRE(sss.ok());
     (*sss)["spec"]["resources"][0]["data"]["edited"] = std::to_string(++edits_);
-    auto updated = hub->Update(kube::Object(kube::resources::kSelectorSyncSets, "", "fleet-sss-00"), *sss);
+    auto updated =
+        hub->Update(kube::Object(kube::resources::kSelectorSyncSets, "", "fleet-sss-00"), *sss);
     REQUIRE(updated.ok());
     seen.selector_sync_sets = (*updated)["metadata"].value("resourceVersion", "");
   }
@@ -153,7 +158,7 @@ TEST_CASE("a cluster's kubeconfig Secret is read once while its syncs succeed") 
   REQUIRE(second.ok());
   CHECK(second->kind == SyncOutcome::Kind::kSynced);
   CHECK(second->applies > 0);
-  CHECK(rig.HubCount("get", "secrets") == 1);   // the kept client, no read
+  CHECK(rig.HubCount("get", "secrets") == 1);  // the kept client, no read
 
   // A full reapply reads it again (bounding how long rotated credentials go unnoticed).
   REQUIRE(rig.Sync(true).ok());
@@ -200,7 +205,7 @@ TEST_CASE("after a failed sync the next one reads the kubeconfig Secret again") 
   auto failed = rig.Sync();
   REQUIRE(failed.ok());
   CHECK_FALSE(failed->failed_sets.empty());
-  CHECK(rig.HubCount("get", "secrets") == 1);   // the failing sync itself used the kept client
+  CHECK(rig.HubCount("get", "secrets") == 1);  // the failing sync itself used the kept client
   rig.Faults(0.0);
   auto healed = rig.Sync();
   REQUIRE(healed.ok());
@@ -208,7 +213,9 @@ TEST_CASE("after a failed sync the next one reads the kubeconfig Secret again") 
   CHECK(rig.HubCount("get", "secrets") == 2);
 }
 
-TEST_CASE("with the mirror, a steady-state sync costs the hub one request: its status write [concurrent]") {
+TEST_CASE(
+    "with the mirror, a steady-state sync costs the hub one request: its status write "
+    "[concurrent]") {
   Rig rig(/*with_mirror=*/true);
   auto first = rig.Sync();
   REQUIRE_MESSAGE(first.ok(), first.status().ToString());
@@ -238,8 +245,10 @@ TEST_CASE("reading from the hub, the same sync costs four reads more") {
   auto before = rig.HubRequests();
   auto second = rig.Sync();
   REQUIRE(second.ok());
-  std::map<std::string, uint64_t> expected = {{"get clusterdeployments", 1}, {"list syncsets", 1},
-                                              {"list selectorsyncsets", 1}, {"get clustersyncs", 1},
+  std::map<std::string, uint64_t> expected = {{"get clusterdeployments", 1},
+                                              {"list syncsets", 1},
+                                              {"list selectorsyncsets", 1},
+                                              {"get clustersyncs", 1},
                                               {"update clustersyncs/status", 1}};
   CHECK(rig.SyncRequests(before) == expected);
 }
@@ -248,26 +257,32 @@ TEST_CASE("a status written by someone else since the mirror saw it: a 409, one 
   Rig rig(/*with_mirror=*/true);
   REQUIRE(rig.Sync().ok());
   // Another writer (the mirror may or may not have seen it yet when the sync runs).
-  auto cs = rig.hub->Get(kube::Object(kube::resources::kClusterSyncs, "cluster-0001", "cluster-0001"));
+  auto cs =
+      rig.hub->Get(kube::Object(kube::resources::kClusterSyncs, "cluster-0001", "cluster-0001"));
   REQUIRE(cs.ok());
   (*cs)["status"]["syncSets"][0]["lastTransitionTime"] = "2020-01-01T00:00:00Z";
-  auto written = rig.hub->Update(kube::StatusOf(kube::resources::kClusterSyncs, "cluster-0001", "cluster-0001"), *cs);
+  auto written = rig.hub->Update(
+      kube::StatusOf(kube::resources::kClusterSyncs, "cluster-0001", "cluster-0001"), *cs);
   REQUIRE(written.ok());
   rig.EditSelectorSyncSet();
   auto synced = rig.Sync();
   REQUIRE_MESSAGE(synced.ok(), synced.status().ToString());
   CHECK(synced->kind == SyncOutcome::Kind::kSynced);
-  auto after = rig.hub->Get(kube::Object(kube::resources::kClusterSyncs, "cluster-0001", "cluster-0001"));
+  auto after =
+      rig.hub->Get(kube::Object(kube::resources::kClusterSyncs, "cluster-0001", "cluster-0001"));
   REQUIRE(after.ok());
   auto parsed = hive::ClusterSync::FromJson(*after);
   REQUIRE(parsed.ok());
   REQUIRE(parsed->status.selector_sync_sets.size() == 1);
   CHECK(parsed->status.selector_sync_sets[0].observed_generation == 2);
-  REQUIRE(parsed->status.sync_sets.size() == 1);   // the other writer's entry, kept through the merge
+  REQUIRE(parsed->status.sync_sets.size() ==
+          1);  // the other writer's entry, kept through the merge
   CHECK(parsed->status.sync_sets[0].last_transition_time == "2020-01-01T00:00:00Z");
 }
 
-TEST_CASE("a publisher ahead of the consumer mirror: the sync applies what the publisher saw [concurrent]") {
+TEST_CASE(
+    "a publisher ahead of the consumer mirror: the sync applies what the publisher saw "
+    "[concurrent]") {
   Rig rig(/*with_mirror=*/true, std::chrono::milliseconds(200));
   REQUIRE(rig.Sync().ok());
   // The mirror's SelectorSyncSet watch stalls; the publisher sees an edit the mirror never gets.
@@ -279,7 +294,7 @@ TEST_CASE("a publisher ahead of the consumer mirror: the sync applies what the p
   CHECK(synced->kind == SyncOutcome::Kind::kSynced);
   REQUIRE(synced->sets.size() == 1);
   CHECK(synced->sets[0].name == "fleet-sss-00");
-  CHECK(synced->sets[0].generation == 2);   // the edit, not the mirror's older generation
+  CHECK(synced->sets[0].generation == 2);  // the edit, not the mirror's older generation
   // Read from the hub after the bounded wait, and said so.
   auto requests = rig.SyncRequests(before);
   CHECK(requests["list selectorsyncsets"] == 1);
@@ -288,13 +303,16 @@ TEST_CASE("a publisher ahead of the consumer mirror: the sync applies what the p
   for (const auto& family : rig.registry.Collect()) {
     if (family.name != "syncbus_consumer_hub_state_reads_total") continue;
     for (const auto& m : family.metric) {
-      for (const auto& l : m.label) counted = counted || (l.value == "behind" && m.counter.value == 1);
+      for (const auto& l : m.label)
+        counted = counted || (l.value == "behind" && m.counter.value == 1);
     }
   }
   CHECK(counted);
 }
 
-TEST_CASE("a sync overtaken between its read and its claim reads the hub again and applies the newer state [concurrent]") {
+TEST_CASE(
+    "a sync overtaken between its read and its claim reads the hub again and applies the newer "
+    "state [concurrent]") {
   Rig rig(/*with_mirror=*/true);
   REQUIRE(rig.Sync(/*full_reapply=*/true).ok());
   auto sss = rig.hub->Get(kube::Object(kube::resources::kSelectorSyncSets, "", "fleet-sss-00"));
@@ -304,10 +322,11 @@ TEST_CASE("a sync overtaken between its read and its claim reads the hub again a
                                   first["metadata"].value("namespace", "default") + "/configmaps/" +
                                   first["metadata"]["name"].get<std::string>();
   // A second consumer, reading the hub directly.
-  ClusterSyncer other(SyncerOptions{}, *rig.hub, *rig.direct, *rig.targets, RealClock(), rig.registry);
+  ClusterSyncer other(SyncerOptions{}, *rig.hub, *rig.direct, *rig.targets, RealClock(),
+                      rig.registry);
   SyncRequest request;
   request.cluster_namespace = request.cluster_name = "cluster-0001";
-  request.full_reapply = true;   // a queued resync: it has work even with nothing changed
+  request.full_reapply = true;  // a queued resync: it has work even with nothing changed
   request.seen = rig.seen;
   // Between this sync's read and its claim, the set is edited and the other consumer applies the
   // edit (a change that overtook the resync) and stores its status.
@@ -334,7 +353,7 @@ TEST_CASE("a sync overtaken between its read and its claim reads the hub again a
   CHECK(outcome->kind == SyncOutcome::Kind::kSynced);
   auto cm = rig.hub->GetPath(target_path);
   REQUIRE(cm.ok());
-  CHECK((*cm)["data"].value("edited", "") == "1");   // the resync did not put the old content back
+  CHECK((*cm)["data"].value("edited", "") == "1");  // the resync did not put the old content back
   double overtaken = 0;
   for (const auto& fam : rig.registry.Collect()) {
     if (fam.name != "syncbus_consumer_hub_state_reads_total") continue;

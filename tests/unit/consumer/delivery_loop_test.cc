@@ -1,4 +1,4 @@
-#include <doctest/doctest.h>
+#include "consumer/delivery_loop.h"
 
 #include <condition_variable>
 #include <functional>
@@ -7,12 +7,13 @@
 #include <set>
 #include <thread>
 
-#include "tests/fakes/common/amqp/fake_session.h"
-#include "common/bus/topology.h"
-#include "tests/fakes/common/fake_clock.h"
+#include <doctest/doctest.h>
+
 #include "common/bus/sync_message.h"
+#include "common/bus/topology.h"
 #include "common/bus/trace_event.h"
-#include "consumer/delivery_loop.h"
+#include "tests/fakes/common/amqp/fake_session.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "tests/support/wait.h"
 #include "tests/unit/consumer/fake_object_store.h"
 
@@ -53,7 +54,7 @@ struct Script {
   std::mutex mu;
   std::map<std::string, std::vector<Result<SyncOutcome>>> outcomes;
   std::vector<std::string> ran;
-  std::function<void(const SyncRequest&)> during;   // runs inside the "sync"
+  std::function<void(const SyncRequest&)> during;  // runs inside the "sync"
   int fence_failures = 0;
 
   SyncFunction Function() {
@@ -143,7 +144,7 @@ struct Harness {
   amqp::TopologyOptions topology;
 
   std::mutex no_write_mu;
-  std::map<std::string, std::string> no_write;   // cluster name -> settled_already's answer
+  std::map<std::string, std::string> no_write;  // cluster name -> settled_already's answer
 
   explicit Harness(int workers = 4, bool with_leases = true) {
     topology.retry_tiers = {1s, 2s, 4s};
@@ -168,7 +169,8 @@ struct Harness {
       auto it = no_write.find(r.cluster_name);
       return it == no_write.end() ? std::string() : it->second;
     };
-    loop = std::make_unique<DeliveryLoop>(options, session, script.Function(), leases.get(), clock, registry);
+    loop = std::make_unique<DeliveryLoop>(options, session, script.Function(), leases.get(), clock,
+                                          registry);
     REQUIRE(loop->Subscribe().ok());
   }
 
@@ -233,13 +235,16 @@ struct Harness {
     FAIL(family << " is not registered");
     return -1;
   }
-  std::vector<amqp::Message> Retrying(const std::string& tier) { return broker.ReadyMessages("syncbus.retry." + tier); }
+  std::vector<amqp::Message> Retrying(const std::string& tier) {
+    return broker.ReadyMessages("syncbus.retry." + tier);
+  }
   // Steps the loop until the first sync has run and its worker has handed the result over (it
   // lowers the busy gauge and does that under one lock): the next Step settles it.
   void WaitForFirstResult() {
     StepUntil([&] { return script.runs() > 0; });
     auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (Gauge("syncbus_consumer_workers_busy") > 0 && std::chrono::steady_clock::now() < deadline) {
+    while (Gauge("syncbus_consumer_workers_busy") > 0 &&
+           std::chrono::steady_clock::now() < deadline) {
       std::this_thread::yield();
     }
   }
@@ -297,7 +302,7 @@ struct HeldSyncs {
   Harness& h;
   std::mutex mu;
   std::condition_variable cv;
-  std::set<std::string> open, running;   // guarded by mu (read them in StepUntil's predicate)
+  std::set<std::string> open, running;  // guarded by mu (read them in StepUntil's predicate)
   std::vector<std::string> started;
   bool all_open = false;
 
@@ -348,7 +353,8 @@ struct HeldSyncs {
 
 }  // namespace
 
-TEST_CASE("a delivery is acked once its sync succeeded and nothing is left in any queue [concurrent]") {
+TEST_CASE(
+    "a delivery is acked once its sync succeeded and nothing is left in any queue [concurrent]") {
   Harness h;
   for (const char* c : {"c1", "c2", "c3"}) h.Send(Request(c));
   h.StepUntilIdle();
@@ -356,9 +362,10 @@ TEST_CASE("a delivery is acked once its sync succeeded and nothing is left in an
   CHECK(h.Unacked() == 0);
   CHECK(h.Retrying("1s").empty());
   CHECK(h.Dead().empty());
-  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "applied"}}) == 3);
+  CHECK(h.Counter("syncbus_consumer_deliveries_total",
+                  {{"lane", "change"}, {"outcome", "applied"}}) == 3);
   CHECK(h.Counter("syncbus_consumer_leases_total", {{"event", "acquired"}}) == 3);
-  CHECK(h.leases->held() == 0);   // released after each sync
+  CHECK(h.leases->held() == 0);  // released after each sync
 }
 
 TEST_CASE("transient failures walk the delay tiers, then park with headers saying why") {
@@ -370,7 +377,7 @@ TEST_CASE("transient failures walk the delay tiers, then park with headers sayin
   REQUIRE(r1.size() == 1);
   CHECK(r1[0].headers[kAttemptHeader] == 1);
   CHECK(r1[0].headers[kLastErrorHeader].get<std::string>().find("503") != std::string::npos);
-  CHECK(h.Unacked() == 0);   // the original was acked after the retry was confirmed
+  CHECK(h.Unacked() == 0);  // the original was acked after the retry was confirmed
 
   // The tier's TTL returns it to its own lane; the next failure goes one tier up.
   h.clock.Advance(1100ms);
@@ -391,7 +398,8 @@ TEST_CASE("transient failures walk the delay tiers, then park with headers sayin
   CHECK(h.Counter("syncbus_consumer_retries_total", {{"tier", "1s"}}) == 1);
   CHECK(h.Counter("syncbus_consumer_retries_total", {{"tier", "4s"}}) == 1);
   CHECK(h.Counter("syncbus_consumer_dead_lettered_total", {{"reason", "max-attempts"}}) == 1);
-  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "resync"}, {"outcome", "retried"}}) == 3);
+  CHECK(h.Counter("syncbus_consumer_deliveries_total",
+                  {{"lane", "resync"}, {"outcome", "retried"}}) == 3);
 }
 
 TEST_CASE(
@@ -428,7 +436,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a retry refused for 3 s on a live channel goes out on a new publishing channel, the deliveries "
+    "a retry refused for 3 s on a live channel goes out on a new publishing channel, the "
+    "deliveries "
     "staying [concurrent]") {
   // RabbitMQ 3.10 keeps refusing on a channel that first used a queue while it elected a new
   // leader, while a new channel is served (channel_renewal.h). A new connection would give back
@@ -438,21 +447,22 @@ TEST_CASE(
   h.script.outcomes["c1"] = {FailedSets(true), Applied()};
   h.Send(Request("c1"));
   h.WaitForFirstResult();
-  REQUIRE(h.loop->Step(0ms).ok());   // refused: kept, 250 ms
+  REQUIRE(h.loop->Step(0ms).ok());  // refused: kept, 250 ms
   for (auto wait : {250ms, 500ms, 1000ms}) {
     h.clock.Advance(wait);
     REQUIRE(h.loop->Step(0ms).ok());  // 1.75 s of refusals
     CHECK(h.Retrying("1s").empty());
   }
   h.clock.Advance(2000ms);
-  REQUIRE(h.loop->Step(0ms).ok());    // 3.75 s: a new publishing channel
-  REQUIRE(h.loop->Step(0ms).ok());    // tried again at once, on it: taken
+  REQUIRE(h.loop->Step(0ms).ok());  // 3.75 s: a new publishing channel
+  REQUIRE(h.loop->Step(0ms).ok());  // tried again at once, on it: taken
   CHECK(h.Retrying("1s").size() == 1);
   CHECK(h.Unacked() == 0);
   CHECK(h.session.connected());
-  CHECK(h.broker.LiveConnections() == 2);   // the publisher's and this one: no new connection
+  CHECK(h.broker.LiveConnections() == 2);  // the publisher's and this one: no new connection
   CHECK(h.Counter("syncbus_consumer_redeliveries_total", {}) == 0);
-  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "retried"}}) == 1);
+  CHECK(h.Counter("syncbus_consumer_deliveries_total",
+                  {{"lane", "change"}, {"outcome", "retried"}}) == 1);
 }
 
 TEST_CASE(
@@ -465,7 +475,7 @@ TEST_CASE(
   while (renew.ok() && h.clock.Now() - refused < 20s) {
     h.clock.Advance(250ms);
     renew = h.loop->Step(0ms);
-    CHECK(h.Unacked() == 1);   // kept until the connection goes
+    CHECK(h.Unacked() == 1);  // kept until the connection goes
   }
   // New channels at 3 s and 6 s of refusals, a new connection at 12 s.
   CHECK(renew.code() == Code::kUnavailable);
@@ -490,7 +500,8 @@ TEST_CASE(
 
 TEST_CASE("a request that recovers after a retry ends acked") {
   Harness h;
-  h.script.outcomes["c1"] = {Result<SyncOutcome>(Status(Code::kTimeout, "hub read timed out")), Applied()};
+  h.script.outcomes["c1"] = {Result<SyncOutcome>(Status(Code::kTimeout, "hub read timed out")),
+                             Applied()};
   h.Send(Request("c1"));
   h.StepUntilIdle();
   REQUIRE(h.Retrying("1s").size() == 1);
@@ -498,15 +509,17 @@ TEST_CASE("a request that recovers after a retry ends acked") {
   h.StepUntilIdle();
   CHECK(h.Retrying("1s").empty());
   CHECK(h.Dead().empty());
-  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "applied"}}) == 1);
+  CHECK(h.Counter("syncbus_consumer_deliveries_total",
+                  {{"lane", "change"}, {"outcome", "applied"}}) == 1);
 }
 
 TEST_CASE("failed attempts, the parking and a recovery become Events, and a plain success none") {
   Harness h;
   h.script.outcomes["failing"] = {FailedSets(true)};
-  h.script.outcomes["healing"] = {Result<SyncOutcome>(Status(Code::kTimeout, "hub read timed out")), Applied()};
+  h.script.outcomes["healing"] = {Result<SyncOutcome>(Status(Code::kTimeout, "hub read timed out")),
+                                  Applied()};
   SyncOutcome after_failure = Applied();
-  after_failure.recovered = true;   // its ClusterSync showed a failing set
+  after_failure.recovered = true;  // its ClusterSync showed a failing set
   h.script.outcomes["healed"] = {after_failure};
   for (const char* name : {"failing", "healing", "healed", "fine"}) h.Send(Request(name), name);
   h.StepUntilIdle();
@@ -532,22 +545,24 @@ TEST_CASE("failed attempts, the parking and a recovery become Events, and a plai
   REQUIRE(healing.size() == 2);
   CHECK(healing[0].kind == SyncEvent::Kind::kFailed);
   CHECK(healing[0].message.find("hub read timed out") != std::string::npos);
-  CHECK(healing[1].kind == SyncEvent::Kind::kRecovered);   // its second attempt succeeded
+  CHECK(healing[1].kind == SyncEvent::Kind::kRecovered);  // its second attempt succeeded
 
   std::vector<SyncEvent> healed = h.events.Of("healed");
   REQUIRE(healed.size() == 1);
   CHECK(healed[0].kind == SyncEvent::Kind::kRecovered);
-  CHECK(h.events.Of("fine").empty());   // steady state: no Event, no hub write
+  CHECK(h.events.Of("fine").empty());  // steady state: no Event, no hub write
   CHECK(std::string(SyncEventReason(SyncEvent::Kind::kParked)) == "SyncParked");
   CHECK(std::string(SyncEventType(SyncEvent::Kind::kRecovered)) == "Normal");
 }
 
-TEST_CASE("429 with Retry-After skips tiers shorter than asked, permanent failures use the slow tier") {
+TEST_CASE(
+    "429 with Retry-After skips tiers shorter than asked, permanent failures use the slow tier") {
   Harness h;
-  h.script.outcomes["throttled"] = {
-      Result<SyncOutcome>(Status(Code::kTooManyRequests, "429 Too Many Requests").WithRetryAfter(1500ms))};
+  h.script.outcomes["throttled"] = {Result<SyncOutcome>(
+      Status(Code::kTooManyRequests, "429 Too Many Requests").WithRetryAfter(1500ms))};
   h.script.outcomes["invalid"] = {FailedSets(false)};
-  h.script.outcomes["forbidden"] = {Result<SyncOutcome>(Status(Code::kUnauthorized, "403 Forbidden"))};
+  h.script.outcomes["forbidden"] = {
+      Result<SyncOutcome>(Status(Code::kUnauthorized, "403 Forbidden"))};
   h.Send(Request("throttled"));
   h.Send(Request("invalid"));
   h.Send(Request("forbidden"));
@@ -581,13 +596,15 @@ TEST_CASE("an undecodable message is parked at once without running anything") {
   CHECK(h.Unacked() == 0);
 }
 
-TEST_CASE("a lost broker connection stops its syncs at their next write and gives their leases back at once [concurrent]") {
+TEST_CASE(
+    "a lost broker connection stops its syncs at their next write and gives their leases back at "
+    "once [concurrent]") {
   Harness h(2, true);
   Gate gate;
   h.script.during = [&](const SyncRequest&) { gate.Wait(); };
   h.Send(Request("c1"));
   h.StepUntil([&] { return h.leases->held() > 0; });
-  REQUIRE(h.leases->held() == 1);   // claimed at the sync's first fence call
+  REQUIRE(h.leases->held() == 1);  // claimed at the sync's first fence call
   h.broker.DropConnections();
   CHECK_FALSE(h.loop->Step(0ms).ok());
   h.loop->ConnectionLost();
@@ -596,7 +613,8 @@ TEST_CASE("a lost broker connection stops its syncs at their next write and give
   // the hub (its holder cleared: no status was stored) before any reconnect, so whoever the
   // broker hands the request to can take the cluster.
   auto given_back = [&] {
-    auto lease = h.hub.Get(kube::Object(kube::resources::kLeases, "syncbus", ClusterLeaseName("ns1", "c1")));
+    auto lease =
+        h.hub.Get(kube::Object(kube::resources::kLeases, "syncbus", ClusterLeaseName("ns1", "c1")));
     return lease.ok() && (*lease)["spec"].value("holderIdentity", "x").empty();
   };
   CHECK(testing::WaitFor(given_back, 10s, 1ms));
@@ -606,7 +624,7 @@ TEST_CASE("a lost broker connection stops its syncs at their next write and give
   other.identity = "consumer-2";
   ClusterLeases elsewhere(other, h.hub, h.clock, h.registry);
   auto taken = elsewhere.Acquire("ns1", "c1");
-  CHECK_MESSAGE(taken.ok(), taken.status().ToString());   // no need to wait for the lease to lapse
+  CHECK_MESSAGE(taken.ok(), taken.status().ToString());  // no need to wait for the lease to lapse
 }
 
 TEST_CASE("a cluster busy on another consumer is deferred without counting an attempt") {
@@ -625,7 +643,8 @@ TEST_CASE("a cluster busy on another consumer is deferred without counting an at
   REQUIRE(deferred.size() == 1);
   CHECK(deferred[0].headers[kAttemptHeader] == 0);
   CHECK_FALSE(deferred[0].headers.contains(kFirstFailureHeader));
-  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "busy"}}) == 1);
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "busy"}}) ==
+        1);
   CHECK(h.Counter("syncbus_consumer_retries_total", {{"tier", "1s"}}) == 0);
 
   elsewhere.Release(*held);
@@ -659,10 +678,12 @@ TEST_CASE("the change lane is served before the resync lane") {
   h.Send(Request("first", amqp::Lane::kResync));
   // Wait until the single worker is busy with "first", then queue the rest behind it.
   auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (h.script.runs() == 0 && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
+  while (h.script.runs() == 0 && std::chrono::steady_clock::now() < deadline)
+    REQUIRE(h.loop->Step(0ms).ok());
   for (const char* c : {"r1", "r2", "r3"}) h.Send(Request(c, amqp::Lane::kResync));
   h.Send(Request("edit", amqp::Lane::kChange));
-  while (h.loop->in_flight() < 5 && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
+  while (h.loop->in_flight() < 5 && std::chrono::steady_clock::now() < deadline)
+    REQUIRE(h.loop->Step(0ms).ok());
   REQUIRE(h.loop->in_flight() == 5);
   gate.Open();
   h.StepUntilIdle();
@@ -695,7 +716,8 @@ TEST_CASE("busy workers are counted against the workers [concurrent]") {
   CHECK(h.Gauge("syncbus_consumer_workers_busy") == 0);
   for (const char* c : {"c1", "c2", "c3"}) h.Send(Request(c));
   auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (h.Gauge("syncbus_consumer_workers_busy") < 3 && std::chrono::steady_clock::now() < deadline) {
+  while (h.Gauge("syncbus_consumer_workers_busy") < 3 &&
+         std::chrono::steady_clock::now() < deadline) {
     REQUIRE(h.loop->Step(0ms).ok());
     std::this_thread::yield();
   }
@@ -726,23 +748,26 @@ TEST_CASE("after a lost connection the old result is dropped and the redelivery 
   CHECK(h.script.runs() == 2);
   CHECK(h.Unacked() == 0);
   CHECK(h.Counter("syncbus_consumer_redeliveries_total", {}) == 1);
-  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "quarantined"}}) == 1);
-  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "applied"}}) == 1);
+  CHECK(h.Counter("syncbus_consumer_deliveries_total",
+                  {{"lane", "change"}, {"outcome", "quarantined"}}) == 1);
+  CHECK(h.Counter("syncbus_consumer_deliveries_total",
+                  {{"lane", "change"}, {"outcome", "applied"}}) == 1);
 }
 
 TEST_CASE("a request whose deliveries keep ending unsettled is parked as poison across deferrals") {
   Harness h;
   SyncRequest r = Request("poison");
-  amqp::Publication p{amqp::kWorkExchange, "change", ToAmqpMessage(r, "syncbus-publisher", "m", h.clock.WallNow())};
-  p.message.headers[kUnsettledHeader] = 2;   // two consumers died holding earlier copies
+  amqp::Publication p{amqp::kWorkExchange, "change",
+                      ToAmqpMessage(r, "syncbus-publisher", "m", h.clock.WallNow())};
+  p.message.headers[kUnsettledHeader] = 2;  // two consumers died holding earlier copies
   REQUIRE(h.publisher.Publish(p, 1s).ok());
   h.Send(Request("healthy"));
   h.StepUntilIdle();
-  CHECK(h.script.runs() == 1);               // 2 is within the limit: held back in the 2nd tier
+  CHECK(h.script.runs() == 1);  // 2 is within the limit: held back in the 2nd tier
   CHECK(h.Retrying("2s").size() == 1);
   h.clock.Advance(2100ms);
   h.StepUntilIdle();
-  CHECK(h.Dead().empty());                   // then it runs
+  CHECK(h.Dead().empty());  // then it runs
   CHECK(h.script.runs() == 2);
 
   // One more consumer died holding it: over the limit, parked without running.
@@ -755,17 +780,24 @@ TEST_CASE("a request whose deliveries keep ending unsettled is parked as poison 
   CHECK(h.script.runs() == 2);
 }
 
-TEST_CASE("a returned request whose cluster needs no write any more is acked without running, held back or parked") {
+TEST_CASE(
+    "a returned request whose cluster needs no write any more is acked without running, held back "
+    "or parked") {
   Harness h;
   h.no_write["done"] = "up-to-date";
-  SUBCASE("over the delivery limit") { h.SendSuspect(Request("done"), 3); }
+  SUBCASE("over the delivery limit") {
+    h.SendSuspect(Request("done"), 3);
+  }
   SUBCASE("back for the first time, not yet held back") {
-    amqp::Publication p{amqp::kWorkExchange, "change",
-                        ToAmqpMessage(Request("done"), "syncbus-publisher", "suspect", h.clock.WallNow())};
+    amqp::Publication p{
+        amqp::kWorkExchange, "change",
+        ToAmqpMessage(Request("done"), "syncbus-publisher", "suspect", h.clock.WallNow())};
     p.message.headers[kUnsettledHeader] = 1;
     REQUIRE(h.publisher.Publish(p, 1s).ok());
   }
-  SUBCASE("back again, to run alone") { h.SendSuspect(Request("done"), 2); }
+  SUBCASE("back again, to run alone") {
+    h.SendSuspect(Request("done"), 2);
+  }
   h.StepUntilIdle();
   h.loop->Step(0ms);
   CHECK(h.script.runs() == 0);
@@ -780,7 +812,9 @@ TEST_CASE("a returned request whose cluster needs no write any more is acked wit
   CHECK(events[0].error.find("up-to-date") != std::string::npos);
 }
 
-TEST_CASE("the no-write answer is asked only of returned requests, and a request that still needs work is parked") {
+TEST_CASE(
+    "the no-write answer is asked only of returned requests, and a request that still needs work "
+    "is parked") {
   Harness h;
   // A fresh request runs even when the mirror says its cluster needs nothing: the sync decides,
   // from the hub when the mirror is behind.
@@ -807,7 +841,7 @@ TEST_CASE("each delivery is traced when taken and when settled, with how it ende
   h.Send(Request("ok"), "ns1/ok/rev-1/1");
   h.Send(Request("bad"), "ns1/bad/rev-1/2");
   h.StepUntilIdle();
-  h.loop->Step(0ms);   // flushes what the last settlement recorded
+  h.loop->Step(0ms);  // flushes what the last settlement recorded
 
   std::map<std::string, std::vector<TraceEvent>> by_cluster;
   for (const auto& e : h.Traced()) by_cluster[e.cluster].push_back(e);
@@ -863,13 +897,15 @@ TEST_CASE("deferrals and parking are traced with their tier and reason") {
   for (const auto& e : h.Traced()) {
     if (e.cluster == "ns1/doomed") doomed.push_back(e);
   }
-  REQUIRE(doomed.size() == 8);   // four deliveries, each taken and settled
+  REQUIRE(doomed.size() == 8);  // four deliveries, each taken and settled
   CHECK(doomed.back().outcome == TraceOutcome::kParked);
   CHECK(doomed.back().dead_reason == "max-attempts");
   CHECK(doomed.back().attempt == 3);
 }
 
-TEST_CASE("a request back after two unsettled deliveries runs alone: after the work in flight, before new work [concurrent]") {
+TEST_CASE(
+    "a request back after two unsettled deliveries runs alone: after the work in flight, before "
+    "new work [concurrent]") {
   Harness h(4, false);
   HeldSyncs held(h);
   h.Send(Request("a"));
@@ -892,21 +928,23 @@ TEST_CASE("a request back after two unsettled deliveries runs alone: after the w
   held.Release("c");
   h.StepUntilIdle();
   std::vector<std::string> started = held.Started();
-  REQUIRE(started.size() == 4);   // a and b start together, in either order
+  REQUIRE(started.size() == 4);  // a and b start together, in either order
   CHECK(std::set<std::string>{started[0], started[1]} == std::set<std::string>{"a", "b"});
   CHECK(started[2] == "suspect");
   CHECK(started[3] == "c");
 }
 
-TEST_CASE("a request that runs alone goes back to the shortest tier when the work in flight takes over a second [concurrent]") {
+TEST_CASE(
+    "a request that runs alone goes back to the shortest tier when the work in flight takes over a "
+    "second [concurrent]") {
   Harness h(4, false);
   HeldSyncs held(h);
-  h.Send(Request("slow"));   // e.g. a target that does not answer
+  h.Send(Request("slow"));  // e.g. a target that does not answer
   held.StepUntil([&] { return held.running.size() == 1; });
   h.SendSuspect(Request("suspect"), 2);
   h.Send(Request("c"));
   held.StepUntil([&] { return h.loop->in_flight() == 3; });
-  CHECK(held.Running() == std::set<std::string>{"slow"});   // c waits behind the suspect
+  CHECK(held.Running() == std::set<std::string>{"slow"});  // c waits behind the suspect
   h.clock.Advance(999ms);
   REQUIRE(h.loop->Step(0ms).ok());
   CHECK(h.Retrying("1s").empty());
@@ -916,15 +954,18 @@ TEST_CASE("a request that runs alone goes back to the shortest tier when the wor
   auto deferred = h.Retrying("1s");
   REQUIRE(deferred.size() == 1);
   CHECK(UnsettledDeliveries(deferred[0]) == 2);
-  CHECK_FALSE(NeedsQuarantine(deferred[0]));   // back from the tier, it runs alone again
+  CHECK_FALSE(NeedsQuarantine(deferred[0]));  // back from the tier, it runs alone again
   CHECK(held.Started() == std::vector<std::string>{"slow", "c"});
-  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "busy"}}) == 1);
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "busy"}}) ==
+        1);
   held.Release("slow");
   held.Release("c");
   h.StepUntilIdle();
 }
 
-TEST_CASE("a request back after one unsettled delivery (most often a lost connection) runs beside other work [concurrent]") {
+TEST_CASE(
+    "a request back after one unsettled delivery (most often a lost connection) runs beside other "
+    "work [concurrent]") {
   Harness h(4, false);
   HeldSyncs held(h);
   h.Send(Request("a"));
@@ -938,13 +979,15 @@ TEST_CASE("a request back after one unsettled delivery (most often a lost connec
   held.Release("suspect");
   held.Release("c");
   h.StepUntilIdle();
-  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "applied"}}) == 3);
+  CHECK(h.Counter("syncbus_consumer_deliveries_total",
+                  {{"lane", "change"}, {"outcome", "applied"}}) == 3);
 }
 
-TEST_CASE("a request that runs alone does not wait for syncs left from a lost connection [concurrent]") {
+TEST_CASE(
+    "a request that runs alone does not wait for syncs left from a lost connection [concurrent]") {
   Harness h(4, false);
   HeldSyncs held(h);
-  h.Send(Request("stuck"));   // e.g. in a target's request timeout
+  h.Send(Request("stuck"));  // e.g. in a target's request timeout
   held.StepUntil([&] { return held.running.size() == 1; });
   h.broker.DropConnections();
   CHECK_FALSE(h.loop->Step(0ms).ok());
@@ -958,18 +1001,21 @@ TEST_CASE("a request that runs alone does not wait for syncs left from a lost co
   CHECK(held.Running() == std::set<std::string>{"stuck", "suspect"});
   // It still runs alone as far as the live connection's work goes.
   h.Send(Request("c"));
-  held.StepUntil([&] { return h.loop->in_flight() == 3; });   // stuck, the suspect and c
+  held.StepUntil([&] { return h.loop->in_flight() == 3; });  // stuck, the suspect and c
   CHECK(held.Running() == std::set<std::string>{"stuck", "suspect"});
   held.Release("suspect");
   held.StepUntil([&] { return held.running.count("c") == 1; });
   held.Release("c");
   held.Release("stuck");
   held.StepUntil([&] { return h.loop->in_flight() == 0 && held.running.empty(); });
-  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "applied"}}) == 2);
-  CHECK(h.Retrying("1s").size() == 1);   // the old connection's "stuck", back once: held back
+  CHECK(h.Counter("syncbus_consumer_deliveries_total",
+                  {{"lane", "change"}, {"outcome", "applied"}}) == 2);
+  CHECK(h.Retrying("1s").size() == 1);  // the old connection's "stuck", back once: held back
 }
 
-TEST_CASE("a held-back request whose cluster is leased elsewhere is deferred at once, without waiting to run alone [concurrent]") {
+TEST_CASE(
+    "a held-back request whose cluster is leased elsewhere is deferred at once, without waiting to "
+    "run alone [concurrent]") {
   Harness h(4);
   LeaseOptions other;
   other.identity = "consumer-2";
@@ -986,17 +1032,20 @@ TEST_CASE("a held-back request whose cluster is leased elsewhere is deferred at 
   };
   h.Send(Request("slow"));
   auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (h.script.runs() == 0 && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
+  while (h.script.runs() == 0 && std::chrono::steady_clock::now() < deadline)
+    REQUIRE(h.loop->Step(0ms).ok());
 
   h.SendSuspect(Request("suspect"), 1);
   // Deferred while "slow" still runs: it did not wait for the consumer to be idle.
   deadline = std::chrono::steady_clock::now() + 10s;
-  while (h.Retrying("1s").empty() && std::chrono::steady_clock::now() < deadline) REQUIRE(h.loop->Step(0ms).ok());
+  while (h.Retrying("1s").empty() && std::chrono::steady_clock::now() < deadline)
+    REQUIRE(h.loop->Step(0ms).ok());
   auto deferred = h.Retrying("1s");
   REQUIRE(deferred.size() == 1);
-  CHECK(UnsettledDeliveries(deferred[0]) == 1);   // still counted towards the delivery limit
-  CHECK(h.script.runs() == 1);                    // "suspect" never ran
-  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "busy"}}) == 1);
+  CHECK(UnsettledDeliveries(deferred[0]) == 1);  // still counted towards the delivery limit
+  CHECK(h.script.runs() == 1);                   // "suspect" never ran
+  CHECK(h.Counter("syncbus_consumer_deliveries_total", {{"lane", "change"}, {"outcome", "busy"}}) ==
+        1);
   {
     std::lock_guard lock(mu);
     open = true;

@@ -2,8 +2,8 @@
 
 #include <doctest/doctest.h>
 
-#include "tests/fakes/common/fake_clock.h"
 #include "common/time_format.h"
+#include "tests/fakes/common/fake_clock.h"
 
 using namespace syncbus;
 using namespace syncbus::consumer;

@@ -24,8 +24,10 @@ class FakeObjectStore final : public kube::Client {
   Result<Json> Create(const kube::ObjectRef& collection, const Json& object) override {
     std::lock_guard lock(mu_);
     if (!outage_.ok()) return outage_;
-    kube::ObjectRef ref = kube::Object(collection.resource, collection.ns, object["metadata"]["name"]);
-    if (objects_.count(ref.Path())) return Status(Code::kAlreadyExists, ref.Describe() + " already exists");
+    kube::ObjectRef ref =
+        kube::Object(collection.resource, collection.ns, object["metadata"]["name"]);
+    if (objects_.count(ref.Path()))
+      return Status(Code::kAlreadyExists, ref.Describe() + " already exists");
     return Store(ref, object);
   }
   Result<Json> Update(const kube::ObjectRef& ref, const Json& object) override {
@@ -40,13 +42,22 @@ class FakeObjectStore final : public kube::Client {
     return Store(ref, object);
   }
 
-  Result<kube::ObjectList> List(const kube::ObjectRef&, const kube::ListOptions&) override { return Unsupported(); }
-  Result<std::unique_ptr<kube::WatchStream>> Watch(const kube::ObjectRef&, const kube::WatchOptions&) override {
+  Result<kube::ObjectList> List(const kube::ObjectRef&, const kube::ListOptions&) override {
     return Unsupported();
   }
-  Result<Json> Apply(const kube::ObjectRef&, const Json&, const kube::ApplyOptions&) override { return Unsupported(); }
-  Result<Json> Patch(const kube::ObjectRef&, kube::PatchType, const std::string&) override { return Unsupported(); }
-  Status Delete(const kube::ObjectRef&, const kube::DeleteOptions&) override { return Unsupported(); }
+  Result<std::unique_ptr<kube::WatchStream>> Watch(const kube::ObjectRef&,
+                                                   const kube::WatchOptions&) override {
+    return Unsupported();
+  }
+  Result<Json> Apply(const kube::ObjectRef&, const Json&, const kube::ApplyOptions&) override {
+    return Unsupported();
+  }
+  Result<Json> Patch(const kube::ObjectRef&, kube::PatchType, const std::string&) override {
+    return Unsupported();
+  }
+  Status Delete(const kube::ObjectRef&, const kube::DeleteOptions&) override {
+    return Unsupported();
+  }
   Result<Json> GetPath(const std::string&) override { return Unsupported(); }
 
   // Every call fails with `status` until SetOutage(Status::Ok()).

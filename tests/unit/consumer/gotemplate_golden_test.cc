@@ -1,12 +1,12 @@
 // The Go-template engine against Go itself: every case of tests/oracle/gotemplate/golden.txt
 // (written by the Go oracle from corpus.txt with Go's text/template, as Hive's clustersync
 // runs it) must render to the same bytes or fail with the same message.
-#include <doctest/doctest.h>
-
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "consumer/gotemplate/go_text.h"
 #include "consumer/templates.h"

@@ -1,12 +1,12 @@
 #include "consumer/hive_client_metrics.h"
 
-#include <doctest/doctest.h>
-#include <prometheus/registry.h>
-
 #include <limits>
 #include <map>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+#include <prometheus/registry.h>
 
 #include "common/http/curl_transport.h"
 #include "common/http/server.h"

@@ -1,13 +1,13 @@
 // HubMirror and the freshness rule of MirrorHubReader, with the mirror fed by hand as its
 // reflectors would feed it, and a counting stand-in for the direct hub read.
-#include <doctest/doctest.h>
+#include "consumer/hub_mirror.h"
 
 #include <future>
 #include <thread>
 
+#include <doctest/doctest.h>
 #include <prometheus/registry.h>
 
-#include "consumer/hub_mirror.h"
 #include "consumer/hub_reader.h"
 
 using namespace syncbus;
@@ -15,7 +15,8 @@ using namespace syncbus::consumer;
 
 namespace {
 
-Json Meta(const std::string& ns, const std::string& name, const std::string& version, int64_t generation = 1) {
+Json Meta(const std::string& ns, const std::string& name, const std::string& version,
+          int64_t generation = 1) {
   Json m = {{"name", name}, {"resourceVersion", version}, {"generation", generation}};
   if (!ns.empty()) m["namespace"] = ns;
   return m;
@@ -23,13 +24,17 @@ Json Meta(const std::string& ns, const std::string& name, const std::string& ver
 
 Json Cd(const std::string& name, const std::string& version) {
   return {{"metadata", Meta(name, name, version)},
-          {"spec", {{"installed", true}, {"clusterMetadata", {{"adminKubeconfigSecretRef", {{"name", "kc"}}}}}}}};
+          {"spec",
+           {{"installed", true},
+            {"clusterMetadata", {{"adminKubeconfigSecretRef", {{"name", "kc"}}}}}}}};
 }
 
-Json SyncSet(const std::string& ns, const std::string& name, const std::string& cluster, const std::string& version,
-             int64_t generation = 1) {
+Json SyncSet(const std::string& ns, const std::string& name, const std::string& cluster,
+             const std::string& version, int64_t generation = 1) {
   return {{"metadata", Meta(ns, name, version, generation)},
-          {"spec", {{"clusterDeploymentRefs", Json::array({{{"name", cluster}}})}, {"resources", Json::array()}}}};
+          {"spec",
+           {{"clusterDeploymentRefs", Json::array({{{"name", cluster}}})},
+            {"resources", Json::array()}}}};
 }
 
 Json SelectorSyncSet(const std::string& name, const std::string& version) {
@@ -79,7 +84,8 @@ struct ReaderRig {
   CountingReader hub;
   prometheus::Registry registry;
   MirrorHubReader reader;
-  explicit ReaderRig(std::chrono::milliseconds max_wait) : reader(mirror, hub, max_wait, registry) {}
+  explicit ReaderRig(std::chrono::milliseconds max_wait)
+      : reader(mirror, hub, max_wait, registry) {}
   double Reads(const std::string& result) {
     for (const auto& family : registry.Collect()) {
       if (family.name != "syncbus_consumer_hub_state_reads_total") continue;
@@ -105,7 +111,7 @@ TEST_CASE("the mirror serves a cluster's applicable sets and its status") {
   ClusterState state = mirror.Read("c1", "c1");
   REQUIRE(state.cd);
   CHECK(state.cd->meta.name == "c1");
-  REQUIRE(state.sync_sets.size() == 1);   // not the SyncSet of another cluster
+  REQUIRE(state.sync_sets.size() == 1);  // not the SyncSet of another cluster
   CHECK(state.sync_sets[0]->meta.name == "a");
   CHECK(state.selector_sync_sets.size() == 1);
   REQUIRE(state.status);
@@ -114,7 +120,7 @@ TEST_CASE("the mirror serves a cluster's applicable sets and its status") {
 
   mirror.handler(HubCollection::kSyncSets).OnDelete(SyncSet("c1", "a", "c1", "13"));
   CHECK(mirror.Read("c1", "c1").sync_sets.empty());
-  CHECK_FALSE(mirror.Read("c9", "c9").cd);   // unknown cluster: gone
+  CHECK_FALSE(mirror.Read("c9", "c9").cd);  // unknown cluster: gone
 }
 
 TEST_CASE("the mirror keeps the status this process wrote until the watch brings a newer one") {
@@ -151,7 +157,9 @@ TEST_CASE("caught up: the sync reads the mirror and the hub not at all") {
 TEST_CASE("behind: the sync waits until the mirror catches up, then reads it [concurrent]") {
   ReaderRig rig(std::chrono::seconds(30));
   ListAll(rig.mirror, "100");
-  auto read = std::async(std::launch::async, [&] { return rig.reader.Read(MirrorRequest({"", "105", ""})); });
+  auto read = std::async(std::launch::async, [&] {
+    return rig.reader.Read(MirrorRequest({"", "105", ""}));
+  });
   // The publisher saw an edit of SyncSet "a" at 105 that this mirror has yet to receive.
   rig.mirror.handler(HubCollection::kSyncSets).OnUpsert(SyncSet("c1", "a", "c1", "105", 2));
   auto state = read.get();
@@ -159,13 +167,15 @@ TEST_CASE("behind: the sync waits until the mirror catches up, then reads it [co
   REQUIRE(state->sync_sets.size() == 1);
   CHECK(state->sync_sets[0]->meta.generation == 2);
   CHECK(rig.hub.reads == 0);
-  CHECK(rig.Reads("waited") + rig.Reads("fresh") == 1);   // "fresh" if the edit came first
+  CHECK(rig.Reads("waited") + rig.Reads("fresh") == 1);  // "fresh" if the edit came first
 }
 
 TEST_CASE("a bookmark catches the mirror up too [concurrent]") {
   ReaderRig rig(std::chrono::seconds(30));
   ListAll(rig.mirror, "100");
-  auto read = std::async(std::launch::async, [&] { return rig.reader.Read(MirrorRequest({"", "", "150"})); });
+  auto read = std::async(std::launch::async, [&] {
+    return rig.reader.Read(MirrorRequest({"", "", "150"}));
+  });
   rig.mirror.handler(HubCollection::kSelectorSyncSets).OnCheckpoint("160", true);
   REQUIRE(read.get().ok());
   CHECK(rig.hub.reads == 0);
@@ -187,17 +197,19 @@ TEST_CASE("a request that does not say what the publisher saw reads the hub") {
   CHECK(rig.Reads("unknown") == 1);
 }
 
-TEST_CASE("ReadIfFresh serves the mirror only when it is already fresh: it never waits and never reads the hub") {
+TEST_CASE(
+    "ReadIfFresh serves the mirror only when it is already fresh: it never waits and never reads "
+    "the hub") {
   ReaderRig rig(std::chrono::seconds(30));
   ListAll(rig.mirror, "100");
   auto state = rig.reader.ReadIfFresh(MirrorRequest({"90", "100", "100"}));
   REQUIRE(state);
   CHECK(state->cd);
   CHECK(state->sync_sets.size() == 1);
-  CHECK_FALSE(rig.reader.ReadIfFresh(MirrorRequest({"", "105", ""})));   // behind: no wait (30 s)
+  CHECK_FALSE(rig.reader.ReadIfFresh(MirrorRequest({"", "105", ""})));  // behind: no wait (30 s)
   CHECK_FALSE(rig.reader.ReadIfFresh(MirrorRequest({})));               // unknown: no hub read
   CHECK(rig.hub.reads == 0);
-  CHECK_FALSE(rig.hub.ReadIfFresh(MirrorRequest({"90", "100", "100"})));   // a reader without a copy
+  CHECK_FALSE(rig.hub.ReadIfFresh(MirrorRequest({"90", "100", "100"})));  // a reader without a copy
 }
 
 TEST_CASE("a 410 during the wait: the stale mirror serves nothing until its relist [concurrent]") {
@@ -207,7 +219,9 @@ TEST_CASE("a 410 during the wait: the stale mirror serves nothing until its reli
   // Stale: not fresh even at a version it had reached.
   CHECK_FALSE(rig.mirror.FreshAt({"", "100", ""}));
   CHECK_FALSE(rig.mirror.synced());
-  auto read = std::async(std::launch::async, [&] { return rig.reader.Read(MirrorRequest({"", "100", ""})); });
+  auto read = std::async(std::launch::async, [&] {
+    return rig.reader.Read(MirrorRequest({"", "100", ""}));
+  });
   // The relist brings the current state (SyncSet "a" gone) at a newer version.
   rig.mirror.handler(HubCollection::kSyncSets).OnReplace({});
   rig.mirror.handler(HubCollection::kSyncSets).OnSynced();
@@ -223,10 +237,12 @@ TEST_CASE("a collection that has not listed yet is fresh at no version") {
   HubMirror mirror;
   CHECK_FALSE(mirror.FreshAt({}));
   mirror.handler(HubCollection::kSyncSets).OnCheckpoint("5", false);
-  CHECK_FALSE(mirror.FreshAt({"", "5", ""}));   // the others have not listed
+  CHECK_FALSE(mirror.FreshAt({"", "5", ""}));  // the others have not listed
 }
 
-TEST_CASE("hub mirror: a list's pages are parsed as they arrive and replace the collection when it completes") {
+TEST_CASE(
+    "hub mirror: a list's pages are parsed as they arrive and replace the collection when it "
+    "completes") {
   HubMirror mirror;
   ListAll(mirror, "10");
   kube::ReflectorHandler& sets = mirror.handler(HubCollection::kSyncSets);
@@ -241,8 +257,9 @@ TEST_CASE("hub mirror: a list's pages are parsed as they arrive and replace the 
   sets.OnListStart();
   page = {SyncSet("c1", "c", "c1", "12")};
   sets.OnListPage(page);
-  sets.OnReplace({SyncSet("c1", "d", "c1", "12"), Json{{"metadata", {{"name", "bad"}, {"namespace", "c1"}}},
-                                                      {"spec", {{"resources", "not a list"}}}}});
+  sets.OnReplace(
+      {SyncSet("c1", "d", "c1", "12"), Json{{"metadata", {{"name", "bad"}, {"namespace", "c1"}}},
+                                            {"spec", {{"resources", "not a list"}}}}});
   std::vector<std::string> names;
   for (const auto& set : mirror.Read("c1", "c1").sync_sets) names.push_back(set->meta.name);
   CHECK(names == std::vector<std::string>{"c", "d"});

@@ -1,9 +1,10 @@
+#include "consumer/retry_policy.h"
+
 #include <doctest/doctest.h>
 
+#include "common/bus/sync_message.h"
 #include "common/bus/topology.h"
 #include "tests/fakes/common/fake_clock.h"
-#include "common/bus/sync_message.h"
-#include "consumer/retry_policy.h"
 
 using namespace syncbus;
 using namespace syncbus::consumer;
@@ -27,14 +28,15 @@ TEST_CASE("attempts walk the tiers, then the dead-letter queue") {
   for (int i = 0; i < 5; ++i) {
     amqp::Publication p = NextAttempt(d, policy, "connection refused", false, clock.WallNow());
     REQUIRE(p.exchange == amqp::kRetryExchange);
-    CHECK(p.routing_key == "resync");   // back to its own lane
+    CHECK(p.routing_key == "resync");  // back to its own lane
     CHECK(AttemptOf(p.message) == i + 1);
     tiers.push_back(p.message.headers[kRetryTierHeader]);
     d.message = p.message;
     clock.Advance(1min);
   }
   CHECK(tiers == std::vector<std::string>{"5s", "30s", "2m", "6m", "6m"});
-  CHECK(d.message.headers[kFirstFailureHeader] == "2026-01-01T00:00:00Z");   // kept from the first failure
+  CHECK(d.message.headers[kFirstFailureHeader] ==
+        "2026-01-01T00:00:00Z");  // kept from the first failure
   amqp::Publication last = NextAttempt(d, policy, "still refused", false, clock.WallNow());
   CHECK(last.exchange == amqp::kDeadExchange);
   CHECK(last.message.headers[kDeadReasonHeader] == "max-attempts");
@@ -60,7 +62,7 @@ TEST_CASE("error headers are short, single-line and never carry tokens") {
 TEST_CASE("undecodable messages are parked with their reason") {
   FakeClock clock;
   amqp::Delivery d = Fresh();
-  d.message.headers = Json::object();   // a foreign message: no syncbus headers at all
+  d.message.headers = Json::object();  // a foreign message: no syncbus headers at all
   auto p = DeadLetter(d, "undecodable", "sync request: body is not valid JSON", clock.WallNow());
   CHECK(p.exchange == amqp::kDeadExchange);
   CHECK(p.message.headers[kDeadReasonHeader] == "undecodable");
@@ -108,11 +110,12 @@ TEST_CASE("the dead letter after the last attempt says why, when and after how m
   CHECK(p.message.headers[kLastErrorHeader] == "503 Service Unavailable");
 }
 
-TEST_CASE("unsettled deliveries are carried across deferrals and forgotten once a consumer settles") {
+TEST_CASE(
+    "unsettled deliveries are carried across deferrals and forgotten once a consumer settles") {
   FakeClock clock;
   RetryPolicy policy{{1s, 2s}, 5};
   amqp::Delivery d = Fresh();
-  d.message.headers[kDeliveryCountHeader] = 2;   // the broker: two earlier copies were never settled
+  d.message.headers[kDeliveryCountHeader] = 2;  // the broker: two earlier copies were never settled
   d.message.headers[kUnsettledHeader] = 1;
   CHECK(UnsettledDeliveries(d.message) == 3);
   auto deferred = Defer(d, policy);
@@ -127,16 +130,16 @@ TEST_CASE("a delivery that ended unsettled is held back in the tier of its count
   RetryPolicy policy{{30s, 5s, 120s}, 8};
   amqp::Delivery d = Fresh("resync");
   d.message.headers[kAttemptHeader] = 2;
-  CHECK_FALSE(NeedsQuarantine(d.message));   // never delivered before
+  CHECK_FALSE(NeedsQuarantine(d.message));  // never delivered before
   d.message.headers[kDeliveryCountHeader] = 1;
   REQUIRE(NeedsQuarantine(d.message));
   auto held = Quarantine(d, policy);
   CHECK(held.exchange == amqp::kRetryExchange);
   CHECK(held.routing_key == "resync");
-  CHECK(held.message.headers[kRetryTierHeader] == "5s");   // count 1: the shortest tier
-  CHECK(AttemptOf(held.message) == 2);                            // no attempt counted
+  CHECK(held.message.headers[kRetryTierHeader] == "5s");  // count 1: the shortest tier
+  CHECK(AttemptOf(held.message) == 2);                    // no attempt counted
   CHECK(UnsettledDeliveries(held.message) == 1);
-  CHECK_FALSE(NeedsQuarantine(held.message));                     // back from the tier: it runs
+  CHECK_FALSE(NeedsQuarantine(held.message));  // back from the tier: it runs
 
   // It crashed its consumer once more: held back longer.
   amqp::Delivery again;
@@ -150,7 +153,7 @@ TEST_CASE("a delivery that ended unsettled is held back in the tier of its count
   amqp::Delivery many = again;
   many.message = longer.message;
   many.message.headers[kUnsettledHeader] = 7;
-  CHECK(Quarantine(many, policy).message.headers[kRetryTierHeader] == "2m");   // the last
+  CHECK(Quarantine(many, policy).message.headers[kRetryTierHeader] == "2m");  // the last
 
   // A consumer settled it (a failure retried): the history is forgotten.
   auto retried = NextAttempt(again, policy, "503", false, clock.WallNow());
@@ -158,13 +161,15 @@ TEST_CASE("a delivery that ended unsettled is held back in the tier of its count
   CHECK_FALSE(NeedsQuarantine(retried.message));
 }
 
-TEST_CASE("a suspect runs alone from its second unsettled delivery, or when a crash beside it would park it") {
+TEST_CASE(
+    "a suspect runs alone from its second unsettled delivery, or when a crash beside it would park "
+    "it") {
   CHECK_FALSE(RunsAlone(0, 5));
-  CHECK_FALSE(RunsAlone(1, 5));   // most often a lost connection: held back only
+  CHECK_FALSE(RunsAlone(1, 5));  // most often a lost connection: held back only
   CHECK(RunsAlone(2, 5));
   CHECK(RunsAlone(7, 5));
-  CHECK_FALSE(RunsAlone(1, 2));   // a crash beside it leaves it at 2, within the limit
-  CHECK(RunsAlone(1, 1));         // ... but over a limit of 1
-  CHECK_FALSE(RunsAlone(1, 0));   // no limit of syncbus's
+  CHECK_FALSE(RunsAlone(1, 2));  // a crash beside it leaves it at 2, within the limit
+  CHECK(RunsAlone(1, 1));        // ... but over a limit of 1
+  CHECK_FALSE(RunsAlone(1, 0));  // no limit of syncbus's
   CHECK(RunsAlone(2, 0));
 }

@@ -1,7 +1,7 @@
 // Hive SyncSet semantics, end to end through ClusterSyncer against a simulated target cluster.
-#include <doctest/doctest.h>
-
 #include <atomic>
+
+#include <doctest/doctest.h>
 
 #include "common/base64.h"
 #include "tests/support/hive_objects.h"
@@ -25,7 +25,7 @@ bool ManagedBy(const Json& obj, const std::string& manager) {
 TEST_CASE("apply: server-side apply with field manager syncbus, managed label, Success status") {
   ApplyFixture f;
   f.PutSyncSet("base", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}}),
-                                                  ConfigMap("b", {{"k", "w"}}, "kube-system")})}});
+                                                   ConfigMap("b", {{"k", "w"}}, "kube-system")})}});
   SyncOutcome out = f.Sync();
   CHECK(out.kind == SyncOutcome::Kind::kSynced);
   CHECK(out.applies == 2);
@@ -54,21 +54,33 @@ TEST_CASE("apply: server-side apply with field manager syncbus, managed label, S
   }
 }
 
-TEST_CASE("order: resources, then secretMappings, then patches, a failure stops the rest of the set") {
+TEST_CASE(
+    "order: resources, then secretMappings, then patches, a failure stops the rest of the set") {
   ApplyFixture f;
   f.PutHub(std::string("/api/v1/namespaces/") + kCluster + "/secrets",
-           {{"apiVersion", "v1"}, {"kind", "Secret"}, {"type", "kubernetes.io/tls"},
-            {"metadata", {{"name", "src"}, {"namespace", kCluster}, {"labels", {{"l", "1"}}},
-                          {"annotations", {{"an", "x"}}}, {"finalizers", Json::array({"keep/me"})}}},
+           {{"apiVersion", "v1"},
+            {"kind", "Secret"},
+            {"type", "kubernetes.io/tls"},
+            {"metadata",
+             {{"name", "src"},
+              {"namespace", kCluster},
+              {"labels", {{"l", "1"}}},
+              {"annotations", {{"an", "x"}}},
+              {"finalizers", Json::array({"keep/me"})}}},
             {"data", {{"tls.crt", EncodeBase64("C")}, {"tls.key", EncodeBase64("K")}}}});
 
   SUBCASE("patches run after the resources they patch; the secret is copied") {
-    f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})},
-                       {"secretMappings", Json::array({{{"sourceRef", {{"name", "src"}}},
-                                                        {"targetRef", {{"name", "copy"}, {"namespace", "kube-system"}}}}})},
-                       {"patches", Json::array({{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "a"},
-                                                 {"namespace", "default"}, {"patchType", "merge"},
-                                                 {"patch", R"({"data":{"patched":"yes"}})"}}})}});
+    f.PutSyncSet(
+        "s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})},
+              {"secretMappings",
+               Json::array({{{"sourceRef", {{"name", "src"}}},
+                             {"targetRef", {{"name", "copy"}, {"namespace", "kube-system"}}}}})},
+              {"patches", Json::array({{{"apiVersion", "v1"},
+                                        {"kind", "ConfigMap"},
+                                        {"name", "a"},
+                                        {"namespace", "default"},
+                                        {"patchType", "merge"},
+                                        {"patch", R"({"data":{"patched":"yes"}})"}}})}});
     SyncOutcome out = f.Sync();
     CHECK(out.failed_sets.empty());
     CHECK(f.ConfigMapOnTarget("a")["data"]["patched"] == "yes");
@@ -82,15 +94,22 @@ TEST_CASE("order: resources, then secretMappings, then patches, a failure stops 
     CHECK_FALSE(secret["metadata"].contains("finalizers"));
   }
   SUBCASE("a failing resource stops later resources, secretMappings and patches") {
-    f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}}),
-                                                  {{"apiVersion", "example.com/v1"}, {"kind", "Nope"},
-                                                   {"metadata", {{"name", "x"}}}},
-                                                  ConfigMap("c", {{"k", "v"}})})},
-                       {"secretMappings", Json::array({{{"sourceRef", {{"name", "src"}}},
-                                                        {"targetRef", {{"name", "copy"}, {"namespace", "default"}}}}})},
-                       {"patches", Json::array({{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "a"},
-                                                 {"namespace", "default"}, {"patchType", "merge"},
-                                                 {"patch", R"({"data":{"patched":"yes"}})"}}})}});
+    f.PutSyncSet(
+        "s",
+        {{"resources",
+          Json::array(
+              {ConfigMap("a", {{"k", "v"}}),
+               {{"apiVersion", "example.com/v1"}, {"kind", "Nope"}, {"metadata", {{"name", "x"}}}},
+               ConfigMap("c", {{"k", "v"}})})},
+         {"secretMappings",
+          Json::array({{{"sourceRef", {{"name", "src"}}},
+                        {"targetRef", {{"name", "copy"}, {"namespace", "default"}}}}})},
+         {"patches", Json::array({{{"apiVersion", "v1"},
+                                   {"kind", "ConfigMap"},
+                                   {"name", "a"},
+                                   {"namespace", "default"},
+                                   {"patchType", "merge"},
+                                   {"patch", R"({"data":{"patched":"yes"}})"}}})}});
     SyncOutcome out = f.Sync();
     REQUIRE(out.failed_sets.size() == 1);
     CHECK_FALSE(f.ConfigMapOnTarget("a").is_null());
@@ -111,9 +130,11 @@ TEST_CASE("order: resources, then secretMappings, then patches, a failure stops 
     CHECK(cond["message"] == "SyncSet s is failing");
   }
   SUBCASE("a missing source Secret fails the set at its secretMapping") {
-    f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})},
-                       {"secretMappings", Json::array({{{"sourceRef", {{"name", "absent"}}},
-                                                        {"targetRef", {{"name", "copy"}, {"namespace", "default"}}}}})}});
+    f.PutSyncSet("s",
+                 {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})},
+                  {"secretMappings",
+                   Json::array({{{"sourceRef", {{"name", "absent"}}},
+                                 {"targetRef", {{"name", "copy"}, {"namespace", "default"}}}}})}});
     SyncOutcome out = f.Sync();
     CHECK(out.failed_sets.size() == 1);
     CHECK(f.Entry("s")["failureMessage"] == "failed to read secret 0: Secret \"absent\" not found");
@@ -122,9 +143,11 @@ TEST_CASE("order: resources, then secretMappings, then patches, a failure stops 
 
 TEST_CASE("applyBehavior CreateOnly creates absent objects and leaves present ones alone") {
   ApplyFixture f;
-  f.PutTarget("/api/v1/namespaces/default/configmaps", ConfigMap("present", {{"k", "theirs"}}, "default"));
+  f.PutTarget("/api/v1/namespaces/default/configmaps",
+              ConfigMap("present", {{"k", "theirs"}}, "default"));
   f.PutSyncSet("s", {{"applyBehavior", "CreateOnly"},
-                     {"resources", Json::array({ConfigMap("present", {{"k", "ours"}}), ConfigMap("absent", {{"k", "ours"}})})}});
+                     {"resources", Json::array({ConfigMap("present", {{"k", "ours"}}),
+                                                ConfigMap("absent", {{"k", "ours"}})})}});
   SyncOutcome out = f.Sync();
   CHECK(out.failed_sets.empty());
   CHECK(f.ConfigMapOnTarget("present")["data"]["k"] == "theirs");
@@ -132,7 +155,8 @@ TEST_CASE("applyBehavior CreateOnly creates absent objects and leaves present on
   CHECK(f.ConfigMapOnTarget("absent")["metadata"]["labels"]["hive.openshift.io/managed"] == "true");
 }
 
-TEST_CASE("applyBehavior CreateOnly: an object with generateName and no name is created every time") {
+TEST_CASE(
+    "applyBehavior CreateOnly: an object with generateName and no name is created every time") {
   ApplyFixture f;
   Json generated = ConfigMap("", {{"k", "v"}});
   generated["metadata"].erase("name");
@@ -141,13 +165,14 @@ TEST_CASE("applyBehavior CreateOnly: an object with generateName and no name is 
   auto generated_count = [&] {
     Json list = Json::parse(f.target().Call("GET", "/api/v1/namespaces/default/configmaps").body);
     int n = 0;
-    for (const Json& cm : list["items"]) n += cm["metadata"]["name"].get<std::string>().rfind("gen-", 0) == 0;
+    for (const Json& cm : list["items"])
+      n += cm["metadata"]["name"].get<std::string>().rfind("gen-", 0) == 0;
     return n;
   };
   CHECK(f.Sync().failed_sets.empty());
   CHECK(generated_count() == 1);
   CHECK(f.Sync(/*full_reapply=*/true).failed_sets.empty());
-  CHECK(generated_count() == 2);   // as Hive's kubectl create does
+  CHECK(generated_count() == 2);  // as Hive's kubectl create does
 }
 
 TEST_CASE("applyBehavior CreateOrUpdate updates our fields and keeps fields we do not set") {
@@ -155,7 +180,8 @@ TEST_CASE("applyBehavior CreateOrUpdate updates our fields and keeps fields we d
   f.PutTarget("/api/v1/namespaces/default/configmaps",
               ConfigMap("present", {{"k", "old"}, {"theirs", "kept"}}, "default"));
   f.PutSyncSet("s", {{"applyBehavior", "CreateOrUpdate"},
-                     {"resources", Json::array({ConfigMap("present", {{"k", "new"}}), ConfigMap("absent", {{"k", "new"}})})}});
+                     {"resources", Json::array({ConfigMap("present", {{"k", "new"}}),
+                                                ConfigMap("absent", {{"k", "new"}})})}});
   SyncOutcome out = f.Sync();
   CHECK(out.failed_sets.empty());
   Json present = f.ConfigMapOnTarget("present");
@@ -168,7 +194,8 @@ TEST_CASE("applyBehavior CreateOrUpdate updates our fields and keeps fields we d
 TEST_CASE(
     "patches: strategic, merge and json (YAML too), namespace defaulting to default as kubectl's") {
   ApplyFixture f;
-  f.PutTarget("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kCluster}}}});
+  f.PutTarget("/api/v1/namespaces",
+              {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kCluster}}}});
   f.PutTarget("/api/v1/namespaces/default/configmaps", ConfigMap("p", {{"a", "1"}}));
   f.PutSyncSet("s",
                {{"patches",
@@ -196,8 +223,11 @@ TEST_CASE(
   CHECK(p["data"]["j"] == "json");
 
   SUBCASE("a patch of an absent object fails the set") {
-    f.PutSyncSet("s", {{"patches", Json::array({{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "nope"},
-                                                 {"patchType", "merge"}, {"patch", "{}"}}})}});
+    f.PutSyncSet("s", {{"patches", Json::array({{{"apiVersion", "v1"},
+                                                 {"kind", "ConfigMap"},
+                                                 {"name", "nope"},
+                                                 {"patchType", "merge"},
+                                                 {"patch", "{}"}}})}});
     CHECK(f.Sync().failed_sets.size() == 1);
     CHECK(f.Entry("s")["failureMessage"] ==
           "failed to apply patch 0: configmaps \"nope\" not found");
@@ -218,7 +248,8 @@ TEST_CASE(
 TEST_CASE("Sync mode: tracking, deletion of dropped objects and of a deleted set's objects") {
   ApplyFixture f;
   f.PutSyncSet("s", {{"resourceApplyMode", "Sync"},
-                     {"resources", Json::array({ConfigMap("a", {{"k", "v"}}), ConfigMap("b", {{"k", "v"}})})}});
+                     {"resources",
+                      Json::array({ConfigMap("a", {{"k", "v"}}), ConfigMap("b", {{"k", "v"}})})}});
   f.Sync();
   Json e = f.Entry("s");
   REQUIRE(e["resourcesToDelete"].size() == 2);
@@ -226,7 +257,8 @@ TEST_CASE("Sync mode: tracking, deletion of dropped objects and of a deleted set
   CHECK(e["resourcesToDelete"][0]["namespace"] == "default");
 
   // b dropped from the set: deleted from the target.
-  f.PutSyncSet("s", {{"resourceApplyMode", "Sync"}, {"resources", Json::array({ConfigMap("a", {{"k", "v"}})})}});
+  f.PutSyncSet("s", {{"resourceApplyMode", "Sync"},
+                     {"resources", Json::array({ConfigMap("a", {{"k", "v"}})})}});
   f.Sync();
   CHECK(f.ConfigMapOnTarget("b").is_null());
   CHECK_FALSE(f.ConfigMapOnTarget("a").is_null());
@@ -246,7 +278,8 @@ TEST_CASE("Sync mode: tracking, deletion of dropped objects and of a deleted set
     CHECK(f.Entry("s").is_null());
   }
   SUBCASE("an object that moves to another set is not deleted") {
-    f.PutSyncSet("t", {{"resourceApplyMode", "Sync"}, {"resources", Json::array({ConfigMap("a", {{"k", "t"}})})}});
+    f.PutSyncSet("t", {{"resourceApplyMode", "Sync"},
+                       {"resources", Json::array({ConfigMap("a", {{"k", "t"}})})}});
     f.PutSyncSet("s", {{"resourceApplyMode", "Sync"}, {"resources", Json::array()}});
     f.Sync();
     CHECK(f.ConfigMapOnTarget("a")["data"]["k"] == "t");
@@ -286,13 +319,18 @@ TEST_CASE("Sync mode: tracking, deletion of dropped objects and of a deleted set
 TEST_CASE("templates: fromCDLabel in resources and patches when enabled") {
   ApplyFixture f;
   f.PutTarget("/api/v1/namespaces/default/configmaps", ConfigMap("p", {{"a", "1"}}, "default"));
-  f.PutSyncSet("s", {{"enableResourceTemplates", true},
-                     {"enablePatchTemplates", true},
-                     {"resources", Json::array({ConfigMap("t", {{"region", R"({{ fromCDLabel "region" }})"},
-                                                                {"missing", R"(x{{fromCDLabel "nope"}}y)"}})})},
-                     {"patches", Json::array({{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "p"},
-                                               {"namespace", "default"}, {"patchType", "merge"},
-                                               {"patch", R"({"data":{"tier":"{{ fromCDLabel "tier" }}"}})"}}})}});
+  f.PutSyncSet(
+      "s",
+      {{"enableResourceTemplates", true},
+       {"enablePatchTemplates", true},
+       {"resources", Json::array({ConfigMap("t", {{"region", R"({{ fromCDLabel "region" }})"},
+                                                  {"missing", R"(x{{fromCDLabel "nope"}}y)"}})})},
+       {"patches", Json::array({{{"apiVersion", "v1"},
+                                 {"kind", "ConfigMap"},
+                                 {"name", "p"},
+                                 {"namespace", "default"},
+                                 {"patchType", "merge"},
+                                 {"patch", R"({"data":{"tier":"{{ fromCDLabel "tier" }}"}})"}}})}});
   SyncOutcome out = f.Sync();
   CHECK(out.failed_sets.empty());
   Json t = f.ConfigMapOnTarget("t");
@@ -301,28 +339,36 @@ TEST_CASE("templates: fromCDLabel in resources and patches when enabled") {
   CHECK(f.ConfigMapOnTarget("p")["data"]["tier"] == "gold");
 
   SUBCASE("disabled: the text is applied as it is") {
-    f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("t", {{"region", R"({{ fromCDLabel "region" }})"}})})}});
+    f.PutSyncSet("s",
+                 {{"resources",
+                   Json::array({ConfigMap("t", {{"region", R"({{ fromCDLabel "region" }})"}})})}});
     f.Sync();
     CHECK(f.ConfigMapOnTarget("t")["data"]["region"] == R"({{ fromCDLabel "region" }})");
   }
   SUBCASE("an unknown function fails the set") {
-    f.PutSyncSet("s", {{"enableResourceTemplates", true},
-                       {"resources", Json::array({ConfigMap("t", {{"x", R"({{ env "HOME" }})"}})})}});
+    f.PutSyncSet("s",
+                 {{"enableResourceTemplates", true},
+                  {"resources", Json::array({ConfigMap("t", {{"x", R"({{ env "HOME" }})"}})})}});
     CHECK(f.Sync().failed_sets.size() == 1);
   }
-  SUBCASE("a patch template that fails is noted, the next patch still applied (Hive's applySyncSet)") {
-    Json bad = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "p"}, {"namespace", "default"},
+  SUBCASE(
+      "a patch template that fails is noted, the next patch still applied (Hive's applySyncSet)") {
+    Json bad = {{"apiVersion", "v1"},   {"kind", "ConfigMap"},
+                {"name", "p"},          {"namespace", "default"},
                 {"patchType", "merge"}, {"patch", R"({"data":{"x":"{{ env "HOME" }}"}})"}};
     Json good = bad;
     good["patch"] = R"({"data":{"after":"applied"}})";
     f.PutSyncSet("s", {{"enablePatchTemplates", true}, {"patches", Json::array({bad, good})}});
     CHECK(f.Sync().failed_sets == std::vector<std::string>{"s"});
     CHECK(f.ConfigMapOnTarget("p")["data"]["after"] == "applied");
-    CHECK(f.Entry("s")["failureMessage"].get<std::string>().rfind("failed to parameterize patch 0: ", 0) == 0);
+    CHECK(f.Entry("s")["failureMessage"].get<std::string>().rfind(
+              "failed to parameterize patch 0: ", 0) == 0);
   }
 }
 
-TEST_CASE("a target that answers with errors gets its failures recorded, one that answers nothing gets no write") {
+TEST_CASE(
+    "a target that answers with errors gets its failures recorded, one that answers nothing gets "
+    "no write") {
   ApplyFixture f;
   f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})}});
   kubesim::FaultSpec faults;
@@ -380,14 +426,20 @@ TEST_CASE("Sync mode: a tracked object of a kind the cluster no longer serves co
   }
 }
 
-TEST_CASE("discovery: cluster-scoped kinds carry no namespace, a kind installed by an earlier resource is found") {
+TEST_CASE(
+    "discovery: cluster-scoped kinds carry no namespace, a kind installed by an earlier resource "
+    "is found") {
   ApplyFixture f;
   Json crd = syncbus::testing::OpenCrd("example.com", "Widget", "widgets");
-  f.PutSyncSet("s", {{"resources", Json::array({
-      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "team"}, {"namespace", "ignored"}}}},
-      crd,
-      {{"apiVersion", "example.com/v1"}, {"kind", "Widget"}, {"metadata", {{"name", "w"}, {"namespace", "team"}}},
-       {"size", 3}}})}});
+  f.PutSyncSet(
+      "s", {{"resources", Json::array({{{"apiVersion", "v1"},
+                                        {"kind", "Namespace"},
+                                        {"metadata", {{"name", "team"}, {"namespace", "ignored"}}}},
+                                       crd,
+                                       {{"apiVersion", "example.com/v1"},
+                                        {"kind", "Widget"},
+                                        {"metadata", {{"name", "w"}, {"namespace", "team"}}},
+                                        {"size", 3}}})}});
   SyncOutcome out = f.Sync();
   CHECK_MESSAGE(out.failed_sets.empty(), f.Entry("s").dump());
   CHECK_FALSE(f.TargetGet("/api/v1/namespaces/team").is_null());
@@ -396,15 +448,22 @@ TEST_CASE("discovery: cluster-scoped kinds carry no namespace, a kind installed 
   CHECK(w["size"] == 3);
 }
 
-TEST_CASE("sets of one cluster: SyncSets and SelectorSyncSets each get their entry, a failure in one leaves the others") {
+TEST_CASE(
+    "sets of one cluster: SyncSets and SelectorSyncSets each get their entry, a failure in one "
+    "leaves the others") {
   ApplyFixture f;
   f.PutSyncSet("a-good", {{"resources", Json::array({ConfigMap("g", {{"k", "v"}})})}});
-  f.PutSyncSet("b-bad", {{"resources", Json::array({{{"apiVersion", "v1"}, {"kind", "Nope"}, {"metadata", {{"name", "x"}}}}})}});
+  f.PutSyncSet(
+      "b-bad",
+      {{"resources",
+        Json::array({{{"apiVersion", "v1"}, {"kind", "Nope"}, {"metadata", {{"name", "x"}}}}})}});
   f.PutHub("/apis/hive.openshift.io/v1/selectorsyncsets",
-           {{"apiVersion", "hive.openshift.io/v1"}, {"kind", "SelectorSyncSet"},
+           {{"apiVersion", "hive.openshift.io/v1"},
+            {"kind", "SelectorSyncSet"},
             {"metadata", {{"name", "fleet"}}},
-            {"spec", {{"clusterDeploymentSelector", {{"matchLabels", {{"region", "us-east-1"}}}}},
-                      {"resources", Json::array({ConfigMap("sel", {{"k", "v"}})})}}}});
+            {"spec",
+             {{"clusterDeploymentSelector", {{"matchLabels", {{"region", "us-east-1"}}}}},
+              {"resources", Json::array({ConfigMap("sel", {{"k", "v"}})})}}}});
   SyncOutcome out = f.Sync();
   CHECK(out.failed_sets == std::vector<std::string>{"b-bad"});
   CHECK_FALSE(f.ConfigMapOnTarget("g").is_null());
@@ -425,7 +484,9 @@ TEST_CASE("a lost fence stops writes before they reach the target") {
   CHECK(f.ConfigMapOnTarget("a").is_null());
 }
 
-TEST_CASE("a fence lost after the step's check keeps the write off the wire, and the cluster is given up") {
+TEST_CASE(
+    "a fence lost after the step's check keeps the write off the wire, and the cluster is given "
+    "up") {
   // The syncer asks the fence when it claims the cluster and before the step; the transport asks
   // it once more when the request would go out: a consumer frozen (SIGSTOP) or queued in between
   // must not send what it decided while it still held the lease.
@@ -444,7 +505,9 @@ TEST_CASE("a fence lost after the step's check keeps the write off the wire, and
   CHECK(f.ConfigMapOnTarget("a").is_null());
 }
 
-TEST_CASE("limits: a cluster never has more requests in flight than its cap and the deadline stops what is left [concurrent]") {
+TEST_CASE(
+    "limits: a cluster never has more requests in flight than its cap and the deadline stops what "
+    "is left [concurrent]") {
   SUBCASE("per-cluster in-flight cap") {
     SyncerOptions options = ApplyFixture::Defaults();
     options.per_cluster_in_flight = 2;
@@ -453,7 +516,9 @@ TEST_CASE("limits: a cluster never has more requests in flight than its cap and 
     f.SlowTarget();
     for (int s = 0; s < 4; ++s) {
       Json resources = Json::array();
-      for (int r = 0; r < 3; ++r) resources.push_back(ConfigMap("cm-" + std::to_string(s) + "-" + std::to_string(r), {{"k", "v"}}));
+      for (int r = 0; r < 3; ++r)
+        resources.push_back(
+            ConfigMap("cm-" + std::to_string(s) + "-" + std::to_string(r), {{"k", "v"}}));
       f.PutSyncSet("s" + std::to_string(s), {{"resources", resources}});
     }
     SyncOutcome out = f.Sync();
@@ -476,7 +541,8 @@ TEST_CASE("limits: a cluster never has more requests in flight than its cap and 
   }
 }
 
-TEST_CASE("a target's 429 Retry-After travels into the outcome, and the failure counts as transient") {
+TEST_CASE(
+    "a target's 429 Retry-After travels into the outcome, and the failure counts as transient") {
   ApplyFixture f;
   f.PutSyncSet("s", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})}});
   kubesim::FaultSpec throttled;
@@ -489,10 +555,12 @@ TEST_CASE("a target's 429 Retry-After travels into the outcome, and the failure 
   CHECK(out.retry_after == std::chrono::seconds(42));
 }
 
-TEST_CASE("ApiVersionsOf lists what planning maps: resources, secretMappings, patches, tracked objects") {
+TEST_CASE(
+    "ApiVersionsOf lists what planning maps: resources, secretMappings, patches, tracked objects") {
   hive::SyncSetCommonSpec spec;
-  for (const Json& r : {ConfigMap("a", {}), Json{{"apiVersion", "apps/v1"}, {"kind", "Deployment"}},
-                        Json{{"apiVersion", "{{ fromCDLabel \"v\" }}"}, {"kind", "X"}}, Json("not an object")}) {
+  for (const Json& r :
+       {ConfigMap("a", {}), Json{{"apiVersion", "apps/v1"}, {"kind", "Deployment"}},
+        Json{{"apiVersion", "{{ fromCDLabel \"v\" }}"}, {"kind", "X"}}, Json("not an object")}) {
     spec.resources.emplace_back(r);
   }
   spec.secret_mappings.push_back({});
@@ -510,14 +578,15 @@ TEST_CASE("ApiVersionsOf lists what planning maps: resources, secretMappings, pa
   CHECK(ApiVersionsOf(in).empty());
 }
 
-TEST_CASE("kubeconfig Secret: a ClusterDeployment that names another one is followed, none is an error") {
+TEST_CASE(
+    "kubeconfig Secret: a ClusterDeployment that names another one is followed, none is an error") {
   ApplyFixture f;
   f.PutSyncSet("base", {{"resources", Json::array({ConfigMap("a", {{"k", "v"}})})}});
-  CHECK(f.Sync().applies == 1);   // remembers the Secret the ClusterDeployment names
+  CHECK(f.Sync().applies == 1);  // remembers the Secret the ClusterDeployment names
 
   const std::string secrets = std::string("/api/v1/namespaces/") + kCluster + "/secrets/";
-  const std::string cd_path =
-      std::string("/apis/hive.openshift.io/v1/namespaces/") + kCluster + "/clusterdeployments/" + kCluster;
+  const std::string cd_path = std::string("/apis/hive.openshift.io/v1/namespaces/") + kCluster +
+                              "/clusterdeployments/" + kCluster;
   Json cd = Json::parse(f.sim->hub().Call("GET", cd_path).body);
   const std::string old_name = cd["spec"]["clusterMetadata"]["adminKubeconfigSecretRef"]["name"];
   Json secret = Json::parse(f.sim->hub().Call("GET", secrets + old_name).body);
@@ -526,10 +595,10 @@ TEST_CASE("kubeconfig Secret: a ClusterDeployment that names another one is foll
   REQUIRE(f.sim->hub().Call("DELETE", secrets + old_name).status == 200);
   cd["spec"]["clusterMetadata"]["adminKubeconfigSecretRef"]["name"] = "rotated-kubeconfig";
   REQUIRE(f.sim->hub().Call("PUT", cd_path, cd).status == 200);
-  CHECK(f.Sync(true).applies == 1);   // the remembered, now deleted, Secret is not used
+  CHECK(f.Sync(true).applies == 1);  // the remembered, now deleted, Secret is not used
 
   cd = Json::parse(f.sim->hub().Call("GET", cd_path).body);
-  cd["spec"].erase("clusterMetadata");   // the schema requires the ref inside clusterMetadata
+  cd["spec"].erase("clusterMetadata");  // the schema requires the ref inside clusterMetadata
   REQUIRE(f.sim->hub().Call("PUT", cd_path, cd).status == 200);
   auto out = f.TrySync(/*full_reapply=*/true);
   REQUIRE_FALSE(out.ok());
@@ -567,17 +636,21 @@ TEST_CASE("secretMappings: Hive's namespace rules are checked before anything is
   CHECK(SecretSourceKey(other, "") == "elsewhere/s");
 }
 
-TEST_CASE("secretMappings: the whole Secret is copied, type, data and immutable, under new metadata") {
+TEST_CASE(
+    "secretMappings: the whole Secret is copied, type, data and immutable, under new metadata") {
   ApplyFixture f;
   f.PutHub(std::string("/api/v1/namespaces/") + kCluster + "/secrets",
            {{"apiVersion", "v1"},
             {"kind", "Secret"},
-            {"metadata", {{"name", "src"}, {"labels", {{"team", "a"}}}, {"annotations", {{"note", "n"}}}}},
+            {"metadata",
+             {{"name", "src"}, {"labels", {{"team", "a"}}}, {"annotations", {{"note", "n"}}}}},
             {"type", "kubernetes.io/dockerconfigjson"},
             {"immutable", true},
             {"data", {{".dockerconfigjson", "e30="}}}});
-  f.PutSyncSet("s", {{"secretMappings", Json::array({{{"sourceRef", {{"name", "src"}}},
-                                                      {"targetRef", {{"name", "copy"}, {"namespace", "default"}}}}})}});
+  f.PutSyncSet("s",
+               {{"secretMappings",
+                 Json::array({{{"sourceRef", {{"name", "src"}}},
+                               {"targetRef", {{"name", "copy"}, {"namespace", "default"}}}}})}});
   CHECK(f.Sync().failed_sets.empty());
   Json copy = f.TargetGet("/api/v1/namespaces/default/secrets/copy");
   REQUIRE_FALSE(copy.is_null());

@@ -1,8 +1,9 @@
+#include "consumer/status_builder.h"
+
 #include <doctest/doctest.h>
 
-#include "tests/fakes/common/fake_clock.h"
 #include "common/time_format.h"
-#include "consumer/status_builder.h"
+#include "tests/fakes/common/fake_clock.h"
 
 using namespace syncbus;
 using namespace syncbus::consumer;
@@ -21,7 +22,8 @@ SetOutcome Kept(const std::string& name, int64_t gen, SetKind kind = SetKind::kS
   return o;
 }
 
-SetOutcome Applied(const std::string& name, int64_t gen, bool ok, SetKind kind = SetKind::kSyncSet) {
+SetOutcome Applied(const std::string& name, int64_t gen, bool ok,
+                   SetKind kind = SetKind::kSyncSet) {
   SetOutcome o = Kept(name, gen, kind);
   o.applied = true;
   o.success = ok;
@@ -202,6 +204,6 @@ TEST_CASE("failure messages are truncated on a UTF-8 boundary") {
   std::string cut = TruncateMessage(utf8, 101);
   CHECK(cut.size() <= 101);
   size_t body = cut.find("...");
-  CHECK(body % 2 == 0);   // never splits a two-byte character
+  CHECK(body % 2 == 0);  // never splits a two-byte character
   CHECK(TruncateMessage("short") == "short");
 }

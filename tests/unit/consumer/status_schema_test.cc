@@ -1,13 +1,13 @@
 // Everything the consumer writes to ClusterSync must validate against upstream's CRD schema, and
 // survive a round trip through a hub that validates and prunes with those CRDs.
-#include <doctest/doctest.h>
-
 #include <fstream>
 #include <sstream>
 
-#include "tests/fakes/common/fake_clock.h"
+#include <doctest/doctest.h>
+
 #include "common/yaml_json.h"
 #include "consumer/status_builder.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "tests/kubesim/schema.h"
 #include "tests/unit/consumer/apply_test_fixture.h"
 
@@ -18,17 +18,20 @@ using namespace std::chrono_literals;
 namespace {
 
 std::shared_ptr<const kubesim::Schema> ClusterSyncSchema() {
-  std::ifstream in(std::string(SYNCBUS_KUBESIM_CRD_DIR) + "/hiveinternal.openshift.io_clustersyncs.yaml");
+  std::ifstream in(std::string(SYNCBUS_KUBESIM_CRD_DIR) +
+                   "/hiveinternal.openshift.io_clustersyncs.yaml");
   std::stringstream text;
   text << in.rdbuf();
   auto crd = YamlToJson(text.str());
   REQUIRE_MESSAGE(crd.ok(), crd.status().ToString());
-  auto schema = kubesim::Schema::Compile((*crd)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]);
+  auto schema =
+      kubesim::Schema::Compile((*crd)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]);
   REQUIRE_MESSAGE(schema.ok(), schema.status().ToString());
   return *schema;
 }
 
-hive::SyncResourceReference Ref(std::string api_version, std::string kind, std::string name, std::string ns) {
+hive::SyncResourceReference Ref(std::string api_version, std::string kind, std::string name,
+                                std::string ns) {
   return {std::move(api_version), std::move(kind), std::move(name), std::move(ns)};
 }
 
@@ -79,10 +82,12 @@ hive::ClusterSyncStatus ComplexStatus(FakeClock& clock) {
 
 }  // namespace
 
-TEST_CASE("status: a complex ClusterSync status validates against the upstream CRD schema, nothing pruned") {
+TEST_CASE(
+    "status: a complex ClusterSync status validates against the upstream CRD schema, nothing "
+    "pruned") {
   FakeClock clock;
   hive::ClusterSyncStatus status = ComplexStatus(clock);
-  REQUIRE(status.sync_sets.size() == 3);   // a, b, gone (its deletion failed)
+  REQUIRE(status.sync_sets.size() == 3);  // a, b, gone (its deletion failed)
   Json object = {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"},
                  {"kind", "ClusterSync"},
                  {"metadata", {{"name", "c"}, {"namespace", "c"}}},
@@ -124,7 +129,9 @@ TEST_CASE("status: a complex status round-trips through the hub unchanged") {
   CHECK(parsed->status.ToJson() == status.ToJson());
 }
 
-TEST_CASE("status: bounded size — messages truncated (UTF-8 safe), the condition names at most what fits") {
+TEST_CASE(
+    "status: bounded size — messages truncated (UTF-8 safe), the condition names at most what "
+    "fits") {
   FakeClock clock;
   std::string huge(200 * 1024, 'x');
   huge += "ü";
@@ -135,16 +142,19 @@ TEST_CASE("status: bounded size — messages truncated (UTF-8 safe), the conditi
                            false, huge, {}));
   }
   auto st = BuildStatus({}, sets, clock.WallNow(), "").status;
-  for (const auto& e : st.selector_sync_sets) CHECK(e.failure_message.size() <= kMaxFailureMessageBytes);
+  for (const auto& e : st.selector_sync_sets)
+    CHECK(e.failure_message.size() <= kMaxFailureMessageBytes);
   CHECK(st.conditions[0].message.size() <= kMaxFailureMessageBytes);
   CHECK(st.conditions[0].message.find("(truncated)") != std::string::npos);
   // 500 failing sets with 200 KiB messages stay far below etcd's 1.5 MiB object limit.
   CHECK(st.ToJson().dump().size() < 700 * 1024);
   std::string cut = TruncateMessage(std::string(1020, 'a') + "éééééééé", 1030);
-  CHECK(Json(cut).dump().size() > 0);   // valid UTF-8 or dump() throws
+  CHECK(Json(cut).dump().size() > 0);  // valid UTF-8 or dump() throws
 }
 
-TEST_CASE("status: a removed set's entry goes once its objects are deleted, stays as Failure while they fail") {
+TEST_CASE(
+    "status: a removed set's entry goes once its objects are deleted, stays as Failure while they "
+    "fail") {
   FakeClock clock;
   auto st = BuildStatus({},
                         {Outcome(SetKind::kSyncSet, "s", 1, true, true, "",

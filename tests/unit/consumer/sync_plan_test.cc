@@ -1,12 +1,13 @@
 // NoWriteReason: when a sync of a cluster's state would end without a write. DeliveryLoop settles
 // a returned request without running it on this answer, so every way the state can still call
 // for a write must say "".
-#include <doctest/doctest.h>
+#include "consumer/sync_plan.h"
 
 #include <memory>
 
+#include <doctest/doctest.h>
+
 #include "common/hive/status_rules.h"
-#include "consumer/sync_plan.h"
 
 using namespace syncbus;
 using namespace syncbus::consumer;
@@ -122,7 +123,7 @@ TEST_CASE("a cluster that is gone or skipped needs no write, with the syncer's r
   gone.cd = nullptr;
   CHECK(NoWriteReason(gone, false) == "cluster-gone");
   st.cd->meta.annotations["hive.openshift.io/syncset-pause"] = "true";
-  st.ss->meta.generation = 3;   // a change waits, but a paused cluster gets none
+  st.ss->meta.generation = 3;  // a change waits, but a paused cluster gets none
   CHECK(NoWriteReason(st.Build(), false) == "skipped:" + st.cd->SkipReason());
   CHECK(st.cd->SkipReason() != "");
 }

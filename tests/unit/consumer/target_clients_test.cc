@@ -56,22 +56,22 @@ TEST_CASE(
 TEST_CASE("a kept client is trusted for its Secret until a sync fails or the Secret changes") {
   consumer::testing::ApplyFixture f;
   TargetClients targets(f.transport, 0);
-  CHECK_FALSE(targets.Trusted("ns/a", "kubeconfig").has_value());   // never built
+  CHECK_FALSE(targets.Trusted("ns/a", "kubeconfig").has_value());  // never built
   auto a = targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a.example:6443"));
   REQUIRE(a.ok());
   auto kept = targets.Trusted("ns/a", "kubeconfig");
   REQUIRE(kept.has_value());
   CHECK(kept->client == a->client);
-  CHECK_FALSE(targets.Trusted("ns/a", "other-secret").has_value());   // the CD names another one
+  CHECK_FALSE(targets.Trusted("ns/a", "other-secret").has_value());  // the CD names another one
   targets.Distrust("ns/a");
   CHECK_FALSE(targets.Trusted("ns/a", "kubeconfig").has_value());
-  CHECK(targets.KubeconfigSecret("ns/a") == "kubeconfig");              // still remembered: read it early
+  CHECK(targets.KubeconfigSecret("ns/a") == "kubeconfig");  // still remembered: read it early
   // Reading the Secret again (same kubeconfig) keeps the client and trusts it again.
   auto again = targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a.example:6443"));
   REQUIRE(again.ok());
   CHECK(again->client == a->client);
   CHECK(targets.Trusted("ns/a", "kubeconfig").has_value());
-  targets.Distrust("ns/unknown");   // harmless
+  targets.Distrust("ns/unknown");  // harmless
 }
 
 TEST_CASE("a kept client is not trusted once the request knows a newer version of its Secret") {
@@ -109,25 +109,27 @@ TEST_CASE("a kept client is not trusted once the request knows a newer version o
   CHECK(rebuilt->client->config().server == "https://a2.example:6443");
 }
 
-TEST_CASE("a dropped cluster's trusted kubeconfig is kept: its client is rebuilt without the Secret") {
+TEST_CASE(
+    "a dropped cluster's trusted kubeconfig is kept: its client is rebuilt without the Secret") {
   consumer::testing::ApplyFixture f;
   TargetClients targets(f.transport, 0, /*capacity=*/1);
   auto a = targets.Get("ns/a", "kubeconfig", Kubeconfig("https://a.example:6443"));
   REQUIRE(a.ok());
-  REQUIRE(targets.Get("ns/b", "kubeconfig", Kubeconfig("https://b.example:6443")).ok());   // drops a
+  REQUIRE(targets.Get("ns/b", "kubeconfig", Kubeconfig("https://b.example:6443")).ok());  // drops a
   CHECK(targets.size() == 1);
   CHECK(targets.kept_kubeconfigs() == 1);
-  CHECK_FALSE(targets.Trusted("ns/a", "other-secret").has_value());   // the CD names another one
+  CHECK_FALSE(targets.Trusted("ns/a", "other-secret").has_value());  // the CD names another one
   auto rebuilt = targets.Trusted("ns/a", "kubeconfig");
   REQUIRE(rebuilt.has_value());
-  CHECK(rebuilt->client != a->client);                 // a new client (and discovery) ...
-  CHECK(rebuilt->client->config().server == "https://a.example:6443");   // ... from the kept kubeconfig
-  CHECK(targets.kept_kubeconfigs() == 1);              // a is live again; b was dropped and kept
+  CHECK(rebuilt->client != a->client);  // a new client (and discovery) ...
+  CHECK(rebuilt->client->config().server ==
+        "https://a.example:6443");         // ... from the kept kubeconfig
+  CHECK(targets.kept_kubeconfigs() == 1);  // a is live again; b was dropped and kept
   CHECK(targets.Trusted("ns/b", "kubeconfig").has_value());
 
   // A distrusted cluster's kubeconfig is not kept: its next sync reads the Secret.
   targets.Distrust("ns/a");
-  REQUIRE(targets.Get("ns/c", "kubeconfig", Kubeconfig("https://c.example:6443")).ok());   // drops b
+  REQUIRE(targets.Get("ns/c", "kubeconfig", Kubeconfig("https://c.example:6443")).ok());  // drops b
   targets.Distrust("ns/b");
   CHECK_FALSE(targets.Trusted("ns/b", "kubeconfig").has_value());
 }
@@ -136,10 +138,12 @@ TEST_CASE("kept kubeconfigs are bounded: ten times the client capacity") {
   consumer::testing::ApplyFixture f;
   TargetClients targets(f.transport, 0, /*capacity=*/1);
   for (int i = 0; i < 15; ++i) {
-    REQUIRE(targets.Get("ns/c" + std::to_string(i), "kubeconfig", Kubeconfig("https://c.example:6443")).ok());
+    REQUIRE(
+        targets.Get("ns/c" + std::to_string(i), "kubeconfig", Kubeconfig("https://c.example:6443"))
+            .ok());
   }
   CHECK(targets.size() == 1);
   CHECK(targets.kept_kubeconfigs() == 10);
-  CHECK_FALSE(targets.Trusted("ns/c0", "kubeconfig").has_value());   // the oldest went first
+  CHECK_FALSE(targets.Trusted("ns/c0", "kubeconfig").has_value());  // the oldest went first
   CHECK(targets.Trusted("ns/c13", "kubeconfig").has_value());
 }

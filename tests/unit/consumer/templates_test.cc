@@ -4,10 +4,10 @@
 // hostile template from exhausting a consumer.
 #include "consumer/templates.h"
 
-#include <doctest/doctest.h>
-
 #include <string>
 #include <thread>
+
+#include <doctest/doctest.h>
 
 #include "consumer/gotemplate/exec.h"
 #include "consumer/gotemplate/go_text.h"

@@ -1,9 +1,9 @@
 #include "common/admin_server.h"
 
+#include <atomic>
+
 #include <doctest/doctest.h>
 #include <prometheus/gauge.h>
-
-#include <atomic>
 
 #include "common/http/curl_transport.h"
 

@@ -1,6 +1,7 @@
+#include "common/backoff.h"
+
 #include <doctest/doctest.h>
 
-#include "common/backoff.h"
 #include "tests/fakes/common/fake_clock.h"
 #include "tests/fakes/common/fake_random.h"
 

@@ -1,10 +1,10 @@
 #include "common/build_info.h"
 
-#include <doctest/doctest.h>
-#include <prometheus/text_serializer.h>
-
 #include <regex>
 #include <string>
+
+#include <doctest/doctest.h>
+#include <prometheus/text_serializer.h>
 
 namespace syncbus {
 namespace {

@@ -1,12 +1,12 @@
-#include <doctest/doctest.h>
-
-#include <unistd.h>
+#include "common/bus/config.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
-#include "common/bus/config.h"
+#include <doctest/doctest.h>
+#include <unistd.h>
+
 #include "common/bus/daemon.h"
 
 using namespace syncbus;
@@ -102,8 +102,10 @@ TEST_CASE("config errors name the bad key") {
       {"amqp: [1, 2]", "amqp: expected a mapping"},
       {"a: b: c", "invalid YAML"},
       {"bogus: 1", "bogus: unknown key"},
-      {"consumer: {clusterLease: {duration: 1500ms}}", "consumer.clusterLease.duration: must be a whole number"},
-      {"consumer: {clusterLease: {duration: 10s}}", "consumer.clusterLease.renewInterval: renewInterval + safetyMargin"},
+      {"consumer: {clusterLease: {duration: 1500ms}}",
+       "consumer.clusterLease.duration: must be a whole number"},
+      {"consumer: {clusterLease: {duration: 10s}}",
+       "consumer.clusterLease.renewInterval: renewInterval + safetyMargin"},
       {"consumer: {clusterLease: {lease: 15s}}", "consumer.clusterLease.lease: unknown key"},
       {"consumer: {events: maybe}", "consumer.events"},
       {"consumer: {maxConnectionsPerHost: -1}", "consumer.maxConnectionsPerHost: must be between"},
@@ -133,7 +135,8 @@ consumer: {prefetch: 7}
   REQUIRE(lenient->warnings.size() == 3);
   CHECK(lenient->warnings[0].rfind("newer.yaml: futureSection: unknown key (known keys: ", 0) == 0);
   CHECK(lenient->warnings[1].rfind("newer.yaml: publisher.futureKnob: unknown key", 0) == 0);
-  CHECK(lenient->warnings[2].rfind("newer.yaml: publisher.leaderElection.futureMode: unknown key", 0) == 0);
+  CHECK(lenient->warnings[2].rfind("newer.yaml: publisher.leaderElection.futureMode: unknown key",
+                                   0) == 0);
   CHECK(lenient->warnings[2].find("; ignored") != std::string::npos);
 
   auto strict = ParseConfig(newer, "newer.yaml", ConfigOptions{.strict = true});
@@ -152,8 +155,10 @@ TEST_CASE("the lease namespaces the file leaves out are the namespace syncbus ru
   CHECK(defaulted->publisher.leader_election.ns == "hive-syncbus");
   CHECK(defaulted->consumer.cluster_lease.ns == "hive-syncbus");
 
-  auto given = ParseConfig("publisher: {leaderElection: {namespace: elsewhere}}\nconsumer: {clusterLease: {namespace: leases}}",
-                           "c.yaml", ConfigOptions{.own_namespace = "hive-syncbus"});
+  auto given = ParseConfig(
+      "publisher: {leaderElection: {namespace: elsewhere}}\nconsumer: {clusterLease: {namespace: "
+      "leases}}",
+      "c.yaml", ConfigOptions{.own_namespace = "hive-syncbus"});
   REQUIRE(given.ok());
   CHECK(given->publisher.leader_election.ns == "elsewhere");
   CHECK(given->consumer.cluster_lease.ns == "leases");
@@ -166,12 +171,15 @@ TEST_CASE("OwnNamespace reads the downward API variable, else the service accoun
   const char* saved = std::getenv("POD_NAMESPACE");
   std::string saved_value = saved ? saved : "";
   unsetenv("POD_NAMESPACE");
-  CHECK(OwnNamespace(sa) == "syncbus");                 // no file: outside a cluster
+  CHECK(OwnNamespace(sa) == "syncbus");  // no file: outside a cluster
   std::ofstream(sa + "/namespace") << "from-file\n";
   CHECK(OwnNamespace(sa) == "from-file");
   setenv("POD_NAMESPACE", "from-env", 1);
   CHECK(OwnNamespace(sa) == "from-env");
-  if (saved) setenv("POD_NAMESPACE", saved_value.c_str(), 1); else unsetenv("POD_NAMESPACE");
+  if (saved)
+    setenv("POD_NAMESPACE", saved_value.c_str(), 1);
+  else
+    unsetenv("POD_NAMESPACE");
   std::remove((sa + "/namespace").c_str());
   rmdir(dir);
 }

@@ -3,15 +3,6 @@
 // `nghttpd` for HTTP/2.
 #include "common/http/curl_transport.h"
 
-#include <doctest/doctest.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -24,6 +15,15 @@
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/http/server.h"
 #include "tests/support/child_process.h"
@@ -293,7 +293,9 @@ TEST_CASE(
   CHECK(transport->stats().connections <= 8);
 }
 
-TEST_CASE("curl transport: a send guard that says no keeps the request off the wire, on a new or a kept-alive connection") {
+TEST_CASE(
+    "curl transport: a send guard that says no keeps the request off the wire, on a new or a "
+    "kept-alive connection") {
   std::atomic<int> served{0};
   auto server = StartServer([&](const ServerRequest&, std::shared_ptr<ResponseWriter> writer) {
     ++served;
@@ -308,7 +310,8 @@ TEST_CASE("curl transport: a send guard that says no keeps the request off the w
     request.body = "{}";
     request.send_guard = [&] {
       ++asked;
-      return holds.load() ? Status::Ok() : Status(Code::kConflict, "the lease was not renewed in time");
+      return holds.load() ? Status::Ok()
+                          : Status(Code::kConflict, "the lease was not renewed in time");
     };
     return request;
   };
@@ -316,7 +319,8 @@ TEST_CASE("curl transport: a send guard that says no keeps the request off the w
   Result<Response> refused = transport->Call(guarded());
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().code() == Code::kConflict);
-  CHECK(refused.status().message().find("not sent: PUT " + Url(*server, "/x")) != std::string::npos);
+  CHECK(refused.status().message().find("not sent: PUT " + Url(*server, "/x")) !=
+        std::string::npos);
   CHECK(refused.status().message().find("the lease was not renewed in time") != std::string::npos);
   CHECK(served.load() == 0);
   // Allowed: sent. Then refused again on the kept-alive connection.

@@ -1,14 +1,5 @@
 // Tests for http::Server over real loopback sockets, with a minimal blocking HTTP/1.1 client.
 // Test names ending in [concurrent] exercise cross-thread paths (run them under TSan too).
-#include <curl/curl.h>
-#include <doctest/doctest.h>
-#include <netinet/in.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -20,6 +11,15 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <curl/curl.h>
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "common/http/server.h"
 #include "tests/support/self_signed_cert.h"
@@ -176,7 +176,8 @@ class TestClient {
     if (eof_) return false;
     if (ssl_ == nullptr || SSL_pending(ssl_) == 0) {
       pollfd pfd{fd_, POLLIN, 0};
-      int ready = ::poll(&pfd, 1, static_cast<int>(std::chrono::milliseconds(kServerDeadline).count()));
+      int ready =
+          ::poll(&pfd, 1, static_cast<int>(std::chrono::milliseconds(kServerDeadline).count()));
       if (ready <= 0) return false;
     }
     char buf[16384];
@@ -282,14 +283,15 @@ Handler Deferring(WriterBox& box) {
 }
 
 TEST_CASE("Server answers with the status and headers and body from the handler") {
-  auto server = StartHttpServer([](const ServerRequest& request, std::shared_ptr<ResponseWriter> w) {
-    if (request.path == "/missing") {
-      w->Respond(404, {{"Content-Type", "text/plain"}}, "nope");
-      return;
-    }
-    w->Respond(201, {{"Content-Type", "application/json"}, {"X-Method", request.method}},
-               "{\"path\":\"" + request.path + "\",\"body\":\"" + request.body + "\"}");
-  });
+  auto server =
+      StartHttpServer([](const ServerRequest& request, std::shared_ptr<ResponseWriter> w) {
+        if (request.path == "/missing") {
+          w->Respond(404, {{"Content-Type", "text/plain"}}, "nope");
+          return;
+        }
+        w->Respond(201, {{"Content-Type", "application/json"}, {"X-Method", request.method}},
+                   "{\"path\":\"" + request.path + "\",\"body\":\"" + request.body + "\"}");
+      });
   TestClient client(server->port());
   REQUIRE(client.connected());
 
@@ -312,8 +314,8 @@ TEST_CASE("Server parses the path and query and headers") {
   WriterBox box;
   auto server = StartHttpServer(Deferring(box));
   TestClient client(server->port());
-  REQUIRE(client.Send("PATCH", "/api/v1/name%20space?watch=1&labelSelector=a%3Db&x=a+b&flag",
-                      "{}", "Content-Type: application/merge-patch+json\r\n"));
+  REQUIRE(client.Send("PATCH", "/api/v1/name%20space?watch=1&labelSelector=a%3Db&x=a+b&flag", "{}",
+                      "Content-Type: application/merge-patch+json\r\n"));
   REQUIRE(box.WaitFor(1));
   ServerRequest request = box.request(0);
   CHECK(request.method == "PATCH");
@@ -447,7 +449,7 @@ TEST_CASE("Server tells the handler when the client goes away [concurrent]") {
   }
   REQUIRE(closed.get_future().wait_for(kServerDeadline) == std::future_status::ready);
   CHECK_FALSE(box.writer(0)->WriteChunk("x"));
-  box.writer(0)->Respond(200, {}, "too late");   // a no-op, not a crash
+  box.writer(0)->Respond(200, {}, "too late");  // a no-op, not a crash
 
   // A callback registered after the close still runs.
   std::promise<void> late;
@@ -489,14 +491,15 @@ TEST_CASE("Server close callbacks do not run after a complete answer") {
 
 TEST_CASE("Server Abort drops the connection without an answer [concurrent]") {
   std::promise<void> aborted;
-  auto server = StartHttpServer([&](const ServerRequest& request, std::shared_ptr<ResponseWriter> w) {
-    if (request.path == "/inline") {
-      w->Abort();
-      return;
-    }
-    w->OnClientClose([&] { aborted.set_value(); });
-    std::thread([w] { w->Abort(); }).detach();
-  });
+  auto server =
+      StartHttpServer([&](const ServerRequest& request, std::shared_ptr<ResponseWriter> w) {
+        if (request.path == "/inline") {
+          w->Abort();
+          return;
+        }
+        w->OnClientClose([&] { aborted.set_value(); });
+        std::thread([w] { w->Abort(); }).detach();
+      });
   TestClient inline_client(server->port());
   REQUIRE(inline_client.Send("GET", "/inline"));
   CHECK_FALSE(inline_client.ReadResponse());
@@ -510,9 +513,8 @@ TEST_CASE("Server Abort drops the connection without an answer [concurrent]") {
 }
 
 TEST_CASE("Server RunAfter runs callbacks in deadline order on the loop [concurrent]") {
-  auto server = StartHttpServer([](const ServerRequest&, std::shared_ptr<ResponseWriter> w) {
-    w->Respond(200, {}, "");
-  });
+  auto server = StartHttpServer(
+      [](const ServerRequest&, std::shared_ptr<ResponseWriter> w) { w->Respond(200, {}, ""); });
   std::mutex mu;
   std::vector<std::string> order;
   std::promise<void> done;
@@ -533,10 +535,10 @@ TEST_CASE("Server RunAfter runs callbacks in deadline order on the loop [concurr
 
 TEST_CASE("Server answers deferred requests from RunAfter on the loop") {
   auto server_holder = std::make_shared<Server*>(nullptr);
-  auto server = StartHttpServer([server_holder](const ServerRequest&,
-                                            std::shared_ptr<ResponseWriter> w) {
-    (*server_holder)->RunAfter(5ms, [w] { w->Respond(200, {}, "later"); });
-  });
+  auto server =
+      StartHttpServer([server_holder](const ServerRequest&, std::shared_ptr<ResponseWriter> w) {
+        (*server_holder)->RunAfter(5ms, [w] { w->Respond(200, {}, "later"); });
+      });
   *server_holder = server.get();
   TestClient client(server->port());
   REQUIRE(client.Send("GET", "/"));
@@ -637,12 +639,12 @@ TEST_CASE("Server Stop closes open connections and pending requests cleanly [con
 }
 
 TEST_CASE("Server refuses a port that is in use") {
-  auto first = StartHttpServer([](const ServerRequest&, std::shared_ptr<ResponseWriter> w) {
-    w->Respond(200, {}, "");
-  });
+  auto first = StartHttpServer(
+      [](const ServerRequest&, std::shared_ptr<ResponseWriter> w) { w->Respond(200, {}, ""); });
   Server::Options options;
   options.port = first->port();
-  auto second = Server::Start(options, [](const ServerRequest&, std::shared_ptr<ResponseWriter>) {});
+  auto second =
+      Server::Start(options, [](const ServerRequest&, std::shared_ptr<ResponseWriter>) {});
   CHECK_FALSE(second.ok());
   CHECK(second.status().code() == Code::kUnavailable);
 }
@@ -689,7 +691,7 @@ TEST_CASE("Server speaks HTTPS with a configured certificate [concurrent]") {
   }
   long connects = -1;
   curl_easy_getinfo(curl, CURLINFO_NUM_CONNECTS, &connects);
-  CHECK(connects == 0);   // the second request reused the TLS connection
+  CHECK(connects == 0);  // the second request reused the TLS connection
 
   std::thread answer([&] {
     if (!box.WaitFor(1)) return;
@@ -773,7 +775,8 @@ TEST_CASE("Server refuses a TLS key that does not load") {
   Server::Options options;
   options.tls_cert_file = "/nonexistent/cert.pem";
   options.tls_key_file = "/nonexistent/key.pem";
-  auto server = Server::Start(options, [](const ServerRequest&, std::shared_ptr<ResponseWriter>) {});
+  auto server =
+      Server::Start(options, [](const ServerRequest&, std::shared_ptr<ResponseWriter>) {});
   CHECK_FALSE(server.ok());
   CHECK(server.status().code() == Code::kInvalidArgument);
 }

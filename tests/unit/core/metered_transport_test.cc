@@ -1,11 +1,11 @@
 #include "common/http/metered_transport.h"
 
-#include <doctest/doctest.h>
-#include <prometheus/registry.h>
-
 #include <future>
 #include <map>
 #include <string>
+
+#include <doctest/doctest.h>
+#include <prometheus/registry.h>
 
 #include "common/http/curl_transport.h"
 #include "common/http/server.h"
@@ -14,19 +14,20 @@
 namespace syncbus::http {
 namespace {
 
-TEST_CASE("metered transport: requests by method and status, durations, watches, no-response errors") {
-  auto server = Server::Start({}, [](const ServerRequest& request,
-                                     std::shared_ptr<ResponseWriter> w) {
-    if (request.path == "/throttled") {
-      w->Respond(429, {{"Retry-After", "1"}}, "slow down");
-    } else if (request.path == "/watch") {
-      w->StartStream(200, {});
-      w->WriteChunk("{}\n");
-      w->EndStream();
-    } else {
-      w->Respond(200, {}, "ok");
-    }
-  });
+TEST_CASE(
+    "metered transport: requests by method and status, durations, watches, no-response errors") {
+  auto server =
+      Server::Start({}, [](const ServerRequest& request, std::shared_ptr<ResponseWriter> w) {
+        if (request.path == "/throttled") {
+          w->Respond(429, {{"Retry-After", "1"}}, "slow down");
+        } else if (request.path == "/watch") {
+          w->StartStream(200, {});
+          w->WriteChunk("{}\n");
+          w->EndStream();
+        } else {
+          w->Respond(200, {}, "ok");
+        }
+      });
   REQUIRE(server.ok());
   auto curl = CurlTransport::Create({});
   REQUIRE(curl.ok());
@@ -43,7 +44,7 @@ TEST_CASE("metered transport: requests by method and status, durations, watches,
   patch.url = base + "/throttled";
   auto throttled = metered.Call(patch);
   REQUIRE(throttled.ok());
-  CHECK(throttled->status == 429);   // passed on unchanged
+  CHECK(throttled->status == 429);  // passed on unchanged
 
   Request watch;
   watch.url = base + "/watch";
@@ -58,9 +59,8 @@ TEST_CASE("metered transport: requests by method and status, durations, watches,
   auto refused = metered.Call(get);
   CHECK_FALSE(refused.ok());
   std::promise<Status> refused_watch;
-  auto refused_handle = metered.Stream(watch, {nullptr, nullptr, [&refused_watch](Status s) {
-                                                 refused_watch.set_value(s);
-                                               }});
+  auto refused_handle = metered.Stream(
+      watch, {nullptr, nullptr, [&refused_watch](Status s) { refused_watch.set_value(s); }});
   CHECK_FALSE(refused_watch.get_future().get().ok());
 
   CHECK(syncbus::testing::MetricSample(registry, "test_hub_requests_total",

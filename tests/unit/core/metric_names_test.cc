@@ -9,20 +9,24 @@ TEST_CASE("PromQL metric names: selectors only, not functions, keywords, labels 
   CHECK(PromqlMetricNames("up") == Names{"up"});
   CHECK(PromqlMetricNames(R"q(sum by (queue, le) (rate(foo_bucket{job="a", le!~"x|y"}[5m])))q") ==
         Names{"foo_bucket"});
-  CHECK(PromqlMetricNames(R"q(histogram_quantile(0.99, sum(rate(a_bucket[$__rate_interval])) by (le)))q") ==
+  CHECK(PromqlMetricNames(
+            R"q(histogram_quantile(0.99, sum(rate(a_bucket[$__rate_interval])) by (le)))q") ==
         Names{"a_bucket"});
-  CHECK(PromqlMetricNames("max without(instance) (a) / on (namespace) group_left () b > bool 0.5") ==
-        Names{"a", "b"});
+  CHECK(
+      PromqlMetricNames("max without(instance) (a) / on (namespace) group_left () b > bool 0.5") ==
+      Names{"a", "b"});
   CHECK(PromqlMetricNames("sum(a offset 1h30m) or absent(b) unless c and d @ start()") ==
         Names{"a", "b", "c", "d"});
-  CHECK(PromqlMetricNames("deriv(sum by (ns) (max by (ns, q) (x{q=~\"w[.](a|b)\"}))[15m:1m]) > 0") ==
-        Names{"x"});
+  CHECK(PromqlMetricNames(
+            "deriv(sum by (ns) (max by (ns, q) (x{q=~\"w[.](a|b)\"}))[15m:1m]) > 0") == Names{"x"});
   CHECK(PromqlMetricNames(R"q(label_replace(a, "dst", "$1", "src", "(.*)") * 1e-3 + Inf - NaN)q") ==
         Names{"a"});
   CHECK(PromqlMetricNames(R"q({__name__="named", job="j"} + count_values("v", b) + topk(3, c))q") ==
         Names{"named", "b", "c"});
-  CHECK(PromqlMetricNames("a{namespace=\"$namespace\", pod=~\"${pod:regex}\"} / [[old]]") == Names{"a"});
-  CHECK(PromqlMetricNames(R"q(sum(max by (queue) (<<.Series>>{queue=~"w",<<.LabelMatchers>>})))q").empty());
+  CHECK(PromqlMetricNames("a{namespace=\"$namespace\", pod=~\"${pod:regex}\"} / [[old]]") ==
+        Names{"a"});
+  CHECK(PromqlMetricNames(R"q(sum(max by (queue) (<<.Series>>{queue=~"w",<<.LabelMatchers>>})))q")
+            .empty());
   CHECK(PromqlMetricNames("vector(1) # a comment naming no_metric").empty());
 }
 
@@ -51,9 +55,9 @@ TEST_CASE("exported metrics: TYPE lines and samples, a histogram counted by its 
   CHECK(exported.at("requests_total") == "counter");
   CHECK(exported.at("latency_seconds") == "histogram");
   CHECK(exported.at("untyped_sample") == "untyped");
-  for (const char* name : {"requests_total", "latency_seconds_bucket", "latency_seconds_sum",
-                           "latency_seconds_count", "empty_family", "untyped_sample",
-                           "rpc_seconds_sum", "rpc_seconds_count"}) {
+  for (const char* name :
+       {"requests_total", "latency_seconds_bucket", "latency_seconds_sum", "latency_seconds_count",
+        "empty_family", "untyped_sample", "rpc_seconds_sum", "rpc_seconds_count"}) {
     CHECK_MESSAGE(IsExported(name, exported), name);
   }
   // The bare histogram name selects nothing; a misspelling or a suffix of something else is not

@@ -1,8 +1,9 @@
+#include "common/bus/sync_message.h"
+
 #include <doctest/doctest.h>
 
-#include "tests/fakes/common/fake_clock.h"
 #include "common/kube/resource_version.h"
-#include "common/bus/sync_message.h"
+#include "tests/fakes/common/fake_clock.h"
 
 using namespace syncbus;
 
@@ -42,9 +43,12 @@ TEST_CASE("sync request decoding names what is wrong") {
       {R"({"version":1,"cluster":{"namespace":"a"}})", "missing field \"name\""},
       {R"({"version":1,"cluster":{"namespace":"A_B","name":"x"}})", "not a valid namespace"},
       {R"({"version":1,"cluster":{"namespace":"a","name":"x/y"}})", "not a valid object name"},
-      {R"({"version":1,"cluster":{"namespace":"a","name":"x"},"revision":"r","lane":"fast","reason":"x","enqueuedAt":"2026-01-01T00:00:00Z"})", "unknown lane"},
-      {R"({"version":1,"cluster":{"namespace":"a","name":"x"},"revision":"r","lane":"change","reason":"x","enqueuedAt":"yesterday"})", "enqueuedAt"},
-      {R"({"version":1,"cluster":{"namespace":"a","name":"x"},"revision":"r","lane":"change","reason":"x","fullReapply":"yes","enqueuedAt":"2026-01-01T00:00:00Z"})", "fullReapply"},
+      {R"({"version":1,"cluster":{"namespace":"a","name":"x"},"revision":"r","lane":"fast","reason":"x","enqueuedAt":"2026-01-01T00:00:00Z"})",
+       "unknown lane"},
+      {R"({"version":1,"cluster":{"namespace":"a","name":"x"},"revision":"r","lane":"change","reason":"x","enqueuedAt":"yesterday"})",
+       "enqueuedAt"},
+      {R"({"version":1,"cluster":{"namespace":"a","name":"x"},"revision":"r","lane":"change","reason":"x","fullReapply":"yes","enqueuedAt":"2026-01-01T00:00:00Z"})",
+       "fullReapply"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.body);
@@ -130,10 +134,11 @@ TEST_CASE("sync request carries the kubeconfig Secret's version when the publish
   CHECK_FALSE(DecodeSyncRequest(body.dump()).ok());
 }
 
-TEST_CASE("resourceVersions compare as etcd revisions, and anything else never counts as new enough") {
+TEST_CASE(
+    "resourceVersions compare as etcd revisions, and anything else never counts as new enough") {
   CHECK(kube::ResourceVersionAtLeast("10", "9"));
   CHECK(kube::ResourceVersionAtLeast("10", "10"));
-  CHECK_FALSE(kube::ResourceVersionAtLeast("9", "10"));   // not string order
+  CHECK_FALSE(kube::ResourceVersionAtLeast("9", "10"));  // not string order
   CHECK(kube::ResourceVersionAtLeast("", ""));
   CHECK(kube::ResourceVersionAtLeast("5", ""));
   CHECK_FALSE(kube::ResourceVersionAtLeast("", "5"));

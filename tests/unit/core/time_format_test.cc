@@ -1,6 +1,6 @@
-#include <doctest/doctest.h>
-
 #include "common/time_format.h"
+
+#include <doctest/doctest.h>
 
 using namespace syncbus;
 using namespace std::chrono_literals;
@@ -16,9 +16,9 @@ TEST_CASE("RFC 3339 round trip and offsets") {
 }
 
 TEST_CASE("RFC 3339 rejects malformed input") {
-  for (const char* bad : {"", "2026-03-04", "2026-03-04T05:06:07", "2026-13-04T05:06:07Z",
-                          "2026-02-30T05:06:07Z", "2026-03-04T05:06:07Zjunk", "2026-03-04T05:06:07.Z",
-                          "2026-03-04 05:06:07Z"}) {
+  for (const char* bad :
+       {"", "2026-03-04", "2026-03-04T05:06:07", "2026-13-04T05:06:07Z", "2026-02-30T05:06:07Z",
+        "2026-03-04T05:06:07Zjunk", "2026-03-04T05:06:07.Z", "2026-03-04 05:06:07Z"}) {
     CAPTURE(bad);
     CHECK_FALSE(ParseRfc3339(bad).ok());
   }

@@ -1,11 +1,12 @@
-#include <doctest/doctest.h>
+#include "common/bus/topology.h"
 
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
 
-#include "common/bus/topology.h"
+#include <doctest/doctest.h>
+
 #include "tests/support/child_process.h"
 
 using namespace syncbus;
@@ -29,12 +30,15 @@ TEST_CASE("topology names are readable and tiers map to queues") {
 const amqp::PolicySpec* PolicyOf(const amqp::Topology& t, const std::string& queue) {
   const amqp::PolicySpec* best = nullptr;
   for (const auto& p : t.policies) {
-    if (std::regex_search(queue, std::regex(p.pattern)) && (!best || p.priority > best->priority)) best = &p;
+    if (std::regex_search(queue, std::regex(p.pattern)) && (!best || p.priority > best->priority))
+      best = &p;
   }
   return best;
 }
 
-TEST_CASE("every quorum queue has an explicit delivery limit, and exactly one syncbus policy applies to each queue") {
+TEST_CASE(
+    "every quorum queue has an explicit delivery limit, and exactly one syncbus policy applies to "
+    "each queue") {
   amqp::TopologyOptions options;
   options.delivery_limit = 3;
   options.max_length = 1234;
@@ -42,12 +46,14 @@ TEST_CASE("every quorum queue has an explicit delivery limit, and exactly one sy
   for (const auto& q : t.queues) {
     CAPTURE(q.name);
     int matching = 0;
-    for (const auto& p : t.policies) matching += std::regex_search(q.name, std::regex(p.pattern)) ? 1 : 0;
+    for (const auto& p : t.policies)
+      matching += std::regex_search(q.name, std::regex(p.pattern)) ? 1 : 0;
     CHECK(matching == 1);
     const amqp::PolicySpec* p = PolicyOf(t, q.name);
     REQUIRE(p != nullptr);
     if (q.arguments["x-queue-type"] == "quorum") {
-      // A limit RabbitMQ 4.0's default of 20 never replaces: the policy's, and the argument's if any.
+      // A limit RabbitMQ 4.0's default of 20 never replaces: the policy's, and the argument's if
+      // any.
       REQUIRE(p->definition.contains("delivery-limit"));
       if (q.arguments.contains("x-delivery-limit")) {
         CHECK(q.arguments["x-delivery-limit"] == p->definition["delivery-limit"]);
@@ -66,13 +72,16 @@ TEST_CASE("every quorum queue has an explicit delivery limit, and exactly one sy
     CHECK(q.arguments["x-dead-letter-strategy"] == "at-least-once");
   }
   // The parking lot and the tiers never drop a returned message.
-  CHECK(PolicyOf(t, amqp::kDeadQueue)->definition["delivery-limit"] == amqp::kNeverReachedDeliveryLimit);
-  CHECK(PolicyOf(t, "syncbus.retry.5s")->definition["delivery-limit"] == amqp::kNeverReachedDeliveryLimit);
+  CHECK(PolicyOf(t, amqp::kDeadQueue)->definition["delivery-limit"] ==
+        amqp::kNeverReachedDeliveryLimit);
+  CHECK(PolicyOf(t, "syncbus.retry.5s")->definition["delivery-limit"] ==
+        amqp::kNeverReachedDeliveryLimit);
   CHECK(PolicyOf(t, "syncbus.retry.other") == nullptr);
   CHECK(PolicyOf(t, "syncbus.deadly") == nullptr);
 }
 
-TEST_CASE("every parked message is also written to the dead-letter index, which nothing else feeds") {
+TEST_CASE(
+    "every parked message is also written to the dead-letter index, which nothing else feeds") {
   amqp::Topology t = amqp::SyncbusTopology();
   std::set<std::string> into_index, from_dead;
   for (const auto& b : t.bindings) {
@@ -84,7 +93,7 @@ TEST_CASE("every parked message is also written to the dead-letter index, which 
   for (const auto& q : t.queues) {
     if (q.name != amqp::kDeadIndexQueue) continue;
     CHECK(q.arguments["x-queue-type"] == "stream");
-    CHECK_FALSE(q.arguments.contains("x-max-age"));   // parked until replayed or purged
+    CHECK_FALSE(q.arguments.contains("x-max-age"));  // parked until replayed or purged
   }
 }
 
@@ -103,7 +112,8 @@ TEST_CASE("the trace is a stream bounded by age and size, fed by a fanout exchan
   CHECK(trace->arguments["x-max-age"] == "2h");
   CHECK(trace->arguments["x-max-length-bytes"] == int64_t{64} << 20);
   bool bound = false;
-  for (const auto& b : t.bindings) bound = bound || (b.source == "syncbus.trace" && b.destination == "syncbus.trace");
+  for (const auto& b : t.bindings)
+    bound = bound || (b.source == "syncbus.trace" && b.destination == "syncbus.trace");
   CHECK(bound);
 }
 

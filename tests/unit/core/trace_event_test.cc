@@ -1,16 +1,16 @@
-#include <doctest/doctest.h>
-
-#include <prometheus/registry.h>
+#include "common/bus/trace_event.h"
 
 #include <thread>
 
-#include "tests/fakes/common/amqp/fake_session.h"
-#include "common/bus/topology.h"
-#include "tests/fakes/common/fake_clock.h"
+#include <doctest/doctest.h>
+#include <prometheus/registry.h>
+
 #include "common/bus/sync_message.h"
-#include "common/time_format.h"
-#include "common/bus/trace_event.h"
+#include "common/bus/topology.h"
 #include "common/bus/trace_recorder.h"
+#include "common/time_format.h"
+#include "tests/fakes/common/amqp/fake_session.h"
+#include "tests/fakes/common/fake_clock.h"
 
 using namespace syncbus;
 using namespace std::chrono_literals;
@@ -74,25 +74,32 @@ TEST_CASE("trace event decoding names what is wrong") {
     std::string body;
     const char* expect;
   };
-  const std::string head = R"({"version":1,"cluster":"a/b","request":"r","at":"2026-11-23T22:56:02Z",)";
+  const std::string head =
+      R"({"version":1,"cluster":"a/b","request":"r","at":"2026-11-23T22:56:02Z",)";
   Case cases[] = {
       {"not json", "not valid JSON"},
       {"[1]", "not a JSON object"},
       {R"({"step":"delivered"})", "missing field \"version\""},
       {R"({"version":2,"step":"delivered"})", "unsupported version 2"},
       {R"({"version":1,"step":"lost"})", "unknown step \"lost\""},
-      {R"({"version":1,"step":"delivered","request":"r","at":"2026-11-23T22:56:02Z"})", "missing field \"cluster\""},
-      {R"({"version":1,"step":"delivered","cluster":"b","request":"r","at":"2026-11-23T22:56:02Z"})", "namespace/name"},
-      {R"({"version":1,"step":"delivered","cluster":"A/b","request":"r","at":"2026-11-23T22:56:02Z"})", "namespace/name"},
-      {R"({"version":1,"step":"delivered","cluster":"a/b","request":"r","at":"noon"})", "\"at\" is not an RFC 3339 time"},
+      {R"({"version":1,"step":"delivered","request":"r","at":"2026-11-23T22:56:02Z"})",
+       "missing field \"cluster\""},
+      {R"({"version":1,"step":"delivered","cluster":"b","request":"r","at":"2026-11-23T22:56:02Z"})",
+       "namespace/name"},
+      {R"({"version":1,"step":"delivered","cluster":"A/b","request":"r","at":"2026-11-23T22:56:02Z"})",
+       "namespace/name"},
+      {R"({"version":1,"step":"delivered","cluster":"a/b","request":"r","at":"noon"})",
+       "\"at\" is not an RFC 3339 time"},
       {head + R"("step":"delivered","durationMs":-1})", "\"durationMs\" is out of range"},
       {head + R"("step":"delivered","lane":"fast"})", "unknown lane \"fast\""},
       {head + R"("step":"settled"})", "belongs to settled events"},
       {head + R"("step":"delivered","outcome":"applied"})", "belongs to settled events"},
       {head + R"("step":"settled","outcome":"vanished"})", "unknown outcome \"vanished\""},
       {head + R"("step":"settled","outcome":"applied","sets":{}})", "\"sets\" must be an array"},
-      {head + R"("step":"settled","outcome":"applied","sets":[{"kind":"Pod","name":"x"}]})", "sets[0].kind"},
-      {head + R"("step":"settled","outcome":"applied","sets":[{"kind":"SyncSet"}]})", "missing field \"sets[0].name\""},
+      {head + R"("step":"settled","outcome":"applied","sets":[{"kind":"Pod","name":"x"}]})",
+       "sets[0].kind"},
+      {head + R"("step":"settled","outcome":"applied","sets":[{"kind":"SyncSet"}]})",
+       "missing field \"sets[0].name\""},
       {head + R"("step":"delivered","attempt":"2"})", "\"attempt\" must be an integer"},
       {std::string(kMaxTraceEventBytes + 1, ' '), "exceeds the limit"},
   };
@@ -103,13 +110,15 @@ TEST_CASE("trace event decoding names what is wrong") {
     CHECK_MESSAGE(r.status().message().find(c.expect) != std::string::npos, r.status().message());
   }
   std::string many = head + R"("step":"settled","outcome":"applied","sets":[)";
-  for (size_t i = 0; i <= kMaxTraceSets; ++i) many += std::string(i ? "," : "") + R"({"kind":"SyncSet","name":"s"})";
+  for (size_t i = 0; i <= kMaxTraceSets; ++i)
+    many += std::string(i ? "," : "") + R"({"kind":"SyncSet","name":"s"})";
   auto r = DecodeTraceEvent(many + "]}");
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message().find("more than 64 sets") != std::string::npos);
 }
 
-TEST_CASE("a trace publication goes to the trace exchange, not mandatory, with the cluster header") {
+TEST_CASE(
+    "a trace publication goes to the trace exchange, not mandatory, with the cluster header") {
   amqp::Publication p = TraceEventPublication(Settled());
   CHECK(p.exchange == amqp::kTraceExchange);
   CHECK_FALSE(p.mandatory);
@@ -140,7 +149,7 @@ TEST_CASE("the recorder stamps its actor, publishes on flush and counts what it 
   REQUIRE(e.ok());
   CHECK(e->actor == "consumer-7");
   CHECK(Count(registry, "published") == 2);
-  auto empty = recorder.Flush(session, 1s);   // nothing buffered: no publish
+  auto empty = recorder.Flush(session, 1s);  // nothing buffered: no publish
   REQUIRE(empty.ok());
   CHECK(*empty == 0);
 }
@@ -164,14 +173,14 @@ TEST_CASE("a full recorder drops its oldest events and counts them") {
   REQUIRE(recorder.Flush(session, 1s).ok());
   auto messages = broker.ReadyMessages(amqp::kTraceQueue);
   REQUIRE(messages.size() == 3);
-  CHECK(DecodeTraceEvent(messages[0].body)->attempt == 2);   // the newest three survive
+  CHECK(DecodeTraceEvent(messages[0].body)->attempt == 2);  // the newest three survive
 }
 
 TEST_CASE("a refused flush drops its batch, counts it and says why") {
   FakeClock clock;
   amqp::FakeBroker broker(clock);
   amqp::FakeSession session(broker, "daemon");
-  REQUIRE(session.Connect().ok());   // no topology: the trace exchange does not exist
+  REQUIRE(session.Connect().ok());  // no topology: the trace exchange does not exist
   prometheus::Registry registry;
   TraceRecorder recorder("c", registry);
   recorder.Record(Settled());

@@ -1,9 +1,9 @@
 #include "common/http/transport_metrics.h"
 
+#include <string>
+
 #include <doctest/doctest.h>
 #include <prometheus/text_serializer.h>
-
-#include <string>
 
 #include "common/http/server.h"
 

@@ -1,17 +1,18 @@
-#include <doctest/doctest.h>
+#include "ctl/dead_letters.h"
 
 #include <sstream>
 
-#include "tests/fakes/common/amqp/fake_session.h"
+#include <doctest/doctest.h>
+
 #include "common/amqp/field_table.h"
-#include "common/bus/topology.h"
-#include "tests/fakes/common/fake_clock.h"
 #include "common/bus/sync_message.h"
+#include "common/bus/topology.h"
 #include "common/time_format.h"
 #include "consumer/retry_policy.h"
 #include "ctl/commands.h"
 #include "ctl/dead_letter_index.h"
-#include "ctl/dead_letters.h"
+#include "tests/fakes/common/amqp/fake_session.h"
+#include "tests/fakes/common/fake_clock.h"
 
 using namespace syncbus;
 using namespace syncbus::ctl;
@@ -41,12 +42,14 @@ struct Dlq {
     REQUIRE(session.Declare(amqp::SyncbusTopology(t)).ok());
   }
   // Parks a request as the consumer would after its last attempt.
-  void Park(const std::string& ns, const std::string& name, amqp::Lane lane, const std::string& reason, int attempts) {
+  void Park(const std::string& ns, const std::string& name, amqp::Lane lane,
+            const std::string& reason, int attempts) {
     amqp::Delivery d;
     d.routing_key = amqp::LaneName(lane);
     d.message = ToAmqpMessage(Request(ns, name, lane), "syncbus-publisher", name, clock.WallNow());
     d.message.headers[kAttemptHeader] = attempts;
-    amqp::Publication p = consumer::DeadLetter(d, reason, "503 Service Unavailable", clock.WallNow());
+    amqp::Publication p =
+        consumer::DeadLetter(d, reason, "503 Service Unavailable", clock.WallNow());
     p.message.headers[kAttemptHeader] = attempts;
     REQUIRE(session.Publish(p, 1s).ok());
   }
@@ -58,7 +61,9 @@ struct Dlq {
     for (const auto& d : listed->matched) clusters.push_back(d.cluster);
     return clusters;
   }
-  std::vector<amqp::Message> Work(amqp::Lane lane) { return broker.ReadyMessages(amqp::WorkQueueName(lane)); }
+  std::vector<amqp::Message> Work(amqp::Lane lane) {
+    return broker.ReadyMessages(amqp::WorkQueueName(lane));
+  }
 };
 
 }  // namespace
@@ -88,9 +93,10 @@ TEST_CASE("a parked request is described from its headers") {
 TEST_CASE("a poison message parked by the broker is described from x-death") {
   amqp::Delivery d;
   d.message = ToAmqpMessage(Request("ns1", "c9", amqp::Lane::kChange), "p", "m", WallTime{});
-  d.message.headers["x-death"] = Json::array(
-      {Json{{"reason", "delivery_limit"}, {"queue", "syncbus.work.change"}, {"count", 1},
-            {"time", amqp::TimestampValue(1767225600)}}});
+  d.message.headers["x-death"] = Json::array({Json{{"reason", "delivery_limit"},
+                                                   {"queue", "syncbus.work.change"},
+                                                   {"count", 1},
+                                                   {"time", amqp::TimestampValue(1767225600)}}});
   DeadLetter letter = DescribeDeadLetter(d);
   CHECK(letter.reason == "delivery_limit");
   CHECK(letter.by_broker);
@@ -131,13 +137,16 @@ TEST_CASE("a replayed message goes to its lane with its attempt history reset") 
   CHECK(p.routing_key == "resync");
   CHECK(p.message.body == d.message.body);
   CHECK(p.message.headers[kAttemptHeader] == 0);
-  for (const char* gone : {kDeadReasonHeader, kFirstFailureHeader, kLastErrorHeader, kDeadAtHeader, "x-death"}) {
+  for (const char* gone :
+       {kDeadReasonHeader, kFirstFailureHeader, kLastErrorHeader, kDeadAtHeader, "x-death"}) {
     CHECK_FALSE(p.message.headers.contains(gone));
   }
   CHECK(p.message.headers[kClusterHeader] == "ns1/c1");
 }
 
-TEST_CASE("list reads the index and leaves the queue as it was, replay moves only the matches, confirmed, then acked") {
+TEST_CASE(
+    "list reads the index and leaves the queue as it was, replay moves only the matches, "
+    "confirmed, then acked") {
   Dlq q;
   q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
   q.Park("ns1", "c2", amqp::Lane::kResync, "max-attempts", 5);
@@ -151,7 +160,8 @@ TEST_CASE("list reads the index and leaves the queue as it was, replay moves onl
   CHECK(listed->Discrepancy().empty());
   CHECK(q.Dead() == 3);
   CHECK(q.broker.UnackedCount(amqp::kDeadQueue) == 0);
-  for (const auto& m : q.broker.ReadyMessages(amqp::kDeadQueue)) CHECK_FALSE(m.headers.contains("x-delivery-count"));
+  for (const auto& m : q.broker.ReadyMessages(amqp::kDeadQueue))
+    CHECK_FALSE(m.headers.contains("x-delivery-count"));
 
   DlqOptions dry;
   dry.action = DlqAction::kReplay;
@@ -187,11 +197,12 @@ TEST_CASE("list reads the index and leaves the queue as it was, replay moves onl
   CHECK(listed->Discrepancy().find("reindex") != std::string::npos);
 }
 
-TEST_CASE("the index drops what a replay or purge recorded as removed, oldest copy of a key first") {
+TEST_CASE(
+    "the index drops what a replay or purge recorded as removed, oldest copy of a key first") {
   Dlq q;
   q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
   q.Park("ns1", "c2", amqp::Lane::kChange, "max-attempts", 5);
-  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);   // a second copy of c1's request
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);  // a second copy of c1's request
   q.Park("ns1", "c3", amqp::Lane::kChange, "undecodable", 0);
   CHECK(q.Listed() == std::vector<std::string>{"ns1/c1", "ns1/c2", "ns1/c1", "ns1/c3"});
 
@@ -224,7 +235,8 @@ TEST_CASE("reindex rebuilds the index from the queue, in order, and leaves every
   // Parked before the index existed: only in the queue.
   amqp::Delivery d;
   d.routing_key = "change";
-  d.message = ToAmqpMessage(Request("ns0", "old", amqp::Lane::kChange), "syncbus-publisher", "old", q.clock.WallNow());
+  d.message = ToAmqpMessage(Request("ns0", "old", amqp::Lane::kChange), "syncbus-publisher", "old",
+                            q.clock.WallNow());
   amqp::Publication old = consumer::DeadLetter(d, "max-attempts", "gone", q.clock.WallNow());
   old.exchange = "";
   old.routing_key = amqp::kDeadQueue;
@@ -241,14 +253,15 @@ TEST_CASE("reindex rebuilds the index from the queue, in order, and leaves every
   CHECK(q.Listed() == std::vector<std::string>{"ns1/c1", "ns1/c2", "ns0/old"});
   CHECK(q.Dead() == 3);
   std::vector<std::string> queued;
-  for (const auto& m : q.broker.ReadyMessages(amqp::kDeadQueue)) queued.push_back(m.headers.value(kClusterHeader, ""));
+  for (const auto& m : q.broker.ReadyMessages(amqp::kDeadQueue))
+    queued.push_back(m.headers.value(kClusterHeader, ""));
   CHECK(queued == std::vector<std::string>{"ns1/c1", "ns1/c2", "ns0/old"});
 }
 
 TEST_CASE("a replay that cannot publish keeps the dead copy") {
   Dlq q;
   q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
-  q.broker.DeleteQueue(amqp::WorkQueueName(amqp::Lane::kChange));   // unroutable now
+  q.broker.DeleteQueue(amqp::WorkQueueName(amqp::Lane::kChange));  // unroutable now
   DlqScanOptions replay;
   replay.action = DlqAction::kReplay;
   auto replayed = ScanDeadLetters(q.session, replay, q.clock);

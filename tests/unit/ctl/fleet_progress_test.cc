@@ -1,6 +1,7 @@
+#include "ctl/fleet_progress.h"
+
 #include <doctest/doctest.h>
 
-#include "ctl/fleet_progress.h"
 #include "ctl/metrics_scrape.h"
 
 using namespace syncbus;
@@ -20,10 +21,13 @@ Json Sss(const std::string& name, int gen) {
           {"spec", {{"clusterDeploymentSelector", {{"matchLabels", {{"fleet", "a"}}}}}}}};
 }
 Json Cs(const std::string& name, int gen, const char* result) {
-  return {{"metadata", {{"name", name}, {"namespace", name}}},
-          {"status", {{"selectorSyncSets", Json::array({{{"name", "s"}, {"observedGeneration", gen},
-                                                          {"result", result},
-                                                          {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})}}}};
+  return {
+      {"metadata", {{"name", name}, {"namespace", name}}},
+      {"status",
+       {{"selectorSyncSets", Json::array({{{"name", "s"},
+                                           {"observedGeneration", gen},
+                                           {"result", result},
+                                           {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})}}}};
 }
 }  // namespace
 
@@ -33,7 +37,7 @@ TEST_CASE("fleet progress counts synced, failing, pending and skipped clusters")
   CHECK(p.clusters == 4);
   CHECK(p.synced == 1);
   CHECK(p.failing == 1);
-  CHECK(p.pending == 2);   // c is at an old generation, d has no status
+  CHECK(p.pending == 2);  // c is at an old generation, d has no status
   CHECK(p.skipped == 1);
   CHECK(p.failing_clusters == std::vector<std::string>{"b/b"});
   CHECK_FALSE(p.done());

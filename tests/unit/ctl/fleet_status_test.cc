@@ -1,7 +1,8 @@
+#include "ctl/fleet_status.h"
+
 #include <doctest/doctest.h>
 
 #include "common/time_format.h"
-#include "ctl/fleet_status.h"
 #include "ctl/request_timeline.h"
 #include "ctl/text_table.h"
 #include "ctl/trace_reader.h"
@@ -12,7 +13,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-WallTime T(const char* text) { return *ParseRfc3339(text); }
+WallTime T(const char* text) {
+  return *ParseRfc3339(text);
+}
 
 Json StatusCd(const std::string& name, bool installed = true) {
   return {
@@ -26,14 +29,19 @@ Json StatusSss(const std::string& name, int gen) {
   return {{"metadata", {{"name", name}, {"generation", gen}}},
           {"spec", {{"clusterDeploymentSelector", {{"matchLabels", {{"fleet", "a"}}}}}}}};
 }
-Json StatusCs(const std::string& name, int gen, const char* result, const char* when = "2026-01-01T00:00:00Z") {
+Json StatusCs(const std::string& name, int gen, const char* result,
+              const char* when = "2026-01-01T00:00:00Z") {
   return {{"metadata", {{"name", name}, {"namespace", "fleet"}}},
-          {"status", {{"selectorSyncSets", Json::array({{{"name", "s"}, {"observedGeneration", gen},
-                                                          {"result", result}, {"failureMessage", "boom"},
-                                                          {"lastTransitionTime", when}}})}}}};
+          {"status",
+           {{"selectorSyncSets", Json::array({{{"name", "s"},
+                                               {"observedGeneration", gen},
+                                               {"result", result},
+                                               {"failureMessage", "boom"},
+                                               {"lastTransitionTime", when}}})}}}};
 }
 
-TraceEvent Event(TraceStep step, const std::string& cluster, const char* at, const std::string& request = "fleet/x/rev/1") {
+TraceEvent Event(TraceStep step, const std::string& cluster, const char* at,
+                 const std::string& request = "fleet/x/rev/1") {
   TraceEvent e;
   e.step = step;
   e.cluster = cluster;
@@ -44,7 +52,8 @@ TraceEvent Event(TraceStep step, const std::string& cluster, const char* at, con
   return e;
 }
 
-TraceEvent Settled(const std::string& cluster, const char* at, TraceOutcome outcome, const std::string& tier = "") {
+TraceEvent Settled(const std::string& cluster, const char* at, TraceOutcome outcome,
+                   const std::string& tier = "") {
   TraceEvent e = Event(TraceStep::kSettled, cluster, at);
   e.outcome = outcome;
   e.tier = tier;
@@ -81,7 +90,8 @@ TEST_CASE("a request's position follows its newest trace event, and the dead-let
   p = LocateRequest({published, delivered}, {});
   CHECK(p.where == W::kInFlight);
   CHECK(p.consumer == "syncbus-consumer/c-1");
-  CHECK(p.Describe(T("2026-01-01T00:00:12Z")).find("in flight on syncbus-consumer/c-1") != std::string::npos);
+  CHECK(p.Describe(T("2026-01-01T00:00:12Z")).find("in flight on syncbus-consumer/c-1") !=
+        std::string::npos);
   CHECK(p.Describe(T("2026-01-01T00:00:12Z")).find("attempt 2") != std::string::npos);
 
   auto retry = Settled("fleet/a", "2026-01-01T00:00:03Z", TraceOutcome::kRetry, "30s");
@@ -115,12 +125,14 @@ TEST_CASE("a request's position follows its newest trace event, and the dead-let
 }
 
 TEST_CASE("the timeline shows each step with its time, duration and detail") {
-  auto published = Event(TraceStep::kPublished, "fleet/a", "2026-01-01T00:00:01.020Z", "fleet/a/0123/42");
+  auto published =
+      Event(TraceStep::kPublished, "fleet/a", "2026-01-01T00:00:01.020Z", "fleet/a/0123/42");
   published.decided_at = T("2026-01-01T00:00:01Z");
   published.duration = 20ms;
   published.reason = "generation-changed";
   published.actor = "syncbus-publisher/p-1";
-  auto delivered = Event(TraceStep::kDelivered, "fleet/a", "2026-01-01T00:00:01.500Z", "fleet/a/0123/42");
+  auto delivered =
+      Event(TraceStep::kDelivered, "fleet/a", "2026-01-01T00:00:01.500Z", "fleet/a/0123/42");
   delivered.queued = 500ms;
   auto settled = Settled("fleet/a", "2026-01-01T00:00:04Z", TraceOutcome::kRetry, "30s");
   settled.request = "fleet/a/0123/42";
@@ -128,26 +140,31 @@ TEST_CASE("the timeline shows each step with its time, duration and detail") {
   settled.prepare = 300ms;
   settled.target = 2000ms;
   settled.store = 100ms;
-  settled.sets = {{"SyncSet", "a", 4, 10, true, ""}, {"SelectorSyncSet", "s", 2, 0, false, "503 unavailable"}};
+  settled.sets = {{"SyncSet", "a", 4, 10, true, ""},
+                  {"SelectorSyncSet", "s", 2, 0, false, "503 unavailable"}};
   std::string table = FormatTimeline({published, delivered, settled});
   INFO(table);
   CHECK(table.find("TIME") == 0);
-  CHECK(table.find("2026-01-01T00:00:01.000Z  #42      decided    -      reason=generation-changed lane=change") !=
-        std::string::npos);
-  CHECK(table.find("published  20ms   confirmed by the broker, on syncbus.work.change (by syncbus-publisher/p-1)") !=
-        std::string::npos);
+  CHECK(table.find("2026-01-01T00:00:01.000Z  #42      decided    -      reason=generation-changed "
+                   "lane=change") != std::string::npos);
+  CHECK(table.find("published  20ms   confirmed by the broker, on syncbus.work.change (by "
+                   "syncbus-publisher/p-1)") != std::string::npos);
   CHECK(table.find("delivered  500ms  to syncbus-consumer/c-1, attempt 1") != std::string::npos);
-  CHECK(table.find("2026-01-01T00:00:03.900Z  #42      applied    2.0s   2 sets, 10 objects: SyncSet a gen 4 ok; "
+  CHECK(table.find("2026-01-01T00:00:03.900Z  #42      applied    2.0s   2 sets, 10 objects: "
+                   "SyncSet a gen 4 ok; "
                    "SelectorSyncSet s gen 2 FAILED (503 unavailable)") != std::string::npos);
   CHECK(table.find("status     100ms  ClusterSync status stored") != std::string::npos);
-  CHECK(table.find("retry      2.5s   to syncbus.retry.30s (attempt 1 failed)") != std::string::npos);
+  CHECK(table.find("retry      2.5s   to syncbus.retry.30s (attempt 1 failed)") !=
+        std::string::npos);
 
   // Many sets: successes counted, failures named.
   settled.sets.clear();
-  for (int i = 0; i < 9; ++i) settled.sets.push_back({"SyncSet", "s" + std::to_string(i), 1, 1, true, ""});
+  for (int i = 0; i < 9; ++i)
+    settled.sets.push_back({"SyncSet", "s" + std::to_string(i), 1, 1, true, ""});
   settled.sets.push_back({"SyncSet", "bad", 1, 0, false, "422"});
   table = FormatTimeline({settled});
-  CHECK(table.find("10 sets, 9 objects: 9 ok; SyncSet bad gen 1 FAILED (422)") != std::string::npos);
+  CHECK(table.find("10 sets, 9 objects: 9 ok; SyncSet bad gen 1 FAILED (422)") !=
+        std::string::npos);
 
   Json j = TimelineJson({published}, LocateRequest({published}, {}), T("2026-01-01T00:00:02Z"));
   CHECK(j["events"].size() == 1);
@@ -155,14 +172,18 @@ TEST_CASE("the timeline shows each step with its time, duration and detail") {
   CHECK(j["position"]["where"] == "queued");
 }
 
-TEST_CASE("fleet status puts each cluster in one state, first match wins, with the oldest of each") {
+TEST_CASE(
+    "fleet status puts each cluster in one state, first match wins, with the oldest of each") {
   auto hub = ComputeProgress(
-      {StatusCd("synced-old"), StatusCd("synced-new"), StatusCd("failed"), StatusCd("behind"), StatusCd("queued"), StatusCd("running"), StatusCd("waiting"),
-       StatusCd("parked"), StatusCd("paused", false)},
+      {StatusCd("synced-old"), StatusCd("synced-new"), StatusCd("failed"), StatusCd("behind"),
+       StatusCd("queued"), StatusCd("running"), StatusCd("waiting"), StatusCd("parked"),
+       StatusCd("paused", false)},
       {}, {StatusSss("s", 2)},
-      {StatusCs("synced-old", 2, "Success", "2026-01-01T00:00:00Z"), StatusCs("synced-new", 2, "Success", "2026-01-01T01:00:00Z"),
-       StatusCs("failed", 2, "Failure", "2026-01-01T00:30:00Z"), StatusCs("behind", 1, "Success"), StatusCs("queued", 1, "Success"),
-       StatusCs("running", 2, "Success"), StatusCs("waiting", 2, "Failure"), StatusCs("parked", 2, "Failure")});
+      {StatusCs("synced-old", 2, "Success", "2026-01-01T00:00:00Z"),
+       StatusCs("synced-new", 2, "Success", "2026-01-01T01:00:00Z"),
+       StatusCs("failed", 2, "Failure", "2026-01-01T00:30:00Z"), StatusCs("behind", 1, "Success"),
+       StatusCs("queued", 1, "Success"), StatusCs("running", 2, "Success"),
+       StatusCs("waiting", 2, "Failure"), StatusCs("parked", 2, "Failure")});
   std::vector<TraceEvent> trace = {
       Event(TraceStep::kPublished, "fleet/queued", "2026-01-01T02:00:00Z"),
       Event(TraceStep::kDelivered, "fleet/running", "2026-01-01T02:00:01Z"),
@@ -183,12 +204,15 @@ TEST_CASE("fleet status puts each cluster in one state, first match wins, with t
   CHECK(state["fleet/paused"] == "skipped");
 
   CHECK(status.states[FleetState::kSynced].count == 2);
-  CHECK(status.states[FleetState::kSynced].oldest == "fleet/synced-old");   // least recently confirmed
+  CHECK(status.states[FleetState::kSynced].oldest ==
+        "fleet/synced-old");  // least recently confirmed
   CHECK(status.states[FleetState::kPending].count == 2);
-  CHECK(status.states[FleetState::kPending].oldest == "fleet/queued");      // "behind" has no time
+  CHECK(status.states[FleetState::kPending].oldest == "fleet/queued");  // "behind" has no time
   CHECK(status.states[FleetState::kRetrying].breakdown == std::map<std::string, size_t>{{"2m", 1}});
-  CHECK(status.states[FleetState::kSkipped].breakdown == std::map<std::string, size_t>{{"not-installed", 1}});
-  CHECK(status.states[FleetState::kParked].breakdown == std::map<std::string, size_t>{{"max-attempts", 1}});
+  CHECK(status.states[FleetState::kSkipped].breakdown ==
+        std::map<std::string, size_t>{{"not-installed", 1}});
+  CHECK(status.states[FleetState::kParked].breakdown ==
+        std::map<std::string, size_t>{{"max-attempts", 1}});
   CHECK(status.states[FleetState::kFailed].oldest_since == T("2026-01-01T00:30:00Z"));
 
   status.queues = {{"syncbus.work.change", 1}, {"syncbus.dead", 1}};
@@ -196,9 +220,11 @@ TEST_CASE("fleet status puts each cluster in one state, first match wins, with t
   std::string table = FormatFleetStatus(status, now);
   INFO(table);
   CHECK(table.find("STATE      CLUSTERS  OLDEST            FOR   DETAIL\n") == 0);
-  CHECK(table.find("in-flight  1         fleet/running     59s   on syncbus-consumer/c-1\n") != std::string::npos);
+  CHECK(table.find("in-flight  1         fleet/running     59s   on syncbus-consumer/c-1\n") !=
+        std::string::npos);
   CHECK(table.find("synced     2         fleet/synced-old  121m\n") != std::string::npos);
-  CHECK(table.find("skipped    1         fleet/paused      -     not-installed=1\n") != std::string::npos);
+  CHECK(table.find("skipped    1         fleet/paused      -     not-installed=1\n") !=
+        std::string::npos);
   CHECK(table.find("retrying   1         fleet/waiting     58s   2m=1\n") != std::string::npos);
   CHECK(table.find("queues: syncbus.dead=1 syncbus.work.change=1") != std::string::npos);
 
@@ -233,8 +259,10 @@ TEST_CASE("one cluster's report lists its sets against their generations and its
   std::string text = FormatClusterReport(report, T("2026-01-01T00:10:05Z"));
   INFO(text);
   CHECK(text.find("state:    retrying") != std::string::npos);
-  CHECK(text.find("request:  waiting in syncbus.retry.30s since 2026-01-01T00:09:00Z (65s ago)") != std::string::npos);
-  CHECK(text.find("lease:    held by consumer-1, renewed 5s ago (duration 30s)") != std::string::npos);
+  CHECK(text.find("request:  waiting in syncbus.retry.30s since 2026-01-01T00:09:00Z (65s ago)") !=
+        std::string::npos);
+  CHECK(text.find("lease:    held by consumer-1, renewed 5s ago (duration 30s)") !=
+        std::string::npos);
   CHECK(text.find("SelectorSyncSet  s     2           1         Failure") != std::string::npos);
   Json j = report.ToJson(T("2026-01-01T00:10:05Z"));
   CHECK(j["lease"]["holder"] == "consumer-1");
@@ -243,7 +271,8 @@ TEST_CASE("one cluster's report lists its sets against their generations and its
 
   report.lease_released_by_status = true;
   text = FormatClusterReport(report, T("2026-01-01T00:10:05Z"));
-  CHECK(text.find("lease:    not held (consumer-1 gave it back with its status write 5s ago or later)") !=
+  CHECK(text.find(
+            "lease:    not held (consumer-1 gave it back with its status write 5s ago or later)") !=
         std::string::npos);
   CHECK(report.ToJson(T("2026-01-01T00:10:05Z"))["lease"]["releasedByStatus"] == true);
 

@@ -1,10 +1,9 @@
-#include <doctest/doctest.h>
-
 #include "common/hive/desired_state.h"
+
+#include <doctest/doctest.h>
 
 using namespace syncbus;
 using namespace syncbus::hive;
-
 
 namespace {
 
@@ -22,7 +21,8 @@ ClusterDeployment Cd(const std::string& name, Labels labels = {}) {
   return cd;
 }
 
-SyncSet Ss(const std::string& ns, const std::string& name, std::vector<std::string> refs, int64_t gen = 1) {
+SyncSet Ss(const std::string& ns, const std::string& name, std::vector<std::string> refs,
+           int64_t gen = 1) {
   SyncSet s;
   s.meta.name = name;
   s.meta.ns = ns;
@@ -43,13 +43,17 @@ SelectorSyncSet Sss(const std::string& name, const char* selector, int64_t gen =
 
 TEST_CASE("desired sets: references, selectors, order") {
   auto cd = Cd("c1", {{"region", "eu"}});
-  auto a = Ss("c1", "b-set", {"c1"}), b = Ss("c1", "a-set", {"c1", "c2"}), other = Ss("c1", "z", {"c2"});
+  auto a = Ss("c1", "b-set", {"c1"}), b = Ss("c1", "a-set", {"c1", "c2"}),
+       other = Ss("c1", "z", {"c2"});
   auto wrong_ns = Ss("c2", "a-set", {"c1"});
-  auto eu = Sss("eu", R"({"matchLabels":{"region":"eu"}})"), us = Sss("us", R"({"matchLabels":{"region":"us"}})");
+  auto eu = Sss("eu", R"({"matchLabels":{"region":"eu"}})"),
+       us = Sss("us", R"({"matchLabels":{"region":"us"}})");
   auto all = Sss("all", "{}");
   auto d = ComputeDesired(cd, {&a, &b, &other, &wrong_ns}, {&eu, &us, &all});
-  std::vector<DesiredSet> expect = {{SetKind::kSyncSet, "a-set", 1}, {SetKind::kSyncSet, "b-set", 1},
-                                    {SetKind::kSelectorSyncSet, "all", 1}, {SetKind::kSelectorSyncSet, "eu", 1}};
+  std::vector<DesiredSet> expect = {{SetKind::kSyncSet, "a-set", 1},
+                                    {SetKind::kSyncSet, "b-set", 1},
+                                    {SetKind::kSelectorSyncSet, "all", 1},
+                                    {SetKind::kSelectorSyncSet, "eu", 1}};
   CHECK(d.sets == expect);
   CHECK(d.skip_reason.empty());
 }
@@ -63,13 +67,13 @@ TEST_CASE("revision is stable and moves with every input that matters") {
   CHECK(ComputeDesired(cd, {&a}, {&eu}).revision == base);
 
   auto a2 = Ss("c1", "a", {"c1"}, 2);
-  CHECK(ComputeDesired(cd, {&a2}, {&eu}).revision != base);          // generation
-  CHECK(ComputeDesired(cd, {}, {&eu}).revision != base);             // set removed
+  CHECK(ComputeDesired(cd, {&a2}, {&eu}).revision != base);  // generation
+  CHECK(ComputeDesired(cd, {}, {&eu}).revision != base);     // set removed
   auto relabeled = Cd("c1", {{"region", "us"}});
-  CHECK(ComputeDesired(relabeled, {&a}, {&eu}).revision != base);    // selector stops matching
+  CHECK(ComputeDesired(relabeled, {&a}, {&eu}).revision != base);  // selector stops matching
   auto recreated = cd;
   recreated.meta.uid = "other";
-  CHECK(ComputeDesired(recreated, {&a}, {&eu}).revision != base);    // cluster re-created
+  CHECK(ComputeDesired(recreated, {&a}, {&eu}).revision != base);            // cluster re-created
   CHECK(ComputeDesired(cd, {&a}, {&eu}, {{"ns/s", "7"}}).revision != base);  // secret changed
   CHECK(ComputeDesired(cd, {&a}, {&eu}, {{"ns/s", "7"}}).revision ==
         ComputeDesired(cd, {&a}, {&eu}, {{"ns/s", "7"}}).revision);

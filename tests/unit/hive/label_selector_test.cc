@@ -1,6 +1,6 @@
-#include <doctest/doctest.h>
-
 #include "common/hive/label_selector.h"
+
+#include <doctest/doctest.h>
 
 using namespace syncbus;
 using namespace syncbus::hive;
@@ -47,7 +47,8 @@ TEST_CASE("each matchExpressions operator") {
 }
 
 TEST_CASE("matchLabels and matchExpressions are ANDed") {
-  auto s = Sel(R"({"matchLabels":{"fleet":"a"},"matchExpressions":[{"key":"tier","operator":"NotIn","values":["bronze"]}]})");
+  auto s = Sel(
+      R"({"matchLabels":{"fleet":"a"},"matchExpressions":[{"key":"tier","operator":"NotIn","values":["bronze"]}]})");
   CHECK(s.Matches({{"fleet", "a"}, {"tier", "gold"}}));
   CHECK_FALSE(s.Matches({{"fleet", "a"}, {"tier", "bronze"}}));
   CHECK_FALSE(s.Matches({{"fleet", "b"}, {"tier", "gold"}}));

@@ -1,6 +1,6 @@
-#include <doctest/doctest.h>
-
 #include "common/hive/types.h"
+
+#include <doctest/doctest.h>
 
 using namespace syncbus;
 using namespace syncbus::hive;
@@ -48,13 +48,14 @@ TEST_CASE("SyncSet modes and behaviours") {
 
 TEST_CASE("ClusterDeployment skip rules") {
   auto parse = [](const char* extra_meta, const char* spec, const char* status) {
-    std::string j = std::string(R"({"metadata":{"name":"c","namespace":"c")") + extra_meta + "},\"spec\":" + spec +
-                    ",\"status\":" + status + "}";
+    std::string j = std::string(R"({"metadata":{"name":"c","namespace":"c")") + extra_meta +
+                    "},\"spec\":" + spec + ",\"status\":" + status + "}";
     auto cd = ClusterDeployment::FromJson(Json::parse(j));
     REQUIRE(cd.ok());
     return *cd;
   };
-  const char* installed = R"({"installed":true,"clusterMetadata":{"adminKubeconfigSecretRef":{"name":"k"}}})";
+  const char* installed =
+      R"({"installed":true,"clusterMetadata":{"adminKubeconfigSecretRef":{"name":"k"}}})";
   const char* reachable = R"({"conditions":[{"type":"Unreachable","status":"False"}]})";
   CHECK(parse("", installed, reachable).SkipReason().empty());
   CHECK(parse("", installed, reachable).admin_kubeconfig_secret == "k");
@@ -79,8 +80,10 @@ TEST_CASE("ClusterDeployment skip rules") {
       parse(R"(,"deletionTimestamp":"2026-01-01T00:00:00Z")", installed, reachable).SkipReason() ==
       "deleting");
   CHECK(parse("", R"({"installed":false})", reachable).SkipReason() == "not-installed");
-  CHECK(parse("", installed, R"({"conditions":[{"type":"Unreachable","status":"True"}]})").SkipReason() == "unreachable");
-  CHECK(parse("", installed, R"({"conditions":[{"type":"Unreachable","status":"Unknown"}]})").SkipReason() == "unreachable");
+  CHECK(parse("", installed, R"({"conditions":[{"type":"Unreachable","status":"True"}]})")
+            .SkipReason() == "unreachable");
+  CHECK(parse("", installed, R"({"conditions":[{"type":"Unreachable","status":"Unknown"}]})")
+            .SkipReason() == "unreachable");
   CHECK(parse("", installed, "{}").SkipReason() ==
         "unreachable");  // Hive: no condition yet is unreachable
 }

@@ -1,14 +1,14 @@
 #include "common/kube/client_impl.h"
 
-#include <doctest/doctest.h>
-
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <thread>
 
-#include "tests/fakes/common/fake_clock.h"
+#include <doctest/doctest.h>
+
 #include "common/http/transport.h"
+#include "tests/fakes/common/fake_clock.h"
 
 namespace syncbus::kube {
 namespace {
@@ -227,10 +227,8 @@ TEST_CASE("client: transport errors, bad JSON and conflicts surface as statuses"
   auto transport =
       std::make_shared<ScriptedTransport>([&](const http::Request&) -> Result<http::Response> {
         switch (call++) {
-          case 0:
-            return Status(Code::kUnavailable, "connection refused");
-          case 1:
-            return http::Response{200, {}, "{not json"};
+          case 0: return Status(Code::kUnavailable, "connection refused");
+          case 1: return http::Response{200, {}, "{not json"};
           default:
             return JsonResponse(409, {{"kind", "Status"},
                                       {"reason", "Conflict"},
@@ -372,7 +370,8 @@ TEST_CASE("client: a metadata-only list asks for PartialObjectMetadataList and k
   auto transport =
       std::make_shared<ScriptedTransport>([&](const http::Request&) -> Result<http::Response> {
         if (partial) {
-          Json item = {{"kind", "PartialObjectMetadata"}, {"apiVersion", "meta.k8s.io/v1"},
+          Json item = {{"kind", "PartialObjectMetadata"},
+                       {"apiVersion", "meta.k8s.io/v1"},
                        {"metadata", secret["metadata"]}};
           return JsonResponse(200, {{"kind", "PartialObjectMetadataList"},
                                     {"apiVersion", "meta.k8s.io/v1"},
@@ -417,16 +416,18 @@ TEST_CASE("client: a metadata-only watch asks for PartialObjectMetadata and keep
   ClientImpl client(Config("https://h"), transport);
   WatchOptions options;
   options.metadata_only = true;
-  Result<std::unique_ptr<WatchStream>> stream = client.Watch(Collection(resources::kSecrets), options);
+  Result<std::unique_ptr<WatchStream>> stream =
+      client.Watch(Collection(resources::kSecrets), options);
   REQUIRE(stream.ok());
   CHECK(Header(transport->last(), "Accept") ==
         "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json");
   transport->Headers(200);
   // One event in the metadata form, one from a server that answered with the whole object.
-  transport->Data(R"({"type":"ADDED","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","resourceVersion":"5"}}})"
-                  "\n"
-                  R"({"type":"MODIFIED","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"6"},"data":{"k":"c2VjcmV0"}}})"
-                  "\n");
+  transport->Data(
+      R"({"type":"ADDED","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","resourceVersion":"5"}}})"
+      "\n"
+      R"({"type":"MODIFIED","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"6"},"data":{"k":"c2VjcmV0"}}})"
+      "\n");
   for (const char* rv : {"5", "6"}) {
     Result<std::optional<WatchEvent>> event = (*stream)->Next(milliseconds(0));
     REQUIRE(event.ok());
@@ -552,7 +553,7 @@ TEST_CASE("client: basic authentication and impersonation headers") {
   ClientImpl client(config, transport);
   REQUIRE(client.Get(Object(resources::kSecrets, "n", "s")).ok());
   http::Request sent = transport->last();
-  CHECK(Header(sent, "Authorization") == "Basic YWRtaW46cDp3");   // admin:p:w
+  CHECK(Header(sent, "Authorization") == "Basic YWRtaW46cDp3");  // admin:p:w
   CHECK(Header(sent, "Impersonate-User") == "alice");
   CHECK(Header(sent, "Impersonate-Uid") == "42");
   std::vector<std::string> groups, extra;
@@ -619,7 +620,7 @@ TEST_CASE("client: an exec plugin's token, run again after a 401") {
   CHECK(Header(transport->last(), "Authorization") == "Bearer token-1");
   REQUIRE(client.Get(secret).ok());
   CHECK(Header(transport->last(), "Authorization") == "Bearer token-2");
-  REQUIRE(client.Get(secret).ok());   // cached: the plugin ran twice
+  REQUIRE(client.Get(secret).ok());  // cached: the plugin ran twice
   std::ifstream runs(dir + "/runs");
   int count = 0;
   for (std::string line; std::getline(runs, line);) ++count;

@@ -1,14 +1,14 @@
 // ClientImpl and Reflector against the Kubernetes simulator: through the in-process transport
 // (real REST without sockets), and through CurlTransport to the simulator's HTTP server (the
 // whole stack: kubeconfig, path prefixes, chunked watches, fault injection).
-#include <doctest/doctest.h>
-
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
 #include <string>
+
+#include <doctest/doctest.h>
 
 #include "common/http/curl_transport.h"
 #include "common/kube/client_impl.h"
@@ -77,7 +77,10 @@ WatchEvent NextEvent(WatchStream& stream) {
 // cm-0 .. cm-<n-1> in namespace hive.
 void CreateConfigMaps(Sim& sim, int n) {
   for (int i = 0; i < n; ++i) {
-    REQUIRE(sim.client->Create(Collection(resources::kConfigMaps, "hive"), ConfigMap("cm-" + std::to_string(i), "v")).ok());
+    REQUIRE(sim.client
+                ->Create(Collection(resources::kConfigMaps, "hive"),
+                         ConfigMap("cm-" + std::to_string(i), "v"))
+                .ok());
   }
 }
 
@@ -147,7 +150,9 @@ TEST_CASE("client over the simulator: paged list returns every item and the list
   CHECK(one->items[0]["metadata"]["name"] == "cm-7");
 }
 
-TEST_CASE("client over the simulator: each page goes to on_page as it arrives, what it leaves is returned") {
+TEST_CASE(
+    "client over the simulator: each page goes to on_page as it arrives, what it leaves is "
+    "returned") {
   Sim sim;
   CreateConfigMaps(sim, 25);
   ListOptions options;
@@ -156,7 +161,7 @@ TEST_CASE("client over the simulator: each page goes to on_page as it arrives, w
   size_t taken = 0;
   options.on_page = [&](std::vector<Json>& page) {
     page_sizes.push_back(page.size());
-    for (const Json& item : page) CHECK(item["kind"] == "ConfigMap");   // complete objects
+    for (const Json& item : page) CHECK(item["kind"] == "ConfigMap");  // complete objects
     // Take every object but the page's first.
     taken += page.size() - 1;
     page.erase(page.begin() + 1, page.end());
@@ -687,14 +692,16 @@ TEST_CASE(
   // The server's host does not resolve: only the proxy (the simulator itself, which answers
   // requests in absolute form by their path) can carry the requests.
   std::string kubeconfig = sim.server->HubKubeconfig();
-  const std::string base = sim.server->base_url();   // http://127.0.0.1:PORT
+  const std::string base = sim.server->base_url();  // http://127.0.0.1:PORT
   size_t at = kubeconfig.find(base);
   REQUIRE(at != std::string::npos);
   kubeconfig.replace(at, base.size(), "http://hub.syncbus-proxied.invalid:6443");
   Result<ClusterConfig> direct = ParseKubeconfig(kubeconfig);
   REQUIRE(direct.ok());
-  CHECK(ClientImpl(*direct, sim.transport).Get(Object(resources::kNamespaces, "", "default"))
-            .status().code() == Code::kUnavailable);
+  CHECK(ClientImpl(*direct, sim.transport)
+            .Get(Object(resources::kNamespaces, "", "default"))
+            .status()
+            .code() == Code::kUnavailable);
 
   size_t cluster = kubeconfig.find("    server: ");
   REQUIRE(cluster != std::string::npos);

@@ -1,13 +1,13 @@
 #include "common/kube/config.h"
 
-#include <doctest/doctest.h>
-#include <stdlib.h>
-
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+#include <stdlib.h>
 
 namespace syncbus::kube {
 namespace {
@@ -26,7 +26,6 @@ class TempDir {
   void Write(const std::string& name, const std::string& content) const {
     std::ofstream(path_ + "/" + name) << content;
   }
-
 
  private:
   std::string path_;
@@ -408,13 +407,13 @@ TEST_CASE("kubeconfig: exec plugin settings") {
   REQUIRE(v1->exec != nullptr);
   const ExecConfig& exec = *v1->exec;
   CHECK(exec.api_version == "client.authentication.k8s.io/v1");
-  CHECK(exec.command == "/kube/bin/get-token");   // a relative path: from the kubeconfig's dir
+  CHECK(exec.command == "/kube/bin/get-token");  // a relative path: from the kubeconfig's dir
   CHECK(exec.args == std::vector<std::string>{"--cluster", "c1"});
   CHECK(exec.env ==
         std::vector<std::pair<std::string, std::string>>{{"REGION", "eu-1"}, {"EMPTY", ""}});
   CHECK(exec.interactive == ExecConfig::Interactive::kAlways);
   CHECK(exec.install_hint == "install get-token from your platform team");
-  CHECK(exec.cluster.is_null());   // no provideClusterInfo
+  CHECK(exec.cluster.is_null());  // no provideClusterInfo
 
   // A bare name is looked up in PATH when the plugin runs.
   Result<ClusterConfig> bare =
@@ -485,11 +484,12 @@ users:
   Result<ClusterConfig> config = LoadKubeconfigFile(dir.path() + "/config");
   REQUIRE(config.ok());
   REQUIRE(config->exec != nullptr);
-  CHECK(config->exec->cluster == Json{{"server", "https://c:6443"},
-                                      {"tls-server-name", "api.c"},
-                                      {"certificate-authority-data", "Y2EtcGVtCg=="},
-                                      {"proxy-url", "http://proxy:3128"},
-                                      {"config", {{"audience", "hub"}, {"retries", 3}, {"verbose", true}}}});
+  CHECK(config->exec->cluster ==
+        Json{{"server", "https://c:6443"},
+             {"tls-server-name", "api.c"},
+             {"certificate-authority-data", "Y2EtcGVtCg=="},
+             {"proxy-url", "http://proxy:3128"},
+             {"config", {{"audience", "hub"}, {"retries", 3}, {"verbose", true}}}});
 }
 
 TEST_CASE("kubeconfig: malformed values") {
@@ -573,14 +573,14 @@ users:
 // A kubeconfig file with one cluster `cluster` at `server`, one token user `user` and one
 // context `context` joining them; current-context `current` when not empty.
 std::string OneContext(const std::string& context, const std::string& cluster,
-                       const std::string& server, const std::string& user,
-                       const std::string& token, const std::string& current = {}) {
+                       const std::string& server, const std::string& user, const std::string& token,
+                       const std::string& current = {}) {
   std::string out = current.empty() ? "" : "current-context: " + current + "\n";
   out += "clusters:\n- name: " + cluster + "\n  cluster: {server: \"" + server +
          "\", certificate-authority: ca.crt}\n";
   out += "users:\n- name: " + user + "\n  user: {token: " + token + "}\n";
-  out += "contexts:\n- name: " + context + "\n  context: {cluster: " + cluster + ", user: " +
-         user + "}\n";
+  out += "contexts:\n- name: " + context + "\n  context: {cluster: " + cluster + ", user: " + user +
+         "}\n";
   return out;
 }
 
@@ -591,12 +591,15 @@ LoadingRules Rules() {
   return rules;
 }
 
-TEST_CASE("kubeconfig lookup: --kubeconfig, then $KUBECONFIG, then ~/.kube/config, then in-cluster") {
+TEST_CASE(
+    "kubeconfig lookup: --kubeconfig, then $KUBECONFIG, then ~/.kube/config, then in-cluster") {
   ScopedEnv no_host("KUBERNETES_SERVICE_HOST", nullptr);
   TempDir dir;
   fs::create_directories(dir.path() + "/home/.kube");
-  dir.Write("home/.kube/config", OneContext("home", "home-c", "https://home:6443", "home-u", "home-t", "home"));
-  dir.Write("explicit", OneContext("explicit", "ex-c", "https://explicit:6443", "ex-u", "ex-t", "explicit"));
+  dir.Write("home/.kube/config",
+            OneContext("home", "home-c", "https://home:6443", "home-u", "home-t", "home"));
+  dir.Write("explicit",
+            OneContext("explicit", "ex-c", "https://explicit:6443", "ex-u", "ex-t", "explicit"));
   dir.Write("env", OneContext("env", "env-c", "https://env:6443", "env-u", "env-t", "env"));
 
   LoadingRules rules = Rules();
@@ -623,9 +626,10 @@ TEST_CASE("kubeconfig lookup: --kubeconfig, then $KUBECONFIG, then ~/.kube/confi
   rules.kubeconfig_env = dir.path() + "/absent:" + dir.path() + "/also-absent";
   Result<ClusterConfig> nothing = LoadClientConfig(rules);
   CHECK(nothing.status().code() == Code::kNotFound);
-  CHECK(nothing.status().message().starts_with("no kubeconfig: --kubeconfig not given, $KUBECONFIG ("));
-  CHECK(nothing.status().message().find("not running in a cluster (in-cluster: KUBERNETES_SERVICE_HOST") !=
-        std::string::npos);
+  CHECK(nothing.status().message().starts_with(
+      "no kubeconfig: --kubeconfig not given, $KUBECONFIG ("));
+  CHECK(nothing.status().message().find(
+            "not running in a cluster (in-cluster: KUBERNETES_SERVICE_HOST") != std::string::npos);
 
   fs::create_directories(dir.path() + "/sa");
   dir.Write("sa/token", "sa-token\n");
@@ -647,7 +651,8 @@ TEST_CASE("kubeconfig lookup: --kubeconfig, then $KUBECONFIG, then ~/.kube/confi
   rules.explicit_path = dir.path() + "/absent";
   Result<ClusterConfig> missing = LoadClientConfig(rules);
   CHECK(missing.status().code() == Code::kNotFound);
-  CHECK(missing.status().message().starts_with("kubeconfig: cannot read " + dir.path() + "/absent"));
+  CHECK(
+      missing.status().message().starts_with("kubeconfig: cannot read " + dir.path() + "/absent"));
 }
 
 TEST_CASE("kubeconfig lookup: the files of $KUBECONFIG merge as kubectl merges them") {

@@ -2,16 +2,16 @@
 // that record how they were run and print an ExecCredential.
 #include "common/kube/exec_credential.h"
 
-#include <doctest/doctest.h>
-#include <stdlib.h>
-#include <sys/stat.h>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
 
-#include "tests/fakes/common/fake_clock.h"
+#include <doctest/doctest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
 #include "common/time_format.h"
+#include "tests/fakes/common/fake_clock.h"
 
 namespace syncbus::kube {
 namespace {

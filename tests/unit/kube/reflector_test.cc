@@ -1,12 +1,12 @@
 #include "common/kube/reflector.h"
 
-#include <doctest/doctest.h>
-
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "tests/fakes/common/fake_clock.h"
 #include "tests/fakes/common/fake_random.h"
@@ -81,7 +81,7 @@ class FakeClient final : public Client {
     lists_.pop_front();
     cv_.notify_all();
     lock.unlock();
-    if (next.ok() && options.on_page) options.on_page(next->items);   // one page
+    if (next.ok() && options.on_page) options.on_page(next->items);  // one page
     return next;
   }
   Result<std::unique_ptr<WatchStream>> Watch(const ObjectRef&,
@@ -191,7 +191,8 @@ class RecordingHandler final : public ReflectorHandler {
  private:
   static std::string Names(const std::vector<Json>& items) {
     std::string names;
-    for (size_t i = 0; i < items.size(); ++i) names += (i ? "," : "") + items[i]["metadata"]["name"].get<std::string>();
+    for (size_t i = 0; i < items.size(); ++i)
+      names += (i ? "," : "") + items[i]["metadata"]["name"].get<std::string>();
     return names;
   }
   void Record(std::string line) {
@@ -400,7 +401,9 @@ TEST_CASE("reflector: Stop cuts a real backoff wait short [concurrent]") {
   CHECK(reflector.lists() == 0);
 }
 
-TEST_CASE("reflector: a handler takes the pages of a list as they come, a failed list starts over [concurrent]") {
+TEST_CASE(
+    "reflector: a handler takes the pages of a list as they come, a failed list starts over "
+    "[concurrent]") {
   Fixture f;
   RecordingHandler handler(/*take_pages=*/true);
   f.client.AddList(Status(Code::kUnavailable, "hub down"));
@@ -408,7 +411,8 @@ TEST_CASE("reflector: a handler takes the pages of a list as they come, a failed
   Reflector reflector(f.client, Collection(resources::kClusterDeployments), handler, f.Options());
   reflector.Start();
   f.client.AwaitWatch(1);
-  CHECK(handler.Await(5) == std::vector<std::string>{"start", "start", "page:a,b", "replace:", "synced"});
+  CHECK(handler.Await(5) ==
+        std::vector<std::string>{"start", "start", "page:a,b", "replace:", "synced"});
   reflector.Stop();
 }
 

@@ -1,7 +1,7 @@
-#include <doctest/doctest.h>
-
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "common/kube/client_impl.h"
 

@@ -2,15 +2,15 @@
 // Hive CRDs), a whole Simulation, a recording WatchSink, and shorthands for requests and responses.
 #pragma once
 
-#include <doctest/doctest.h>
-
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include "tests/fakes/common/fake_clock.h"
+#include <doctest/doctest.h>
+
 #include "common/json.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "tests/kubesim/api_server.h"
 #include "tests/kubesim/sim_simulation.h"
 

@@ -42,8 +42,9 @@ TEST_CASE("apply creates the object and records an Apply entry in FieldsV1 form"
   CHECK((*entry)["apiVersion"] == "v1");
   CHECK((*entry)["fieldsType"] == "FieldsV1");
   CHECK((*entry)["time"] == "2026-01-01T00:00:00Z");
-  CHECK((*entry)["fieldsV1"] ==
-        Json::parse(R"({"f:data":{"f:one":{},"f:two":{}},"f:metadata":{"f:labels":{"f:team":{}}}})"));
+  CHECK(
+      (*entry)["fieldsV1"] ==
+      Json::parse(R"({"f:data":{"f:one":{},"f:two":{}},"f:metadata":{"f:labels":{"f:team":{}}}})"));
   CHECK(obj["metadata"]["managedFields"].size() == 1);
 }
 
@@ -57,14 +58,16 @@ TEST_CASE("reapplying the same configuration changes nothing") {
   CHECK(Body(again) == first);
 }
 
-TEST_CASE("fields dropped from the applied configuration are removed unless someone else owns them") {
+TEST_CASE(
+    "fields dropped from the applied configuration are removed unless someone else owns them") {
   Fixture f;
   ApiServer& s = *f.server;
   REQUIRE(Apply(s, CmPath("default", "a"), kCm, "alpha").status == 201);
   // beta co-owns "two" by applying the same value: no conflict.
-  auto beta = Apply(s, CmPath("default", "a"),
-                    R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"two":"2"}})",
-                    "beta");
+  auto beta =
+      Apply(s, CmPath("default", "a"),
+            R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"two":"2"}})",
+            "beta");
   REQUIRE(beta.status == 200);
   auto r = Apply(s, CmPath("default", "a"),
                  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  three: \"3\"\n",
@@ -73,8 +76,7 @@ TEST_CASE("fields dropped from the applied configuration are removed unless some
   Json obj = Body(r);
   CHECK(obj["data"] == Json{{"three", "3"}, {"two", "2"}});
   CHECK(!obj["metadata"].contains("labels"));
-  CHECK((*Entry(obj, "alpha", "Apply"))["fieldsV1"] ==
-        Json::parse(R"({"f:data":{"f:three":{}}})"));
+  CHECK((*Entry(obj, "alpha", "Apply"))["fieldsV1"] == Json::parse(R"({"f:data":{"f:three":{}}})"));
   CHECK((*Entry(obj, "beta", "Apply"))["fieldsV1"] == Json::parse(R"({"f:data":{"f:two":{}}})"));
 }
 
@@ -95,9 +97,10 @@ TEST_CASE("a conflicting apply is a 409 with FieldManagerConflict causes, force 
   CHECK(status["details"]["causes"][0]["message"] == "conflict with \"alpha\"");
   CHECK(status["details"]["causes"][0]["field"] == ".data.one");
 
-  auto single = Apply(s, CmPath("default", "a"),
-                      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"one":"x"}})",
-                      "gamma");
+  auto single =
+      Apply(s, CmPath("default", "a"),
+            R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"one":"x"}})",
+            "gamma");
   CHECK(Body(single)["message"] ==
         "Apply failed with 1 conflict: conflict with \"alpha\": .data.one");
 
@@ -137,8 +140,9 @@ TEST_CASE("updates by other means record Update entries and take fields from app
 
 TEST_CASE("a create records the creator's fields, maps it created carry the '.' member") {
   Fixture f(true);
-  REQUIRE(f.server->Call("POST", "/api/v1/namespaces",
-                         {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ns"}}}})
+  REQUIRE(f.server
+              ->Call("POST", "/api/v1/namespaces",
+                     {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ns"}}}})
               .status == 201);
   Json ss = {{"apiVersion", "hive.openshift.io/v1"},
              {"kind", "SyncSet"},
@@ -153,8 +157,7 @@ TEST_CASE("a create records the creator's fields, maps it created carry the '.' 
   Json created = Body(f.server->Handle(post));
   const Json* entry = Entry(created, "creator", "Update");
   REQUIRE(entry != nullptr);
-  CHECK((*entry)["fieldsV1"] ==
-        Json::parse(R"({"f:metadata":{"f:labels":{".":{},"f:a":{}}},
+  CHECK((*entry)["fieldsV1"] == Json::parse(R"({"f:metadata":{"f:labels":{".":{},"f:a":{}}},
                         "f:spec":{".":{},"f:clusterDeploymentRefs":{}}})"));
 }
 
@@ -212,8 +215,10 @@ TEST_CASE("apply merges associative lists by key, with defaulted keys, and reapp
   CHECK(containers["k:{\"name\":\"web\"}"]["f:ports"].contains(
       "k:{\"containerPort\":80,\"protocol\":\"TCP\"}"));
   // A second manager adds a container without disturbing the first one's.
-  auto sidecar = Apply(s, path, R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},
-    "spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"busybox:1"}]}}}})", "mesh");
+  auto sidecar =
+      Apply(s, path, R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},
+    "spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"busybox:1"}]}}}})",
+            "mesh");
   REQUIRE(sidecar.status == 200);
   CHECK(Body(sidecar)["spec"]["template"]["spec"]["containers"].size() == 2);
 }

@@ -1,8 +1,8 @@
 // Test names ending in [concurrent] exercise cross-thread paths (run them under TSan too).
-#include <doctest/doctest.h>
-
 #include <atomic>
 #include <thread>
+
+#include <doctest/doctest.h>
 
 #include "tests/unit/kubesim/api_test_util.h"
 

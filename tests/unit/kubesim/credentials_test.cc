@@ -3,15 +3,15 @@
 // with a host per cluster and over HTTPS, on a real socket).
 #include "tests/kubesim/credentials.h"
 
+#include <memory>
+#include <set>
+#include <string>
+
 #include <doctest/doctest.h>
 #include <openssl/bio.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
-
-#include <memory>
-#include <set>
-#include <string>
 
 #include "common/base64.h"
 #include "common/http/curl_transport.h"

@@ -91,10 +91,11 @@ TEST_CASE("names are validated and generateName fills them") {
   Json status = Body(bad);
   CHECK(status["reason"] == "Invalid");
   CHECK(status["details"]["causes"][0]["field"] == "metadata.name");
-  CHECK(status["message"].get<std::string>().rfind("ConfigMap \"Bad_Name\" is invalid: metadata.name: "
-                                                   "Invalid value: \"Bad_Name\": a lowercase RFC "
-                                                   "1123 subdomain",
-                                                   0) == 0);
+  CHECK(status["message"].get<std::string>().rfind(
+            "ConfigMap \"Bad_Name\" is invalid: metadata.name: "
+            "Invalid value: \"Bad_Name\": a lowercase RFC "
+            "1123 subdomain",
+            0) == 0);
   Json gen = ConfigMap("", "default", {});
   gen["metadata"].erase("name");
   gen["metadata"]["generateName"] = "cm-";
@@ -113,7 +114,8 @@ TEST_CASE("names are validated and generateName fills them") {
 
 TEST_CASE("update: resourceVersion preconditions, unconditional PUT, no-op and 404") {
   Fixture f;
-  Json obj = Body(f.server->Call("POST", CmPath("default"), ConfigMap("a", "default", {{"k", "1"}})));
+  Json obj =
+      Body(f.server->Call("POST", CmPath("default"), ConfigMap("a", "default", {{"k", "1"}})));
   Json stale = obj;
   obj["data"]["k"] = "2";
   auto updated = f.server->Call("PUT", CmPath("default", "a"), obj);
@@ -199,15 +201,14 @@ TEST_CASE("custom resource generation and the status subresource") {
 
 TEST_CASE("deployments track generation, config maps do not") {
   Fixture f;
-  Json deploy = {
-      {"apiVersion", "apps/v1"},
-      {"kind", "Deployment"},
-      {"metadata", {{"name", "d"}, {"namespace", "default"}}},
-      {"spec",
-       {{"selector", {{"matchLabels", {{"app", "d"}}}}},
-        {"template",
-         {{"metadata", {{"labels", {{"app", "d"}}}}},
-          {"spec", {{"containers", {{{"name", "c"}, {"image", "nginx:1"}}}}}}}}}}};
+  Json deploy = {{"apiVersion", "apps/v1"},
+                 {"kind", "Deployment"},
+                 {"metadata", {{"name", "d"}, {"namespace", "default"}}},
+                 {"spec",
+                  {{"selector", {{"matchLabels", {{"app", "d"}}}}},
+                   {"template",
+                    {{"metadata", {{"labels", {{"app", "d"}}}}},
+                     {"spec", {{"containers", {{{"name", "c"}, {"image", "nginx:1"}}}}}}}}}}};
   auto created = f.server->Call("POST", "/apis/apps/v1/namespaces/default/deployments", deploy);
   REQUIRE(created.status == 201);
   Json d = Body(created);
@@ -225,9 +226,11 @@ TEST_CASE("deployments track generation, config maps do not") {
   CHECK(invalid.status == 422);
   CHECK(Body(invalid)["details"]["causes"][0]["field"] == "spec.template.metadata.labels");
 
-  Json cm = Body(f.server->Call("POST", CmPath("default"), ConfigMap("a", "default", {{"k", "1"}})));
+  Json cm =
+      Body(f.server->Call("POST", CmPath("default"), ConfigMap("a", "default", {{"k", "1"}})));
   cm["data"]["k"] = "2";
-  CHECK(!Body(f.server->Call("PUT", CmPath("default", "a"), cm))["metadata"].contains("generation"));
+  CHECK(
+      !Body(f.server->Call("PUT", CmPath("default", "a"), cm))["metadata"].contains("generation"));
 }
 
 TEST_CASE("secrets: stringData, base64 and decode errors") {
@@ -267,8 +270,8 @@ TEST_CASE("unknown fields of built-in types are dropped with a warning, or rejec
   CHECK(!Body(r).contains("extra"));
   CHECK(http::FindHeader(r.headers, "Warning") == "299 - \"unknown field \\\"extra\\\"\"");
   cm["metadata"]["name"] = "b";
-  auto strict = f.server->Call("POST", CmPath("default"), cm, "application/json",
-                               "fieldValidation=Strict");
+  auto strict =
+      f.server->Call("POST", CmPath("default"), cm, "application/json", "fieldValidation=Strict");
   CHECK(strict.status == 400);
   CHECK(Body(strict)["message"] == "strict decoding error: unknown field \"extra\"");
 }
@@ -408,10 +411,11 @@ TEST_CASE("delete collection by selector, and field selectors of secrets") {
   ApiServer& s = *f.server;
   for (const char* name : {"a", "b", "c"}) {
     Json labels = std::string(name) == "c" ? Json{{"keep", "yes"}} : Json{{"drop", "yes"}};
-    REQUIRE(s.Call("POST", CmPath("default"), ConfigMap(name, "default", {}, labels)).status == 201);
+    REQUIRE(s.Call("POST", CmPath("default"), ConfigMap(name, "default", {}, labels)).status ==
+            201);
   }
-  auto r = s.Call("DELETE", CmPath("default"), nullptr, "application/json",
-                  "labelSelector=drop%3Dyes");
+  auto r =
+      s.Call("DELETE", CmPath("default"), nullptr, "application/json", "labelSelector=drop%3Dyes");
   REQUIRE(r.status == 200);
   CHECK(Body(r)["kind"] == "ConfigMapList");
   CHECK(Body(r)["items"].size() == 2);
@@ -518,10 +522,11 @@ TEST_CASE("custom resource definitions can be created at runtime") {
   // Updating the CRD (a new optional field) keeps the stored objects.
   stored["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
         ["color"] = {{"type", "string"}};
-  REQUIRE(f.server->Call("PUT",
-                         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
-                         "widgets.example.com",
-                         stored)
+  REQUIRE(f.server
+              ->Call("PUT",
+                     "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                     "widgets.example.com",
+                     stored)
               .status == 200);
   Json kept = Body(f.server->Call("GET", "/apis/example.com/v1/namespaces/default/widgets/w"));
   CHECK(kept["spec"]["size"] == 3);
@@ -529,9 +534,10 @@ TEST_CASE("custom resource definitions can be created at runtime") {
   widget["spec"]["color"] = "red";
   auto colored = f.server->Call("POST", "/apis/example.com/v1/namespaces/default/widgets", widget);
   CHECK(Body(colored)["spec"]["color"] == "red");
-  CHECK(f.server->Call("DELETE",
-                       "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
-                       "widgets.example.com")
+  CHECK(f.server
+            ->Call("DELETE",
+                   "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                   "widgets.example.com")
             .status == 200);
   CHECK(f.server->Call("GET", "/apis/example.com/v1/namespaces/default/widgets/w").status == 404);
 }
@@ -589,8 +595,8 @@ TEST_CASE("leases and RBAC validation") {
                {"kind", "Role"},
                {"metadata", {{"name", "r"}}},
                {"rules", {{{"apiGroups", {""}}, {"resources", {"configmaps"}}}}}};
-  auto r = f.server->Call("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
-                          role);
+  auto r =
+      f.server->Call("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", role);
   CHECK(r.status == 422);
   CHECK(Body(r)["details"]["causes"][0]["field"] == "rules[0].verbs");
 }

@@ -1,11 +1,12 @@
 // Tests for the simulator's fault settings and seeded per-request draws.
-#include <doctest/doctest.h>
+#include "tests/kubesim/faults.h"
 
 #include <map>
 
-#include "tests/fakes/common/fake_random.h"
+#include <doctest/doctest.h>
+
 #include "common/random_impl.h"
-#include "tests/kubesim/faults.h"
+#include "tests/fakes/common/fake_random.h"
 
 namespace syncbus::kubesim {
 namespace {
@@ -41,9 +42,9 @@ TEST_CASE("FaultSpec parses the control API's JSON") {
 
 TEST_CASE("FaultSpec rejects invalid settings") {
   for (const char* text : {R"({"errorRate": 1.5})", R"({"dropRate": -0.1})",
-                           R"({"errorRate": 0.6, "throttleRate": 0.6})",
-                           R"({"errorRate": "high"})", R"({"latency": {"p50Ms": 50, "p99Ms": 10}})",
-                           R"({"latency": 5})", R"([1, 2])", R"({"retryAfterSeconds": -2})"}) {
+                           R"({"errorRate": 0.6, "throttleRate": 0.6})", R"({"errorRate": "high"})",
+                           R"({"latency": {"p50Ms": 50, "p99Ms": 10}})", R"({"latency": 5})",
+                           R"([1, 2])", R"({"retryAfterSeconds": -2})"}) {
     CAPTURE(text);
     auto spec = FaultSpec::FromJson(Json::parse(text));
     CHECK_FALSE(spec.ok());
@@ -124,7 +125,8 @@ TEST_CASE("FaultTable with no faults answers without delay") {
 TEST_CASE("FaultTable Apply targets named clusters or every cluster") {
   FaultTable table(5);
   auto known = [](const std::string& name) { return name == "hub" || name == "cluster-0001"; };
-  REQUIRE(table.Apply(Json::parse(R"({"clusters": ["cluster-0001"], "errorRate": 1})"), known).ok());
+  REQUIRE(
+      table.Apply(Json::parse(R"({"clusters": ["cluster-0001"], "errorRate": 1})"), known).ok());
   CHECK(table.Get("cluster-0001").error_rate == 1);
   CHECK(table.Get("hub").error_rate == 0);
   CHECK(Count(table, "cluster-0001", 50)[FaultAction::kNone] == 0);

@@ -1,13 +1,14 @@
 // Tests for the fleet generator: names, counts, and that every object passed the API's validation
 // with the fields the pipeline relies on intact.
-#include <doctest/doctest.h>
+#include "tests/kubesim/fleet.h"
 
 #include <set>
 
+#include <doctest/doctest.h>
+
 #include "common/base64.h"
-#include "tests/unit/kubesim/api_test_util.h"
-#include "tests/kubesim/fleet.h"
 #include "tests/kubesim/sim_simulation.h"
+#include "tests/unit/kubesim/api_test_util.h"
 
 namespace syncbus::kubesim {
 namespace {
@@ -33,13 +34,16 @@ TEST_CASE("Fleet names are zero-padded and stable") {
 }
 
 TEST_CASE("Fleet generation writes valid hub objects and seeds the targets") {
-  FleetSpec fleet{.clusters = 3, .syncsets = 2, .selector_syncsets = 2, .resources = 3,
+  FleetSpec fleet{.clusters = 3,
+                  .syncsets = 2,
+                  .selector_syncsets = 2,
+                  .resources = 3,
                   .namespaces_per_cluster = 2};
   auto sim = MakeSimulation(fleet, "s3cret");
   auto summary = sim->GenerateFleet("http://sim.test:1234");
   REQUIRE_MESSAGE(summary.ok(), summary.status().ToString());
   CHECK(summary->clusters == 3);
-  CHECK(summary->hub_objects == 1 + 3 * (3 + 2) + 2);   // syncbus's namespace first
+  CHECK(summary->hub_objects == 1 + 3 * (3 + 2) + 2);  // syncbus's namespace first
   CHECK(summary->target_namespaces == 3 * 2);
   CHECK(sim->hub().Call("GET", "/api/v1/namespaces/syncbus").status == 200);
   CHECK(summary->ToString(fleet).find("3 clusters") != std::string::npos);
@@ -68,7 +72,8 @@ TEST_CASE("Fleet generation writes valid hub objects and seeds the targets") {
     ApiResponse secret =
         hub.Call("GET", "/api/v1/namespaces/" + name + "/secrets/" + name + "-admin-kubeconfig");
     REQUIRE(secret.status == 200);
-    auto kubeconfig = DecodeBase64(Json::parse(secret.body)["data"]["kubeconfig"].get<std::string>());
+    auto kubeconfig =
+        DecodeBase64(Json::parse(secret.body)["data"]["kubeconfig"].get<std::string>());
     REQUIRE(kubeconfig.has_value());
     CHECK(kubeconfig->find("server: \"http://sim.test:1234/clusters/" + name + "\"") !=
           std::string::npos);

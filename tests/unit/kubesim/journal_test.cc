@@ -4,8 +4,6 @@
 // writes), the flush endpoint, flushing on SimServer::Stop and failing writes.
 #include "tests/kubesim/journal.h"
 
-#include <doctest/doctest.h>
-
 #include <future>
 #include <memory>
 #include <string>
@@ -13,8 +11,10 @@
 #include <tuple>
 #include <vector>
 
-#include "tests/fakes/common/fake_clock.h"
+#include <doctest/doctest.h>
+
 #include "common/http/curl_transport.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "tests/kubesim/sim_server.h"
 #include "tests/kubesim/sim_simulation.h"
 #include "tests/support/files.h"

@@ -1,12 +1,13 @@
 // Tests for the simulator's lognormal latency model.
-#include <doctest/doctest.h>
+#include "tests/kubesim/latency.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "tests/fakes/common/fake_random.h"
+#include <doctest/doctest.h>
+
 #include "common/random_impl.h"
-#include "tests/kubesim/latency.h"
+#include "tests/fakes/common/fake_random.h"
 
 namespace syncbus::kubesim {
 namespace {

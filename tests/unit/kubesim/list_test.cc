@@ -10,8 +10,9 @@ void Populate(ApiServer& s, int n) {
   for (int i = 0; i < n; ++i) {
     char name[16];
     std::snprintf(name, sizeof(name), "cm-%02d", i);
-    REQUIRE(s.Call("POST", CmPath("default"), ConfigMap(name, "default", {{"i", std::to_string(i)}}))
-                .status == 201);
+    REQUIRE(
+        s.Call("POST", CmPath("default"), ConfigMap(name, "default", {{"i", std::to_string(i)}}))
+            .status == 201);
   }
 }
 
@@ -74,8 +75,8 @@ TEST_CASE("a continue token older than the history is 410 Expired") {
   std::string token = first["metadata"]["continue"];
   REQUIRE(s.Call("POST", CmPath("default"), ConfigMap("late", "default", {})).status == 201);
   s.ExpireHistory();
-  auto r = s.Call("GET", CmPath("default"), nullptr, "application/json",
-                  "limit=1&continue=" + token);
+  auto r =
+      s.Call("GET", CmPath("default"), nullptr, "application/json", "limit=1&continue=" + token);
   CHECK(r.status == 410);
   Json status = Body(r);
   CHECK(status["reason"] == "Expired");
@@ -166,8 +167,8 @@ TEST_CASE("resourceVersion=0 ignores limit, a future resourceVersion is a 504") 
   ApiServer& s = *f.server;
   Populate(s, 3);
   CHECK(Page(s, "limit=1&resourceVersion=0")["items"].size() == 3);
-  auto future = s.Call("GET", CmPath("default"), nullptr, "application/json",
-                       "resourceVersion=999999");
+  auto future =
+      s.Call("GET", CmPath("default"), nullptr, "application/json", "resourceVersion=999999");
   CHECK(future.status == 504);
   CHECK(Body(future)["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge");
 }
@@ -374,9 +375,9 @@ TEST_CASE("custom resource lists carry kind and apiVersion on items and span nam
                {"kind", "SyncSet"},
                {"metadata", {{"name", "s"}, {"namespace", ns}}},
                {"spec", {{"clusterDeploymentRefs", Json::array()}}}};
-    REQUIRE(s.Call("POST", std::string("/apis/hive.openshift.io/v1/namespaces/") + ns + "/syncsets",
-                   ss)
-                .status == 201);
+    REQUIRE(
+        s.Call("POST", std::string("/apis/hive.openshift.io/v1/namespaces/") + ns + "/syncsets", ss)
+            .status == 201);
   }
   Json list = Body(s.Call("GET", "/apis/hive.openshift.io/v1/syncsets"));
   CHECK(list["kind"] == "SyncSetList");

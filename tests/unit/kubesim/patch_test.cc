@@ -28,8 +28,9 @@ Json Deployment() {
 
 TEST_CASE("merge patch (RFC 7386)") {
   Fixture f;
-  REQUIRE(f.server->Call("POST", CmPath("default"), ConfigMap("a", "default", {{"x", "1"}, {"y", "2"}}))
-              .status == 201);
+  REQUIRE(
+      f.server->Call("POST", CmPath("default"), ConfigMap("a", "default", {{"x", "1"}, {"y", "2"}}))
+          .status == 201);
   auto r = PatchCm(*f.server, "application/merge-patch+json",
                    R"({"data":{"x":null,"z":"3"},"metadata":{"labels":{"l":"v"}}})");
   REQUIRE(r.status == 200);
@@ -37,8 +38,8 @@ TEST_CASE("merge patch (RFC 7386)") {
   CHECK(obj["data"] == Json{{"y", "2"}, {"z", "3"}});
   CHECK(obj["metadata"]["labels"]["l"] == "v");
   CHECK(PatchCm(*f.server, "application/merge-patch+json", "{bad").status == 400);
-  CHECK(Raw(*f.server, "PATCH", CmPath("default", "missing"), "{}",
-            "application/merge-patch+json").status == 404);
+  CHECK(Raw(*f.server, "PATCH", CmPath("default", "missing"), "{}", "application/merge-patch+json")
+            .status == 404);
   auto stale = PatchCm(*f.server, "application/merge-patch+json",
                        R"({"metadata":{"resourceVersion":"1"},"data":{"q":"1"}})");
   CHECK(stale.status == 409);
@@ -46,8 +47,9 @@ TEST_CASE("merge patch (RFC 7386)") {
 
 TEST_CASE("JSON patch (RFC 6902) including test, and its failures") {
   Fixture f;
-  REQUIRE(f.server->Call("POST", CmPath("default"), ConfigMap("a", "default", {{"x", "1"}}))
-              .status == 201);
+  REQUIRE(
+      f.server->Call("POST", CmPath("default"), ConfigMap("a", "default", {{"x", "1"}})).status ==
+      201);
   auto ok = PatchCm(*f.server, "application/json-patch+json",
                     R"([{"op":"test","path":"/data/x","value":"1"},
                         {"op":"add","path":"/data/y","value":"2"},
@@ -96,7 +98,8 @@ TEST_CASE("strategic merge patch on built-in types") {
   r = patch(R"({"spec":{"template":{"spec":{"containers":[{"name":"b","$patch":"delete"}]}}}})");
   REQUIRE(r.status == 200);
   CHECK(Body(r)["spec"]["template"]["spec"]["containers"].size() == 2);
-  r = patch(R"({"spec":{"template":{"metadata":{"labels":{"$patch":"replace","app":"d","new":"x"}}}}})");
+  r = patch(
+      R"({"spec":{"template":{"metadata":{"labels":{"$patch":"replace","app":"d","new":"x"}}}}})");
   REQUIRE(r.status == 200);
   CHECK(Body(r)["spec"]["template"]["metadata"]["labels"] == Json{{"app", "d"}, {"new", "x"}});
 
@@ -118,16 +121,18 @@ TEST_CASE("strategic merge patch on built-in types") {
   CHECK(Body(r)["spec"]["template"]["spec"]["containers"][0]["args"] == Json::array({"3"}));
 
   // A strategic patch on a ConfigMap merges data.
-  REQUIRE(f.server->Call("POST", CmPath("default"), ConfigMap("a", "default", {{"x", "1"}})).status ==
-          201);
+  REQUIRE(
+      f.server->Call("POST", CmPath("default"), ConfigMap("a", "default", {{"x", "1"}})).status ==
+      201);
   auto cm = PatchCm(*f.server, "application/strategic-merge-patch+json", R"({"data":{"y":"2"}})");
   CHECK(Body(cm)["data"] == Json{{"x", "1"}, {"y", "2"}});
 }
 
 TEST_CASE("strategic merge patch on a custom resource is 415, unknown patch types too") {
   Fixture f(true);
-  REQUIRE(f.server->Call("POST", "/api/v1/namespaces",
-                         {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ns"}}}})
+  REQUIRE(f.server
+              ->Call("POST", "/api/v1/namespaces",
+                     {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ns"}}}})
               .status == 201);
   Json ss = {{"apiVersion", "hive.openshift.io/v1"},
              {"kind", "SyncSet"},
@@ -136,7 +141,8 @@ TEST_CASE("strategic merge patch on a custom resource is 415, unknown patch type
   const std::string path = "/apis/hive.openshift.io/v1/namespaces/ns/syncsets/s";
   REQUIRE(f.server->Call("POST", "/apis/hive.openshift.io/v1/namespaces/ns/syncsets", ss).status ==
           201);
-  auto r = Raw(*f.server, "PATCH", path, R"({"spec":{}})", "application/strategic-merge-patch+json");
+  auto r =
+      Raw(*f.server, "PATCH", path, R"({"spec":{}})", "application/strategic-merge-patch+json");
   CHECK(r.status == 415);
   CHECK(Body(r)["reason"] == "UnsupportedMediaType");
   CHECK(Body(r)["message"] ==

@@ -1,6 +1,7 @@
+#include "tests/kubesim/schema.h"
+
 #include <doctest/doctest.h>
 
-#include "tests/kubesim/schema.h"
 #include "tests/unit/kubesim/api_test_util.h"
 
 namespace syncbus::kubesim::testing {
@@ -10,9 +11,11 @@ const std::string kSyncSets = "/apis/hive.openshift.io/v1/namespaces/ns/syncsets
 
 struct HiveFixture : Fixture {
   HiveFixture() : Fixture(true) {
-    REQUIRE(server->Call("POST", "/api/v1/namespaces",
-                         {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ns"}}}})
-                .status == 201);
+    REQUIRE(
+        server
+            ->Call("POST", "/api/v1/namespaces",
+                   {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ns"}}}})
+            .status == 201);
   }
 };
 
@@ -23,7 +26,9 @@ Json SyncSet(Json spec) {
           {"spec", std::move(spec)}};
 }
 
-Json Causes(const ApiResponse& r) { return Body(r)["details"]["causes"]; }
+Json Causes(const ApiResponse& r) {
+  return Body(r)["details"]["causes"];
+}
 
 TEST_CASE("a SyncSet field of the wrong type is 422 Invalid with a cause per field") {
   HiveFixture f;
@@ -88,12 +93,12 @@ TEST_CASE("unknown fields are pruned silently and defaults applied") {
 
 TEST_CASE("embedded resources keep their content and have their metadata validated") {
   HiveFixture f;
-  Json resource = {{"apiVersion", "v1"},
-                   {"kind", "ConfigMap"},
-                   {"metadata", {{"name", "cm"}, {"namespace", "{{ fromCDLabel \"x\" }}"},
-                                 {"unknownMeta", 1}}},
-                   {"data", {{"k", "v"}}},
-                   {"anything", {{"goes", true}}}};
+  Json resource = {
+      {"apiVersion", "v1"},
+      {"kind", "ConfigMap"},
+      {"metadata", {{"name", "cm"}, {"namespace", "{{ fromCDLabel \"x\" }}"}, {"unknownMeta", 1}}},
+      {"data", {{"k", "v"}}},
+      {"anything", {{"goes", true}}}};
   auto r = f.server->Call("POST", kSyncSets,
                           SyncSet({{"clusterDeploymentRefs", Json::array()},
                                    {"resources", {resource, {{"metadata", {{"name", "x"}}}}}}}));
@@ -107,9 +112,9 @@ TEST_CASE("embedded resources keep their content and have their metadata validat
   CHECK(std::find(fields.begin(), fields.end(), "spec.resources[1].kind") != fields.end());
 
   resource["metadata"]["namespace"] = "target";
-  auto ok = f.server->Call("POST", kSyncSets,
-                           SyncSet({{"clusterDeploymentRefs", Json::array()},
-                                    {"resources", {resource}}}));
+  auto ok = f.server->Call(
+      "POST", kSyncSets,
+      SyncSet({{"clusterDeploymentRefs", Json::array()}, {"resources", {resource}}}));
   REQUIRE(ok.status == 201);
   Json stored = Body(ok)["spec"]["resources"][0];
   CHECK(stored["anything"]["goes"] == true);
@@ -119,7 +124,8 @@ TEST_CASE("embedded resources keep their content and have their metadata validat
 
 TEST_CASE("date-time format and required fields of a ClusterSyncLease") {
   HiveFixture f;
-  const std::string path = "/apis/hiveinternal.openshift.io/v1alpha1/namespaces/ns/clustersyncleases";
+  const std::string path =
+      "/apis/hiveinternal.openshift.io/v1alpha1/namespaces/ns/clustersyncleases";
   Json lease = {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"},
                 {"kind", "ClusterSyncLease"},
                 {"metadata", {{"name", "c"}, {"namespace", "ns"}}},

@@ -1,6 +1,7 @@
+#include "tests/kubesim/selector.h"
+
 #include <doctest/doctest.h>
 
-#include "tests/kubesim/selector.h"
 #include "tests/unit/kubesim/api_test_util.h"
 
 namespace syncbus::kubesim::testing {
@@ -41,8 +42,8 @@ TEST_CASE("label selector operators") {
 }
 
 TEST_CASE("label selector syntax errors") {
-  for (const char* bad : {"env in prod", "env in ()", "env=a b", "!env=prod", "env notin (a",
-                          "=x", "a/b/c=d", "env=bad!value", "weight>x"}) {
+  for (const char* bad : {"env in prod", "env in ()", "env=a b", "!env=prod", "env notin (a", "=x",
+                          "a/b/c=d", "env=bad!value", "weight>x"}) {
     auto parsed = LabelSelector::Parse(bad);
     CHECK_MESSAGE(!parsed.ok(), bad);
     if (!parsed.ok()) CHECK(parsed.error().code == 400);
@@ -67,8 +68,12 @@ TEST_CASE("field selectors") {
 TEST_CASE("list filters by label and field selectors, bad selectors are 400") {
   Fixture f;
   ApiServer& s = *f.server;
-  REQUIRE(s.Call("POST", CmPath("default"), ConfigMap("a", "default", {}, {{"env", "prod"}})).status == 201);
-  REQUIRE(s.Call("POST", CmPath("default"), ConfigMap("b", "default", {}, {{"env", "dev"}})).status == 201);
+  REQUIRE(
+      s.Call("POST", CmPath("default"), ConfigMap("a", "default", {}, {{"env", "prod"}})).status ==
+      201);
+  REQUIRE(
+      s.Call("POST", CmPath("default"), ConfigMap("b", "default", {}, {{"env", "dev"}})).status ==
+      201);
   REQUIRE(s.Call("POST", CmPath("kube-system"), ConfigMap("c", "kube-system", {})).status == 201);
   auto names = [&](const std::string& path, const std::string& query) {
     Json list = Body(s.Call("GET", path, nullptr, "application/json", query));

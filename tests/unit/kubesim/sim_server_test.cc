@@ -2,8 +2,7 @@
 // socket (libcurl clients: GET, LIST, WATCH, faults, latency, disconnects), and for the
 // in-process transport (raw and through kube::ClientImpl). Names ending in [concurrent] exercise
 // cross-thread paths (run them under TSan too).
-#include <curl/curl.h>
-#include <doctest/doctest.h>
+#include "tests/kubesim/sim_server.h"
 
 #include <atomic>
 #include <chrono>
@@ -14,14 +13,16 @@
 #include <thread>
 #include <vector>
 
-#include "tests/support/self_signed_cert.h"
+#include <curl/curl.h>
+#include <doctest/doctest.h>
+
 #include "common/base64.h"
 #include "common/http/curl_transport.h"
 #include "common/kube/client_impl.h"
 #include "tests/fakes/common/http/in_process_transport.h"
-#include "tests/unit/kubesim/api_test_util.h"
 #include "tests/kubesim/sim_router.h"
-#include "tests/kubesim/sim_server.h"
+#include "tests/support/self_signed_cert.h"
+#include "tests/unit/kubesim/api_test_util.h"
 
 namespace syncbus::kubesim {
 namespace {
@@ -198,7 +199,9 @@ std::unique_ptr<SimServer> StartSim(FleetSpec fleet, std::string token = {}, int
   return std::move(sim).value();
 }
 
-Json Stats(SimServer& sim) { return Curl("GET", sim.base_url() + "/_sim/stats").json(); }
+Json Stats(SimServer& sim) {
+  return Curl("GET", sim.base_url() + "/_sim/stats").json();
+}
 
 // ---------------------------------------------------------------------------------------------
 // Routing and dispatch
@@ -255,7 +258,7 @@ TEST_CASE("Simulation dispatch routes to the right API server and counts request
 
   Json stats = sim->Stats();
   CHECK(stats["clusters"]["cluster-0001"]["requests"] == 1);
-  CHECK(stats["clusters"]["cluster-0001"]["inFlight"] == 1);   // `target` still holds it
+  CHECK(stats["clusters"]["cluster-0001"]["inFlight"] == 1);  // `target` still holds it
   target.in_flight.reset();
   CHECK(sim->Stats()["clusters"]["cluster-0001"]["inFlight"] == 0);
   CHECK(sim->Stats()["total"]["requests"] == 2);
@@ -274,7 +277,8 @@ TEST_CASE("Simulation dispatch routes to the right API server and counts request
 
 TEST_CASE("Simulation counts requests by verb and resource, the hub apart from the targets") {
   auto sim = MakeSimulation({.clusters = 2});
-  auto send = [&](const char* method, std::string path, std::string query = {}, std::string type = {}) {
+  auto send = [&](const char* method, std::string path, std::string query = {},
+                  std::string type = {}) {
     http::ServerRequest r = Get(std::move(path), std::move(query));
     r.method = method;
     if (!type.empty()) r.headers = {{"Content-Type", type}};
@@ -287,14 +291,16 @@ TEST_CASE("Simulation counts requests by verb and resource, the hub apart from t
   send("GET", "/api/v1/namespaces/ns1/secrets/kubeconfig");
   send("POST", cs);
   send("PUT", cs + "/c1/status");
-  send("PATCH", "/apis/coordination.k8s.io/v1/namespaces/ns1/leases/c1", "", "application/apply-patch+yaml");
+  send("PATCH", "/apis/coordination.k8s.io/v1/namespaces/ns1/leases/c1", "",
+       "application/apply-patch+yaml");
   send("PATCH", cs + "/c1", "", "application/merge-patch+json");
   send("DELETE", cs + "/c1");
   send("DELETE", cs);
-  send("GET", "/apis");   // discovery: not counted
+  send("GET", "/apis");  // discovery: not counted
   REQUIRE(sim->cluster_names().size() == 2);
   for (const auto& name : sim->cluster_names()) {
-    send("PATCH", "/clusters/" + name + "/api/v1/namespaces/default/configmaps/a", "", "application/apply-patch+yaml");
+    send("PATCH", "/clusters/" + name + "/api/v1/namespaces/default/configmaps/a", "",
+         "application/apply-patch+yaml");
   }
 
   Json stats = sim->Stats();
@@ -348,7 +354,8 @@ TEST_CASE("Simulation control API manages faults and watches") {
   REQUIRE(sim->Dispatch(put).response.status == 200);
   Plan throttled = sim->Dispatch(Get("/api/v1/namespaces"));
   CHECK(throttled.response.status == 429);
-  CHECK(http::FindHeader(throttled.response.headers, "Retry-After") == std::optional<std::string>("4"));
+  CHECK(http::FindHeader(throttled.response.headers, "Retry-After") ==
+        std::optional<std::string>("4"));
   CHECK(Json::parse(throttled.response.body)["details"]["retryAfterSeconds"] == 4);
 
   put.body = R"({"clusters": ["missing"], "errorRate": 1})";
@@ -442,10 +449,16 @@ TEST_CASE("SimServer serves GET and LIST on the hub and the targets over HTTP") 
   CHECK(target.json()["items"].size() >= 3);
 
   // Writes on a target stay on that target.
-  std::string cm = R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":"b"}})";
-  CHECK(Curl("POST", base + "/clusters/cluster-0002/api/v1/namespaces/default/configmaps", cm).status == 201);
-  CHECK(Curl("GET", base + "/clusters/cluster-0002/api/v1/namespaces/default/configmaps/x").status == 200);
-  CHECK(Curl("GET", base + "/clusters/cluster-0001/api/v1/namespaces/default/configmaps/x").status == 404);
+  std::string cm =
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":"b"}})";
+  CHECK(Curl("POST", base + "/clusters/cluster-0002/api/v1/namespaces/default/configmaps", cm)
+            .status == 201);
+  CHECK(
+      Curl("GET", base + "/clusters/cluster-0002/api/v1/namespaces/default/configmaps/x").status ==
+      200);
+  CHECK(
+      Curl("GET", base + "/clusters/cluster-0001/api/v1/namespaces/default/configmaps/x").status ==
+      404);
   CHECK(Curl("GET", base + "/api/v1/namespaces/default/configmaps/x").status == 404);
 
   CurlResult unknown = Curl("GET", base + "/clusters/cluster-9999/api/v1/namespaces");
@@ -481,7 +494,9 @@ TEST_CASE("SimServer streams a watch that ends after timeoutSeconds [concurrent]
               {"kind", "SelectorSyncSet"},
               {"metadata", {{"name", "added-later"}}},
               {"spec", Json::object()}};
-  REQUIRE(sim->simulation().hub().Call("POST", "/apis/hive.openshift.io/v1/selectorsyncsets", sss)
+  REQUIRE(sim->simulation()
+              .hub()
+              .Call("POST", "/apis/hive.openshift.io/v1/selectorsyncsets", sss)
               .status == 201);
   REQUIRE(watch.WaitForText("added-later"));
   auto end = watch.WaitForEnd();
@@ -502,7 +517,7 @@ TEST_CASE("SimServer stops a watch when the client hangs up [concurrent]") {
     CurlWatch watch(sim->base_url() + "/clusters/cluster-0001/api/v1/namespaces?watch=1");
     REQUIRE(watch.WaitForText("kube-system"));
     CHECK(Stats(*sim)["clusters"]["cluster-0001"]["openWatches"] == 1);
-    CHECK(Stats(*sim)["clusters"]["cluster-0001"]["inFlight"] == 0);   // watches are not in flight
+    CHECK(Stats(*sim)["clusters"]["cluster-0001"]["inFlight"] == 0);  // watches are not in flight
   }
   CHECK(Eventually([&] { return Stats(*sim)["clusters"]["cluster-0001"]["openWatches"] == 0; }));
 }
@@ -569,8 +584,9 @@ TEST_CASE("SimServer holds hundreds of slow requests without threads [concurrent
   constexpr int kRequests = 400;
   auto sim = StartSim({.clusters = 1}, {}, /*threads=*/1);
   std::string base = sim->base_url();
-  REQUIRE(Curl("PUT", base + "/_sim/faults",
-               R"({"latency": {"p50Ms": 400, "p99Ms": 400}})").status == 200);
+  REQUIRE(
+      Curl("PUT", base + "/_sim/faults", R"({"latency": {"p50Ms": 400, "p99Ms": 400}})").status ==
+      200);
   CurlResult one = Curl("GET", base + "/api/v1/namespaces/default");
   CHECK(one.status == 200);
   CHECK(one.elapsed >= 390ms);
@@ -606,8 +622,8 @@ TEST_CASE("SimServer holds hundreds of slow requests without threads [concurrent
   CHECK(Stats(*sim)["clusters"]["cluster-0000"]["peakInFlight"].get<int>() >= kRequests / 2);
 }
 
-
-TEST_CASE("SimServer over HTTPS serves the project's client through the fleet kubeconfigs [concurrent]") {
+TEST_CASE(
+    "SimServer over HTTPS serves the project's client through the fleet kubeconfigs [concurrent]") {
   syncbus::testing::SelfSignedCert cert("kubesim");
   REQUIRE(cert.ok);
   SimServer::Options options;
@@ -631,8 +647,8 @@ TEST_CASE("SimServer over HTTPS serves the project's client through the fleet ku
   CHECK(cds->items.size() == 2);
 
   // The admin kubeconfig from the fleet reaches its target over the same TLS port.
-  auto secret = hub.Get(kube::Object(kube::resources::kSecrets, "cluster-0001",
-                                     "cluster-0001-admin-kubeconfig"));
+  auto secret = hub.Get(
+      kube::Object(kube::resources::kSecrets, "cluster-0001", "cluster-0001-admin-kubeconfig"));
   REQUIRE(secret.ok());
   auto kubeconfig = DecodeBase64((*secret)["data"]["kubeconfig"].get<std::string>());
   REQUIRE(kubeconfig.has_value());
@@ -641,7 +657,8 @@ TEST_CASE("SimServer over HTTPS serves the project's client through the fleet ku
   kube::ClientImpl target(*target_config, transport);
   kube::WatchOptions watch_options;
   watch_options.timeout_seconds = 30;
-  auto watch = target.Watch(kube::Collection(kube::resources::kConfigMaps, "default"), watch_options);
+  auto watch =
+      target.Watch(kube::Collection(kube::resources::kConfigMaps, "default"), watch_options);
   REQUIRE_MESSAGE(watch.ok(), watch.status().ToString());
   Json cm = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "over-tls"}}}};
   REQUIRE(target.Create(kube::Collection(kube::resources::kConfigMaps, "default"), cm).ok());
@@ -653,8 +670,10 @@ TEST_CASE("SimServer over HTTPS serves the project's client through the fleet ku
     if (*event && (*event)->object["metadata"]["name"] == "over-tls") seen = true;
   }
   CHECK(seen);
-  CHECK(sim.simulation().cluster("cluster-0001")->Call(
-            "GET", "/api/v1/namespaces/default/configmaps/over-tls").status == 200);
+  CHECK(sim.simulation()
+            .cluster("cluster-0001")
+            ->Call("GET", "/api/v1/namespaces/default/configmaps/over-tls")
+            .status == 200);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -698,10 +717,12 @@ TEST_CASE("InProcessTransport routes like the simulator and answers on its own t
   CHECK(callback_thread != std::this_thread::get_id());
 
   auto target = SendAndWait(
-      transport, Request("http://kubesim.test/clusters/cluster-0001/api/v1/namespaces/kube-system"));
+      transport,
+      Request("http://kubesim.test/clusters/cluster-0001/api/v1/namespaces/kube-system"));
   REQUIRE(target.ok());
   CHECK(target->status == 200);
-  auto unknown = SendAndWait(transport, Request("http://kubesim.test/clusters/zz/api/v1/namespaces"));
+  auto unknown =
+      SendAndWait(transport, Request("http://kubesim.test/clusters/zz/api/v1/namespaces"));
   REQUIRE(unknown.ok());
   CHECK(unknown->status == 404);
   auto control = SendAndWait(transport, Request("http://kubesim.test/_sim/stats"));
@@ -778,8 +799,8 @@ TEST_CASE("InProcessTransport streams watch events and cancels cleanly [concurre
     std::unique_lock lock(mu);
     return cv.wait_for(lock, kDeadline, predicate);
   };
-  http::Request request =
-      Request("http://kubesim.test/clusters/cluster-0000/api/v1/namespaces/default/configmaps?watch=1");
+  http::Request request = Request(
+      "http://kubesim.test/clusters/cluster-0000/api/v1/namespaces/default/configmaps?watch=1");
   request.timeout = 0ms;
   auto handle = transport->Stream(request, callbacks);
   REQUIRE(Eventually([&] { return sim->Stats()["clusters"]["cluster-0000"]["openWatches"] == 1; }));
@@ -815,7 +836,8 @@ TEST_CASE("InProcessTransport ends open streams and pending requests when destro
   std::promise<Status> stream_done;
   http::Transport::StreamCallbacks callbacks;
   callbacks.on_done = [&](Status s) { stream_done.set_value(s); };
-  auto handle = transport->Stream(Request("http://kubesim.test/api/v1/namespaces?watch=1"), callbacks);
+  auto handle =
+      transport->Stream(Request("http://kubesim.test/api/v1/namespaces?watch=1"), callbacks);
   REQUIRE(Eventually([&] { return sim->Stats()["clusters"]["hub"]["openWatches"] == 1; }));
   REQUIRE(sim->faults().Set("hub", {.timeout_rate = 1}).ok());
   std::promise<Status> send_done;
@@ -829,12 +851,14 @@ TEST_CASE("InProcessTransport ends open streams and pending requests when destro
   REQUIRE(send_future.wait_for(kDeadline) == std::future_status::ready);
   CHECK(stream_future.get().code() == Code::kCancelled);
   CHECK(send_future.get().code() == Code::kCancelled);
-  handle.reset();   // after the transport: harmless
+  handle.reset();  // after the transport: harmless
   CHECK(sim->Stats()["clusters"]["hub"]["openWatches"] == 0);
 }
 
-TEST_CASE("kube::ClientImpl works against the simulator through the in-process transport [concurrent]") {
-  auto sim = GeneratedSimulation({.clusters = 2, .syncsets = 1, .selector_syncsets = 1, .resources = 2});
+TEST_CASE(
+    "kube::ClientImpl works against the simulator through the in-process transport [concurrent]") {
+  auto sim =
+      GeneratedSimulation({.clusters = 2, .syncsets = 1, .selector_syncsets = 1, .resources = 2});
   auto transport = std::make_shared<fakes::InProcessTransport>(*sim);
   kube::ClusterConfig hub_config;
   hub_config.server = "http://kubesim.test";
@@ -851,7 +875,8 @@ TEST_CASE("kube::ClientImpl works against the simulator through the in-process t
   kube::ClientImpl target(target_config, transport);
   kube::WatchOptions watch_options;
   watch_options.timeout_seconds = 30;
-  auto watch = target.Watch(kube::Collection(kube::resources::kConfigMaps, "default"), watch_options);
+  auto watch =
+      target.Watch(kube::Collection(kube::resources::kConfigMaps, "default"), watch_options);
   REQUIRE(watch.ok());
   Json cm = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "from-client"}}}};
   auto created = target.Create(kube::Collection(kube::resources::kConfigMaps, "default"), cm);
@@ -865,8 +890,9 @@ TEST_CASE("kube::ClientImpl works against the simulator through the in-process t
   }
   CHECK(seen);
   CHECK(target.Get(kube::Object(kube::resources::kConfigMaps, "default", "from-client")).ok());
-  CHECK(hub.Get(kube::Object(kube::resources::kConfigMaps, "default", "from-client")).status().code() ==
-        Code::kNotFound);
+  CHECK(hub.Get(kube::Object(kube::resources::kConfigMaps, "default", "from-client"))
+            .status()
+            .code() == Code::kNotFound);
 }
 
 }  // namespace

@@ -90,7 +90,8 @@ TEST_CASE("a resourceVersion older than the history gets an ERROR event with 410
   CHECK(status["kind"] == "Status");
   CHECK(status["reason"] == "Expired");
   CHECK(status["code"] == 410);
-  CHECK(status["message"].get<std::string>().rfind("too old resource version: " + rv + " (", 0) == 0);
+  CHECK(status["message"].get<std::string>().rfind("too old resource version: " + rv + " (", 0) ==
+        0);
   CHECK(late->ended());
   CHECK(s.stats().open_watches == 0);
 
@@ -298,9 +299,9 @@ TEST_CASE("bookmarks, timeouts, CloseAllWatches, StopWatch and gone clients") {
   REQUIRE(events.size() == 2);
   CHECK(events[1]["type"] == "BOOKMARK");
   std::string current = Body(s.Call("GET", CmPath("default")))["metadata"]["resourceVersion"];
-  CHECK(events[1]["object"] ==
-        Json{{"kind", "ConfigMap"}, {"apiVersion", "v1"},
-             {"metadata", {{"resourceVersion", current}}}});
+  CHECK(events[1]["object"] == Json{{"kind", "ConfigMap"},
+                                    {"apiVersion", "v1"},
+                                    {"metadata", {{"resourceVersion", current}}}});
   CHECK(without->Events().size() == 1);
 
   s.StopWatch(stopped);

@@ -1,10 +1,11 @@
 // LeaderElector against the in-process Kubernetes simulator (real REST on a coordination.k8s.io/v1
 // Lease), with time driven by a FakeClock: nothing sleeps.
+#include "publisher/leader_elector.h"
+
 #include <doctest/doctest.h>
 
-#include "tests/fakes/common/fake_clock.h"
 #include "common/kube/client_impl.h"
-#include "publisher/leader_elector.h"
+#include "tests/fakes/common/fake_clock.h"
 #include "tests/fakes/common/http/in_process_transport.h"
 #include "tests/kubesim/sim_simulation.h"
 
@@ -31,9 +32,12 @@ struct Hub {
     client = std::make_unique<kube::ClientImpl>(cc, transport);
     config.ns = "syncbus";
     config.name = "syncbus-publisher";
-    REQUIRE(client->Create(kube::Collection(kube::resources::kNamespaces),
-                           Json{{"apiVersion", "v1"}, {"kind", "Namespace"},
-                                {"metadata", {{"name", "syncbus"}}}}).ok());
+    REQUIRE(client
+                ->Create(kube::Collection(kube::resources::kNamespaces),
+                         Json{{"apiVersion", "v1"},
+                              {"kind", "Namespace"},
+                              {"metadata", {{"name", "syncbus"}}}})
+                .ok());
   }
   LeaderElector Elector(const std::string& id) { return LeaderElector(*client, config, id, clock); }
   Json Lease() {
@@ -85,7 +89,7 @@ TEST_CASE("leader election: a standby waits out the whole lease, then takes over
   hub.clock.Advance(7s);
   CHECK_FALSE(b.Tick());
   hub.clock.Advance(2s);
-  CHECK(b.Tick());         // 11 s without a change: expired
+  CHECK(b.Tick());  // 11 s without a change: expired
   Json lease = hub.Lease();
   CHECK(lease["spec"]["holderIdentity"] == "b");
   CHECK(lease["spec"]["leaseTransitions"] == 1);
@@ -118,7 +122,7 @@ TEST_CASE("leader election: a leader that cannot renew stops leading before its 
   auto a = hub.Elector("a");
   auto b = hub.Elector("b");
   REQUIRE(a.Tick());
-  CHECK_FALSE(b.Tick());   // b saw the record at t=0
+  CHECK_FALSE(b.Tick());  // b saw the record at t=0
   hub.HubDown(true);
   for (int i = 0; i < 3; ++i) {
     hub.clock.Advance(2s);
@@ -127,7 +131,7 @@ TEST_CASE("leader election: a leader that cannot renew stops leading before its 
   }
   hub.clock.Advance(1s + 1ms);
   a.Tick();
-  CHECK_FALSE(a.is_leader());   // t=7 s: no renewal for renewDeadline -> not leader
+  CHECK_FALSE(a.is_leader());  // t=7 s: no renewal for renewDeadline -> not leader
   // Nobody else could have taken over yet: the lease is valid until 10 s after b saw it.
   hub.HubDown(false);
   CHECK_FALSE(b.Tick());
@@ -138,7 +142,7 @@ TEST_CASE("leader election: a leader that cannot renew stops leading before its 
 
 TEST_CASE("leader election: a lease that cannot be created says why, until it can") {
   Hub hub;
-  hub.config.ns = "missing";   // its namespace does not exist: every create is refused
+  hub.config.ns = "missing";  // its namespace does not exist: every create is refused
   auto a = hub.Elector("a");
   CHECK_FALSE(a.Tick());
   CHECK(a.problem().find("cannot create the lease missing/syncbus-publisher") != std::string::npos);
@@ -146,9 +150,12 @@ TEST_CASE("leader election: a lease that cannot be created says why, until it ca
   hub.clock.Advance(2s);
   CHECK_FALSE(a.Tick());
   CHECK_FALSE(a.problem().empty());
-  REQUIRE(hub.client->Create(kube::Collection(kube::resources::kNamespaces),
-                             Json{{"apiVersion", "v1"}, {"kind", "Namespace"},
-                                  {"metadata", {{"name", "missing"}}}}).ok());
+  REQUIRE(hub.client
+              ->Create(kube::Collection(kube::resources::kNamespaces),
+                       Json{{"apiVersion", "v1"},
+                            {"kind", "Namespace"},
+                            {"metadata", {{"name", "missing"}}}})
+              .ok());
   hub.clock.Advance(2s);
   CHECK(a.Tick());
   CHECK(a.problem().empty());
@@ -175,7 +182,7 @@ TEST_CASE("leader election: release hands over at once") {
   REQUIRE(a.Release().ok());
   CHECK_FALSE(a.is_leader());
   CHECK(hub.Lease()["spec"]["holderIdentity"] == "");
-  CHECK(b.Tick());   // no waiting: the holder is empty
+  CHECK(b.Tick());  // no waiting: the holder is empty
   CHECK(hub.Lease()["spec"]["holderIdentity"] == "b");
   // Releasing a lease someone else holds changes nothing.
   REQUIRE(a.Release().ok());

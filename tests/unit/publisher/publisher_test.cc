@@ -1,14 +1,14 @@
-#include <doctest/doctest.h>
+#include "publisher/publisher.h"
 
+#include <doctest/doctest.h>
 #include <prometheus/registry.h>
 
-#include "tests/fakes/common/amqp/fake_session.h"
-#include "common/bus/topology.h"
 #include "common/bus/config.h"
-#include "tests/fakes/common/fake_clock.h"
 #include "common/bus/sync_message.h"
+#include "common/bus/topology.h"
 #include "common/time_format.h"
-#include "publisher/publisher.h"
+#include "tests/fakes/common/amqp/fake_session.h"
+#include "tests/fakes/common/fake_clock.h"
 
 using namespace syncbus;
 using namespace syncbus::publisher;
@@ -63,21 +63,27 @@ Json CsNoSets(const std::string& name) {
 }
 
 Json Lease(const std::string& name, WallTime t) {
-  return {{"metadata", {{"name", name}, {"namespace", name}}}, {"spec", {{"renewTime", FormatRfc3339(t)}}}};
+  return {{"metadata", {{"name", name}, {"namespace", name}}},
+          {"spec", {{"renewTime", FormatRfc3339(t)}}}};
 }
 
 // A SelectorSyncSet whose secretMapping reads Secret src/<secret>.
 Json SssWithSecret(const std::string& name, int gen, const std::string& secret) {
   Json sss = Sss(name, gen);
-  sss["spec"]["secretMappings"] = Json::array({{{"sourceRef", {{"name", secret}, {"namespace", "src"}}},
-                                                {"targetRef", {{"name", secret}, {"namespace", "dst"}}}}});
+  sss["spec"]["secretMappings"] =
+      Json::array({{{"sourceRef", {{"name", secret}, {"namespace", "src"}}},
+                    {"targetRef", {{"name", secret}, {"namespace", "dst"}}}}});
   return sss;
 }
 
 Json Secret(const std::string& name, const std::string& rv, WallTime written) {
-  return {{"metadata", {{"name", name}, {"namespace", "src"}, {"resourceVersion", rv},
-                        {"creationTimestamp", "2025-01-01T00:00:00Z"},
-                        {"managedFields", Json::array({{{"manager", "kubectl"}, {"time", FormatRfc3339(written)}}})}}},
+  return {{"metadata",
+           {{"name", name},
+            {"namespace", "src"},
+            {"resourceVersion", rv},
+            {"creationTimestamp", "2025-01-01T00:00:00Z"},
+            {"managedFields",
+             Json::array({{{"manager", "kubectl"}, {"time", FormatRfc3339(written)}}})}}},
           {"data", {{"k", "dg=="}}}};
 }
 
@@ -108,7 +114,7 @@ struct Fixture {
       : cache(static_cast<size_t>(bulk_edit_clusters)) {
     REQUIRE(session.Connect().ok());
     REQUIRE(session.Declare(amqp::SyncbusTopology(topology)).ok());
-    broker.SetPolicies(amqp::SyncbusTopology(topology).policies);   // max-length
+    broker.SetPolicies(amqp::SyncbusTopology(topology).policies);  // max-length
     options.max_publish_rate = 1000;
     for (HubKind k : {HubKind::kClusterDeployment, HubKind::kSyncSet, HubKind::kSelectorSyncSet,
                       HubKind::kClusterSync, HubKind::kClusterSyncLease, HubKind::kSecret}) {
@@ -116,7 +122,8 @@ struct Fixture {
     }
   }
   Publisher& pub() {
-    if (!publisher) publisher = std::make_unique<Publisher>(options, cache, session, clock, registry);
+    if (!publisher)
+      publisher = std::make_unique<Publisher>(options, cache, session, clock, registry);
     return *publisher;
   }
   std::vector<SyncRequest> Queue(amqp::Lane lane) {
@@ -141,7 +148,8 @@ struct Fixture {
 
 TEST_CASE("startup enqueues only what is out of sync, on the resync lane") {
   Fixture f;
-  f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}}), Cd("c")});
+  f.cache.Replace(HubKind::kClusterDeployment,
+                  {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}}), Cd("c")});
   f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
   f.cache.Replace(HubKind::kClusterSync, {Cs("a", "s", 1)});
   f.cache.Replace(HubKind::kClusterSyncLease, {Lease("a", f.clock.WallNow())});
@@ -167,7 +175,7 @@ TEST_CASE("a burst of edits while a request is outstanding sends nothing more (l
     f.Round();
   }
   auto q = f.Queue(amqp::Lane::kChange);
-  REQUIRE(q.size() == 1);   // 50 edits, one message
+  REQUIRE(q.size() == 1);  // 50 edits, one message
   CHECK(q[0].reason == "generation-changed");
   // The consumer processes it (status at the newest generation): nothing more is needed.
   f.cache.Upsert(HubKind::kClusterSync, Cs("a", "s", 51));
@@ -196,7 +204,8 @@ TEST_CASE("an outstanding request processed at an older generation lets the next
 TEST_CASE("selector fan-out and label changes moving clusters in and out") {
   Fixture f;
   std::vector<Json> cds;
-  for (int i = 0; i < 20; ++i) cds.push_back(Cd("c" + std::to_string(i), {{"fleet", i < 15 ? "a" : "b"}}));
+  for (int i = 0; i < 20; ++i)
+    cds.push_back(Cd("c" + std::to_string(i), {{"fleet", i < 15 ? "a" : "b"}}));
   f.cache.Replace(HubKind::kClusterDeployment, cds);
   f.Round(true);
   f.cache.Upsert(HubKind::kSelectorSyncSet, Sss("s", 1));
@@ -212,7 +221,8 @@ TEST_CASE("selector fan-out and label changes moving clusters in and out") {
   f.cache.Upsert(HubKind::kClusterDeployment, Cd("c3", {{"fleet", "b"}}));
   f.Round();
   bool c3_enqueued = false;
-  for (const auto& r : f.Queue(amqp::Lane::kChange)) c3_enqueued |= r.cluster_name == "c3" && r.reason == "set-removed";
+  for (const auto& r : f.Queue(amqp::Lane::kChange))
+    c3_enqueued |= r.cluster_name == "c3" && r.reason == "set-removed";
   CHECK(c3_enqueued);
 }
 
@@ -228,7 +238,7 @@ TEST_CASE("reapply comes due with the injected clock, on the resync lane with fu
   f.clock.Advance(1h + jitter - 1s);
   CHECK(f.Round().published == 0);
   f.clock.Advance(2s);
-  CHECK(f.Round().published == 1);   // nothing was dirty: the schedule found it
+  CHECK(f.Round().published == 1);  // nothing was dirty: the schedule found it
   auto q = f.Queue(amqp::Lane::kResync);
   REQUIRE(q.size() == 1);
   CHECK(q[0].full_reapply);
@@ -245,7 +255,7 @@ TEST_CASE("rate limit and outstanding cap defer work without losing it") {
   auto first = f.Round(true);
   CHECK(first.published == 10);
   CHECK(first.deferred == 15);
-  CHECK(f.Round().published == 0);      // no time passed: no tokens
+  CHECK(f.Round().published == 0);  // no time passed: no tokens
   f.clock.Advance(1s);
   CHECK(f.Round().published == 10);
   f.clock.Advance(1s);
@@ -261,7 +271,8 @@ TEST_CASE("rate limit and outstanding cap defer work without losing it") {
 
 TEST_CASE("a broker outage loses nothing: unconfirmed clusters are published after reconnecting") {
   Fixture f;
-  f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}})});
+  f.cache.Replace(HubKind::kClusterDeployment,
+                  {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}})});
   f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
   f.broker.SetAvailable(false);
   auto failed = f.pub().Reconcile(f.cache.AllClusterKeys(), true);
@@ -295,12 +306,14 @@ TEST_CASE("the oldest outstanding request's age counts from its first publish, r
   f.options.outstanding_timeout = 10min;
   auto oldest = [&f] {
     for (const auto& fam : f.registry.Collect()) {
-      if (fam.name == "syncbus_publisher_oldest_outstanding_seconds") return fam.metric[0].gauge.value;
+      if (fam.name == "syncbus_publisher_oldest_outstanding_seconds")
+        return fam.metric[0].gauge.value;
     }
     FAIL("syncbus_publisher_oldest_outstanding_seconds is not registered");
     return -1.0;
   };
-  f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}})});
+  f.cache.Replace(HubKind::kClusterDeployment,
+                  {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}})});
   f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
   CHECK(f.Round(true).published == 2);
   CHECK(oldest() == 0);
@@ -308,7 +321,7 @@ TEST_CASE("the oldest outstanding request's age counts from its first publish, r
   f.Round();
   CHECK(oldest() == 540);
   f.clock.Advance(2min);
-  CHECK(f.Round().published == 2);   // both re-sent: the age goes on
+  CHECK(f.Round().published == 2);  // both re-sent: the age goes on
   CHECK(oldest() == 660);
   f.cache.Replace(HubKind::kClusterSync, {Cs("a", "s", 1), Cs("b", "s", 1)});
   f.cache.Replace(HubKind::kClusterSyncLease,
@@ -327,7 +340,8 @@ TEST_CASE("the oldest outstanding request's age counts from its first publish, r
   f.pub().Reset();
   CHECK(oldest() == 0);
   for (const auto& fam : f.registry.Collect()) {
-    if (fam.name != "syncbus_publisher_outstanding" && fam.name != "syncbus_publisher_clusters") continue;
+    if (fam.name != "syncbus_publisher_outstanding" && fam.name != "syncbus_publisher_clusters")
+      continue;
     for (const auto& m : fam.metric) CHECK_MESSAGE(m.gauge.value == 0, fam.name);
   }
 }
@@ -347,18 +361,19 @@ TEST_CASE("a lapsed leader publishes nothing") {
 
 TEST_CASE("a source Secret change is a change: full reapply on the change lane, until processed") {
   Fixture f;
-  f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "b"}})});
+  f.cache.Replace(HubKind::kClusterDeployment,
+                  {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "b"}})});
   f.cache.Replace(HubKind::kSelectorSyncSet, {SssWithSecret("s", 1, "pull")});
   f.cache.Replace(HubKind::kSecret, {Secret("pull", "10", f.clock.WallNow() - 1h)});
   f.cache.Replace(HubKind::kClusterSync, {Cs("a", "s", 1), CsNoSets("b")});
   f.cache.Replace(HubKind::kClusterSyncLease,
                   {Lease("a", f.clock.WallNow()), Lease("b", f.clock.WallNow())});
-  CHECK(f.Round(true).published == 0);   // in sync, Secret older than the last full reapply
+  CHECK(f.Round(true).published == 0);  // in sync, Secret older than the last full reapply
 
   f.clock.Advance(1min);
   f.cache.Upsert(HubKind::kSecret, Secret("pull", "11", f.clock.WallNow()));
   auto stats = f.Round();
-  CHECK(stats.evaluated == 1);   // only the cluster whose set reads it
+  CHECK(stats.evaluated == 1);  // only the cluster whose set reads it
   CHECK(stats.published == 1);
   auto q = f.Queue(amqp::Lane::kChange);
   REQUIRE(q.size() == 1);
@@ -383,9 +398,11 @@ TEST_CASE("a source Secret change is a change: full reapply on the change lane, 
   CHECK(f.Round().evaluated == 0);
 }
 
-TEST_CASE("a Secret written after the last full reapply while no publisher ran is reapplied at startup") {
+TEST_CASE(
+    "a Secret written after the last full reapply while no publisher ran is reapplied at startup") {
   Fixture f;
-  f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}})});
+  f.cache.Replace(HubKind::kClusterDeployment,
+                  {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}})});
   f.cache.Replace(HubKind::kSelectorSyncSet, {SssWithSecret("s", 1, "pull")});
   f.cache.Replace(HubKind::kSecret, {Secret("pull", "10", f.clock.WallNow() - 10min)});
   f.cache.Replace(HubKind::kClusterSync, {Cs("a", "s", 1), Cs("b", "s", 1)});
@@ -394,31 +411,34 @@ TEST_CASE("a Secret written after the last full reapply while no publisher ran i
   CHECK(f.Round(true).published == 1);
   auto q = f.Queue(amqp::Lane::kResync);
   REQUIRE(q.size() == 1);
-  CHECK(q[0].cluster_name == "a");   // b's last full reapply came after the write
+  CHECK(q[0].cluster_name == "a");  // b's last full reapply came after the write
   CHECK(q[0].full_reapply);
 }
 
 TEST_CASE("a skipped cluster that becomes eligible is enqueued at once") {
   Fixture f;
   Json pause = {{"hive.openshift.io/syncset-pause", "true"}};
-  f.cache.Replace(HubKind::kClusterDeployment,
-                  {CdWith("a", {{"fleet", "a"}}, pause), CdWith("b", {{"fleet", "a"}}, Json::object(), false)});
+  f.cache.Replace(
+      HubKind::kClusterDeployment,
+      {CdWith("a", {{"fleet", "a"}}, pause), CdWith("b", {{"fleet", "a"}}, Json::object(), false)});
   f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
   auto start = f.Round(true);
   CHECK(start.published == 0);
   CHECK(start.skipped == 2);
-  f.cache.Upsert(HubKind::kSelectorSyncSet, Sss("s", 2));   // edits while skipped: nothing
+  f.cache.Upsert(HubKind::kSelectorSyncSet, Sss("s", 2));  // edits while skipped: nothing
   CHECK(f.Round().published == 0);
   f.cache.Upsert(HubKind::kClusterDeployment, CdWith("a", {{"fleet", "a"}}, Json::object()));
   f.cache.Upsert(HubKind::kClusterDeployment, CdWith("b", {{"fleet", "a"}}, Json::object(), true));
-  auto stats = f.Round();   // the very next round, no time passing
+  auto stats = f.Round();  // the very next round, no time passing
   CHECK(stats.published == 2);
   auto q = f.Queue(amqp::Lane::kChange);
   REQUIRE(q.size() == 2);
   CHECK(q[0].reason == "missing-status");
 }
 
-TEST_CASE("publishes refused by a full work queue keep the cluster pending, are counted, and go out later") {
+TEST_CASE(
+    "publishes refused by a full work queue keep the cluster pending, are counted, and go out "
+    "later") {
   amqp::TopologyOptions topology;
   topology.max_length = 3;
   Fixture f(topology);
@@ -427,14 +447,15 @@ TEST_CASE("publishes refused by a full work queue keep the cluster pending, are 
   f.cache.Replace(HubKind::kClusterDeployment, cds);
   f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
   auto first = f.pub().Reconcile(f.cache.AllClusterKeys(), true);
-  REQUIRE_MESSAGE(first.ok(), first.status().ToString());   // not a broker failure
+  REQUIRE_MESSAGE(first.ok(), first.status().ToString());  // not a broker failure
   CHECK(first->rejected > 0);
   CHECK(first->published + first->rejected == 6);
-  CHECK(f.session.connected());                             // the connection was kept
+  CHECK(f.session.connected());  // the connection was kept
   CHECK(f.pub().pending() == first->rejected);
   double rejected_metric = 0;
   for (const auto& fam : f.registry.Collect()) {
-    if (fam.name == "syncbus_publisher_rejected_total") rejected_metric = fam.metric[0].counter.value;
+    if (fam.name == "syncbus_publisher_rejected_total")
+      rejected_metric = fam.metric[0].counter.value;
   }
   CHECK(rejected_metric == static_cast<double>(first->rejected));
   // Held off: nothing is tried at once.
@@ -482,7 +503,8 @@ TEST_CASE("while publishes keep being refused the publisher tries again at least
       REQUIRE(f.session.Connect().ok());
       continue;
     }
-    CHECK_MESSAGE(stats->rejected == first->rejected, "round " << round << ": the refused clusters were not tried again");
+    CHECK_MESSAGE(stats->rejected == first->rejected,
+                  "round " << round << ": the refused clusters were not tried again");
   }
   CHECK(renewed_at == std::vector<int>{4, 12});
 }
@@ -491,14 +513,15 @@ TEST_CASE("each confirmed request is traced with why it was sent, its lane and i
   Fixture f;
   TraceRecorder trace("publisher-1", f.registry);
   f.options.trace = &trace;
-  f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}})});
+  f.cache.Replace(HubKind::kClusterDeployment,
+                  {Cd("a", {{"fleet", "a"}}), Cd("b", {{"fleet", "a"}})});
   f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
   CHECK(f.Round(true).published == 2);
   auto requests = f.broker.ReadyMessages(amqp::WorkQueueName(amqp::Lane::kResync));
   auto traced = f.broker.ReadyMessages(amqp::kTraceQueue);
   REQUIRE(requests.size() == 2);
   REQUIRE(traced.size() == 2);
-  CHECK(trace.buffered() == 0);   // flushed with the batch
+  CHECK(trace.buffered() == 0);  // flushed with the batch
   for (size_t i = 0; i < 2; ++i) {
     auto e = DecodeTraceEvent(traced[i].body);
     REQUIRE(e.ok());
@@ -553,7 +576,7 @@ TEST_CASE("a change does not wait behind the resync lane: it goes out on the cha
   Fixture f;
   f.cache.Replace(HubKind::kClusterDeployment, {Cd("b", {{"fleet", "a"}})});
   f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
-  f.Round(true);   // no status, no lease: a full reapply waits on the resync lane
+  f.Round(true);  // no status, no lease: a full reapply waits on the resync lane
   REQUIRE(f.Queue(amqp::Lane::kResync).size() == 1);
   CHECK(f.Queue(amqp::Lane::kResync)[0].full_reapply);
 
@@ -562,7 +585,7 @@ TEST_CASE("a change does not wait behind the resync lane: it goes out on the cha
   auto change = f.Queue(amqp::Lane::kChange);
   REQUIRE(change.size() == 1);
   CHECK(change[0].reason == "missing-status");
-  CHECK_FALSE(change[0].full_reapply);   // the queued resync still does the full reapply
+  CHECK_FALSE(change[0].full_reapply);  // the queued resync still does the full reapply
   CHECK(f.Queue(amqp::Lane::kResync).size() == 1);
   CHECK(f.pub().outstanding() == 1);
 
@@ -596,7 +619,9 @@ TEST_CASE("a change does not wait behind the resync lane: it goes out on the cha
   CHECK(promoted == 2);
 }
 
-TEST_CASE("a change overtaking a start-up request that is no full reapply leaves nothing outstanding once applied") {
+TEST_CASE(
+    "a change overtaking a start-up request that is no full reapply leaves nothing outstanding "
+    "once applied") {
   Fixture f;
   f.cache.Replace(HubKind::kClusterDeployment, {Cd("a", {{"fleet", "a"}})});
   f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 2)});
@@ -631,7 +656,7 @@ TEST_CASE("the outstanding cap holds back periodic reapplies, never a change") {
   CHECK(f.Round(true).published == 0);
   f.clock.Advance(1h + 1s);
   auto due = f.Round();
-  CHECK(due.published == 2);   // every reapply is due; the cap lets two out
+  CHECK(due.published == 2);  // every reapply is due; the cap lets two out
   CHECK(due.deferred == 2);
   CHECK(f.pub().pending() == 2);
   // An edit reaches all four at once: two overtake their queued reapply, two were held back.
@@ -642,7 +667,9 @@ TEST_CASE("the outstanding cap holds back periodic reapplies, never a change") {
   CHECK(f.pub().outstanding() == 4);
 }
 
-TEST_CASE("a cluster whose deferred start-up request has not gone out yet and that changes meanwhile takes the change lane") {
+TEST_CASE(
+    "a cluster whose deferred start-up request has not gone out yet and that changes meanwhile "
+    "takes the change lane") {
   Fixture f;
   f.options.max_publish_rate = 2;
   std::vector<Json> cds;
@@ -650,10 +677,10 @@ TEST_CASE("a cluster whose deferred start-up request has not gone out yet and th
   f.cache.Replace(HubKind::kClusterDeployment, cds);
   f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
   auto first = f.Round(true);
-  CHECK(first.published == 2);   // a and b; c and d wait for tokens as start-up work
+  CHECK(first.published == 2);  // a and b; c and d wait for tokens as start-up work
   CHECK(f.pub().pending() == 2);
   f.cache.Upsert(HubKind::kClusterDeployment, Cd("d", {{"fleet", "a"}, {"edited", "yes"}}));
-  CHECK(f.Round().published == 0);   // no tokens yet
+  CHECK(f.Round().published == 0);  // no tokens yet
   f.clock.Advance(1s);
   CHECK(f.Round().published == 2);
   auto change = f.Queue(amqp::Lane::kChange);
@@ -672,10 +699,10 @@ TEST_CASE("changes take the rate limit's tokens before resync work") {
   for (const char* name : {"a", "b", "c", "d"}) cds.push_back(Cd(name, {{"fleet", "a"}}));
   f.cache.Replace(HubKind::kClusterDeployment, cds);
   f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
-  CHECK(f.Round(true).published == 1);   // a; b, c and d wait as start-up work
+  CHECK(f.Round(true).published == 1);  // a; b, c and d wait as start-up work
   f.cache.Upsert(HubKind::kClusterDeployment, Cd("d", {{"fleet", "a"}, {"edited", "yes"}}));
   f.clock.Advance(1s);
-  CHECK(f.Round().published == 1);   // one token: the change to d, ahead of b and c
+  CHECK(f.Round().published == 1);  // one token: the change to d, ahead of b and c
   auto change = f.Queue(amqp::Lane::kChange);
   REQUIRE(change.size() == 1);
   CHECK(change[0].cluster_name == "d");
@@ -693,7 +720,9 @@ void SyncedFleet(Fixture& f, int n) {
     cds.push_back(Cd(name, {{"fleet", "a"}}));
     syncsets.push_back(Ss(name, "own", 1));
     Json cs = Cs(name, "s", 1);
-    cs["status"]["syncSets"] = Json::array({{{"name", "own"}, {"observedGeneration", 1}, {"result", "Success"},
+    cs["status"]["syncSets"] = Json::array({{{"name", "own"},
+                                             {"observedGeneration", 1},
+                                             {"result", "Success"},
                                              {"lastTransitionTime", "2026-01-01T00:00:00Z"}}});
     statuses.push_back(cs);
     leases.push_back(Lease(name, f.clock.WallNow()));
@@ -711,14 +740,15 @@ void SyncedFleet(Fixture& f, int n) {
 TEST_CASE("the hub cache tells single edits from bulk ones by how many clusters they make dirty") {
   HubCache cache(5);
   std::vector<Json> cds;
-  for (int i = 0; i < 8; ++i) cds.push_back(Cd("c" + std::to_string(i), {{"fleet", i < 6 ? "a" : "b"}}));
+  for (int i = 0; i < 8; ++i)
+    cds.push_back(Cd("c" + std::to_string(i), {{"fleet", i < 6 ? "a" : "b"}}));
   cache.Replace(HubKind::kClusterDeployment, cds);
   for (HubKind k : {HubKind::kSyncSet, HubKind::kSelectorSyncSet, HubKind::kClusterSync,
                     HubKind::kClusterSyncLease, HubKind::kSecret}) {
     cache.Replace(k, {});
   }
   DirtyEdits edits;
-  CHECK(cache.TakeDirty(0ms, &edits).size() == 8);   // a relist marks everything, as no edit
+  CHECK(cache.TakeDirty(0ms, &edits).size() == 8);  // a relist marks everything, as no edit
   CHECK(edits.bulk.empty());
   CHECK(edits.single.empty());
 
@@ -779,14 +809,18 @@ TEST_CASE("an edit of one cluster does not wait behind a bulk edit's requests") 
   CHECK(f.Queue(amqp::Lane::kResync).size() == 20);
   // The consumers work through the wave: a cluster's status at the newest generations clears it.
   Json done = Cs("c3", "s", 3);
-  done["status"]["syncSets"] = Json::array({{{"name", "own"}, {"observedGeneration", 1}, {"result", "Success"},
+  done["status"]["syncSets"] = Json::array({{{"name", "own"},
+                                             {"observedGeneration", 1},
+                                             {"result", "Success"},
                                              {"lastTransitionTime", "2026-01-01T00:00:00Z"}}});
   f.cache.Upsert(HubKind::kClusterSync, done);
   f.Round();
   CHECK(f.pub().outstanding() == 19);
 }
 
-TEST_CASE("a bulk edit's requests deferred by the rate limit stay on the resync lane unless a single edit of the cluster comes") {
+TEST_CASE(
+    "a bulk edit's requests deferred by the rate limit stay on the resync lane unless a single "
+    "edit of the cluster comes") {
   Fixture f({}, 5);
   f.options.max_publish_rate = 4;
   SyncedFleet(f, 10);
@@ -834,11 +868,11 @@ TEST_CASE("a broker reconnect re-sends only what was not confirmed, and a single
   // Meanwhile one cluster was edited on its own.
   f.cache.Upsert(HubKind::kSyncSet, Ss("c4", "own", 2));
   auto after = f.Round();
-  CHECK(after.published == 10);   // the unconfirmed ten, no more
+  CHECK(after.published == 10);  // the unconfirmed ten, no more
   CHECK(after.bulk == 9);
   auto change = f.Queue(amqp::Lane::kChange);
   REQUIRE(change.size() == 1);
   CHECK(change[0].cluster_name == "c4");
   CHECK(f.Queue(amqp::Lane::kResync).size() == 9);
-  CHECK(f.Round().published == 0);   // nothing else: no fleet-wide round after a reconnect
+  CHECK(f.Round().published == 0);  // nothing else: no fleet-wide round after a reconnect
 }

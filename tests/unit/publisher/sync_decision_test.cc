@@ -2,9 +2,9 @@
 
 #include <doctest/doctest.h>
 
-#include "tests/fakes/common/fake_clock.h"
 #include "common/hive/status_rules.h"
 #include "common/time_format.h"
+#include "tests/fakes/common/fake_clock.h"
 
 using namespace syncbus;
 using namespace syncbus::hive;
@@ -116,12 +116,12 @@ TEST_CASE("reapply: due after interval plus a jitter stable per cluster") {
   FakeClock clock;
   ReapplyPolicy policy{2h, 0.1};
   auto j1 = ReapplyJitter("ns/c1", policy);
-  CHECK(j1 == ReapplyJitter("ns/c1", policy));   // never re-drawn
+  CHECK(j1 == ReapplyJitter("ns/c1", policy));  // never re-drawn
   CHECK(j1 >= 0ms);
   CHECK(j1 < 12min);
   int distinct = 0;
   for (int i = 0; i < 50; ++i) distinct += ReapplyJitter("ns/c" + std::to_string(i), policy) != j1;
-  CHECK(distinct >= 45);                          // spread across clusters
+  CHECK(distinct >= 45);  // spread across clusters
 
   auto d = Desired({{SetKind::kSyncSet, "a", 1}});
   d.cluster_key = "ns/c1";

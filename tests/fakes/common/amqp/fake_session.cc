@@ -17,7 +17,9 @@ namespace {
 
 using std::chrono::milliseconds;
 
-std::string Quote(const std::string& name) { return "'" + name + "'"; }
+std::string Quote(const std::string& name) {
+  return "'" + name + "'";
+}
 
 std::vector<std::string> SplitWords(const std::string& key) {
   std::vector<std::string> words;
@@ -56,8 +58,8 @@ bool HeadersMatch(const Json& binding_args, const Json& headers) {
   for (const auto& [key, want] : binding_args.items()) {
     if (key == "x-match") continue;
     if (!with_x && key.rfind("x-", 0) == 0) continue;
-    bool match = headers.is_object() && headers.contains(key) &&
-                 (want.is_null() || headers[key] == want);
+    bool match =
+        headers.is_object() && headers.contains(key) && (want.is_null() || headers[key] == want);
     if (any && match) return true;
     if (!any && !match) return false;
   }
@@ -105,7 +107,7 @@ struct ConsumerState {
   std::string queue;
   uint16_t prefetch = 0;
   size_t unacked = 0;
-  std::optional<size_t> stream_next;   // a stream reader: the offset it reads next
+  std::optional<size_t> stream_next;  // a stream reader: the offset it reads next
 };
 
 struct UnackedMessage {
@@ -117,12 +119,12 @@ struct UnackedMessage {
 
 struct Connection {
   std::string name;
-  std::optional<Status> dropped;     // why the broker dropped it
-  std::optional<Status> cancelled;   // a consumer cancelled by the broker, reported by Next()
+  std::optional<Status> dropped;    // why the broker dropped it
+  std::optional<Status> cancelled;  // a consumer cancelled by the broker, reported by Next()
   std::vector<ConsumerState> consumers;
-  size_t next_consumer = 0;          // round-robin position
+  size_t next_consumer = 0;  // round-robin position
   std::map<uint64_t, UnackedMessage> unacked;
-  uint64_t publish_channel = 1;      // which publishing channel is open (RenewPublishChannel)
+  uint64_t publish_channel = 1;  // which publishing channel is open (RenewPublishChannel)
 };
 
 Status ValidateQueue(const QueueSpec& q) {
@@ -130,21 +132,21 @@ Status ValidateQueue(const QueueSpec& q) {
   if (!a.is_object()) return InvalidArgument("arguments of queue " + Quote(q.name));
   auto type = StringArg(a, "x-queue-type").value_or("classic");
   if (type != "classic" && type != "quorum" && type != "stream") {
-    return Status(Code::kUnsupported, "queue type " + Quote(type) + " of queue " +
-                                          Quote(q.name) + " is not supported by the fake broker");
+    return Status(Code::kUnsupported, "queue type " + Quote(type) + " of queue " + Quote(q.name) +
+                                          " is not supported by the fake broker");
   }
   if (type != "classic" && !q.durable) {
     return InvalidArgument("invalid property 'non-durable' for queue " + Quote(q.name));
   }
   for (const char* key : {"x-message-ttl", "x-max-length", "x-delivery-limit"}) {
     if (a.contains(key) && (!a[key].is_number_integer() || a[key].get<int64_t>() < 0)) {
-      return InvalidArgument("invalid arg '" + std::string(key) + "' for queue " +
-                             Quote(q.name) + ": " + a[key].dump());
+      return InvalidArgument("invalid arg '" + std::string(key) + "' for queue " + Quote(q.name) +
+                             ": " + a[key].dump());
     }
   }
-  if (auto overflow = StringArg(a, "x-overflow");
-      overflow && *overflow != "drop-head" && *overflow != "reject-publish" &&
-      *overflow != "reject-publish-dlx") {
+  if (auto overflow = StringArg(a, "x-overflow"); overflow && *overflow != "drop-head" &&
+                                                  *overflow != "reject-publish" &&
+                                                  *overflow != "reject-publish-dlx") {
     return InvalidArgument("invalid arg 'x-overflow' for queue " + Quote(q.name) + ": " +
                            *overflow);
   }
@@ -182,7 +184,8 @@ struct FakeBroker::State {
     const Json& a = state.spec.arguments;
     const PolicySpec* policy = nullptr;
     for (const auto& p : policies) {
-      if (std::regex_search(state.spec.name, std::regex(p.pattern)) && (!policy || p.priority > policy->priority)) {
+      if (std::regex_search(state.spec.name, std::regex(p.pattern)) &&
+          (!policy || p.priority > policy->priority)) {
         policy = &p;
       }
     }
@@ -411,7 +414,8 @@ struct FakeBroker::State {
       return NotFound("consuming from queue " + Quote(queue) +
                       ": channel closed by the broker: 404 NOT_FOUND - no queue " + Quote(queue));
     }
-    if (stream_next && StringArg(q->second.spec.arguments, "x-queue-type").value_or("classic") != "stream") {
+    if (stream_next &&
+        StringArg(q->second.spec.arguments, "x-queue-type").value_or("classic") != "stream") {
       return InvalidArgument("consuming queue " + Quote(queue) + " from an offset: not a stream");
     }
     std::string tag = "amq.ctag-fake-" + std::to_string(next_consumer_tag++);
@@ -440,9 +444,8 @@ struct FakeBroker::State {
     auto targets = Route(p.exchange, p.routing_key, p.message.headers);
     if (targets.empty()) {
       if (!p.mandatory) return Status::Ok();
-      return NotFound("unroutable message to exchange " + Quote(p.exchange) +
-                      " with routing key " + Quote(p.routing_key) +
-                      " was returned: 312 NO_ROUTE");
+      return NotFound("unroutable message to exchange " + Quote(p.exchange) + " with routing key " +
+                      Quote(p.routing_key) + " was returned: 312 NO_ROUTE");
     }
     std::vector<std::string> refused;
     for (const auto& name : targets) {
@@ -460,8 +463,8 @@ struct FakeBroker::State {
     changed.notify_all();
     if (!refused.empty()) {
       return Unavailable("the broker refused the message to exchange " + Quote(p.exchange) +
-                         " with routing key " + Quote(p.routing_key) +
-                         " (basic.nack: queue " + Quote(refused.front()) + " is full)");
+                         " with routing key " + Quote(p.routing_key) + " (basic.nack: queue " +
+                         Quote(refused.front()) + " is full)");
     }
     return Status::Ok();
   }
@@ -491,7 +494,7 @@ struct FakeBroker::State {
       auto q = queues.find(consumer.queue);
       const bool stream_copy = consumer.stream_next.has_value();
       StoredMessage m;
-      if (stream_copy) {   // a copy of the next record; the stream keeps it
+      if (stream_copy) {  // a copy of the next record; the stream keeps it
         if (q == queues.end() || *consumer.stream_next >= q->second.ready.size()) continue;
         m = q->second.ready[*consumer.stream_next];
         m.message.headers["x-stream-offset"] = static_cast<int64_t>((*consumer.stream_next)++);
@@ -505,7 +508,8 @@ struct FakeBroker::State {
       c.next_consumer = (c.next_consumer + i + 1) % n;
       uint64_t tag = next_tag++;
       Delivery d = MakeDelivery(tag, consumer.queue, consumer.tag, m);
-      c.unacked.emplace(tag, UnackedMessage{consumer.queue, consumer.tag, std::move(m), stream_copy});
+      c.unacked.emplace(tag,
+                        UnackedMessage{consumer.queue, consumer.tag, std::move(m), stream_copy});
       return d;
     }
     return std::nullopt;
@@ -522,8 +526,7 @@ struct FakeBroker::State {
                            ": the tag belongs to a closed channel; the broker has requeued "
                            "the message");
       }
-      return InvalidArgument(std::string(what) + ": unknown delivery tag " +
-                             std::to_string(tag));
+      return InvalidArgument(std::string(what) + ": unknown delivery tag " + std::to_string(tag));
     }
     UnackedMessage u = std::move(it->second);
     (*c)->unacked.erase(it);
@@ -559,8 +562,9 @@ void FakeBroker::SetAvailable(bool available) {
     for (auto& [id, c] : state_->connections) {
       if (c.dropped) continue;
       state_->Disconnect(c);
-      c.dropped = Unavailable("connection closed by the broker: 320 CONNECTION_FORCED - "
-                              "broker shutdown");
+      c.dropped = Unavailable(
+          "connection closed by the broker: 320 CONNECTION_FORCED - "
+          "broker shutdown");
     }
   }
 }
@@ -570,8 +574,9 @@ void FakeBroker::DropConnections() {
   for (auto& [id, c] : state_->connections) {
     if (c.dropped) continue;
     state_->Disconnect(c);
-    c.dropped = Unavailable("connection closed by the broker: 320 CONNECTION_FORCED - "
-                            "closed by the test");
+    c.dropped = Unavailable(
+        "connection closed by the broker: 320 CONNECTION_FORCED - "
+        "closed by the test");
   }
 }
 
@@ -659,7 +664,9 @@ size_t FakeBroker::LiveConnections() {
 FakeSession::FakeSession(FakeBroker& broker, std::string connection_name)
     : broker_(*broker.state_), name_(std::move(connection_name)) {}
 
-FakeSession::~FakeSession() { Close(); }
+FakeSession::~FakeSession() {
+  Close();
+}
 
 Status FakeSession::Connect() {
   Close();
@@ -714,14 +721,13 @@ Status FakeSession::Declare(const Topology& topology) {
     }
     const ExchangeSpec& have = it->second;
     if (have.type != e.type) {
-      return Status(Code::kConflict, what + ": inequivalent arg 'type': received " +
-                                         Quote(e.type) + " but current is " + Quote(have.type));
+      return Status(Code::kConflict, what + ": inequivalent arg 'type': received " + Quote(e.type) +
+                                         " but current is " + Quote(have.type));
     }
     if (have.durable != e.durable || have.arguments != e.arguments) {
-      return Status(Code::kConflict, what + ": inequivalent arg '" +
-                                         std::string(have.durable != e.durable ? "durable"
-                                                                               : "arguments") +
-                                         "'");
+      return Status(Code::kConflict,
+                    what + ": inequivalent arg '" +
+                        std::string(have.durable != e.durable ? "durable" : "arguments") + "'");
     }
   }
   for (const auto& q : topology.queues) {
@@ -754,8 +760,8 @@ Status FakeSession::Declare(const Topology& topology) {
     s.queues.emplace(q.name, std::move(state));
   }
   for (const auto& b : topology.bindings) {
-    const std::string what = "binding queue " + Quote(b.destination) + " to exchange " +
-                             Quote(b.source);
+    const std::string what =
+        "binding queue " + Quote(b.destination) + " to exchange " + Quote(b.source);
     if (!s.exchanges.count(b.source)) {
       return NotFound(what + ": 404 NOT_FOUND - no exchange " + Quote(b.source));
     }
@@ -790,7 +796,8 @@ Result<std::string> FakeSession::Consume(const std::string& queue, uint16_t pref
   return broker_.AddConsumer(connection_, queue, prefetch, std::nullopt);
 }
 
-Result<std::string> FakeSession::ConsumeStream(const std::string& queue, uint16_t prefetch, int64_t) {
+Result<std::string> FakeSession::ConsumeStream(const std::string& queue, uint16_t prefetch,
+                                               int64_t) {
   std::lock_guard lock(broker_.mu);
   return broker_.AddConsumer(connection_, queue, prefetch, size_t{0});
 }

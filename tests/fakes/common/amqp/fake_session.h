@@ -1,11 +1,11 @@
 // FakeBroker and FakeSession: an in-memory AMQP broker behaving like RabbitMQ 3.10 where syncbus
 // depends on it (routing, confirms, TTL and dead-lettering with x-death, quorum delivery limits
-// from arguments and policies, prefetch, requeue), for unit tests. FakeBroker is thread-safe and shared by any number of
-// FakeSessions; a FakeSession is one connection used by one thread, like the real Session.
-// Message TTL follows the injected Clock (a FakeClock in tests); nothing sleeps. A stream queue
-// keeps its messages in order: ConsumeStream reads copies from its first one (offsets in
-// x-stream-offset; starting at a timestamp and retention are not modelled), while Get still takes
-// them like a classic queue's.
+// from arguments and policies, prefetch, requeue), for unit tests. FakeBroker is thread-safe and
+// shared by any number of FakeSessions; a FakeSession is one connection used by one thread, like
+// the real Session. Message TTL follows the injected Clock (a FakeClock in tests); nothing sleeps.
+// A stream queue keeps its messages in order: ConsumeStream reads copies from its first one
+// (offsets in x-stream-offset; starting at a timestamp and retention are not modelled), while Get
+// still takes them like a classic queue's.
 #pragma once
 
 #include <cstddef>
@@ -83,7 +83,8 @@ class FakeSession final : public Session {
                                  std::chrono::milliseconds timeout) override;
   Result<std::string> Consume(const std::string& queue, uint16_t prefetch) override;
   // Reads a stream from its first message, whatever `from_unix_seconds` says.
-  Result<std::string> ConsumeStream(const std::string& queue, uint16_t prefetch, int64_t from_unix_seconds) override;
+  Result<std::string> ConsumeStream(const std::string& queue, uint16_t prefetch,
+                                    int64_t from_unix_seconds) override;
   Status Cancel(const std::string& consumer_tag) override;
   Result<std::optional<Delivery>> Next(std::chrono::milliseconds timeout) override;
   Status Ack(uint64_t delivery_tag) override;
@@ -96,8 +97,8 @@ class FakeSession final : public Session {
  private:
   FakeBroker::State& broker_;
   std::string name_;
-  uint64_t connection_ = 0;      // the broker's id of this session's connection, 0 = none
-  uint64_t first_tag_ = 0;       // delivery tags below this belong to earlier connections
+  uint64_t connection_ = 0;  // the broker's id of this session's connection, 0 = none
+  uint64_t first_tag_ = 0;   // delivery tags below this belong to earlier connections
 };
 
 }  // namespace syncbus::amqp

@@ -171,7 +171,7 @@ class InProcessTransport::SendOp final : public Op {
     done(std::move(result));
   }
   void End(Status status) override { Finish(std::move(status)); }
-  std::string watch_body;   // worker thread: a watch answered through Send
+  std::string watch_body;  // worker thread: a watch answered through Send
 
  private:
   DoneCallback done_;
@@ -249,13 +249,16 @@ void InProcessTransport::Worker::Run() {
   auto ops = std::move(ops_);
   lock.unlock();
   tasks.clear();
-  for (const std::shared_ptr<Op>& op : ops) op->End(Status(Code::kCancelled, "transport shut down"));
+  for (const std::shared_ptr<Op>& op : ops)
+    op->End(Status(Code::kCancelled, "transport shut down"));
 }
 
 InProcessTransport::InProcessTransport(kubesim::Simulation& simulation)
     : simulation_(simulation), worker_(std::make_shared<Worker>()) {}
 
-InProcessTransport::~InProcessTransport() { worker_->Stop(); }
+InProcessTransport::~InProcessTransport() {
+  worker_->Stop();
+}
 
 void InProcessTransport::Send(http::Request request, DoneCallback done) {
   auto op = std::make_shared<SendOp>(std::move(done));
@@ -269,7 +272,7 @@ void InProcessTransport::Send(http::Request request, DoneCallback done) {
     });
   }
   bool posted = worker_->Post(start, [this, op, request = std::move(request)] {
-    if (request.send_guard) {   // as the real transport: at the last moment, on its thread
+    if (request.send_guard) {  // as the real transport: at the last moment, on its thread
       if (Status refused = request.send_guard(); !refused.ok()) {
         op->Finish(refused.Annotate("not sent: " + request.method + " " + request.url));
         return;
@@ -281,9 +284,10 @@ void InProcessTransport::Send(http::Request request, DoneCallback done) {
       return;
     }
     Plan plan = simulation_.Dispatch(*incoming);
-    if (plan.kind == Plan::Kind::kTimeout) return;   // ends at the client's deadline (or shutdown)
+    if (plan.kind == Plan::Kind::kTimeout) return;  // ends at the client's deadline (or shutdown)
     SteadyTime when = SteadyClock::now() + plan.delay;
-    worker_->Post(when, [this, op, plan = std::move(plan)]() mutable { Execute(op, std::move(plan)); });
+    worker_->Post(when,
+                  [this, op, plan = std::move(plan)]() mutable { Execute(op, std::move(plan)); });
   });
   if (!posted) op->Finish(Status(Code::kCancelled, "transport shut down"));
 }
@@ -310,13 +314,9 @@ void InProcessTransport::Execute(const std::shared_ptr<SendOp>& op, Plan plan) {
       Answer(std::move(plan), SteadyClock::now() + kubesim::ApiServer::kFreshnessWait,
              [op](kubesim::ApiResponse response) { op->Finish(ToResponse(std::move(response))); });
       return;
-    case Plan::Kind::kDrop:
-      op->Finish(DroppedConnection());
-      return;
-    case Plan::Kind::kTimeout:
-      return;
-    case Plan::Kind::kWatch:
-      break;
+    case Plan::Kind::kDrop: op->Finish(DroppedConnection()); return;
+    case Plan::Kind::kTimeout: return;
+    case Plan::Kind::kWatch: break;
   }
   // A watch answered through Send: the body is every event until the server ends the watch.
   auto sink = std::make_shared<kubesim::PendingWatchSink>();
@@ -357,9 +357,10 @@ std::unique_ptr<http::StreamHandle> InProcessTransport::Stream(http::Request req
       return;
     }
     Plan plan = simulation_.Dispatch(*incoming);
-    if (plan.kind == Plan::Kind::kTimeout) return;   // ends on Cancel, timeout or shutdown
+    if (plan.kind == Plan::Kind::kTimeout) return;  // ends on Cancel, timeout or shutdown
     SteadyTime when = SteadyClock::now() + plan.delay;
-    worker_->Post(when, [this, op, plan = std::move(plan)]() mutable { Execute(op, std::move(plan)); });
+    worker_->Post(when,
+                  [this, op, plan = std::move(plan)]() mutable { Execute(op, std::move(plan)); });
   });
   if (!posted) op->End(Status(Code::kCancelled, "transport shut down"));
   return std::make_unique<Handle>(op);
@@ -373,19 +374,13 @@ void InProcessTransport::Execute(const std::shared_ptr<StreamOp>& op, Plan plan)
     op->End(Status::Ok());
   };
   switch (plan.kind) {
-    case Plan::Kind::kRespond:
-      answer(plan.WithHeaders(std::move(plan.response)));
-      return;
+    case Plan::Kind::kRespond: answer(plan.WithHeaders(std::move(plan.response))); return;
     case Plan::Kind::kApi:
       Answer(std::move(plan), SteadyClock::now() + kubesim::ApiServer::kFreshnessWait, answer);
       return;
-    case Plan::Kind::kDrop:
-      op->End(DroppedConnection());
-      return;
-    case Plan::Kind::kTimeout:
-      return;
-    case Plan::Kind::kWatch:
-      break;
+    case Plan::Kind::kDrop: op->End(DroppedConnection()); return;
+    case Plan::Kind::kTimeout: return;
+    case Plan::Kind::kWatch: break;
   }
   auto sink = std::make_shared<kubesim::PendingWatchSink>();
   auto started = plan.api->StartWatch(plan.api_request, sink);

@@ -28,7 +28,6 @@ class InProcessTransport final : public http::Transport {
   std::unique_ptr<http::StreamHandle> Stream(http::Request request,
                                              StreamCallbacks callbacks) override;
 
-
  private:
   class Worker;
   class Op;
