@@ -64,3 +64,25 @@ run_as_root() {
     die "'$*' needs root and sudo is not available; run this script as root"
   fi
 }
+
+# repository_files: the repository's files (tracked, and new ones not ignored; every file under
+# the root, build trees and .git aside, outside a git checkout), one per line, relative to the
+# root.
+repository_files() {
+  if git -C "$SYNCBUS_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git -C "$SYNCBUS_ROOT" ls-files --cached --others --exclude-standard
+  else
+    (cd "$SYNCBUS_ROOT" && find . \( -name .git -o -path './build*' \) -prune -o -type f -print) |
+      sed 's|^\./||'
+  fi
+}
+
+# cxx_files: the repository's C++ sources and headers (.cc, .cpp, .h), one per line, relative to
+# the root: what clang-format keeps in shape.
+cxx_files() {
+  local file
+  while IFS= read -r file; do
+    [[ -f $SYNCBUS_ROOT/$file ]] || continue   # deleted, not yet committed
+    case "$file" in *.cc|*.cpp|*.h) printf '%s\n' "$file" ;; esac
+  done < <(repository_files)
+}
