@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   // Each replica's connection has its own name in the management UI.
   amqp_options.connection_name = "syncbus-publisher/" + identity;
   publisher::PublisherApp app(
-      *config, {std::move(hub->client),
+      *config, {hub->client,
+                hub->client->WithRequestTimeout(config->publisher.leader_election.renew_deadline),
                 [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
                 &RealClock(), registry, identity});
   return RunDaemon(

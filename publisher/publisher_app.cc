@@ -173,10 +173,11 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
   // Without an interval of its own the publisher follows HiveConfig's syncSetReapplyInterval, as
   // Hive's clustersync does: read now and every few minutes.
   const bool follow_hive_config = !config_.publisher.resync_interval_set;
+  kube::Client& quick_hub = deps_.quick_hub ? *deps_.quick_hub : *deps_.hub;
   SteadyTime hive_config_read{};
   auto hive_interval = [&]() -> std::optional<std::chrono::milliseconds> {
     hive_config_read = clock.Now();
-    auto read = ReadHiveReapplyInterval(*deps_.hub);
+    auto read = ReadHiveReapplyInterval(quick_hub);
     if (!read.ok()) {
       log::Warn("cannot read HiveConfig's syncSetReapplyInterval; keeping the reapply interval",
                 {{"error", read.status().message()}});
@@ -198,7 +199,7 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
   std::thread election;
   const auto& le = config_.publisher.leader_election;
   if (le.enabled) {
-    elector = std::make_unique<LeaderElector>(*deps_.hub, le, deps_.identity, clock);
+    elector = std::make_unique<LeaderElector>(quick_hub, le, deps_.identity, clock);
     options.may_publish = [&elector] { return elector->is_leader(); };
     election = std::thread([&] {
       while (!stop.load()) {

@@ -24,6 +24,11 @@ namespace syncbus::publisher {
 
 struct PublisherDeps {
   std::shared_ptr<kube::Client> hub;
+  // The same hub, every request giving up within the leader election's renewDeadline (as
+  // client-go's leader-election client does): for the Lease and the HiveConfig reads, so that a
+  // request the hub never answers holds neither a renewal, a takeover nor the publishing loop
+  // for a whole request timeout. Null: `hub`.
+  std::shared_ptr<kube::Client> quick_hub;
   std::function<std::unique_ptr<amqp::Session>()> new_session;
   Clock* clock = nullptr;
   std::shared_ptr<prometheus::Registry> registry;

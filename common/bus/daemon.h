@@ -15,6 +15,7 @@
 #include "common/bus/config.h"
 #include "common/http/curl_transport.h"
 #include "common/kube/client.h"
+#include "common/kube/client_impl.h"
 #include "common/kube/config.h"
 #include "common/status.h"
 
@@ -47,7 +48,7 @@ Result<kube::ClusterConfig> CommandLineHubConfig(const HubConfig& hub);
 // A client of the hub and the transport under it (shared: other clients may use it too).
 struct HubConnection {
   std::shared_ptr<http::CurlTransport> transport;
-  std::shared_ptr<kube::Client> client;
+  std::shared_ptr<kube::ClientImpl> client;
 };
 // Creates the transport and the hub client. The client's requests are counted and timed in
 // `registry` as syncbus_hub_requests_total{method,code} and syncbus_hub_request_duration_seconds

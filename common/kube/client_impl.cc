@@ -389,6 +389,13 @@ class ClientImpl::Pacer {
   std::thread thread_;
 };
 
+std::shared_ptr<ClientImpl> ClientImpl::WithRequestTimeout(
+    std::chrono::milliseconds request_timeout, const Clock& clock) const {
+  ClusterConfig config = config_;
+  config.request_timeout = request_timeout;
+  return std::make_shared<ClientImpl>(std::move(config), transport_, clock);
+}
+
 ClientImpl::ClientImpl(ClusterConfig config, std::shared_ptr<http::Transport> transport,
                        const Clock& clock)
     : config_(std::move(config)),

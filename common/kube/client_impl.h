@@ -82,6 +82,10 @@ class ClientImpl final : public Client {
   ClientImpl& operator=(const ClientImpl&) = delete;
 
   const ClusterConfig& config() const { return config_; }
+  // Another client of the same server over the same transport whose every request gives up
+  // after `request_timeout` (a QPS limit of the config is its own: a second token bucket).
+  std::shared_ptr<ClientImpl> WithRequestTimeout(std::chrono::milliseconds request_timeout,
+                                                 const Clock& clock = RealClock()) const;
 
   // Client. Blocking: must not run on the transport's thread.
   Result<Json> Get(const ObjectRef& object) override;

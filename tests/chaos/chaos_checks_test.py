@@ -320,6 +320,13 @@ class RecoveryTest(unittest.TestCase):
         self.assertTrue(cc.disturbed(victim, 30.0, [victim, fault("hub-burst", 99.5)]))       # not over
         self.assertFalse(cc.disturbed(victim, 30.0, [victim, fault("target-burst", 110)]))    # no matter
         self.assertFalse(cc.disturbed(victim, 30.0, [victim, fault("publisher-kill", 110)]))
+        # A hub-burst with timeouts over 19 s before: a request it left unanswered may still wait.
+        burst = fault("hub-burst", 80)
+        self.assertFalse(cc.disturbed(victim, 30.0, [victim, burst]))
+        burst.lingers = burst.ended + 30
+        self.assertTrue(cc.disturbed(victim, 30.0, [victim, burst]))
+        burst.lingers = 99.0
+        self.assertFalse(cc.disturbed(victim, 30.0, [victim, burst]))
 
     def test_table_all_and_undisturbed_with_goals(self):
         slow_restart = fault("publisher-kill", 100, **{"publishing again": 8.0})

@@ -396,7 +396,8 @@ DISTURBED_BY = {
 
 def disturbed(fault, seconds, faults, figure=None):
     """A fault that can stretch `fault`'s recovery was still going on when it struck (a burst not
-    over, a process or node not back yet), or began after it and before it had recovered. For
+    over, a process or node not back yet, a hub request the burst left unanswered not yet given
+    up), or began after it and before it had recovered. For
     "publishing again", so can the publisher's broker connection closed meanwhile: it stalls
     publishing until the publisher has reconnected."""
     kinds = DISTURBED_BY.get(fault.kind, set())
@@ -405,7 +406,8 @@ def disturbed(fault, seconds, faults, figure=None):
         return g.kind in kinds or (figure == "publishing again" and g.kind == "connection-close"
                                    and g.target.startswith("publisher"))
     return any(g is not fault and stretches(g) and
-               (fault.at < g.at <= fault.at + seconds or g.at <= fault.at < g.ended)
+               (fault.at < g.at <= fault.at + seconds or
+                g.at <= fault.at < max(g.ended, getattr(g, "lingers", 0.0)))
                for g in faults)
 
 

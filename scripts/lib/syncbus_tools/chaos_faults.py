@@ -16,6 +16,11 @@ from syncbus_tools.chaos_system import note, now
 WORK_QUEUES = ("syncbus.work.change", "syncbus.work.resync")
 
 
+# The daemons' hub.requestTimeout (the chaos run's configs leave it at its default); the
+# publisher's Lease and HiveConfig requests give up sooner, within renewDeadline.
+HUB_REQUEST_TIMEOUT = 30.0
+
+
 @dataclass
 class Fault:
     kind: str
@@ -25,6 +30,7 @@ class Fault:
     identity: str = ""             # consumer-kill / consumer-pause: the victim's lease identity
     lanes: tuple = ()              # broker-kill: the work lanes whose queue leader was on the node
     ended: float = 0.0             # when the fault was undone (process back, node started, burst over)
+    lingers: float = 0.0           # until when it may still hold a daemon up although it ended (below)
     node_back: float = 0.0         # broker-kill: node running and an online member of every queue
     recovery: dict = field(default_factory=dict)   # figure -> seconds (chaos_checks.py)
 
@@ -376,6 +382,10 @@ class Chaos:
             except Exception as e:
                 self.errors.append(f"clearing {kind}: {e}")
             fault.ended = now()
+            if slot == "hub" and spec.get("timeoutRate"):
+                # A hub request the burst left unanswered gives up only after its timeout: a
+                # watch or a consumer's read waits that long past the burst's end.
+                fault.lingers = fault.ended + HUB_REQUEST_TIMEOUT
             with self._lock:
                 self._bursting.discard(slot)
         self._later(seconds, clear)

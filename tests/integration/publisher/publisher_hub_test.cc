@@ -50,13 +50,15 @@ double MetricSum(prometheus::Registry& registry, const std::string& name) {
 // One PublisherApp running on its own thread.
 class RunningPublisher {
  public:
-  RunningPublisher(Config config, std::shared_ptr<kube::Client> hub) {
+  RunningPublisher(Config config, std::shared_ptr<kube::Client> hub,
+                   std::shared_ptr<kube::Client> quick_hub = nullptr) {
     registry_ = std::make_shared<prometheus::Registry>();
     amqp::ConnectionOptions amqp = config.amqp;
     app_ = std::make_unique<publisher::PublisherApp>(
-        config, publisher::PublisherDeps{
-                    hub, [amqp] { return std::make_unique<amqp::RabbitmqSession>(amqp); },
-                    &RealClock(), registry_, "test-publisher"});
+        config,
+        publisher::PublisherDeps{hub, quick_hub,
+                                 [amqp] { return std::make_unique<amqp::RabbitmqSession>(amqp); },
+                                 &RealClock(), registry_, "test-publisher"});
     thread_ = std::thread([this] { result_ = app_->Run(stop_); });
   }
   ~RunningPublisher() { Stop(); }
@@ -529,5 +531,58 @@ TEST_CASE("publisher: an idle leader keeps its broker connection through heartbe
   std::this_thread::sleep_for(5s);
   CHECK(pub.Ready());
   CHECK(publisher_connections() == first);
+  CHECK(pub.Stop().ok());
+}
+
+TEST_CASE(
+    "publisher: a Lease read the hub never answers holds publishing up for about renewDeadline, "
+    "not a whole request timeout") {
+  Rig rig(3);
+  auto& election = rig.config.publisher.leader_election;
+  election.enabled = true;
+  election.ns = "syncbus";
+  election.lease_duration = 3s;
+  election.renew_deadline = 2s;
+  election.retry_period = 500ms;
+  auto ns = rig.hub->Create(
+      kube::Collection(res::kNamespaces),
+      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "syncbus"}}}});
+  REQUIRE_MESSAGE((ns.ok() || ns.status().code() == Code::kAlreadyExists), ns.status().ToString());
+  rig.CreateSelectorSyncSet("all", {{"syncbus.io/fleet", "sim"}});
+  // As syncbus-publisher's main wires it: the hub's client (30 s per request) for the watches,
+  // and the same hub giving up within renewDeadline for the Lease.
+  RunningPublisher pub(rig.config, rig.hub, rig.hub->WithRequestTimeout(election.renew_deadline));
+  REQUIRE(WaitFor([&] { return pub.Ready(); }, 30s));
+  auto start = rig.Collect();
+  REQUIRE(PerCluster(start).size() == 3);
+  for (const auto& r : start) rig.ReportSynced(r.cluster_name, {{"all", 1}});
+  {
+    auto extra = rig.Collect(1000ms);
+    CHECK_MESSAGE(extra.empty(), Describe(extra));
+  }
+  // For 3 s the hub answers nothing: the leader's Lease reads meanwhile are never answered, so
+  // its renewals stop and it stops leading once renewDeadline (2 s) has passed.
+  kubesim::FaultSpec silent;
+  silent.timeout_rate = 1.0;
+  REQUIRE(rig.sim->faults().Set("hub", silent).ok());
+  std::this_thread::sleep_for(3s);
+  REQUIRE(rig.sim->faults().Set("hub", kubesim::FaultSpec{}).ok());
+  const auto answered_again = std::chrono::steady_clock::now();
+  rig.EditSelectorSyncSet("all", 2);
+  // The read in flight gives up within renewDeadline (2 s), the next renews: publishing resumes
+  // seconds later. With the hub's own client it would wait out the 30 s request timeout.
+  std::vector<SyncRequest> after;
+  WaitFor(
+      [&] {
+        for (auto& r : rig.Collect(300ms, 2s)) after.push_back(std::move(r));
+        return PerCluster(after).size() >= 3;
+      },
+      20s);
+  const auto took = std::chrono::steady_clock::now() - answered_again;
+  CHECK_MESSAGE(PerCluster(after).size() == 3, Describe(after));
+  CHECK_MESSAGE(took < 15s,
+                "published again after "
+                    << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                    << " ms");
   CHECK(pub.Stop().ok());
 }
