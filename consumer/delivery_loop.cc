@@ -1,5 +1,6 @@
 #include "consumer/delivery_loop.h"
 
+#include "common/bus/route.h"
 #include "common/bus/topology.h"
 #include "common/log.h"
 #include "common/time_format.h"
@@ -252,114 +253,126 @@ void DeliveryLoop::Enqueue(Job job) {
 
 void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
   if (delivery.redelivered) redeliveries_.Increment();
-  auto request = DecodeSyncRequest(delivery.message.body);
-  if (!request.ok()) {
-    log::Warn("undecodable message parked", {{"queue", delivery.queue},
-                                             {"message_id", delivery.message.message_id},
-                                             {"error", request.status().message()}});
-    Status s = Park(
-        delivery, DeadLetter(delivery, "undecodable", request.status().message(), clock_.WallNow()),
-        "dead-lettered", nullptr, {});
-    if (!s.ok())
-      log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
-    return;
-  }
-  const int unsettled = UnsettledDeliveries(delivery.message);
-  if (unsettled > 0 && options_.settled_already) {
-    if (std::string why = options_.settled_already(*request); !why.empty()) {
-      SettleSuperseded(delivery, *request, unsettled, why);
-      return;
-    }
-  }
-  if (options_.delivery_limit > 0 && unsettled > options_.delivery_limit) {
-    log::Warn("poison request parked",
-              {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}});
-    const std::string why = "delivered " + std::to_string(unsettled) +
-                            " times without being settled (consumers crashed or were killed)";
-    amqp::Publication dead = DeadLetter(delivery, "delivery_limit", why, clock_.WallNow());
-    dead.message.headers[kUnsettledHeader] = unsettled;  // for `dlq list` (and chaos's check)
-    Status s = Park(
-        delivery, dead, "dead-lettered", &*request,
-        [why](TraceEvent& e) {
-          e.outcome = TraceOutcome::kParked;
-          e.dead_reason = "delivery_limit";
-          e.error = why;
-        },
-        std::nullopt, PoisonEvent(*request, why));
-    if (!s.ok())
-      log::Warn("parking failed; the message will be redelivered", {{"error", s.message()}});
-    return;
-  }
-  if (NeedsQuarantine(delivery.message)) {
-    amqp::Publication held = Quarantine(delivery, options_.retry);
-    const std::string tier = held.message.headers.value(kRetryTierHeader, "");
-    const bool alone = RunsAlone(unsettled, options_.delivery_limit);
-    log::Warn(
-        alone ? "request held back: it ended unsettled before (did a consumer crash on it?); it "
-                "runs alone next"
-              : "request held back: it ended unsettled before (a lost connection or a crash)",
-        {{"cluster", request->ClusterKey()}, {"unsettled_deliveries", unsettled}, {"tier", tier}});
-    Status s =
-        Park(delivery, held, "quarantined", &*request, [tier, unsettled, alone](TraceEvent& e) {
-          e.outcome = TraceOutcome::kDeferred;
-          e.tier = tier;
-          e.error =
-              "delivered " + std::to_string(unsettled) +
-              " time(s) without being settled (a consumer died or lost its connection holding it): "
-              "held back" +
-              (alone ? ", then run alone" : "");
-        });
-    if (!s.ok())
-      log::Warn("holding back failed; the message will be redelivered", {{"error", s.message()}});
-    return;
-  }
-  if (unsettled > 0 && leases_ != nullptr) {
-    // A suspect may run alone, which holds up this consumer's other work: not while its cluster
-    // is leased elsewhere (most often by the consumer that died holding it), when it would only
-    // be deferred. One lease read, from the mirror.
-    if (std::string holder =
-            leases_->HolderElsewhere(request->cluster_namespace, request->cluster_name);
-        !holder.empty()) {
-      amqp::Publication deferred = Defer(delivery, options_.retry);
-      std::string tier = deferred.message.headers.value(kRetryTierHeader, "");
-      Status s = Park(delivery, deferred, "busy", &*request, [tier, holder](TraceEvent& e) {
-        e.outcome = TraceOutcome::kDeferred;
-        e.tier = tier;
-        e.error = "the cluster is busy on another consumer (" + holder + ")";
+  const Result<SyncRequest> request = DecodeSyncRequest(delivery.message.body);
+  LoopFacts facts(*this);
+  const Route route =
+      RouteDelivery(Situation::Arrived(delivery, request),
+                    RoutePolicy{options_.retry, options_.delivery_limit}, facts, clock_.WallNow());
+  switch (route.step) {
+    case Step::kRun:
+    case Step::kRunAlone: {
+      Trace(TraceStep::kDelivered, delivery, *request, clock_.Now(), [&](TraceEvent& e) {
+        if (auto decided = ParseRfc3339(request->enqueued_at); decided.ok()) {
+          e.queued =
+              std::max(std::chrono::milliseconds(0),
+                       std::chrono::duration_cast<std::chrono::milliseconds>(e.at - *decided));
+        }
       });
-      if (!s.ok())
-        log::Warn("deferring failed; the message will be redelivered", {{"error", s.message()}});
+      Job job{generation_, std::move(delivery), *request, clock_.Now()};
+      job.alone = route.step == Step::kRunAlone;
+      Enqueue(std::move(job));
       return;
     }
-  }
-  Trace(TraceStep::kDelivered, delivery, *request, clock_.Now(), [&](TraceEvent& e) {
-    if (auto decided = ParseRfc3339(request->enqueued_at); decided.ok()) {
-      e.queued = std::max(std::chrono::milliseconds(0),
-                          std::chrono::duration_cast<std::chrono::milliseconds>(e.at - *decided));
+    case Step::kAckSuperseded: SettleSuperseded(delivery, *request, route); return;
+    default: {
+      const SyncRequest* decoded = request.ok() ? &*request : nullptr;
+      std::optional<SyncEvent> event;
+      if (decoded != nullptr && route.dead_reason == "delivery_limit")
+        event = PoisonEvent(*decoded, route.why);
+      Status s = Forward(route, delivery, decoded, clock_.Now(), std::nullopt, std::move(event));
+      if (!s.ok()) {
+        log::Warn("settling failed; the message will be redelivered",
+                  {{"step", StepName(route.step)}, {"error", s.message()}});
+      }
     }
-  });
-  Job job{generation_, std::move(delivery), std::move(*request), clock_.Now()};
-  job.alone = RunsAlone(unsettled, options_.delivery_limit);
-  Enqueue(std::move(job));
+  }
+}
+
+std::string DeliveryLoop::LoopFacts::SettledAlready(const SyncRequest& request) {
+  return loop_.options_.settled_already ? loop_.options_.settled_already(request) : "";
+}
+
+std::string DeliveryLoop::LoopFacts::HolderElsewhere(const SyncRequest& request) {
+  if (loop_.leases_ == nullptr) return "";
+  return loop_.leases_->HolderElsewhere(request.cluster_namespace, request.cluster_name);
+}
+
+void DeliveryLoop::LogRoute(const Route& route, const amqp::Delivery& delivery,
+                            const SyncRequest* request, const std::optional<SyncOutcome>& ran) {
+  const std::string cluster = request != nullptr ? request->ClusterKey() : "";
+  const std::string tier = route.tier();
+  switch (route.step) {
+    case Step::kDeadLetter:
+      if (route.dead_reason == "undecodable") {
+        log::Warn("undecodable message parked", {{"queue", delivery.queue},
+                                                 {"message_id", delivery.message.message_id},
+                                                 {"error", route.why}});
+      } else if (route.dead_reason == "delivery_limit") {
+        log::Warn("poison request parked",
+                  {{"cluster", cluster}, {"unsettled_deliveries", route.unsettled}});
+      } else {
+        log::Info("request parked after its last attempt",
+                  {{"cluster", cluster},
+                   {"attempt", AttemptOf(route.publication->message)},
+                   {"error", route.why}});
+      }
+      return;
+    case Step::kRetry:
+      log::Info("request scheduled for retry", {{"cluster", cluster},
+                                                {"attempt", AttemptOf(route.publication->message)},
+                                                {"tier", tier},
+                                                {"error", route.why}});
+      return;
+    case Step::kHoldBack:
+      log::Warn(RunsAlone(route.unsettled, options_.delivery_limit)
+                    ? "request held back: it ended unsettled before (did a consumer crash on it?); "
+                      "it runs alone next"
+                    : "request held back: it ended unsettled before (a lost connection or a crash)",
+                {{"cluster", cluster}, {"unsettled_deliveries", route.unsettled}, {"tier", tier}});
+      return;
+    case Step::kDefer:
+      log::Debug("request deferred", {{"cluster", cluster},
+                                      {"why", route.why},
+                                      {"tier", tier},
+                                      {"detail", ran ? ran->detail : ""}});
+      return;
+    default: return;
+  }
+}
+
+Status DeliveryLoop::Forward(const Route& route, const amqp::Delivery& delivery,
+                             const SyncRequest* request, SteadyTime since,
+                             std::optional<SyncOutcome> ran, std::optional<SyncEvent> event) {
+  LogRoute(route, delivery, request, ran);
+  TraceFill fill = [step = route.step, tier = route.tier(), reason = route.dead_reason,
+                    why = route.why, ran = std::move(ran)](TraceEvent& e) {
+    e.outcome = step == Step::kDeadLetter ? TraceOutcome::kParked
+                : step == Step::kRetry    ? TraceOutcome::kRetry
+                                          : TraceOutcome::kDeferred;
+    e.tier = tier;
+    e.dead_reason = reason;
+    e.error = why;
+    if (ran) FillSync(e, *ran);
+  };
+  return Park(delivery, *route.publication, route.outcome.c_str(), request, std::move(fill), since,
+              std::move(event));
 }
 
 void DeliveryLoop::SettleSuperseded(const amqp::Delivery& delivery, const SyncRequest& request,
-                                    int unsettled, const std::string& why) {
+                                    const Route& route) {
   if (Status acked = session_.Ack(delivery.delivery_tag); !acked.ok()) {
     log::Warn("acking a superseded request failed; it will be redelivered",
               {{"error", acked.message()}});
     return;
   }
-  deliveries_.Add({{"lane", amqp::LaneName(request.lane)}, {"outcome", "superseded"}}).Increment();
-  log::Info(
-      "request settled without running: it ended unsettled before, and its work is done",
-      {{"cluster", request.ClusterKey()}, {"unsettled_deliveries", unsettled}, {"state", why}});
+  deliveries_.Add({{"lane", amqp::LaneName(request.lane)}, {"outcome", route.outcome}}).Increment();
+  log::Info("request settled without running: it ended unsettled before, and its work is done",
+            {{"cluster", request.ClusterKey()},
+             {"unsettled_deliveries", route.unsettled},
+             {"state", route.why}});
   Trace(TraceStep::kSettled, delivery, request, clock_.Now(), [&](TraceEvent& e) {
     e.outcome = TraceOutcome::kUpToDate;
-    e.error = "delivered " + std::to_string(unsettled) +
-              " time(s) without being settled; settled without running, as the cluster needs no "
-              "write now (" +
-              why + ")";
+    e.error = route.why;
   });
 }
 
@@ -482,88 +495,63 @@ Status DeliveryLoop::TryPark(const PendingPark& park) {
 Status DeliveryLoop::Settle(Done& done) {
   const amqp::Delivery& d = done.job.delivery;
   const SyncRequest& r = done.job.request;
-  std::string lane = amqp::LaneName(r.lane);
-  if (done.busy) {
-    log::Debug(
-        "cluster busy on another consumer; deferred",
-        {{"cluster", r.ClusterKey()},
-         {"detail", done.outcome.ok() ? done.outcome->detail : done.outcome.status().message()}});
-    amqp::Publication deferred = Defer(d, options_.retry);
-    std::string tier = deferred.message.headers.value(kRetryTierHeader, "");
-    return Park(
-        d, deferred, "busy", &r,
-        [tier](TraceEvent& e) {
-          e.outcome = TraceOutcome::kDeferred;
-          e.tier = tier;
-          e.error = "the cluster is busy on another consumer";
-        },
-        done.job.received);
-  }
-  if (done.outcome.ok() && done.outcome->failed_sets.empty()) {
-    Status acked = session_.Ack(d.delivery_tag);
-    if (!acked.ok()) return acked;
-    const char* outcome = done.outcome->kind == SyncOutcome::Kind::kSynced     ? "applied"
-                          : done.outcome->kind == SyncOutcome::Kind::kUpToDate ? "skipped-stale"
-                                                                               : "skipped";
-    deliveries_.Add({{"lane", lane}, {"outcome", outcome}}).Increment();
-    if (auto enq = ParseRfc3339(r.enqueued_at); enq.ok()) {
-      enqueue_to_ack_.Observe(
-          std::max(0.0, std::chrono::duration<double>(clock_.WallNow() - *enq).count()));
-    }
-    log::Debug("settled", {{"cluster", r.ClusterKey()},
-                           {"outcome", outcome},
-                           {"applies", done.outcome->applies},
-                           {"detail", done.outcome->detail}});
-    Trace(TraceStep::kSettled, d, r, done.job.received, [&](TraceEvent& e) {
-      const SyncOutcome& o = *done.outcome;
-      e.outcome = o.kind == SyncOutcome::Kind::kSynced     ? TraceOutcome::kApplied
-                  : o.kind == SyncOutcome::Kind::kUpToDate ? TraceOutcome::kUpToDate
-                                                           : TraceOutcome::kSkipped;
-      FillSync(e, o);
-    });
-    if (options_.events == nullptr) return Status::Ok();
-    if (auto recovered = RecoveryEvent(r, *done.outcome, AttemptOf(d.message) + 1)) {
-      options_.events->Record(*recovered);
-    }
-    return Status::Ok();
-  }
-  std::string error;
-  bool permanent;
-  std::chrono::milliseconds at_least{0};
+  RunEnd ran;
+  ran.busy = done.busy;
+  std::optional<SyncOutcome> outcome;
   if (!done.outcome.ok()) {
     const Status& failure = done.outcome.status();
-    error = failure.ToString();
+    ran.error = failure.ToString();
     // Hub conflicts, throttling, timeouts and outages heal by themselves; so does a shutdown.
-    permanent = !IsTransient(failure.code()) && failure.code() != Code::kCancelled;
-    at_least = failure.retry_after();
+    ran.permanent = !IsTransient(failure.code()) && failure.code() != Code::kCancelled;
+    ran.retry_after = failure.retry_after();
   } else {
-    error = done.outcome->detail;
-    permanent = !done.outcome->transient;
-    at_least = done.outcome->retry_after;
+    outcome = *done.outcome;
+    ran.succeeded = outcome->failed_sets.empty();
+    ran.error = outcome->detail;
+    ran.permanent = !outcome->transient;
+    ran.retry_after = outcome->retry_after;
   }
-  amqp::Publication next =
-      NextAttempt(d, options_.retry, error, permanent, clock_.WallNow(), at_least);
-  bool dead = next.exchange == amqp::kDeadExchange;
-  log::Info(dead ? "request parked after its last attempt" : "request scheduled for retry",
-            {{"cluster", r.ClusterKey()},
-             {"attempt", AttemptOf(next.message)},
-             {"tier", next.message.headers.value(kRetryTierHeader, "")},
-             {"error", SanitizeError(error)}});
-  SyncEvent event = FailureEvent(r, done.outcome, dead, AttemptOf(d.message) + 1);
-  std::optional<SyncOutcome> outcome;
-  if (done.outcome.ok()) outcome = *done.outcome;
-  return Park(
-      d, next, dead ? "dead-lettered" : "retried", &r,
-      [dead, tier = next.message.headers.value(kRetryTierHeader, ""),
-       reason = next.message.headers.value(kDeadReasonHeader, ""), error = SanitizeError(error),
-       outcome = std::move(outcome)](TraceEvent& e) {
-        e.outcome = dead ? TraceOutcome::kParked : TraceOutcome::kRetry;
-        e.tier = tier;
-        e.dead_reason = reason;
-        e.error = error;
-        if (outcome) FillSync(e, *outcome);
-      },
-      done.job.received, std::move(event));
+  LoopFacts facts(*this);
+  const Route route =
+      RouteDelivery(Situation::Ran(d, ran), RoutePolicy{options_.retry, options_.delivery_limit},
+                    facts, clock_.WallNow());
+  if (route.step == Step::kAckDone) return AckDone(d, r, *outcome, done.job.received);
+  std::optional<SyncEvent> event;
+  if (!done.busy) {
+    event =
+        FailureEvent(r, done.outcome, route.step == Step::kDeadLetter, AttemptOf(d.message) + 1);
+  }
+  return Forward(route, d, &r, done.job.received, done.busy ? std::nullopt : outcome,
+                 std::move(event));
+}
+
+Status DeliveryLoop::AckDone(const amqp::Delivery& d, const SyncRequest& r,
+                             const SyncOutcome& outcome, SteadyTime received) {
+  Status acked = session_.Ack(d.delivery_tag);
+  if (!acked.ok()) return acked;
+  const char* label = outcome.kind == SyncOutcome::Kind::kSynced     ? "applied"
+                      : outcome.kind == SyncOutcome::Kind::kUpToDate ? "skipped-stale"
+                                                                     : "skipped";
+  deliveries_.Add({{"lane", amqp::LaneName(r.lane)}, {"outcome", label}}).Increment();
+  if (auto enq = ParseRfc3339(r.enqueued_at); enq.ok()) {
+    enqueue_to_ack_.Observe(
+        std::max(0.0, std::chrono::duration<double>(clock_.WallNow() - *enq).count()));
+  }
+  log::Debug("settled", {{"cluster", r.ClusterKey()},
+                         {"outcome", label},
+                         {"applies", outcome.applies},
+                         {"detail", outcome.detail}});
+  Trace(TraceStep::kSettled, d, r, received, [&](TraceEvent& e) {
+    e.outcome = outcome.kind == SyncOutcome::Kind::kSynced     ? TraceOutcome::kApplied
+                : outcome.kind == SyncOutcome::Kind::kUpToDate ? TraceOutcome::kUpToDate
+                                                               : TraceOutcome::kSkipped;
+    FillSync(e, outcome);
+  });
+  if (options_.events == nullptr) return Status::Ok();
+  if (auto recovered = RecoveryEvent(r, outcome, AttemptOf(d.message) + 1)) {
+    options_.events->Record(*recovered);
+  }
+  return Status::Ok();
 }
 
 Status DeliveryLoop::SettleFinished() {
@@ -595,22 +583,13 @@ Status DeliveryLoop::DeferStalledSuspects() {
     if (stalled.empty()) return Status::Ok();
     work_cv_.notify_all();  // the others' work resumes
   }
+  LoopFacts facts(*this);
   Status first;
   for (Job& job : stalled) {
-    log::Info(
-        "request that runs alone deferred: this consumer's syncs in flight did not finish in time",
-        {{"cluster", job.request.ClusterKey()}, {"waited_ms", options_.alone_wait.count()}});
-    amqp::Publication deferred = Defer(job.delivery, options_.retry);
-    std::string tier = deferred.message.headers.value(kRetryTierHeader, "");
-    Status s = Park(
-        job.delivery, deferred, "busy", &job.request,
-        [tier](TraceEvent& e) {
-          e.outcome = TraceOutcome::kDeferred;
-          e.tier = tier;
-          e.error =
-              "it runs alone, and the syncs in flight in this consumer did not finish in time";
-        },
-        job.received);
+    const Route route = RouteDelivery(Situation::AloneWaitedTooLong(job.delivery),
+                                      RoutePolicy{options_.retry, options_.delivery_limit}, facts,
+                                      clock_.WallNow());
+    Status s = Forward(route, job.delivery, &job.request, job.received);
     if (!s.ok() && first.ok()) first = s;
   }
   return first;

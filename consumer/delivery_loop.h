@@ -1,25 +1,26 @@
-// DeliveryLoop: consumes both work lanes and hands each request to a pool of workers (change
-// lane first) that take the cluster's lease and run the sync under its fence, then settles it on
-// the session's thread: ack once the status is stored; on failure publish the next attempt to
-// its delay queue (or the dead-letter queue) and ack the original only after that publish is
-// confirmed, so a request is never in neither queue; a publish the broker refuses (a delay queue
-// without a leader while a node is down), or does not confirm within settle_confirm_timeout, is
-// tried again shortly, never left unacked on a live connection; refusals that last are met with
-// a new publishing channel (a stale channel, channel_renewal.h), keeping the deliveries, and only
-// if those are refused too, end Step() with an error so that the caller reconnects. A cluster
-// busy on another consumer goes to the shortest delay tier without counting an attempt. Undecodable
-// messages are parked at once. A request that ended unsettled before (its consumer died or lost its
-// connection holding it) is held back in a delay tier first; from its second such delivery on
-// (RunsAlone) it then runs alone, with nothing else of the live connection in flight in this
-// process, so a request that crashes consumers takes neither the pool nor other work down with it
-// (RetryPolicy's Quarantine), unless its work is already done (settled_already: acked as
-// superseded, without running it); while its cluster is leased elsewhere (by the consumer that died
-// holding it), or when the work in flight does not finish within alone_wait, it is deferred
-// instead, without holding up this consumer's other work. Deliveries for a cluster already in
-// progress in this process wait for it. When the broker connection is lost, the syncs of its
-// deliveries stop at their next write and give their cluster leases back at once: the broker has
-// handed those requests to other consumers, which need the clusters now. Step()/Drain() run on one
-// thread (the session's owner); workers are internal.
+// DeliveryLoop: consumes both work lanes and carries out where each delivery goes, as the router
+// (common/bus/route.h) says when it arrives, when its run ends and when it waited too long to run
+// alone. It hands requests to a pool of workers (change lane first) that take the cluster's lease
+// and run the sync under its fence, then settles them on the session's thread: ack once the status
+// is stored; on failure publish the next attempt to its delay queue (or the dead-letter queue) and
+// ack the original only after that publish is confirmed, so a request is never in neither queue; a
+// publish the broker refuses (a delay queue without a leader while a node is down), or does not
+// confirm within settle_confirm_timeout, is tried again shortly, never left unacked on a live
+// connection; refusals that last are met with a new publishing channel (a stale channel,
+// channel_renewal.h), keeping the deliveries, and only if those are refused too, end Step() with an
+// error so that the caller reconnects. A cluster busy on another consumer goes to the shortest
+// delay tier without counting an attempt. Undecodable messages are parked at once. A request that
+// ended unsettled before (its consumer died or lost its connection holding it) is held back in a
+// delay tier first; from its second such delivery on (RunsAlone) it then runs alone, with nothing
+// else of the live connection in flight in this process, so a request that crashes consumers takes
+// neither the pool nor other work down with it (RetryPolicy's Quarantine), unless its work is
+// already done (settled_already: acked as superseded, without running it); while its cluster is
+// leased elsewhere (by the consumer that died holding it), or when the work in flight does not
+// finish within alone_wait, it is deferred instead, without holding up this consumer's other work.
+// Deliveries for a cluster already in progress in this process wait for it. When the broker
+// connection is lost, the syncs of its deliveries stop at their next write and give their cluster
+// leases back at once: the broker has handed those requests to other consumers, which need the
+// clusters now. Step()/Drain() run on one thread (the session's owner); workers are internal.
 #pragma once
 
 #include <atomic>
@@ -43,12 +44,13 @@
 #include "common/amqp/channel_renewal.h"
 #include "common/amqp/session.h"
 #include "common/backoff.h"
+#include "common/bus/retry_policy.h"
+#include "common/bus/route.h"
 #include "common/bus/trace_recorder.h"
 #include "common/clock.h"
 #include "common/random_impl.h"
 #include "consumer/cluster_lease.h"
 #include "consumer/cluster_syncer.h"
-#include "consumer/retry_policy.h"
 #include "consumer/sync_events.h"
 
 namespace syncbus::consumer {
@@ -171,10 +173,31 @@ class DeliveryLoop {
   // is gone, or one has been refused on it for so long, on new publishing channels too, that a
   // new connection is needed (renewal_).
   Status RetryParks();
-  // Acks a request that ended unsettled before but whose work is done (settled_already said
-  // `why`), counting and tracing it; a failed ack leaves it to the broker's redelivery.
-  void SettleSuperseded(const amqp::Delivery& delivery, const SyncRequest& request, int unsettled,
-                        const std::string& why);
+  // What the router (common/bus/route.h) may ask of this loop: settled_already and the leases.
+  class LoopFacts final : public ClusterFacts {
+   public:
+    explicit LoopFacts(DeliveryLoop& loop) : loop_(loop) {}
+    std::string SettledAlready(const SyncRequest& request) override;
+    std::string HolderElsewhere(const SyncRequest& request) override;
+
+   private:
+    DeliveryLoop& loop_;
+  };
+  // Carries out a route that publishes (a retry, a deferral, a hold-back, the dead-letter queue):
+  // logs it, then Park()s its publication with its trace event (from `ran`'s sync, when it ran)
+  // and `event`. An error: the connection is gone.
+  Status Forward(const Route& route, const amqp::Delivery& delivery, const SyncRequest* request,
+                 SteadyTime since, std::optional<SyncOutcome> ran = std::nullopt,
+                 std::optional<SyncEvent> event = std::nullopt);
+  void LogRoute(const Route& route, const amqp::Delivery& delivery, const SyncRequest* request,
+                const std::optional<SyncOutcome>& ran);
+  // Acks a delivery whose run is done, counting, tracing and telling of a recovery.
+  Status AckDone(const amqp::Delivery& d, const SyncRequest& r, const SyncOutcome& outcome,
+                 SteadyTime received);
+  // Acks a request that ended unsettled before but whose work is done (the route says why),
+  // counting and tracing it; a failed ack leaves it to the broker's redelivery.
+  void SettleSuperseded(const amqp::Delivery& delivery, const SyncRequest& request,
+                        const Route& route);
   // Records a trace event for `delivery` (no-op without a recorder).
   void Trace(TraceStep step, const amqp::Delivery& delivery, const SyncRequest& request,
              SteadyTime since, const std::function<void(TraceEvent&)>& fill);

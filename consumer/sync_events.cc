@@ -1,6 +1,6 @@
 #include "consumer/sync_events.h"
 
-#include "consumer/retry_policy.h"
+#include "common/bus/retry_policy.h"
 
 namespace syncbus::consumer {
 namespace {

@@ -10,9 +10,9 @@
 #include <doctest/doctest.h>
 
 #include "common/amqp/session_impl.h"
+#include "common/bus/retry_policy.h"
 #include "common/bus/sync_message.h"
 #include "common/bus/topology.h"
-#include "consumer/retry_policy.h"
 #include "ctl/commands.h"
 #include "ctl/dead_letters.h"
 #include "tests/support/child_process.h"
@@ -52,10 +52,9 @@ struct Broker {
     d.routing_key = amqp::LaneName(lane);
     d.message = Request(name, lane);
     d.message.headers[kAttemptHeader] = 4;
-    amqp::Publication p = consumer::NextAttempt(d, {{1s, 2s}, 5}, "503 Service Unavailable", false,
-                                                RealClock().WallNow());
-    if (reason != "max-attempts")
-      p = consumer::DeadLetter(d, reason, "bad body", RealClock().WallNow());
+    amqp::Publication p =
+        NextAttempt(d, {{1s, 2s}, 5}, "503 Service Unavailable", false, RealClock().WallNow());
+    if (reason != "max-attempts") p = ParkedCopy(d, reason, "bad body", RealClock().WallNow());
     REQUIRE(p.exchange == amqp::kDeadExchange);
     REQUIRE(session.Publish(p, kTimeout).ok());
   }

@@ -5,11 +5,11 @@
 #include <prometheus/registry.h>
 
 #include "common/amqp/session_impl.h"
+#include "common/bus/retry_policy.h"
 #include "common/bus/sync_message.h"
 #include "common/bus/topology.h"
 #include "common/bus/trace_event.h"
 #include "common/bus/trace_recorder.h"
-#include "consumer/retry_policy.h"
 #include "ctl/dead_letters.h"
 #include "ctl/trace_reader.h"
 #include "tests/support/test_broker.h"
@@ -133,7 +133,7 @@ TEST_CASE("a recorder's flush and a dlq replay both land on the trace stream") {
   r.reason = "syncset-changed";
   r.enqueued_at = "2026-01-01T00:00:00.000Z";
   d.message = ToAmqpMessage(r, "syncbus-publisher", "ns1/a/rev/9", now);
-  REQUIRE(b.session.Publish(consumer::DeadLetter(d, "delivery_limit", "crashed", now), 10s).ok());
+  REQUIRE(b.session.Publish(ParkedCopy(d, "delivery_limit", "crashed", now), 10s).ok());
   DlqScanOptions replay;
   replay.action = DlqAction::kReplay;
   replay.trace_replays = true;

@@ -5,10 +5,10 @@
 #include <doctest/doctest.h>
 
 #include "common/amqp/field_table.h"
+#include "common/bus/retry_policy.h"
 #include "common/bus/sync_message.h"
 #include "common/bus/topology.h"
 #include "common/time_format.h"
-#include "consumer/retry_policy.h"
 #include "ctl/commands.h"
 #include "ctl/dead_letter_index.h"
 #include "tests/fakes/common/amqp/fake_session.h"
@@ -48,8 +48,7 @@ struct Dlq {
     d.routing_key = amqp::LaneName(lane);
     d.message = ToAmqpMessage(Request(ns, name, lane), "syncbus-publisher", name, clock.WallNow());
     d.message.headers[kAttemptHeader] = attempts;
-    amqp::Publication p =
-        consumer::DeadLetter(d, reason, "503 Service Unavailable", clock.WallNow());
+    amqp::Publication p = ParkedCopy(d, reason, "503 Service Unavailable", clock.WallNow());
     p.message.headers[kAttemptHeader] = attempts;
     REQUIRE(session.Publish(p, 1s).ok());
   }
@@ -237,7 +236,7 @@ TEST_CASE("reindex rebuilds the index from the queue, in order, and leaves every
   d.routing_key = "change";
   d.message = ToAmqpMessage(Request("ns0", "old", amqp::Lane::kChange), "syncbus-publisher", "old",
                             q.clock.WallNow());
-  amqp::Publication old = consumer::DeadLetter(d, "max-attempts", "gone", q.clock.WallNow());
+  amqp::Publication old = ParkedCopy(d, "max-attempts", "gone", q.clock.WallNow());
   old.exchange = "";
   old.routing_key = amqp::kDeadQueue;
   REQUIRE(q.session.Publish(old, 1s).ok());

@@ -12,7 +12,7 @@
 #include "common/bus/headers.h"
 #include "common/clock.h"
 
-namespace syncbus::consumer {
+namespace syncbus {
 
 struct RetryPolicy {
   std::vector<std::chrono::seconds> tiers;  // from the topology
@@ -52,11 +52,12 @@ amqp::Publication Quarantine(const amqp::Delivery& delivery, const RetryPolicy& 
 // dead-letter queue by a crash that was not its own.
 bool RunsAlone(int unsettled, int delivery_limit);
 
-// Parks a message in the dead-letter queue at once with `reason` and `error`.
-amqp::Publication DeadLetter(const amqp::Delivery& delivery, const std::string& reason,
+// The copy of `delivery` that parks it in the dead-letter queue at once, with `reason` and
+// `error`.
+amqp::Publication ParkedCopy(const amqp::Delivery& delivery, const std::string& reason,
                              const std::string& error, WallTime now);
 
 // Short, single-line, secret-free error text for headers (no bearer tokens, bounded length).
 std::string SanitizeError(const std::string& error);
 
-}  // namespace syncbus::consumer
+}  // namespace syncbus

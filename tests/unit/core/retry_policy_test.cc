@@ -1,4 +1,4 @@
-#include "consumer/retry_policy.h"
+#include "common/bus/retry_policy.h"
 
 #include <doctest/doctest.h>
 
@@ -7,7 +7,6 @@
 #include "tests/fakes/common/fake_clock.h"
 
 using namespace syncbus;
-using namespace syncbus::consumer;
 using namespace std::chrono_literals;
 
 namespace {
@@ -63,7 +62,7 @@ TEST_CASE("undecodable messages are parked with their reason") {
   FakeClock clock;
   amqp::Delivery d = Fresh();
   d.message.headers = Json::object();  // a foreign message: no syncbus headers at all
-  auto p = DeadLetter(d, "undecodable", "sync request: body is not valid JSON", clock.WallNow());
+  auto p = ParkedCopy(d, "undecodable", "sync request: body is not valid JSON", clock.WallNow());
   CHECK(p.exchange == amqp::kDeadExchange);
   CHECK(p.message.headers[kDeadReasonHeader] == "undecodable");
   CHECK(p.message.headers[kLastErrorHeader] == "sync request: body is not valid JSON");

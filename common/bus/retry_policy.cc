@@ -1,13 +1,13 @@
-#include "consumer/retry_policy.h"
+#include "common/bus/retry_policy.h"
 
 #include <algorithm>
 
 #include "common/bus/sync_message.h"
 #include "common/bus/topology.h"
+#include "common/hive/status_rules.h"
 #include "common/time_format.h"
-#include "consumer/status_builder.h"
 
-namespace syncbus::consumer {
+namespace syncbus {
 
 std::string SanitizeError(const std::string& error) {
   std::string out;
@@ -21,7 +21,7 @@ std::string SanitizeError(const std::string& error) {
       pos = start;
     }
   }
-  return TruncateMessage(out, kMaxErrorHeaderBytes);
+  return hive::TruncateMessage(out, kMaxErrorHeaderBytes);
 }
 
 namespace {
@@ -53,7 +53,7 @@ amqp::Publication NextAttempt(const amqp::Delivery& delivery, const RetryPolicy&
                               std::chrono::milliseconds at_least) {
   int attempt = AttemptOf(delivery.message) + 1;
   if (attempt >= policy.max_attempts || policy.tiers.empty()) {
-    amqp::Publication dead = DeadLetter(delivery, "max-attempts", error, now);
+    amqp::Publication dead = ParkedCopy(delivery, "max-attempts", error, now);
     dead.message.headers[kAttemptHeader] = attempt;
     return dead;
   }
@@ -110,7 +110,7 @@ amqp::Publication Quarantine(const amqp::Delivery& delivery, const RetryPolicy& 
   return p;
 }
 
-amqp::Publication DeadLetter(const amqp::Delivery& delivery, const std::string& reason,
+amqp::Publication ParkedCopy(const amqp::Delivery& delivery, const std::string& reason,
                              const std::string& error, WallTime now) {
   amqp::Publication p = Base(delivery, error, now);
   p.exchange = amqp::kDeadExchange;
@@ -120,4 +120,4 @@ amqp::Publication DeadLetter(const amqp::Delivery& delivery, const std::string& 
   return p;
 }
 
-}  // namespace syncbus::consumer
+}  // namespace syncbus
