@@ -1,6 +1,6 @@
 #include "consumer/consumer_app.h"
 
-#include "common/backoff.h"
+#include "common/amqp/reconnect.h"
 #include "common/bus/daemon.h"
 #include "common/bus/topology.h"
 #include "common/kube/reflector.h"
@@ -132,23 +132,19 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
         return syncer.Sync(request, fence);
       },
       &leases, clock, *deps_.registry);
-  Backoff backoff({}, RealRandom());
-  while (!stop.load()) {
+  auto beat = [&] {
     loop_seen_ns_.store(std::chrono::nanoseconds(clock.Now().time_since_epoch()).count());
+  };
+  amqp::Reconnector reconnector(
+      *session, {}, clock, RealRandom(), WaitUnlessStopped(stop, beat), [&](amqp::Session& s) {
+        SYNCBUS_RETURN_IF_ERROR(amqp::DeclareTopology(s, amqp::SyncbusTopology(config_.topology)));
+        return loop.Subscribe();
+      });
+  while (!stop.load()) {
+    beat();
     if (!consuming_.load()) {
-      Status s = session->Connect();
-      if (s.ok()) s = amqp::DeclareTopology(*session, amqp::SyncbusTopology(config_.topology));
-      if (s.ok()) s = loop.Subscribe();
-      if (!s.ok()) {
-        auto delay = backoff.Next();
-        log::Warn("broker unavailable, retrying",
-                  {{"error", s.message()}, {"in_ms", delay.count()}});
-        session->Close();
-        SleepUnlessStopped(delay, stop);
-        continue;
-      }
+      if (!reconnector.EnsureConnected().ok()) continue;  // stopping
       consuming_.store(true);
-      backoff.Reset();
       log::Info("consuming", {{"brokers", config_.amqp.DescribeEndpoints()},
                               {"vhost", config_.amqp.vhost},
                               {"prefetch", config_.consumer.prefetch}});

@@ -3,7 +3,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/backoff.h"
+#include "common/amqp/reconnect.h"
 #include "common/bus/daemon.h"
 #include "common/bus/topology.h"
 #include "common/kube/reflector.h"
@@ -215,10 +215,17 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     leader_gauge_->Set(1);
   }
 
-  Backoff backoff({}, RealRandom());
   // One session object for the process: Connect() re-opens it after a failure, and the
   // publisher keeps its outstanding/pending state across reconnects.
   std::unique_ptr<amqp::Session> session = deps_.new_session();
+  // Between attempts it beats, and a replica that stopped leading stops trying (a standby
+  // connects once it leads).
+  amqp::Reconnector reconnector(
+      *session, {}, clock, RealRandom(),
+      WaitUnlessStopped(stop, beat, [&elector] { return !elector || elector->is_leader(); }),
+      [&](amqp::Session& s) {
+        return amqp::DeclareTopology(s, amqp::SyncbusTopology(config_.topology));
+      });
   Publisher publisher(options, cache_, *session, clock, *deps_.registry);
   bool startup = true;
   bool leading = false;
@@ -240,16 +247,7 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
     }
     if (!session->connected()) {
       connected_.store(false);
-      Status connected = session->Connect();
-      if (connected.ok())
-        connected = amqp::DeclareTopology(*session, amqp::SyncbusTopology(config_.topology));
-      if (!connected.ok()) {
-        auto delay = backoff.Next();
-        log::Warn("broker unavailable, retrying",
-                  {{"error", connected.message()}, {"in_ms", delay.count()}});
-        SleepUnlessStopped(delay, stop);
-        continue;
-      }
+      if (!reconnector.EnsureConnected().ok()) continue;  // stopping, or no longer leading
       connected_.store(true);
       log::Info("connected to the broker",
                 {{"brokers", config_.amqp.DescribeEndpoints()}, {"vhost", config_.amqp.vhost}});
@@ -277,7 +275,6 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
       session->Close();
       continue;
     }
-    backoff.Reset();
     startup = false;
     // rabbitmq-c answers the broker's heartbeats only inside calls: a round that sent nothing
     // must still touch the connection, or an idle leader is dropped after two intervals.

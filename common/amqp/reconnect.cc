@@ -17,9 +17,7 @@ Reconnector::Reconnector(Session& session, Options options, const Clock& clock, 
 
 Status Reconnector::TryOnce() {
   SYNCBUS_RETURN_IF_ERROR(session_.Connect());
-  SYNCBUS_RETURN_IF_ERROR(session_.Declare(options_.topology).Annotate("declaring topology"));
-  if (setup_) SYNCBUS_RETURN_IF_ERROR(setup_(session_));
-  return Status::Ok();
+  return setup_(session_);
 }
 
 Status Reconnector::EnsureConnected() {
@@ -58,7 +56,7 @@ Status Reconnector::EnsureConnected() {
     const bool permanent = !IsTransient(attempt.code());
     const log::Level level = permanent ? log::Level::kError : log::Level::kWarn;
     if (log::Enabled(level)) {
-      log::Write(level, "amqp: connecting to the broker failed",
+      log::Write(level, "broker unavailable, retrying",
                  {{"error", attempt.ToString()}, {"attempt", failures_}});
     }
     if (options_.max_attempts > 0 && failures_ >= options_.max_attempts) {

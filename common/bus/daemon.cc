@@ -125,6 +125,17 @@ int RunDaemon(const AdminConfig& admin, std::shared_ptr<prometheus::Registry> re
   return s.ok() ? 0 : 1;
 }
 
+std::function<bool(Duration)> WaitUnlessStopped(const std::atomic<bool>& stop,
+                                                std::function<void()> beat,
+                                                std::function<bool()> go_on) {
+  return [&stop, beat = std::move(beat), go_on = std::move(go_on)](Duration delay) {
+    beat();
+    SleepUnlessStopped(std::chrono::ceil<std::chrono::milliseconds>(delay), stop);
+    beat();
+    return !stop.load() && (!go_on || go_on());
+  };
+}
+
 void SleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& stop) {
   auto until = std::chrono::steady_clock::now() + d;
   while (!stop.load() && std::chrono::steady_clock::now() < until) {

@@ -73,5 +73,11 @@ int RunDaemon(const AdminConfig& admin, std::shared_ptr<prometheus::Registry> re
 
 // Sleeps up to `d`, returning early once `stop` is set.
 void SleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& stop);
+// An amqp::Reconnector's wait: SleepUnlessStopped, calling `beat` before and after (the daemon's
+// liveness probe sees a loop that waits on purpose), and `go_on` after; false (stop trying)
+// once stopping or when `go_on` says so. `go_on` null: always.
+std::function<bool(Duration)> WaitUnlessStopped(const std::atomic<bool>& stop,
+                                                std::function<void()> beat,
+                                                std::function<bool()> go_on = nullptr);
 
 }  // namespace syncbus

@@ -186,7 +186,6 @@ TEST_CASE("the Reconnector restores a forced-closed session with topology and co
   TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("reconnector"));
   Reconnector::Options options;
-  options.topology = SyncbusTopology();
   options.backoff.initial = milliseconds(100);
   int setups = 0;
   Reconnector reconnector(
@@ -197,6 +196,7 @@ TEST_CASE("the Reconnector restores a forced-closed session with topology and co
       },
       [&](Session& s) {
         ++setups;
+        SYNCBUS_RETURN_IF_ERROR(DeclareTopology(s, SyncbusTopology()));
         return s.Consume(WorkQueueName(Lane::kChange), 2).status();
       });
   REQUIRE(reconnector.EnsureConnected().ok());

@@ -26,7 +26,6 @@ struct ReconnectFixture {
 
   Reconnector Make(int max_attempts = 0) {
     Reconnector::Options options;
-    options.topology = SyncbusTopology();
     options.max_attempts = max_attempts;
     return Reconnector(
         session, options, clock, random,
@@ -38,6 +37,7 @@ struct ReconnectFixture {
         [this](Session& s) {
           ++setups;
           if (!setup_result.ok()) return setup_result;
+          SYNCBUS_RETURN_IF_ERROR(DeclareTopology(s, SyncbusTopology()));
           return s.Consume(WorkQueueName(Lane::kChange), 4).status();
         });
   }
