@@ -6,8 +6,8 @@ namespace syncbus {
 
 Result<std::unique_ptr<AdminServer>> AdminServer::Start(
     const AdminConfig& config, std::shared_ptr<prometheus::Registry> registry, Hooks hooks) {
-  auto handler = [registry, hooks](const http::ServerRequest& req,
-                                   std::shared_ptr<http::ResponseWriter> w) {
+  auto handler = [registry = std::move(registry), hooks = std::move(hooks)](
+                     const http::ServerRequest& req, std::shared_ptr<http::ResponseWriter> w) {
     auto probe = [&](const std::function<Status()>& check) {
       Status s = check ? check() : Status::Ok();
       if (s.ok()) {

@@ -585,7 +585,7 @@ void SetRun::Send(ApplyStep& step) {
               }
               client.PatchAsync(
                   ref, kube::PatchType::kJson, std::move(*patch),
-                  [&client, ref, &step, finish, options, guard](Result<Json> p) {
+                  [&client, ref, &step, finish, options, guard](const Result<Json>& p) {
                     if (!p.ok()) {
                       finish(p.status().Annotate("taking over the fields of the client-side apply"),
                              true);
@@ -593,7 +593,8 @@ void SetRun::Send(ApplyStep& step) {
                     }
                     client.ApplyAsync(
                         ref, step.object, options,
-                        [finish](Result<Json> again) { finish(again.status(), true); }, guard);
+                        [finish](const Result<Json>& again) { finish(again.status(), true); },
+                        guard);
                   },
                   guard);
             },
@@ -604,7 +605,7 @@ void SetRun::Send(ApplyStep& step) {
       start = [&client, ref, &step, finish, guard] {
         client.CreateAsync(
             kube::Collection(ref.resource, ref.ns), step.object,
-            [finish](Result<Json> r) {
+            [finish](const Result<Json>& r) {
               if (!r.ok() && r.status().code() == Code::kAlreadyExists) {
                 finish(Status::Ok(), false);  // present already: left as it is
               } else {
@@ -616,11 +617,11 @@ void SetRun::Send(ApplyStep& step) {
       break;
     case Op::kCreateOrUpdate:
       start = [&client, ref, &step, finish, guard] {
-        client.GetAsync(ref, [&client, ref, &step, finish, guard](Result<Json> current) {
+        client.GetAsync(ref, [&client, ref, &step, finish, guard](const Result<Json>& current) {
           if (!current.ok() && current.status().code() == Code::kNotFound) {
             client.CreateAsync(
                 kube::Collection(ref.resource, ref.ns), step.object,
-                [finish](Result<Json> r) { finish(r.status(), true); }, guard);
+                [finish](const Result<Json>& r) { finish(r.status(), true); }, guard);
             return;
           }
           if (!current.ok()) {
@@ -635,8 +636,8 @@ void SetRun::Send(ApplyStep& step) {
           auto type = BuiltinGroup(ref.resource.group) ? kube::PatchType::kStrategicMerge
                                                        : kube::PatchType::kMerge;
           client.PatchAsync(
-              ref, type, std::move(patch), [finish](Result<Json> p) { finish(p.status(), true); },
-              guard);
+              ref, type, std::move(patch),
+              [finish](const Result<Json>& p) { finish(p.status(), true); }, guard);
         });
       };
       break;
@@ -644,14 +645,14 @@ void SetRun::Send(ApplyStep& step) {
       start = [&client, ref, &step, finish, guard] {
         client.PatchAsync(
             ref, step.patch_type, step.patch,
-            [finish](Result<Json> r) { finish(r.status(), true); }, guard);
+            [finish](const Result<Json>& r) { finish(r.status(), true); }, guard);
       };
       break;
     case Op::kDelete:
       start = [&client, ref, finish, guard] {
         client.DeleteAsync(
             ref, {},
-            [finish](Status s) {
+            [finish](const Status& s) {
               finish(s.code() == Code::kNotFound ? Status::Ok() : s, false);  // NotFound: deleted
             },
             guard);

@@ -5,7 +5,7 @@
 namespace syncbus::consumer {
 namespace {
 
-SyncEvent EventOf(SyncEvent::Kind kind, const SyncRequest& request, std::string message) {
+SyncEvent EventOf(SyncEvent::Kind kind, const SyncRequest& request, const std::string& message) {
   return {kind, request.cluster_namespace, request.cluster_name, SanitizeError(message)};
 }
 

@@ -21,11 +21,8 @@ struct UnknownKeys {
 // A YAML mapping being read, with its dotted path for error messages.
 class Section {
  public:
-  Section(YAML::Node node, std::string path, std::string source, UnknownKeys unknown)
-      : node_(std::move(node)),
-        path_(std::move(path)),
-        source_(std::move(source)),
-        unknown_(unknown) {}
+  Section(const YAML::Node& node, std::string path, std::string source, UnknownKeys unknown)
+      : node_(node), path_(std::move(path)), source_(std::move(source)), unknown_(unknown) {}
 
   Status Error(const std::string& key, const std::string& what) const {
     return InvalidArgument(source_ + ": " + Path(key) + ": " + what);

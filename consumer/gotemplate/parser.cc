@@ -761,7 +761,7 @@ class TreeParser {
 
 Result<TreeSet> Parse(const std::string& name, std::shared_ptr<const std::string> text) {
   Shared shared(*text);
-  shared.text = text;
+  shared.text = std::move(text);
   shared.parse_name = name;
   TreeParser main(shared, name);
   main.ParseTop();
