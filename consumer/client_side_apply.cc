@@ -8,7 +8,7 @@ namespace syncbus::consumer {
 namespace {
 
 // The annotations of an object may hold at most this many bytes (keys and values).
-constexpr size_t kMaxAnnotationBytes = 256 * 1024;
+constexpr size_t kMaxAnnotationBytes = size_t{256} * 1024;
 
 // kubectl's client-side apply bookkeeping: the object as applied, without the annotation itself
 // (an empty annotations map stays), serialized as Go does. `typed` adds what a Go struct of the

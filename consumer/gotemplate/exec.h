@@ -28,8 +28,8 @@ inline constexpr int kMaxExecNesting = 3000;
 
 // Limits shared by every string of one document (one SyncSet resource or patch).
 struct Budget {
-  size_t max_output_bytes = 2 * 1024 * 1024;  // per rendered string, and per intermediate string
-  size_t max_total_output_bytes = 8 * 1024 * 1024;
+  size_t max_output_bytes = size_t{2} * 1024 * 1024;  // per rendered and intermediate string
+  size_t max_total_output_bytes = size_t{8} * 1024 * 1024;
   int64_t max_steps = 1'000'000;  // nodes walked plus commands evaluated
   size_t total_output_bytes = 0;
   int64_t steps = 0;
