@@ -25,7 +25,7 @@ struct SetWork {
 };
 
 struct RemovedSet {
-  SetKind kind;
+  SetKind kind{};
   hive::SyncStatus entry;  // its entry in the ClusterSync status
 };
 

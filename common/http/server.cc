@@ -50,7 +50,7 @@ using EvbufferPtr = std::unique_ptr<evbuffer, EvbufferFree>;
 
 timeval ToTimeval(std::chrono::microseconds d) {
   if (d.count() < 0) d = std::chrono::microseconds(0);
-  timeval tv;
+  timeval tv{};
   tv.tv_sec = static_cast<time_t>(d.count() / 1000000);
   tv.tv_usec = static_cast<suseconds_t>(d.count() % 1000000);
   return tv;

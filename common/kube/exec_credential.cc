@@ -35,7 +35,7 @@ class FileActions {
   posix_spawn_file_actions_t* get() { return &actions_; }
 
  private:
-  posix_spawn_file_actions_t actions_;
+  posix_spawn_file_actions_t actions_{};
 };
 
 // This process's environment with `extra` set on top (a later value replaces an earlier one).
