@@ -6,9 +6,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -583,19 +583,19 @@ Result<UniqueFd> Listen(const std::string& host, int port, int* bound_port) {
     UniqueFd fd(
         ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
     if (fd.get() < 0) {
-      last_error = std::strerror(errno);
+      last_error = std::generic_category().message(errno);
       continue;
     }
     int one = 1;
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), 4096) != 0) {
-      last_error = std::strerror(errno);
+      last_error = std::generic_category().message(errno);
       continue;
     }
     sockaddr_storage local{};
     socklen_t length = sizeof(local);
     if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length) != 0) {
-      last_error = std::strerror(errno);
+      last_error = std::generic_category().message(errno);
       continue;
     }
     *bound_port = local.ss_family == AF_INET6

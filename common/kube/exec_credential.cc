@@ -1,7 +1,7 @@
 #include "common/kube/exec_credential.h"
 
 #include <cerrno>
-#include <cstring>
+#include <system_error>
 #include <vector>
 
 #include <fcntl.h>
@@ -63,7 +63,8 @@ struct RunResult {
 Result<RunResult> Run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                       bool interactive, int& spawn_errno) {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return Internal(std::string("pipe2: ") + std::strerror(errno));
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return Internal(std::string("pipe2: ") + std::generic_category().message(errno));
   UniqueFd read_end(fds[0]), write_end(fds[1]);
   FileActions actions;
   posix_spawn_file_actions_adddup2(actions.get(), write_end.get(), STDOUT_FILENO);
@@ -79,7 +80,8 @@ Result<RunResult> Run(const std::vector<std::string>& argv, const std::vector<st
   spawn_errno =
       posix_spawnp(&pid, argv[0].c_str(), actions.get(), nullptr, c_argv.data(), c_env.data());
   write_end.Reset();
-  if (spawn_errno != 0) return Status(Code::kUnavailable, std::strerror(spawn_errno));
+  if (spawn_errno != 0)
+    return Status(Code::kUnavailable, std::generic_category().message(spawn_errno));
   RunResult result;
   char buffer[8192];
   while (true) {
@@ -93,7 +95,8 @@ Result<RunResult> Run(const std::vector<std::string>& argv, const std::vector<st
     result.output.append(buffer, static_cast<size_t>(n));
   }
   while (waitpid(pid, &result.wait_status, 0) < 0) {
-    if (errno != EINTR) return Internal(std::string("waitpid: ") + std::strerror(errno));
+    if (errno != EINTR)
+      return Internal(std::string("waitpid: ") + std::generic_category().message(errno));
   }
   return result;
 }
