@@ -9,7 +9,7 @@
 namespace syncbus::consumer::gotemplate {
 namespace {
 
-constexpr char32_t kEof = static_cast<char32_t>(-1);
+constexpr char32_t kEof = static_cast<char32_t>(-1);  // above every rune: never ASCII
 constexpr std::string_view kLeftDelimText = "{{";
 constexpr std::string_view kRightDelimText = "}}";
 constexpr std::string_view kLeftComment = "/*";
@@ -126,8 +126,7 @@ void Lexer::Ignore() {
 
 bool Lexer::Accept(std::string_view valid) {
   char32_t r = Next();
-  if (r != kEof && r < 0x80 && valid.find(static_cast<char>(r)) != std::string_view::npos)
-    return true;
+  if (r < 0x80 && valid.find(static_cast<char>(r)) != std::string_view::npos) return true;
   Backup();
   return false;
 }
@@ -135,7 +134,7 @@ bool Lexer::Accept(std::string_view valid) {
 void Lexer::AcceptRun(std::string_view valid) {
   while (true) {
     char32_t r = Next();
-    if (r == kEof || r >= 0x80 || valid.find(static_cast<char>(r)) == std::string_view::npos) break;
+    if (r >= 0x80 || valid.find(static_cast<char>(r)) == std::string_view::npos) break;
   }
   Backup();
 }
