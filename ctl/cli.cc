@@ -281,7 +281,7 @@ std::string CompletionCandidates(const std::vector<std::string>& words) {
       wants_value = nullptr;
       continue;
     }
-    if (word.rfind("-", 0) == 0) {
+    if (word.starts_with('-')) {
       if (word.find('=') != std::string::npos) continue;
       for (const CLI::Option* opt : cmd->get_options()) {
         if (opt->check_name(word) && opt->get_expected_min() > 0) wants_value = opt;
@@ -307,7 +307,7 @@ std::string CompletionCandidates(const std::vector<std::string>& words) {
     }
     return out + (files ? ":0\n" : ":4\n");
   }
-  if (current.rfind("-", 0) == 0) {
+  if (current.starts_with('-')) {
     for (const CLI::Option* opt : cmd->get_options()) {
       for (const auto& name : opt->get_lnames()) add("--" + name, opt->get_description());
       for (const auto& name : opt->get_snames()) add("-" + name, opt->get_description());
