@@ -88,6 +88,7 @@ void RestMapper::Prefetch(const std::set<std::string>& api_versions) {
     }
   }
   std::vector<std::future<Result<Kinds>>> answers;
+  answers.reserve(missing.size());
   for (const auto& gv : missing) {
     answers.push_back(std::async(std::launch::async, [this, gv] { return Discover(gv); }));
   }
