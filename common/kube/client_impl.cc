@@ -222,7 +222,7 @@ class WatchStreamImpl final : public WatchStream {
   }
   std::string Overdue() const {
     auto seconds = [](std::chrono::milliseconds d) {
-      return fmt::format("{:g}", d.count() / 1000.0);
+      return fmt::format("{:g}", std::chrono::duration<double>(d).count());
     };
     if (state_->http_status == 0) {
       return "watch: no response from the server within " + seconds(deadlines_.answer_within) +
