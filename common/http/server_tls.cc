@@ -168,8 +168,7 @@ bufferevent* ServerTls::NewBufferevent(event_base* base, void* arg) {
     bufferevent_free(socket);
     return nullptr;
   }
-  tls.release();
-  raw->filter = filter;
+  tls.release()->filter = filter;  // the filter owns it now
   return filter;
 }
 
