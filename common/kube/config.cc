@@ -531,8 +531,8 @@ LoadingRules LoadingRulesFromEnvironment(std::string explicit_path, std::string 
   rules.explicit_path = std::move(explicit_path);
   rules.context = std::move(context);
   // Read once at start-up, before any thread could change the environment.
-  const char* list = std::getenv("KUBECONFIG");  // NOLINT(concurrency-mt-unsafe)
-  const char* home = std::getenv("HOME");        // NOLINT(concurrency-mt-unsafe)
+  const char* list = std::getenv("KUBECONFIG");
+  const char* home = std::getenv("HOME");
   if (list != nullptr) rules.kubeconfig_env = list;
   if (home != nullptr) rules.home = home;
   return rules;
@@ -581,8 +581,8 @@ Result<ClusterConfig> LoadClientConfig(const LoadingRules& rules) {
 
 Result<ClusterConfig> InClusterConfig(const std::string& root) {
   // Read once at start-up, before any thread could change the environment.
-  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");  // NOLINT(concurrency-mt-unsafe)
-  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");  // NOLINT(concurrency-mt-unsafe)
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
   if (host == nullptr || *host == '\0' || port == nullptr || *port == '\0') {
     return NotFound("in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set");
   }

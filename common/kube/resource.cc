@@ -2,7 +2,6 @@
 
 namespace syncbus::kube {
 
-// NOLINTBEGIN(cert-err58-cpp): an allocation failure this early ends the process either way.
 namespace resources {
 const Resource kClusterDeployments{"hive.openshift.io", "v1", "clusterdeployments",
                                    "ClusterDeployment", true};
@@ -20,7 +19,6 @@ const Resource kLeases{"coordination.k8s.io", "v1", "leases", "Lease", true};
 const Resource kEvents{"", "v1", "events", "Event", true};
 const Resource kHiveConfigs{"hive.openshift.io", "v1", "hiveconfigs", "HiveConfig", false};
 }  // namespace resources
-// NOLINTEND(cert-err58-cpp)
 
 std::string ObjectRef::Path() const {
   std::string path = resource.group.empty() ? "/api/" + resource.version
