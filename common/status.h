@@ -84,8 +84,9 @@ inline Status Internal(std::string m) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) { assert(!std::get<Status>(v_).ok()); }  // NOLINT
+  // Implicit by design: a function that returns a Result<T> returns a T or a failed Status.
+  Result(T value) : v_(std::move(value)) {}
+  Result(Status status) : v_(std::move(status)) { assert(!std::get<Status>(v_).ok()); }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return ok(); }

@@ -323,7 +323,7 @@ class Loop {
       return;
     }
     request.path.assign(decoded, decoded_size);
-    free(decoded);  // NOLINT: allocated by libevent with malloc
+    free(decoded);  // allocated by libevent with malloc
     if (const char* query = evhttp_uri_get_query(uri); query != nullptr) request.query = query;
     const evkeyvalq* in = evhttp_request_get_input_headers(req);
     for (const evkeyval* h = in->tqh_first; h != nullptr; h = h->next.tqe_next) {
