@@ -9,7 +9,7 @@ namespace syncbus::amqp {
 Reconnector::Reconnector(Session& session, Options options, const Clock& clock, Random& random,
                          WaitFn wait, SetupFn setup)
     : session_(session),
-      options_(std::move(options)),
+      options_(options),
       clock_(clock),
       backoff_(options_.backoff, random),
       wait_(std::move(wait)),
