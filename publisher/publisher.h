@@ -167,6 +167,7 @@ class Publisher {
   prometheus::Histogram& confirm_latency_;
   prometheus::Family<prometheus::Gauge>& clusters_;
   prometheus::Histogram& reconcile_seconds_;
+  prometheus::Histogram& cache_lock_seconds_;
 };
 
 }  // namespace syncbus::publisher
