@@ -10,8 +10,8 @@ namespace {
 const prometheus::Histogram::BucketBoundaries kLatencyBuckets = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 
-// How long a round holds the hub cache's lock: the copy of a few pointers per cluster, from a
-// few microseconds to some milliseconds for a fleet-wide round.
+// How long a round holds the hub cache's lock: the copy of a few pointers per cluster, from
+// microseconds to about a tenth of a second for a round over 10,000 clusters.
 const prometheus::Histogram::BucketBoundaries kCacheLockBuckets = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
 
