@@ -20,15 +20,11 @@ std::string KeyOf(const Json& object) {
   return ns.empty() ? name : ns + "/" + name;
 }
 
-// The Secret a mapping reads: a SyncSet's sourceRef defaults to the SyncSet's namespace.
-std::string SourceKey(const hive::SecretMapping& m, const std::string& set_ns) {
-  return (m.source.ns.empty() ? set_ns : m.source.ns) + "/" + m.source.name;
-}
-
 bool ReadsSecret(const hive::SyncSetCommonSpec& spec, const std::string& set_ns,
                  const std::string& key) {
-  return std::any_of(spec.secret_mappings.begin(), spec.secret_mappings.end(),
-                     [&](const hive::SecretMapping& m) { return SourceKey(m, set_ns) == key; });
+  return std::any_of(
+      spec.secret_mappings.begin(), spec.secret_mappings.end(),
+      [&](const hive::SecretMapping& m) { return SourceSecretKey(m, set_ns) == key; });
 }
 
 // When the Secret was last written, as far as its metadata tells (creationTimestamp and the
@@ -90,17 +86,17 @@ void HubCache::DirtyForSyncSet(const hive::SyncSet& ss, std::set<std::string>& o
 void HubCache::DirtyForSelectorSyncSet(const hive::SelectorSyncSet& sss,
                                        std::set<std::string>& out) const {
   for (const auto& [key, cd] : cds_) {
-    if (sss.selector.Matches(cd.meta.labels)) out.insert(key);
+    if (sss.selector.Matches(cd->meta.labels)) out.insert(key);
   }
 }
 
 void HubCache::DirtyForSecret(const std::string& secret_key, std::set<std::string>& out) const {
   if (replacing_) return;  // a relist marks every cluster anyway
   for (const auto& [key, ss] : syncsets_) {
-    if (ReadsSecret(ss.spec, ss.meta.ns, secret_key)) DirtyForSyncSet(ss, out);
+    if (ReadsSecret(ss->spec, ss->meta.ns, secret_key)) DirtyForSyncSet(*ss, out);
   }
   for (const auto& [key, sss] : selector_syncsets_) {
-    if (ReadsSecret(sss.spec, "", secret_key)) DirtyForSelectorSyncSet(sss, out);
+    if (ReadsSecret(sss->spec, "", secret_key)) DirtyForSelectorSyncSet(*sss, out);
   }
 }
 
@@ -112,7 +108,7 @@ Status HubCache::ApplyUpsertLocked(HubKind kind, const Json& object) {
       if (!cd.ok()) return cd.status();
       // A label change can start or stop SelectorSyncSet matches: the desired-state revision
       // covers it, so marking this cluster is enough.
-      cds_[key] = std::move(*cd);
+      cds_[key] = std::make_shared<const hive::ClusterDeployment>(std::move(*cd));
       MarkEditedLocked({key});
       return Status::Ok();
     }
@@ -121,9 +117,9 @@ Status HubCache::ApplyUpsertLocked(HubKind kind, const Json& object) {
       if (!ss.ok()) return ss.status();
       std::set<std::string> dirty;
       if (auto old = syncsets_.find(key); old != syncsets_.end())
-        DirtyForSyncSet(old->second, dirty);
+        DirtyForSyncSet(*old->second, dirty);
       DirtyForSyncSet(*ss, dirty);
-      syncsets_[key] = std::move(*ss);
+      syncsets_[key] = std::make_shared<const hive::SyncSet>(std::move(*ss));
       MarkEditedLocked(dirty);
       return Status::Ok();
     }
@@ -132,24 +128,24 @@ Status HubCache::ApplyUpsertLocked(HubKind kind, const Json& object) {
       if (!sss.ok()) return sss.status();
       std::set<std::string> dirty;
       if (auto old = selector_syncsets_.find(key); old != selector_syncsets_.end()) {
-        DirtyForSelectorSyncSet(old->second, dirty);
+        DirtyForSelectorSyncSet(*old->second, dirty);
       }
       DirtyForSelectorSyncSet(*sss, dirty);
-      selector_syncsets_[key] = std::move(*sss);
+      selector_syncsets_[key] = std::make_shared<const hive::SelectorSyncSet>(std::move(*sss));
       MarkEditedLocked(dirty);
       return Status::Ok();
     }
     case HubKind::kClusterSync: {
       auto cs = hive::ClusterSync::FromJson(object);
       if (!cs.ok()) return cs.status();
-      statuses_[key] = std::move(*cs);
+      statuses_[key] = std::make_shared<const hive::ClusterSync>(std::move(*cs));
       MarkDirtyLocked(key);
       return Status::Ok();
     }
     case HubKind::kClusterSyncLease: {
       auto lease = hive::ClusterSyncLease::FromJson(object);
       if (!lease.ok()) return lease.status();
-      leases_[key] = std::move(*lease);
+      leases_[key] = std::make_shared<const hive::ClusterSyncLease>(std::move(*lease));
       MarkDirtyLocked(key);
       return Status::Ok();
     }
@@ -158,7 +154,7 @@ Status HubCache::ApplyUpsertLocked(HubKind kind, const Json& object) {
         return InvalidArgument("metadata: missing");
       }
       const Json& meta = object["metadata"];
-      SecretInfo info{meta.value("resourceVersion", ""), WrittenAt(meta)};
+      SecretMeta info{meta.value("resourceVersion", ""), WrittenAt(meta)};
       auto old = secrets_.find(key);
       bool changed = old == secrets_.end() || old->second.resource_version != info.resource_version;
       secrets_[key] = std::move(info);
@@ -183,14 +179,14 @@ void HubCache::ApplyDeleteLocked(HubKind kind, const Json& object) {
       break;
     case HubKind::kSyncSet:
       if (auto it = syncsets_.find(key); it != syncsets_.end()) {
-        DirtyForSyncSet(it->second, dirty);
+        DirtyForSyncSet(*it->second, dirty);
         syncsets_.erase(it);
         MarkEditedLocked(dirty);
       }
       break;
     case HubKind::kSelectorSyncSet:
       if (auto it = selector_syncsets_.find(key); it != selector_syncsets_.end()) {
-        DirtyForSelectorSyncSet(it->second, dirty);
+        DirtyForSelectorSyncSet(*it->second, dirty);
         selector_syncsets_.erase(it);
         MarkEditedLocked(dirty);
       }
@@ -297,60 +293,49 @@ void HubCache::Wake() {
   dirty_cv_.notify_all();
 }
 
-void HubCache::Plan(const std::vector<std::string>& cluster_keys,
-                    const std::function<void(const std::string&, const ClusterView&)>& fn) const {
+void HubCache::FindSecretsLocked(const std::vector<hive::SecretMapping>& mappings,
+                                 const std::string& set_ns, SecretMetas& out) const {
+  for (const auto& m : mappings) {
+    std::string key = SourceSecretKey(m, set_ns);
+    if (auto secret = secrets_.find(key); secret != secrets_.end())
+      out.emplace(key, secret->second);
+  }
+}
+
+HubSnapshot HubCache::Snapshot(const std::vector<std::string>& cluster_keys) const {
+  HubSnapshot snapshot;
+  snapshot.clusters.reserve(cluster_keys.size());
   std::lock_guard lock(mu_);
-  std::vector<const hive::SelectorSyncSet*> all_sss;
-  all_sss.reserve(selector_syncsets_.size());
-  for (const auto& [k, s] : selector_syncsets_) all_sss.push_back(&s);
-  HubVersions seen;
-  seen.cluster_deployments = versions_[static_cast<int>(HubKind::kClusterDeployment)];
-  seen.sync_sets = versions_[static_cast<int>(HubKind::kSyncSet)];
-  seen.selector_sync_sets = versions_[static_cast<int>(HubKind::kSelectorSyncSet)];
+  snapshot.seen.cluster_deployments = versions_[static_cast<int>(HubKind::kClusterDeployment)];
+  snapshot.seen.sync_sets = versions_[static_cast<int>(HubKind::kSyncSet)];
+  snapshot.seen.selector_sync_sets = versions_[static_cast<int>(HubKind::kSelectorSyncSet)];
+  snapshot.selector_sync_sets.reserve(selector_syncsets_.size());
+  for (const auto& [name, sss] : selector_syncsets_) {
+    snapshot.selector_sync_sets.push_back(sss);
+    FindSecretsLocked(sss->spec.secret_mappings, "", snapshot.selector_secrets);
+  }
   for (const auto& key : cluster_keys) {
-    ClusterView view;
-    view.seen = seen;
-    auto cd = cds_.find(key);
-    if (cd != cds_.end()) {
-      view.cd = &cd->second;
-      std::vector<const hive::SyncSet*> ns_sets;
-      std::string prefix = cd->second.meta.ns + "/";
+    ClusterInputs& cluster = snapshot.clusters.emplace_back();
+    cluster.key = key;
+    if (auto cd = cds_.find(key); cd != cds_.end()) {
+      cluster.cd = cd->second;
+      const std::string prefix = cd->second->meta.ns + "/";
       for (auto it = syncsets_.lower_bound(prefix);
            it != syncsets_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-        ns_sets.push_back(&it->second);
+        cluster.sync_sets.push_back(it->second);
+        FindSecretsLocked(it->second->spec.secret_mappings, it->second->meta.ns,
+                          cluster.sync_set_secrets);
       }
-      std::set<std::string> read;
-      for (const auto* ss : ns_sets) {
-        if (!hive::AppliesTo(*ss, cd->second)) continue;
-        for (const auto& m : ss->spec.secret_mappings) read.insert(SourceKey(m, ss->meta.ns));
-      }
-      for (const auto* sss : all_sss) {
-        if (!hive::AppliesTo(*sss, cd->second)) continue;
-        for (const auto& m : sss->spec.secret_mappings) read.insert(SourceKey(m, ""));
-      }
-      for (const auto& secret_key : read) {
-        auto secret = secrets_.find(secret_key);
-        if (secret == secrets_.end()) {
-          view.secrets.emplace_back(secret_key, "");
-          continue;
-        }
-        view.secrets.emplace_back(secret_key, secret->second.resource_version);
-        const auto& written = secret->second.written_at;
-        if (written && (!view.secrets_written_at || *written > *view.secrets_written_at)) {
-          view.secrets_written_at = written;
-        }
-      }
-      view.desired = hive::ComputeDesired(cd->second, ns_sets, all_sss, view.secrets);
-      if (!cd->second.admin_kubeconfig_secret.empty()) {
-        auto kubeconfig = secrets_.find(prefix + cd->second.admin_kubeconfig_secret);
+      if (!cd->second->admin_kubeconfig_secret.empty()) {
+        auto kubeconfig = secrets_.find(prefix + cd->second->admin_kubeconfig_secret);
         if (kubeconfig != secrets_.end())
-          view.kubeconfig_version = kubeconfig->second.resource_version;
+          cluster.kubeconfig_version = kubeconfig->second.resource_version;
       }
     }
-    if (auto s = statuses_.find(key); s != statuses_.end()) view.status = &s->second;
-    if (auto l = leases_.find(key); l != leases_.end()) view.lease = &l->second;
-    fn(key, view);
+    if (auto s = statuses_.find(key); s != statuses_.end()) cluster.status = s->second;
+    if (auto l = leases_.find(key); l != leases_.end()) cluster.lease = l->second;
   }
+  return snapshot;
 }
 
 size_t HubCache::cluster_count() const {

@@ -2,15 +2,16 @@
 // SelectorSyncSets, ClusterSyncs, ClusterSyncLeases, and the versions of Secrets), fed by one
 // reflector per resource, and the set of clusters whose decision may have changed ("dirty"),
 // with which kind of edit made them dirty (a single edit or a bulk one, see DirtyEdits).
-// Thread-safe: reflector threads write, the planning loop reads under the same lock via Plan().
+// Thread-safe: reflector threads write, the decision loop takes a HubSnapshot of the clusters it
+// looks at (hub_snapshot.h) under the same lock and decides without it. Objects are kept as
+// shared immutable values, so a snapshot copies pointers, never objects.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "common/hive/desired_state.h"
 #include "common/hive/types.h"
 #include "common/json.h"
+#include "publisher/hub_snapshot.h"
 
 namespace syncbus::publisher {
 
@@ -33,26 +35,6 @@ enum class HubKind {
 };
 inline constexpr int kHubKinds = 6;
 const char* HubKindName(HubKind kind);
-
-// What the planner sees of one cluster, valid only inside a Plan() callback.
-struct ClusterView {
-  const hive::ClusterDeployment* cd = nullptr;  // null: the cluster no longer exists
-  const hive::ClusterSync* status = nullptr;
-  const hive::ClusterSyncLease* lease = nullptr;
-  // The desired state; its revision covers the versions of the Secrets its sets' secretMappings
-  // read, so a changed source Secret changes the revision.
-  hive::DesiredState desired;
-  // Those Secrets, "ns/name" -> resourceVersion ("" for a missing one), sorted.
-  hive::SecretVersions secrets;
-  // The latest time any of them was written (creation or a managedFields entry), if known.
-  std::optional<WallTime> secrets_written_at;
-  // The resourceVersion of the cluster's admin kubeconfig Secret ("" when unknown: Secrets not
-  // watched, or no such Secret).
-  std::string kubeconfig_version;
-  // How far the cache had got (list or last event per collection): requests carry it, and
-  // consumers apply only from a mirror at least this new.
-  HubVersions seen;
-};
 
 // Which edits made the clusters of one TakeDirty() dirty. An edit of a SyncSet, a
 // SelectorSyncSet or a source Secret that makes more clusters dirty than the cache's
@@ -89,9 +71,9 @@ class HubCache {
   // Wakes TakeDirty without marking anything (shutdown).
   void Wake();
 
-  // Runs `fn` for each key under the cache lock with the cluster's current view.
-  void Plan(const std::vector<std::string>& cluster_keys,
-            const std::function<void(const std::string& key, const ClusterView& view)>& fn) const;
+  // The hub objects the decision needs of these clusters, as they are now. Holds the lock only to
+  // copy pointers (and a few Secret versions); the views are computed from the snapshot later.
+  HubSnapshot Snapshot(const std::vector<std::string>& cluster_keys) const;
 
   size_t cluster_count() const;
   uint64_t invalid_objects() const;
@@ -109,18 +91,21 @@ class HubCache {
   Status ApplyUpsertLocked(HubKind kind, const Json& object);
   void ApplyDeleteLocked(HubKind kind, const Json& object);
 
+  // The Secrets of `secrets_` that these mappings read, added to `out`.
+  void FindSecretsLocked(const std::vector<hive::SecretMapping>& mappings,
+                         const std::string& set_ns, SecretMetas& out) const;
+
+  template <typename T>
+  using Shared = std::shared_ptr<const T>;
+
   mutable std::mutex mu_;
   std::condition_variable dirty_cv_;
-  std::map<std::string, hive::ClusterDeployment> cds_;
-  std::map<std::string, hive::SyncSet> syncsets_;                   // "ns/name"
-  std::map<std::string, hive::SelectorSyncSet> selector_syncsets_;  // "name"
-  std::map<std::string, hive::ClusterSync> statuses_;
-  std::map<std::string, hive::ClusterSyncLease> leases_;
-  struct SecretInfo {
-    std::string resource_version;
-    std::optional<WallTime> written_at;
-  };
-  std::map<std::string, SecretInfo> secrets_;  // only metadata: never the data
+  std::map<std::string, Shared<hive::ClusterDeployment>> cds_;
+  std::map<std::string, Shared<hive::SyncSet>> syncsets_;                   // "ns/name"
+  std::map<std::string, Shared<hive::SelectorSyncSet>> selector_syncsets_;  // "name"
+  std::map<std::string, Shared<hive::ClusterSync>> statuses_;
+  std::map<std::string, Shared<hive::ClusterSyncLease>> leases_;
+  SecretMetas secrets_;  // only metadata: never the data
   const size_t bulk_edit_clusters_;
   std::set<std::string> dirty_;
   DirtyEdits edits_;  // of the dirty clusters

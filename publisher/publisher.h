@@ -1,20 +1,19 @@
-// Publisher: turns the hub cache's dirty clusters into sync requests. For each cluster it
-// computes the desired state, decides whether a sync is needed (sync_decision.h), coalesces
-// (at most one outstanding request per cluster: latest wins, the consumer reads the newest
-// state anyway), rate-limits, and publishes with publisher confirms — a request counts as sent
-// only once confirmed; anything unconfirmed or refused (a full work queue nacks) stays pending
-// and is retried; refusals on a live channel that last (a stale channel after a RabbitMQ node
-// died, see channel_renewal.h) end the round with an error, so the caller reconnects. Single edits
-// go on the change lane, ahead of start-up rounds, reapplies and bulk edits (the resync lane); an
-// edit of a cluster whose request waits there overtakes it. Not thread-safe: one Publisher runs on
-// one thread with its own amqp::Session.
+// Publisher: turns the hub cache's dirty clusters into sync requests, one round at a time. A
+// round takes a snapshot of the clusters to look at (hub_snapshot.h: the cache's lock is held
+// only to copy pointers), decides for each what it needs (cluster_decision.h), remembers what is
+// outstanding, pending and due (sync_ledger.h), sends within the publish rate
+// (publish_rate.h), changes first, and records what the broker confirmed
+// (request_sender.h). At most one request per cluster is outstanding (latest wins: the consumer
+// reads the newest state anyway); a request counts as sent only once confirmed, and anything
+// unconfirmed or refused stays pending and is retried. Single edits go on the change lane, ahead
+// of start-up rounds, reapplies and bulk edits (the resync lane); an edit of a cluster whose
+// request waits there overtakes it. Not thread-safe: one Publisher runs on one thread with its
+// own amqp::Session.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
-#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -25,13 +24,16 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
-#include "common/amqp/channel_renewal.h"
 #include "common/amqp/session.h"
 #include "common/bus/sync_message.h"
 #include "common/bus/trace_recorder.h"
 #include "common/clock.h"
+#include "publisher/cluster_decision.h"
 #include "publisher/hub_cache.h"
+#include "publisher/publish_rate.h"
+#include "publisher/request_sender.h"
 #include "publisher/sync_decision.h"
+#include "publisher/sync_ledger.h"
 
 namespace syncbus::publisher {
 
@@ -88,85 +90,61 @@ class Publisher {
   }
   std::chrono::milliseconds reapply_interval() const { return options_.reapply.interval; }
 
-  size_t outstanding() const { return outstanding_.size(); }
-  size_t pending() const { return pending_.size(); }
+  size_t outstanding() const { return ledger_.outstanding_count(); }
+  size_t pending() const { return ledger_.pending().size(); }
 
  private:
-  struct Outstanding {
-    DesiredState snapshot;
-    hive::SecretVersions secrets;  // the source Secrets' versions when it was published
-    SteadyTime published_at;
-    WallTime published_wall;
-    bool full_reapply = false;
-    SteadyTime first_published;  // kept when the request is re-sent
-    // A request of this cluster waits on the resync lane. A change then goes out on the change
-    // lane at once ("promoted") instead of waiting behind the resync backlog; the entry keeps
-    // the resync's obligations (its full reapply, its publish time) until that is processed too.
-    bool resync_queued = false;
-    bool promoted = false;  // a change-lane request went out after the queued resync
-  };
+  // A request decided in this round, waiting for a token and its batch.
   struct ToSend {
     std::string key;
     SyncRequest request;
-    DesiredState snapshot;
+    SyncReason reason;
+    hive::DesiredState snapshot;
     hive::SecretVersions secrets;
-    std::optional<Outstanding> promoted_from;  // the outstanding resync this change overtakes
-    bool bulk = false;                         // a bulk edit's change (on the resync lane)
+    std::optional<OutstandingRequest> overtaken;  // the outstanding resync this change overtakes
+    bool bulk = false;                            // a bulk edit's change (on the resync lane)
+  };
+  // How the round was asked for.
+  struct RoundAsk {
+    const std::set<std::string>& dirty;
+    bool startup;
+    const DirtyEdits& edits;
   };
 
-  bool TakeToken();
-  std::vector<std::string> DueKeys();
-  void Schedule(const std::string& key, const ClusterView& view);
-  bool Processed(const Outstanding& o, const ClusterView& view) const;
-  // The source-Secret versions a cluster is known to run; a cluster seen for the first time is
-  // assumed current unless a Secret was written after its last full reapply.
-  const hive::SecretVersions& AppliedSecrets(const std::string& key, const ClusterView& view);
-  bool RejectHoldOff(SteadyTime now) const { return now < rejected_until_; }
-  Status Send(std::vector<ToSend>& batch, ReconcileStats& stats);
-  // Keeps a cluster that could not be sent pending; start-up work stays start-up work and a
-  // bulk change stays bulk (resync lane) until it goes out, so neither floods the change lane
-  // once deferred.
-  void KeepPending(const std::string& key, bool startup, bool bulk);
+  // The clusters to look at: those asked for, pending, due for reapply or outstanding too long.
+  std::vector<std::string> CollectWork(const std::vector<std::string>& keys);
+  // Decides every cluster of `work` on a snapshot of the cache; returns what to send.
+  std::vector<ToSend> DecideClusters(const std::vector<std::string>& work, const RoundAsk& ask,
+                                     ReconcileStats& stats);
+  // Sends `to_send`, changes first, as the rate and the refusal hold-off allow; the rest stays
+  // pending. Stops sending at the first broker failure.
+  Status SendWithinRate(std::vector<ToSend>& to_send, ReconcileStats& stats);
+  Status SendBatch(std::vector<ToSend>& batch, ReconcileStats& stats);
+  void RecordConfirmed(ToSend& item, const BatchOutcome& outcome, ReconcileStats& stats);
+  // Start-up work stays start-up work and a bulk change stays bulk (resync lane) until it goes
+  // out, so neither floods the change lane once deferred.
   void KeepPending(const ToSend& item) {
-    KeepPending(item.key, item.request.reason == "startup", item.bulk);
+    ledger_.KeepPending(item.key, {item.reason == SyncReason::kStartup, item.bulk});
   }
+  void UpdateGauges();
+  void LogRound(const ReconcileStats& stats) const;
 
   PublisherOptions options_;
   HubCache& cache_;
-  amqp::Session& session_;
   Clock& clock_;
+  SyncLedger ledger_;
+  PublishRate rate_;
+  RequestSender sender_;
+  std::map<std::string, ClusterState> cluster_state_;
 
-  std::map<std::string, Outstanding> outstanding_;
-  std::map<std::string, SteadyTime> last_published_;
-  std::set<std::string> pending_;
-  std::set<std::string> startup_pending_;  // pending keys left over from a start-up round
-  std::set<std::string> bulk_pending_;     // pending keys of a bulk edit
-  std::map<std::string, std::string> cluster_state_;  // in_sync, pending, failing, paused, skipped
-  std::map<std::string, WallTime> reapply_due_;       // key -> due
-  std::set<std::pair<WallTime, std::string>> reapply_queue_;
-  // Source-Secret versions applied by the last processed full reapply, per cluster.
-  std::map<std::string, hive::SecretVersions> secrets_applied_;
-  // After the broker refused publishes, nothing is sent before this (doubling hold-off).
-  SteadyTime rejected_until_{};
-  std::chrono::milliseconds reject_holdoff_{0};
-  // Since when publishes have been refused without a round that had none; and when that asks
-  // for a new connection.
-  std::optional<SteadyTime> refused_since_;
-  amqp::ChannelRenewal renewal_;
-  double tokens_;
-  SteadyTime tokens_at_;
-  uint64_t sequence_ = 0;
-
-  prometheus::Family<prometheus::Counter>& enqueued_;
   prometheus::Gauge& outstanding_gauge_;
   prometheus::Gauge& oldest_outstanding_gauge_;
   prometheus::Gauge& pending_gauge_;
   prometheus::Counter& resent_;
   prometheus::Counter& promoted_;
-  prometheus::Counter& rejected_;
-  prometheus::Histogram& confirm_latency_;
   prometheus::Family<prometheus::Gauge>& clusters_;
   prometheus::Histogram& reconcile_seconds_;
+  prometheus::Histogram& cache_lock_seconds_;
 };
 
 }  // namespace syncbus::publisher

@@ -55,28 +55,30 @@ std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key,
 SyncNeed DecideSync(const DesiredState& desired, const hive::ClusterSync* status,
                     const hive::ClusterSyncLease* lease, WallTime now,
                     const ReapplyPolicy& policy) {
-  if (!desired.skip_reason.empty()) return {NeedKind::kNone, "skipped:" + desired.skip_reason};
+  if (!desired.skip_reason.empty()) return {NeedKind::kNone, std::nullopt};
   // Hive keeps a ClusterSync (and its lease) for every eligible cluster, with sets or without.
-  if (!status) return {NeedKind::kChange, "missing-status"};
+  if (!status) return {NeedKind::kChange, SyncReason::kMissingStatus};
   bool failed = false;
   for (const auto& set : desired.sets) {
     const hive::SyncStatus* e = FindEntry(*status, set);
-    if (!e) return {NeedKind::kChange, "missing-status"};
-    if (e->observed_generation != set.generation) return {NeedKind::kChange, "generation-changed"};
+    if (!e) return {NeedKind::kChange, SyncReason::kMissingStatus};
+    if (e->observed_generation != set.generation) {
+      return {NeedKind::kChange, SyncReason::kGenerationChanged};
+    }
     if (e->result != hive::SyncResult::kSuccess) failed = true;
   }
-  if (HasEntryOutside(desired, *status)) return {NeedKind::kChange, "set-removed"};
+  if (HasEntryOutside(desired, *status)) return {NeedKind::kChange, SyncReason::kSetRemoved};
   // The condition and firstSuccessTime Hive derives from the entries: a status that does not say
   // what they call for (written by another version, or before the cluster was installed) is
   // brought up to date.
   if (!hive::FailedConditionCurrent(status->status) ||
       hive::FirstSuccessDue(status->status, desired.installed)) {
-    return {NeedKind::kChange, "status-outdated"};
+    return {NeedKind::kChange, SyncReason::kStatusOutdated};
   }
-  if (failed) return {NeedKind::kFailed, "failed"};
+  if (failed) return {NeedKind::kFailed, SyncReason::kFailed};
   auto due = ReapplyDueAt(desired.cluster_key, lease, policy);
-  if (!due || *due <= now) return {NeedKind::kReapply, "reapply-due"};
-  return {NeedKind::kNone, "in-sync"};
+  if (!due || *due <= now) return {NeedKind::kReapply, SyncReason::kReapplyDue};
+  return {NeedKind::kNone, std::nullopt};
 }
 
 bool FullReapplyDue(const std::string& cluster_key, const hive::ClusterSyncLease* lease,

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "common/bus/sync_reason.h"
 #include "common/clock.h"
 #include "common/hive/desired_state.h"
 #include "common/hive/types.h"
@@ -27,8 +28,8 @@ enum class NeedKind {
 
 struct SyncNeed {
   NeedKind kind = NeedKind::kNone;
-  std::string reason;  // "skipped:paused", "missing-status", "generation-changed", "set-removed",
-                       // "failed", "reapply-due", "in-sync"
+  // Why a request is needed; none for kNone (in sync, or skipped: DesiredState::skip_reason).
+  std::optional<SyncReason> reason;
 };
 
 struct ReapplyPolicy {

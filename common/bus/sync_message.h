@@ -38,7 +38,7 @@ struct SyncRequest {
   std::string cluster_name;
   std::string revision;  // the publisher's desired-state digest ("" = unknown)
   amqp::Lane lane = amqp::Lane::kChange;
-  std::string reason;         // why it was enqueued: "syncset-changed", "startup", ...
+  std::string reason;         // why it was enqueued: SyncReasonName (common/bus/sync_reason.h)
   bool full_reapply = false;  // reapply every set even if its status shows Success
   std::string enqueued_at;    // RFC 3339 with milliseconds
   HubVersions seen;           // optional in the body ("seen"): absent from older publishers

@@ -396,7 +396,7 @@ Reconciled Rig::Reconcile() {
       request.cluster_namespace = ns_;
       request.cluster_name = kCdName;
       request.full_reapply = r.full_reapply;
-      request.reason = need.reason;
+      request.reason = std::string(SyncReasonName(*need.reason));
       auto outcome = syncer_->Sync(request);
       r.sync_status = outcome.status();
       if (outcome.ok()) r.outcome = *outcome;

@@ -258,10 +258,10 @@ struct Rig {
   }
   static std::map<std::string, std::string> CacheRevisions(const publisher::HubCache& cache) {
     std::map<std::string, std::string> out;
-    cache.Plan(cache.AllClusterKeys(),
-               [&](const std::string& key, const publisher::ClusterView& view) {
-                 out[key] = view.desired.revision;
-               });
+    publisher::HubSnapshot snapshot = cache.Snapshot(cache.AllClusterKeys());
+    for (const auto& cluster : snapshot.clusters) {
+      out[cluster.key] = snapshot.View(cluster).desired.revision;
+    }
     return out;
   }
 };

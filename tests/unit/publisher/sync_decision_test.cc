@@ -51,14 +51,17 @@ TEST_CASE("decision: missing, changed, removed, failed, in sync") {
   ReapplyPolicy policy;
   auto lease = Lease(clock.WallNow());
   auto d = Desired({{SetKind::kSyncSet, "a", 2}, {SetKind::kSelectorSyncSet, "b", 1}});
-  CHECK(DecideSync(d, nullptr, &lease, clock.WallNow(), policy).reason == "missing-status");
+  CHECK(DecideSync(d, nullptr, &lease, clock.WallNow(), policy).reason ==
+        SyncReason::kMissingStatus);
   auto missing = StatusWith({Entry("a", 2)});
-  CHECK(DecideSync(d, &missing, &lease, clock.WallNow(), policy).reason == "missing-status");
+  CHECK(DecideSync(d, &missing, &lease, clock.WallNow(), policy).reason ==
+        SyncReason::kMissingStatus);
   auto old = StatusWith({Entry("a", 1)}, {Entry("b", 1)});
   CHECK(DecideSync(d, &old, &lease, clock.WallNow(), policy).kind == NeedKind::kChange);
-  CHECK(DecideSync(d, &old, &lease, clock.WallNow(), policy).reason == "generation-changed");
+  CHECK(DecideSync(d, &old, &lease, clock.WallNow(), policy).reason ==
+        SyncReason::kGenerationChanged);
   auto extra = StatusWith({Entry("a", 2), Entry("gone", 1)}, {Entry("b", 1)});
-  CHECK(DecideSync(d, &extra, &lease, clock.WallNow(), policy).reason == "set-removed");
+  CHECK(DecideSync(d, &extra, &lease, clock.WallNow(), policy).reason == SyncReason::kSetRemoved);
   auto failed = StatusWith({Entry("a", 2, SyncResult::kFailure)}, {Entry("b", 1)});
   CHECK(DecideSync(d, &failed, &lease, clock.WallNow(), policy).kind == NeedKind::kFailed);
   auto good = StatusWith({Entry("a", 2)}, {Entry("b", 1)});
@@ -69,7 +72,8 @@ TEST_CASE("decision: a cluster with no set gets its ClusterSync, then its lease 
   FakeClock clock;
   ReapplyPolicy policy{2h, 0.1};
   auto d = Desired({});
-  CHECK(DecideSync(d, nullptr, nullptr, clock.WallNow(), policy).reason == "missing-status");
+  CHECK(DecideSync(d, nullptr, nullptr, clock.WallNow(), policy).reason ==
+        SyncReason::kMissingStatus);
   auto empty = StatusWith({});
   CHECK(DecideSync(d, &empty, nullptr, clock.WallNow(), policy).kind == NeedKind::kReapply);
   auto lease = Lease(clock.WallNow());
@@ -89,16 +93,19 @@ TEST_CASE(
   CHECK(DecideSync(d, &good, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
   auto no_condition = good;
   no_condition.status.conditions.clear();
-  CHECK(DecideSync(d, &no_condition, &lease, clock.WallNow(), policy).reason == "status-outdated");
+  CHECK(DecideSync(d, &no_condition, &lease, clock.WallNow(), policy).reason ==
+        SyncReason::kStatusOutdated);
   auto other_words = good;
   other_words.status.conditions[0].message = "SyncSet a is failing";
-  CHECK(DecideSync(d, &other_words, &lease, clock.WallNow(), policy).reason == "status-outdated");
+  CHECK(DecideSync(d, &other_words, &lease, clock.WallNow(), policy).reason ==
+        SyncReason::kStatusOutdated);
   // Installed, every set has first succeeded, no firstSuccessTime yet.
   d.installed = true;
   auto first = StatusWith({Entry("a", 1)});
   first.status.sync_sets[0].first_success_time = "2020-01-01T00:00:00Z";
   first.status.conditions = {ExpectedFailedCondition(first.status)};
-  CHECK(DecideSync(d, &first, &lease, clock.WallNow(), policy).reason == "status-outdated");
+  CHECK(DecideSync(d, &first, &lease, clock.WallNow(), policy).reason ==
+        SyncReason::kStatusOutdated);
   first.status.first_success_time = "2020-01-01T00:00:00Z";
   CHECK(DecideSync(d, &first, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
 }
@@ -109,7 +116,7 @@ TEST_CASE("decision: skipped clusters need nothing") {
   d.skip_reason = "unreachable";
   auto s = DecideSync(d, nullptr, nullptr, clock.WallNow(), {});
   CHECK(s.kind == NeedKind::kNone);
-  CHECK(s.reason == "skipped:unreachable");
+  CHECK_FALSE(s.reason.has_value());  // no request, so no reason: d.skip_reason says why
 }
 
 TEST_CASE("reapply: due after interval plus a jitter stable per cluster") {
@@ -127,7 +134,7 @@ TEST_CASE("reapply: due after interval plus a jitter stable per cluster") {
   d.cluster_key = "ns/c1";
   auto good = StatusWith({Entry("a", 1)});
   auto lease = Lease(clock.WallNow());
-  CHECK(DecideSync(d, &good, nullptr, clock.WallNow(), policy).reason == "reapply-due");
+  CHECK(DecideSync(d, &good, nullptr, clock.WallNow(), policy).reason == SyncReason::kReapplyDue);
   CHECK(DecideSync(d, &good, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
   clock.Advance(2h + j1 - 1s);
   CHECK(DecideSync(d, &good, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);

@@ -1,0 +1,128 @@
+#include "publisher/sync_ledger.h"
+
+#include <algorithm>
+
+namespace syncbus::publisher {
+
+std::vector<std::string> SyncLedger::TakeDue(WallTime now, SteadyTime steady,
+                                             std::chrono::milliseconds timeout) {
+  std::vector<std::string> due;
+  while (!reapply_queue_.empty() && reapply_queue_.begin()->first <= now) {
+    auto [when, key] = *reapply_queue_.begin();
+    reapply_queue_.erase(reapply_queue_.begin());
+    reapply_due_.erase(key);
+    due.push_back(key);
+  }
+  for (const auto& [key, o] : outstanding_) {
+    if (steady - o.published_at >= timeout) due.push_back(key);
+  }
+  return due;
+}
+
+void SyncLedger::ScheduleReapply(const std::string& key, std::optional<WallTime> due) {
+  if (auto it = reapply_due_.find(key); it != reapply_due_.end()) {
+    reapply_queue_.erase({it->second, key});
+    reapply_due_.erase(it);
+  }
+  if (!due) return;
+  reapply_due_[key] = *due;
+  reapply_queue_.insert({*due, key});
+}
+
+SyncLedger::PendingMarks SyncLedger::TakePending(const std::string& key) {
+  pending_.erase(key);
+  PendingMarks marks;
+  marks.startup = startup_pending_.erase(key) > 0;
+  marks.bulk = bulk_pending_.erase(key) > 0;
+  return marks;
+}
+
+void SyncLedger::KeepPending(const std::string& key, PendingMarks marks) {
+  pending_.insert(key);
+  if (marks.startup) startup_pending_.insert(key);
+  if (marks.bulk) bulk_pending_.insert(key);
+}
+
+const OutstandingRequest* SyncLedger::outstanding(const std::string& key) const {
+  auto it = outstanding_.find(key);
+  return it == outstanding_.end() ? nullptr : &it->second;
+}
+
+SteadyTime SyncLedger::OldestFirstPublished(SteadyTime now) const {
+  SteadyTime oldest = now;
+  for (const auto& [key, o] : outstanding_) oldest = std::min(oldest, o.first_published);
+  return oldest;
+}
+
+void SyncLedger::MarkProcessed(const std::string& key) {
+  auto it = outstanding_.find(key);
+  if (it == outstanding_.end()) return;
+  if (it->second.full_reapply) secrets_applied_[key] = it->second.secrets;
+  outstanding_.erase(it);
+}
+
+SyncLedger::Recorded SyncLedger::RecordConfirmed(const std::string& key, ConfirmedRequest request) {
+  last_published_[key] = request.confirmed_at;
+  if (request.overtaken) {
+    // The overtaken resync still does its full reapply: the entry keeps its obligations.
+    const OutstandingRequest& resync = *request.overtaken;
+    outstanding_[key] = {std::move(request.snapshot),
+                         std::move(request.secrets),
+                         request.confirmed_at,
+                         resync.full_reapply ? resync.published_wall : request.sent_wall,
+                         resync.full_reapply || request.full_reapply,
+                         resync.first_published,
+                         /*resync_queued=*/true,
+                         /*promoted=*/true};
+    return Recorded::kPromoted;
+  }
+  auto previous = outstanding_.find(key);
+  const bool resend = previous != outstanding_.end();
+  const SteadyTime first_published =
+      resend ? previous->second.first_published : request.confirmed_at;
+  outstanding_[key] = {std::move(request.snapshot),
+                       std::move(request.secrets),
+                       request.confirmed_at,
+                       request.sent_wall,
+                       request.full_reapply,
+                       first_published,
+                       /*resync_queued=*/request.lane == amqp::Lane::kResync,
+                       /*promoted=*/false};
+  return resend ? Recorded::kResent : Recorded::kFirst;
+}
+
+std::optional<SteadyTime> SyncLedger::last_published(const std::string& key) const {
+  auto it = last_published_.find(key);
+  if (it == last_published_.end()) return std::nullopt;
+  return it->second;
+}
+
+const hive::SecretVersions* SyncLedger::applied_secrets(const std::string& key) const {
+  auto it = secrets_applied_.find(key);
+  return it == secrets_applied_.end() ? nullptr : &it->second;
+}
+
+const hive::SecretVersions& SyncLedger::AssumeAppliedSecrets(const std::string& key,
+                                                             hive::SecretVersions assumed) {
+  return secrets_applied_.emplace(key, std::move(assumed)).first->second;
+}
+
+void SyncLedger::Forget(const std::string& key) {
+  outstanding_.erase(key);
+  last_published_.erase(key);
+  secrets_applied_.erase(key);
+  ScheduleReapply(key, std::nullopt);
+}
+
+void SyncLedger::Clear() {
+  outstanding_.clear();
+  last_published_.clear();
+  pending_.clear();
+  startup_pending_.clear();
+  bulk_pending_.clear();
+  reapply_due_.clear();
+  reapply_queue_.clear();
+  secrets_applied_.clear();
+}
+
+}  // namespace syncbus::publisher

@@ -1,0 +1,108 @@
+// SyncLedger: the publisher's memory between rounds. Per cluster: the request outstanding (what
+// it was published for, when, whether it waits on the resync lane or was overtaken by a change),
+// the last publish, the source-Secret versions the cluster runs; which clusters wait to be sent
+// (pending, and which of those as start-up work or as a bulk edit's change); and when each
+// cluster's periodic full reapply falls due. It records; what to do about a cluster is
+// cluster_decision.h's. Not thread-safe: owned by the Publisher, used on its thread.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/bus/topology.h"
+#include "common/clock.h"
+#include "common/hive/desired_state.h"
+
+namespace syncbus::publisher {
+
+// A published request not yet processed.
+struct OutstandingRequest {
+  hive::DesiredState snapshot;   // what it was published for
+  hive::SecretVersions secrets;  // the source Secrets' versions when it was published
+  SteadyTime published_at;
+  WallTime published_wall;
+  bool full_reapply = false;
+  SteadyTime first_published;  // kept when the request is re-sent
+  // A request of this cluster waits on the resync lane. A change then goes out on the change
+  // lane at once ("promoted") instead of waiting behind the resync backlog; the entry keeps the
+  // resync's obligations (its full reapply, its publish time) until that is processed too.
+  bool resync_queued = false;
+  bool promoted = false;  // a change-lane request went out after the queued resync
+};
+
+// A request the broker confirmed, as the ledger records it.
+struct ConfirmedRequest {
+  hive::DesiredState snapshot;
+  hive::SecretVersions secrets;
+  bool full_reapply = false;
+  amqp::Lane lane = amqp::Lane::kChange;
+  // The outstanding resync request this change overtook (a promotion), if any.
+  std::optional<OutstandingRequest> overtaken;
+  SteadyTime confirmed_at;
+  WallTime sent_wall;
+};
+
+class SyncLedger {
+ public:
+  // How a confirmed request entered the ledger.
+  enum class Recorded { kFirst, kResent, kPromoted };
+  // How a pending cluster had waited.
+  struct PendingMarks {
+    bool startup = false;  // as start-up work
+    bool bulk = false;     // as a bulk edit's change
+  };
+
+  // The clusters whose reapply fell due by `now` (taken off the schedule), then those whose
+  // request has been outstanding for `timeout` or longer.
+  std::vector<std::string> TakeDue(WallTime now, SteadyTime steady,
+                                   std::chrono::milliseconds timeout);
+  // Sets when the cluster's next full reapply is due; nullopt takes it off the schedule.
+  void ScheduleReapply(const std::string& key, std::optional<WallTime> due);
+
+  const std::set<std::string>& pending() const { return pending_; }
+  // Takes the cluster off the pending sets; says how it waited.
+  PendingMarks TakePending(const std::string& key);
+  // The cluster waits to be sent (start-up work stays start-up work, a bulk change stays bulk).
+  void KeepPending(const std::string& key, PendingMarks marks);
+
+  const OutstandingRequest* outstanding(const std::string& key) const;
+  size_t outstanding_count() const { return outstanding_.size(); }
+  // The first publish of the oldest outstanding request; `now` when there is none.
+  SteadyTime OldestFirstPublished(SteadyTime now) const;
+  // The cluster's request was processed: forgotten; a full reapply's Secrets are now applied.
+  void MarkProcessed(const std::string& key);
+  // The cluster needs nothing: whatever was outstanding is forgotten.
+  void DropOutstanding(const std::string& key) { outstanding_.erase(key); }
+  Recorded RecordConfirmed(const std::string& key, ConfirmedRequest request);
+  std::optional<SteadyTime> last_published(const std::string& key) const;
+
+  // The source-Secret versions the cluster is known to run, or null when the ledger does not
+  // know yet (see AssumeAppliedSecrets).
+  const hive::SecretVersions* applied_secrets(const std::string& key) const;
+  // Records what a cluster seen for the first time is assumed to run.
+  const hive::SecretVersions& AssumeAppliedSecrets(const std::string& key,
+                                                   hive::SecretVersions assumed);
+
+  // Forgets a deleted cluster: its request, last publish, Secrets and reapply schedule.
+  void Forget(const std::string& key);
+  // Forgets everything (leadership lost).
+  void Clear();
+
+ private:
+  std::map<std::string, OutstandingRequest> outstanding_;
+  std::map<std::string, SteadyTime> last_published_;
+  std::set<std::string> pending_;
+  std::set<std::string> startup_pending_;        // pending keys left over from a start-up round
+  std::set<std::string> bulk_pending_;           // pending keys of a bulk edit
+  std::map<std::string, WallTime> reapply_due_;  // key -> due
+  std::set<std::pair<WallTime, std::string>> reapply_queue_;
+  // Source-Secret versions applied by the last processed full reapply, per cluster.
+  std::map<std::string, hive::SecretVersions> secrets_applied_;
+};
+
+}  // namespace syncbus::publisher
