@@ -97,7 +97,7 @@ TEST_CASE("cluster decision: the state names are the metric's labels") {
 }
 
 TEST_CASE(
-    "cluster decision: a single edit goes on the change lane; start-up and bulk work on "
+    "cluster decision: a single edit goes on the change lane, start-up and bulk work on "
     "the resync lane") {
   Cluster c(/*desired_gen=*/2);
   auto d = c.Decide();

@@ -66,7 +66,7 @@ TEST_CASE("ledger: pending clusters remember whether they waited as start-up or 
   CHECK_FALSE(ledger.TakePending("a/a").startup);  // taken: forgotten
 }
 
-TEST_CASE("ledger: a re-send keeps the first publish; a promotion keeps the resync's duties") {
+TEST_CASE("ledger: a re-send keeps the first publish, and a promotion keeps the resync's duties") {
   FakeClock clock;
   SyncLedger ledger;
   const SteadyTime first = clock.Now();
