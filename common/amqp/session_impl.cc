@@ -161,6 +161,33 @@ Message DecodeProperties(const amqp_basic_properties_t& p) {
   return m;
 }
 
+// The basic.publish properties of `m`: persistence, the properties it sets and its headers
+// (whose table `headers` owns, and must outlive the publish).
+amqp_basic_properties_t PropertiesOf(const Message& m, const FieldTable& headers) {
+  amqp_basic_properties_t props{};
+  props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
+  props.delivery_mode = m.persistent ? 2 : 1;
+  auto set = [&props](int flag, amqp_bytes_t& field, const std::string& value) {
+    if (value.empty()) return;
+    props._flags |= flag;
+    field = Bytes(value);
+  };
+  set(AMQP_BASIC_CONTENT_TYPE_FLAG, props.content_type, m.content_type);
+  set(AMQP_BASIC_MESSAGE_ID_FLAG, props.message_id, m.message_id);
+  set(AMQP_BASIC_APP_ID_FLAG, props.app_id, m.app_id);
+  set(AMQP_BASIC_TYPE_FLAG, props.type, m.type);
+  set(AMQP_BASIC_EXPIRATION_FLAG, props.expiration, m.expiration);
+  if (m.timestamp != 0) {
+    props._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
+    props.timestamp = static_cast<uint64_t>(m.timestamp);
+  }
+  if (headers.table().num_entries > 0) {
+    props._flags |= AMQP_BASIC_HEADERS_FLAG;
+    props.headers = headers.table();
+  }
+  return props;
+}
+
 bool SameMessage(const Publication& p, const std::string& exchange, const std::string& routing_key,
                  const Message& m) {
   return p.exchange == exchange && p.routing_key == routing_key &&
@@ -488,35 +515,40 @@ Status RabbitmqSession::Dispatch(const amqp_frame_t& f) {
     // Content of a message on a channel we no longer use.
     return Status::Ok();
   }
-  const amqp_method_t& method = f.payload.method;
-  if (f.channel == 0) {
-    switch (method.id) {
-      case AMQP_CONNECTION_CLOSE_METHOD: {
-        auto* m = static_cast<amqp_connection_close_t*>(method.decoded);
-        Status why =
-            ServerError(m->reply_code, Str(m->reply_text), "connection closed by the broker");
-        amqp_connection_close_ok_t ok{0};
-        amqp_send_method(conn_.get(), 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
-        return Drop(why);
-      }
-      case AMQP_CONNECTION_BLOCKED_METHOD: {
-        auto* m = static_cast<amqp_connection_blocked_t*>(method.decoded);
-        blocked_ = true;
-        blocked_reason_ = Str(m->reason);
-        log::Warn("amqp: connection blocked by the broker",
-                  {{"connection", options_.connection_name}, {"reason", blocked_reason_}});
-        return Status::Ok();
-      }
-      case AMQP_CONNECTION_UNBLOCKED_METHOD:
-        blocked_ = false;
-        log::Info("amqp: connection unblocked", {{"connection", options_.connection_name}});
-        return Status::Ok();
-      default: return Status::Ok();
-    }
-  }
+  if (f.channel == 0) return DispatchConnection(f.payload.method);
   if (f.channel == publish_channel_) return DispatchPublishing(f);
-  if (f.channel != channel_) return Status::Ok();
+  if (f.channel == channel_) return DispatchConsuming(f);
+  return Status::Ok();
+}
 
+Status RabbitmqSession::DispatchConnection(const amqp_method_t& method) {
+  switch (method.id) {
+    case AMQP_CONNECTION_CLOSE_METHOD: {
+      auto* m = static_cast<amqp_connection_close_t*>(method.decoded);
+      Status why =
+          ServerError(m->reply_code, Str(m->reply_text), "connection closed by the broker");
+      amqp_connection_close_ok_t ok{0};
+      amqp_send_method(conn_.get(), 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+      return Drop(why);
+    }
+    case AMQP_CONNECTION_BLOCKED_METHOD: {
+      auto* m = static_cast<amqp_connection_blocked_t*>(method.decoded);
+      blocked_ = true;
+      blocked_reason_ = Str(m->reason);
+      log::Warn("amqp: connection blocked by the broker",
+                {{"connection", options_.connection_name}, {"reason", blocked_reason_}});
+      return Status::Ok();
+    }
+    case AMQP_CONNECTION_UNBLOCKED_METHOD:
+      blocked_ = false;
+      log::Info("amqp: connection unblocked", {{"connection", options_.connection_name}});
+      return Status::Ok();
+    default: return Status::Ok();
+  }
+}
+
+Status RabbitmqSession::DispatchConsuming(const amqp_frame_t& f) {
+  const amqp_method_t& method = f.payload.method;
   switch (method.id) {
     case AMQP_BASIC_DELIVER_METHOD: {
       auto* m = static_cast<amqp_basic_deliver_t*>(method.decoded);
@@ -756,6 +788,36 @@ std::vector<Status> RabbitmqSession::PublishAll(const std::vector<Publication>& 
   return PublishSpan(publications, timeout);
 }
 
+Status RabbitmqSession::PumpConfirms(Batch& b, SteadyTime deadline) {
+  for (;;) {
+    bool full = b.outstanding >= kMaxInFlight;
+    amqp_frame_t f;
+    auto got = WaitFrame(full ? deadline : Steady::now(), &f);
+    if (!got.ok()) return got.status();
+    if (!*got) return full ? Status(Code::kTimeout, "no confirms from the broker") : Status::Ok();
+    Status st = Dispatch(f);
+    ReleaseBuffers();
+    if (!st.ok()) return st;
+  }
+}
+
+void RabbitmqSession::AwaitConfirms(Batch& b, SteadyTime deadline, milliseconds timeout) {
+  while (b.outstanding > 0) {
+    amqp_frame_t f;
+    auto got = WaitFrame(deadline, &f);
+    if (!got.ok()) break;  // Drop() has resolved everything outstanding
+    if (!*got) {
+      Status late(Code::kTimeout,
+                  "no confirm from the broker within " + std::to_string(timeout.count()) + " ms" +
+                      (blocked_ ? " (connection blocked: " + blocked_reason_ + ")" : ""));
+      for (size_t off = b.low; off < b.index_of.size(); ++off) b.Resolve(off, late);
+      break;
+    }
+    (void)Dispatch(f);  // a channel or connection close resolves the batch through Abort()
+    ReleaseBuffers();
+  }
+}
+
 std::vector<Status> RabbitmqSession::PublishSpan(std::span<const Publication> publications,
                                                  milliseconds timeout) {
   const SteadyTime deadline = Steady::now() + timeout;
@@ -776,23 +838,6 @@ std::vector<Status> RabbitmqSession::PublishSpan(std::span<const Publication> pu
     ~Detach() { slot = nullptr; }
   } detach{batch_};
 
-  // Reads whatever has arrived; with `wait`, until the in-flight window has room again.
-  auto pump = [&](bool wait) -> Status {
-    for (;;) {
-      bool full = b.outstanding >= kMaxInFlight;
-      amqp_frame_t f;
-      auto got = WaitFrame(wait && full ? deadline : Steady::now(), &f);
-      if (!got.ok()) return got.status();
-      if (!*got) {
-        if (wait && full) return Status(Code::kTimeout, "no confirms from the broker");
-        return Status::Ok();
-      }
-      Status st = Dispatch(f);
-      ReleaseBuffers();
-      if (!st.ok()) return st;
-    }
-  };
-
   for (size_t i = 0; i < publications.size(); ++i) {
     const Publication& p = publications[i];
     const Message& m = p.message;
@@ -802,44 +847,14 @@ std::vector<Status> RabbitmqSession::PublishSpan(std::span<const Publication> pu
       continue;
     }
     if (blocked_ || b.outstanding >= kMaxInFlight || i % kPumpEvery == kPumpEvery - 1) {
-      Status st = blocked_ ? WaitUnblocked(deadline) : pump(true);
+      Status st = blocked_ ? WaitUnblocked(deadline) : PumpConfirms(b, deadline);
       if (!st.ok() || b.aborted) {
         Status why = b.aborted ? *b.aborted : st;
         for (size_t j = i; j < publications.size(); ++j) b.results[j] = why;
         break;
       }
     }
-    amqp_basic_properties_t props{};
-    props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
-    props.delivery_mode = m.persistent ? 2 : 1;
-    if (!m.content_type.empty()) {
-      props._flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
-      props.content_type = Bytes(m.content_type);
-    }
-    if (!m.message_id.empty()) {
-      props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
-      props.message_id = Bytes(m.message_id);
-    }
-    if (!m.app_id.empty()) {
-      props._flags |= AMQP_BASIC_APP_ID_FLAG;
-      props.app_id = Bytes(m.app_id);
-    }
-    if (!m.type.empty()) {
-      props._flags |= AMQP_BASIC_TYPE_FLAG;
-      props.type = Bytes(m.type);
-    }
-    if (m.timestamp != 0) {
-      props._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
-      props.timestamp = static_cast<uint64_t>(m.timestamp);
-    }
-    if (!m.expiration.empty()) {
-      props._flags |= AMQP_BASIC_EXPIRATION_FLAG;
-      props.expiration = Bytes(m.expiration);
-    }
-    if (headers->table().num_entries > 0) {
-      props._flags |= AMQP_BASIC_HEADERS_FLAG;
-      props.headers = headers->table();
-    }
+    amqp_basic_properties_t props = PropertiesOf(m, *headers);
     int rc =
         amqp_basic_publish(conn_.get(), publish_channel_, Bytes(p.exchange), Bytes(p.routing_key),
                            p.mandatory ? 1 : 0, 0, &props, Bytes(m.body));
@@ -856,20 +871,7 @@ std::vector<Status> RabbitmqSession::PublishSpan(std::span<const Publication> pu
     ++next_seq_;
   }
 
-  while (b.outstanding > 0) {
-    amqp_frame_t f;
-    auto got = WaitFrame(deadline, &f);
-    if (!got.ok()) break;  // Drop() has resolved everything outstanding
-    if (!*got) {
-      Status late(Code::kTimeout,
-                  "no confirm from the broker within " + std::to_string(timeout.count()) + " ms" +
-                      (blocked_ ? " (connection blocked: " + blocked_reason_ + ")" : ""));
-      for (size_t off = b.low; off < b.index_of.size(); ++off) b.Resolve(off, late);
-      break;
-    }
-    (void)Dispatch(f);  // a channel or connection close resolves the batch through Abort()
-    ReleaseBuffers();
-  }
+  AwaitConfirms(b, deadline, timeout);
   return std::move(b.results);
 }
 

@@ -66,6 +66,11 @@ class RabbitmqSession final : public Session {
 
   std::vector<Status> PublishSpan(std::span<const Publication> publications,
                                   std::chrono::milliseconds timeout);
+  // Reads what has arrived; while the in-flight window is full, waits for confirms to open it.
+  Status PumpConfirms(Batch& batch, SteadyTime deadline);
+  // Waits for the batch's confirms until `deadline`; what is unconfirmed then fails with a
+  // timeout that names `timeout`.
+  void AwaitConfirms(Batch& batch, SteadyTime deadline, std::chrono::milliseconds timeout);
   // One connection attempt to one node.
   Status ConnectTo(const Address& address);
   // A channel number not in use (channel numbers are not reused right away).
@@ -89,7 +94,9 @@ class RabbitmqSession final : public Session {
   // Handles a frame outside an RPC reply: deliveries, confirms, returns, cancels, blocked
   // notifications, channel and connection closes.
   Status Dispatch(const amqp_frame_t& frame);
-  Status DispatchPublishing(const amqp_frame_t& frame);
+  Status DispatchConnection(const amqp_method_t& method);  // channel 0
+  Status DispatchPublishing(const amqp_frame_t& frame);    // the publishing channel
+  Status DispatchConsuming(const amqp_frame_t& frame);     // the consuming channel
   // Answers the broker's channel.flow on `channel`; an error drops the connection.
   Status AnswerFlow(amqp_channel_t channel, const amqp_method_t& method);
   // Answers the broker's channel.close on `channel`: kOk once answered, with the broker's reason
