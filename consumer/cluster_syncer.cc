@@ -55,6 +55,163 @@ void RecordFailedSet(SyncOutcome& outcome, const std::string& name, const SetRun
   outcome.retry_after = std::max(outcome.retry_after, result.retry_after);
 }
 
+// The inputs of the plans of one cluster's sets: the set, its namespace, the cluster's labels,
+// the source Secrets (read into `secrets` after this is made) and the objects the set's status
+// entry tracks.
+class PlanInputs {
+ public:
+  PlanInputs(const hive::ClusterDeployment& cd, const hive::ClusterSyncStatus& current,
+             const SecretSources& secrets)
+      : cd_(cd), current_(current), secrets_(secrets) {}
+
+  PlanInput For(const SetWork& w) const {
+    PlanInput in;
+    in.spec = w.spec;
+    in.set_namespace = w.ns;
+    in.cd_labels = &cd_.meta.labels;
+    in.secrets = &secrets_;
+    if (const hive::SyncStatus* e = Entry(w)) in.previously_tracked = e->resources_to_delete;
+    return in;
+  }
+  const hive::SyncStatus* Entry(const SetWork& w) const {
+    return FindEntry(current_, w.kind, w.name);
+  }
+
+ private:
+  const hive::ClusterDeployment& cd_;
+  const hive::ClusterSyncStatus& current_;
+  const SecretSources& secrets_;
+};
+
+// Every group-version the plans need discovered: those of the sets to apply and those of the
+// removed sets' objects.
+std::set<std::string> ApiVersionsNeeded(const SyncPlan& plan, const PlanInputs& inputs) {
+  std::set<std::string> api_versions;
+  for (const SetWork& w : plan.work) {
+    if (w.needs_apply) api_versions.merge(ApiVersionsOf(inputs.For(w)));
+  }
+  for (const RemovedSet& r : plan.removed) {
+    for (const auto& ref : r.entry.resources_to_delete) api_versions.insert(ref.api_version);
+  }
+  return api_versions;
+}
+
+// The objects every applicable set lists now, which are never deleted (moved between sets).
+// Listed only when the sync may delete something: a set removed, or one to apply that tracked
+// objects before.
+std::set<std::string> ObjectsListedNow(const SyncPlan& plan, const PlanInputs& inputs,
+                                       RestMapper* mapper) {
+  const bool may_delete =
+      plan.any_delete() || std::any_of(plan.work.begin(), plan.work.end(), [&](const SetWork& w) {
+        const hive::SyncStatus* e = inputs.Entry(w);
+        return w.needs_apply && e != nullptr && !e->resources_to_delete.empty();
+      });
+  std::set<std::string> listed;
+  if (may_delete) {
+    for (const SetWork& w : plan.work) listed.merge(ListedObjects(inputs.For(w), mapper));
+  }
+  return listed;
+}
+
+// The runs of one sync in Hive's order (that of `outcomes`): one for each removed set with
+// objects to delete and each set to apply, with the outcome each fills in.
+struct Runs {
+  std::vector<SetPlan> plans;
+  std::vector<size_t> outcome_of;  // by run: its index in `outcomes`
+};
+Runs PlanRuns(const std::vector<SetOutcome>& outcomes, const SyncPlan& plan,
+              const PlanInputs& inputs, const std::set<std::string>& listed, RestMapper* mapper) {
+  Runs runs;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const SetOutcome& o = outcomes[i];
+    if (o.removed) {
+      auto r = std::find_if(plan.removed.begin(), plan.removed.end(), [&](const RemovedSet& x) {
+        return x.kind == o.kind && x.entry.name == o.name;
+      });
+      if (r == plan.removed.end() || r->entry.resources_to_delete.empty()) continue;
+      runs.plans.push_back(PlanRemoval(r->entry.resources_to_delete, listed, mapper));
+    } else {
+      auto w = std::find_if(plan.work.begin(), plan.work.end(),
+                            [&](const SetWork& x) { return x.kind == o.kind && x.name == o.name; });
+      if (w == plan.work.end() || !w->needs_apply) continue;
+      PlanInput in = inputs.For(*w);
+      in.listed_elsewhere = &listed;
+      runs.plans.push_back(PlanSet(in, mapper));
+    }
+    runs.outcome_of.push_back(i);
+  }
+  return runs;
+}
+
+// Hive's clustersync reads the target's OpenAPI schema before anything else and writes nothing
+// when that fails. A cluster whose API server answered none of this sync's requests (down,
+// hibernating, unreachable) gets no status write and no lease renewal either, so Hive's other
+// controllers do not see it fail: Unavailable, and the request is retried.
+Status AnsweredSomething(const std::string& key, const std::vector<SetRunResult>& results) {
+  const SetRunResult* unanswered = nullptr;
+  bool answered = false;
+  bool unanswered_only = true;
+  for (const SetRunResult& r : results) {
+    answered = answered || r.answered;
+    if (r.success) continue;
+    unanswered_only = unanswered_only && r.unanswered_only;
+    if (unanswered == nullptr) unanswered = &r;
+  }
+  if (unanswered == nullptr || answered || !unanswered_only) return Status::Ok();
+  return Unavailable(
+      "cluster " + key +
+      " answered no request (nothing recorded, as Hive records nothing): " + unanswered->failure);
+}
+
+// Fills in the outcome of each run (`outcome_of`: see Runs) and the sync's figures.
+void RecordRuns(std::vector<SetRunResult>& results, const std::vector<size_t>& outcome_of,
+                std::vector<SetOutcome>& outcomes, SyncOutcome& outcome) {
+  for (size_t k = 0; k < outcome_of.size(); ++k) {
+    SetOutcome& o = outcomes[outcome_of[k]];
+    SetRunResult& r = results[k];
+    o.applied = true;
+    o.success = r.success;
+    o.failure_message = r.failure;
+    o.resources_to_delete = std::move(r.tracked);
+    outcome.applies += r.applies;
+    outcome.sets.push_back(
+        {KindName(o.kind), o.name, o.removed ? 0 : o.generation, r.applies, r.success, r.failure});
+    outcome.slowest_set_serial_seconds =
+        std::max(outcome.slowest_set_serial_seconds, r.serial_seconds);
+    if (!r.success) RecordFailedSet(outcome, o.name, r);
+  }
+}
+
+// One outcome per set of the sync, in Hive's order: per kind, the removed sets, then the sets by
+// name; `metas` gets each one's set (null for a removed one).
+std::vector<SetOutcome> OutcomesInHiveOrder(const SyncPlan& plan,
+                                            std::vector<const hive::ObjectMeta*>& metas) {
+  std::vector<SetOutcome> outcomes;
+  for (SetKind kind : {SetKind::kSyncSet, SetKind::kSelectorSyncSet}) {
+    for (const RemovedSet& r : plan.removed) {
+      if (r.kind != kind) continue;
+      SetOutcome gone;
+      gone.kind = r.kind;
+      gone.name = r.entry.name;
+      gone.removed = true;
+      gone.sync_mode = true;
+      outcomes.push_back(std::move(gone));
+      metas.push_back(nullptr);
+    }
+    for (const SetWork& w : plan.work) {
+      if (w.kind != kind) continue;
+      SetOutcome set;
+      set.kind = w.kind;
+      set.name = w.name;
+      set.generation = w.generation;
+      set.sync_mode = w.spec->resource_apply_mode == hive::ResourceApplyMode::kSync;
+      outcomes.push_back(std::move(set));
+      metas.push_back(w.meta);
+    }
+  }
+  return outcomes;
+}
+
 }  // namespace
 
 ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, HubReader& reader,
@@ -204,31 +361,8 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   static const hive::ClusterSyncStatus kNoStatus;
   const hive::ClusterSyncStatus& current = state->status ? state->status->status : kNoStatus;
 
-  // One outcome per entry, in Hive's order: per kind, the removed sets, then the sets by name.
-  std::vector<SetOutcome> outcomes;
   std::vector<const hive::ObjectMeta*> metas;
-  for (SetKind kind : {SetKind::kSyncSet, SetKind::kSelectorSyncSet}) {
-    for (const RemovedSet& r : plan.removed) {
-      if (r.kind != kind) continue;
-      SetOutcome gone;
-      gone.kind = r.kind;
-      gone.name = r.entry.name;
-      gone.removed = true;
-      gone.sync_mode = true;
-      outcomes.push_back(std::move(gone));
-      metas.push_back(nullptr);
-    }
-    for (const SetWork& w : plan.work) {
-      if (w.kind != kind) continue;
-      SetOutcome set;
-      set.kind = w.kind;
-      set.name = w.name;
-      set.generation = w.generation;
-      set.sync_mode = w.spec->resource_apply_mode == hive::ResourceApplyMode::kSync;
-      outcomes.push_back(std::move(set));
-      metas.push_back(w.meta);
-    }
-  }
+  std::vector<SetOutcome> outcomes = OutcomesInHiveOrder(plan, metas);
 
   // 3. Apply. A cluster whose last sync succeeded keeps its client and is not asked for its
   // Secret again while its ClusterDeployment names the same one and the request knows of no newer
@@ -241,7 +375,7 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
                               request.kubeconfig_version);
     }
     outcome.prepare_seconds = seconds_since_start();
-    Status applied = Apply(request, cd, current, plan, kept, fence, outcomes, outcome);
+    Status applied = Apply({request, cd, current, plan, fence}, kept, outcomes, outcome);
     if (!applied.ok()) return applied;
   }
 
@@ -269,32 +403,18 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   return outcome;
 }
 
-Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeployment& cd,
-                            const hive::ClusterSyncStatus& current, const SyncPlan& plan,
-                            const std::optional<Target>& kept, const SyncFence& fence,
-                            std::vector<SetOutcome>& outcomes, SyncOutcome& outcome) {
-  const std::string key = request.ClusterKey();
-  const std::vector<SetWork>& work = plan.work;
-  const bool fake = cd.fake();
-  std::optional<Target> target = kept;
-  if (!target && !fake) {
-    Result<Target> read = ReadTarget(key, cd);
-    if (!read.ok()) return read.status();
-    target = std::move(*read);
-  }
-  RestMapper* mapper = target ? target->mapper.get() : nullptr;
-
+TargetSession ClusterSyncer::OpenSession(const Scene& scene, const std::optional<Target>& target) {
   TargetSession session;
-  session.cluster = key;
+  session.cluster = scene.request.ClusterKey();
   if (target) {
     session.client = target->client;
     session.mapper = target->mapper;
   }
-  session.fake = fake;
+  session.fake = scene.cd.fake();
   session.limiter = &limiter_;
   session.clock = &clock_;
   session.deadline = clock_.Now() + options_.cluster_deadline;
-  session.fence = fence;
+  session.fence = scene.fence;
   session.field_manager = options_.field_manager;
   session.take_over_managers = options_.take_over_managers;
   session.observe = [this](bool ok, double seconds) {
@@ -308,101 +428,40 @@ Status ClusterSyncer::Apply(const SyncRequest& request, const hive::ClusterDeplo
                                                              : Type::kApply;
     hive_metrics_.ResourceApplied(type, ok, seconds);
   };
+  return session;
+}
 
-  SecretSources secrets;
-  auto plan_input = [&](const SetWork& w) {
-    PlanInput in;
-    in.spec = w.spec;
-    in.set_namespace = w.ns;
-    in.cd_labels = &cd.meta.labels;
-    in.secrets = &secrets;
-    if (const hive::SyncStatus* e = FindEntry(current, w.kind, w.name))
-      in.previously_tracked = e->resources_to_delete;
-    return in;
-  };
+Status ClusterSyncer::Apply(const Scene& scene, const std::optional<Target>& kept,
+                            std::vector<SetOutcome>& outcomes, SyncOutcome& outcome) {
+  const std::string key = scene.request.ClusterKey();
+  std::optional<Target> target = kept;
+  if (!target && !scene.cd.fake()) {
+    Result<Target> read = ReadTarget(key, scene.cd);
+    if (!read.ok()) return read.status();
+    target = std::move(*read);
+  }
+  RestMapper* mapper = target ? target->mapper.get() : nullptr;
+  TargetSession session = OpenSession(scene, target);
+
   // Discovery of every group-version the plans need runs while the source Secrets of the
   // secretMappings are read fresh from the hub, all at once: reads, which no one can see.
-  std::set<std::string> api_versions;
-  for (const SetWork& w : work) {
-    if (w.needs_apply) api_versions.merge(ApiVersionsOf(plan_input(w)));
-  }
-  for (const RemovedSet& r : plan.removed) {
-    for (const auto& ref : r.entry.resources_to_delete) api_versions.insert(ref.api_version);
-  }
+  SecretSources secrets;
+  const PlanInputs inputs(scene.cd, scene.current, secrets);
   std::future<void> discovered;
   if (mapper != nullptr) {
-    discovered = std::async(std::launch::async, [&] { mapper->Prefetch(api_versions); });
+    discovered = std::async(std::launch::async,
+                            [&] { mapper->Prefetch(ApiVersionsNeeded(scene.plan, inputs)); });
   }
-  Status source_error = ReadSourceSecrets(work, secrets);
+  Status source_error = ReadSourceSecrets(scene.plan.work, secrets);
   if (discovered.valid()) discovered.get();
   if (!source_error.ok()) return source_error;
 
-  const bool any_delete = plan.any_delete();
-  bool need_listing = any_delete || std::any_of(work.begin(), work.end(), [&](const SetWork& w) {
-                        const hive::SyncStatus* e = FindEntry(current, w.kind, w.name);
-                        return w.needs_apply && e != nullptr && !e->resources_to_delete.empty();
-                      });
-  // Objects every applicable set lists now: they are never deleted (moved between sets).
-  std::set<std::string> listed;
-  if (need_listing) {
-    for (const SetWork& w : work) listed.merge(ListedObjects(plan_input(w), mapper));
-  }
-
-  // The runs, in Hive's order (outcomes are in it already).
-  std::vector<SetPlan> plans;
-  std::vector<size_t> which;
-  for (size_t i = 0; i < outcomes.size(); ++i) {
-    SetOutcome& o = outcomes[i];
-    if (o.removed) {
-      auto r = std::find_if(plan.removed.begin(), plan.removed.end(), [&](const RemovedSet& x) {
-        return x.kind == o.kind && x.entry.name == o.name;
-      });
-      if (r == plan.removed.end() || r->entry.resources_to_delete.empty()) continue;
-      plans.push_back(PlanRemoval(r->entry.resources_to_delete, listed, mapper));
-    } else {
-      auto w = std::find_if(work.begin(), work.end(),
-                            [&](const SetWork& x) { return x.kind == o.kind && x.name == o.name; });
-      if (w == work.end() || !w->needs_apply) continue;
-      PlanInput in = plan_input(*w);
-      in.listed_elsewhere = &listed;
-      plans.push_back(PlanSet(in, mapper));
-    }
-    which.push_back(i);
-  }
+  const std::set<std::string> listed = ObjectsListedNow(scene.plan, inputs, mapper);
+  Runs runs = PlanRuns(outcomes, scene.plan, inputs, listed, mapper);
   const SteadyTime target_start = clock_.Now();
-  std::vector<SetRunResult> results = RunAll(session, std::move(plans));
-  // Hive's clustersync reads the target's OpenAPI schema before anything else and writes nothing
-  // when that fails. A cluster whose API server answered none of this sync's requests (down,
-  // hibernating, unreachable) gets no status write and no lease renewal either, so Hive's other
-  // controllers do not see it fail; the request is retried.
-  const SetRunResult* unanswered = nullptr;
-  bool answered = false;
-  bool unanswered_only = true;
-  for (const SetRunResult& r : results) {
-    answered = answered || r.answered;
-    if (r.success) continue;
-    unanswered_only = unanswered_only && r.unanswered_only;
-    if (unanswered == nullptr) unanswered = &r;
-  }
-  if (unanswered != nullptr && !answered && unanswered_only) {
-    return Unavailable(
-        "cluster " + key +
-        " answered no request (nothing recorded, as Hive records nothing): " + unanswered->failure);
-  }
-  for (size_t k = 0; k < which.size(); ++k) {
-    SetOutcome& o = outcomes[which[k]];
-    SetRunResult& r = results[k];
-    o.applied = true;
-    o.success = r.success;
-    o.failure_message = r.failure;
-    o.resources_to_delete = std::move(r.tracked);
-    outcome.applies += r.applies;
-    outcome.sets.push_back(
-        {KindName(o.kind), o.name, o.removed ? 0 : o.generation, r.applies, r.success, r.failure});
-    outcome.slowest_set_serial_seconds =
-        std::max(outcome.slowest_set_serial_seconds, r.serial_seconds);
-    if (!r.success) RecordFailedSet(outcome, o.name, r);
-  }
+  std::vector<SetRunResult> results = RunAll(session, std::move(runs.plans));
+  SYNCBUS_RETURN_IF_ERROR(AnsweredSomething(key, results));
+  RecordRuns(results, runs.outcome_of, outcomes, outcome);
   outcome.target_seconds = std::chrono::duration<double>(clock_.Now() - target_start).count();
   return Status::Ok();
 }

@@ -95,13 +95,22 @@ class ClusterSyncer {
 
  private:
   Result<SyncOutcome> SyncOnce(const SyncRequest& request, const SyncFence& fence);
-  // Step 3: the target work of `plan`: a run for each entry of `outcomes` (already in Hive's
-  // order) with something to apply or delete, whose results it fills in, and the figures of
-  // `outcome`.
-  Status Apply(const SyncRequest& request, const hive::ClusterDeployment& cd,
-               const hive::ClusterSyncStatus& current, const SyncPlan& plan,
-               const std::optional<Target>& kept, const SyncFence& fence,
+  // What a sync works from once read and planned (steps 1 and 2).
+  struct Scene {
+    const SyncRequest& request;
+    const hive::ClusterDeployment& cd;
+    const hive::ClusterSyncStatus& current;  // the status of its ClusterSync as read
+    const SyncPlan& plan;
+    const SyncFence& fence;
+  };
+  // Step 3: the target work of the plan, through `kept` (the trusted client) or a client read
+  // now: a run for each entry of `outcomes` (already in Hive's order) with something to apply or
+  // delete, whose results it fills in, and the figures of `outcome`.
+  Status Apply(const Scene& scene, const std::optional<Target>& kept,
                std::vector<SetOutcome>& outcomes, SyncOutcome& outcome);
+  // What the runs of one cluster share: its client (none for a fake cluster), the limiter, the
+  // deadline, the fence, and the observers of this syncer's and Hive's metrics.
+  TargetSession OpenSession(const Scene& scene, const std::optional<Target>& target);
   // The cluster's client from its admin kubeconfig Secret, read now.
   Result<Target> ReadTarget(const std::string& key, const hive::ClusterDeployment& cd);
   // Reads the source Secrets of the secretMappings of the sets to apply into `secrets`, 16 at a
