@@ -17,6 +17,108 @@
 #include "consumer/target_clients.h"
 
 namespace syncbus::consumer {
+namespace {
+
+SyncerOptions SyncerOptionsOf(const ConsumerConfig& c) {
+  SyncerOptions options;
+  options.parallel_sync_sets = c.parallel_sync_sets;
+  options.take_over_managers = {c.take_over_managers.begin(), c.take_over_managers.end()};
+  options.max_in_flight = c.max_in_flight;
+  options.per_cluster_in_flight = c.per_cluster_in_flight;
+  options.per_cluster_qps = c.per_cluster_qps;
+  options.request_timeout = c.request_timeout;
+  options.cluster_deadline = c.cluster_deadline;
+  return options;
+}
+
+LeaseOptions LeaseOptionsOf(const ConsumerConfig& c, const std::string& identity) {
+  LeaseOptions options;
+  options.ns = c.cluster_lease.ns;
+  options.identity = identity;
+  options.duration = std::chrono::duration_cast<std::chrono::seconds>(c.cluster_lease.duration);
+  options.renew_interval = c.cluster_lease.renew_interval;
+  options.safety_margin = c.cluster_lease.safety_margin;
+  options.release_by_status = c.cluster_lease.release_by_status;
+  return options;
+}
+
+// The delivery loop's options but its trace and events: prefetch, workers, retry tiers and the
+// delivery limit, and how it tells that another consumer already did what a returning request
+// asks (`reader`, which outlives the loop).
+DeliveryOptions DeliveryOptionsOf(const Config& config, HubReader& reader) {
+  DeliveryOptions options;
+  options.prefetch = static_cast<uint16_t>(config.consumer.prefetch);
+  options.workers = config.consumer.prefetch;
+  options.retry = {config.topology.retry_tiers, config.consumer.max_attempts};
+  options.delivery_limit = config.topology.delivery_limit;
+  options.settled_already = [&reader](const SyncRequest& request) {
+    std::optional<ClusterState> state = reader.ReadIfFresh(request);
+    return state ? NoWriteReason(*state, request.full_reapply) : std::string();
+  };
+  return options;
+}
+
+// The hub state the syncs read: from a mirror fed by one reflector per collection, or, with the
+// mirror disabled, from the hub directly. Not thread-safe; Stop() (or the destructor) stops the
+// reflectors.
+class HubView {
+ public:
+  HubView(const Config& config, kube::Client& hub, Clock& clock, prometheus::Registry& registry)
+      : direct_(hub) {
+    const ConsumerConfig& c = config.consumer;
+    if (!c.hub_mirror.enabled) return;
+    namespace res = kube::resources;
+    const std::string& ns = config.publisher.ns;
+    struct Watched {
+      HubCollection collection;
+      kube::ObjectRef ref;
+      std::string selector;
+    };
+    const Watched watched[] = {
+        {HubCollection::kClusterDeployments, kube::Collection(res::kClusterDeployments, ns), ""},
+        {HubCollection::kSyncSets, kube::Collection(res::kSyncSets, ns), ""},
+        {HubCollection::kSelectorSyncSets, kube::Collection(res::kSelectorSyncSets), ""},
+        {HubCollection::kClusterSyncs, kube::Collection(res::kClusterSyncs, ns), ""},
+        {HubCollection::kLeases, kube::Collection(res::kLeases, c.cluster_lease.ns),
+         kClusterLeaseSelector},
+    };
+    for (const Watched& w : watched) {
+      kube::Reflector::Options options;
+      options.clock = &clock;
+      options.list.label_selector = w.selector;
+      reflectors_.push_back(
+          std::make_unique<kube::Reflector>(hub, w.ref, mirror_.handler(w.collection), options));
+      reflectors_.back()->Start();
+    }
+    mirrored_ =
+        std::make_unique<MirrorHubReader>(mirror_, direct_, c.hub_mirror.max_wait, registry);
+  }
+  HubView(const HubView&) = delete;
+  HubView& operator=(const HubView&) = delete;
+  ~HubView() { Stop(); }
+
+  // Waits for the mirror's first lists (at once without a mirror); false when stopped first.
+  bool WaitSynced(const std::atomic<bool>& stop) {
+    if (!mirrored_) return !stop.load();
+    while (!stop.load() && !mirror_.synced()) {
+      SleepUnlessStopped(std::chrono::milliseconds(100), stop);
+    }
+    return !stop.load();
+  }
+  void Stop() {
+    for (auto& r : reflectors_) r->Stop();
+  }
+  HubReader& reader() { return mirrored_ ? static_cast<HubReader&>(*mirrored_) : direct_; }
+  HubMirror* mirror() { return mirrored_ ? &mirror_ : nullptr; }
+
+ private:
+  DirectHubReader direct_;
+  HubMirror mirror_;
+  std::vector<std::unique_ptr<kube::Reflector>> reflectors_;
+  std::unique_ptr<MirrorHubReader> mirrored_;
+};
+
+}  // namespace
 
 ConsumerApp::ConsumerApp(Config config, ConsumerDeps deps)
     : config_(std::move(config)), deps_(std::move(deps)) {}
@@ -38,92 +140,35 @@ Status ConsumerApp::healthy() const {
 
 Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   Clock& clock = *deps_.clock;
+  const ConsumerConfig& c = config_.consumer;
   // Pacing per target happens in the syncer's request limiter, not in the clients. Target
   // requests are counted as Hive's clustersync counts its remote clients' (hive_kube_client_*).
   TargetClients targets(std::make_shared<HiveClientMetrics>(deps_.transport, *deps_.registry), 0,
-                        static_cast<size_t>(config_.consumer.target_clients),
+                        static_cast<size_t>(c.target_clients),
                         "syncbus-consumer/" + deps_.identity);
-  const ConsumerConfig& c = config_.consumer;
-  SyncerOptions syncer_options;
-  syncer_options.parallel_sync_sets = c.parallel_sync_sets;
-  syncer_options.take_over_managers = {c.take_over_managers.begin(), c.take_over_managers.end()};
-  syncer_options.max_in_flight = c.max_in_flight;
-  syncer_options.per_cluster_in_flight = c.per_cluster_in_flight;
-  syncer_options.per_cluster_qps = c.per_cluster_qps;
-  syncer_options.request_timeout = c.request_timeout;
-  syncer_options.cluster_deadline = c.cluster_deadline;
-  // The state each sync reads: from the mirror, fed by one reflector per collection, or (mirror
-  // disabled) from the hub directly.
-  DirectHubReader direct(*deps_.hub);
-  HubMirror mirror;
-  std::vector<std::unique_ptr<kube::Reflector>> reflectors;
-  std::unique_ptr<MirrorHubReader> mirrored;
-  if (c.hub_mirror.enabled) {
-    namespace res = kube::resources;
+  HubView hub_view(config_, *deps_.hub, clock, *deps_.registry);
+  if (!hub_view.WaitSynced(stop)) return Status::Ok();
+  if (hub_view.mirror() != nullptr) {
     const std::string& ns = config_.publisher.ns;
-    struct Watched {
-      HubCollection collection;
-      kube::ObjectRef ref;
-      std::string selector;
-    };
-    const Watched watched[] = {
-        {HubCollection::kClusterDeployments, kube::Collection(res::kClusterDeployments, ns), ""},
-        {HubCollection::kSyncSets, kube::Collection(res::kSyncSets, ns), ""},
-        {HubCollection::kSelectorSyncSets, kube::Collection(res::kSelectorSyncSets), ""},
-        {HubCollection::kClusterSyncs, kube::Collection(res::kClusterSyncs, ns), ""},
-        {HubCollection::kLeases, kube::Collection(res::kLeases, c.cluster_lease.ns),
-         kClusterLeaseSelector},
-    };
-    for (const Watched& w : watched) {
-      kube::Reflector::Options options;
-      options.clock = &clock;
-      options.list.label_selector = w.selector;
-      reflectors.push_back(std::make_unique<kube::Reflector>(
-          *deps_.hub, w.ref, mirror.handler(w.collection), options));
-      reflectors.back()->Start();
-    }
-    mirrored =
-        std::make_unique<MirrorHubReader>(mirror, direct, c.hub_mirror.max_wait, *deps_.registry);
-    while (!stop.load() && !mirror.synced())
-      SleepUnlessStopped(std::chrono::milliseconds(100), stop);
-    if (stop.load()) return Status::Ok();
     log::Info("hub mirror synced", {{"namespace", ns.empty() ? "(all)" : ns}});
   }
-  HubReader& undecorated = mirrored ? static_cast<HubReader&>(*mirrored) : direct;
   std::unique_ptr<HubReader> decorated =
-      deps_.decorate_reader ? deps_.decorate_reader(undecorated) : nullptr;
-  HubReader& reader = decorated ? *decorated : undecorated;
-  ClusterSyncer syncer(syncer_options, *deps_.hub, reader, targets, clock, *deps_.registry);
-  DeliveryOptions options;
-  options.prefetch = static_cast<uint16_t>(config_.consumer.prefetch);
-  options.workers = config_.consumer.prefetch;
-  options.retry = {config_.topology.retry_tiers, config_.consumer.max_attempts};
-  options.delivery_limit = config_.topology.delivery_limit;
-  options.settled_already = [&reader](const SyncRequest& request) {
-    std::optional<ClusterState> state = reader.ReadIfFresh(request);
-    return state ? NoWriteReason(*state, request.full_reapply) : std::string();
-  };
+      deps_.decorate_reader ? deps_.decorate_reader(hub_view.reader()) : nullptr;
+  HubReader& reader = decorated ? *decorated : hub_view.reader();
+  ClusterSyncer syncer(SyncerOptionsOf(c), *deps_.hub, reader, targets, clock, *deps_.registry);
+  DeliveryOptions options = DeliveryOptionsOf(config_, reader);
   TraceRecorder trace("syncbus-consumer/" + deps_.identity, *deps_.registry);
   options.trace = &trace;
   std::unique_ptr<EventRecorder> events;
   if (c.events) {
     EventRecorder::Options event_options;
     event_options.host = deps_.identity;
-    events =
-        std::make_unique<EventRecorder>(event_options, *deps_.hub, mirrored ? &mirror : nullptr,
-                                        clock, RealRandom(), *deps_.registry);
+    events = std::make_unique<EventRecorder>(event_options, *deps_.hub, hub_view.mirror(), clock,
+                                             RealRandom(), *deps_.registry);
     options.events = events.get();
   }
-  LeaseOptions lease_options;
-  lease_options.ns = c.cluster_lease.ns;
-  lease_options.identity = deps_.identity;
-  lease_options.duration =
-      std::chrono::duration_cast<std::chrono::seconds>(c.cluster_lease.duration);
-  lease_options.renew_interval = c.cluster_lease.renew_interval;
-  lease_options.safety_margin = c.cluster_lease.safety_margin;
-  lease_options.release_by_status = c.cluster_lease.release_by_status;
-  ClusterLeases leases(lease_options, *deps_.hub, clock, *deps_.registry,
-                       mirrored ? &mirror : nullptr);
+  ClusterLeases leases(LeaseOptionsOf(c, deps_.identity), *deps_.hub, clock, *deps_.registry,
+                       hub_view.mirror());
   leases.StartRenewing();
   std::unique_ptr<amqp::Session> session = deps_.new_session();
   DeliveryLoop loop(
@@ -132,11 +177,19 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
         return syncer.Sync(request, fence);
       },
       &leases, clock, *deps_.registry);
+  Consume(loop, *session, stop);
+  hub_view.Stop();
+  return Status::Ok();
+}
+
+void ConsumerApp::Consume(DeliveryLoop& loop, amqp::Session& session,
+                          const std::atomic<bool>& stop) {
+  Clock& clock = *deps_.clock;
   auto beat = [&] {
     loop_seen_ns_.store(std::chrono::nanoseconds(clock.Now().time_since_epoch()).count());
   };
   amqp::Reconnector reconnector(
-      *session, {}, clock, RealRandom(), WaitUnlessStopped(stop, beat), [&](amqp::Session& s) {
+      session, {}, clock, RealRandom(), WaitUnlessStopped(stop, beat), [&](amqp::Session& s) {
         SYNCBUS_RETURN_IF_ERROR(amqp::DeclareTopology(s, amqp::SyncbusTopology(config_.topology)));
         return loop.Subscribe();
       });
@@ -156,7 +209,7 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
       log::Warn("broker connection lost; reconnecting", {{"error", s.message()}});
       loop.ConnectionLost();
       consuming_.store(false);
-      session->Close();
+      session.Close();
     }
   }
   if (consuming_.load()) {
@@ -166,9 +219,7 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
     if (left > 0 && deps_.abort_io) deps_.abort_io();
   }
   consuming_.store(false);
-  session->Close();
-  for (auto& r : reflectors) r->Stop();
-  return Status::Ok();
+  session.Close();
 }
 
 }  // namespace syncbus::consumer

@@ -20,6 +20,8 @@
 
 namespace syncbus::consumer {
 
+class DeliveryLoop;
+
 // Given the reader the syncs would use (which outlives the result), returns the one they use.
 using ReaderDecorator = std::function<std::unique_ptr<HubReader>(HubReader&)>;
 
@@ -49,6 +51,10 @@ class ConsumerApp {
   static constexpr std::chrono::seconds kLoopStallLimit{60};
 
  private:
+  // Connects (again after every loss), consumes through `loop` until `stop`, then drains what is
+  // in flight within the grace period and closes the session.
+  void Consume(DeliveryLoop& loop, amqp::Session& session, const std::atomic<bool>& stop);
+
   Config config_;
   ConsumerDeps deps_;
   std::atomic<bool> consuming_{false};
