@@ -71,7 +71,136 @@ class ReflectorMetrics {
   uint64_t seen_relists_ = 0, seen_restarts_ = 0;
 };
 
+// The hub's collections the publisher mirrors into its cache, a reflector each, with their
+// metrics. Not thread-safe; Stop() (or the destructor) stops the reflectors.
+class HubWatch {
+ public:
+  HubWatch(const PublisherConfig& config, HubCache& cache, kube::Client& hub, Clock& clock,
+           prometheus::Registry& registry) {
+    struct Watched {
+      kube::Resource resource;
+      HubKind kind;
+      bool namespaced;
+      bool metadata_only;
+    };
+    std::vector<Watched> watched = {
+        {res::kClusterDeployments, HubKind::kClusterDeployment, true, false},
+        {res::kSyncSets, HubKind::kSyncSet, true, false},
+        {res::kSelectorSyncSets, HubKind::kSelectorSyncSet, false, false},
+        {res::kClusterSyncs, HubKind::kClusterSync, true, false},
+        {res::kClusterSyncLeases, HubKind::kClusterSyncLease, true, false},
+    };
+    if (config.watch_source_secrets) {
+      // secretMappings' sources and kubeconfig Secrets: their versions, as metadata; the hub
+      // never sends their data.
+      watched.push_back({res::kSecrets, HubKind::kSecret, true, true});
+    } else {
+      cache.Replace(HubKind::kSecret, {});  // no versions: a source change waits for the reapply
+    }
+    for (const auto& w : watched) {
+      feeders_.push_back(std::make_unique<CacheFeeder>(cache, w.kind));
+      kube::Reflector::Options options;
+      options.clock = &clock;
+      options.list.metadata_only = w.metadata_only;
+      reflectors_.push_back(std::make_unique<kube::Reflector>(
+          hub, kube::Collection(w.resource, w.namespaced ? config.ns : ""), *feeders_.back(),
+          options));
+      reflectors_.back()->Start();
+      metrics_.emplace_back(registry, *reflectors_.back(), w.resource.resource);
+    }
+  }
+  HubWatch(const HubWatch&) = delete;
+  HubWatch& operator=(const HubWatch&) = delete;
+  ~HubWatch() { Stop(); }
+
+  void UpdateMetrics() {
+    for (auto& m : metrics_) m.Update();
+  }
+  void Stop() {
+    for (auto& r : reflectors_) r->Stop();
+  }
+
+ private:
+  std::vector<std::unique_ptr<CacheFeeder>> feeders_;
+  std::vector<std::unique_ptr<kube::Reflector>> reflectors_;
+  std::vector<ReflectorMetrics> metrics_;
+};
+
+// The full reapply interval as HiveConfig's syncSetReapplyInterval gives it (the configured
+// default when it gives none), as Hive's clustersync reads it: read at start and again every
+// kHiveConfigPeriod. Not thread-safe.
 }  // namespace
+
+class PublisherApp::HiveConfigFollower {
+ public:
+  HiveConfigFollower(kube::Client& hub, Clock& clock, std::chrono::milliseconds fallback)
+      : hub_(hub), clock_(clock), fallback_(fallback) {}
+
+  // Reads it now; nullopt (logged) when it cannot be read.
+  std::optional<std::chrono::milliseconds> Read() {
+    read_at_ = clock_.Now();
+    auto read = ReadHiveReapplyInterval(hub_);
+    if (!read.ok()) {
+      log::Warn("cannot read HiveConfig's syncSetReapplyInterval; keeping the reapply interval",
+                {{"error", read.status().message()}});
+      return std::nullopt;
+    }
+    return read->value_or(fallback_);
+  }
+  // Reads it when kHiveConfigPeriod has passed since the last read; nullopt otherwise.
+  std::optional<std::chrono::milliseconds> ReadWhenDue() {
+    if (clock_.Now() - read_at_ < kHiveConfigPeriod) return std::nullopt;
+    return Read();
+  }
+
+ private:
+  kube::Client& hub_;
+  Clock& clock_;
+  std::chrono::milliseconds fallback_;
+  SteadyTime read_at_{};
+};
+
+namespace {
+
+PublisherOptions PublisherOptionsOf(const PublisherConfig& config) {
+  PublisherOptions options;
+  options.reapply = {config.resync_interval, config.resync_jitter};
+  options.max_publish_rate = config.max_publish_rate;
+  options.max_outstanding = static_cast<size_t>(config.max_outstanding);
+  options.outstanding_timeout = config.outstanding_timeout;
+  return options;
+}
+
+}  // namespace
+
+// The leader election, ticking on a thread of its own until `stop`; each tick's result and
+// problem go to `observe`. is_leader() is thread-safe. The destructor joins the thread (set
+// `stop` first) and gives the lease back.
+class PublisherApp::Election {
+ public:
+  Election(kube::Client& hub, const LeaderElectionConfig& config, const std::string& identity,
+           Clock& clock, const std::atomic<bool>& stop,
+           std::function<void(bool leading, std::string problem)> observe)
+      : elector_(hub, config, identity, clock), thread_([this, &stop, observe] {
+          while (!stop.load()) {
+            bool leading = elector_.Tick();
+            observe(leading, elector_.problem());
+            SleepUnlessStopped(elector_.NextAttemptIn(), stop);
+          }
+        }) {}
+  Election(const Election&) = delete;
+  Election& operator=(const Election&) = delete;
+  ~Election() {
+    if (thread_.joinable()) thread_.join();
+    Status released = elector_.Release();
+    if (!released.ok()) log::Warn("could not release the lease", {{"error", released.message()}});
+  }
+  bool is_leader() const { return elector_.is_leader(); }
+
+ private:
+  LeaderElector elector_;
+  std::thread thread_;
+};
 
 PublisherApp::PublisherApp(Config config, PublisherDeps deps)
     : config_(std::move(config)),
@@ -119,48 +248,13 @@ Status PublisherApp::ready() const {
 
 Status PublisherApp::Run(const std::atomic<bool>& stop) {
   Clock& clock = *deps_.clock;
-  const std::string& ns = config_.publisher.ns;
-  struct Watched {
-    kube::Resource resource;
-    HubKind kind;
-    bool namespaced;
-    bool metadata_only;
-  };
-  std::vector<Watched> watched = {
-      {res::kClusterDeployments, HubKind::kClusterDeployment, true, false},
-      {res::kSyncSets, HubKind::kSyncSet, true, false},
-      {res::kSelectorSyncSets, HubKind::kSelectorSyncSet, false, false},
-      {res::kClusterSyncs, HubKind::kClusterSync, true, false},
-      {res::kClusterSyncLeases, HubKind::kClusterSyncLease, true, false},
-  };
-  if (config_.publisher.watch_source_secrets) {
-    // secretMappings' sources and kubeconfig Secrets: their versions, as metadata; the hub never
-    // sends their data.
-    watched.push_back({res::kSecrets, HubKind::kSecret, true, true});
-  } else {
-    cache_.Replace(HubKind::kSecret, {});  // no versions: a source change waits for the reapply
-  }
-  std::vector<std::unique_ptr<CacheFeeder>> feeders;
-  std::vector<std::unique_ptr<kube::Reflector>> reflectors;
-  for (const auto& w : watched) {
-    feeders.push_back(std::make_unique<CacheFeeder>(cache_, w.kind));
-    kube::Reflector::Options options;
-    options.clock = &clock;
-    options.list.metadata_only = w.metadata_only;
-    reflectors.push_back(std::make_unique<kube::Reflector>(
-        *deps_.hub, kube::Collection(w.resource, w.namespaced ? ns : ""), *feeders.back(),
-        options));
-    reflectors.back()->Start();
-  }
-  std::vector<ReflectorMetrics> reflector_metrics;
-  for (size_t i = 0; i < watched.size(); ++i) {
-    reflector_metrics.emplace_back(*deps_.registry, *reflectors[i], watched[i].resource.resource);
-  }
+  const PublisherConfig& config = config_.publisher;
+  HubWatch watch(config, cache_, *deps_.hub, clock, *deps_.registry);
   auto beat = [&] {
     Beat();
-    for (auto& m : reflector_metrics) m.Update();
+    watch.UpdateMetrics();
   };
-  log::Info("watching the hub", {{"namespace", ns.empty() ? "(all)" : ns}});
+  log::Info("watching the hub", {{"namespace", config.ns.empty() ? "(all)" : config.ns}});
   while (!stop.load() && !cache_.synced()) {
     beat();
     SleepUnlessStopped(std::chrono::milliseconds(100), stop);
@@ -168,82 +262,72 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
   if (stop.load()) return Status::Ok();
   log::Info("hub cache synced", {{"clusters", cache_.cluster_count()}});
 
-  PublisherOptions options;
-  options.reapply = {config_.publisher.resync_interval, config_.publisher.resync_jitter};
-  // Without an interval of its own the publisher follows HiveConfig's syncSetReapplyInterval, as
-  // Hive's clustersync does: read now and every few minutes.
-  const bool follow_hive_config = !config_.publisher.resync_interval_set;
+  PublisherOptions options = PublisherOptionsOf(config);
   kube::Client& quick_hub = deps_.quick_hub ? *deps_.quick_hub : *deps_.hub;
-  SteadyTime hive_config_read{};
-  auto hive_interval = [&]() -> std::optional<std::chrono::milliseconds> {
-    hive_config_read = clock.Now();
-    auto read = ReadHiveReapplyInterval(quick_hub);
-    if (!read.ok()) {
-      log::Warn("cannot read HiveConfig's syncSetReapplyInterval; keeping the reapply interval",
-                {{"error", read.status().message()}});
-      return std::nullopt;
-    }
-    return read->value_or(config_.publisher.resync_interval);
-  };
-  if (follow_hive_config) {
-    if (auto interval = hive_interval()) options.reapply.interval = *interval;
+  // Without an interval of its own the publisher follows HiveConfig's syncSetReapplyInterval, as
+  // Hive's clustersync does.
+  std::optional<HiveConfigFollower> hive_config;
+  if (!config.resync_interval_set) {
+    hive_config.emplace(quick_hub, clock, config.resync_interval);
+    if (auto interval = hive_config->Read()) options.reapply.interval = *interval;
     log::Info("full reapply interval", {{"interval", FormatDuration(options.reapply.interval)},
                                         {"from", "HiveConfig (or the default)"}});
   }
-  options.max_publish_rate = config_.publisher.max_publish_rate;
-  options.max_outstanding = static_cast<size_t>(config_.publisher.max_outstanding);
-  options.outstanding_timeout = config_.publisher.outstanding_timeout;
   TraceRecorder trace("syncbus-publisher/" + deps_.identity, *deps_.registry);
   options.trace = &trace;
-  std::unique_ptr<LeaderElector> elector;
-  std::thread election;
-  const auto& le = config_.publisher.leader_election;
-  if (le.enabled) {
-    elector = std::make_unique<LeaderElector>(quick_hub, le, deps_.identity, clock);
-    options.may_publish = [&elector] { return elector->is_leader(); };
-    election = std::thread([&] {
-      while (!stop.load()) {
-        leader_gauge_->Set(elector->Tick() ? 1 : 0);
-        {
-          std::lock_guard<std::mutex> lock(election_mu_);
-          election_problem_ = elector->problem();
-        }
-        SleepUnlessStopped(elector->NextAttemptIn(), stop);
-      }
-    });
+  std::unique_ptr<Election> election;
+  if (config.leader_election.enabled) {
+    election = std::make_unique<Election>(quick_hub, config.leader_election, deps_.identity, clock,
+                                          stop, [this](bool leading, std::string problem) {
+                                            leader_gauge_->Set(leading ? 1 : 0);
+                                            std::lock_guard<std::mutex> lock(election_mu_);
+                                            election_problem_ = std::move(problem);
+                                          });
+    options.may_publish = [&election] { return election->is_leader(); };
   } else {
     leader_gauge_->Set(1);
   }
+  PublishUntilStopped(options, election.get(), hive_config ? &*hive_config : nullptr, beat, stop);
+  election.reset();  // joined, the lease given back
+  leader_gauge_->Set(0);
+  cache_.Wake();
+  watch.Stop();
+  return Status::Ok();
+}
 
+void PublisherApp::PublishUntilStopped(const PublisherOptions& options, const Election* election,
+                                       HiveConfigFollower* hive_config,
+                                       const std::function<void()>& beat,
+                                       const std::atomic<bool>& stop) {
+  Clock& clock = *deps_.clock;
+  auto leading = [election] { return election == nullptr || election->is_leader(); };
   // One session object for the process: Connect() re-opens it after a failure, and the
   // publisher keeps its outstanding/pending state across reconnects.
   std::unique_ptr<amqp::Session> session = deps_.new_session();
   // Between attempts it beats, and a replica that stopped leading stops trying (a standby
   // connects once it leads).
-  amqp::Reconnector reconnector(
-      *session, {}, clock, RealRandom(),
-      WaitUnlessStopped(stop, beat, [&elector] { return !elector || elector->is_leader(); }),
-      [&](amqp::Session& s) {
-        return amqp::DeclareTopology(s, amqp::SyncbusTopology(config_.topology));
-      });
+  amqp::Reconnector reconnector(*session, {}, clock, RealRandom(),
+                                WaitUnlessStopped(stop, beat, leading), [&](amqp::Session& s) {
+                                  return amqp::DeclareTopology(
+                                      s, amqp::SyncbusTopology(config_.topology));
+                                });
   Publisher publisher(options, cache_, *session, clock, *deps_.registry);
   bool startup = true;
-  bool leading = false;
+  bool was_leading = false;
   while (!stop.load()) {
     beat();
-    if (elector && !elector->is_leader()) {
-      if (leading) {
+    if (!leading()) {
+      if (was_leading) {
         log::Warn("not the leader any more: stopped publishing");
         publisher.Reset();  // the next leader recomputes everything from its own cache
-        leading = false;
+        was_leading = false;
       }
       cache_.TakeDirty(options.tick);  // stay warm; decisions wait for leadership
       continue;
     }
-    if (!leading) {
-      leading = true;
-      startup =
-          true;  // a new leader compares the whole fleet (without a storm: only what is needed)
+    if (!was_leading) {
+      was_leading = true;
+      startup = true;  // a new leader compares the whole fleet (without a storm: what is needed)
     }
     if (!session->connected()) {
       connected_.store(false);
@@ -252,15 +336,13 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
       log::Info("connected to the broker",
                 {{"brokers", config_.amqp.DescribeEndpoints()}, {"vhost", config_.amqp.vhost}});
     }
-    if (follow_hive_config && clock.Now() - hive_config_read >= kHiveConfigPeriod) {
-      auto interval = hive_interval();
-      if (interval && *interval != publisher.reapply_interval()) {
-        log::Info("HiveConfig changed the full reapply interval",
-                  {{"from", FormatDuration(publisher.reapply_interval())},
-                   {"to", FormatDuration(*interval)}});
-        publisher.SetReapplyInterval(*interval);
-        cache_.MarkAllDirty();
-      }
+    if (auto interval = hive_config ? hive_config->ReadWhenDue() : std::nullopt;
+        interval && *interval != publisher.reapply_interval()) {
+      log::Info("HiveConfig changed the full reapply interval",
+                {{"from", FormatDuration(publisher.reapply_interval())},
+                 {"to", FormatDuration(*interval)}});
+      publisher.SetReapplyInterval(*interval);
+      cache_.MarkAllDirty();
     }
     // The first round looks at every cluster; later rounds at what changed (plus what is
     // pending, due or outstanding too long, which the publisher adds itself).
@@ -285,15 +367,6 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
   }
   connected_.store(false);
   session->Close();  // every confirm was awaited inside Reconcile: nothing left to flush
-  if (election.joinable()) election.join();
-  if (elector) {
-    Status released = elector->Release();
-    if (!released.ok()) log::Warn("could not release the lease", {{"error", released.message()}});
-  }
-  leader_gauge_->Set(0);
-  cache_.Wake();
-  for (auto& r : reflectors) r->Stop();
-  return Status::Ok();
 }
 
 }  // namespace syncbus::publisher

@@ -22,6 +22,8 @@
 
 namespace syncbus::publisher {
 
+struct PublisherOptions;
+
 struct PublisherDeps {
   std::shared_ptr<kube::Client> hub;
   // The same hub, every request giving up within the leader election's renewDeadline (as
@@ -50,10 +52,19 @@ class PublisherApp {
   static constexpr std::chrono::seconds kStallLimit{120};
 
  private:
+  class Election;
+  class HiveConfigFollower;
+  // Publishes while this replica leads (connecting to the broker again after every loss) until
+  // `stop`, beating between rounds and while waiting. `election` null: always leads;
+  // `hive_config` null: the reapply interval is the configured one.
+  void PublishUntilStopped(const PublisherOptions& options, const Election* election,
+                           HiveConfigFollower* hive_config, const std::function<void()>& beat,
+                           const std::atomic<bool>& stop);
+  void Beat();
+
   Config config_;
   PublisherDeps deps_;
   HubCache cache_;
-  void Beat();
 
   std::atomic<bool> connected_{false};
   mutable std::mutex election_mu_;
