@@ -19,6 +19,15 @@ Json RunningClusterStatus(Json conditions) {
   return {{"installedTimestamp", kLongAgo}, {"conditions", std::move(conditions)}};
 }
 
+hive::SyncStatus SyncStatusEntry(const std::string& name, int64_t generation,
+                                 hive::SyncResult result) {
+  hive::SyncStatus e;
+  e.name = name;
+  e.observed_generation = generation;
+  e.result = result;
+  return e;
+}
+
 Json SucceededCondition(const std::string& time) {
   return {{"type", "Failed"},
           {"status", "False"},

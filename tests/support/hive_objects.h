@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/hive/types.h"
 #include "common/json.h"
 #include "common/kube/client.h"
 
@@ -18,6 +19,10 @@ Json RunningClusterStatus(Json conditions = Json::array());
 // The Failed condition of a ClusterSync whose sets all succeeded, as Hive writes it, its times
 // `time`.
 Json SucceededCondition(const std::string& time);
+
+// A ClusterSync's status entry of set `name`: its observedGeneration and result.
+hive::SyncStatus SyncStatusEntry(const std::string& name, int64_t generation,
+                                 hive::SyncResult result = hive::SyncResult::kSuccess);
 
 // Writes RunningClusterStatus() through the ClusterDeployment's status subresource (REQUIREs it).
 void MarkClusterRunning(kube::Client& hub, const std::string& ns, const std::string& name);

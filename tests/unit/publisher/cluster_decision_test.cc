@@ -7,6 +7,7 @@
 #include "common/hive/status_rules.h"
 #include "common/time_format.h"
 #include "tests/fakes/common/fake_clock.h"
+#include "tests/support/hive_objects.h"
 
 using namespace syncbus;
 using namespace syncbus::hive;
@@ -17,14 +18,6 @@ using namespace std::chrono_literals;
 namespace cluster_decision_test {
 
 const std::string kKey = "c1/c1";
-
-SyncStatus Entry(const std::string& name, int64_t gen, SyncResult r = SyncResult::kSuccess) {
-  SyncStatus e;
-  e.name = name;
-  e.observed_generation = gen;
-  e.result = r;
-  return e;
-}
 
 // One cluster with SyncSet "a" applying to it, and what the decision needs around it.
 struct Cluster {
@@ -46,7 +39,7 @@ struct Cluster {
     view.desired.cluster_key = kKey;
     view.desired.sets = {{SetKind::kSyncSet, "a", desired_gen}};
     view.desired.revision = "rev-" + std::to_string(desired_gen);
-    status.status.sync_sets = {Entry("a", status_gen, result)};
+    status.status.sync_sets = {testing::SyncStatusEntry("a", status_gen, result)};
     status.status.conditions = {ExpectedFailedCondition(status.status)};
     view.status = &status;
     lease.renew_time = FormatRfc3339(clock.WallNow());
@@ -213,7 +206,7 @@ TEST_CASE(
   Cluster c(2, 1);
   c.Outstanding(2, 1min, amqp::Lane::kChange);
   CHECK_FALSE(RequestProcessed(c.outstanding, c.view));
-  c.status.status.sync_sets = {Entry("a", 2)};
+  c.status.status.sync_sets = {testing::SyncStatusEntry("a", 2)};
   CHECK(RequestProcessed(c.outstanding, c.view));
   c.outstanding.full_reapply = true;
   c.outstanding.published_wall = c.clock.WallNow() + 2s;

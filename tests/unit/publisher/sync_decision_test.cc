@@ -5,6 +5,7 @@
 #include "common/hive/status_rules.h"
 #include "common/time_format.h"
 #include "tests/fakes/common/fake_clock.h"
+#include "tests/support/hive_objects.h"
 
 using namespace syncbus;
 using namespace syncbus::hive;
@@ -30,14 +31,6 @@ ClusterSync StatusWith(std::vector<SyncStatus> ss, std::vector<SyncStatus> sss =
   return cs;
 }
 
-SyncStatus Entry(const std::string& name, int64_t gen, SyncResult r = SyncResult::kSuccess) {
-  SyncStatus e;
-  e.name = name;
-  e.observed_generation = gen;
-  e.result = r;
-  return e;
-}
-
 ClusterSyncLease Lease(WallTime t) {
   ClusterSyncLease l;
   l.renew_time = FormatRfc3339(t);
@@ -53,18 +46,20 @@ TEST_CASE("decision: missing, changed, removed, failed, in sync") {
   auto d = Desired({{SetKind::kSyncSet, "a", 2}, {SetKind::kSelectorSyncSet, "b", 1}});
   CHECK(DecideSync(d, nullptr, &lease, clock.WallNow(), policy).reason ==
         SyncReason::kMissingStatus);
-  auto missing = StatusWith({Entry("a", 2)});
+  auto missing = StatusWith({testing::SyncStatusEntry("a", 2)});
   CHECK(DecideSync(d, &missing, &lease, clock.WallNow(), policy).reason ==
         SyncReason::kMissingStatus);
-  auto old = StatusWith({Entry("a", 1)}, {Entry("b", 1)});
+  auto old = StatusWith({testing::SyncStatusEntry("a", 1)}, {testing::SyncStatusEntry("b", 1)});
   CHECK(DecideSync(d, &old, &lease, clock.WallNow(), policy).kind == NeedKind::kChange);
   CHECK(DecideSync(d, &old, &lease, clock.WallNow(), policy).reason ==
         SyncReason::kGenerationChanged);
-  auto extra = StatusWith({Entry("a", 2), Entry("gone", 1)}, {Entry("b", 1)});
+  auto extra = StatusWith({testing::SyncStatusEntry("a", 2), testing::SyncStatusEntry("gone", 1)},
+                          {testing::SyncStatusEntry("b", 1)});
   CHECK(DecideSync(d, &extra, &lease, clock.WallNow(), policy).reason == SyncReason::kSetRemoved);
-  auto failed = StatusWith({Entry("a", 2, SyncResult::kFailure)}, {Entry("b", 1)});
+  auto failed = StatusWith({testing::SyncStatusEntry("a", 2, SyncResult::kFailure)},
+                           {testing::SyncStatusEntry("b", 1)});
   CHECK(DecideSync(d, &failed, &lease, clock.WallNow(), policy).kind == NeedKind::kFailed);
-  auto good = StatusWith({Entry("a", 2)}, {Entry("b", 1)});
+  auto good = StatusWith({testing::SyncStatusEntry("a", 2)}, {testing::SyncStatusEntry("b", 1)});
   CHECK(DecideSync(d, &good, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
 }
 
@@ -89,7 +84,7 @@ TEST_CASE(
   ReapplyPolicy policy;
   auto lease = Lease(clock.WallNow());
   auto d = Desired({{SetKind::kSyncSet, "a", 1}});
-  auto good = StatusWith({Entry("a", 1)});
+  auto good = StatusWith({testing::SyncStatusEntry("a", 1)});
   CHECK(DecideSync(d, &good, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
   auto no_condition = good;
   no_condition.status.conditions.clear();
@@ -101,7 +96,7 @@ TEST_CASE(
         SyncReason::kStatusOutdated);
   // Installed, every set has first succeeded, no firstSuccessTime yet.
   d.installed = true;
-  auto first = StatusWith({Entry("a", 1)});
+  auto first = StatusWith({testing::SyncStatusEntry("a", 1)});
   first.status.sync_sets[0].first_success_time = "2020-01-01T00:00:00Z";
   first.status.conditions = {ExpectedFailedCondition(first.status)};
   CHECK(DecideSync(d, &first, &lease, clock.WallNow(), policy).reason ==
@@ -132,7 +127,7 @@ TEST_CASE("reapply: due after interval plus a jitter stable per cluster") {
 
   auto d = Desired({{SetKind::kSyncSet, "a", 1}});
   d.cluster_key = "ns/c1";
-  auto good = StatusWith({Entry("a", 1)});
+  auto good = StatusWith({testing::SyncStatusEntry("a", 1)});
   auto lease = Lease(clock.WallNow());
   CHECK(DecideSync(d, &good, nullptr, clock.WallNow(), policy).reason == SyncReason::kReapplyDue);
   CHECK(DecideSync(d, &good, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
@@ -149,10 +144,11 @@ TEST_CASE("reapply: due after interval plus a jitter stable per cluster") {
 
 TEST_CASE("snapshot processed when status reaches its generations") {
   auto snap = Desired({{SetKind::kSyncSet, "a", 2}});
-  auto before = StatusWith({Entry("a", 1)});
-  auto after = StatusWith({Entry("a", 2, SyncResult::kFailure)});
-  auto newer = StatusWith({Entry("a", 3)});
-  auto with_stale = StatusWith({Entry("a", 2), Entry("old", 1)});
+  auto before = StatusWith({testing::SyncStatusEntry("a", 1)});
+  auto after = StatusWith({testing::SyncStatusEntry("a", 2, SyncResult::kFailure)});
+  auto newer = StatusWith({testing::SyncStatusEntry("a", 3)});
+  auto with_stale =
+      StatusWith({testing::SyncStatusEntry("a", 2), testing::SyncStatusEntry("old", 1)});
   CHECK_FALSE(SnapshotProcessed(snap, nullptr));
   CHECK_FALSE(SnapshotProcessed(snap, &before));
   CHECK(SnapshotProcessed(snap, &after));
