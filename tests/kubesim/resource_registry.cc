@@ -19,7 +19,8 @@ void ResourceType::Finish() {
 
 namespace {
 
-std::string Key(const std::string& group, const std::string& version, const std::string& plural) {
+std::string RegistryKey(const std::string& group, const std::string& version,
+                        const std::string& plural) {
   return group + "/" + version + "/" + plural;
 }
 
@@ -128,7 +129,7 @@ Result<Json> LoadCrdFile(const std::string& path) {
 ResourceRegistry::ResourceRegistry() {
   group_order_.push_back("");
   for (const auto& t : BuiltinTypes()) {
-    types_[Key(t->group, t->version, t->plural)] = t;
+    types_[RegistryKey(t->group, t->version, t->plural)] = t;
     if (std::find(group_order_.begin(), group_order_.end(), t->group) == group_order_.end()) {
       group_order_.push_back(t->group);
     }
@@ -140,7 +141,7 @@ ResourceRegistry::ResourceRegistry() {
 TypePtr ResourceRegistry::Find(const std::string& group, const std::string& version,
                                const std::string& plural) const {
   std::shared_lock lock(mu_);
-  auto it = types_.find(Key(group, version, plural));
+  auto it = types_.find(RegistryKey(group, version, plural));
   return it == types_.end() ? nullptr : it->second;
 }
 
@@ -157,7 +158,7 @@ Outcome<std::vector<TypePtr>> ResourceRegistry::AddCrd(const Json& crd) {
     }
   }
   for (const auto& t : *types) {
-    types_[Key(t->group, t->version, t->plural)] = t;
+    types_[RegistryKey(t->group, t->version, t->plural)] = t;
     if (std::find(group_order_.begin(), group_order_.end(), t->group) == group_order_.end()) {
       group_order_.push_back(t->group);
     }

@@ -2,13 +2,17 @@
 // Hive CRDs), a whole Simulation, a recording WatchSink, and shorthands for requests and responses.
 #pragma once
 
+#include <chrono>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
 
+#include "common/http/transport.h"
 #include "common/json.h"
 #include "tests/fakes/common/fake_clock.h"
 #include "tests/kubesim/api_server.h"
@@ -26,6 +30,20 @@ inline std::vector<std::string> HiveCrds() {
           CrdPath("hive.openshift.io_selectorsyncsets.yaml"),
           CrdPath("hiveinternal.openshift.io_clustersyncs.yaml"),
           CrdPath("hiveinternal.openshift.io_clustersyncleases.yaml")};
+}
+
+// Sends `request` through `transport` and waits up to 10 s for its answer (REQUIREd);
+// `callback_thread`, when given, gets the thread the answer came on.
+inline Result<http::Response> SendAndWait(http::Transport& transport, http::Request request,
+                                          std::thread::id* callback_thread = nullptr) {
+  std::promise<Result<http::Response>> promise;
+  auto future = promise.get_future();
+  transport.Send(std::move(request), [&](Result<http::Response> r) {
+    if (callback_thread != nullptr) *callback_thread = std::this_thread::get_id();
+    promise.set_value(std::move(r));
+  });
+  REQUIRE(future.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  return future.get();
 }
 
 struct Fixture {

@@ -79,7 +79,7 @@ std::string AdminToken(ApiServer& hub, const std::string& cluster) {
   return config->bearer_token;
 }
 
-http::ServerRequest Get(const std::string& path, const std::string& token) {
+http::ServerRequest AuthorizedGet(const std::string& path, const std::string& token) {
   http::ServerRequest request;
   request.method = "GET";
   request.path = path;
@@ -138,30 +138,31 @@ TEST_CASE("With cluster credentials each target accepts its own token only") {
   CHECK(token0 != token1);
 
   const std::string path0 = "/clusters/cluster-0000/api/v1/namespaces";
-  CHECK(sim->Dispatch(Get(path0, token0)).kind == Plan::Kind::kApi);
+  CHECK(sim->Dispatch(AuthorizedGet(path0, token0)).kind == Plan::Kind::kApi);
   for (const std::string& wrong : {token1, std::string("hub-token"), std::string()}) {
     CAPTURE(wrong);
-    Plan refused = sim->Dispatch(Get(path0, wrong));
+    Plan refused = sim->Dispatch(AuthorizedGet(path0, wrong));
     CHECK(refused.kind == Plan::Kind::kRespond);
     CHECK(refused.response.status == 401);
     CHECK(Json::parse(refused.response.body)["reason"] == "Unauthorized");
   }
   // A token that only starts with the right one is refused too.
-  CHECK(sim->Dispatch(Get(path0, token0 + "0")).response.status == 401);
-  CHECK(sim->Dispatch(Get("/clusters/cluster-0001/api/v1/namespaces", token1)).kind ==
+  CHECK(sim->Dispatch(AuthorizedGet(path0, token0 + "0")).response.status == 401);
+  CHECK(sim->Dispatch(AuthorizedGet("/clusters/cluster-0001/api/v1/namespaces", token1)).kind ==
         Plan::Kind::kApi);
 
   // The hub keeps its own token.
-  CHECK(sim->Dispatch(Get("/api/v1/namespaces", "hub-token")).kind == Plan::Kind::kApi);
-  CHECK(sim->Dispatch(Get("/api/v1/namespaces", token0)).response.status == 401);
+  CHECK(sim->Dispatch(AuthorizedGet("/api/v1/namespaces", "hub-token")).kind == Plan::Kind::kApi);
+  CHECK(sim->Dispatch(AuthorizedGet("/api/v1/namespaces", token0)).response.status == 401);
 }
 
 TEST_CASE("With cluster credentials and no hub token only the targets require one") {
   auto sim = CredentialedFleet(1, "");
-  CHECK(sim->Dispatch(Get("/api/v1/namespaces", "")).kind == Plan::Kind::kApi);
-  CHECK(sim->Dispatch(Get("/clusters/cluster-0000/api/v1/namespaces", "")).response.status == 401);
+  CHECK(sim->Dispatch(AuthorizedGet("/api/v1/namespaces", "")).kind == Plan::Kind::kApi);
+  CHECK(sim->Dispatch(AuthorizedGet("/clusters/cluster-0000/api/v1/namespaces", ""))
+            .response.status == 401);
   std::string token = AdminToken(sim->hub(), "cluster-0000");
-  CHECK(sim->Dispatch(Get("/clusters/cluster-0000/api/v1/namespaces", token)).kind ==
+  CHECK(sim->Dispatch(AuthorizedGet("/clusters/cluster-0000/api/v1/namespaces", token)).kind ==
         Plan::Kind::kApi);
 }
 

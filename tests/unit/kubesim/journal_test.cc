@@ -104,6 +104,7 @@ struct Rig {
 using testing::Body;
 using testing::ConfigMap;
 using testing::Rv;
+using testing::SendAndWait;
 
 long long UnixMillis(const FakeClock& clock) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(clock.WallNow().time_since_epoch())
@@ -354,15 +355,6 @@ TEST_CASE("One object's journal lines follow its writes under concurrent writers
     CHECK(std::stoull(lines[i]["resourceVersion"].get<std::string>()) >
           std::stoull(lines[i - 1]["resourceVersion"].get<std::string>()));
   }
-}
-
-Result<http::Response> SendAndWait(http::Transport& transport, http::Request request) {
-  std::promise<Result<http::Response>> promise;
-  auto future = promise.get_future();
-  transport.Send(std::move(request),
-                 [&](Result<http::Response> r) { promise.set_value(std::move(r)); });
-  REQUIRE(future.wait_for(10s) == std::future_status::ready);
-  return future.get();
 }
 
 TEST_CASE("SimServer journals requests over HTTP, flushes on request and on Stop [concurrent]") {

@@ -686,17 +686,7 @@ std::unique_ptr<Simulation> GeneratedSimulation(FleetSpec fleet) {
   return sim;
 }
 
-Result<http::Response> SendAndWait(http::Transport& transport, http::Request request,
-                                   std::thread::id* callback_thread = nullptr) {
-  std::promise<Result<http::Response>> promise;
-  auto future = promise.get_future();
-  transport.Send(std::move(request), [&](Result<http::Response> r) {
-    if (callback_thread != nullptr) *callback_thread = std::this_thread::get_id();
-    promise.set_value(std::move(r));
-  });
-  REQUIRE(future.wait_for(kDeadline) == std::future_status::ready);
-  return future.get();
-}
+using testing::SendAndWait;
 
 http::Request Request(std::string url, std::string method = "GET") {
   http::Request r;
