@@ -177,12 +177,15 @@ int RunStatus(const StatusOptions& options) {
   }
   auto progress = ReadProgress(hub, options.ns);
   if (!progress.ok()) return Fail(progress.status().message());
-  std::map<std::string, uint32_t> depths = QueueDepths(**broker, *config);
   auto trace = ReadWindow(**broker, "", options.since, now);
   if (!trace.ok()) return Fail(trace.status().message());
   auto parked = ParkedLetters(**broker, "");
   if (!parked.ok())
     return Fail(parked.status().Annotate("reading the dead-letter index").message());
+  // The depths last: a consumer traces a request parked or retried only once its copy is
+  // confirmed in its queue, so every copy the trace shows is counted (read first, a park between
+  // the two reads showed the request parked beside an empty dead-letter queue).
+  std::map<std::string, uint32_t> depths = QueueDepths(**broker, *config);
   FleetStatus status = ComputeFleetStatus(*progress, trace->events, parked->matched);
   status.queues = std::move(depths);
   status.trace_since = now - options.since;

@@ -73,6 +73,10 @@ struct Rig {
       }
       mirrored = std::make_unique<MirrorHubReader>(mirror, *direct, max_wait, registry);
       reader = mirrored.get();
+      // Every collection listed, as a consumer waits for before it consumes: a list still to come
+      // would be counted among the requests of a sync (the Leases', which no sync waits for).
+      REQUIRE(
+          syncbus::testing::WaitFor([this] { return mirror.synced(); }, std::chrono::seconds(10)));
       // Sees the fleet as generated: a publisher's view at the current version.
       auto sets = hub->List(kube::Collection(res::kSyncSets), {});
       REQUIRE(sets.ok());
