@@ -181,7 +181,8 @@ class PublisherApp::Election {
   Election(kube::Client& hub, const LeaderElectionConfig& config, const std::string& identity,
            Clock& clock, const std::atomic<bool>& stop,
            std::function<void(bool leading, std::string problem)> observe)
-      : elector_(hub, config, identity, clock), thread_([this, &stop, observe] {
+      : elector_(hub, config, identity, clock),
+        thread_([this, &stop, observe = std::move(observe)] {
           while (!stop.load()) {
             bool leading = elector_.Tick();
             observe(leading, elector_.problem());
