@@ -59,8 +59,8 @@ DeliveryOptions DeliveryOptionsOf(const Config& config, HubReader& reader) {
 }
 
 // The hub state the syncs read: from a mirror fed by one reflector per collection, or, with the
-// mirror disabled, from the hub directly. Not thread-safe; Stop() (or the destructor) stops the
-// reflectors.
+// mirror disabled, from the hub directly. Not thread-safe; Stop() (or each reflector's
+// destructor, members last to first) stops the reflectors before the mirror goes.
 class HubView {
  public:
   HubView(const Config& config, kube::Client& hub, Clock& clock, prometheus::Registry& registry)
@@ -93,9 +93,6 @@ class HubView {
     mirrored_ =
         std::make_unique<MirrorHubReader>(mirror_, direct_, c.hub_mirror.max_wait, registry);
   }
-  HubView(const HubView&) = delete;
-  HubView& operator=(const HubView&) = delete;
-  ~HubView() { Stop(); }
 
   // Waits for the mirror's first lists (at once without a mirror); false when stopped first.
   bool WaitSynced(const std::atomic<bool>& stop) {

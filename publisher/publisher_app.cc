@@ -72,7 +72,7 @@ class ReflectorMetrics {
 };
 
 // The hub's collections the publisher mirrors into its cache, a reflector each, with their
-// metrics. Not thread-safe; Stop() (or the destructor) stops the reflectors.
+// metrics. Not thread-safe; Stop() (or each reflector's destructor) stops the reflectors.
 class HubWatch {
  public:
   HubWatch(const PublisherConfig& config, HubCache& cache, kube::Client& hub, Clock& clock,
@@ -109,9 +109,6 @@ class HubWatch {
       metrics_.emplace_back(registry, *reflectors_.back(), w.resource.resource);
     }
   }
-  HubWatch(const HubWatch&) = delete;
-  HubWatch& operator=(const HubWatch&) = delete;
-  ~HubWatch() { Stop(); }
 
   void UpdateMetrics() {
     for (auto& m : metrics_) m.Update();
