@@ -164,6 +164,19 @@ def fleet_jobs(args):
     return namespaces, objects
 
 
+# What Hive's controllers leave on a running cluster's ClusterDeployment status: without a False
+# Unreachable condition Hive's skip rules (and the publisher's) skip the cluster.
+REACHABLE = {"status": {"conditions": [{
+    "type": "Unreachable", "status": "False", "reason": "ClusterReachable", "message": "cluster is reachable",
+    "lastTransitionTime": "2024-01-01T00:00:00Z", "lastProbeTime": "2024-01-01T00:00:00Z"}]}}
+
+
+def status_jobs(args):
+    """The status writes that make every cluster reachable, as Hive's unreachable controller does."""
+    return [("PATCH", f"{HIVE}/namespaces/c-{i:05d}/clusterdeployments/c-{i:05d}/status", REACHABLE,
+             "application/merge-patch+json") for i in range(args.clusters)]
+
+
 class HubMetrics:
     """The hub's Secret traffic counters, summed over every series."""
 
@@ -230,6 +243,7 @@ def run(args):
         started = time.monotonic()
         run_parallel(kubeconfig, namespaces, args.threads)
         run_parallel(kubeconfig, objects, args.threads)
+        run_parallel(kubeconfig, status_jobs(args), args.threads)
         note(f"fleet written in {time.monotonic() - started:.0f} s: {args.clusters} clusters, "
              f"{len(secrets)} Secrets holding {secret_bytes / 2**20:.0f} MiB")
 
