@@ -147,10 +147,12 @@ struct CommandLine {
     dlq_cmd->require_subcommand(1);
     auto* dlq_list = dlq_cmd->add_subcommand(
         "list",
-        "show parked messages (cluster, reason, attempts, first failure, age, last error) from the "
-        "dead-letter index, without touching the queue");
+        "show parked messages, one row per cluster and reason with its copies counted (-o wide: "
+        "every copy), from the dead-letter index, without touching the queue");
     dlq_replay = dlq_cmd->add_subcommand(
-        "replay", "republish matching messages to the work exchange with attempts reset");
+        "replay",
+        "republish matching messages to the work exchange with attempts reset, each cluster's "
+        "newest copy once (the older copies are removed)");
     dlq_purge =
         dlq_cmd->add_subcommand("purge", "delete matching messages (asks first unless --yes)");
     for (auto* sub : {dlq_list, dlq_replay, dlq_purge}) {
