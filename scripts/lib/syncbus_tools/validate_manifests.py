@@ -865,6 +865,24 @@ def check_alert_rules(documents, report):
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
+def check_alert_table(documents, report):
+    """docs/operations.md's table of alerts ("Dashboard and alerts") lists exactly the alerts of
+    syncbus's own PrometheusRules (syncbus, syncbus-rabbitmq)."""
+    shipped = {rule["alert"] for doc in documents if doc.is_a("monitoring.coreos.com", "PrometheusRule")
+               and doc.name in ("syncbus", "syncbus-rabbitmq")
+               for group in doc.spec.get("groups") or [] for rule in group.get("rules") or []
+               if "alert" in rule}
+    if not shipped:
+        return
+    text = (REPO / "docs" / "operations.md").read_text()
+    listed = set(re.findall(r"^\| `(Syncbus\w+)` \|", text, re.M))
+    for alert in sorted(shipped - listed):
+        report.error("docs/operations.md", f"the table of alerts lacks {alert}, which alerts.yaml has")
+    for alert in sorted(listed - shipped):
+        report.error("docs/operations.md", f"the table of alerts lists {alert}, which alerts.yaml "
+                                           "does not have")
+
+
 def check_doc_links(report):
     """Links between the repository's Markdown files (README.md, SECURITY.md, docs/, deploy/)
     reach a file, and the heading their #anchor names."""
@@ -1355,6 +1373,7 @@ def check_all(args, schemas, documents, kustomizations, dashboards, report):
     check_monitoring_and_scaling(documents, report)
     check_autoscaler_choice(documents, kustomizations, report)
     check_alert_rules(documents, report)
+    check_alert_table(documents, report)
     check_dashboards(dashboards, documents, report)
     check_topology_references(documents, report)
     if not args.no_repository_checks:
