@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -21,6 +22,17 @@ constexpr char kKubeconfigHelp[] =
 // Options whose value is a file name: completion leaves those to the shell.
 const std::vector<std::string> kFileOptions = {"-c", "--config", "--kubeconfig"};
 const std::vector<std::string> kShells = {"bash", "zsh"};
+// The config file of the commands that talk to the broker when -c is not given (the Deployments
+// set it in the daemons' pods, where the file is mounted).
+constexpr char kConfigEnv[] = "SYNCBUS_CONFIG";
+constexpr char kConfigHelp[] = "syncbus YAML config (default: $SYNCBUS_CONFIG)";
+
+// -c, else $SYNCBUS_CONFIG, else "".
+std::string ConfigFile(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  const char* env = std::getenv(kConfigEnv);
+  return env != nullptr ? env : "";
+}
 
 // -o/--output and the deprecated --json of one read command.
 struct OutputFlag {
@@ -83,7 +95,8 @@ struct CommandLine {
         "wait", "wait until every cluster has its current SyncSets applied (a barrier)");
     wait_cmd->add_option("--kubeconfig", wait.kubeconfig, kKubeconfigHelp);
     wait_cmd->add_option("--context", wait.context, "kubeconfig context");
-    wait_cmd->add_option("-c,--config", wait.config_file, "syncbus YAML config");
+    wait_cmd->add_option("-c,--config", wait.config_file,
+                         std::string(kConfigHelp) + "; only its hub section is read");
     wait_cmd->add_option("-n,--namespace", wait.ns, "only clusters in this namespace");
     wait_cmd->add_option("--timeout", wait_timeout, "give up after this long (e.g. 90s, 10m)");
     wait_cmd->add_option("--interval", wait_interval, "poll interval");
@@ -101,7 +114,7 @@ struct CommandLine {
     status_cmd->add_option("--kubeconfig", status.kubeconfig, kKubeconfigHelp);
     status_cmd->add_option("--context", status.context, "kubeconfig context");
     status_cmd->add_option("-c,--config", status.config_file,
-                           "syncbus YAML config (hub and amqp sections)");
+                           std::string(kConfigHelp) + "; its hub and amqp sections");
     status_cmd->add_option("-n,--namespace", status.ns, "only clusters in this namespace");
     status_cmd->add_option("--since", status_since,
                            "trace window to locate requests in (e.g. 30m, 6h)");
@@ -116,7 +129,7 @@ struct CommandLine {
         "--all", trace.all,
         "every cluster's events instead (default output: one JSON object per line)");
     trace_cmd->add_option("-c,--config", trace.config_file,
-                          "syncbus YAML config (its amqp section)");
+                          std::string(kConfigHelp) + "; its amqp section");
     trace_cmd->add_option("--since", trace_since,
                           "how far back to read the trace stream (e.g. 30m, 6h)");
     trace_cmd->add_flag("-f,--follow", trace.follow, "keep printing new steps until interrupted");
@@ -125,7 +138,7 @@ struct CommandLine {
     topology_cmd =
         app.add_subcommand("topology", "print the broker topology as importable definitions");
     topology_cmd->add_option("-c,--config", topology_config,
-                             "syncbus YAML config (retry tiers, limits)");
+                             std::string(kConfigHelp) + "; its retry tiers and limits");
     topology_cmd->add_option("--vhost", vhost, "vhost to put in the definitions");
     topology_output.AddTo(topology_cmd, "json", "default json, for rabbitmqctl import_definitions");
 
@@ -134,15 +147,17 @@ struct CommandLine {
     dlq_cmd->require_subcommand(1);
     auto* dlq_list = dlq_cmd->add_subcommand(
         "list",
-        "show parked messages (cluster, reason, attempts, first failure, age, last error) from the "
-        "dead-letter index, without touching the queue");
+        "show parked messages, one row per cluster and reason with its copies counted (-o wide: "
+        "every copy), from the dead-letter index, without touching the queue");
     dlq_replay = dlq_cmd->add_subcommand(
-        "replay", "republish matching messages to the work exchange with attempts reset");
+        "replay",
+        "republish matching messages to the work exchange with attempts reset, each cluster's "
+        "newest copy once (the older copies are removed)");
     dlq_purge =
         dlq_cmd->add_subcommand("purge", "delete matching messages (asks first unless --yes)");
     for (auto* sub : {dlq_list, dlq_replay, dlq_purge}) {
-      sub->add_option("-c,--config", dlq.config_file, "syncbus YAML config (its amqp section)")
-          ->required();
+      sub->add_option("-c,--config", dlq.config_file,
+                      std::string(kConfigHelp) + "; its amqp section");
       sub->add_option("--cluster", dlq.filter.cluster,
                       "only this cluster: ns/name, or a name in any namespace");
       sub->add_option("--reason", dlq.filter.reason,
@@ -165,9 +180,8 @@ struct CommandLine {
         "reindex",
         "rebuild the dead-letter index from the queue (messages parked before it existed; run it "
         "while no replay or purge runs)");
-    dlq_reindex
-        ->add_option("-c,--config", dlq.config_file, "syncbus YAML config (its amqp section)")
-        ->required();
+    dlq_reindex->add_option("-c,--config", dlq.config_file,
+                            std::string(kConfigHelp) + "; its amqp section");
     dlq_reindex->add_flag("-q,--quiet", dlq.quiet, "no progress lines");
 
     completion_cmd = app.add_subcommand(
@@ -191,6 +205,18 @@ struct CommandLine {
       std::cout << CompletionScript(
           shell, app.get_name() == "kubectl syncbus" ? "kubectl-syncbus" : "syncbusctl");
       return 0;
+    }
+    // -c, else $SYNCBUS_CONFIG: optional where only the hub is read or the defaults do.
+    wait.config_file = ConfigFile(wait.config_file);
+    topology_config = ConfigFile(topology_config);
+    for (std::string* file : {&status.config_file, &trace.config_file, &dlq.config_file}) {
+      *file = ConfigFile(*file);
+    }
+    if ((status_cmd->parsed() && status.config_file.empty()) ||
+        (trace_cmd->parsed() && trace.config_file.empty()) ||
+        (dlq_cmd->parsed() && dlq.config_file.empty())) {
+      return Usage(std::string("no broker address: pass -c CONFIG or set ") + kConfigEnv +
+                   " (the file's amqp section says where the broker is and how to log in)");
     }
     if (status_cmd->parsed() || trace_cmd->parsed()) {
       auto since = ParseDuration(status_cmd->parsed() ? status_since : trace_since);

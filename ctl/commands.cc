@@ -4,6 +4,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <string_view>
 #include <thread>
 
@@ -258,8 +259,20 @@ int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock
     if (listing) {
       PrintLetters(listed->matched, options.output, clock.WallNow(), out);
       if (options.dry_run) {
-        err << "dlq " << Verb(options.action) << ": would have " << done << " " << n << " of " << n
-            << " matching (of " << listed->listed << " parked)" << std::endl;
+        // A replay runs each cluster's request once (see ScanDeadLetters).
+        size_t acted = n;
+        if (options.action == DlqAction::kReplay) {
+          std::set<std::string> keys;
+          acted = 0;
+          for (const DeadLetter& d : listed->matched) {
+            if (d.ReplayKey().empty() || keys.insert(d.ReplayKey()).second) ++acted;
+          }
+        }
+        err << "dlq " << Verb(options.action) << ": would have " << done << " " << acted << " of "
+            << n << " matching (of " << listed->listed << " parked)";
+        if (acted < n)
+          err << " and removed " << n - acted << " older copies of the same clusters' requests";
+        err << std::endl;
       }
       return 0;
     }
@@ -300,7 +313,10 @@ int RunDlq(const DlqOptions& options, amqp::Session& session, const Clock& clock
   }
   const DlqProgress& p = result->progress;
   err << "dlq " << Verb(options.action) << ": " << done << " " << p.done << " of " << p.matched
-      << " matching (scanned " << p.scanned << " of " << p.total << ")" << std::endl;
+      << " matching";
+  if (p.coalesced > 0)
+    err << " and removed " << p.coalesced << " older copies of the same clusters' requests";
+  err << " (scanned " << p.scanned << " of " << p.total << ")" << std::endl;
   if (!result->error.ok()) {
     err << "syncbusctl: stopped early: " << result->error.message() << std::endl;
     return 1;

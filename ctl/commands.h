@@ -15,8 +15,8 @@
 
 namespace syncbus::ctl {
 
-// The config file of -c (all defaults when `path` is empty), read as the daemons read it; the
-// keys it ignored are printed on stderr as warnings.
+// The config file of -c or $SYNCBUS_CONFIG (cli.cc picks; all defaults when `path` is empty),
+// read as the daemons read it; the keys it ignored are printed on stderr as warnings.
 Result<Config> LoadOptionalConfig(const std::string& path);
 
 struct WaitOptions {

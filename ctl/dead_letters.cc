@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "common/amqp/field_table.h"
 #include "common/bus/headers.h"
@@ -119,8 +121,29 @@ DeadLetter DescribeDeadLetter(const amqp::Delivery& delivery) {
     d.by_broker = !d.reason.empty();
   }
   if (d.reason.empty()) d.reason = "unknown";
+  if (request.ok()) d.full_reapply = request->full_reapply;
   d.message = delivery.message;
   return d;
+}
+
+std::string DeadLetter::ReplayKey() const {
+  if (cluster.empty()) return "";
+  return cluster + " " + lane + (full_reapply ? " full" : "");
+}
+
+std::vector<DeadLetterGroup> GroupDeadLetters(const std::vector<DeadLetter>& letters) {
+  std::vector<DeadLetterGroup> groups;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  for (const DeadLetter& letter : letters) {
+    if (letter.cluster.empty()) {
+      groups.push_back({"", letter.reason, {&letter}});
+      continue;
+    }
+    auto [it, added] = index.emplace(std::pair{letter.cluster, letter.reason}, groups.size());
+    if (added) groups.push_back({letter.cluster, letter.reason, {}});
+    groups[it->second].copies.push_back(&letter);
+  }
+  return groups;
 }
 
 bool DeadLetterFilter::Matches(const DeadLetter& letter, WallTime now) const {
@@ -219,6 +242,44 @@ std::optional<amqp::Delivery> TakeParked(amqp::Session& session, DlqResult& resu
   return std::move(**got);
 }
 
+// Publishes the replay of `delivery` (at most options.rate_per_second) and records it in the
+// trace; an error when the broker did not confirm it.
+Status Replay(amqp::Session& session, const DlqScanOptions& options, const Clock& clock,
+              const amqp::Delivery& delivery, const DeadLetter& letter, bool& published_before,
+              std::chrono::milliseconds pause) {
+  if (published_before && pause.count() > 0) {
+    if (options.sleep)
+      options.sleep(pause);
+    else
+      std::this_thread::sleep_for(pause);
+  }
+  published_before = true;
+  amqp::Publication replay = ReplayPublication(delivery);
+  const WallTime replay_at = clock.WallNow();  // before a consumer can record its delivery
+  Status published = session.Publish(replay, options.confirm_timeout);
+  if (!published.ok()) return published.Annotate("replaying " + letter.cluster);
+  if (options.trace_replays)
+    RecordReplay(session, letter, replay, replay_at, options.confirm_timeout);
+  return Status::Ok();
+}
+
+// Acks the dead copy (it leaves the queue) and records the removal in the index.
+Status Remove(amqp::Session& session, const DlqScanOptions& options, const amqp::Delivery& delivery,
+              const DeadLetter& letter) {
+  Status acked = session.Ack(delivery.delivery_tag);
+  if (!acked.ok()) return acked.Annotate("removing the dead copy of " + letter.cluster);
+  if (!options.record_removals) return Status::Ok();
+  const char* by = options.action == DlqAction::kReplay ? "replay" : "purge";
+  if (Status recorded = RecordRemoval(session, delivery.message, by, options.confirm_timeout);
+      !recorded.ok()) {
+    // The copy is gone from the queue; the index still lists it until it is rebuilt.
+    return recorded.Annotate(letter.cluster +
+                             " left the dead-letter queue, but the index still lists it "
+                             "(`syncbusctl dlq reindex` rebuilds it)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& options,
@@ -232,6 +293,13 @@ Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& 
   DlqResult result;
   result.progress.total = info->messages;
   std::vector<uint64_t> keep;  // unacked until the end, then requeued in order
+  // Replay: the newest matching copy of each key, unacked until the end of the pass.
+  struct Held {
+    amqp::Delivery delivery;
+    DeadLetter letter;
+  };
+  std::map<std::string, Held> newest;
+  std::vector<std::string> held_order;  // keys in the order they were first met
   bool published_before = false;
   auto pause =
       options.rate_per_second > 0
@@ -255,42 +323,58 @@ Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& 
     result.matched.push_back(letter);
     ++result.progress.matched;
     if (options.action == DlqAction::kReplay) {
-      if (published_before && pause.count() > 0) {
-        if (options.sleep)
-          options.sleep(pause);
-        else
-          std::this_thread::sleep_for(pause);
+      const std::string key = letter.ReplayKey();
+      if (!key.empty()) {
+        auto it = newest.find(key);
+        if (it == newest.end()) {
+          held_order.push_back(key);
+          newest.emplace(key, Held{delivery, letter});
+        } else {
+          // A newer copy of the same sync: the older one goes, the newer one is held.
+          Held older = std::exchange(it->second, Held{delivery, letter});
+          if (Status s = Remove(session, options, older.delivery, older.letter); !s.ok()) {
+            result.error = s;
+            break;
+          }
+          ++result.progress.coalesced;
+        }
+        if (options.progress) options.progress(result.progress);
+        continue;
       }
-      published_before = true;
-      amqp::Publication replay = ReplayPublication(delivery);
-      const WallTime replay_at = clock.WallNow();  // before a consumer can record its delivery
-      Status published = session.Publish(replay, options.confirm_timeout);
-      if (!published.ok()) {
-        // Not confirmed: the dead copy stays (requeued below).
-        keep.push_back(delivery.delivery_tag);
-        result.error = published.Annotate("replaying " + letter.cluster);
+      if (Status s = Replay(session, options, clock, delivery, letter, published_before, pause);
+          !s.ok()) {
+        keep.push_back(delivery.delivery_tag);  // not confirmed: the dead copy stays
+        result.error = s;
         break;
       }
-      if (options.trace_replays)
-        RecordReplay(session, letter, replay, replay_at, options.confirm_timeout);
     }
-    Status acked = session.Ack(delivery.delivery_tag);
-    if (!acked.ok()) {
-      result.error = acked.Annotate("removing the dead copy of " + letter.cluster);
+    if (Status s = Remove(session, options, delivery, letter); !s.ok()) {
+      result.error = s;
       break;
     }
     ++result.progress.done;
-    if (options.record_removals) {
-      const char* by = options.action == DlqAction::kReplay ? "replay" : "purge";
-      if (Status recorded = RecordRemoval(session, delivery.message, by, options.confirm_timeout);
-          !recorded.ok()) {
-        // The copy is gone from the queue; the index still lists it until it is rebuilt.
-        result.error = recorded.Annotate(letter.cluster +
-                                         " left the dead-letter queue, but the index still lists "
-                                         "it (`syncbusctl dlq reindex` rebuilds it)");
-        break;
-      }
+    if (options.progress) options.progress(result.progress);
+  }
+  // The held copies, each the newest of its cluster and lane: replayed now, in the order their
+  // clusters were met (after a broker error, kept parked).
+  for (const std::string& key : held_order) {
+    const Held& held = newest.at(key);
+    if (!result.error.ok()) {
+      keep.push_back(held.delivery.delivery_tag);
+      continue;
     }
+    if (Status s =
+            Replay(session, options, clock, held.delivery, held.letter, published_before, pause);
+        !s.ok()) {
+      keep.push_back(held.delivery.delivery_tag);
+      result.error = s;
+      continue;
+    }
+    if (Status s = Remove(session, options, held.delivery, held.letter); !s.ok()) {
+      result.error = s;
+      continue;
+    }
+    ++result.progress.done;
     if (options.progress) options.progress(result.progress);
   }
   for (uint64_t tag : keep) {
@@ -342,20 +426,70 @@ Result<DlqResult> ReindexDeadLetters(amqp::Session& session,
   return result;
 }
 
+namespace {
+
+// "parked: 5 copies of 2 clusters (max-attempts: 2 clusters, 4 copies; undecodable: 1 copy)".
+std::string ParkedSummary(const std::vector<DeadLetter>& letters,
+                          const std::vector<DeadLetterGroup>& groups) {
+  auto count = [](size_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  std::map<std::string, std::pair<size_t, size_t>> by_reason;  // clusters, copies
+  size_t clusters = 0;
+  for (const DeadLetterGroup& g : groups) {
+    auto& [reason_clusters, reason_copies] = by_reason[g.reason];
+    if (!g.cluster.empty()) {
+      ++reason_clusters;
+      ++clusters;
+    }
+    reason_copies += g.copies.size();
+  }
+  std::string out = "parked: " + count(letters.size(), "copy", "copies") + " of " +
+                    count(clusters, "cluster", "clusters");
+  std::string separator = " (";
+  for (const auto& [reason, counts] : by_reason) {
+    out += separator + reason + ": ";
+    if (counts.first > 0) out += count(counts.first, "cluster", "clusters") + ", ";
+    out += count(counts.second, "copy", "copies");
+    separator = "; ";
+  }
+  if (!by_reason.empty()) out += ")";
+  return out + "\n";
+}
+
+}  // namespace
+
 std::string FormatDeadLetterTable(const std::vector<DeadLetter>& letters, WallTime now, bool wide) {
-  std::vector<std::vector<std::string>> rows = {
-      {"CLUSTER", "LANE", "REASON", "ATTEMPTS", "FIRST-FAILURE", "AGE", "LAST-ERROR"}};
-  if (wide) rows[0].insert(rows[0].begin() + 6, {"PARKED-AT", "MESSAGE-ID"});
-  for (const auto& d : letters) {
-    rows.push_back({d.cluster.empty() ? "-" : d.cluster, d.lane, d.reason,
-                    std::to_string(d.attempts), d.first_failure.empty() ? "-" : d.first_failure,
-                    DeadAge(d.dead_at, now), d.last_error.empty() ? "-" : d.last_error});
-    if (wide) {
-      rows.back().insert(rows.back().begin() + 6, {d.dead_at ? FormatRfc3339(*d.dead_at) : "-",
-                                                   d.message_id.empty() ? "-" : d.message_id});
+  auto text = [](const std::string& value) { return value.empty() ? "-" : value; };
+  const std::vector<DeadLetterGroup> groups = GroupDeadLetters(letters);
+  std::vector<std::vector<std::string>> rows;
+  if (wide) {
+    rows.push_back({"CLUSTER", "LANE", "REASON", "ATTEMPTS", "FIRST-FAILURE", "AGE", "PARKED-AT",
+                    "MESSAGE-ID", "LAST-ERROR"});
+    for (const auto& d : letters) {
+      rows.push_back({text(d.cluster), d.lane, d.reason, std::to_string(d.attempts),
+                      text(d.first_failure), DeadAge(d.dead_at, now),
+                      d.dead_at ? FormatRfc3339(*d.dead_at) : "-", text(d.message_id),
+                      text(d.last_error)});
+    }
+  } else {
+    rows.push_back({"CLUSTER", "REASON", "COPIES", "ATTEMPTS", "FIRST-FAILURE", "OLDEST", "NEWEST",
+                    "LAST-ERROR"});
+    for (const DeadLetterGroup& g : groups) {
+      std::string first_failure;
+      for (const DeadLetter* d : g.copies) {
+        if (!d->first_failure.empty() &&
+            (first_failure.empty() || d->first_failure < first_failure))
+          first_failure = d->first_failure;
+      }
+      const DeadLetter& newest = g.newest();
+      rows.push_back({text(g.cluster), g.reason, std::to_string(g.copies.size()),
+                      std::to_string(newest.attempts), text(first_failure),
+                      DeadAge(g.copies.front()->dead_at, now), DeadAge(newest.dead_at, now),
+                      text(newest.last_error)});
     }
   }
-  return FormatTable(rows);
+  return FormatTable(rows) + "\n" + ParkedSummary(letters, groups);
 }
 
 }  // namespace syncbus::ctl

@@ -5,9 +5,12 @@
 // exchange on the message's lane with its attempt history reset and acks the dead copy only after
 // the broker confirmed the new one, so an interrupted replay loses nothing (a re-run may replay a
 // trigger twice, which costs one cheap up-to-date check); each copy taken out is recorded in the
-// index. Messages not acted on are requeued (the queue's delivery limit is never reached, see
-// common/bus/topology.h). Reindex rebuilds the index from the queue. Pure functions plus the passes
-// over a caller-owned Session; thread-compatible.
+// index. A cluster that kept failing is parked once per episode (the publisher sends it again
+// after outstandingTimeout): a replay republishes one copy per cluster and lane, the newest, and
+// removes the older ones, since each is only a trigger of the same sync. Listings group the copies
+// by cluster and reason. Messages not acted on are requeued (the queue's delivery limit is never
+// reached, see common/bus/topology.h). Reindex rebuilds the index from the queue. Pure functions
+// plus the passes over a caller-owned Session; thread-compatible.
 #pragma once
 
 #include <chrono>
@@ -33,9 +36,14 @@ struct DeadLetter {
   std::string last_error;
   std::optional<WallTime> dead_at;
   std::string message_id;
-  bool by_broker = false;  // parked by the broker's own delivery limit (x-death), not by syncbus
-  int unsettled = 0;       // delivery_limit: deliveries that ended with the consumer gone
-  amqp::Message message;   // the parked copy, for --json
+  bool by_broker = false;     // parked by the broker's own delivery limit (x-death), not by syncbus
+  int unsettled = 0;          // delivery_limit: deliveries that ended with the consumer gone
+  bool full_reapply = false;  // the request's fullReapply
+  amqp::Message message;      // the parked copy, for --json
+
+  // The copies a replay runs once: cluster, lane and fullReapply; "" for a message without a
+  // cluster (undecodable), which is never merged with another.
+  std::string ReplayKey() const;
 
   // Age in seconds is null when the parking time is unknown; `with_message` adds the copy's
   // headers and body.
@@ -63,7 +71,8 @@ struct DlqProgress {
   size_t scanned = 0;  // messages looked at
   size_t total = 0;    // messages in the queue when the scan started (or seen, if more)
   size_t matched = 0;
-  size_t done = 0;  // replayed or purged
+  size_t done = 0;       // replayed or purged
+  size_t coalesced = 0;  // replay: older copies removed, their cluster's newest copy replayed
 };
 
 // A listing from the dead-letter index, and what the queue itself holds now.
@@ -105,7 +114,10 @@ struct DlqResult {
 };
 
 // One pass over the dead-letter queue, replaying or purging the matches: every message it holds
-// is seen once. Fails only when the queue cannot be inspected at all.
+// is seen once. A replay holds the newest matching copy of each ReplayKey unacked until the end of
+// the pass and replays it then; an older copy is removed as soon as a newer one is met (counted in
+// `coalesced`), so an interrupted pass leaves at least the newest copy parked. Fails only when the
+// queue cannot be inspected at all.
 Result<DlqResult> ScanDeadLetters(amqp::Session& session, const DlqScanOptions& options,
                                   const Clock& clock);
 
@@ -118,8 +130,21 @@ Result<DlqResult> ReindexDeadLetters(
     amqp::Session& session, std::chrono::milliseconds confirm_timeout,
     const std::function<void(const DlqProgress&)>& progress = nullptr);
 
-// The listing as an aligned text table (CLUSTER LANE REASON ATTEMPTS FIRST-FAILURE AGE
-// LAST-ERROR); wide adds PARKED-AT and MESSAGE-ID before LAST-ERROR.
+// The copies of one cluster parked for one reason (a message without a cluster is a group of
+// its own), in the order the first of each was parked.
+struct DeadLetterGroup {
+  std::string cluster;  // "" when the messages do not say
+  std::string reason;
+  std::vector<const DeadLetter*> copies;  // oldest first
+  const DeadLetter& newest() const { return *copies.back(); }
+};
+std::vector<DeadLetterGroup> GroupDeadLetters(const std::vector<DeadLetter>& letters);
+
+// The listing as an aligned text table, one row per cluster and reason (CLUSTER REASON COPIES
+// ATTEMPTS FIRST-FAILURE OLDEST NEWEST LAST-ERROR: the newest copy's attempts and error, the
+// earliest first failure, the ages of the oldest and the newest copy), then a line counting the
+// copies and clusters by reason. Wide lists every copy instead (CLUSTER LANE REASON ATTEMPTS
+// FIRST-FAILURE AGE PARKED-AT MESSAGE-ID LAST-ERROR), then the same line.
 std::string FormatDeadLetterTable(const std::vector<DeadLetter>& letters, WallTime now,
                                   bool wide = false);
 

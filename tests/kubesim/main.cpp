@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <sys/resource.h>
 
+#include "common/build_info.h"
 #include "common/log.h"
 #include "common/time_format.h"
 #include "tests/kubesim/sim_server.h"
@@ -65,6 +66,7 @@ void RaiseOpenFileLimit() {
 int main(int argc, char** argv) {
   using namespace syncbus;
   CLI::App cli{"syncbus-kubesim: a simulated Kubernetes hub with Hive CRDs and target clusters"};
+  cli.set_version_flag("--version", VersionText("syncbus-kubesim"));
   kubesim::SimServer::Options options;
   kubesim::Simulation::Options& sim = options.simulation;
   kubesim::FleetSpec& fleet = sim.fleet;

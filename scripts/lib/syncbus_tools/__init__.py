@@ -11,6 +11,7 @@ Modules:
   bench_publisher_real  scripts/bench-publisher --real-apiserver
   validate_manifests, kustomize
                         scripts/validate-manifests and its kustomize subset
+  release_manifests     scripts/release: the rendered manifests, the image pinned by digest
   docs_pictures         scripts/docs-pictures --screenshots
 
 Modules import each other as `syncbus_tools.X` and never change sys.path. The package is found

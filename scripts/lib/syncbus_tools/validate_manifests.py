@@ -304,6 +304,20 @@ def matches(selector, labels):
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
+def selector_matches(selector, labels):
+    """A LabelSelector (matchLabels and matchExpressions: In, NotIn, Exists, DoesNotExist)
+    against a pod's labels."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if (op == "In" and labels.get(key) not in values) or \
+                (op == "NotIn" and key in labels and labels[key] in values) or \
+                (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+            return False
+    return True
+
+
 def pod_template(doc):
     template = doc.spec.get("template")
     return template if isinstance(template, dict) else {}
@@ -389,8 +403,31 @@ def check_workloads(documents, report):
     for budget in documents:
         if budget.is_a("policy", "PodDisruptionBudget"):
             selector = (budget.spec.get("selector") or {}).get("matchLabels") or {}
-            if not pods_matching(budget.namespace, selector):
-                report.error(budget.where(), "spec.selector matches no Deployment's pods in the manifests")
+            if not any(ns == budget.namespace and matches(selector, labels)
+                       for ns, labels, _ in pods_of(documents)):
+                report.error(budget.where(), "spec.selector matches no pods of the manifests "
+                                             "(a Deployment's, or a RabbitmqCluster's nodes)")
+
+
+def check_broker_disruption_budgets(documents, report):
+    """Every RabbitmqCluster of more than one node has a PodDisruptionBudget over its nodes that
+    lets at most one be evicted at a time: the operator creates none, and a drain that evicts two
+    of three nodes takes the quorum queues' majority."""
+    budgets = [d for d in documents if d.is_a("policy", "PodDisruptionBudget")]
+    for cluster in documents:
+        if not cluster.is_a("rabbitmq.com", "RabbitmqCluster"):
+            continue
+        replicas = cluster.spec.get("replicas", 1)
+        if not isinstance(replicas, int) or replicas < 2:
+            continue
+        pods = operator_pod_labels(cluster)
+        covering = [b for b in budgets if b.namespace == cluster.namespace and
+                    matches((b.spec.get("selector") or {}).get("matchLabels") or {}, pods)]
+        if not any(b.spec.get("maxUnavailable") == 1 or b.spec.get("minAvailable") == replicas - 1
+                   for b in covering):
+            report.error(cluster.where(), f"no PodDisruptionBudget lets at most one of its {replicas} "
+                                          "nodes be evicted at a time (maxUnavailable: 1): a node "
+                                          "drain could take the quorum queues' majority")
 
 
 def check_rbac(documents, report):
@@ -411,6 +448,17 @@ def check_rbac(documents, report):
             if subject.get("kind") == "ServiceAccount" and key not in service_accounts:
                 report.error(binding.where(), f"subject ServiceAccount {subject.get('name')!r} "
                                               "is not in the manifests")
+
+
+def held_at_zero(deployment, scaler):
+    """A Deployment held at 0 replicas on purpose (components/standby): an HPA does not scale a
+    Deployment at 0, and KEDA leaves one alone while its ScaledObject is paused at 0."""
+    if deployment.spec.get("replicas") != 0:
+        return False
+    if scaler.is_a("autoscaling", "HorizontalPodAutoscaler"):
+        return True
+    annotations = (scaler.obj.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get("autoscaling.keda.sh/paused-replicas")) == "0"
 
 
 def check_monitoring_and_scaling(documents, report):
@@ -446,7 +494,7 @@ def check_monitoring_and_scaling(documents, report):
         if target.get("kind", "Deployment") != "Deployment" or deployment is None:
             report.error(scaler.where(), f"scaleTargetRef {target.get('name')!r}: no such Deployment "
                                          "in the manifests")
-        elif "replicas" in deployment.spec:
+        elif "replicas" in deployment.spec and not held_at_zero(deployment, scaler):
             report.error(deployment.where(), f"spec.replicas is set but {scaler.kind} "
                                              f"{scaler.name} owns this Deployment's replica count")
         if isinstance(low, int) and isinstance(high, int) and low > high:
@@ -777,12 +825,12 @@ def heading_anchors(markdown):
 
 def check_alert_rules(documents, report):
     """Every alerting rule names a runbook: annotation runbook_url, the anchor of a heading of a
-    Markdown file of this repository. In a build with the monitoring settings (ConfigMap
-    syncbus-monitoring) it is absolute: runbookBaseURL (standing for docs/) + path#anchor;
+    Markdown file of this repository. In a build with the settings (ConfigMap
+    syncbus-settings) it is absolute: runbookBaseURL (standing for docs/) + path#anchor;
     without them, a path in the repository (docs/operations.md#...)."""
     base = None
     for doc in documents:
-        if doc.is_a("", "ConfigMap") and doc.name == "syncbus-monitoring":
+        if doc.is_a("", "ConfigMap") and doc.name == "syncbus-settings":
             base = str((doc.obj.get("data") or {}).get("runbookBaseURL", "")).rstrip("/")
             if "://" not in base:
                 report.error(doc.where(), f"runbookBaseURL {base!r} is not an absolute URL")
@@ -815,6 +863,24 @@ def check_alert_rules(documents, report):
 
 
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def check_alert_table(documents, report):
+    """docs/operations.md's table of alerts ("Dashboard and alerts") lists exactly the alerts of
+    syncbus's own PrometheusRules (syncbus, syncbus-rabbitmq)."""
+    shipped = {rule["alert"] for doc in documents if doc.is_a("monitoring.coreos.com", "PrometheusRule")
+               and doc.name in ("syncbus", "syncbus-rabbitmq")
+               for group in doc.spec.get("groups") or [] for rule in group.get("rules") or []
+               if "alert" in rule}
+    if not shipped:
+        return
+    text = (REPO / "docs" / "operations.md").read_text()
+    listed = set(re.findall(r"^\| `(Syncbus\w+)` \|", text, re.M))
+    for alert in sorted(shipped - listed):
+        report.error("docs/operations.md", f"the table of alerts lacks {alert}, which alerts.yaml has")
+    for alert in sorted(listed - shipped):
+        report.error("docs/operations.md", f"the table of alerts lists {alert}, which alerts.yaml "
+                                           "does not have")
 
 
 def check_doc_links(report):
@@ -1003,8 +1069,10 @@ def check_network_policies(documents, report):
                                                    "policyTypes Ingress and Egress, no rules)")
 
     def selects_pods(namespace, selector):
-        labels = (selector or {}).get("matchLabels") or {}
-        return not labels or any(ns == namespace and matches(labels, pod) for ns, pod, _ in pods)
+        selector = selector or {}
+        if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+            return True
+        return any(ns == namespace and selector_matches(selector, pod) for ns, pod, _ in pods)
 
     for policy in policies:
         if not selects_pods(policy.namespace, policy.spec.get("podSelector")):
@@ -1300,10 +1368,12 @@ def check_all(args, schemas, documents, kustomizations, dashboards, report):
     check_duplicates(documents, report)
     check_kustomizations(kustomizations, report)
     check_workloads(documents, report)
+    check_broker_disruption_budgets(documents, report)
     check_rbac(documents, report)
     check_monitoring_and_scaling(documents, report)
     check_autoscaler_choice(documents, kustomizations, report)
     check_alert_rules(documents, report)
+    check_alert_table(documents, report)
     check_dashboards(dashboards, documents, report)
     check_topology_references(documents, report)
     if not args.no_repository_checks:

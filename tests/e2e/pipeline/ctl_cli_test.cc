@@ -180,7 +180,7 @@ TEST_CASE("every read command prints table, wide, json and yaml, and exits like 
       {"status", "-o", "xml"},        // unknown format
       {"status", "--since", "soon"},  // bad duration
       {"status", "a/b", "c/d"},       // extra argument
-      {"dlq", "list"},                // -c is required
+      {"dlq", "list"},                // no -c (nor $SYNCBUS_CONFIG)
       {"dlq"},                        // a subcommand is required
       {"dlq", "list", "-c", "x.yaml", "--limit", "many"},
       {"trace", "-c", sh.dir + "/syncbus.yaml"},  // neither a cluster nor --all
@@ -194,6 +194,29 @@ TEST_CASE("every read command prints table, wide, json and yaml, and exits like 
     CHECK_MESSAGE(r.code == 2, r.out << r.err);
     CHECK(!r.err.empty());
   }
+  // Without -c the config comes from $SYNCBUS_CONFIG (the daemons' pods set it); with neither,
+  // a command that needs the broker says what is missing.
+  const std::string ctl = BinaryDir() + "/ctl/syncbusctl";
+  for (const char* command : {"status", "trace", "dlq"}) {
+    std::vector<std::string> args = {"-u", "SYNCBUS_CONFIG", ctl, command};
+    if (std::string(command) == "dlq") args.push_back("list");
+    if (std::string(command) == "trace") args.push_back("--all");
+    Run r = sh.Exec("/usr/bin/env", args);
+    CAPTURE(command);
+    CHECK(r.code == 2);
+    CHECK_MESSAGE(
+        r.err.find("no broker address: pass -c CONFIG or set SYNCBUS_CONFIG") != std::string::npos,
+        r.err);
+  }
+  Run from_env = sh.Exec("/usr/bin/env", {"SYNCBUS_CONFIG=" + sh.dir + "/syncbus.yaml", ctl, "dlq",
+                                          "list", "-o", "json"});
+  CHECK_MESSAGE(from_env.code == 0, from_env.err);
+  CHECK(Json::parse(from_env.out) ==
+        Json::parse(sh.Ctl({"dlq", "list", "-c", sh.dir + "/syncbus.yaml", "-o", "json"}).out));
+  Run env_status = sh.Exec(
+      "/usr/bin/env", {"SYNCBUS_CONFIG=" + sh.dir + "/syncbus.yaml", ctl, "status", "-o", "yaml"});
+  CHECK_MESSAGE(env_status.code == 0, env_status.err);
+
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--help"}, {"--version"}, {"dlq", "purge", "--help"}}) {
     CAPTURE(args);

@@ -1,5 +1,6 @@
 #include "ctl/dead_letters.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include <doctest/doctest.h>
@@ -43,16 +44,41 @@ struct Dlq {
   }
   // Parks a request as the consumer would after its last attempt.
   void Park(const std::string& ns, const std::string& name, amqp::Lane lane,
-            const std::string& reason, int attempts) {
+            const std::string& reason, int attempts, const std::string& message_id = "") {
     amqp::Delivery d;
     d.routing_key = amqp::LaneName(lane);
-    d.message = ToAmqpMessage(Request(ns, name, lane), "syncbus-publisher", name, clock.WallNow());
+    d.message = ToAmqpMessage(Request(ns, name, lane), "syncbus-publisher",
+                              message_id.empty() ? name : message_id, clock.WallNow());
     d.message.headers[kAttemptHeader] = attempts;
     amqp::Publication p = ParkedCopy(d, reason, "503 Service Unavailable", clock.WallNow());
     p.message.headers[kAttemptHeader] = attempts;
     REQUIRE(session.Publish(p, 1s).ok());
   }
+  // Parks a message that is no sync request, as the consumer parks one it cannot decode.
+  void ParkForeign(const std::string& body) {
+    amqp::Delivery d;
+    d.routing_key = "change";
+    d.message.body = body;
+    d.message.message_id = "foreign";
+    REQUIRE(session.Publish(ParkedCopy(d, "undecodable", "not JSON", clock.WallNow()), 1s).ok());
+  }
   size_t Dead() { return broker.ReadyMessages(amqp::kDeadQueue).size(); }
+  // What the dry run of a replay of everything says on stderr.
+  std::string DryReplay() {
+    DlqOptions dry;
+    dry.action = DlqAction::kReplay;
+    dry.dry_run = true;
+    std::ostringstream out, err;
+    std::istringstream in;
+    REQUIRE(RunDlq(dry, session, clock, in, out, err) == 0);
+    return err.str();
+  }
+  // A replay pass; the pauses of its rate limit go to `slept`.
+  Result<DlqResult> Replay(DlqScanOptions options, std::vector<std::chrono::milliseconds>& slept) {
+    options.action = DlqAction::kReplay;
+    options.sleep = [&slept](std::chrono::milliseconds d) { slept.push_back(d); };
+    return ScanDeadLetters(session, options, clock);
+  }
   std::vector<std::string> Listed() {
     auto listed = ListDeadLetters(session, {}, 0, clock);
     REQUIRE_MESSAGE(listed.ok(), listed.status().ToString());
@@ -162,22 +188,14 @@ TEST_CASE(
   for (const auto& m : q.broker.ReadyMessages(amqp::kDeadQueue))
     CHECK_FALSE(m.headers.contains("x-delivery-count"));
 
-  DlqOptions dry;
-  dry.action = DlqAction::kReplay;
-  dry.dry_run = true;
-  std::ostringstream out, err;
-  std::istringstream in;
-  REQUIRE(RunDlq(dry, q.session, q.clock, in, out, err) == 0);
-  CHECK(err.str().find("would have replayed 3 of 3 matching") != std::string::npos);
+  CHECK(q.DryReplay().find("would have replayed 3 of 3 matching") != std::string::npos);
   CHECK(q.Dead() == 3);
 
   DlqScanOptions replay;
-  replay.action = DlqAction::kReplay;
   replay.filter.reason = "max-attempts";
   replay.rate_per_second = 4;
   std::vector<std::chrono::milliseconds> slept;
-  replay.sleep = [&](std::chrono::milliseconds d) { slept.push_back(d); };
-  auto replayed = ScanDeadLetters(q.session, replay, q.clock);
+  auto replayed = q.Replay(replay, slept);
   REQUIRE(replayed.ok());
   CHECK(replayed->error.ok());
   CHECK(replayed->progress.done == 2);
@@ -257,9 +275,10 @@ TEST_CASE("reindex rebuilds the index from the queue, in order, and leaves every
   CHECK(queued == std::vector<std::string>{"ns1/c1", "ns1/c2", "ns0/old"});
 }
 
-TEST_CASE("a replay that cannot publish keeps the dead copy") {
+TEST_CASE("a replay that cannot publish keeps the dead copy, the newest of its cluster") {
   Dlq q;
-  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5);
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5, "r1");
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 5, "r2");
   q.broker.DeleteQueue(amqp::WorkQueueName(amqp::Lane::kChange));  // unroutable now
   DlqScanOptions replay;
   replay.action = DlqAction::kReplay;
@@ -267,7 +286,10 @@ TEST_CASE("a replay that cannot publish keeps the dead copy") {
   REQUIRE(replayed.ok());
   CHECK_FALSE(replayed->error.ok());
   CHECK(replayed->progress.done == 0);
-  CHECK(q.Dead() == 1);
+  CHECK(replayed->progress.coalesced == 1);
+  auto dead = q.broker.ReadyMessages(amqp::kDeadQueue);
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].message_id == "r2");
 }
 
 TEST_CASE("purge asks first (counting from the index) and removes only what was agreed to") {
@@ -308,4 +330,73 @@ TEST_CASE("list prints a table or JSON") {
   CHECK(listed[0]["cluster"] == "ns1/c1");
   CHECK(listed[0]["attempts"] == 5);
   CHECK(listed[0]["reason"] == "max-attempts");
+}
+
+TEST_CASE("a cluster parked again and again is one row with its copies counted") {
+  Dlq q;
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 8, "r1");
+  q.clock.Advance(45min);
+  q.Park("ns1", "c2", amqp::Lane::kChange, "max-attempts", 8);
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 8, "r2");
+  q.clock.Advance(45min);
+  q.Park("ns1", "c1", amqp::Lane::kResync, "max-attempts", 8, "r3");
+  q.ParkForeign("hello");
+  q.clock.Advance(10s);
+  auto listed = ListDeadLetters(q.session, {}, 0, q.clock);
+  REQUIRE(listed.ok());
+  REQUIRE(listed->matched.size() == 5);
+
+  auto groups = GroupDeadLetters(listed->matched);
+  REQUIRE(groups.size() == 3);
+  CHECK(groups[0].cluster == "ns1/c1");
+  CHECK(groups[0].copies.size() == 3);
+  CHECK(groups[0].newest().message_id == "r3");
+  CHECK(groups[1].cluster == "ns1/c2");
+  CHECK(groups[2].reason == "undecodable");
+
+  std::string table = FormatDeadLetterTable(listed->matched, q.clock.WallNow());
+  CAPTURE(table);
+  CHECK(table.find("CLUSTER  REASON        COPIES  ATTEMPTS  FIRST-FAILURE         OLDEST  "
+                   "NEWEST  LAST-ERROR") == 0);
+  // c1: three copies, the oldest parked 90 minutes ago, the newest 10 s ago.
+  CHECK(table.find("ns1/c1   max-attempts  3       8         2026-01-01T00:00:00Z  90m     10s") !=
+        std::string::npos);
+  CHECK(table.find("parked: 5 copies of 2 clusters (max-attempts: 2 clusters, 4 copies; "
+                   "undecodable: 1 copy)") != std::string::npos);
+  // Wide: every copy.
+  std::string wide = FormatDeadLetterTable(listed->matched, q.clock.WallNow(), true);
+  CHECK(std::count(wide.begin(), wide.end(), '\n') == 8);  // header, 5 copies, the counts
+  CHECK(wide.find("MESSAGE-ID") != std::string::npos);
+}
+
+TEST_CASE("a replay runs each cluster's request once, from its newest copy, and removes the rest") {
+  Dlq q;
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 8, "r1");
+  q.Park("ns1", "c2", amqp::Lane::kChange, "max-attempts", 8);
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 8, "r2");
+  q.Park("ns1", "c1", amqp::Lane::kResync, "max-attempts", 8, "r3");  // another lane: runs too
+  q.Park("ns1", "c1", amqp::Lane::kChange, "max-attempts", 8, "r4");
+
+  CHECK(q.DryReplay().find("would have replayed 3 of 5 matching (of 5 parked) and removed 2 older "
+                           "copies of the same clusters' requests") != std::string::npos);
+
+  DlqScanOptions replay;
+  replay.record_removals = true;
+  replay.rate_per_second = 10;
+  std::vector<std::chrono::milliseconds> slept;
+  auto replayed = q.Replay(replay, slept);
+  REQUIRE(replayed.ok());
+  CHECK(replayed->error.ok());
+  CHECK(replayed->progress.matched == 5);
+  CHECK(replayed->progress.done == 3);
+  CHECK(replayed->progress.coalesced == 2);
+  CHECK(slept.size() == 2);  // the rate counts replays only
+  CHECK(q.Dead() == 0);
+  CHECK(q.Listed().empty());
+  std::vector<std::string> change;
+  for (const auto& m : q.Work(amqp::Lane::kChange)) change.push_back(m.message_id);
+  CHECK(change == std::vector<std::string>{"r4", "c2"});  // in the order the clusters were met
+  auto resync = q.Work(amqp::Lane::kResync);
+  REQUIRE(resync.size() == 1);
+  CHECK(resync[0].message_id == "r3");
 }
