@@ -55,20 +55,30 @@ class ReflectorMetrics {
                 .Name("syncbus_publisher_watch_restarts_total")
                 .Help("Hub watches re-opened without a relist (timeout, dropped), by resource")
                 .Register(registry)
-                .Add({{"resource", resource}})) {}
+                .Add({{"resource", resource}})),
+        page_retries_(prometheus::BuildCounter()
+                          .Name("syncbus_publisher_list_page_retries_total")
+                          .Help("Hub list pages asked for again after they failed (the list "
+                                "resumes at that page), by resource")
+                          .Register(registry)
+                          .Add({{"resource", resource}})) {}
   void Update() {
-    uint64_t relists = reflector_.relists(), restarts = reflector_.watch_restarts();
+    uint64_t relists = reflector_.relists(), restarts = reflector_.watch_restarts(),
+             page_retries = reflector_.page_retries();
     relists_.Increment(static_cast<double>(relists - seen_relists_));
     restarts_.Increment(static_cast<double>(restarts - seen_restarts_));
+    page_retries_.Increment(static_cast<double>(page_retries - seen_page_retries_));
     seen_relists_ = relists;
     seen_restarts_ = restarts;
+    seen_page_retries_ = page_retries;
   }
 
  private:
   const kube::Reflector& reflector_;
   prometheus::Counter& relists_;
   prometheus::Counter& restarts_;
-  uint64_t seen_relists_ = 0, seen_restarts_ = 0;
+  prometheus::Counter& page_retries_;
+  uint64_t seen_relists_ = 0, seen_restarts_ = 0, seen_page_retries_ = 0;
 };
 
 // The hub's collections the publisher mirrors into its cache, a reflector each, with their

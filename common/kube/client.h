@@ -17,6 +17,15 @@
 
 namespace syncbus::kube {
 
+// Where a paged list stands, kept up to date by List as each page is handed to on_page: a list
+// that failed on a page can be resumed from that page (ListOptions::continue_token) while the
+// server still honours the token, instead of being started over.
+struct ListProgress {
+  std::string resource_version;  // of the list, from its first page
+  std::string next_continue;     // the token of the page after the last one delivered; "" = none
+  int pages = 0;                 // pages delivered
+};
+
 struct ListOptions {
   std::string label_selector;
   std::string field_selector;
@@ -30,6 +39,10 @@ struct ListOptions {
   // object's body (a Secret's data). A server that answers in full instead (one that does not
   // know the form) has the bodies dropped from each page as it arrives.
   bool metadata_only = false;
+  // Resume a list at this page (ListProgress::next_continue of an earlier call); "" = from the
+  // start. A token the server no longer honours fails with kGone: the list must start over.
+  std::string continue_token;
+  ListProgress* progress = nullptr;  // updated after each page's on_page; may be null
 };
 
 struct ObjectList {

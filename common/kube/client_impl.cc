@@ -601,7 +601,7 @@ Result<Json> ClientImpl::GetPath(const std::string& path) {
 Result<ObjectList> ClientImpl::List(const ObjectRef& collection, const ListOptions& options) {
   ObjectRef target{collection.resource, collection.ns, {}, {}};
   ObjectList list;
-  std::string continue_token;
+  std::string continue_token = options.continue_token;
   bool first = true;
   do {
     Query query;
@@ -637,6 +637,12 @@ Result<ObjectList> ClientImpl::List(const ObjectRef& collection, const ListOptio
     *page = Json();  // the rest of the page: its items were moved out
     if (options.on_page) options.on_page(items);
     for (Json& item : items) list.items.push_back(std::move(item));
+    if (options.progress != nullptr) {
+      if (options.progress->resource_version.empty())
+        options.progress->resource_version = list.resource_version;
+      options.progress->next_continue = continue_token;
+      ++options.progress->pages;
+    }
   } while (!continue_token.empty());
   return list;
 }

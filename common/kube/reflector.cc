@@ -92,16 +92,45 @@ Status Reflector::RunWatch(WatchStream& stream, SteadyTime started, bool& health
   }
 }
 
+Result<ObjectList> Reflector::ListAll() {
+  handler_.OnListStart();
+  ObjectList all;
+  ListProgress progress;
+  ListOptions list_options = options_.list;
+  list_options.progress = &progress;
+  list_options.on_page = [&](std::vector<Json>& items) {
+    handler_.OnListPage(items);
+    for (Json& item : items) all.items.push_back(std::move(item));
+    items.clear();
+  };
+  while (true) {
+    Result<ObjectList> rest = client_.List(collection_, list_options);
+    if (rest.ok()) {
+      all.resource_version =
+          progress.resource_version.empty() ? rest->resource_version : progress.resource_version;
+      return all;
+    }
+    if (Stopping()) return rest.status();
+    // The first page failed (nothing to resume) or the token expired (410): start over.
+    if (progress.next_continue.empty() || rest.status().code() == Code::kGone) return rest.status();
+    log::Warn("reflector list page failed, resuming the list at that page",
+              {{"collection", collection_.Describe()},
+               {"pages_read", std::to_string(progress.pages)},
+               {"error", rest.status().ToString()}});
+    page_retries_.fetch_add(1);
+    Wait(backoff_.Next());
+    if (Stopping()) return Status(Code::kCancelled, "reflector stopping");
+    list_options.continue_token = progress.next_continue;
+  }
+}
+
 void Reflector::Run() {
   const std::string what = collection_.Describe();
   bool need_list = true;
   bool after_list = false;
   while (!Stopping()) {
     if (need_list) {
-      handler_.OnListStart();
-      ListOptions list_options = options_.list;
-      list_options.on_page = [this](std::vector<Json>& items) { handler_.OnListPage(items); };
-      Result<ObjectList> list = client_.List(collection_, list_options);
+      Result<ObjectList> list = ListAll();
       if (Stopping()) break;
       if (!list.ok()) {
         log::Warn("reflector list failed",

@@ -1,6 +1,8 @@
 // Reflector: mirrors one collection into a handler with list+watch on its own thread: paged list,
 // watch from the list's resourceVersion with bookmarks, rewatch from the last seen resourceVersion
-// when a watch ends, relist and full replace on 410, exponential backoff on failures.
+// when a watch ends, relist and full replace on 410, exponential backoff on failures. A list page
+// that fails is asked for again from its continue token (client-go's pager resumes the same way):
+// only a failed first page or an expired token (410) starts the list over.
 // Start/Stop/accessors are thread-safe; handler calls come from the reflector's thread only.
 #pragma once
 
@@ -24,8 +26,9 @@ namespace syncbus::kube {
 class ReflectorHandler {
  public:
   virtual ~ReflectorHandler() = default;
-  // A list begins (the first, a relist, or a retry after a page failed): objects taken from the
-  // pages of an unfinished list are to be forgotten.
+  // A list begins (the first, a relist, or a list started over after its first page failed or
+  // its continue token expired): objects taken from the pages of an unfinished list are to be
+  // forgotten. A list resumed at a failed page does not begin again.
   virtual void OnListStart() {}
   // Each page of the list as it arrives, before OnReplace. A handler may take objects out of
   // `items` to keep them in a smaller form of its own (the hub mirror parses them), so the whole
@@ -79,7 +82,10 @@ class Reflector {
   uint64_t relists() const { return relists_.load(); }  // lists after the first
   uint64_t watch_restarts() const {
     return watch_restarts_.load();
-  }                                      // watch opens not after a list
+  }  // watch opens not after a list
+  uint64_t page_retries() const {
+    return page_retries_.load();
+  }                                      // list pages asked for again after they failed
   std::string resource_version() const;  // last seen
 
  private:
@@ -87,6 +93,9 @@ class Reflector {
   bool Stopping();
   void Wait(std::chrono::milliseconds delay);
   int NextWatchTimeoutSeconds();
+  // One whole list, its pages to the handler (OnListStart first); a page that fails is resumed
+  // after a backoff delay. Errors: a failed first page, an expired continue token, stopping.
+  Result<ObjectList> ListAll();
   // Runs one watch (opened at `started`) to its end; returns the status that ended it and
   // whether the watch was healthy.
   Status RunWatch(WatchStream& stream, SteadyTime started, bool& healthy);
@@ -109,6 +118,7 @@ class Reflector {
   std::atomic<uint64_t> lists_{0};
   std::atomic<uint64_t> relists_{0};
   std::atomic<uint64_t> watch_restarts_{0};
+  std::atomic<uint64_t> page_retries_{0};
 };
 
 }  // namespace syncbus::kube

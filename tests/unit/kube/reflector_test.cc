@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -76,6 +77,7 @@ class FakeClient final : public Client {
   Result<ObjectList> List(const ObjectRef&, const ListOptions& options) override {
     std::unique_lock lock(mu_);
     list_options_.push_back(options);
+    if (!pages_.empty()) return ListPages(options);
     cv_.wait(lock, [&] { return !lists_.empty(); });
     Result<ObjectList> next = std::move(lists_.front());
     lists_.pop_front();
@@ -98,6 +100,26 @@ class FakeClient final : public Client {
     watches_.push_back(watch);
     cv_.notify_all();
     return std::unique_ptr<WatchStream>(std::make_unique<ForwardingWatch>(watch));
+  }
+
+  // Every list from now on is these pages, at resourceVersion `rv`; the continue token that
+  // asks for page i is "p<i>".
+  void SetPages(std::vector<std::vector<Json>> pages, std::string rv) {
+    std::lock_guard lock(mu_);
+    pages_ = std::move(pages);
+    pages_rv_ = std::move(rv);
+  }
+  // The next request for page `index` fails with `error`.
+  void FailPageOnce(size_t index, Status error) {
+    std::lock_guard lock(mu_);
+    page_failures_.emplace(index, std::move(error));
+  }
+  // The continue token each List call started from ("" = the first page).
+  std::vector<std::string> list_starts() {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> starts;
+    for (const ListOptions& o : list_options_) starts.push_back(o.continue_token);
+    return starts;
   }
 
   void AddList(Result<ObjectList> list) {
@@ -142,6 +164,29 @@ class FakeClient final : public Client {
 
  private:
   static Status Unimplemented() { return Status(Code::kUnsupported, "not used by the reflector"); }
+  // Serves pages_ from the page `options` asks for, as ClientImpl::List does. mu_ is held.
+  Result<ObjectList> ListPages(const ListOptions& options) {
+    size_t index =
+        options.continue_token.empty() ? 0 : std::stoul(options.continue_token.substr(1));
+    ObjectList list{{}, pages_rv_};
+    for (; index < pages_.size(); ++index) {
+      if (auto failure = page_failures_.find(index); failure != page_failures_.end()) {
+        Status error = failure->second;
+        page_failures_.erase(failure);
+        return error;
+      }
+      std::vector<Json> items = pages_[index];
+      if (options.on_page) options.on_page(items);
+      for (Json& item : items) list.items.push_back(std::move(item));
+      if (options.progress != nullptr) {
+        options.progress->resource_version = pages_rv_;
+        options.progress->next_continue =
+            index + 1 < pages_.size() ? "p" + std::to_string(index + 1) : "";
+        ++options.progress->pages;
+      }
+    }
+    return list;
+  }
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -150,6 +195,9 @@ class FakeClient final : public Client {
   std::vector<std::shared_ptr<FakeWatch>> watches_;
   std::vector<WatchOptions> watch_options_;
   std::vector<ListOptions> list_options_;
+  std::vector<std::vector<Json>> pages_;
+  std::string pages_rv_;
+  std::map<size_t, Status> page_failures_;
 };
 
 // Records handler calls as strings ("replace:a,b", "upsert:a", "delete:a", "synced").
@@ -314,6 +362,60 @@ TEST_CASE("reflector: 410 from the watch relists and replaces everything [concur
   CHECK(reflector.relists() == 1);
   CHECK(reflector.lists() == 2);
   CHECK(reflector.watch_restarts() == 0);
+  reflector.Stop();
+}
+
+TEST_CASE(
+    "reflector: a list page that fails is asked for again from its continue token, not from "
+    "the start [concurrent]") {
+  Fixture f;
+  f.client.SetPages({{Obj("a", "1")}, {Obj("b", "2")}, {Obj("c", "3")}}, "10");
+  f.client.FailPageOnce(1, Status(Code::kTimeout, "page timed out"));
+  Reflector reflector(f.client, Collection(resources::kSecrets), f.handler, f.Options());
+  reflector.Start();
+  f.client.AwaitWatch(1);
+  CHECK(f.handler.Await(2) == std::vector<std::string>{"replace:a,b,c", "synced"});
+  CHECK(f.client.list_starts() == std::vector<std::string>{"", "p1"});
+  CHECK(f.client.watch_options(1).resource_version == "10");
+  CHECK(reflector.page_retries() == 1);
+  CHECK(reflector.lists() == 1);
+  CHECK(reflector.relists() == 0);
+  CHECK(f.waits.Get().size() == 1);  // one backoff delay before the page is asked for again
+  reflector.Stop();
+}
+
+TEST_CASE("reflector: a handler taking pages sees a resumed list begin once [concurrent]") {
+  FakeClient client;
+  RecordingHandler handler(/*take_pages=*/true);
+  Fixture f;
+  client.SetPages({{Obj("a", "1")}, {Obj("b", "2")}, {Obj("c", "3")}}, "10");
+  client.FailPageOnce(2, Status(Code::kUnavailable, "connection reset"));
+  Reflector reflector(client, Collection(resources::kSecrets), handler, f.Options());
+  reflector.Start();
+  client.AwaitWatch(1);
+  CHECK(handler.Await(6) ==
+        std::vector<std::string>{"start", "page:a", "page:b", "page:c", "replace:", "synced"});
+  CHECK(client.list_starts() == std::vector<std::string>{"", "p2"});
+  reflector.Stop();
+}
+
+TEST_CASE(
+    "reflector: an expired continue token (410) or a failed first page starts the list over "
+    "[concurrent]") {
+  FakeClient client;
+  RecordingHandler handler(/*take_pages=*/true);
+  Fixture f;
+  client.SetPages({{Obj("a", "1")}, {Obj("b", "2")}}, "10");
+  client.FailPageOnce(0, Status(Code::kUnavailable, "connection refused"));
+  client.FailPageOnce(1, Status(Code::kGone, "the provided continue parameter is too old"));
+  Reflector reflector(client, Collection(resources::kSecrets), handler, f.Options());
+  reflector.Start();
+  client.AwaitWatch(1);
+  CHECK(handler.Await(8) == std::vector<std::string>{"start", "start", "page:a", "start", "page:a",
+                                                     "page:b", "replace:", "synced"});
+  CHECK(client.list_starts() == std::vector<std::string>{"", "", ""});
+  CHECK(reflector.page_retries() == 0);
+  CHECK(reflector.lists() == 1);
   reflector.Stop();
 }
 
