@@ -286,12 +286,7 @@ Status Configure(Transfer& t, const CurlTransport::Options& options) {
     curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, &OnReadyToSend);
     curl_easy_setopt(easy, CURLOPT_PREREQDATA, &t);
   }
-  if (options.http2) {
-    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
-    curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L);
-  } else {
-    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
-  }
+  curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
 
   const std::string& method = t.request.method;
   if (method == "GET") {
@@ -447,8 +442,7 @@ Result<std::shared_ptr<CurlTransport::Loop>> CurlTransport::Loop::Create(const O
   curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, loop.get());
   curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &Loop::OnTimer);
   curl_multi_setopt(multi, CURLMOPT_TIMERDATA, loop.get());
-  curl_multi_setopt(multi, CURLMOPT_PIPELINING,
-                    options.http2 ? CURLPIPE_MULTIPLEX : CURLPIPE_NOTHING);
+  curl_multi_setopt(multi, CURLMOPT_PIPELINING, CURLPIPE_NOTHING);
   curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, options.max_host_connections);
   {
     // loop_id_ is published to other threads through mu_ (every use follows a Submit).

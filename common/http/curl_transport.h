@@ -1,10 +1,12 @@
 // CurlTransport: the real http::Transport on libcurl multi, driven by one event-loop thread (epoll
 // + curl_multi_socket_action), so thousands of requests share one thread and kept-alive
-// connections (HTTP/2 multiplexing over TLS when the server offers it). Each origin (a target
-// cluster's apiserver, the hub) gets its own connection pool, closed when it has been unused for
-// a while or when idle pools hold too many connections. Thread-safe; callbacks run on the loop
-// thread. Destroying it cancels every request (callbacks get kCancelled) and joins; it must not be
-// destroyed from one of its own callbacks.
+// connections. It speaks HTTP/1.1 only, one request per connection at a time: libcurl 7.88's
+// HTTP/2 (Debian 12) can hold a finished response back until its timeout when another transfer
+// on the same connection read the response's frames (docs/architecture.md, "HTTP/1.1 only").
+// Each origin (a target cluster's apiserver, the hub) gets its own connection pool, closed when
+// it has been unused for a while or when idle pools hold too many connections. Thread-safe;
+// callbacks run on the loop thread. Destroying it cancels every request (callbacks get
+// kCancelled) and joins; it must not be destroyed from one of its own callbacks.
 #pragma once
 
 #include <chrono>
@@ -19,11 +21,8 @@ namespace syncbus::http {
 class CurlTransport final : public Transport {
  public:
   struct Options {
-    // Connections per host:port; 0 = unlimited. Requests beyond what the connections carry
-    // queue inside the transport. Over HTTP/2 each connection carries up to 100 streams; without
-    // a cap a burst beyond the server's stream limit opens (and TLS-handshakes) about one
-    // connection per extra request. Over HTTP/1.1 it is also the number of concurrent requests
-    // per host, open watches included.
+    // Connections per host:port, so also the requests in flight to one host, open watches
+    // included; 0 = unlimited. Requests beyond it queue inside the transport.
     long max_host_connections = 32;
     // Connections kept open by origins with no request in flight, counted as each pool's peak
     // of concurrent requests (an upper bound of its connections); beyond it the least recently
@@ -35,7 +34,6 @@ class CurlTransport final : public Transport {
     std::chrono::milliseconds connect_timeout{10000};
     std::chrono::seconds keepalive_idle{30};  // TCP keepalive probes after this idle time
     std::chrono::seconds keepalive_interval{10};
-    bool http2 = true;  // negotiate HTTP/2 over TLS (ALPN) and multiplex on it
   };
   struct Stats {
     uint64_t completed = 0;    // requests and streams that ended (any outcome)
