@@ -171,6 +171,7 @@ Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::strin
   auto lease = std::make_shared<ClusterLease>(ns, name);
   lease->record_ = std::move(*written);
   lease->valid_until_ns_.store(SteadyNs(start + options_.duration - options_.safety_margin));
+  lease->written_at_ns_.store(SteadyNs(start));
   return lease;
 }
 
@@ -208,12 +209,17 @@ void ClusterLeases::Renew(const std::shared_ptr<ClusterLease>& lease) {
     MarkLost(*lease, "not renewed in time");
     return;
   }
+  if (SteadyNs(start) - lease->written_at_ns_.load() <
+      std::chrono::nanoseconds(options_.renew_interval).count()) {
+    return;  // written recently enough
+  }
   Json object = lease->record_;
   object["spec"]["renewTime"] = MicroTime(clock_.WallNow());
   auto written = hub_.Update(LeaseRef(lease->ns_, lease->name_), object);
   if (written.ok()) {
     lease->record_ = std::move(*written);
     lease->valid_until_ns_.store(SteadyNs(start + options_.duration - options_.safety_margin));
+    lease->written_at_ns_.store(SteadyNs(start));
     return;
   }
   Code code = written.status().code();
@@ -270,7 +276,8 @@ void ClusterLeases::StartRenewing() {
   renewer_ = std::thread([this] {
     std::unique_lock lock(mu_);
     while (!stopping_) {
-      stop_cv_.wait_for(lock, options_.renew_interval, [&] { return stopping_; });
+      stop_cv_.wait_for(lock, std::max(options_.renew_interval / 5, std::chrono::milliseconds(100)),
+                        [&] { return stopping_; });
       if (stopping_) break;
       lock.unlock();
       RenewHeld();

@@ -35,7 +35,8 @@ struct LeaseOptions {
   std::string ns = "syncbus";                       // where the cluster Leases live
   std::string identity;                             // this consumer: "<host>-<random>"
   std::chrono::seconds duration{30};                // leaseDurationSeconds written
-  std::chrono::milliseconds renew_interval{10000};  // background renewal period
+  std::chrono::milliseconds renew_interval{10000};  // a held lease is renewed this long after
+                                                    // its last write
   // The holder stops writing this long before its lease could lapse for others; it also bounds
   // the wall-clock skew between consumers that the takeover rule tolerates.
   std::chrono::milliseconds safety_margin{10000};
@@ -64,6 +65,7 @@ class ClusterLease {
   Json record_;                             // last object written (guarded by write_mu_)
   bool released_ = false;                   // guarded by write_mu_
   std::atomic<int64_t> valid_until_ns_{0};  // steady ns
+  std::atomic<int64_t> written_at_ns_{0};   // steady ns of the last write that took or renewed it
   std::atomic<bool> lost_{false};
 };
 
@@ -84,9 +86,10 @@ class ClusterLeases {
   // the cluster's ClusterSync was stored at `status_version` after the lease's last write,
   // otherwise by clearing the holder.
   void Release(const std::shared_ptr<ClusterLease>& lease, const std::string& status_version = "");
-  // Renews every held lease once; a 409 or a lapsed lease marks it lost.
+  // Renews every held lease whose last write is renew_interval old or older (a sync shorter than
+  // that writes its lease once); a 409 or a lapsed lease marks it lost.
   void RenewHeld();
-  // Runs RenewHeld() every renew_interval of real time on a thread of its own.
+  // Runs RenewHeld() every fifth of renew_interval of real time on a thread of its own.
   void StartRenewing();
 
   const std::string& identity() const { return options_.identity; }

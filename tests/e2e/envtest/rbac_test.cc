@@ -312,6 +312,7 @@ std::vector<Step> ConsumerWork(Hub& hub, const std::string& cluster) {
   // The cluster's Lease: take it (read, create), renew it, give it back (updates).
   consumer::LeaseOptions lease_options;
   lease_options.identity = "rbac-proof";
+  lease_options.renew_interval = 1ms;  // the renewal below is due at once
   consumer::ClusterLeases leases(lease_options, c, RealClock(), registry);
   kube::ObjectRef lease_ref = Object(res::kLeases, kSyncbus, ClusterLeaseName(cluster, cluster));
   Result<std::shared_ptr<consumer::ClusterLease>> lease = leases.Acquire(cluster, cluster);

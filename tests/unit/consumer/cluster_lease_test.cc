@@ -72,6 +72,24 @@ TEST_CASE("renewal keeps a lease while work goes on [concurrent]") {
   }
 }
 
+TEST_CASE("a lease is renewed only once its last write is renew_interval old") {
+  Pool p;
+  auto held = p.a.Acquire("ns1", "c1");
+  REQUIRE(held.ok());
+  const std::string taken_at = p.Lease()["metadata"]["resourceVersion"];
+  p.clock.Advance(9s);
+  p.a.RenewHeld();  // a sync shorter than renew_interval writes its lease once
+  CHECK(p.Lease()["metadata"]["resourceVersion"] == taken_at);
+  p.clock.Advance(1s);
+  p.a.RenewHeld();
+  const std::string renewed_at = p.Lease()["metadata"]["resourceVersion"];
+  CHECK(renewed_at != taken_at);
+  p.clock.Advance(5s);
+  p.a.RenewHeld();
+  CHECK(p.Lease()["metadata"]["resourceVersion"] == renewed_at);
+  CHECK((*held)->Check(p.clock).ok());
+}
+
 TEST_CASE("an expired lease is taken over and the old holder is fenced") {
   Pool p;
   auto held = p.a.Acquire("ns1", "c1");
@@ -99,6 +117,7 @@ TEST_CASE("a renewal that loses a race marks the lease lost at once") {
   Json stolen = p.Lease();
   stolen["spec"]["holderIdentity"] = "intruder";
   p.hub.Overwrite(LeaseOf("ns1", "c1"), stolen);
+  p.clock.Advance(10s);  // the renewal is due
   p.a.RenewHeld();
   CHECK((*held)->lost());
   CHECK((*held)->Check(p.clock).code() == Code::kConflict);
@@ -196,7 +215,8 @@ TEST_CASE("a renewal after the status write keeps the lease until it is given ba
       std::to_string(std::stoi(std::string(p.Lease()["metadata"]["resourceVersion"])) + 1);
   p.hub.Overwrite(kube::Object(kube::resources::kConfigMaps, "ns1", "bump"),
                   Json::object());  // status write
-  p.a.RenewHeld();                  // a renewal lands after it
+  p.clock.Advance(10s);
+  p.a.RenewHeld();  // a renewal lands after it
   p.a.Release(*held, status_version);
   CHECK(p.Lease()["spec"]["holderIdentity"] == "");  // released by a write, not by the status
 }
