@@ -366,10 +366,11 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
 
   // 3. Apply. A cluster whose last sync succeeded keeps its client and is not asked for its
   // Secret again while its ClusterDeployment names the same one and the request knows of no newer
-  // version of it. A full reapply reads it anyway.
+  // version of it. A full reapply that knows no version (the publisher watches no Secrets) reads
+  // it anyway, so that rotated credentials are noticed within a reapply interval.
   if (plan.any_apply() || plan.any_delete()) {
     std::optional<Target> kept;
-    if (!request.full_reapply && !cd.fake()) {
+    if ((!request.full_reapply || !request.kubeconfig_version.empty()) && !cd.fake()) {
       kept = targets_.Trusted(key, cd.admin_kubeconfig_secret, options_.request_timeout,
                               {cd.ActiveApiUrl(), cd.api_server_ip_override},
                               request.kubeconfig_version);
