@@ -4,29 +4,26 @@ Simulator mode runs a private RabbitMQ node, syncbus-kubesim (hub + fleet, real-
 one publisher and N consumers, and measures: time to converge, applies/s, CPU and peak RSS per
 consumer, hub requests per cluster sync by verb and resource (start-up and steady state), edit
 latency while the whole fleet resyncs, and throughput per consumer at 1, 2 and 4 consumers.
---real-apiserver runs the same pipeline against real kube-apiservers (scripts/envtest: a hub and a
-target that holds every cluster as a namespace) and measures the hub's CPU (apiserver + etcd, from
-/proc) and requests (apiserver_request_total) per cluster sync.
+--real-apiserver measures what syncbus and upstream Hive's clustersync each cost a real hub, side by
+side (bench_fleet_real.py).
 Every figure with a goal is printed with "met" or "MISSED"."""
 
 import argparse
-import base64
 import os
 import random
 import shutil
 import signal
 import statistics
 import string
-import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 
-from syncbus_tools import ROOT
+from syncbus_tools import ROOT, bench_fleet_real
 from syncbus_tools.testbed import (Broker, KubeClient, Processes, RunError, cpu_seconds, free_port,
-                                   make_work_dir, memory_kib, metric_sum, parse_metrics, read_env_file,
+                                   make_work_dir, memory_kib, metric_sum,
                                    scrape)
 
 HIVE = "/apis/hive.openshift.io/v1"
@@ -498,166 +495,6 @@ def scale_out(args, procs, broker, report):
 # Real API server mode
 
 
-def hub_request_counts(hub):
-    """apiserver_request_total by (verb, resource[/subresource]), resource requests only."""
-    counts = {}
-    verbs = {"POST": "create", "PUT": "update"}
-    for name, labels, value in parse_metrics(hub.get_text("/metrics")):
-        if name != "apiserver_request_total" or not labels.get("resource"):
-            continue
-        verb = verbs.get(labels.get("verb", ""), labels.get("verb", "").lower())
-        resource = labels["resource"] + ("/" + labels["subresource"] if labels.get("subresource") else "")
-        counts[(verb, resource)] = counts.get((verb, resource), 0) + value
-    return counts
-
-
-# What Hive's controllers write on a running cluster's ClusterDeployment: Hive syncs nothing else.
-RUNNING_STATUS = {"installedTimestamp": "2024-01-01T00:00:00Z",
-                  "conditions": [{"type": "Unreachable", "status": "False", "reason": "ClusterReachable",
-                                  "message": "cluster is reachable", "lastTransitionTime": "2024-01-01T00:00:00Z",
-                                  "lastProbeTime": "2024-01-01T00:00:00Z"}]}
-
-
-def real_fleet(hub, target, target_kubeconfig, n, namespace):
-    """n clusters in one hub namespace: ClusterDeployment, kubeconfig Secret, 3 SyncSets of 2
-    ConfigMaps each; one SelectorSyncSet of 2 ConfigMaps for all; a namespace per cluster on
-    the target."""
-    with open(target_kubeconfig, "rb") as f:
-        kubeconfig = base64.b64encode(f.read()).decode()
-    shared = "bench-fleet-shared"
-    for ns in (namespace, "syncbus"):   # "syncbus": the publisher's leader-election Lease (deploy/namespace.yaml)
-        hub.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    target.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": shared}})
-
-    def cm(name, ns, value):
-        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},
-                "data": {"payload": value, "owner": "bench-fleet"}}
-
-    for i in range(n):
-        name = f"cluster-{i:04d}"
-        target.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        cd = {
-            "apiVersion": "hive.openshift.io/v1", "kind": "ClusterDeployment",
-            "metadata": {"name": name, "namespace": namespace, "labels": {"syncbus.io/bench": "fleet"}},
-            "spec": {"baseDomain": "bench.syncbus.io", "clusterName": name, "platform": {"none": {}},
-                     "installed": True,
-                     "clusterMetadata": {"clusterID": f"5e1f0000-0000-4000-8000-{i:012d}", "infraID": name,
-                                         "adminKubeconfigSecretRef": {"name": name + "-admin-kubeconfig"}}}}
-        hub.create(f"{HIVE}/namespaces/{namespace}/clusterdeployments", cd)
-        # Installed and reachable, as Hive's controllers mark a running cluster.
-        hub.request("PATCH", f"{HIVE}/namespaces/{namespace}/clusterdeployments/{name}/status",
-                    {"status": RUNNING_STATUS}, content_type="application/merge-patch+json")
-        hub.create(f"/api/v1/namespaces/{namespace}/secrets", {
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name + "-admin-kubeconfig", "namespace": namespace},
-            "data": {"kubeconfig": kubeconfig}})
-        for s in range(3):
-            hub.create(f"{HIVE}/namespaces/{namespace}/syncsets", {
-                "apiVersion": "hive.openshift.io/v1", "kind": "SyncSet",
-                "metadata": {"name": f"{name}-ss-{s}", "namespace": namespace},
-                "spec": {"clusterDeploymentRefs": [{"name": name}], "resourceApplyMode": "Sync",
-                         "resources": [cm(f"ss-{s}-cm-{r}", name, "v1") for r in range(2)]}})
-    hub.create(f"{HIVE}/selectorsyncsets", {
-        "apiVersion": "hive.openshift.io/v1", "kind": "SelectorSyncSet", "metadata": {"name": "bench-fleet-sss"},
-        "spec": {"clusterDeploymentSelector": {"matchLabels": {"syncbus.io/bench": "fleet"}},
-                 "resourceApplyMode": "Upsert",
-                 "resources": [cm(f"sss-cm-{r}", shared, "v1") for r in range(2)]}})
-
-
-class HubMeter:
-    """The hub's CPU (apiserver + etcd) and requests between two readings."""
-
-    def __init__(self, hub, pids):
-        self.hub = hub
-        self.pids = pids
-
-    def read(self):
-        return {"time": time.monotonic(), "cpu": sum(cpu_seconds(p) for p in self.pids),
-                "requests": hub_request_counts(self.hub), "own": dict(self.hub.sent)}
-
-    def delta(self, a, b):
-        own = subtract(b["own"], a["own"])
-        return {"seconds": b["time"] - a["time"], "cpu": b["cpu"] - a["cpu"],
-                "requests": subtract(b["requests"], a["requests"], own)}
-
-
-def run_real_apiserver(args, procs, broker, report):
-    if not os.environ.get("KUBEBUILDER_ASSETS"):
-        raise RunError("--real-apiserver needs KUBEBUILDER_ASSETS (a directory with kube-apiserver 1.26; "
-                       "see scripts/envtest)")
-    envtest = os.path.join(ROOT, "scripts", "envtest")
-    env_dir = os.path.join(procs.work, "envtest")
-    note("starting a real hub and target API server (scripts/envtest)")
-    with open(os.path.join(procs.work, "envtest.log"), "wb") as log:
-        if subprocess.call([envtest, "start", "--dir", env_dir], stdout=log, stderr=subprocess.STDOUT) != 0:
-            raise RunError(f"scripts/envtest start failed (log: {procs.work}/envtest.log)")
-    try:
-        env = read_env_file(os.path.join(env_dir, "envtest.env"))
-        hub = KubeClient(env["SYNCBUS_ENVTEST_HUB_KUBECONFIG"])
-        target = KubeClient(env["SYNCBUS_ENVTEST_TARGET_KUBECONFIG"])
-        n, namespace = args.clusters, "bench-fleet"
-        t0 = time.monotonic()
-        real_fleet(hub, target, env["SYNCBUS_ENVTEST_TARGET_KUBECONFIG"], n, namespace)
-        note(f"fleet of {n} clusters (3 SyncSets x 2 ConfigMaps each + 1 SelectorSyncSet) written in "
-             f"{time.monotonic() - t0:.1f}s")
-        meter = HubMeter(hub, [int(env["SYNCBUS_ENVTEST_HUB_PID"]), int(env["SYNCBUS_ENVTEST_HUB_ETCD_PID"])])
-        time.sleep(5)   # let the writes settle before the idle reading
-        idle0 = meter.read()
-        time.sleep(args.idle_seconds)
-        idle = meter.delta(idle0, meter.read())
-        idle_rate = idle["cpu"] / idle["seconds"]
-        report.add("hub idle CPU (apiserver + etcd)", f"{1000 * idle_rate:.0f} ms per second")
-
-        d = Daemons(procs, args.build_dir, broker, env["SYNCBUS_ENVTEST_HUB_KUBECONFIG"],
-                    f"publisher: {{namespace: {namespace}}}\n", consumer_yaml(args))
-        pipe = Pipeline(d, broker, n)
-        print(f"\n---- converge on the real hub: {n} clusters, {args.consumers} consumers", flush=True)
-        a = meter.read()
-        for i in range(1, args.consumers + 1):
-            d.start_consumer(f"consumer-{i}")
-        start = time.monotonic()
-        d.start_publisher()
-        d.wait_ready(["publisher"] + d.consumers())
-        seconds = pipe.wait_converged(label="converge", timeout=1800, started=start)
-        syncs = pipe.consumer_totals()["syncs"]
-        converge = meter.delta(a, meter.read())
-        report_real_window(report, "converge (incl. start-up)", converge, syncs, idle_rate, seconds, goal=True)
-
-        print("\n---- steady state on the real hub: the SelectorSyncSet edited, every cluster syncs it", flush=True)
-        base = pipe.publisher_state()
-        totals0 = pipe.consumer_totals()
-        a = meter.read()
-        edit_set(hub, f"{HIVE}/selectorsyncsets/bench-fleet-sss", "selectorsyncsets", edit_token())
-        seconds = pipe.wait_converged(expect_enqueued=n, enqueued_base=base["enqueued"], label="edit wave",
-                                      timeout=1800)
-        syncs = pipe.consumer_totals()["syncs"] - totals0["syncs"]
-        wave = meter.delta(a, meter.read())
-        report_real_window(report, "steady state (one edit)", wave, syncs, idle_rate, seconds, goal=False)
-        for name in d.consumers():
-            pid = d.pid(name)
-            report.add(f"{name} CPU / peak RSS", f"{cpu_seconds(pid):.1f} s / {memory_kib(pid)[1] / 1024:.0f} MiB")
-        d.stop("publisher")
-        for name in d.consumers():
-            d.stop(name)
-    finally:
-        subprocess.call([envtest, "stop", "--dir", env_dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def report_real_window(report, label, delta, syncs, idle_rate, seconds, goal):
-    requests = delta["requests"]
-    per_sync_ms = 1000 * delta["cpu"] / max(syncs, 1)
-    above_idle_ms = 1000 * (delta["cpu"] - idle_rate * delta["seconds"]) / max(syncs, 1)
-    total = sum(requests.values())
-    report.add(f"{label}: time", f"{seconds:.1f} s, {int(syncs)} syncs")
-    report.add(f"{label}: hub CPU per cluster sync", f"{per_sync_ms:.1f} ms ({delta['cpu']:.2f} s in all; "
-               f"{above_idle_ms:.1f} ms above idle)",
-               f"<= {GOAL_HUB_CPU_MS:g} ms" if goal else "", (per_sync_ms <= GOAL_HUB_CPU_MS) if goal else None)
-    report.add(f"{label}: hub requests per cluster sync",
-               f"{total / max(syncs, 1):.2f}: {requests_table(requests, syncs)}",
-               f"<= {GOAL_REQUESTS_PER_SYNC:g}" if not goal else "",
-               (total / max(syncs, 1) <= GOAL_REQUESTS_PER_SYNC) if not goal else None)
-
-
 # ---------------------------------------------------------------------------------------------
 
 
@@ -703,6 +540,10 @@ def parse_args(argv):
     p.add_argument("--scale-latency", type=latency_arg, default=(100, 400),
                    help="target latency of the scale-out runs (default 100,400)")
     p.add_argument("--idle-seconds", type=float, default=10, help="hub idle reading, --real-apiserver (default 10)")
+    p.add_argument("--edit-window", type=positive, default=20,
+                   help="seconds measured from the edit, --real-apiserver (default 20)")
+    p.add_argument("--reapply-interval", type=positive, default=60,
+                   help="full reapply interval of both systems, seconds, --real-apiserver (default 60)")
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"), help="where the binaries are (default build/)")
     p.add_argument("--keep-logs", action="store_true",
                    help="keep the work directory (logs, configs) after a run that completed; kept anyway on errors")
@@ -731,7 +572,7 @@ def main(argv):
     try:
         broker = Broker(ROOT, work)
         if args.real_apiserver:
-            run_real_apiserver(args, procs, broker, report)
+            bench_fleet_real.run_real_apiserver(args, procs, broker, report, Daemons, consumer_yaml(args))
         else:
             run_simulator(args, procs, broker, report)
     except RunError as e:

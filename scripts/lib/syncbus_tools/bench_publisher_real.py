@@ -217,6 +217,38 @@ def mib(kib):
     return kib / 1024
 
 
+def wait_log(procs, name, path, text, timeout):
+    """Seconds until `text` shows in the log at `path` of process `name`."""
+    start = time.monotonic()
+    while True:
+        procs.check_alive(name)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            if text in f.read():
+                return time.monotonic() - start
+        if time.monotonic() - start > timeout:
+            raise RunError(f"{name}: no '{text}' after {timeout} s (log: {path})")
+        time.sleep(0.2)
+
+
+def consumer_mirror(args, procs, kubeconfig, work):
+    """Starts one consumer on the same hub and measures how long its hub mirror takes to list
+    everything (the consumer logs "hub mirror synced" before it consumes). Its broker address is
+    a port nothing listens on, so it never takes a request (the fleet's clusters are not
+    reachable)."""
+    config = os.path.join(work, "consumer.yaml")
+    with open(config, "w", encoding="utf-8") as f:
+        f.write(f"amqp: {{host: 127.0.0.1, port: {free_port()}, vhost: /, user: nobody, password: nobody}}\n"
+                f"hub: {{kubeconfig: {kubeconfig}}}\n"
+                f"admin: {{listen: \"127.0.0.1:{free_port()}\"}}\nlog: {{level: info}}\n"
+                f"topology: {{maxLength: {args.clusters * 2}}}\n")
+    child = procs.start("consumer", [os.path.join(args.build_dir, "consumer", "syncbus-consumer"),
+                                     "--config", config])
+    seconds = wait_log(procs, "consumer", os.path.join(work, "consumer.log"), "hub mirror synced", args.timeout)
+    rss, _ = memory_kib(child.pid)
+    procs.stop("consumer")
+    return seconds, rss
+
+
 def run(args):
     if not os.environ.get("KUBEBUILDER_ASSETS"):
         raise RunError("--real-apiserver needs KUBEBUILDER_ASSETS (a directory with kube-apiserver 1.26)")
@@ -285,6 +317,8 @@ def run(args):
         listed = hub.read()
         rss_listed, hwm_listed = memory_kib(child.pid)
 
+        mirror_synced, mirror_rss = consumer_mirror(args, procs, kubeconfig, work)
+
         note(f"touching each of the {len(secrets)} Secrets once (a label)")
         received = socket_bytes(child.pid, hub_port)
         touches = [("PATCH", path + "/" + body["metadata"]["name"],
@@ -311,6 +345,7 @@ def run(args):
                       f"Secret data ({args.unrelated_per_cluster} x {args.unrelated_bytes} B unrelated per "
                       f"cluster, {args.large} x {args.large_bytes} B elsewhere)"),
             ("cache synced / every request confirmed", f"{synced_at:.1f} s / {confirmed_at:.1f} s"),
+            ("a consumer's hub mirror synced (its RSS then)", f"{mirror_synced:.1f} s ({mib(mirror_rss):.0f} MiB)"),
             ("Secret list responses at start", f"{list_bytes / 2**20:.2f} MiB in "
                                                f"{int(listed['lists'] - before['lists'])} pages"),
             ("Secret watch events (each Secret touched once): received by the publisher",
