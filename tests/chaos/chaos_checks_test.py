@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 from syncbus_tools import chaos_checks as cc
 from syncbus_tools.chaos_faults import Chaos, Fault
-from syncbus_tools.chaos_system import logged_identity
+from syncbus_tools.chaos_system import Daemon, logged_identity
 
 VICTIM = "cluster-0007/cluster-0007"
 PLANTED = (f'{{"level":"error","msg":"{cc.PLANTED_CRASH}","cluster":"{VICTIM}",'
@@ -406,6 +406,16 @@ class IdentityTest(unittest.TestCase):
         path = self.log(first + "x info consumer stopped consuming unsettled=0\n")
         self.assertEqual(logged_identity(path, len(first)), "")   # the restarted one has not logged yet
         self.assertEqual(logged_identity(path, 0), "consumer-1-host-1")
+
+    def test_every_process_of_a_daemon(self):
+        # Three starts: the second crashed before it consumed; the third logged its own identity.
+        starts = ["x info consumer consuming identity=consumer-1-host-1\n", "x info consumer starting\n",
+                  "x info consumer consuming identity=consumer-1-host-3\n"]
+        d = Daemon("consumer-1", "consumer", [], {}, self.log("".join(starts)), "")
+        d.log_offsets = [0, len(starts[0]), len(starts[0]) + len(starts[1])]
+        self.assertEqual(d.identities(), ["consumer-1-host-1", "consumer-1-host-3"])
+        self.assertEqual(d.identity(), "consumer-1-host-3")
+        self.assertEqual(logged_identity(d.log_path, d.log_offsets[1], d.log_offsets[2]), "")
 
 
 class SchedulerTest(unittest.TestCase):

@@ -291,8 +291,8 @@ class Daemon:
         self.stopped = False        # SIGSTOPped by a fault
         self.exits = []             # (wall time, "signal NAME" or "exit N", injected)
         self.crash_times = []       # exits we did not cause
-        self.log_offset = 0         # where the running process's lines begin in its log
-        self._identities = {}       # log offset of a start -> the identity that process logged
+        self.log_offsets = []       # per start: where that process's lines begin in its log
+        self._identities = {}       # a start's log offset -> the identity that process logged
 
     @property
     def pid(self):
@@ -305,29 +305,35 @@ class Daemon:
         """The identity the running process holds cluster Leases as, as it logged it (a consumer's
         "consuming ... identity=<identity>" line, which comes before it takes any work); "" until
         it has logged one."""
-        if self.log_offset not in self._identities:
-            found = logged_identity(self.log_path, self.log_offset)
-            if not found:
-                return ""
-            self._identities[self.log_offset] = found
-        return self._identities[self.log_offset]
+        return self._identity_of(len(self.log_offsets) - 1) if self.log_offsets else ""
 
     def identities(self):
-        """Every identity a process of this daemon logged, in order."""
-        self.identity()
-        return list(self._identities.values())
+        """Every identity a process of this daemon logged, in order of its starts."""
+        return [i for i in (self._identity_of(k) for k in range(len(self.log_offsets))) if i]
+
+    def _identity_of(self, k):
+        """The identity the process of start k logged, from its lines only ("" if none yet)."""
+        offset = self.log_offsets[k]
+        if offset not in self._identities:
+            end = self.log_offsets[k + 1] if k + 1 < len(self.log_offsets) else None
+            found = logged_identity(self.log_path, offset, end)
+            if not found:
+                return ""
+            self._identities[offset] = found
+        return self._identities[offset]
 
 
 _IDENTITY = re.compile(r'(?:^|\s)identity=("(?:[^"\\]|\\.)*"|\S+)|"identity":\s*"((?:[^"\\]|\\.)*)"')
 
 
-def logged_identity(log_path, offset):
-    """The identity of the first "consuming" line in the log from byte `offset` on ("" if none): a
-    consumer's lease identity, as it logs it in text (identity=...) or JSON ("identity": "...")."""
+def logged_identity(log_path, offset, end=None):
+    """The identity of the first "consuming" line in the log between byte `offset` and `end` (the
+    end of the file when None; "" if none there): a consumer's lease identity, as it logs it in
+    text (identity=...) or JSON ("identity": "...")."""
     try:
         with open(log_path, "rb") as f:
             f.seek(offset)
-            text = f.read().decode("utf-8", errors="replace")
+            text = f.read(-1 if end is None else end - offset).decode("utf-8", errors="replace")
     except OSError:
         return ""
     for line in text.splitlines():
@@ -362,7 +368,7 @@ class Supervisor:
 
     def _start(self, d):
         log = open(d.log_path, "ab")
-        d.log_offset = log.tell()
+        d.log_offsets.append(log.tell())
         d.proc = subprocess.Popen(d.argv, stdout=log, stderr=subprocess.STDOUT, env=d.env,
                                   start_new_session=True)
         log.close()
