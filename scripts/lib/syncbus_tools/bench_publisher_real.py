@@ -32,7 +32,6 @@ import urllib.parse
 import yaml
 
 from syncbus_tools import ROOT
-from syncbus_tools.bench_fleet import RUNNING_STATUS
 from syncbus_tools.testbed import (Broker, Processes, RunError, free_port, make_work_dir, memory_kib,
                                    metric_sum, parse_metrics, read_env_file, scrape)
 
@@ -231,12 +230,6 @@ def run(args):
         started = time.monotonic()
         run_parallel(kubeconfig, namespaces, args.threads)
         run_parallel(kubeconfig, objects, args.threads)
-        # Installed and reachable, as Hive's controllers mark a running cluster: Hive's skip rules
-        # (which the publisher keeps) skip every other one, and nothing would be published.
-        run_parallel(kubeconfig, [("PATCH", f"{path}/{body['metadata']['name']}/status", {"status": RUNNING_STATUS},
-                                   "application/merge-patch+json")
-                                  for _, path, body, _ in objects if path.endswith("/clusterdeployments")],
-                     args.threads)
         note(f"fleet written in {time.monotonic() - started:.0f} s: {args.clusters} clusters, "
              f"{len(secrets)} Secrets holding {secret_bytes / 2**20:.0f} MiB")
 
