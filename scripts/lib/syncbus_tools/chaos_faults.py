@@ -45,9 +45,11 @@ class Chaos:
     major fault starts until it should have recovered (its quiet window), so its recovery can be
     judged against its goal; the others overlap freely, and minor faults (closed connections,
     target bursts) never wait. Each kind with a goal (GOAL_KINDS) gets `samples` protected faults:
-    until it has them, the protected faults are of those kinds, other major faults wait, and the
-    run goes on past `total` faults (up to 3 x `total`). A consumer fault's victim is a consumer
-    that holds a cluster's Lease at that moment."""
+    until it has them, such a fault is injected whenever one fits, other major faults wait, and
+    the run goes on past `total` faults until they have (or until its time is up: three times
+    what `total` faults take, plus the quiet windows of the samples; the goals left short then
+    fail the run). A consumer fault's victim is a consumer that holds a cluster's Lease at that
+    moment."""
 
     MAJOR = {"consumer-kill", "consumer-pause", "publisher-kill", "broker-kill", "hub-burst"}
     # The kinds whose recovery has a goal (chaos_checks.RECOVERY_ROWS).
@@ -79,11 +81,14 @@ class Chaos:
         self._impaired = set()     # consumer names killed or paused and not back yet
         self._bursting = set()     # "hub" / "target"
         self._broker_kills = 0
+        self._deadline = float("inf")   # set by start()
         self._thread = threading.Thread(target=self._loop, name="chaos", daemon=True)
 
     # -- control
 
     def start(self):
+        windows = sum(self._window(Fault(kind, "", 0.0)) for kind in self.GOAL_KINDS)
+        self._deadline = now() + 3 * self.total * self.interval + self.samples * windows
         self._thread.start()
 
     def pause(self):
@@ -95,9 +100,9 @@ class Chaos:
         self._paused.clear()
 
     def done(self):
-        """`total` faults injected, and `samples` protected ones of each kind with a goal (or three
-        times `total` faults: the goals left short are then not judged, which fails the run)."""
-        return len(self.faults) >= self.total and (not self._wanting() or len(self.faults) >= 3 * self.total)
+        """`total` faults injected, and `samples` protected ones of each kind with a goal (or the
+        run's time is up: the goals left short are then not judged, which fails the run)."""
+        return len(self.faults) >= self.total and (not self._wanting() or now() > self._deadline)
 
     @property
     def quiet_until(self):
@@ -141,8 +146,9 @@ class Chaos:
             if unseen:
                 kinds = [k for k in kinds if k in unseen]
             elif wanting:
-                # Until every kind with a goal has its samples, the major faults are those kinds.
-                kinds = [k for k in kinds if k not in self.MAJOR or k in wanting]
+                # Until every kind with a goal has its samples, one of those whenever one fits;
+                # else a minor fault (no other major one).
+                kinds = [k for k in kinds if k in wanting] or [k for k in kinds if k not in self.MAJOR]
             if not kinds:
                 continue
             kind = self.rng.choices(kinds, weights=[self.WEIGHTS[k] for k in kinds])[0]
