@@ -33,7 +33,7 @@ namespace syncbus::consumer {
 
 struct LeaseOptions {
   std::string ns = "syncbus";                       // where the cluster Leases live
-  std::string identity;                             // this consumer: "<host>-<random>"
+  std::string identity;                             // this process: "<name>-<host>-<pid>"
   std::chrono::seconds duration{30};                // leaseDurationSeconds written
   std::chrono::milliseconds renew_interval{10000};  // a held lease is renewed this long after
                                                     // its last write

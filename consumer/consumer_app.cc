@@ -195,9 +195,12 @@ void ConsumerApp::Consume(DeliveryLoop& loop, amqp::Session& session,
     if (!consuming_.load()) {
       if (!reconnector.EnsureConnected().ok()) continue;  // stopping
       consuming_.store(true);
+      // `identity`: the holder of its cluster Leases and its user agent on the hub and targets
+      // ("syncbus-consumer/<identity>"), unique per process.
       log::Info("consuming", {{"brokers", config_.amqp.DescribeEndpoints()},
                               {"vhost", config_.amqp.vhost},
-                              {"prefetch", config_.consumer.prefetch}});
+                              {"prefetch", config_.consumer.prefetch},
+                              {"identity", deps_.identity}});
     }
     Status s = loop.Step(std::chrono::milliseconds(50));
     if (!s.ok()) {

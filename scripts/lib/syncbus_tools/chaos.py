@@ -23,7 +23,7 @@ import urllib.request
 from syncbus_tools import ROOT, secret_scan
 from syncbus_tools.chaos_checks import (Check, analyse_journal, cluster_credentials, every_kind_injected,
                                         explain_dead_letters, explain_exits, goals_met, judge_poison,
-                                        planted_crashes, scan_inputs, WorkTimes, format_recovery,
+                                        planted_crashes, ScanInputs, WorkTimes, format_recovery,
                                         measure_recovery, recovery_table, verify_fleet)
 from syncbus_tools.chaos_faults import Chaos, EditStream, make_rng
 from syncbus_tools.chaos_system import (Daemon, RabbitCluster, Sampler, Simulator, Supervisor, admin_yaml,
@@ -366,52 +366,65 @@ def read_trace(s):
 def scan_for_secrets(s, creds, trace):
     """Logs, broker messages (every queue, the dead-letter index and the trace stream: `trace`
     from read_trace, in scan/), metrics: none may hold a secret. A planted copy of one proves the
-    scan finds them; an input that could not be read fails the check."""
+    scan finds them; an input that could not be read, or only in part, fails the check
+    (ScanInputs). The daemons are stopped on the way: after their metrics pages are read, before
+    the queues are, so that no message is held unacknowledged by a consumer (the management API
+    cannot read those) and every log is complete."""
     secret_list = collect_secrets(s, creds)
     scanner = secret_scan.Scanner(secret_list)
     evidence = os.path.join(s.work, "scan")
     os.makedirs(evidence, exist_ok=True)
+    rc, trace_events = trace
+    inputs = ScanInputs(trace_rc=rc, trace_events=len(trace_events))
+    with open(os.path.join(evidence, "metrics.txt"), "w", encoding="utf-8") as f:
+        inputs.daemons = {d.name: d.running() and not d.stopped for d in s.daemons()}
+        urls = [d.admin_url + "/metrics" for d in s.daemons() if inputs.daemons[d.name]]
+        for url in urls + s.rabbit.prometheus_urls():
+            try:
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    f.write(f"# {url}\n" + r.read().decode(errors="replace"))
+                inputs.pages[url] = None
+            except OSError as e:
+                f.write(f"# {url}: {e}\n")
+                inputs.pages[url] = str(e)
+    s.sampler.stop()
+    s.supervisor.stop_all()
     # Messages still in the broker's queues, read without consuming; the parked ones, with their
     # headers and bodies, from the dead-letter index.
-    queue_errors = [] if s.scanned_queues else ["the queues: `syncbusctl topology` listed none to read"]
     with open(os.path.join(evidence, "messages.json"), "w", encoding="utf-8") as f:
         for queue in s.scanned_queues:
             try:
-                for m in s.rabbit.messages(queue):
+                ready, unacked = s.rabbit.queue_counts(queue)
+                asked = ready + unacked + secret_scan.STATS_SLACK
+                messages = s.rabbit.messages(queue, asked)
+                for m in messages:
                     f.write(json.dumps({"queue": queue, "message": m}) + "\n")
+                inputs.queues[queue] = (len(messages), asked, ready, unacked)
             except Exception as e:
-                queue_errors.append(f"{queue}: {e}")
+                inputs.queues[queue] = str(e)
         try:
             for d in s.parked():
                 f.write(json.dumps({"queue": "syncbus.dead", "message": d}) + "\n")
         except RunError as e:
-            queue_errors.append(f"syncbus.dead (its index): {e}")
-    rc, trace_events = trace
-    pages = 0
-    with open(os.path.join(evidence, "metrics.txt"), "w", encoding="utf-8") as f:
-        urls = [d.admin_url + "/metrics" for d in s.daemons() if d.running()] + s.rabbit.prometheus_urls()
-        for url in urls:
-            try:
-                with urllib.request.urlopen(url, timeout=10) as r:
-                    f.write(f"# {url}\n" + r.read().decode(errors="replace"))
-                    pages += 1
-            except OSError as e:
-                f.write(f"# {url}: {e}\n")
+            inputs.queues["syncbus.dead (its index)"] = str(e)
     # Everything the run wrote, but the credential files themselves (mounted Secrets in a
     # deployment) and the brokers' state; the RabbitMQ nodes' logs are scanned on their own.
     credential_files = ["secrets/*", "tls/*", "hub.kubeconfig", "rabbitmq/*"]
     findings = scanner.scan_tree(s.work, exclude=credential_files)
     for root in s.rabbit.log_dirs():
-        if os.path.isdir(root):
+        inputs.log_dirs[root] = os.path.isdir(root)
+        if inputs.log_dirs[root]:
             findings += scanner.scan_tree(root)
+    inputs.unreadable = list(scanner.errors)
     problems = [f"{f.secret} ({f.form}) at {f.location}: {f.excerpt}" for f in findings[:50]]
-    problems += [f"not scanned: {e}" for e in scanner.errors]
-    problems += scan_inputs(rc, trace_events, queue_errors)
+    problems += inputs.problems()
+    read = sum(q[0] for q in inputs.queues.values() if not isinstance(q, str))
     checks = [Check("no secret in logs, messages, trace events or metrics", not problems,
                     f"{len(secret_list)} secrets ({len(scanner.needles)} forms), {scanner.sources} files, "
                     f"{scanner.bytes_scanned / 1e6:.1f} MB: logs of every process and RabbitMQ node, "
-                    f"{len(trace_events)} trace events (syncbusctl exit {rc}), the queues' messages, {pages} "
-                    f"metrics pages", problems)]
+                    f"{len(trace_events)} trace events (syncbusctl exit {rc}), {read} messages of "
+                    f"{len(inputs.queues)} queues, {sum(e is None for e in inputs.pages.values())} metrics pages",
+                    problems)]
     # The scan finds a secret that is there: plant one cluster's token in a copy of a log.
     planted = os.path.join(s.work, "planted", "consumer-1.log")
     os.makedirs(os.path.dirname(planted), exist_ok=True)
@@ -447,7 +460,7 @@ def run(args):
         converge = wait_converged(s, 1800, "initial sync")
         edits = EditStream(s.sim.hub, s.sim.names, args.syncsets, args.selector_syncsets, args.edit_rate,
                            args.selector_edit_every, rng)
-        chaos = Chaos(s, args.faults, args.fault_interval, args.lease, rng)
+        chaos = Chaos(s, args.faults, args.fault_interval, args.lease, rng, samples=args.samples)
         edits.start()
         chaos.start()
         chaos_started = now()
@@ -465,16 +478,21 @@ def run(args):
         note(f"{len(chaos.faults)} faults in {now() - chaos_started:.0f}s; waiting for every process and node")
         s.sim.clear_faults(["*"])
         wait_ready(s, timeout=300)
+        # The edit stream is the work whose recovery the last protected fault is timed by: it
+        # goes on until that fault's quiet window is over.
+        time.sleep(max(0.0, chaos.quiet_until - now()))
         edits.stop()
         edits_stopped = now()
         note(f"edit stream stopped: {edits.edits} edits ({edits.failed} refused during hub faults)")
         after_faults = wait_converged(s, args.converge_timeout, "after the last fault")
         s.sim.flush_journal()
         creds = cluster_credentials(s.sim.hub)
-        checks.append(verify_fleet(s.sim.hub, s.sim.names, creds))
+        checks.append(verify_fleet(s.sim.hub, s.sim.names, creds,
+                                   args.clusters * (args.syncsets + args.selector_syncsets) * args.resources))
         checks.append(explain_dead_letters(s.parked(), s.poison_requests))
         checks.append(analyse_journal(s.sim.journal, chaos.faults, s.sim.names,
-                                      exclude=set() if args.no_poison else {victim}))
+                                      exclude=set() if args.no_poison else {victim},
+                                      identities={i for d in s.consumers() for i in d.identities()}))
         trace = read_trace(s)
         measure_recovery(chaos.faults, WorkTimes(trace[1], edits.times), [d.name for d in s.consumers()],
                          edits_stopped)
@@ -486,7 +504,7 @@ def run(args):
             checks.append(Check("every fault could be injected", False, f"{len(chaos.errors)} could not",
                                 chaos.errors))
         rows, notes = recovery_table(chaos.faults, args.lease)
-        checks.append(goals_met(rows, notes))
+        checks.append(goals_met(rows, notes, args.samples))
         checks += scan_for_secrets(s, creds, trace)
         report(args, s, chaos, edits, checks, converge, after_faults, rows, notes, run_started)
     finally:
@@ -517,8 +535,9 @@ def report(args, s, chaos, edits, checks, converge, after_faults, rows, notes, r
     victims = [f for f in chaos.faults if f.kind in ("consumer-kill", "consumer-pause")]
     if victims:
         held = sum(f.recovery.get("held clusters", 0) for f in victims)
-        print(f"  consumer faults: the victims held {held} cluster leases in all "
-              f"({', '.join(str(f.recovery.get('held clusters', 0)) for f in victims)})")
+        print(f"  consumer faults: the victims held {held} cluster leases in all, by the journal "
+              f"({', '.join(str(f.recovery.get('held clusters', 0)) for f in victims)}; by the hub at the "
+              f"fault: {', '.join(str(len(f.held)) for f in victims)})")
     for n in notes:
         print("  " + n)
     print()
@@ -544,6 +563,9 @@ def parse_args(argv):
     p.add_argument("--clusters", type=int)
     p.add_argument("--faults", type=int, help="faults to inject (at least 100 by default)")
     p.add_argument("--fault-interval", type=float, help="mean seconds between faults")
+    p.add_argument("--samples", type=int,
+                   help="undisturbed faults each goal is judged on, at least (default 3; --short 1): the run "
+                        "goes on past --faults until each kind with a goal has had that many")
     p.add_argument("--syncsets", type=int, default=2)
     p.add_argument("--selector-syncsets", type=int, default=2)
     p.add_argument("--resources", type=int, default=3)
@@ -565,6 +587,7 @@ def parse_args(argv):
     short = args.short
     args.clusters = args.clusters or (200 if short else 1000)
     args.faults = args.faults or (20 if short else 100)
+    args.samples = args.samples or (1 if short else 3)
     args.fault_interval = args.fault_interval or (5.0 if short else 7.0)
     args.lease = args.lease or (10 if short else 20)
     args.selector_edit_every = args.selector_edit_every or (30.0 if short else 120.0)

@@ -46,9 +46,16 @@ def cluster_credentials(hub):
     return creds
 
 
-def verify_fleet(hub, names, creds):
+def verify_fleet(hub, names, creds, fleet_objects, target=None):
     """Every cluster's ConfigMaps hold what its SyncSets and SelectorSyncSets say now, and its
-    ClusterSync shows each set at its current generation, Success."""
+    ClusterSync shows each set at its current generation, Success. `fleet_objects`: how many
+    objects the fleet holds (clusters x sets x ConfigMaps, as the run made it): comparing fewer
+    (a cluster left out, a set list that came back short) fails, a check of nothing proves
+    nothing. `target(token)`: a client of a target cluster (default: the hub's server with that
+    cluster's token)."""
+    if target is None:
+        def target(token):
+            return KubeClient(server=hub.server, token=token)
     syncsets = {}
     for s in hub.get(HIVE + "/syncsets")["items"]:
         syncsets.setdefault(s["metadata"]["namespace"], []).append(s)
@@ -63,11 +70,10 @@ def verify_fleet(hub, names, creds):
             for r in s["spec"].get("resources", []):
                 meta = r["metadata"]
                 desired[(meta.get("namespace", "default"), meta["name"])] = r.get("data", {})
-        token = creds.get(name, ("", ""))[0]
-        target = KubeClient(server=hub.server, token=token)
+        client = target(creds.get(name, ("", ""))[0])
         actual = {}
         for ns in sorted({ns for ns, _ in desired}):
-            listed = target.get(f"/clusters/{name}/api/v1/namespaces/{ns}/configmaps")
+            listed = client.get(f"/clusters/{name}/api/v1/namespaces/{ns}/configmaps")
             for cm in listed["items"]:
                 actual[(ns, cm["metadata"]["name"])] = cm.get("data", {})
         for key, data in desired.items():
@@ -88,9 +94,12 @@ def verify_fleet(hub, names, creds):
             elif e.get("observedGeneration") != generation or e.get("result") != "Success":
                 problems.append(f"{name}: {kind} {s['metadata']['name']} at generation "
                                 f"{e.get('observedGeneration')} ({e.get('result')}), current {generation}")
+    if objects < fleet_objects:
+        problems.append(f"only {objects} objects compared, the fleet holds {fleet_objects}: "
+                        "the rest was not checked")
     return Check("fleet converged, object by object", not problems,
-                 f"{len(names)} clusters, {objects} objects compared with their sets' current content",
-                 problems)
+                 f"{len(names)} clusters, {objects} objects (of {fleet_objects}) compared with their sets' "
+                 "current content", problems)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,16 +119,6 @@ def consumer_of(entry):
     return agent[len(CONSUMER_AGENT):] if agent.startswith(CONSUMER_AGENT) else None
 
 
-class LeaseState:
-    """A cluster Lease as the journal replay has it: holder, renewTime (Unix ms, the holder's
-    clock, from which the lease runs), duration, and whether the holder's status write gave it
-    back."""
-    __slots__ = ("holder", "at", "duration", "released")
-
-    def __init__(self):
-        self.holder, self.at, self.duration, self.released = "", 0, 0, True
-
-
 def unix_ms(rfc3339, default):
     """Unix milliseconds of a Lease's MicroTime ("2026-11-25T13:20:20.533434Z")."""
     try:
@@ -129,84 +128,152 @@ def unix_ms(rfc3339, default):
         return default
 
 
-def lease_cluster(entry):
-    """The cluster (its namespace, which is its name in the fleet) whose Lease a journal line
-    wrote: the consumers' cluster Leases live in namespace syncbus as "<namespace>.<name>"."""
-    if entry.get("resource") != "leases" or entry.get("namespace") != "syncbus":
-        return None
-    name = entry.get("name", "")
-    return name.split(".", 1)[0] if "." in name else None
+class LeaseState:
+    """A cluster Lease as the journal replay has it: holder, renewTime (Unix ms, the holder's
+    clock, from which the lease runs), duration, and whether the holder's status write gave it
+    back."""
+    __slots__ = ("holder", "at", "duration", "released")
+
+    def __init__(self):
+        self.holder, self.at, self.duration, self.released = "", 0, 0, True
+
+    def live(self, t_ms):
+        return bool(self.holder) and not self.released and t_ms < self.at + self.duration * 1000
 
 
-def analyse_journal(path, faults, cluster_names, exclude=()):
-    """Replays the journal in order. Every write a consumer makes to a cluster (its objects on the
-    target, its ClusterSync on the hub) must happen while that consumer holds the cluster's Lease:
-    the last Lease write names it, has not lapsed, and (for target writes) its status write has not
-    given it back. A Lease taken from another live holder is a violation too. Also fills each
-    consumer fault's "clusters synced again" recovery: the clusters the victim held at the fault,
-    until another consumer stored their status."""
+class ClusterLeaseJournal:
+    """How consumers exclude each other per cluster, as the simulator's write journal shows it: the
+    one place that reads that from the journal (a change of the exclusion scheme changes this
+    class, not the checks built on it). Today: one Lease per cluster in namespace syncbus, named
+    "<namespace>.<name>" (a fleet cluster's namespace is its name), written by its taker with
+    holderIdentity, renewTime and leaseDurationSeconds; the holder's ClusterSync status write gives
+    it back, an empty holder too. Fed the journal's entries in order (`apply`)."""
+
+    def __init__(self, clusters):
+        self.clusters = set(clusters)
+        self.leases = {}
+        self.takeovers = 0
+        self.holders = set()   # every identity that held a lease
+
+    @staticmethod
+    def lease_cluster(entry):
+        """The cluster whose Lease a journal entry wrote, or None."""
+        if entry.get("cluster") != "hub" or entry.get("resource") != "leases" or entry.get("namespace") != "syncbus":
+            return None
+        name = entry.get("name", "")
+        return name.split(".", 1)[0] if "." in name else None
+
+    def status_cluster(self, entry):
+        """The cluster whose ClusterSync a hub entry wrote (its status, if `status`), or None."""
+        if entry.get("cluster") != "hub" or entry.get("resource") != "clustersyncs":
+            return None
+        return entry.get("namespace") if entry.get("namespace") in self.clusters else None
+
+    def apply(self, entry):
+        """Takes one journal entry in order. Returns the violation it shows ("" if none): a lease
+        taken from another live holder; a consumer's write to a cluster (its objects on the target,
+        its ClusterSync on the hub) not under its own lease: another's, none, lapsed, or (for a
+        target write) given back by its status write."""
+        cluster = self.lease_cluster(entry)
+        if cluster in self.clusters:
+            return self._lease_write(cluster, entry)
+        who = consumer_of(entry)
+        if who is None:
+            return ""
+        key = self.status_cluster(entry)
+        target_write = key is None
+        if target_write:
+            key = entry.get("cluster")
+            if entry.get("cluster") == "hub" or key not in self.clusters:
+                return ""
+        s = self.leases.get(key) or LeaseState()
+        lapsed = entry["t"] > s.at + s.duration * 1000
+        why = ""
+        if s.holder != who or lapsed or (target_write and s.released):
+            why = ("lapsed" if lapsed else "given back") if s.holder == who else f"held by {s.holder or 'nobody'}"
+            why = (f"{key}: {'target' if target_write else 'ClusterSync'} {entry.get('verb')} "
+                   f"{entry.get('resource')} {entry.get('name')} by {who} at {entry['t']}: lease {why}")
+        if not target_write and entry.get("subresource") == "status" and s.holder == who:
+            s.released = True
+        return why
+
+    def _lease_write(self, cluster, entry):
+        s = self.leases.setdefault(cluster, LeaseState())
+        holder = entry.get("holder", "")
+        # The taker decided on its clock when it sent the write: the journal time (when the
+        # simulator applied it) is an upper bound of that.
+        violation = ""
+        if holder and holder != s.holder and s.live(entry["t"]):
+            violation = (f"{cluster}: lease taken by {holder} at {entry['t']} while {s.holder} held it "
+                         f"(renewed {s.at}, {s.duration}s)")
+        if holder and holder != s.holder:
+            self.takeovers += 1
+        if holder:
+            self.holders.add(holder)
+        s.holder, s.duration, s.released = holder, entry.get("leaseDurationSeconds", 0), not holder
+        s.at = unix_ms(entry.get("renewTime"), entry["t"])
+        return violation
+
+    def held_by(self, identity):
+        """The clusters whose lease `identity` holds now (not given back; lapsed or not)."""
+        return [c for c, s in self.leases.items() if s.holder == identity and not s.released]
+
+    @staticmethod
+    def counts_as_write(entry, clusters):
+        """Whether the entry is a consumer's write to one of `clusters` (target or ClusterSync)."""
+        if consumer_of(entry) is None:
+            return False
+        if entry.get("cluster") == "hub":
+            return entry.get("resource") == "clustersyncs" and entry.get("namespace") in clusters
+        return entry.get("cluster") in clusters
+
+    @staticmethod
+    def synced(entry, clusters):
+        """The cluster whose status a consumer stored in this entry, or None: a sync's last write."""
+        if consumer_of(entry) is None or entry.get("cluster") != "hub":
+            return None
+        if entry.get("resource") != "clustersyncs" or entry.get("subresource") != "status":
+            return None
+        return entry.get("namespace") if entry.get("namespace") in clusters else None
+
+
+def analyse_journal(path, faults, cluster_names, exclude=(), identities=None):
+    """Replays the journal in order (ClusterLeaseJournal). Every write a consumer makes to a
+    cluster must happen under that consumer's own live lease, and no lease may be taken from a
+    live holder. Every lease holder must be an identity a consumer logged (`identities`, when
+    given): a holder the run cannot name would make every consumer fault look as if its victim
+    held nothing. Also fills each consumer fault's recovery: "held clusters", the clusters its
+    victim (`identity`) held at the fault, and "clusters synced again", the seconds until every
+    one of them had its status stored again (by any consumer; the victim's own write that it had
+    sent before it froze or died counts too), None if one never had."""
     names = set(cluster_names)
-    leases = {}
+    leases = ClusterLeaseJournal(names)
     violations = []
-    writes = takeovers = 0
+    writes = 0
     pending = sorted((f for f in faults if f.kind in ("consumer-kill", "consumer-pause")), key=lambda f: f.at)
-    open_faults = []   # (fault, {cluster: None}) waiting for their clusters' next status by another
+    open_faults = []   # (fault, {cluster: None}) waiting for their clusters' next status
     for e in read_journal(path):
         t = e["t"] / 1000.0
         while pending and pending[0].at < t:
             f = pending.pop(0)
-            held = {c: None for c, s in leases.items()
-                    if s.holder == f.identity and not s.released and c not in exclude}
+            held = {c: None for c in leases.held_by(f.identity) if c not in exclude} if f.identity else {}
             f.recovery["held clusters"] = len(held)
             open_faults.append((f, held))
-        cluster = e.get("cluster")
-        if cluster == "hub" and lease_cluster(e) in names:
-            key = lease_cluster(e)
-            s = leases.setdefault(key, LeaseState())
-            holder = e.get("holder", "")
-            # The taker decided on its clock when it sent the write: the journal time (when the
-            # simulator applied it) is an upper bound of that.
-            live = s.holder and not s.released and e["t"] < s.at + s.duration * 1000
-            if holder and live and holder != s.holder:
-                violations.append(f"{key}: lease taken by {holder} at {e['t']} while {s.holder} held it "
-                                  f"(renewed {s.at}, {s.duration}s)")
-            if holder and holder != s.holder:
-                takeovers += 1
-            s.holder, s.duration, s.released = holder, e.get("leaseDurationSeconds", 0), not holder
-            s.at = unix_ms(e.get("renewTime"), e["t"])
-            continue
-        who = consumer_of(e)
-        if who is None:
-            continue
-        if cluster == "hub":
-            if e.get("resource") != "clustersyncs" or e.get("namespace") not in names:
-                continue
-            key = e["namespace"]
-            target_write = False
-        elif cluster in names:
-            key = cluster
-            target_write = True
-        else:
-            continue
-        writes += 1
-        s = leases.get(key) or LeaseState()
-        lapsed = e["t"] > s.at + s.duration * 1000
-        if s.holder != who or lapsed or (target_write and s.released):
-            why = ("lapsed" if lapsed else "given back") if s.holder == who else f"held by {s.holder or 'nobody'}"
-            violations.append(f"{key}: {'target' if target_write else 'ClusterSync'} "
-                              f"{e.get('verb')} {e.get('resource')} {e.get('name')} by {who} at {e['t']}: "
-                              f"lease {why}")
-        if not target_write and e.get("subresource") == "status":
-            if s.holder == who:
-                s.released = True
-            # Synced again: its status stored after the fault (by the victim too, a write it had
-            # sent before it froze or died).
+        writes += leases.counts_as_write(e, names)
+        violation = leases.apply(e)
+        if violation:
+            violations.append(violation)
+        key = leases.synced(e, names)
+        if key is not None:
             for f, held in open_faults:
                 if key in held and held[key] is None:
                     held[key] = t - f.at
+    for f in pending:   # after the journal's last entry
+        f.recovery["held clusters"] = len([c for c in leases.held_by(f.identity) if c not in exclude]) \
+            if f.identity else 0
     for f, held in open_faults:
         if not held:
-            continue   # the victim held no cluster at that moment: nothing to recover
+            continue   # the victim held no cluster: nothing to time (recovery_table says so)
         times = [v for v in held.values() if v is not None]
         f.recovery["clusters synced again"] = max(times) if len(times) == len(held) else None
     # Every cluster was synced at least once (its first status write): fewer checked writes mean
@@ -214,9 +281,14 @@ def analyse_journal(path, faults, cluster_names, exclude=()):
     if writes < len(names):
         violations.append(f"only {writes} consumer writes in the journal for {len(names)} clusters: "
                           "the journal is incomplete, so exclusion was not shown")
+    if identities is not None:
+        unknown = sorted(leases.holders - set(identities))
+        if unknown:
+            violations.append(f"lease holder(s) {', '.join(unknown[:5])} are no identity a consumer logged "
+                              f"(logged: {', '.join(sorted(identities)[:5]) or 'none'})")
     return Check("no cluster written by two consumers at once", not violations,
-                 f"{writes} consumer writes checked against {len(leases)} cluster leases "
-                 f"({takeovers} hand-overs between consumers)", violations)
+                 f"{writes} consumer writes checked against {len(leases.leases)} cluster leases "
+                 f"({leases.takeovers} hand-overs between consumers)", violations)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,9 +426,11 @@ RECOVERY_ROWS = [
 def recovery_table(faults, lease_seconds):
     """Rows of (fault, figure, (n, p50, max) over all faults, the same over the undisturbed ones,
     goal text, met or None) and notes on figures missing. A fault is undisturbed when no other
-    fault began before it had recovered: the goals are judged on those (a recovery that another
-    fault stretched is reported, not judged). The edit stream's edits, fleet-wide ones included,
-    are the run's load, not faults: they disturb nothing."""
+    fault began before it had recovered, or before its goal's time was up if it took longer: the
+    goals are judged on those (a recovery that another fault stretched is reported, not judged;
+    one that was past its goal when the other fault began is judged, and missed). The edit
+    stream's edits, fleet-wide ones included, are the run's load, not faults: they disturb
+    nothing."""
     rows, notes = [], []
     for kind, figure, goal, goal_text in RECOVERY_ROWS:
         of_kind = [f for f in faults if f.kind == kind]
@@ -366,21 +440,27 @@ def recovery_table(faults, lease_seconds):
         never = [f for f in measured if f.recovery[figure] is None]
         done = [f for f in measured if f.recovery[figure] is not None]
         if len(measured) < len(of_kind):
-            why = "the victim held no cluster" if kind.startswith("consumer") else "not measured"
+            why = HELD_NOTHING if kind.startswith("consumer") else "not measured"
             notes.append(f"{kind}: {figure}: {len(of_kind) - len(measured)} of {len(of_kind)}: {why}")
         if never:
             notes.append(f"{kind}: {figure}: {len(never)} of {len(of_kind)} never did")
-        clean = [f for f in done if not disturbed(f, f.recovery[figure], faults, figure)]
         limit = goal(lease_seconds) if goal else None
+        clean = [f for f in done
+                 if not disturbed(f, min(f.recovery[figure], limit if limit is not None else float("inf")),
+                                  faults, figure)]
         met = None
         if limit is not None and (clean or never):
-            met = not never and max(f.recovery[figure] for f in clean) <= limit
-        elif limit is not None:
-            notes.append(f"{kind}: {figure}: no undisturbed sample to judge the goal on")
+            met = not never and max((f.recovery[figure] for f in clean), default=0) <= limit
         text = f"{goal_text} ({limit:.0f} s)" if limit is not None and "lease" in goal_text else goal_text
         rows.append((kind, figure, summary([f.recovery[figure] for f in done]),
                      summary([f.recovery[figure] for f in clean]), text, met))
     return rows, notes
+
+
+# A consumer fault whose victim held no cluster at that moment, as the journal shows it: the fault
+# chose it among the consumers the hub showed holding one, so the run's idea of its identity is
+# wrong, and its goal would go unjudged.
+HELD_NOTHING = "the victim held no cluster"
 
 
 # The faults that can stretch another's recovery: whatever it must wait for (the hub for leases
@@ -415,15 +495,25 @@ def summary(values):
     return (len(values), statistics.median(values) if values else None, max(values) if values else None)
 
 
-def goals_met(rows, notes):
-    """A check that fails when any goal was MISSED or a fault of a kind with a goal never
-    recovered."""
+def goals_met(rows, notes, samples=1):
+    """A check that fails when any goal was MISSED, a fault of a kind with a goal never recovered,
+    a goal was judged on fewer than `samples` undisturbed faults (none: not judged at all), or a
+    consumer fault's victim held no cluster."""
     problems = [f"{kind}: {figure}: undisturbed max " + ("-" if worst is None else f"{worst:.1f}s") + f", goal {goal}"
                 for kind, figure, _, (_, _, worst), goal, met in rows if met is False]
-    problems += [n for n in notes if n.endswith("never did")]
+    problems += [n for n in notes if n.endswith("never did") or n.endswith(HELD_NOTHING)]
+    problems += [f"{kind}: {figure}: judged on {n} undisturbed fault(s), fewer than {samples}"
+                 if n else f"{kind}: {figure}: not judged: no undisturbed fault"
+                 for kind, figure, _, (n, _, _), goal, met in rows
+                 if goal_of(kind, figure) and n < samples]
     judged = sum(1 for row in rows if row[5] is not None)
-    return Check("every recovery goal met", not problems,
-                 f"{judged} goals judged on undisturbed faults", problems)
+    return Check("every recovery goal judged and met", not problems,
+                 f"{judged} goals judged on at least {samples} undisturbed faults each", problems)
+
+
+def goal_of(kind, figure):
+    """Whether (kind, figure) has a goal."""
+    return any(k == kind and f == figure and goal for k, f, goal, _ in RECOVERY_ROWS)
 
 
 def every_kind_injected(faults, kinds):
@@ -490,16 +580,52 @@ def judge_poison(listed, cluster, crashes, delivery_limit):
                  f"{cluster}: {len(ours)} request(s) parked after {crashes} planted consumer crashes", problems)
 
 
-def scan_inputs(trace_rc, trace_events, queue_errors):
-    """What the secret scan could not read: a failed `syncbusctl trace --all`, a trace with no
-    event at all (a run always has some), a queue that could not be read."""
-    problems = []
-    if trace_rc != 0:
-        problems.append(f"syncbusctl trace --all exited {trace_rc}: the trace events were not scanned")
-    elif not trace_events:
-        problems.append("syncbusctl trace --all returned no event: nothing of the trace was scanned")
-    problems += [f"not scanned: {e}" for e in queue_errors]
-    return problems
+@dataclass
+class ScanInputs:
+    """What the secret scan had to read and what came of each input. An input it could not read,
+    or read only in part, is a hole, and a scan with a hole has not shown that nothing leaked."""
+    trace_rc: int = 0              # `syncbusctl trace --all`'s exit status
+    trace_events: int = 0          # the events it returned
+    queues: dict = field(default_factory=dict)      # queue -> (read, asked, ready, unacked) or an error
+    daemons: dict = field(default_factory=dict)     # daemon -> running when its metrics page was read
+    pages: dict = field(default_factory=dict)       # metrics URL -> None when read, else the error
+    log_dirs: dict = field(default_factory=dict)    # RabbitMQ log directory -> it exists
+    unreadable: list = field(default_factory=list)  # files the scanner could not read
+
+    def problems(self):
+        """Every hole, one line each."""
+        problems = []
+        if self.trace_rc != 0:
+            problems.append(f"syncbusctl trace --all exited {self.trace_rc}: the trace events were not scanned")
+        elif not self.trace_events:
+            problems.append("syncbusctl trace --all returned no event: nothing of the trace was scanned")
+        if not self.queues:
+            problems.append("the queues: none was listed to read")
+        for queue, got in sorted(self.queues.items()):
+            if isinstance(got, str):
+                problems.append(f"queue {queue}: not scanned: {got}")
+                continue
+            read, asked, ready, unacked = got
+            if unacked:
+                problems.append(f"queue {queue}: {unacked} message(s) held unacknowledged, which the "
+                                "management API cannot read: not scanned")
+            if read < ready:
+                problems.append(f"queue {queue}: read {read} of its {ready} ready messages")
+            elif read >= asked:
+                problems.append(f"queue {queue}: read {read}, as many as asked: more may be there")
+        for daemon, running in sorted(self.daemons.items()):
+            if not running:
+                problems.append(f"{daemon}: not running, its metrics page was not scanned")
+        if not self.pages:
+            problems.append("no metrics page to read")
+        problems += [f"metrics page {url}: not scanned: {error}" for url, error in sorted(self.pages.items())
+                     if error is not None]
+        problems += [f"RabbitMQ log directory {d}: missing, not scanned"
+                     for d, there in sorted(self.log_dirs.items()) if not there]
+        if not self.log_dirs:
+            problems.append("no RabbitMQ log directory to read")
+        problems += [f"not scanned: {e}" for e in self.unreadable]
+        return problems
 
 
 def format_recovery(rows):

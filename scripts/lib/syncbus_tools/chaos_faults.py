@@ -28,6 +28,7 @@ class Fault:
     at: float                      # wall time of the injection
     detail: str = ""
     identity: str = ""             # consumer-kill / consumer-pause: the victim's lease identity
+    held: tuple = ()               # consumer-kill / consumer-pause: the clusters the hub showed it holding
     lanes: tuple = ()              # broker-kill: the work lanes whose queue leader was on the node
     ended: float = 0.0             # when the fault was undone (process back, node started, burst over)
     lingers: float = 0.0           # until when it may still hold a daemon up although it ended (below)
@@ -40,18 +41,27 @@ class Chaos:
     that fit the system's state: at most one RabbitMQ node down, one consumer impaired, one
     node or leader death recovering, one burst of each kind at a time. Every other major fault
     (a death, a freeze, a hub burst), and the first of each kind, is protected: it starts only
-    once every major fault before it has ended, and no other major fault starts until it should
-    have recovered (its quiet window), so its recovery can be judged against its goal; the others
-    overlap freely, and minor faults (closed connections, target bursts) never wait."""
+    once every major fault before it has ended (and no longer holds a daemon up), and no other
+    major fault starts until it should have recovered (its quiet window), so its recovery can be
+    judged against its goal; the others overlap freely, and minor faults (closed connections,
+    target bursts) never wait. Each kind with a goal (GOAL_KINDS) gets `samples` protected faults:
+    until it has them, such a fault is injected whenever one fits, other major faults wait, and
+    the run goes on past `total` faults until they have (or until its time is up: three times
+    what `total` faults take, plus the quiet windows of the samples; the goals left short then
+    fail the run). A consumer fault's victim is a consumer that holds a cluster's Lease at that
+    moment."""
 
     MAJOR = {"consumer-kill", "consumer-pause", "publisher-kill", "broker-kill", "hub-burst"}
+    # The kinds whose recovery has a goal (chaos_checks.RECOVERY_ROWS).
+    GOAL_KINDS = {"consumer-kill", "consumer-pause", "publisher-kill", "broker-kill"}
 
     WEIGHTS = {"consumer-kill": 20, "consumer-pause": 8, "publisher-kill": 12, "broker-kill": 14,
                "connection-close": 18, "hub-burst": 12, "target-burst": 16}
 
-    def __init__(self, system, total, interval, lease_seconds, rng):
+    def __init__(self, system, total, interval, lease_seconds, rng, samples=1):
         self.s = system
         self.total = total
+        self.samples = samples
         self.interval = interval
         self.lease_seconds = lease_seconds
         self.rng = rng
@@ -67,15 +77,18 @@ class Chaos:
         self._consumer_until = 0.0   # a consumer fault's recovery window (3 x lease)
         self._quiet_until = 0.0      # a protected major fault's recovery window
         self._protect = True         # whether the next major fault gets one
-        self._protected_kinds = set()   # major kinds that had a protected fault
+        self._protected_counts = {}   # major kind -> its protected faults so far
         self._impaired = set()     # consumer names killed or paused and not back yet
         self._bursting = set()     # "hub" / "target"
         self._broker_kills = 0
+        self._deadline = float("inf")   # set by start()
         self._thread = threading.Thread(target=self._loop, name="chaos", daemon=True)
 
     # -- control
 
     def start(self):
+        windows = sum(self._window(Fault(kind, "", 0.0)) for kind in self.GOAL_KINDS)
+        self._deadline = now() + 3 * self.total * self.interval + self.samples * windows
         self._thread.start()
 
     def pause(self):
@@ -87,7 +100,18 @@ class Chaos:
         self._paused.clear()
 
     def done(self):
-        return len(self.faults) >= self.total
+        """`total` faults injected, and `samples` protected ones of each kind with a goal (or the
+        run's time is up: the goals left short are then not judged, which fails the run)."""
+        return len(self.faults) >= self.total and (not self._wanting() or now() > self._deadline)
+
+    @property
+    def quiet_until(self):
+        """When the last protected fault's quiet window ends."""
+        return self._quiet_until
+
+    def _wanting(self):
+        """The kinds with a goal that still lack protected faults."""
+        return {k for k in self.GOAL_KINDS if self._protected_counts.get(k, 0) < self.samples}
 
     def wait_quiet(self, timeout=600):
         deadline = time.monotonic() + timeout
@@ -118,8 +142,13 @@ class Chaos:
             # Every kind at least once: until each has been injected, only those not yet (waiting
             # for one to fit rather than spending the run's faults on the others).
             unseen = {k for k in self.WEIGHTS} - {f.kind for f in self.faults}
+            wanting = self._wanting()
             if unseen:
                 kinds = [k for k in kinds if k in unseen]
+            elif wanting:
+                # Until every kind with a goal has its samples, one of those whenever one fits;
+                # else a minor fault (no other major one).
+                kinds = [k for k in kinds if k in wanting] or [k for k in kinds if k not in self.MAJOR]
             if not kinds:
                 continue
             kind = self.rng.choices(kinds, weights=[self.WEIGHTS[k] for k in kinds])[0]
@@ -134,7 +163,7 @@ class Chaos:
                     protected = self._protected(kind)
                     if protected:
                         self._quiet_until = fault.at + self._window(fault)
-                        self._protected_kinds.add(kind)
+                        self._protected_counts[kind] = self._protected_counts.get(kind, 0) + 1
                         fault.detail += "; quiet window"
                     self._protect = not protected
                 with self._lock:
@@ -143,13 +172,14 @@ class Chaos:
 
     def _protected(self, kind):
         """Whether a major fault of `kind` injected now gets a quiet window (see the class)."""
-        return self._protect or kind not in self._protected_kinds
+        return self._protect or kind not in self._protected_counts or kind in self._wanting()
 
     def _calm(self):
-        """Every major fault so far has ended (process or node back, burst over)."""
+        """Every major fault so far has ended (process or node back, burst over) and holds no
+        daemon up any more (a hub request a burst left unanswered has given up)."""
         t = now()
         with self._lock:
-            return all(f.ended and f.ended <= t for f in self.faults if f.kind in self.MAJOR)
+            return all(f.ended and max(f.ended, f.lingers) <= t for f in self.faults if f.kind in self.MAJOR)
 
     def _eligible(self, kind):
         t = now()
@@ -211,28 +241,42 @@ class Chaos:
 
     # -- the faults
 
-    def _busy_consumer(self):
-        """A consumer in the middle of applying: holding cluster leases (waiting up to 10 s for
-        one), else one with busy workers, else any."""
-        deadline = time.monotonic() + 10
-        while True:
-            healthy = self._healthy_consumers()
+    def _holding_consumer(self, wait=20.0):
+        """A consumer that holds at least one cluster's Lease at this moment, frozen (SIGSTOP) so
+        that it still does when the fault strikes: (daemon, its identity, the clusters it holds,
+        when it was frozen), or None if none did within `wait` seconds. Its identity is the one
+        it logged; the hub shows which Leases name it. A consumer the hub showed holding one is
+        frozen, then its Leases are read again: if it gave them back meanwhile, it is let go at
+        once (frozen for the moment of one hub read) and another moment is tried."""
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
             holding = self._lease_holders()
-            leasing = [d for d in healthy if holding.get(d.identity(), 0) > 0]
-            busy = [d for d in healthy if self.s.sampler.latest(d.name)[1].get("busy", 0) > 0]
-            if leasing or time.monotonic() > deadline:
-                return self.rng.choice(leasing or busy or healthy)
-            time.sleep(0.2)
+            candidates = [d for d in self._healthy_consumers() if d.identity() and holding.get(d.identity())]
+            if not candidates:
+                time.sleep(0.2)
+                continue
+            victim = self.rng.choice(candidates)
+            identity = victim.identity()
+            if not self.s.supervisor.pause(victim.name):
+                continue
+            # The fault's moment: a write it sent before and the hub applies after is one it made
+            # while holding (the journal's view at that moment agrees).
+            frozen_at = now()
+            held = self._lease_holders().get(identity, [])
+            if held:
+                return victim, identity, held, frozen_at
+            self.s.supervisor.resume(victim.name)
+        return None
 
     def _lease_holders(self):
-        """{consumer identity: cluster leases it holds now}, from the hub: live, and not given
-        back by a status write since (the ClusterSync's resourceVersion is not newer)."""
+        """{consumer identity: [clusters whose Lease it holds now]}, from the hub: live, and not
+        given back by a status write since (the ClusterSync's resourceVersion is not newer)."""
         hub = self.s.sim.hub
         try:
             leases = hub.get("/apis/coordination.k8s.io/v1/namespaces/syncbus/leases?labelSelector="
                              "app.kubernetes.io%2Fmanaged-by%3Dsyncbus")["items"]
             syncs = hub.get("/apis/hiveinternal.openshift.io/v1alpha1/clustersyncs")["items"]
-        except Exception:   # a hub burst: choose without
+        except Exception:   # a hub burst: none seen this time
             return {}
         status_rv = {c["metadata"]["namespace"]: int(c["metadata"]["resourceVersion"]) for c in syncs}
         held = {}
@@ -245,17 +289,29 @@ class Chaos:
             cluster_ns = (meta.get("annotations") or {}).get("syncbus.io/cluster", "").split("/")[0]
             if status_rv.get(cluster_ns, 0) > int(meta["resourceVersion"]):
                 continue
-            held[holder] = held.get(holder, 0) + 1
+            held.setdefault(holder, []).append(cluster_ns)
         return held
 
-    def _consumer_kill(self):
-        victim = self._busy_consumer()
-        self._consumer_until = now() + 3 * self.lease_seconds
+    def _consumer_fault(self, kind, detail):
+        """A consumer fault's victim, frozen and holding clusters (see _holding_consumer), with its
+        Fault; None when no consumer held a cluster."""
+        chosen = self._holding_consumer()
+        if chosen is None:
+            note(f"{kind}: no consumer held a cluster's Lease for 20 s; tried again later")
+            return None, None
+        victim, identity, held, frozen_at = chosen
         with self._lock:
             self._impaired.add(victim.name)
-        fault = Fault("consumer-kill", victim.name, now(), identity=victim.identity(),
-                      detail=f"{int(self.s.sampler.latest(victim.name)[1].get('busy', 0))} workers busy")
+        return victim, Fault(kind, victim.name, frozen_at, identity=identity, held=tuple(sorted(held)),
+                             detail=f"holding {len(held)} cluster(s){detail}")
+
+    def _consumer_kill(self):
+        victim, fault = self._consumer_fault("consumer-kill", "")
+        if victim is None:
+            return None
+        self._consumer_until = now() + 3 * self.lease_seconds
         if not self.s.supervisor.kill(victim.name, restart_after=self.rng.uniform(1, 3)):
+            self.s.supervisor.resume(victim.name)
             with self._lock:
                 self._impaired.discard(victim.name)
             return None
@@ -263,17 +319,11 @@ class Chaos:
         return fault
 
     def _consumer_pause(self):
-        victim = self._busy_consumer()
         seconds = self.lease_seconds + self.rng.uniform(3, 10)
-        self._consumer_until = now() + seconds + 3 * self.lease_seconds
-        with self._lock:
-            self._impaired.add(victim.name)
-        fault = Fault("consumer-pause", victim.name, now(), identity=victim.identity(),
-                      detail=f"SIGSTOP for {seconds:.0f}s")
-        if not self.s.supervisor.pause(victim.name):
-            with self._lock:
-                self._impaired.discard(victim.name)
+        victim, fault = self._consumer_fault("consumer-pause", f"; SIGSTOP for {seconds:.0f}s")
+        if victim is None:
             return None
+        self._consumer_until = now() + seconds + 3 * self.lease_seconds
 
         def resume():
             self.s.supervisor.resume(victim.name)

@@ -6,9 +6,9 @@ checks live in chaos_faults.py and chaos_checks.py."""
 import base64
 import json
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -161,9 +161,21 @@ class RabbitCluster:
                         raise
         return closed
 
-    def messages(self, queue, count=10000):
-        """Every message of a (non-stream) queue, read without consuming it. Each counts as a
-        return towards the queue's delivery limit: read once, after the run."""
+    def queue_counts(self, queue, settle=15.0):
+        """(ready, unacknowledged) messages of a queue, from its statistics; once no consumer is
+        connected, waits up to `settle` seconds for the unacknowledged count to reach 0 (the
+        statistics lag by up to a collection interval)."""
+        deadline = time.monotonic() + settle
+        while True:
+            q = self.queue(queue)
+            ready, unacked = q.get("messages_ready") or 0, q.get("messages_unacknowledged") or 0
+            if not unacked or q.get("consumers") or time.monotonic() > deadline:
+                return ready, unacked
+            time.sleep(0.5)
+
+    def messages(self, queue, count):
+        """Up to `count` messages of a (non-stream) queue, read without consuming them. Each counts
+        as a return towards the queue's delivery limit: read once, after the run."""
         return self.api("POST", "/api/queues/%2F/" + urllib.parse.quote(queue, safe="") + "/get",
                         {"count": count, "ackmode": "ack_requeue_true", "encoding": "auto",
                          "truncate": 100000}, timeout=60)
@@ -279,7 +291,8 @@ class Daemon:
         self.stopped = False        # SIGSTOPped by a fault
         self.exits = []             # (wall time, "signal NAME" or "exit N", injected)
         self.crash_times = []       # exits we did not cause
-        self.identities = []        # per start: the identity the process uses on the hub
+        self.log_offsets = []       # per start: where that process's lines begin in its log
+        self._identities = {}       # a start's log offset -> the identity that process logged
 
     @property
     def pid(self):
@@ -289,7 +302,48 @@ class Daemon:
         return self.proc is not None and self.proc.poll() is None
 
     def identity(self):
-        return self.identities[-1] if self.identities else ""
+        """The identity the running process holds cluster Leases as, as it logged it (a consumer's
+        "consuming ... identity=<identity>" line, which comes before it takes any work); "" until
+        it has logged one."""
+        return self._identity_of(len(self.log_offsets) - 1) if self.log_offsets else ""
+
+    def identities(self):
+        """Every identity a process of this daemon logged, in order of its starts."""
+        return [i for i in (self._identity_of(k) for k in range(len(self.log_offsets))) if i]
+
+    def _identity_of(self, k):
+        """The identity the process of start k logged, from its lines only ("" if none yet)."""
+        offset = self.log_offsets[k]
+        if offset not in self._identities:
+            end = self.log_offsets[k + 1] if k + 1 < len(self.log_offsets) else None
+            found = logged_identity(self.log_path, offset, end)
+            if not found:
+                return ""
+            self._identities[offset] = found
+        return self._identities[offset]
+
+
+_IDENTITY = re.compile(r'(?:^|\s)identity=("(?:[^"\\]|\\.)*"|\S+)|"identity":\s*"((?:[^"\\]|\\.)*)"')
+
+
+def logged_identity(log_path, offset, end=None):
+    """The identity of the first "consuming" line in the log between byte `offset` and `end` (the
+    end of the file when None; "" if none there): a consumer's lease identity, as it logs it in
+    text (identity=...) or JSON ("identity": "...")."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            text = f.read(-1 if end is None else end - offset).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        if "consuming" not in line:
+            continue
+        m = _IDENTITY.search(line)
+        if m:
+            value = m.group(2) if m.group(2) is not None else m.group(1)
+            return json.loads(value) if value.startswith('"') else value
+    return ""
 
 
 class Supervisor:
@@ -314,6 +368,7 @@ class Supervisor:
 
     def _start(self, d):
         log = open(d.log_path, "ab")
+        d.log_offsets.append(log.tell())
         d.proc = subprocess.Popen(d.argv, stdout=log, stderr=subprocess.STDOUT, env=d.env,
                                   start_new_session=True)
         log.close()
@@ -321,9 +376,6 @@ class Supervisor:
         d.restart_at = None
         d.killed_by_us = False
         d.stopped = False
-        if d.kind == "consumer":
-            # consumer/main.cpp: the lease identity is "<name>-<host>-<pid>".
-            d.identities.append(f"{d.name}-{socket.gethostname()}-{d.proc.pid}")
 
     def kill(self, name, restart_after):
         """SIGKILL (a SIGSTOPped process dies too); started again after `restart_after` s."""
@@ -395,9 +447,10 @@ class Supervisor:
 
 
 class Sampler:
-    """Scrapes every running daemon's /metrics every `interval` seconds on a thread per daemon (a
-    stopped process must not hold up the others) and keeps the latest of what the faults aim by:
-    a publisher's leadership, a consumer's busy workers."""
+    """Scrapes every running publisher's /metrics every `interval` seconds on a thread per
+    publisher (a stopped process must not hold up the others) and keeps the latest of what the
+    faults aim by: its leadership. (A consumer fault's victim is chosen by the Leases it holds,
+    from the hub.)"""
 
     def __init__(self, supervisor, interval=0.25):
         self.supervisor = supervisor
@@ -408,7 +461,9 @@ class Sampler:
         self._threads = []
 
     def start(self):
-        for name in self.supervisor.daemons:
+        for name, d in self.supervisor.daemons.items():
+            if d.kind != "publisher":
+                continue
             self.series[name] = (0.0, {})
             t = threading.Thread(target=self._loop, args=(name,), name="sample-" + name, daemon=True)
             t.start()
@@ -424,15 +479,9 @@ class Sampler:
                     samples = parse_metrics(r.read().decode())
             except (urllib.error.URLError, OSError, ValueError):
                 continue
-            values = self._values(d.kind, samples)
+            values = {"leader": metric_sum(samples, "syncbus_publisher_leader")}
             with self._lock:
                 self.series[name] = (now(), values)
-
-    @staticmethod
-    def _values(kind, samples):
-        if kind == "publisher":
-            return {"leader": metric_sum(samples, "syncbus_publisher_leader")}
-        return {"busy": metric_sum(samples, "syncbus_consumer_workers_busy")}
 
     def latest(self, name):
         with self._lock:

@@ -6,14 +6,16 @@
 //     for the reads of Secrets and of kube-system's Leases;
 //   - the same as real requests: the consumer cannot list or watch a Secret, neither daemon can
 //     touch a Lease in kube-system, the publisher cannot read a Secret by name;
-//   - every right of deploy/rbac.yaml is needed: with the right removed, the daemon's work — run
-//     through the daemon's own components as its identity — is refused, and with all of them it
-//     succeeds;
+//   - every right of deploy/rbac.yaml is needed: with the right removed, the hub answers 403 to a
+//     request of the daemon's work — run through the daemon's own components as its identity — of
+//     that verb on that resource (any other failure proves nothing), and with all of them the work
+//     succeeds and nothing is refused;
 //   - the publisher's Secret list and watch carry no Secret data (the hub's own metrics).
 #include <algorithm>
 #include <fstream>
 #include <future>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -77,6 +79,122 @@ struct Access {
   }
 };
 
+// The request `method` `url` as RBAC sees it: verb (get, list, watch, create, update, patch,
+// delete, deletecollection), group, resource, subresource, namespace and name, from the path
+// (/api/v1/... or /apis/GROUP/VERSION/..., then namespaces/NS/ for a namespaced resource).
+Access AccessOf(const std::string& method, const std::string& url) {
+  std::string path = url.substr(0, url.find('?'));
+  const std::string query = url.size() > path.size() ? url.substr(path.size()) : "";
+  size_t scheme = path.find("://");
+  if (scheme != std::string::npos) path = path.substr(path.find('/', scheme + 3));
+  std::vector<std::string> segments;
+  std::istringstream in(path);
+  for (std::string segment; std::getline(in, segment, '/');) {
+    if (!segment.empty()) segments.push_back(segment);
+  }
+  Access access;
+  size_t i = 0;
+  if (!segments.empty() && segments[0] == "api") {
+    i = 2;  // api, v1
+  } else if (segments.size() > 2 && segments[0] == "apis") {
+    access.group = segments[1];
+    i = 3;  // apis, GROUP, VERSION
+  }
+  if (segments.size() > i + 2 && segments[i] == "namespaces") {
+    access.ns = segments[i + 1];
+    i += 2;
+  }
+  if (i < segments.size()) access.resource = segments[i];
+  if (i + 1 < segments.size()) access.name = segments[i + 1];
+  if (i + 2 < segments.size()) access.subresource = segments[i + 2];
+  const bool named = !access.name.empty();
+  if (method == "GET") {
+    access.verb = named ? "get" : query.find("watch=1") != std::string::npos ? "watch" : "list";
+  } else if (method == "POST") {
+    access.verb = "create";
+  } else if (method == "PUT") {
+    access.verb = "update";
+  } else if (method == "PATCH") {
+    access.verb = "patch";
+  } else if (method == "DELETE") {
+    access.verb = named ? "delete" : "deletecollection";
+  }
+  return access;
+}
+
+// A request the hub refused with 403, and the message of its answer (watches: none kept).
+struct Refusal {
+  Access access;
+  std::string message;
+
+  // Whether it shows that `right` is needed: a request of that verb on that resource was
+  // refused, or one that needs it. A server-side apply (PATCH) that would create the object needs
+  // "create" as well, and kube-apiserver refuses the PATCH (with an empty reason) when only that
+  // is missing; an ownerReference that blocks its owner's deletion needs "update" of the owner's
+  // finalizers, and OwnerReferencesPermissionEnforcement refuses the write that sets it ("can't
+  // set finalizers on").
+  bool Shows(const Access& right) const {
+    const bool same_resource = access.group == right.group && access.resource == right.resource &&
+                               access.subresource == right.subresource;
+    if (same_resource && access.verb == right.verb) return true;
+    if (same_resource && right.verb == "create" && access.verb == "patch") return true;
+    return right.verb == "update" && right.subresource == "finalizers" &&
+           message.find("can't set finalizers on") != std::string::npos;
+  }
+};
+
+std::string Describe(const std::vector<Refusal>& refused) {
+  std::string out;
+  for (const Refusal& r : refused) {
+    out += "\n    refused: " + r.access.Describe() + (r.message.empty() ? "" : ": " + r.message);
+  }
+  return out;
+}
+
+// A transport that passes every request on and keeps those the server refused (HTTP 403), as
+// RBAC sees them: what a daemon's work was refused, told apart from its other failures.
+class RefusalLog final : public http::Transport {
+ public:
+  explicit RefusalLog(std::shared_ptr<http::Transport> inner) : inner_(std::move(inner)) {}
+
+  void Send(http::Request request, DoneCallback done) override {
+    Access access = AccessOf(request.method, request.url);
+    inner_->Send(std::move(request),
+                 [this, access, done = std::move(done)](Result<http::Response> result) {
+                   if (result.ok() && result->status == 403) {
+                     Json status = Json::parse(result->body, nullptr, false);
+                     Add({access, status.is_object() ? status.value("message", "") : result->body});
+                   }
+                   done(std::move(result));
+                 });
+  }
+  std::unique_ptr<http::StreamHandle> Stream(http::Request request,
+                                             StreamCallbacks callbacks) override {
+    Access access = AccessOf(request.method, request.url);
+    auto on_headers = std::move(callbacks.on_headers);
+    callbacks.on_headers = [this, access, on_headers](int status, const http::Headers& headers) {
+      if (status == 403) Add({access, ""});
+      if (on_headers) on_headers(status, headers);
+    };
+    return inner_->Stream(std::move(request), std::move(callbacks));
+  }
+
+  std::vector<Refusal> refused() const {
+    std::lock_guard lock(mu_);
+    return refused_;
+  }
+
+ private:
+  void Add(Refusal refusal) {
+    std::lock_guard lock(mu_);
+    refused_.push_back(std::move(refusal));
+  }
+
+  std::shared_ptr<http::Transport> inner_;
+  mutable std::mutex mu_;
+  std::vector<Refusal> refused_;
+};
+
 // The hub, as the admin and as the daemons' identities.
 struct Hub : EnvtestClients {
   std::unique_ptr<kube::ClientImpl>& admin = EnvtestClients::hub;
@@ -84,6 +202,15 @@ struct Hub : EnvtestClients {
   std::unique_ptr<kube::ClientImpl> As(const std::string& daemon) {
     return ClientFromKubeconfig(daemon == "publisher" ? env.publisher_kubeconfig
                                                       : env.consumer_kubeconfig);
+  }
+  // The same, its requests the hub refuses kept in `log`.
+  std::unique_ptr<kube::ClientImpl> As(const std::string& daemon,
+                                       std::shared_ptr<RefusalLog>& log) {
+    Result<kube::ClusterConfig> config = kube::LoadKubeconfigFile(
+        daemon == "publisher" ? env.publisher_kubeconfig : env.consumer_kubeconfig);
+    REQUIRE_MESSAGE(config.ok(), config.status().ToString());
+    log = std::make_shared<RefusalLog>(transport);
+    return std::make_unique<kube::ClientImpl>(*config, log);
   }
 
   // Server-side applies `docs` as the admin (field manager syncbus-rbac-proof, forced).
@@ -192,11 +319,17 @@ void ApplyRbac(Hub& hub) {
 
 // ---------------------------------------------------------------------------------------------
 // The daemons' work, as their identities, through their own components. Each step returns what
-// refused it; a scenario fails when any step does.
+// refused it; a scenario fails when any step does. `refused` is every request of the work that
+// the hub answered with 403.
 
 struct Step {
   std::string name;
   Status result;
+};
+
+struct Work {
+  std::vector<Step> steps;
+  std::vector<Refusal> refused;
 };
 
 std::string Failures(const std::vector<Step>& steps) {
@@ -243,8 +376,9 @@ std::vector<Step> Concurrently(std::vector<std::pair<std::string, std::function<
   return steps;
 }
 
-std::vector<Step> PublisherWork(Hub& hub) {
-  std::unique_ptr<kube::ClientImpl> client = hub.As("publisher");
+Work PublisherWork(Hub& hub) {
+  std::shared_ptr<RefusalLog> log;
+  std::unique_ptr<kube::ClientImpl> client = hub.As("publisher", log);
   kube::Client& c = *client;
   std::vector<Step> steps = Concurrently({
       {"watch ClusterDeployments",
@@ -277,11 +411,12 @@ std::vector<Step> PublisherWork(Hub& hub) {
   attempt("take the Lease");
   attempt("renew it");
   steps.push_back({"leader election: give it back", elector.Release()});
-  return steps;
+  return {steps, log->refused()};
 }
 
-std::vector<Step> ConsumerWork(Hub& hub, const std::string& cluster) {
-  std::unique_ptr<kube::ClientImpl> client = hub.As("consumer");
+Work ConsumerWork(Hub& hub, const std::string& cluster) {
+  std::shared_ptr<RefusalLog> log;
+  std::unique_ptr<kube::ClientImpl> client = hub.As("consumer", log);
   kube::Client& c = *client;
   std::vector<Step> steps = Concurrently({
       {"mirror ClusterDeployments",
@@ -360,7 +495,7 @@ std::vector<Step> ConsumerWork(Hub& hub, const std::string& cluster) {
                    count == 2
                        ? Status::Ok()
                        : Unavailable("the Event's count is " + std::to_string(count) + ", not 2")});
-  return steps;
+  return {steps, log->refused()};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -685,13 +820,16 @@ TEST_CASE("every right of deploy/rbac.yaml is needed: without it the daemon's wo
     return name;
   };
 
-  // With every right, both daemons do their work.
-  std::vector<Step> publisher = PublisherWork(hub);
-  REQUIRE_MESSAGE(AllOk(publisher), "the publisher failed with every right of deploy/rbac.yaml:"
-                                        << Failures(publisher));
-  std::vector<Step> consumer = ConsumerWork(hub, fresh_cluster());
-  REQUIRE_MESSAGE(AllOk(consumer), "the consumer failed with every right of deploy/rbac.yaml:"
-                                       << Failures(consumer));
+  // With every right, both daemons do their work, and the hub refuses nothing.
+  Work publisher = PublisherWork(hub);
+  REQUIRE_MESSAGE(
+      AllOk(publisher.steps),
+      "the publisher failed with every right of deploy/rbac.yaml:" << Failures(publisher.steps));
+  CHECK_MESSAGE(publisher.refused.empty(), Describe(publisher.refused));
+  Work consumer = ConsumerWork(hub, fresh_cluster());
+  REQUIRE_MESSAGE(AllOk(consumer.steps), "the consumer failed with every right of deploy/rbac.yaml:"
+                                             << Failures(consumer.steps));
+  CHECK_MESSAGE(consumer.refused.empty(), Describe(consumer.refused));
 
   std::vector<Right> rights = RightsOf(docs, probe_ns);
   REQUIRE(rights.size() > 20);
@@ -699,13 +837,20 @@ TEST_CASE("every right of deploy/rbac.yaml is needed: without it the daemon's wo
   for (const Right& right : rights) {
     hub.Apply({Without(docs[right.doc], right)});
     AwaitAuthorizer(hub, right, false);
-    std::vector<Step> steps =
+    Work work =
         right.daemon == "publisher" ? PublisherWork(hub) : ConsumerWork(hub, fresh_cluster());
     hub.Apply({docs[right.doc]});
     AwaitAuthorizer(hub, right, true);
-    CHECK_MESSAGE(!AllOk(steps), "not needed: " << right.Describe()
-                                                << " (the daemon's work succeeded without it)");
-    needed << "\n  " << right.Describe() << ":" << Failures(steps);
+    // Refused by the hub (403) for that right (Refusal::Shows): a step that failed for another
+    // reason (a timeout, a conflict, the test's own mistake) shows nothing about the right.
+    const bool refused = std::any_of(work.refused.begin(), work.refused.end(),
+                                     [&](const Refusal& r) { return r.Shows(right.access); });
+    CHECK_MESSAGE(refused, "not shown needed: " << right.Describe()
+                                                << " (the hub refused no request for it with 403; "
+                                                   "the work's failures:"
+                                                << Failures(work.steps) << Describe(work.refused)
+                                                << ")");
+    needed << "\n  " << right.Describe() << ":" << Failures(work.steps) << Describe(work.refused);
   }
   MESSAGE("each right, and what failed without it:" << needed.str());
 }

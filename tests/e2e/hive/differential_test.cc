@@ -8,6 +8,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <doctest/doctest.h>
 
@@ -400,6 +401,22 @@ std::vector<Scenario> Scenarios() {
 }
 
 constexpr int kSteps = 2;
+// How long a cluster that must be left alone (its `sets` nullopt) is watched in each step, once
+// every other scenario of the step has settled: its snapshot, read every half second, must show
+// nothing written (no ClusterSync, no lease, no target object) every time. A write that comes
+// late is seen, not missed by a snapshot taken at once.
+constexpr auto kNothingWrittenFor = 10s;
+
+// Whether a snapshot shows nothing written: no ClusterSync, no lease, every target object absent.
+bool NothingWritten(const Json& snapshot) {
+  if (!snapshot["status"]["clusterSync"].is_null() || !snapshot["status"]["lease"].is_null()) {
+    return false;
+  }
+  for (const auto& [key, object] : snapshot["target"].items()) {
+    if (!object.is_null()) return false;
+  }
+  return true;
+}
 
 // Every scenario's snapshots after each step, with `run` started and stopped around them.
 std::vector<std::vector<Json>> RunPhase(HiveWorld& w, const Phase& p,
@@ -426,21 +443,42 @@ std::vector<std::vector<Json>> RunPhase(HiveWorld& w, const Phase& p,
     if (step > 0) {
       for (const Scenario& s : scenarios) s.setup(w, p, step);
     }
+    auto snapshot = [&](const Scenario& s) {
+      return Json{{"status", w.Snapshot(p.ns(), s.cluster, p.token)},
+                  {"target", w.TargetSnapshot(s.targets(p), p.token)}};
+    };
+    std::vector<Json> taken(scenarios.size());
+    std::vector<size_t> left_alone;
     for (size_t i = 0; i < scenarios.size(); ++i) {
       const Scenario& s = scenarios[i];
       INFO(p.token << " " << s.cluster << " step " << step);
       std::optional<SetList> sets = s.sets(p, step);
-      auto snapshot = [&] {
-        return Json{{"status", w.Snapshot(p.ns(), s.cluster, p.token)},
-                    {"target", w.TargetSnapshot(s.targets(p), p.token)}};
-      };
-      if (sets) {
-        bool settled =
-            w.WaitSettled([&] { return w.Converged(p.ns(), s.cluster, *sets); }, snapshot, 90s);
-        CHECK_MESSAGE(settled, "did not settle: " << snapshot().dump(2) << "\n" << logs());
+      if (!sets) {
+        left_alone.push_back(i);
+        continue;
       }
-      out[i].push_back(snapshot());
+      bool settled = w.WaitSettled([&] { return w.Converged(p.ns(), s.cluster, *sets); },
+                                   [&] { return snapshot(s); }, 90s);
+      CHECK_MESSAGE(settled, "did not settle: " << snapshot(s).dump(2) << "\n" << logs());
+      taken[i] = snapshot(s);
     }
+    // The clusters left alone, watched together for kNothingWrittenFor.
+    const auto until = std::chrono::steady_clock::now() + kNothingWrittenFor;
+    std::set<size_t> written;
+    do {
+      for (size_t i : left_alone) {
+        Json now = snapshot(scenarios[i]);
+        if (!NothingWritten(now) && written.insert(i).second) {
+          CHECK_MESSAGE(false, p.token << " " << scenarios[i].cluster << " step " << step
+                                       << ": written although it must be left alone:\n"
+                                       << now.dump(2) << "\n"
+                                       << logs());
+        }
+        taken[i] = now;
+      }
+      std::this_thread::sleep_for(500ms);
+    } while (std::chrono::steady_clock::now() < until);
+    for (size_t i = 0; i < scenarios.size(); ++i) out[i].push_back(taken[i]);
   }
   before_stop();
   stop();

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Each check of the chaos run, and what it rests on, shown failing on the defect it is there to
+catch: a copy of syncbus_tools with one defect planted (one line of a check changed so that it no
+longer sees its bad case) must make tests/chaos/chaos_checks_test.py fail, in the test named for
+that defect; the copy without a defect must pass. A self-test that still passed with the defect
+planted would be a test that cannot fail."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = os.path.join(HERE, "..", "..", "scripts", "lib", "syncbus_tools")
+SELFTEST = os.path.join(HERE, "chaos_checks_test.py")
+
+CHECKS = "chaos_checks.py"
+SYSTEM = "chaos_system.py"
+FAULTS = "chaos_faults.py"
+
+# (defect, module, the line as it is, the line with the defect, the self-test that must fail)
+DEFECTS = [
+    ("a lease taken from a live holder is not seen", CHECKS,
+     'if holder and holder != s.holder and s.live(entry["t"]):', "if False:", "test_a_live_lease_taken"),
+    ("a write after its lease lapsed is not seen", CHECKS,
+     'lapsed = entry["t"] > s.at + s.duration * 1000', "lapsed = False", "test_a_write_after_the_lease_lapsed"),
+    ("a target write after the lease was given back is not seen", CHECKS,
+     "or (target_write and s.released)", "", "test_a_target_write_after_the_lease_was_given_back"),
+    ("a lease holder no consumer logged is not seen", CHECKS,
+     "unknown = sorted(leases.holders - set(identities))", "unknown = []", "test_a_holder_no_consumer_logged"),
+    ("clusters synced again once the first of them is", CHECKS,
+     'f.recovery["clusters synced again"] = max(times) if len(times) == len(held) else None',
+     'f.recovery["clusters synced again"] = max(times) if times else None', "test_clusters_synced_again"),
+    ("a parked request matched to the poison by its cluster", CHECKS,
+     'if d.get("messageId") not in poison_requests:', 'if d.get("cluster") != "cluster-0007/cluster-0007":',
+     "test_a_request_of_the_victim_parked_the_same_way_is_not_the_poisons"),
+    ("convergence passes on fewer objects than the fleet holds", CHECKS,
+     "if objects < fleet_objects:", "if False:", "test_fewer_objects_than_the_fleet_holds"),
+    ("a goal judged on fewer undisturbed faults than asked", CHECKS,
+     "if goal_of(kind, figure) and n < samples]", "if False]", "test_every_goal_judged_on_enough_undisturbed_faults"),
+    ("a consumer fault whose victim held nothing is a note", CHECKS,
+     'if n.endswith("never did") or n.endswith(HELD_NOTHING)]', 'if n.endswith("never did")]',
+     "test_a_victim_that_held_nothing_is_not_timed"),
+    ("a recovery past its goal escapes behind a later fault", CHECKS,
+     'min(f.recovery[figure], limit if limit is not None else float("inf"))', "f.recovery[figure]",
+     "test_a_recovery_past_its_goal_is_judged_although_a_fault_followed"),
+    ("the scan ignores messages held unacknowledged", CHECKS,
+     "if unacked:\n                problems.append", "if False:\n                problems.append",
+     "test_a_queue_unread_read_in_part_or_held"),
+    ("the scan ignores a queue read in part", CHECKS, "if read < ready:", "if False:",
+     "test_a_queue_unread_read_in_part_or_held"),
+    ("the scan ignores a read that stopped at its cap", CHECKS, "elif read >= asked:", "elif False:",
+     "test_a_queue_unread_read_in_part_or_held"),
+    ("the scan ignores a daemon that is not running", CHECKS, "if not running:", "if False:",
+     "test_a_daemon_not_running_or_a_page_not_read"),
+    ("the scan ignores a metrics page it could not read", CHECKS,
+     "for url, error in sorted(self.pages.items())\n                     if error is not None]",
+     "for url, error in sorted(self.pages.items())\n                     if False]",
+     "test_a_daemon_not_running_or_a_page_not_read"),
+    ("the scan ignores a missing broker log directory", CHECKS,
+     "for d, there in sorted(self.log_dirs.items()) if not there]",
+     "for d, there in sorted(self.log_dirs.items()) if False]",
+     "test_a_broker_log_directory_missing_or_a_file_unreadable"),
+    ("a consumer's identity is not read from a JSON log", SYSTEM,
+     "value = m.group(2) if m.group(2) is not None else m.group(1)", 'value = m.group(1) or ""',
+     "test_text_and_json_lines"),
+    ("a consumer's identity is read from an earlier process's lines", SYSTEM, "f.seek(offset)", "f.seek(0)",
+     "test_only_the_running_process_lines"),
+    ("a consumer's identities: only its running process's", SYSTEM,
+     "return [i for i in (self._identity_of(k) for k in range(len(self.log_offsets))) if i]",
+     "return [self.identity()]", "test_every_process_of_a_daemon"),
+    ("the scheduler stops at --faults without every goal's samples", FAULTS,
+     "return len(self.faults) >= self.total and (not self._wanting() or now() > self._deadline)",
+     "return len(self.faults) >= self.total", "test_done_only_with_every_goals_samples"),
+    ("a protected fault starts while a burst still holds a daemon up", FAULTS,
+     "max(f.ended, f.lingers) <= t", "f.ended <= t", "test_calm_waits_for_a_lingering_burst"),
+]
+
+
+def run_selftest(lib):
+    env = dict(os.environ, PYTHONPATH=lib)
+    return subprocess.run([sys.executable, SELFTEST], env=env, capture_output=True, text=True, timeout=120)
+
+
+class PlantedDefectsTest(unittest.TestCase):
+    def setUp(self):
+        self.lib = tempfile.mkdtemp(prefix="syncbus-planted.")
+        self.addCleanup(shutil.rmtree, self.lib)
+        shutil.copytree(PACKAGE, os.path.join(self.lib, "syncbus_tools"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+
+    def test_the_self_test_passes_without_a_defect(self):
+        r = run_selftest(self.lib)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+
+    def test_each_defect_fails_its_self_test(self):
+        for defect, module, line, planted, selftest in DEFECTS:
+            with self.subTest(defect=defect):
+                path = os.path.join(self.lib, "syncbus_tools", module)
+                with open(path, encoding="utf-8") as f:
+                    source = f.read()
+                self.assertEqual(source.count(line), 1, f"{module} no longer has the line to plant into")
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(source.replace(line, planted))
+                try:
+                    r = run_selftest(self.lib)
+                finally:
+                    with open(path, "w", encoding="utf-8") as f:
+                        f.write(source)
+                self.assertNotEqual(r.returncode, 0, f"the self-test passed with the defect planted: {defect}")
+                failed = [t.split()[1] for t in r.stderr.splitlines() if t.startswith(("FAIL:", "ERROR:"))]
+                self.assertIn(selftest, failed, r.stderr[-2000:])
+
+
+if __name__ == "__main__":
+    unittest.main()
