@@ -1,7 +1,6 @@
 #include "consumer/cluster_lease.h"
 
-#include <cstdio>
-
+#include "common/hive/types.h"
 #include "common/kube/resource_version.h"
 #include "common/log.h"
 #include "common/time_format.h"
@@ -9,15 +8,7 @@
 namespace syncbus::consumer {
 namespace {
 
-// metav1.MicroTime: RFC 3339 with microseconds.
-std::string MicroTime(WallTime t) {
-  std::string ms = FormatRfc3339Millis(t);
-  auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count() % 1000;
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "%03lld", static_cast<long long>(micros));
-  return ms.substr(0, ms.size() - 1) + buf + "Z";
-}
+namespace res = kube::resources;
 
 int64_t SteadyNs(SteadyTime t) {
   return std::chrono::nanoseconds(t.time_since_epoch()).count();
@@ -46,9 +37,9 @@ ClusterLeases::ClusterLeases(LeaseOptions options, kube::Client& hub, Clock& clo
       events_(
           prometheus::BuildCounter()
               .Name("syncbus_consumer_leases_total")
-              .Help("Per-cluster lease events: acquired, lost (taken over or not renewed in time), "
-                    "busy, "
-                    "released-by-status (given back by the ClusterSync write, with no lease write)")
+              .Help("Per-cluster claims (on ClusterSyncLeases): acquired, lost (taken over or not "
+                    "renewed in time), busy, released-by-status (given back by the ClusterSync "
+                    "write, with no lease write)")
               .Register(registry)),
       acquired_(events_.Add({{"event", "acquired"}})),
       lost_(events_.Add({{"event", "lost"}})),
@@ -69,40 +60,59 @@ size_t ClusterLeases::held() const {
   return held_.size();
 }
 
-kube::ObjectRef ClusterLeases::LeaseRef(const std::string& ns, const std::string& name) const {
-  return kube::Object(kube::resources::kLeases, options_.ns, ClusterLeaseName(ns, name));
-}
-
-Json ClusterLeases::LeaseObject(const Json& existing, const std::string& ns,
-                                const std::string& name, bool take_over) const {
-  std::string now = MicroTime(clock_.WallNow());
-  Json lease = existing.is_object() ? existing : Json::object();
-  lease["apiVersion"] = "coordination.k8s.io/v1";
-  lease["kind"] = "Lease";
-  lease["metadata"]["name"] = ClusterLeaseName(ns, name);
-  lease["metadata"]["namespace"] = options_.ns;
-  lease["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "syncbus";
-  lease["metadata"]["annotations"][kClusterLeaseAnnotation] = ns + "/" + name;
-  Json& spec = lease["spec"];
-  if (!spec.is_object()) spec = Json::object();
-  if (take_over) {
-    spec["acquireTime"] = now;
-    spec["leaseTransitions"] = spec.value("leaseTransitions", 0) + (existing.is_object() ? 1 : 0);
+Json ClusterLeases::Claimed(const Json& existing, const std::string& ns, const std::string& name,
+                            bool full_reapply, const std::string& owner_uid) const {
+  const std::string now = FormatRfc3339Micro(clock_.WallNow());
+  Json lease = existing;
+  if (!lease.is_object()) {
+    lease = {{"apiVersion", hive::kHiveInternalApiVersion},
+             {"kind", "ClusterSyncLease"},
+             {"metadata",
+              {{"name", name},
+               {"namespace", ns},
+               {"ownerReferences", Json::array({{{"apiVersion", hive::kHiveInternalApiVersion},
+                                                 {"kind", "ClusterSync"},
+                                                 {"name", name},
+                                                 {"uid", owner_uid},
+                                                 {"blockOwnerDeletion", true}}})}}},
+             {"spec", Json::object()}};
+    full_reapply = true;  // renewTime is required; a cluster without a lease is fully reapplied
   }
-  spec["holderIdentity"] = options_.identity;
-  spec["leaseDurationSeconds"] = std::max<int64_t>(1, options_.duration.count());
-  spec["renewTime"] = now;
+  Json& annotations = lease["metadata"]["annotations"];
+  if (!annotations.is_object()) annotations = Json::object();
+  annotations[kClaimHolderAnnotation] = options_.identity;
+  annotations[kClaimRenewTimeAnnotation] = now;
+  annotations[kClaimDurationAnnotation] =
+      std::to_string(std::max<int64_t>(1, options_.duration.count()));
+  if (full_reapply) lease["spec"]["renewTime"] = now;
   return lease;
 }
 
 Result<std::optional<Json>> ClusterLeases::ReadLease(const std::string& ns, const std::string& name,
                                                      bool from_hub) {
-  if (mirror_ != nullptr && !from_hub)
-    return mirror_->Lease(options_.ns, ClusterLeaseName(ns, name));
-  auto current = hub_.Get(LeaseRef(ns, name));
+  if (mirror_ != nullptr && !from_hub) return mirror_->ClusterSyncLease(ns, name);
+  auto current = hub_.Get(kube::Object(res::kClusterSyncLeases, ns, name));
   if (current.ok()) return std::optional<Json>(std::move(*current));
   if (current.status().code() == Code::kNotFound) return std::optional<Json>();
-  return current.status().Annotate("reading the cluster lease");
+  return current.status().Annotate("reading the ClusterSyncLease");
+}
+
+Result<std::string> ClusterLeases::ClusterSyncUid(const std::string& ns, const std::string& name) {
+  std::string uid;
+  if (mirror_ != nullptr) {
+    if (auto status = mirror_->Status(ns, name)) uid = status->meta.uid;
+  }
+  if (uid.empty()) {
+    auto current = hub_.Get(kube::Object(res::kClusterSyncs, ns, name));
+    if (!current.ok() && current.status().code() != Code::kNotFound)
+      return current.status().Annotate("reading the ClusterSync that owns the lease");
+    if (current.ok()) uid = (*current)["metadata"].value("uid", "");
+  }
+  if (uid.empty()) {
+    return Status(Code::kNotFound,
+                  "cluster " + ns + "/" + name + " has no ClusterSync to own its ClusterSyncLease");
+  }
+  return uid;
 }
 
 bool ClusterLeases::HolderFinished(const Json& lease, const std::string& ns,
@@ -115,12 +125,12 @@ bool ClusterLeases::HolderFinished(const Json& lease, const std::string& ns,
 
 std::string ClusterLeases::LiveHolderElsewhere(const Json& lease, const std::string& ns,
                                                const std::string& name) const {
-  const Json spec = lease.value("spec", Json::object());
-  std::string holder = spec.value("holderIdentity", "");
-  if (holder.empty() || holder == options_.identity || HolderFinished(lease, ns, name)) return "";
-  auto renewed = ParseRfc3339(spec.value("renewTime", ""));
-  auto duration = std::chrono::seconds(spec.value("leaseDurationSeconds", 0));
-  return renewed.ok() && *renewed + duration > clock_.WallNow() ? holder : "";
+  const ClaimRecord claim = ClaimOf(lease);
+  if (claim.holder.empty() || claim.holder == options_.identity || HolderFinished(lease, ns, name))
+    return "";
+  auto renewed = ParseRfc3339(claim.renew_time);
+  auto duration = std::chrono::seconds(claim.duration_seconds);
+  return renewed.ok() && *renewed + duration > clock_.WallNow() ? claim.holder : "";
 }
 
 std::string ClusterLeases::HolderElsewhere(const std::string& ns, const std::string& name) {
@@ -131,43 +141,39 @@ std::string ClusterLeases::HolderElsewhere(const std::string& ns, const std::str
 
 Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::string& ns,
                                                                 const std::string& name,
-                                                                bool from_hub, bool& race) {
+                                                                bool full_reapply, bool from_hub,
+                                                                bool& race) {
   race = false;
   SteadyTime start = clock_.Now();
   auto current = ReadLease(ns, name, from_hub);
   if (!current.ok()) return current.status();
-  bool take_over = true;
+  std::string owner_uid;
   if (*current) {
-    const Json spec = (*current)->value("spec", Json::object());
-    std::string holder = spec.value("holderIdentity", "");
-    take_over = holder != options_.identity;
+    const std::string holder = ClaimOf(**current).holder;
     if (std::string live = LiveHolderElsewhere(**current, ns, name); !live.empty()) {
       return Status(Code::kConflict, "cluster " + ns + "/" + name + " is being synced by " + live);
     }
-    if (!holder.empty() && take_over && !HolderFinished(**current, ns, name)) {
-      log::Info("taking over an expired cluster lease",
+    if (!holder.empty() && holder != options_.identity && !HolderFinished(**current, ns, name)) {
+      log::Info("taking over an expired cluster claim",
                 {{"cluster", ns + "/" + name}, {"holder", holder}});
     }
+  } else {
+    auto uid = ClusterSyncUid(ns, name);
+    if (!uid.ok()) return uid.status();
+    owner_uid = *uid;
   }
-  Result<Json> written =
-      *current ? hub_.Update(LeaseRef(ns, name), LeaseObject(**current, ns, name, take_over))
-               : hub_.Create(kube::Collection(kube::resources::kLeases, options_.ns),
-                             LeaseObject(nullptr, ns, name, true));
+  Json claimed = Claimed(*current ? **current : Json(), ns, name, full_reapply, owner_uid);
+  Result<Json> written = *current
+                             ? hub_.Update(kube::Object(res::kClusterSyncLeases, ns, name), claimed)
+                             : hub_.Create(kube::Collection(res::kClusterSyncLeases, ns), claimed);
   if (!written.ok()) {
     if (LostTheRace(written.status().code())) {
       race = true;
-      return Status(Code::kConflict,
-                    "another consumer took the lease of " + ns + "/" + name + " first");
+      return Status(Code::kConflict, "another consumer claimed " + ns + "/" + name + " first");
     }
-    if (!*current && written.status().code() == Code::kNotFound) {
-      return written.status().Annotate(
-          "creating the cluster lease in namespace " + options_.ns +
-          " (consumer.clusterLease.namespace: the namespace syncbus runs in "
-          "must exist)");
-    }
-    return written.status().Annotate("writing the cluster lease");
+    return written.status().Annotate("claiming the ClusterSyncLease of " + ns + "/" + name);
   }
-  if (mirror_ != nullptr) mirror_->NoteWritten(HubCollection::kLeases, *written);
+  if (mirror_ != nullptr) mirror_->NoteWritten(HubCollection::kClusterSyncLeases, *written);
   auto lease = std::make_shared<ClusterLease>(ns, name);
   lease->record_ = std::move(*written);
   lease->valid_until_ns_.store(SteadyNs(start + options_.duration - options_.safety_margin));
@@ -176,12 +182,14 @@ Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::strin
 }
 
 Result<std::shared_ptr<ClusterLease>> ClusterLeases::Acquire(const std::string& ns,
-                                                             const std::string& name) {
+                                                             const std::string& name,
+                                                             bool full_reapply) {
   bool race = false;
-  auto lease = TryAcquire(ns, name, false, race);
+  auto lease = TryAcquire(ns, name, full_reapply, false, race);
   // The mirror's copy was stale (or there is no mirror and another consumer won): with a mirror,
   // read the hub once and decide again.
-  if (!lease.ok() && race && mirror_ != nullptr) lease = TryAcquire(ns, name, true, race);
+  if (!lease.ok() && race && mirror_ != nullptr)
+    lease = TryAcquire(ns, name, full_reapply, true, race);
   if (!lease.ok()) {
     if (lease.status().code() == Code::kConflict) busy_.Increment();
     return lease.status();
@@ -214,8 +222,10 @@ void ClusterLeases::Renew(const std::shared_ptr<ClusterLease>& lease) {
     return;  // written recently enough
   }
   Json object = lease->record_;
-  object["spec"]["renewTime"] = MicroTime(clock_.WallNow());
-  auto written = hub_.Update(LeaseRef(lease->ns_, lease->name_), object);
+  object["metadata"]["annotations"][kClaimRenewTimeAnnotation] =
+      FormatRfc3339Micro(clock_.WallNow());
+  auto written =
+      hub_.Update(kube::Object(res::kClusterSyncLeases, lease->ns_, lease->name_), object);
   if (written.ok()) {
     lease->record_ = std::move(*written);
     lease->valid_until_ns_.store(SteadyNs(start + options_.duration - options_.safety_margin));
@@ -261,10 +271,13 @@ void ClusterLeases::Release(const std::shared_ptr<ClusterLease>& lease,
     return;
   }
   Json object = lease->record_;
-  object["spec"]["holderIdentity"] = "";
-  object["spec"]["renewTime"] = MicroTime(clock_.WallNow());
-  auto written = hub_.Update(LeaseRef(lease->ns_, lease->name_), object);
-  if (written.ok() && mirror_ != nullptr) mirror_->NoteWritten(HubCollection::kLeases, *written);
+  object["metadata"]["annotations"][kClaimHolderAnnotation] = "";
+  object["metadata"]["annotations"][kClaimRenewTimeAnnotation] =
+      FormatRfc3339Micro(clock_.WallNow());
+  auto written =
+      hub_.Update(kube::Object(res::kClusterSyncLeases, lease->ns_, lease->name_), object);
+  if (written.ok() && mirror_ != nullptr)
+    mirror_->NoteWritten(HubCollection::kClusterSyncLeases, *written);
   // A failed release only delays the next sync of this cluster until the lease expires.
   if (!written.ok()) {
     log::Debug("cluster lease release failed", {{"cluster", lease->ns_ + "/" + lease->name_},
@@ -284,6 +297,38 @@ void ClusterLeases::StartRenewing() {
       lock.lock();
     }
   });
+}
+
+Status ClusterClaim::Check() {
+  std::lock_guard lock(mu_);
+  if (!tried_) {
+    tried_ = true;
+    auto acquired = leases_.Acquire(ns_, name_, full_reapply_);
+    if (acquired.ok())
+      lease_ = std::move(*acquired);
+    else
+      refused_ = acquired.status();
+  }
+  return lease_ ? lease_->Check(clock_) : refused_;
+}
+
+Status ClusterClaim::refused() const {
+  std::lock_guard lock(mu_);
+  return refused_;
+}
+
+bool ClusterClaim::lost() const {
+  std::lock_guard lock(mu_);
+  return lease_ && !lease_->Check(clock_).ok();
+}
+
+void ClusterClaim::Finish(const std::string& status_version) {
+  std::shared_ptr<ClusterLease> lease;
+  {
+    std::lock_guard lock(mu_);
+    lease = std::move(lease_);
+  }
+  if (lease) leases_.Release(lease, status_version);
 }
 
 }  // namespace syncbus::consumer

@@ -1,13 +1,17 @@
-// ClusterLeases: per-cluster exclusion across the consumer pool with one coordination.k8s.io/v1
-// Lease per cluster on the hub, in syncbus's own namespace (ClusterLeaseName): taken with a
-// resourceVersion precondition, renewed in the background while the cluster is worked on, given
-// back when done, and fenced: ClusterLease::Check() fails as soon as the lease may have lapsed
-// or was taken over, so a consumer that lost it stops writing. Thread-safe.
-// With the consumer's HubMirror, taking a lease is one write: the lease is read from the mirror
-// (a stale copy costs a 409 and one GET). Giving it back is usually no write at all: the sync's
-// own ClusterSync status write, the last write of a sync and the only one the holder makes after
-// its lease, gives it back. A lease whose ClusterSync was written after the lease's last write
-// (a higher resourceVersion: both live in the hub's one etcd) is free to take.
+// ClusterLeases: per-cluster exclusion across the consumer pool on Hive's own ClusterSyncLease of
+// the cluster (its namespace and name). A consumer claims it before its sync's first write by
+// writing its identity and renew time into the lease's annotations (common/bus/cluster_claim.h)
+// with a resourceVersion precondition, renews the claim while the sync runs, and gives it back
+// when done; ClusterLease::Check() fails as soon as the claim may have lapsed or was taken over,
+// so a consumer that lost it stops writing. The claim of a full reapply also sets spec.renewTime,
+// Hive's record of the cluster's last full reapply, so that one write serves both; a cluster
+// without a lease gets one, owned by its ClusterSync as Hive's are (the sync creates the
+// ClusterSync first). With the consumer's HubMirror a claim is one write: the lease is read from
+// the mirror (a stale copy costs a 409 and one GET). Giving it back is usually no write at all:
+// the sync's own ClusterSync status write, the last write of a sync and the only one the holder
+// makes after its claim, gives it back. A lease whose ClusterSync was written after the lease's
+// last write (a higher resourceVersion: both live in the hub's one etcd) is free to take.
+// Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -22,7 +26,7 @@
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 
-#include "common/bus/cluster_lease_name.h"
+#include "common/bus/cluster_claim.h"
 #include "common/clock.h"
 #include "common/json.h"
 #include "common/kube/client.h"
@@ -32,9 +36,8 @@
 namespace syncbus::consumer {
 
 struct LeaseOptions {
-  std::string ns = "syncbus";                       // where the cluster Leases live
   std::string identity;                             // this process: "<name>-<host>-<pid>"
-  std::chrono::seconds duration{30};                // leaseDurationSeconds written
+  std::chrono::seconds duration{30};                // how long a claim holds after its last write
   std::chrono::milliseconds renew_interval{10000};  // a held lease is renewed this long after
                                                     // its last write
   // The holder stops writing this long before its lease could lapse for others; it also bounds
@@ -69,6 +72,38 @@ class ClusterLease {
   std::atomic<bool> lost_{false};
 };
 
+// One sync's claim on its cluster: taken at the first Check() (the sync's first fence call,
+// before its first write), afterwards whether it still holds; Finish() gives it back. What a
+// DeliveryLoop's fence claims with; a test that drives a ClusterSyncer runs its syncs the same way.
+// Thread-safe.
+class ClusterClaim {
+ public:
+  ClusterClaim(ClusterLeases& leases, std::string ns, std::string name, bool full_reapply,
+               const Clock& clock)
+      : leases_(leases),
+        ns_(std::move(ns)),
+        name_(std::move(name)),
+        full_reapply_(full_reapply),
+        clock_(clock) {}
+  Status Check();
+  // Why it could not be taken (OK when it was, or never asked for).
+  Status refused() const;
+  // Whether it was taken and has been lost since.
+  bool lost() const;
+  // Gives it back (see ClusterLeases::Release); `status_version`: the ClusterSync the sync stored.
+  void Finish(const std::string& status_version);
+
+ private:
+  ClusterLeases& leases_;
+  const std::string ns_, name_;
+  const bool full_reapply_;
+  const Clock& clock_;
+  mutable std::mutex mu_;
+  bool tried_ = false;                   // guarded by mu_
+  std::shared_ptr<ClusterLease> lease_;  // guarded by mu_
+  Status refused_;                       // guarded by mu_
+};
+
 class ClusterLeases {
  public:
   // `mirror` (may be null: every Acquire reads the hub) must outlive this.
@@ -76,9 +111,12 @@ class ClusterLeases {
                 prometheus::Registry& registry, HubMirror* mirror = nullptr);
   ~ClusterLeases();  // stops the renewal thread (held leases simply expire)
 
-  // Takes the lease of cluster ns/name. kConflict (holder named) when another consumer holds it
-  // unexpired or won a race for it; other errors are hub failures.
-  Result<std::shared_ptr<ClusterLease>> Acquire(const std::string& ns, const std::string& name);
+  // Claims the lease of cluster ns/name; with `full_reapply`, its renewTime is now. kConflict
+  // (holder named) when another consumer holds it unexpired or won a race for it;
+  // kNotFound when the cluster has neither a lease nor a ClusterSync to own one; other errors
+  // are hub failures.
+  Result<std::shared_ptr<ClusterLease>> Acquire(const std::string& ns, const std::string& name,
+                                                bool full_reapply = false);
   // The consumer holding the lease of ns/name now, live and unfinished, when that is not this one
   // (read from the mirror, or the hub without one); "" when free, ours, or unknown (read failed).
   std::string HolderElsewhere(const std::string& ns, const std::string& name);
@@ -96,16 +134,18 @@ class ClusterLeases {
   size_t held() const;
 
  private:
-  Json LeaseObject(const Json& existing, const std::string& ns, const std::string& name,
-                   bool take_over) const;
-  // The Lease object of cluster ns/name (in options_.ns).
-  kube::ObjectRef LeaseRef(const std::string& ns, const std::string& name) const;
+  // `existing` (null: a new lease owned by the ClusterSync `owner_uid`) claimed by this consumer
+  // now; its renewTime now too with `full_reapply`.
+  Json Claimed(const Json& existing, const std::string& ns, const std::string& name,
+               bool full_reapply, const std::string& owner_uid) const;
   // The lease as the mirror has it (or the hub, without a mirror or when `from_hub`).
   Result<std::optional<Json>> ReadLease(const std::string& ns, const std::string& name,
                                         bool from_hub);
+  // The uid of the cluster's ClusterSync, which owns a new lease; kNotFound when there is none.
+  Result<std::string> ClusterSyncUid(const std::string& ns, const std::string& name);
   // One attempt: kConflict with `race` set when the write lost to a newer version.
   Result<std::shared_ptr<ClusterLease>> TryAcquire(const std::string& ns, const std::string& name,
-                                                   bool from_hub, bool& race);
+                                                   bool full_reapply, bool from_hub, bool& race);
   // The holder of `spec` finished: its ClusterSync was written after the lease (see above).
   bool HolderFinished(const Json& lease, const std::string& ns, const std::string& name) const;
   // The lease's holder when another consumer holds it, live and unfinished; "" otherwise.

@@ -248,6 +248,7 @@ std::vector<SetRunResult> ClusterSyncer::RunAll(const TargetSession& session,
     std::vector<std::vector<size_t>> waits_for;  // earlier plans each must follow
     std::vector<bool> started, finished;
     size_t running = 0, done = 0, limit = 1;
+    bool runs_gone = false;  // every run's copy of the session is released
   };
   auto shared = std::make_shared<Shared>();
   const size_t total = plans.size();
@@ -267,8 +268,18 @@ std::vector<SetRunResult> ClusterSyncer::RunAll(const TargetSession& session,
     }
   }
   shared->plans = std::move(plans);
+  // The runs share `own`'s lifetime: when the last of them is destroyed (maybe on a transport's
+  // thread, after its callback), nothing of this sync is left there, its client included.
+  TargetSession own = session;
+  own.lifetime = std::shared_ptr<void>(nullptr, [shared](void*) {
+    {
+      std::lock_guard lock(shared->mu);
+      shared->runs_gone = true;
+    }
+    shared->cv.notify_all();
+  });
   // Starts every plan whose predecessors are done, in order, while fewer than `limit` run.
-  std::function<void()> launch = [shared, &session, &launch, total] {
+  std::function<void()> launch = [shared, &own, &launch, total] {
     std::vector<size_t> starting;
     {
       std::lock_guard lock(shared->mu);
@@ -284,7 +295,7 @@ std::vector<SetRunResult> ClusterSyncer::RunAll(const TargetSession& session,
     }
     for (size_t idx : starting) {
       auto run = SetRun::Create(
-          session, std::move(shared->plans[idx]), [shared, idx, &launch](SetRunResult r) {
+          own, std::move(shared->plans[idx]), [shared, idx, &launch](SetRunResult r) {
             shared->results[idx] = std::move(r);
             {
               std::lock_guard lock(shared->mu);
@@ -304,6 +315,10 @@ std::vector<SetRunResult> ClusterSyncer::RunAll(const TargetSession& session,
   launch();
   std::unique_lock lock(shared->mu);
   shared->cv.wait(lock, [&] { return shared->done == total; });
+  lock.unlock();
+  own.lifetime.reset();  // until every run is destroyed too
+  lock.lock();
+  shared->cv.wait(lock, [&] { return shared->runs_gone; });
   return std::move(shared->results);
 }
 
@@ -329,6 +344,8 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   Result<ClusterState> state = reader_.Read(request);
   SyncPlan plan;
   bool claimed = false;
+  bool created = false;          // this sync made the ClusterSync
+  std::optional<Target> target;  // the cluster's client, once the plan needs it
   while (true) {
     if (!state.ok()) return state.status();
     if (!state->cd) {
@@ -350,6 +367,22 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
       return outcome;
     }
     if (!fence || claimed) break;
+    // Before anything is written (the claim is the first write): the cluster must answer, as
+    // Hive writes nothing for a cluster whose API server answers nothing (AnsweredSomething).
+    if ((plan.any_apply() || plan.any_delete()) && !state->cd->fake()) {
+      if (!target) {
+        auto opened = OpenTarget(request, *state->cd);
+        if (!opened.ok()) return opened.status();
+        target = std::move(*opened);
+      }
+      if (Status answers = TargetAnswers(key, *target, plan, *state); !answers.ok()) return answers;
+    }
+    // The claim is written on the cluster's ClusterSyncLease, which its ClusterSync owns.
+    if (!state->status) {
+      auto made = MakeClusterSync(*state->cd, &created);
+      if (!made.ok()) return made.status();
+      state->status = std::move(*made);
+    }
     if (Status owned = fence(); !owned.ok()) return owned;
     claimed = true;
     if (!reader_.Overtaken(*state)) break;
@@ -364,19 +397,15 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   std::vector<const hive::ObjectMeta*> metas;
   std::vector<SetOutcome> outcomes = OutcomesInHiveOrder(plan, metas);
 
-  // 3. Apply. A cluster whose last sync succeeded keeps its client and is not asked for its
-  // Secret again while its ClusterDeployment names the same one and the request knows of no newer
-  // version of it. A full reapply that knows no version (the publisher watches no Secrets) reads
-  // it anyway, so that rotated credentials are noticed within a reapply interval.
+  // 3. Apply, through the client the claim was preceded by (or, without a fence, one opened now).
   if (plan.any_apply() || plan.any_delete()) {
-    std::optional<Target> kept;
-    if ((!request.full_reapply || !request.kubeconfig_version.empty()) && !cd.fake()) {
-      kept = targets_.Trusted(key, cd.admin_kubeconfig_secret, options_.request_timeout,
-                              {cd.ActiveApiUrl(), cd.api_server_ip_override},
-                              request.kubeconfig_version);
+    if (!target && !cd.fake()) {
+      auto opened = OpenTarget(request, cd);
+      if (!opened.ok()) return opened.status();
+      target = std::move(*opened);
     }
     outcome.prepare_seconds = seconds_since_start();
-    Status applied = Apply({request, cd, current, plan, fence}, kept, outcomes, outcome);
+    Status applied = Apply({request, cd, current, plan, fence}, target, outcomes, outcome);
     if (!applied.ok()) return applied;
   }
 
@@ -385,14 +414,10 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
     if (Status owned = fence(); !owned.ok()) return owned;  // another consumer owns it now
   }
   const SteadyTime store_start = clock_.Now();
-  bool created = false;
-  Result<std::string> uid =
-      StoreStatus(cd, outcomes, metas, state->status, outcome.status_version, created);
-  if (!uid.ok()) return uid.status();
-  if (request.full_reapply) {
-    Status renewed = RenewLease(cd, *uid);
-    if (!renewed.ok()) return renewed;
-  }
+  if (Status stored =
+          StoreStatus(cd, outcomes, metas, state->status, outcome.status_version, created);
+      !stored.ok())
+    return stored;
   outcome.store_seconds = std::chrono::duration<double>(clock_.Now() - store_start).count();
   outcome.recovered = outcome.failed_sets.empty() && AnySetFailed(current);
   if (!outcome.failed_sets.empty()) {
@@ -432,15 +457,40 @@ TargetSession ClusterSyncer::OpenSession(const Scene& scene, const std::optional
   return session;
 }
 
-Status ClusterSyncer::Apply(const Scene& scene, const std::optional<Target>& kept,
+Result<Target> ClusterSyncer::OpenTarget(const SyncRequest& request,
+                                         const hive::ClusterDeployment& cd) {
+  // A cluster whose last sync succeeded keeps its client and is not asked for its Secret again
+  // while its ClusterDeployment names the same one and the request knows of no newer version of
+  // it. A full reapply that knows no version (the publisher watches no Secrets) reads it anyway,
+  // so that rotated credentials are noticed within a reapply interval.
+  const std::string key = request.ClusterKey();
+  if (!request.full_reapply || !request.kubeconfig_version.empty()) {
+    std::optional<Target> kept = targets_.Trusted(
+        key, cd.admin_kubeconfig_secret, options_.request_timeout,
+        {cd.ActiveApiUrl(), cd.api_server_ip_override}, request.kubeconfig_version);
+    if (kept) return *kept;
+  }
+  return ReadTarget(key, cd);
+}
+
+Status ClusterSyncer::TargetAnswers(const std::string& key, const Target& target,
+                                    const SyncPlan& plan, const ClusterState& state) {
+  static const hive::ClusterSyncStatus kNoStatus;
+  SecretSources none;
+  const PlanInputs inputs(*state.cd, state.status ? state.status->status : kNoStatus, none);
+  std::optional<bool> answered = target.mapper->Prefetch(ApiVersionsNeeded(plan, inputs));
+  if (!answered) {  // discovery was cached: ask the cheapest thing there is
+    auto version = target.client->GetPath("/version");
+    answered = version.ok() || Answered(version.status());
+  }
+  if (*answered) return Status::Ok();
+  return Unavailable("cluster " + key +
+                     " answered no request (nothing recorded, as Hive records nothing)");
+}
+
+Status ClusterSyncer::Apply(const Scene& scene, const std::optional<Target>& target,
                             std::vector<SetOutcome>& outcomes, SyncOutcome& outcome) {
   const std::string key = scene.request.ClusterKey();
-  std::optional<Target> target = kept;
-  if (!target && !scene.cd.fake()) {
-    Result<Target> read = ReadTarget(key, scene.cd);
-    if (!read.ok()) return read.status();
-    target = std::move(*read);
-  }
   RestMapper* mapper = target ? target->mapper.get() : nullptr;
   TargetSession session = OpenSession(scene, target);
 
@@ -526,32 +576,17 @@ Status ClusterSyncer::ReadSourceSecrets(const std::vector<SetWork>& work, Secret
   return Status::Ok();
 }
 
-Result<std::string> ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd,
-                                               const std::vector<SetOutcome>& outcomes,
-                                               const std::vector<const hive::ObjectMeta*>& metas,
-                                               std::shared_ptr<const hive::ClusterSync> known,
-                                               std::string& stored_version, bool& created) {
+Status ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd,
+                                  const std::vector<SetOutcome>& outcomes,
+                                  const std::vector<const hive::ObjectMeta*>& metas,
+                                  std::shared_ptr<const hive::ClusterSync> known,
+                                  std::string& stored_version, bool& created) {
   const std::string key = cd.meta.Key();
   for (int attempt = 0; attempt < 5; ++attempt) {
     if (!known) {
-      Json fresh = {{"apiVersion", hive::kHiveInternalApiVersion},
-                    {"kind", "ClusterSync"},
-                    {"metadata",
-                     {{"name", cd.meta.name},
-                      {"namespace", cd.meta.ns},
-                      {"ownerReferences", OwnerReference(hive::kHiveApiVersion, "ClusterDeployment",
-                                                         cd.meta.name, cd.meta.uid)}}},
-                    {"spec", Json::object()}};
-      auto made = hub_.Create(kube::Collection(res::kClusterSyncs, cd.meta.ns), fresh);
-      if (!made.ok() && made.status().code() != Code::kAlreadyExists) {
-        return made.status().Annotate("storing ClusterSync " + key);
-      }
-      if (made.ok()) {
-        created = true;
-        known = ParseClusterSync(*made);
-        if (!known)
-          return InvalidArgument("ClusterSync " + key + " as created has no valid metadata");
-      }
+      auto made = MakeClusterSync(cd, &created);
+      if (!made.ok()) return made.status();
+      known = std::move(*made);
     }
     if (known) {
       // The status this write replaces: the one read, so nothing another writer stored is lost
@@ -559,8 +594,7 @@ Result<std::string> ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd
       const WallTime now = clock_.WallNow();
       BuiltStatus next = BuildStatus(known->status, outcomes, now, cd.installed_timestamp);
       Json next_json = next.status.ToJson();
-      if (next_json == known->status.ToJson())
-        return known->meta.uid;  // nothing changed: write nothing
+      if (next_json == known->status.ToJson()) return Status::Ok();  // nothing changed: no write
       Json update = {{"apiVersion", hive::kHiveInternalApiVersion},
                      {"kind", "ClusterSync"},
                      {"metadata",
@@ -580,7 +614,7 @@ Result<std::string> ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd
         }
         if (next.cluster_first_success)
           hive_metrics_.ClusterFirstSuccess(cd, *next.cluster_first_success);
-        return known->meta.uid;
+        return Status::Ok();
       }
       if (written.status().code() != Code::kConflict &&
           written.status().code() != Code::kNotFound) {
@@ -600,20 +634,27 @@ Result<std::string> ClusterSyncer::StoreStatus(const hive::ClusterDeployment& cd
                 "storing ClusterSync " + key + ": still conflicting after 5 attempts");
 }
 
-Status ClusterSyncer::RenewLease(const hive::ClusterDeployment& cd,
-                                 const std::string& cluster_sync_uid) {
-  Json lease = {{"apiVersion", hive::kHiveInternalApiVersion},
-                {"kind", "ClusterSyncLease"},
+Result<std::shared_ptr<const hive::ClusterSync>> ClusterSyncer::MakeClusterSync(
+    const hive::ClusterDeployment& cd, bool* created) {
+  const std::string key = cd.meta.Key();
+  Json fresh = {{"apiVersion", hive::kHiveInternalApiVersion},
+                {"kind", "ClusterSync"},
                 {"metadata",
                  {{"name", cd.meta.name},
                   {"namespace", cd.meta.ns},
-                  {"ownerReferences", OwnerReference(hive::kHiveInternalApiVersion, "ClusterSync",
-                                                     cd.meta.name, cluster_sync_uid)}}},
-                {"spec", {{"renewTime", FormatRfc3339Micro(clock_.WallNow())}}}};
-  auto applied = hub_.Apply(kube::Object(res::kClusterSyncLeases, cd.meta.ns, cd.meta.name), lease,
-                            {options_.field_manager, true});
-  if (!applied.ok()) return applied.status().Annotate("renewing ClusterSyncLease " + cd.meta.Key());
-  return Status::Ok();
+                  {"ownerReferences", OwnerReference(hive::kHiveApiVersion, "ClusterDeployment",
+                                                     cd.meta.name, cd.meta.uid)}}},
+                {"spec", Json::object()}};
+  auto made = hub_.Create(kube::Collection(res::kClusterSyncs, cd.meta.ns), fresh);
+  if (!made.ok() && made.status().code() == Code::kAlreadyExists)
+    made = hub_.Get(kube::Object(res::kClusterSyncs, cd.meta.ns, cd.meta.name));
+  else if (made.ok() && created != nullptr)
+    *created = true;
+  if (!made.ok()) return made.status().Annotate("making ClusterSync " + key);
+  std::shared_ptr<const hive::ClusterSync> parsed = ParseClusterSync(*made);
+  if (!parsed) return InvalidArgument("ClusterSync " + key + " has no valid metadata");
+  reader_.NoteStatusWritten(*made);
+  return parsed;
 }
 
 }  // namespace syncbus::consumer

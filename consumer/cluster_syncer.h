@@ -12,7 +12,9 @@
 //      fake cluster (hive.openshift.io/fake-cluster) gets no traffic and every step succeeds;
 //   4. record: one ClusterSync status write (created, as Hive does, for every eligible cluster,
 //      with or without sets), with the resourceVersion of the state read (a 409 re-reads and
-//      merges), and the ClusterSyncLease after every full reapply.
+//      merges). The caller's fence claims the cluster before the first write, on its
+//      ClusterSyncLease (consumer/cluster_lease.h), which a full reapply's claim renews: so the
+//      ClusterSync is made first, before the claim, when the cluster has none.
 // Target requests are non-blocking and shared by all clusters through one RequestLimiter; Sync()
 // blocks its caller until the status is stored, so the caller may ack. Thread-safe: Sync() may
 // run concurrently for different clusters; the caller keeps one cluster on one thread at a time.
@@ -88,7 +90,10 @@ class ClusterSyncer {
   // Errors are failures to read the hub or store the status (the request must be retried);
   // apply failures on the target are recorded in the status and reported in the outcome.
   // `fence` (see set_applier.h) is checked before every write, to the target or the hub; its
-  // first call, on the caller's thread once the plan needs a write, may take the cluster's lease.
+  // first call, on the caller's thread once the plan needs a write and the cluster has its
+  // ClusterSync, takes the cluster's claim (cluster_lease.h's ClusterClaim), which is also what
+  // writes its ClusterSyncLease. Without a fence nothing claims the cluster and its
+  // ClusterSyncLease is not written.
   Result<SyncOutcome> Sync(const SyncRequest& request, const SyncFence& fence = nullptr);
 
   RequestLimiter::Stats limiter_stats() const { return limiter_.stats(); }
@@ -103,11 +108,19 @@ class ClusterSyncer {
     const SyncPlan& plan;
     const SyncFence& fence;
   };
-  // Step 3: the target work of the plan, through `kept` (the trusted client) or a client read
-  // now: a run for each entry of `outcomes` (already in Hive's order) with something to apply or
-  // delete, whose results it fills in, and the figures of `outcome`.
-  Status Apply(const Scene& scene, const std::optional<Target>& kept,
+  // Step 3: the target work of the plan, through `target` (none for a fake cluster): a run for
+  // each entry of `outcomes` (already in Hive's order) with something to apply or delete, whose
+  // results it fills in, and the figures of `outcome`.
+  Status Apply(const Scene& scene, const std::optional<Target>& target,
                std::vector<SetOutcome>& outcomes, SyncOutcome& outcome);
+  // The cluster's client: the kept one (target_clients.h's Trusted) or one built from its admin
+  // kubeconfig Secret, read now.
+  Result<Target> OpenTarget(const SyncRequest& request, const hive::ClusterDeployment& cd);
+  // Unavailable when the cluster answers nothing: its discovery of what `plan` applies (or, all
+  // of that cached, GET /version) met only connection failures, timeouts or 5xx. Hive reads the
+  // cluster's schema before it writes anything and writes nothing when that fails.
+  Status TargetAnswers(const std::string& key, const Target& target, const SyncPlan& plan,
+                       const ClusterState& state);
   // What the runs of one cluster share: its client (none for a fake cluster), the limiter, the
   // deadline, the fence, and the observers of this syncer's and Hive's metrics.
   TargetSession OpenSession(const Scene& scene, const std::optional<Target>& target);
@@ -122,14 +135,16 @@ class ClusterSyncer {
   // Step 4. `known`: the ClusterSync as the state had it (null: none), merged into first.
   // `stored_version`: the resourceVersion written (untouched when nothing needed writing);
   // `metas`: each outcome's set (null for removed ones), for Hive's metrics; `created`: set when
-  // this call made the ClusterSync. Returns the ClusterSync's uid.
-  Result<std::string> StoreStatus(const hive::ClusterDeployment& cd,
-                                  const std::vector<SetOutcome>& outcomes,
-                                  const std::vector<const hive::ObjectMeta*>& metas,
-                                  std::shared_ptr<const hive::ClusterSync> known,
-                                  std::string& stored_version, bool& created);
-  // Hive's ClusterSyncLease: renewTime now (6 fraction digits), owned by the ClusterSync.
-  Status RenewLease(const hive::ClusterDeployment& cd, const std::string& cluster_sync_uid);
+  // this call made the ClusterSync.
+  Status StoreStatus(const hive::ClusterDeployment& cd, const std::vector<SetOutcome>& outcomes,
+                     const std::vector<const hive::ObjectMeta*>& metas,
+                     std::shared_ptr<const hive::ClusterSync> known, std::string& stored_version,
+                     bool& created);
+  // The cluster's ClusterSync, made now (owned by the ClusterDeployment, no status yet) or, when
+  // another writer made it first, read; `created` is set when this call made it. The mirror
+  // takes it in at once.
+  Result<std::shared_ptr<const hive::ClusterSync>> MakeClusterSync(
+      const hive::ClusterDeployment& cd, bool* created = nullptr);
 
   SyncerOptions options_;
   kube::Client& hub_;

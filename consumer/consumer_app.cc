@@ -33,7 +33,6 @@ SyncerOptions SyncerOptionsOf(const ConsumerConfig& c) {
 
 LeaseOptions LeaseOptionsOf(const ConsumerConfig& c, const std::string& identity) {
   LeaseOptions options;
-  options.ns = c.cluster_lease.ns;
   options.identity = identity;
   options.duration = std::chrono::duration_cast<std::chrono::seconds>(c.cluster_lease.duration);
   options.renew_interval = c.cluster_lease.renew_interval;
@@ -79,8 +78,7 @@ class HubView {
         {HubCollection::kSyncSets, kube::Collection(res::kSyncSets, ns), ""},
         {HubCollection::kSelectorSyncSets, kube::Collection(res::kSelectorSyncSets), ""},
         {HubCollection::kClusterSyncs, kube::Collection(res::kClusterSyncs, ns), ""},
-        {HubCollection::kLeases, kube::Collection(res::kLeases, c.cluster_lease.ns),
-         kClusterLeaseSelector},
+        {HubCollection::kClusterSyncLeases, kube::Collection(res::kClusterSyncLeases, ns), ""},
     };
     for (const Watched& w : watched) {
       kube::Reflector::Options options;

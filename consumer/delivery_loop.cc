@@ -127,50 +127,33 @@ void DeliveryLoop::ConnectionLost() {
 }
 
 DeliveryLoop::Done DeliveryLoop::Run(Job job) {
-  // The cluster's lease is taken at the sync's first call of the fence, which the syncer makes
-  // before its first write: a request that needs no write costs no lease write. Later calls
-  // (before every write) check that it is still held.
-  struct Claim {
-    std::mutex mu;
-    bool tried = false;
-    std::shared_ptr<ClusterLease> lease;
-    Status refused;  // why it could not be taken
-  };
-  auto claim = std::make_shared<Claim>();
-  SyncFence fence = [claim, this, generation = job.generation, ns = job.request.cluster_namespace,
-                     name = job.request.cluster_name] {
+  // The cluster's claim (its ClusterSyncLease; renewTime now too for a full reapply) is taken at
+  // the sync's first call of the fence, which the syncer makes before its first write and after
+  // making the cluster's ClusterSync: a request that needs no write costs no lease write. Later
+  // calls (before every write) check that it is still held.
+  std::shared_ptr<ClusterClaim> claim;
+  if (leases_ != nullptr) {
+    claim =
+        std::make_shared<ClusterClaim>(*leases_, job.request.cluster_namespace,
+                                       job.request.cluster_name, job.request.full_reapply, clock_);
+  }
+  SyncFence fence = [claim, this, generation = job.generation] {
     if (abandon_.load())
       return Status(Code::kCancelled, "shutting down: the delivery is left to the broker");
     if (live_generation_.load() != generation) {
       return Status(Code::kCancelled,
                     "the broker connection that delivered this request is gone (the broker hands "
-                    "it to another "
-                    "consumer): stopping, and giving the cluster's lease back");
+                    "it to another consumer): stopping, and giving the cluster's claim back");
     }
-    if (leases_ == nullptr) return Status::Ok();
-    std::lock_guard lock(claim->mu);
-    if (!claim->tried) {
-      claim->tried = true;
-      auto acquired = leases_->Acquire(ns, name);
-      if (acquired.ok())
-        claim->lease = std::move(*acquired);
-      else
-        claim->refused = acquired.status();
-    }
-    return claim->lease ? claim->lease->Check(clock_) : claim->refused;
+    return claim ? claim->Check() : Status::Ok();
   };
   Result<SyncOutcome> outcome = sync_(job.request, fence);
-  std::shared_ptr<ClusterLease> lease;
-  Status refused;
-  {
-    std::lock_guard lock(claim->mu);
-    lease = claim->lease;
-    refused = claim->refused;
-  }
-  if (!refused.ok()) return {std::move(job), refused, refused.code() == Code::kConflict};
-  bool lost = lease && !lease->Check(clock_).ok();
-  if (lease) leases_->Release(lease, outcome.ok() ? outcome->status_version : "");
-  // A failure after the lease was lost is the new owner's business: defer without an attempt.
+  if (!claim) return {std::move(job), std::move(outcome), false};
+  if (Status refused = claim->refused(); !refused.ok())
+    return {std::move(job), refused, refused.code() == Code::kConflict};
+  bool lost = claim->lost();
+  claim->Finish(outcome.ok() ? outcome->status_version : "");
+  // A failure after the claim was lost is the new owner's business: defer without an attempt.
   bool failed = !outcome.ok() || !outcome->failed_sets.empty();
   return {std::move(job), std::move(outcome), lost && failed};
 }

@@ -34,7 +34,7 @@ const char* CollectionName(HubCollection c) {
     case HubCollection::kSyncSets: return "syncsets";
     case HubCollection::kSelectorSyncSets: return "selectorsyncsets";
     case HubCollection::kClusterSyncs: return "clustersyncs";
-    case HubCollection::kLeases: return "leases";
+    case HubCollection::kClusterSyncLeases: return "clustersyncleases";
   }
   return "?";
 }
@@ -134,7 +134,8 @@ ClusterState HubMirror::Read(const std::string& ns, const std::string& name) con
   return state;
 }
 
-std::optional<Json> HubMirror::Lease(const std::string& ns, const std::string& name) const {
+std::optional<Json> HubMirror::ClusterSyncLease(const std::string& ns,
+                                                const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = live_.leases.find(ns + "/" + name);
   if (it == live_.leases.end()) return std::nullopt;
@@ -179,7 +180,7 @@ void HubMirror::Replace(HubCollection c, Maps& staged, uint64_t invalid) {
       live_.selector_syncsets.swap(staged.selector_syncsets);
       break;
     case HubCollection::kClusterSyncs: live_.statuses.swap(staged.statuses); break;
-    case HubCollection::kLeases: live_.leases.swap(staged.leases); break;
+    case HubCollection::kClusterSyncLeases: live_.leases.swap(staged.leases); break;
   }
 }
 
@@ -227,7 +228,7 @@ bool HubMirror::Store(Maps& maps, HubCollection c, const Json& object, bool only
                    hive::SelectorSyncSet::FromJson);
     case HubCollection::kClusterSyncs:
       return store(maps.statuses, key, hive::ClusterSync::FromJson);
-    case HubCollection::kLeases: {
+    case HubCollection::kClusterSyncLeases: {
       auto held = maps.leases.find(key);
       if (only_if_newer && held != maps.leases.end() && !Newer(version, VersionOf(held->second)))
         return true;
@@ -255,7 +256,7 @@ void HubMirror::Delete(HubCollection c, const Json& object) {
       }
       case HubCollection::kSelectorSyncSets: live_.selector_syncsets.erase(name); break;
       case HubCollection::kClusterSyncs: live_.statuses.erase(key); break;
-      case HubCollection::kLeases: live_.leases.erase(key); break;
+      case HubCollection::kClusterSyncLeases: live_.leases.erase(key); break;
     }
     Progress& p = progress_[static_cast<int>(c)];
     if (p.listed && !p.stale) p.version = VersionOf(object);

@@ -1,6 +1,6 @@
 // HubMirror: the consumer's watch-fed copy of what its syncs read of the hub — ClusterDeployments,
-// SyncSets, SelectorSyncSets, ClusterSyncs and the syncbus cluster Leases — fed by one
-// kube::Reflector per collection (handler()), and how far each collection has caught up: the
+// SyncSets, SelectorSyncSets, ClusterSyncs and ClusterSyncLeases (the clusters' claims) — fed by
+// one kube::Reflector per collection (handler()), and how far each collection has caught up: the
 // resourceVersion of its list, last event or bookmark. A collection that has not listed yet, or
 // that a 410 made stale until its relist, is fresh at no version. Objects are parsed once, when
 // they arrive, and shared read-only with the syncs. Thread-safe: reflector threads feed, syncs
@@ -27,7 +27,7 @@ enum class HubCollection {
   kSyncSets,
   kSelectorSyncSets,
   kClusterSyncs,
-  kLeases
+  kClusterSyncLeases
 };
 inline constexpr int kHubCollections = 5;
 
@@ -51,17 +51,17 @@ class HubMirror {
 
   // The cluster's state as the mirror holds it now (see cluster_state.h).
   ClusterState Read(const std::string& ns, const std::string& name) const;
-  // The Lease ns/name (a cluster's: ClusterLeaseName in syncbus's namespace), if the mirror
-  // holds it.
-  std::optional<Json> Lease(const std::string& ns, const std::string& name) const;
+  // The cluster's ClusterSyncLease, if the mirror holds it.
+  std::optional<Json> ClusterSyncLease(const std::string& ns, const std::string& name) const;
   // The resourceVersion of the cluster's ClusterSync ("" if none).
   std::string StatusVersion(const std::string& ns, const std::string& name) const;
   // The cluster's ClusterSync as the mirror holds it now (null if none).
   std::shared_ptr<const hive::ClusterSync> Status(const std::string& ns,
                                                   const std::string& name) const;
 
-  // Takes in an object this process just wrote (a ClusterSync or a Lease), so the next read sees
-  // it before its watch event arrives; an entry with a newer resourceVersion is kept instead.
+  // Takes in an object this process just wrote (a ClusterSync or a ClusterSyncLease), so the next
+  // read sees it before its watch event arrives; an entry with a newer resourceVersion is kept
+  // instead.
   void NoteWritten(HubCollection collection, const Json& object);
 
   // The collection's resourceVersion ("" before its first list); objects that failed to parse.
@@ -84,7 +84,7 @@ class HubMirror {
         syncsets;  // ns -> name
     std::map<std::string, std::shared_ptr<const hive::SelectorSyncSet>> selector_syncsets;  // name
     std::map<std::string, std::shared_ptr<const hive::ClusterSync>> statuses;  // "ns/name"
-    std::map<std::string, Json> leases;                                        // "ns/name"
+    std::map<std::string, Json> leases;  // ClusterSyncLeases, "ns/name"
   };
 
   // Replaces collection `c` with `staged`'s (a completed list's objects); `invalid` of the list's

@@ -6,6 +6,12 @@
 
 namespace syncbus::consumer {
 
+bool Answered(const Status& failure) {
+  if (failure.http_status() > 0) return true;
+  Code code = failure.code();
+  return code != Code::kUnavailable && code != Code::kTimeout && code != Code::kCancelled;
+}
+
 Result<RestMapper::Kinds> RestMapper::Discover(const std::string& api_version) {
   auto slash = api_version.find('/');
   std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
@@ -79,7 +85,7 @@ Result<kube::Resource> RestMapper::MapLeniently(const std::string& api_version,
   return MapWith(api_version, kind_or_resource, /*lenient=*/true);
 }
 
-void RestMapper::Prefetch(const std::set<std::string>& api_versions) {
+std::optional<bool> RestMapper::Prefetch(const std::set<std::string>& api_versions) {
   std::vector<std::string> missing;
   {
     std::lock_guard lock(mu_);
@@ -87,17 +93,24 @@ void RestMapper::Prefetch(const std::set<std::string>& api_versions) {
       if (!gv.empty() && cache_.count(gv) == 0) missing.push_back(gv);
     }
   }
+  if (missing.empty()) return std::nullopt;
   std::vector<std::future<Result<Kinds>>> answers;
   answers.reserve(missing.size());
   for (const auto& gv : missing) {
     answers.push_back(std::async(std::launch::async, [this, gv] { return Discover(gv); }));
   }
+  bool answered = false;
   for (size_t i = 0; i < missing.size(); ++i) {
     auto kinds = answers[i].get();
-    if (!kinds.ok()) continue;
+    if (!kinds.ok()) {
+      answered = answered || Answered(kinds.status());
+      continue;
+    }
+    answered = true;
     std::lock_guard lock(mu_);
     cache_.try_emplace(missing[i], std::move(*kinds));
   }
+  return answered;
 }
 
 }  // namespace syncbus::consumer

@@ -14,6 +14,10 @@
 
 namespace syncbus::consumer {
 
+// Whether a failed request was answered by the server: any HTTP status (a 5xx too), or a failure
+// that is none of a refused connection, a timeout or a cancel.
+bool Answered(const Status& failure);
+
 class RestMapper {
  public:
   explicit RestMapper(kube::Client& client) : client_(client) {}
@@ -27,8 +31,9 @@ class RestMapper {
 
   // Discovers every group-version of `api_versions` not cached yet, all at once (one round trip
   // instead of one per group-version when planning). Blocking; failures are left for Map to
-  // retry and report.
-  void Prefetch(const std::set<std::string>& api_versions);
+  // retry and report. Whether the cluster answered any of it (an error status is an answer; a
+  // connection failure or a timeout is not); nullopt when everything was cached (nothing asked).
+  std::optional<bool> Prefetch(const std::set<std::string>& api_versions);
 
  private:
   struct Kinds {

@@ -125,6 +125,10 @@ bool MustFollow(const SetFootprint& earlier, const SetFootprint& later);
 
 // One target cluster as the runs see it.
 struct TargetSession {
+  // Held by every run of this session and released with it: whoever starts runs can tell when
+  // the last one is gone (its last reference may sit in a transport callback after it is done).
+  // First, so that it is released after everything else a copy holds (the client among them).
+  std::shared_ptr<void> lifetime;
   std::string cluster;  // limiter key
   std::shared_ptr<kube::ClientImpl> client;
   std::shared_ptr<RestMapper> mapper;

@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "common/amqp/session_impl.h"
-#include "common/bus/cluster_lease_name.h"
+#include "common/bus/cluster_claim.h"
 #include "common/bus/config.h"
 #include "common/bus/daemon.h"
 #include "common/bus/topology.h"
@@ -95,7 +95,7 @@ Result<std::pair<std::string, std::string>> SplitCluster(const std::string& clus
 }
 
 int ClusterStatusReport(kube::Client& hub, amqp::Session& broker, const StatusOptions& options,
-                        const std::string& lease_namespace, WallTime now) {
+                        WallTime now) {
   namespace res = kube::resources;
   auto names = SplitCluster(options.cluster, options.ns);
   if (!names.ok()) return Fail(names.status().message(), 2);
@@ -110,9 +110,9 @@ int ClusterStatusReport(kube::Client& hub, amqp::Session& broker, const StatusOp
   auto cs = hub.Get(kube::Object(res::kClusterSyncs, ns, name));
   if (!cs.ok() && cs.status().code() != Code::kNotFound)
     return Fail(cs.status().Annotate("reading ClusterSync").message());
-  auto lease = hub.Get(kube::Object(res::kLeases, lease_namespace, ClusterLeaseName(ns, name)));
+  auto lease = hub.Get(kube::Object(res::kClusterSyncLeases, ns, name));
   if (!lease.ok() && lease.status().code() != Code::kNotFound)
-    return Fail(lease.status().Annotate("reading Lease").message());
+    return Fail(lease.status().Annotate("reading ClusterSyncLease").message());
 
   auto trace = ReadWindow(broker, key, options.since, now);
   if (!trace.ok()) return Fail(trace.status().message());
@@ -130,10 +130,10 @@ int ClusterStatusReport(kube::Client& hub, amqp::Session& broker, const StatusOp
   if (!hub_view.states.empty())
     report.state = ClusterStateOf(hub_view.states.front(), report.position).state;
   if (lease.ok()) {
-    const Json& spec = (*lease)["spec"];
-    report.lease_holder = spec.value("holderIdentity", "");
-    report.lease_renewed = spec.value("renewTime", "");
-    report.lease_seconds = spec.value("leaseDurationSeconds", 0);
+    const ClaimRecord claim = ClaimOf(*lease);
+    report.lease_holder = claim.holder;
+    report.lease_renewed = claim.renew_time;
+    report.lease_seconds = static_cast<int>(claim.duration_seconds);
     if (cs.ok()) {
       auto status_rv = kube::ParseResourceVersion((*cs)["metadata"].value("resourceVersion", ""));
       auto lease_rv = kube::ParseResourceVersion((*lease)["metadata"].value("resourceVersion", ""));
@@ -171,7 +171,7 @@ int RunStatus(const StatusOptions& options) {
   if (!broker.ok()) return Fail(broker.status().message());
   const WallTime now = RealClock().WallNow();
   if (!options.cluster.empty()) {
-    int code = ClusterStatusReport(hub, **broker, options, config->consumer.cluster_lease.ns, now);
+    int code = ClusterStatusReport(hub, **broker, options, now);
     (*broker)->Close();
     return code;
   }

@@ -273,14 +273,13 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   Section ls = s.Child("clusterLease");
   auto& l = o.cluster_lease;
   SYNCBUS_RETURN_IF_ERROR(
-      ls.CheckKeys({"namespace", "duration", "renewInterval", "safetyMargin", "releaseByStatus"}));
-  SYNCBUS_RETURN_IF_ERROR(ls.String("namespace", l.ns));
+      ls.CheckKeys({"duration", "renewInterval", "safetyMargin", "releaseByStatus"}));
   SYNCBUS_RETURN_IF_ERROR(ls.Bool("releaseByStatus", l.release_by_status));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("duration", l.duration));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("renewInterval", l.renew_interval));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("safetyMargin", l.safety_margin));
   if (l.duration.count() % 1000 != 0 || l.duration < std::chrono::seconds(1)) {
-    return ls.Error("duration", "must be a whole number of seconds (leaseDurationSeconds)");
+    return ls.Error("duration", "must be a whole number of seconds");
   }
   // The holder must renew before its own fence (duration - safetyMargin) closes.
   if (l.safety_margin + l.renew_interval >= l.duration) {
@@ -321,7 +320,6 @@ Result<Config> ParseRoot(const YAML::Node& root, const std::string& source,
                          const ConfigOptions& options) {
   Config c;
   c.publisher.leader_election.ns.clear();  // the file's, else own_namespace (below)
-  c.consumer.cluster_lease.ns.clear();
   Section top(root, "", source, UnknownKeys{options.strict, &c.warnings});
   SYNCBUS_RETURN_IF_ERROR(
       top.CheckKeys({"log", "admin", "amqp", "hub", "topology", "publisher", "consumer"}));
@@ -344,9 +342,8 @@ Result<Config> ParseRoot(const YAML::Node& root, const std::string& source,
   SYNCBUS_RETURN_IF_ERROR(ParseTopology(top.Child("topology"), c.topology));
   SYNCBUS_RETURN_IF_ERROR(ParsePublisher(top.Child("publisher"), c.publisher));
   SYNCBUS_RETURN_IF_ERROR(ParseConsumer(top.Child("consumer"), c.consumer));
-  for (std::string* ns : {&c.publisher.leader_election.ns, &c.consumer.cluster_lease.ns}) {
-    if (ns->empty()) *ns = options.own_namespace;
-  }
+  if (c.publisher.leader_election.ns.empty())
+    c.publisher.leader_election.ns = options.own_namespace;
   for (std::string& warning : c.warnings) warning = source + ": " + warning;
   return c;
 }

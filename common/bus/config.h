@@ -57,15 +57,14 @@ struct PublisherConfig {
   LeaderElectionConfig leader_election;
 };
 
-// The per-cluster hub Lease that keeps two consumers off one cluster (docs/operations.md).
-// A dead consumer's clusters are taken over once its leases lapse: 20 s, renewed every 5 s.
+// The per-cluster claim, on the cluster's ClusterSyncLease, that keeps two consumers off one
+// cluster (docs/operations.md). A dead consumer's clusters are taken over once its claims lapse:
+// 20 s, renewed 5 s after their last write.
 struct ClusterLeaseConfig {
-  std::string ns = "syncbus";                 // the Leases'; parsed: the file's, else own_namespace
-  std::chrono::milliseconds duration{20000};  // leaseDurationSeconds written (whole seconds)
-  std::chrono::milliseconds renew_interval{5000};  // background renewal period
+  std::chrono::milliseconds duration{20000};       // how long a claim holds (whole seconds)
+  std::chrono::milliseconds renew_interval{5000};  // a claim is renewed this long after its write
   std::chrono::milliseconds safety_margin{5000};   // stop writing this long before it could lapse
-  // The ClusterSync write gives the lease back (no lease write); needs Leases and ClusterSyncs in
-  // one etcd (no --etcd-servers-overrides for leases) and the hub mirror.
+  // The ClusterSync write gives the claim back (no lease write); needs the hub mirror.
   bool release_by_status = true;
 };
 

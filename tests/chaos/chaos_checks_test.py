@@ -129,11 +129,11 @@ class JournalTest(unittest.TestCase):
 
     @staticmethod
     def lease(t, cluster, holder, seconds=20, renewed=None):
-        """The journal line of a consumer writing cluster `cluster`'s Lease (in namespace syncbus,
-        named "<namespace>.<name>"; a fleet cluster's namespace is its name), renewed at `renewed`
-        (Unix ms; the journal time when None)."""
-        return {"t": t, "cluster": "hub", "resource": "leases", "namespace": "syncbus",
-                "name": f"{cluster}.{cluster}", "holder": holder, "leaseDurationSeconds": seconds,
+        """The journal line of a consumer writing its claim on cluster `cluster`'s
+        ClusterSyncLease (a fleet cluster's namespace is its name), renewed at `renewed` (Unix
+        ms; the journal time when None)."""
+        return {"t": t, "cluster": "hub", "resource": "clustersyncleases", "namespace": cluster,
+                "name": cluster, "holder": holder, "leaseDurationSeconds": seconds,
                 "renewTime": None if renewed is None else rfc3339(renewed / 1000.0), "verb": "update",
                 "userAgent": f"syncbus-consumer/{holder}"}
 
@@ -169,13 +169,23 @@ class JournalTest(unittest.TestCase):
         self.assertFalse(check.ok)
         self.assertIn("c1: target apply configmaps cm by x at 1001: lease held by w", check.problems)
 
-    def test_a_lease_of_another_namespace_is_no_cluster_lease(self):
-        # The consumers' cluster Leases live in syncbus's namespace; a Lease elsewhere (a
-        # cluster's own namespace, as older versions had it) covers no write.
-        entries = [dict(self.lease(1000, "c1", "w"), namespace="c1", name="c1"), self.status(1001, "c1", "w")]
+    def test_a_coordination_lease_is_no_cluster_claim(self):
+        # The claim lives on the cluster's ClusterSyncLease; a coordination Lease (the scheme of
+        # older versions: namespace syncbus, "<namespace>.<name>") covers no write.
+        entries = [dict(self.lease(1000, "c1", "w"), resource="leases", namespace="syncbus", name="c1.c1"),
+                   self.status(1001, "c1", "w")]
         check = cc.analyse_journal(self.journal(entries), [], ["c1"])
         self.assertFalse(check.ok)
         self.assertIn("lease held by nobody", check.problems[0])
+
+    def test_the_cluster_sync_made_before_the_claim_needs_none(self):
+        made = {"t": 999, "cluster": "hub", "resource": "clustersyncs", "namespace": "c1", "subresource": "",
+                "userAgent": "syncbus-consumer/w", "verb": "create", "name": "c1"}
+        entries = [made, self.lease(1000, "c1", "w"), self.target(1001, "c1", "w"), self.status(1002, "c1", "w")]
+        self.assertTrue(cc.analyse_journal(self.journal(entries), [], ["c1"]).ok)
+        # Its status, though, is written under the claim only.
+        unclaimed = [made, self.status(1000, "c1", "w")]
+        self.assertIn("lease held by nobody", cc.analyse_journal(self.journal(unclaimed), [], ["c1"]).problems[0])
 
     def test_a_live_lease_taken(self):
         # x takes c1's lease 5 s into w's 20 s, before w gave it back: two holders at once.

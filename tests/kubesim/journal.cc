@@ -2,11 +2,13 @@
 #include "tests/kubesim/journal.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "common/bus/cluster_claim.h"
 #include "common/json.h"
 #include "common/log.h"
 
@@ -37,6 +39,24 @@ void AddLeaseFields(const Json& body, Line& line) {
   line["acquireTime"] = Scalar(spec, "acquireTime");
 }
 
+// A consumer's claim on a ClusterSyncLease (common/bus/cluster_claim.h), in the fields a Lease's
+// line has: its holder, the claim's renew time and duration.
+void AddClaimFields(const Json& body, Line& line) {
+  static const Json kNone = Json::object();
+  auto meta_it = body.find("metadata");
+  const Json& meta = meta_it != body.end() && meta_it->is_object() ? *meta_it : kNone;
+  auto annotations_it = meta.find("annotations");
+  const Json& annotations =
+      annotations_it != meta.end() && annotations_it->is_object() ? *annotations_it : kNone;
+  Line holder = Scalar(annotations, kClaimHolderAnnotation);
+  line["holder"] = holder.is_string() ? holder : Line("");
+  Line duration = Scalar(annotations, kClaimDurationAnnotation);
+  line["leaseDurationSeconds"] =
+      duration.is_string() ? Line(std::atoll(duration.get<std::string>().c_str())) : Line(nullptr);
+  line["renewTime"] = Scalar(annotations, kClaimRenewTimeAnnotation);
+  line["acquireTime"] = nullptr;
+}
+
 }  // namespace
 
 std::string JournalLine(const JournalEntry& entry) {
@@ -64,6 +84,9 @@ std::string JournalLine(const JournalEntry& entry) {
     }
     if (entry.type->group == "coordination.k8s.io" && entry.type->plural == "leases") {
       AddLeaseFields(body, line);
+    } else if (entry.type->group == "hiveinternal.openshift.io" &&
+               entry.type->plural == "clustersyncleases") {
+      AddClaimFields(body, line);
     }
   }
   // A client's User-Agent need not be UTF-8.

@@ -36,7 +36,9 @@ struct JournalEntry {
 // The entry's line, without the newline: {"t":<unix ms>,"cluster":..,"verb":..,"resource":..,
 // "subresource":..,"namespace":..,"name":..,"code":..,"userAgent":..,"resourceVersion":..,
 // "generation":<when the object has one>}, and for coordination.k8s.io Leases "holder" (""
-// when none), "leaseDurationSeconds", "renewTime" and "acquireTime" (null when unset).
+// when none), "leaseDurationSeconds", "renewTime" and "acquireTime" (null when unset); for
+// ClusterSyncLeases the same fields from a consumer's claim (common/bus/cluster_claim.h: its
+// holder, duration and renew time; acquireTime null).
 std::string JournalLine(const JournalEntry& entry);
 
 class Journal {

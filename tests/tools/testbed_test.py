@@ -101,6 +101,13 @@ class ProcReadingsTest(unittest.TestCase):
         self.assertGreater(rss, 1000)   # a Python interpreter: some MiB
         self.assertLessEqual(rss, hwm)
 
+    def test_admin_port_from_a_daemons_log(self):
+        self.assertIsNone(testbed.admin_port("x info consumer starting\n"))
+        text = ("2026-11-29T08:04:00.910Z info consumer starting version=0.1.0\n"
+                "2026-11-29T08:04:00.911Z info consumer admin endpoint listening port=57431\n")
+        self.assertEqual(testbed.admin_port(text), 57431)
+        self.assertEqual(testbed.admin_port('{"msg":"admin endpoint listening","port":4000}\n'), 4000)
+
     def test_a_free_port_can_be_bound(self):
         port = testbed.free_port()
         with socket.socket() as s:

@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 
 from syncbus_tools import ROOT, bench_fleet_real
-from syncbus_tools.testbed import (Broker, KubeClient, Processes, RunError, cpu_seconds, free_port,
+from syncbus_tools.testbed import (Broker, KubeClient, Processes, RunError, admin_port, cpu_seconds,
                                    make_work_dir, memory_kib, metric_sum,
                                    scrape)
 
@@ -56,16 +56,34 @@ class Daemons:
         self.metrics = {}
 
     def _config(self, name, section):
-        port = free_port()
+        # Port 0: the daemon binds a free port itself and logs it (a port picked here could be
+        # taken by another process before the daemon binds it).
         path = os.path.join(self.procs.work, name + ".yaml")
         with open(path, "w", encoding="utf-8") as f:
             f.write("log: {level: info}\n")
-            f.write(f"admin: {{listen: \"127.0.0.1:{port}\"}}\n")
+            f.write("admin: {listen: \"127.0.0.1:0\"}\n")
             f.write(self.broker.amqp_yaml())
             f.write(f"hub: {{kubeconfig: {self.hub_kubeconfig}}}\n")
             f.write(section)
-        self.metrics[name] = f"http://127.0.0.1:{port}"
+        self.metrics[name] = None  # until the daemon logged its port (admin_url)
         return path
+
+    def admin_url(self, name, timeout=60):
+        """The daemon's admin endpoint, from its "admin endpoint listening" log line."""
+        if self.metrics[name] is None:
+            log = os.path.join(self.procs.work, name + ".log")
+            deadline = time.monotonic() + timeout
+            while self.metrics[name] is None:
+                self.procs.check_alive(name)
+                with open(log, encoding="utf-8", errors="replace") as f:
+                    port = admin_port(f.read())
+                if port:
+                    self.metrics[name] = f"http://127.0.0.1:{port}"
+                elif time.monotonic() > deadline:
+                    raise RunError(f"{name} logged no admin endpoint in {timeout}s (log: {log})")
+                else:
+                    time.sleep(0.05)
+        return self.metrics[name]
 
     def start_publisher(self, name="publisher", publisher_yaml=None):
         section = publisher_yaml if publisher_yaml is not None else self.extra_publisher
@@ -88,7 +106,7 @@ class Daemons:
         return sorted(n for n in self.metrics if n.startswith("consumer"))
 
     def scrape(self, name):
-        return scrape(self.metrics[name] + "/metrics")
+        return scrape(self.admin_url(name) + "/metrics")
 
     def wait_ready(self, names, timeout=300):
         deadline = time.monotonic() + timeout
@@ -98,7 +116,7 @@ class Daemons:
             for name in list(pending):
                 self.procs.check_alive(name)
                 try:
-                    with urllib.request.urlopen(self.metrics[name] + "/readyz", timeout=5) as r:
+                    with urllib.request.urlopen(self.admin_url(name) + "/readyz", timeout=5) as r:
                         if r.status == 200:
                             pending.discard(name)
                 except urllib.error.HTTPError as e:

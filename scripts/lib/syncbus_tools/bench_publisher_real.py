@@ -32,7 +32,7 @@ import urllib.parse
 import yaml
 
 from syncbus_tools import ROOT
-from syncbus_tools.testbed import (Broker, Processes, RunError, free_port, make_work_dir, memory_kib,
+from syncbus_tools.testbed import (Broker, Processes, RunError, admin_port, free_port, make_work_dir, memory_kib,
                                    metric_sum, parse_metrics, read_env_file, scrape)
 
 HIVE = "/apis/hive.openshift.io/v1"
@@ -239,7 +239,7 @@ def consumer_mirror(args, procs, kubeconfig, work):
     with open(config, "w", encoding="utf-8") as f:
         f.write(f"amqp: {{host: 127.0.0.1, port: {free_port()}, vhost: /, user: nobody, password: nobody}}\n"
                 f"hub: {{kubeconfig: {kubeconfig}}}\n"
-                f"admin: {{listen: \"127.0.0.1:{free_port()}\"}}\nlog: {{level: info}}\n"
+                "admin: {listen: \"127.0.0.1:0\"}\nlog: {level: info}\n"
                 f"topology: {{maxLength: {args.clusters * 2}}}\n")
     child = procs.start("consumer", [os.path.join(args.build_dir, "consumer", "syncbus-consumer"),
                                      "--config", config])
@@ -279,11 +279,10 @@ def run(args):
         note(f"fleet written in {time.monotonic() - started:.0f} s: {args.clusters} clusters, "
              f"{len(secrets)} Secrets holding {secret_bytes / 2**20:.0f} MiB")
 
-        port = free_port()
         config = os.path.join(work, "publisher.yaml")
         with open(config, "w", encoding="utf-8") as f:
             f.write(broker.amqp_yaml() + f"hub: {{kubeconfig: {kubeconfig}}}\n"
-                    f"admin: {{listen: \"127.0.0.1:{port}\"}}\nlog: {{level: info}}\n"
+                    "admin: {listen: \"127.0.0.1:0\"}\nlog: {level: info}\n"
                     f"topology: {{maxLength: {args.clusters * 2}}}\n"
                     f"publisher: {{maxPublishRate: 100000, maxOutstanding: {args.clusters * 2}, "
                     "leaderElection: {enabled: false}}\n")
@@ -302,8 +301,10 @@ def run(args):
                 raise RunError(f"timed out (log: {log_path})")
             if synced_at is None:
                 with open(log_path, encoding="utf-8", errors="replace") as f:
-                    if "hub cache synced" in f.read():
-                        synced_at = time.monotonic() - start
+                    text = f.read()
+                port = admin_port(text)
+                if port and "hub cache synced" in text:
+                    synced_at = time.monotonic() - start
             if synced_at is not None:
                 try:
                     enqueued = metric_sum(scrape(f"http://127.0.0.1:{port}/metrics"),

@@ -144,10 +144,12 @@ class LeaseState:
 class ClusterLeaseJournal:
     """How consumers exclude each other per cluster, as the simulator's write journal shows it: the
     one place that reads that from the journal (a change of the exclusion scheme changes this
-    class, not the checks built on it). Today: one Lease per cluster in namespace syncbus, named
-    "<namespace>.<name>" (a fleet cluster's namespace is its name), written by its taker with
-    holderIdentity, renewTime and leaseDurationSeconds; the holder's ClusterSync status write gives
-    it back, an empty holder too. Fed the journal's entries in order (`apply`)."""
+    class, not the checks built on it). Today: a claim on each cluster's ClusterSyncLease (its
+    namespace and name; a fleet cluster's namespace is its name), which the journal shows as the
+    entry's holder, renewTime (the claim's) and leaseDurationSeconds, written by its taker; the
+    holder's ClusterSync status write gives it back, an empty holder too. A consumer makes the
+    cluster's ClusterSync (empty, its create only) before it claims: that create needs no claim.
+    Fed the journal's entries in order (`apply`)."""
 
     def __init__(self, clusters):
         self.clusters = set(clusters)
@@ -157,11 +159,10 @@ class ClusterLeaseJournal:
 
     @staticmethod
     def lease_cluster(entry):
-        """The cluster whose Lease a journal entry wrote, or None."""
-        if entry.get("cluster") != "hub" or entry.get("resource") != "leases" or entry.get("namespace") != "syncbus":
+        """The cluster whose claim (its ClusterSyncLease) a journal entry wrote, or None."""
+        if entry.get("cluster") != "hub" or entry.get("resource") != "clustersyncleases":
             return None
-        name = entry.get("name", "")
-        return name.split(".", 1)[0] if "." in name else None
+        return entry.get("namespace") or None
 
     def status_cluster(self, entry):
         """The cluster whose ClusterSync a hub entry wrote (its status, if `status`), or None."""
@@ -180,6 +181,8 @@ class ClusterLeaseJournal:
         who = consumer_of(entry)
         if who is None:
             return ""
+        if entry.get("resource") == "clustersyncs" and entry.get("verb") == "create":
+            return ""   # the empty ClusterSync a claim's lease is owned by: made before the claim
         key = self.status_cluster(entry)
         target_write = key is None
         if target_write:

@@ -269,24 +269,26 @@ class Chaos:
         return None
 
     def _lease_holders(self):
-        """{consumer identity: [clusters whose Lease it holds now]}, from the hub: live, and not
-        given back by a status write since (the ClusterSync's resourceVersion is not newer)."""
+        """{consumer identity: [clusters it holds the claim of now]}, from the hub: the claims on
+        the clusters' ClusterSyncLeases (common/bus/cluster_claim.h), live, and not given back by a
+        status write since (the ClusterSync's resourceVersion is not newer)."""
         hub = self.s.sim.hub
         try:
-            leases = hub.get("/apis/coordination.k8s.io/v1/namespaces/syncbus/leases?labelSelector="
-                             "app.kubernetes.io%2Fmanaged-by%3Dsyncbus")["items"]
+            leases = hub.get("/apis/hiveinternal.openshift.io/v1alpha1/clustersyncleases")["items"]
             syncs = hub.get("/apis/hiveinternal.openshift.io/v1alpha1/clustersyncs")["items"]
         except Exception:   # a hub burst: none seen this time
             return {}
         status_rv = {c["metadata"]["namespace"]: int(c["metadata"]["resourceVersion"]) for c in syncs}
         held = {}
         for lease in leases:
-            spec, meta = lease.get("spec", {}), lease["metadata"]
-            holder = spec.get("holderIdentity", "")
-            renewed = unix_seconds(spec.get("renewTime"))
-            if not holder or renewed + spec.get("leaseDurationSeconds", 0) < now():
+            meta = lease["metadata"]
+            claim = meta.get("annotations") or {}
+            holder = claim.get("syncbus.io/holder", "")
+            renewed = unix_seconds(claim.get("syncbus.io/renew-time"))
+            duration = int(claim.get("syncbus.io/lease-duration-seconds", "0") or 0)
+            if not holder or renewed + duration < now():
                 continue
-            cluster_ns = (meta.get("annotations") or {}).get("syncbus.io/cluster", "").split("/")[0]
+            cluster_ns = meta["namespace"]
             if status_rv.get(cluster_ns, 0) > int(meta["resourceVersion"]):
                 continue
             held.setdefault(holder, []).append(cluster_ns)

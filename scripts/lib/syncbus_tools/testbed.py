@@ -6,6 +6,7 @@ bench_*.py)."""
 import base64
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -37,6 +38,13 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def admin_port(log_text):
+    """The port of a daemon's admin endpoint from its log ("admin endpoint listening port=N", in text
+    or JSON lines), or None before it was logged."""
+    m = re.search(r'admin endpoint listening.*?port[=":\s]+([0-9]+)', log_text)
+    return int(m.group(1)) if m else None
 
 
 def read_env_file(path):

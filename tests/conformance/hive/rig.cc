@@ -126,6 +126,10 @@ Rig::Rig() : servers_(StartServers()), prefix_(RandomPrefix()) {
   options.per_cluster_qps = 0;
   syncer_ = std::make_unique<consumer::ClusterSyncer>(options, *hub_, *reader_, *targets_,
                                                       RealClock(), registry_);
+  consumer::LeaseOptions lease_options;
+  lease_options.identity = "conformance";
+  lease_options.release_by_status = false;  // no mirror
+  leases_ = std::make_unique<consumer::ClusterLeases>(lease_options, *hub_, RealClock(), registry_);
 }
 
 Rig::~Rig() = default;
@@ -397,7 +401,11 @@ Reconciled Rig::Reconcile() {
       request.cluster_name = kCdName;
       request.full_reapply = r.full_reapply;
       request.reason = std::string(SyncReasonName(*need.reason));
-      auto outcome = syncer_->Sync(request);
+      // As a consumer runs it: the claim on the cluster is taken at the sync's first write and
+      // given back after it; it is what writes the ClusterSyncLease.
+      consumer::ClusterClaim claim(*leases_, ns_, kCdName, request.full_reapply, RealClock());
+      auto outcome = syncer_->Sync(request, [&] { return claim.Check(); });
+      claim.Finish(outcome.ok() ? outcome->status_version : "");
       r.sync_status = outcome.status();
       if (outcome.ok()) r.outcome = *outcome;
     }

@@ -25,6 +25,7 @@
 #include "common/http/transport.h"
 #include "common/json.h"
 #include "common/kube/client_impl.h"
+#include "consumer/cluster_lease.h"
 #include "consumer/cluster_syncer.h"
 
 namespace syncbus::conformance::hive {
@@ -260,6 +261,8 @@ class Rig {
   prometheus::Registry registry_;
   std::unique_ptr<consumer::TargetClients> targets_;
   std::unique_ptr<consumer::DirectHubReader> reader_;
+  std::unique_ptr<consumer::ClusterLeases>
+      leases_;  // each sync claims its cluster, as a consumer's
   std::unique_ptr<consumer::ClusterSyncer> syncer_;
 };
 

@@ -426,10 +426,8 @@ Work ConsumerWork(Hub& hub, const std::string& cluster) {
        [&] { return ListAndWatch(c, Collection(res::kSelectorSyncSets), false); }},
       {"mirror ClusterSyncs",
        [&] { return ListAndWatch(c, Collection(res::kClusterSyncs), false); }},
-      {"mirror cluster Leases",
-       [&] {
-         return ListAndWatch(c, Collection(res::kLeases, kSyncbus), false, kClusterLeaseSelector);
-       }},
+      {"mirror ClusterSyncLeases",
+       [&] { return ListAndWatch(c, Collection(res::kClusterSyncLeases), false); }},
   });
   SyncRequest request;
   request.cluster_namespace = request.cluster_name = cluster;
@@ -444,35 +442,41 @@ Work ConsumerWork(Hub& hub, const std::string& cluster) {
                    : state->cd ? Status::Ok()
                                : NotFound("no ClusterDeployment read")});
 
-  // The cluster's Lease: take it (read, create), renew it, give it back (updates).
+  // The sync itself, as a consumer runs it: kubeconfig and source Secrets, the ClusterSync
+  // (created, owned by the ClusterDeployment), the claim on the cluster (its ClusterSyncLease,
+  // created with renewTime now: a full reapply; read from the hub after a lost race), then the
+  // ClusterSync's status.
   consumer::LeaseOptions lease_options;
   lease_options.identity = "rbac-proof";
-  lease_options.renew_interval = 1ms;  // the renewal below is due at once
+  lease_options.renew_interval = 1ms;       // the renewal below is due at once
+  lease_options.release_by_status = false;  // no mirror: given back with a write
   consumer::ClusterLeases leases(lease_options, c, RealClock(), registry);
-  kube::ObjectRef lease_ref = Object(res::kLeases, kSyncbus, ClusterLeaseName(cluster, cluster));
-  Result<std::shared_ptr<consumer::ClusterLease>> lease = leases.Acquire(cluster, cluster);
-  steps.push_back({"take the cluster's Lease", lease.status()});
-  if (lease.ok()) {
-    std::string before = (*hub.admin->Get(lease_ref))["spec"].value("renewTime", "");
-    std::this_thread::sleep_for(5ms);  // a renewal writes a later renewTime (microseconds)
-    leases.RenewHeld();
-    std::string after = (*hub.admin->Get(lease_ref))["spec"].value("renewTime", "");
-    steps.push_back(
-        {"renew it", after != before ? Status::Ok() : Unavailable("renewTime not written")});
-    leases.Release(*lease);
-    std::string holder = (*hub.admin->Get(lease_ref))["spec"].value("holderIdentity", "?");
-    steps.push_back(
-        {"give it back", holder.empty() ? Status::Ok() : Unavailable("holder still " + holder)});
-  }
-
-  // The sync itself: kubeconfig and source Secrets, ClusterSync (created, owned by the
-  // ClusterDeployment, then its status), ClusterSyncLease (server-side apply after a full reapply).
+  consumer::ClusterClaim claim(leases, cluster, cluster, request.full_reapply, RealClock());
   consumer::TargetClients targets(hub.transport, 0);
   consumer::ClusterSyncer syncer({}, c, direct, targets, RealClock(), registry);
-  Result<consumer::SyncOutcome> synced = syncer.Sync(request);
+  Result<consumer::SyncOutcome> synced = syncer.Sync(request, [&] { return claim.Check(); });
   Status sync_status = synced.status();
   if (synced.ok() && !synced->failed_sets.empty()) sync_status = Unavailable(synced->detail);
-  steps.push_back({"sync the cluster", sync_status});
+  steps.push_back({"sync the cluster under its claim", sync_status});
+  // The claim renewed while it is held (an update), then given back (an update).
+  kube::ObjectRef lease_ref = Object(res::kClusterSyncLeases, cluster, cluster);
+  // The claim as the hub has it (none where the lease could not be made).
+  auto claim_now = [&] {
+    Result<Json> lease = hub.admin->Get(lease_ref);
+    return lease.ok() ? ClaimOf(*lease) : ClaimRecord{};
+  };
+  auto claimed_at = [&] { return claim_now().renew_time; };
+  std::string before = claimed_at();
+  std::this_thread::sleep_for(5ms);  // a renewal writes a later renew time (microseconds)
+  leases.RenewHeld();
+  steps.push_back({"renew the claim", claimed_at() != before
+                                          ? Status::Ok()
+                                          : Unavailable("the claim's renew time not written")});
+  claim.Finish(synced.ok() ? synced->status_version : "");
+  ClaimRecord given_back = claim_now();
+  steps.push_back({"give it back", !given_back.renew_time.empty() && given_back.holder.empty()
+                                       ? Status::Ok()
+                                       : Unavailable("holder still '" + given_back.holder + "'")});
 
   // Events about it: a failure recorded twice is one Event, created, then its count patched.
   consumer::EventRecorder::Options event_options;
@@ -643,13 +647,11 @@ TEST_CASE(
       "consumer create hiveinternal.openshift.io/clustersyncs *",
       "consumer update hiveinternal.openshift.io/clustersyncs/status *",
       "consumer create hiveinternal.openshift.io/clustersyncleases *",
-      "consumer patch hiveinternal.openshift.io/clustersyncleases *",
+      "consumer update hiveinternal.openshift.io/clustersyncleases *",
       "consumer update hive.openshift.io/clusterdeployments/finalizers *",
       "consumer update hiveinternal.openshift.io/clustersyncs/finalizers *",
       "consumer create events *",
       "consumer patch events *",
-      "consumer create coordination.k8s.io/leases syncbus",
-      "consumer update coordination.k8s.io/leases syncbus",
       "publisher create coordination.k8s.io/leases syncbus",
   };
   const std::vector<std::string> write_verbs = {"create", "update", "patch", "delete",

@@ -143,7 +143,12 @@ TEST_CASE("a cluster leased by one consumer is deferred by the other without an 
   b_options.identity = "consumer-b";
   ClusterLeases a_leases(a_options, hub, RealClock(), registry);
   ClusterLeases b_leases(b_options, hub, RealClock(), registry);
-  auto held = a_leases.Acquire("ns1", "c1");  // consumer-a is busy with c1 elsewhere
+  // consumer-a is busy with c1 elsewhere: it claimed the cluster's ClusterSyncLease, which the
+  // cluster's ClusterSync owns.
+  REQUIRE(hub.Create(kube::Collection(kube::resources::kClusterSyncs, "ns1"),
+                     {{"metadata", {{"name", "c1"}, {"namespace", "ns1"}, {"uid", "uid-c1"}}}})
+              .ok());
+  auto held = a_leases.Acquire("ns1", "c1");
   REQUIRE(held.ok());
   Runs runs;
   Consumer b(

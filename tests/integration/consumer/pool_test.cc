@@ -229,10 +229,9 @@ TEST_CASE(
   p.StartConsumer("consumer-1");
   p.StartConsumer("consumer-2");
   auto holder_pid = [&]() -> pid_t {
-    auto lease =
-        p.hub->Get(kube::Object(kube::resources::kLeases, "syncbus", ClusterLeaseName(ns, poison)));
+    auto lease = p.hub->Get(kube::Object(kube::resources::kClusterSyncLeases, ns, poison));
     if (!lease.ok()) return -1;
-    std::string holder = (*lease)["spec"].value("holderIdentity", "");
+    std::string holder = ClaimOf(*lease).holder;
     size_t dash = holder.rfind('-');
     return holder.empty() || dash == std::string::npos ? -1 : std::atoi(holder.c_str() + dash + 1);
   };

@@ -12,9 +12,24 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Where the consumers keep cluster ns/name's Lease (LeaseOptions::ns defaults to syncbus).
+namespace res = kube::resources;
+
+// The cluster's ClusterSyncLease, where its claim lives.
 kube::ObjectRef LeaseOf(const std::string& ns, const std::string& name) {
-  return kube::Object(kube::resources::kLeases, "syncbus", ClusterLeaseName(ns, name));
+  return kube::Object(res::kClusterSyncLeases, ns, name);
+}
+
+// A ClusterSync of cluster ns/name at `version` (its uid "uid-<name>"), which owns a new lease.
+Json ClusterSyncAt(const std::string& ns, const std::string& name, const std::string& version) {
+  return {
+      {"apiVersion", "hiveinternal.openshift.io/v1alpha1"},
+      {"kind", "ClusterSync"},
+      {"metadata",
+       {{"namespace", ns}, {"name", name}, {"uid", "uid-" + name}, {"resourceVersion", version}}}};
+}
+
+std::string HolderOf(const Json& lease) {
+  return ClaimOf(lease).holder;
 }
 
 struct Pool {
@@ -24,6 +39,10 @@ struct Pool {
   ClusterLeases a{Options("consumer-a"), hub, clock, registry};
   ClusterLeases b{Options("consumer-b"), hub, clock, registry};
 
+  Pool() {
+    for (const char* name : {"c1", "c2"})
+      hub.Overwrite(kube::Object(res::kClusterSyncs, "ns1", name), ClusterSyncAt("ns1", name, ""));
+  }
   static LeaseOptions Options(const std::string& identity) {
     LeaseOptions o;
     o.identity = identity;
@@ -37,13 +56,13 @@ struct Pool {
 
 }  // namespace
 
-TEST_CASE("a cluster lease excludes other consumers until it is released") {
+TEST_CASE("a cluster claim excludes other consumers until it is released") {
   Pool p;
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE_MESSAGE(held.ok(), held.status().ToString());
   CHECK((*held)->Check(p.clock).ok());
-  CHECK(p.Lease()["spec"]["holderIdentity"] == "consumer-a");
-  CHECK(p.Lease()["spec"]["leaseDurationSeconds"] == 30);
+  CHECK(HolderOf(p.Lease()) == "consumer-a");
+  CHECK(ClaimOf(p.Lease()).duration_seconds == 30);
 
   auto busy = p.b.Acquire("ns1", "c1");
   REQUIRE_FALSE(busy.ok());
@@ -51,16 +70,52 @@ TEST_CASE("a cluster lease excludes other consumers until it is released") {
   CHECK(busy.status().message().find("consumer-a") != std::string::npos);
 
   p.a.Release(*held);
-  CHECK(p.Lease()["spec"]["holderIdentity"] == "");
+  CHECK(HolderOf(p.Lease()) == "");
   CHECK(p.a.held() == 0);
   auto taken = p.b.Acquire("ns1", "c1");
   REQUIRE(taken.ok());
-  CHECK(p.Lease()["spec"]["holderIdentity"] == "consumer-b");
+  CHECK(HolderOf(p.Lease()) == "consumer-b");
   // Other clusters are independent.
   CHECK(p.a.Acquire("ns1", "c2").ok());
 }
 
-TEST_CASE("renewal keeps a lease while work goes on [concurrent]") {
+TEST_CASE(
+    "the claim is on the cluster's ClusterSyncLease: a new one is owned by its ClusterSync, and "
+    "only a full reapply's claim moves renewTime") {
+  Pool p;
+  auto first = p.a.Acquire("ns1", "c1");  // no lease yet: made, with renewTime now
+  REQUIRE_MESSAGE(first.ok(), first.status().ToString());
+  Json made = p.Lease();
+  CHECK(made["kind"] == "ClusterSyncLease");
+  CHECK(made["metadata"]["ownerReferences"][0]["kind"] == "ClusterSync");
+  CHECK(made["metadata"]["ownerReferences"][0]["uid"] == "uid-c1");
+  CHECK(made["spec"]["renewTime"] == "2026-01-01T00:00:00.000000Z");
+  p.a.Release(*first);
+
+  p.clock.Advance(60s);
+  auto edit = p.a.Acquire("ns1", "c1", /*full_reapply=*/false);
+  REQUIRE(edit.ok());
+  CHECK(p.Lease()["spec"]["renewTime"] == "2026-01-01T00:00:00.000000Z");  // untouched
+  CHECK(ClaimOf(p.Lease()).renew_time == "2026-01-01T00:01:00.000000Z");
+  p.a.Release(*edit);
+
+  p.clock.Advance(60s);
+  auto reapply = p.a.Acquire("ns1", "c1", /*full_reapply=*/true);
+  REQUIRE(reapply.ok());
+  CHECK(p.Lease()["spec"]["renewTime"] == "2026-01-01T00:02:00.000000Z");
+  // The annotations are syncbus's; the rest is what Hive reads and writes.
+  CHECK(p.Lease()["spec"].size() == 1);
+}
+
+TEST_CASE("a cluster without a ClusterSync cannot be claimed") {
+  Pool p;
+  auto none = p.a.Acquire("ns1", "c3");
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().code() == Code::kNotFound);
+  CHECK(p.hub.Get(LeaseOf("ns1", "c3")).status().code() == Code::kNotFound);
+}
+
+TEST_CASE("renewal keeps a claim while work goes on [concurrent]") {
   Pool p;
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE(held.ok());
@@ -72,13 +127,13 @@ TEST_CASE("renewal keeps a lease while work goes on [concurrent]") {
   }
 }
 
-TEST_CASE("a lease is renewed only once its last write is renew_interval old") {
+TEST_CASE("a claim is renewed only once its last write is renew_interval old") {
   Pool p;
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE(held.ok());
   const std::string taken_at = p.Lease()["metadata"]["resourceVersion"];
   p.clock.Advance(9s);
-  p.a.RenewHeld();  // a sync shorter than renew_interval writes its lease once
+  p.a.RenewHeld();  // a sync shorter than renew_interval writes its claim once
   CHECK(p.Lease()["metadata"]["resourceVersion"] == taken_at);
   p.clock.Advance(1s);
   p.a.RenewHeld();
@@ -90,32 +145,31 @@ TEST_CASE("a lease is renewed only once its last write is renew_interval old") {
   CHECK((*held)->Check(p.clock).ok());
 }
 
-TEST_CASE("an expired lease is taken over and the old holder is fenced") {
+TEST_CASE("an expired claim is taken over and the old holder is fenced") {
   Pool p;
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE(held.ok());
-  // consumer-a stalls: no renewals. Its own fence closes before the lease lapses for others.
+  // consumer-a stalls: no renewals. Its own fence closes before the claim lapses for others.
   p.clock.Advance(21s);
   CHECK_FALSE((*held)->Check(p.clock).ok());
   CHECK(p.b.Acquire("ns1", "c1").status().code() == Code::kConflict);
   p.clock.Advance(10s);
   auto taken = p.b.Acquire("ns1", "c1");
   REQUIRE_MESSAGE(taken.ok(), taken.status().ToString());
-  CHECK(p.Lease()["spec"]["leaseTransitions"] == 1);
   // consumer-a wakes up: its renewal finds the lease moved on and gives up.
   p.a.RenewHeld();
   CHECK((*held)->lost());
   p.a.Release(*held);  // must not clear consumer-b's record
-  CHECK(p.Lease()["spec"]["holderIdentity"] == "consumer-b");
+  CHECK(HolderOf(p.Lease()) == "consumer-b");
   CHECK((*taken)->Check(p.clock).ok());
 }
 
-TEST_CASE("a renewal that loses a race marks the lease lost at once") {
+TEST_CASE("a renewal that loses a race marks the claim lost at once") {
   Pool p;
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE(held.ok());
   Json stolen = p.Lease();
-  stolen["spec"]["holderIdentity"] = "intruder";
+  stolen["metadata"]["annotations"][kClaimHolderAnnotation] = "intruder";
   p.hub.Overwrite(LeaseOf("ns1", "c1"), stolen);
   p.clock.Advance(10s);  // the renewal is due
   p.a.RenewHeld();
@@ -123,7 +177,7 @@ TEST_CASE("a renewal that loses a race marks the lease lost at once") {
   CHECK((*held)->Check(p.clock).code() == Code::kConflict);
 }
 
-TEST_CASE("a hub outage fences the holder once the lease could have lapsed") {
+TEST_CASE("a hub outage fences the holder once the claim could have lapsed") {
   Pool p;
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE(held.ok());
@@ -134,7 +188,7 @@ TEST_CASE("a hub outage fences the holder once the lease could have lapsed") {
   p.clock.Advance(11s);
   p.a.RenewHeld();
   CHECK_FALSE((*held)->Check(p.clock).ok());
-  // Acquiring during the outage is a hub error, not "busy".
+  // Claiming during the outage is a hub error, not "busy".
   auto failed = p.b.Acquire("ns1", "c2");
   REQUIRE_FALSE(failed.ok());
   CHECK(failed.status().code() == Code::kUnavailable);
@@ -151,12 +205,17 @@ struct MirroredPool {
   ClusterLeases a{Pool::Options("consumer-a"), hub, clock, registry, &mirror_a};
   ClusterLeases b{Pool::Options("consumer-b"), hub, clock, registry, &mirror_b};
 
+  MirroredPool() { StatusStored("1"); }
   Json Lease() { return hub.Peek(LeaseOf("ns1", "c1")); }
   // The hub's lease, as a watch event to `mirror`.
-  void Deliver(HubMirror& mirror) { mirror.handler(HubCollection::kLeases).OnUpsert(Lease()); }
-  // A ClusterSync stored at `version`, delivered to both mirrors.
+  void Deliver(HubMirror& mirror) {
+    mirror.handler(HubCollection::kClusterSyncLeases).OnUpsert(Lease());
+  }
+  // The cluster's ClusterSync stored at `version`, on the hub and delivered to both mirrors.
   void StatusStored(const std::string& version) {
-    Json cs = {{"metadata", {{"namespace", "ns1"}, {"name", "c1"}, {"resourceVersion", version}}}};
+    Json cs = ClusterSyncAt("ns1", "c1", version);
+    hub.Overwrite(kube::Object(res::kClusterSyncs, "ns1", "c1"), cs);
+    cs["metadata"]["resourceVersion"] = version;  // as written, whatever the store's counter says
     for (HubMirror* m : {&mirror_a, &mirror_b})
       m->handler(HubCollection::kClusterSyncs).OnUpsert(cs);
   }
@@ -164,35 +223,35 @@ struct MirroredPool {
 
 }  // namespace
 
-TEST_CASE(
-    "with a mirror, taking a lease is one write and no read, and the status write gives it back") {
+TEST_CASE("with a mirror, a claim is one write and no read, and the status write gives it back") {
   MirroredPool p;
+  const int writes = p.hub.writes();
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE_MESSAGE(held.ok(), held.status().ToString());
-  CHECK(p.hub.writes() == 1);
+  CHECK(p.hub.writes() == writes + 1);
   CHECK(p.hub.gets() == 0);
   p.Deliver(p.mirror_b);
 
-  // consumer-a stored the status after its lease write: giving the lease back writes nothing.
+  // consumer-a stored the status after its claim: giving the claim back writes nothing.
   std::string lease_version = p.Lease()["metadata"]["resourceVersion"];
   std::string status_version = std::to_string(std::stoi(lease_version) + 1);
   p.StatusStored(status_version);
+  const int after_status = p.hub.writes();
   p.a.Release(*held, status_version);
-  CHECK(p.hub.writes() == 1);
-  CHECK(p.Lease()["spec"]["holderIdentity"] == "consumer-a");
+  CHECK(p.hub.writes() == after_status);
+  CHECK(HolderOf(p.Lease()) == "consumer-a");
   CHECK(p.a.held() == 0);
 
   // consumer-b sees the ClusterSync newer than the lease: the holder finished; one write.
   auto taken = p.b.Acquire("ns1", "c1");
   REQUIRE_MESSAGE(taken.ok(), taken.status().ToString());
-  CHECK(p.hub.writes() == 2);
+  CHECK(p.hub.writes() == after_status + 1);
   CHECK(p.hub.gets() == 0);
-  CHECK(p.Lease()["spec"]["holderIdentity"] == "consumer-b");
+  CHECK(HolderOf(p.Lease()) == "consumer-b");
 }
 
-TEST_CASE("a lease newer than the cluster's status is still held") {
+TEST_CASE("a claim newer than the cluster's status is still held") {
   MirroredPool p;
-  p.StatusStored("1");  // an older status (the store's versions start after it)
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE(held.ok());
   p.Deliver(p.mirror_b);
@@ -202,23 +261,22 @@ TEST_CASE("a lease newer than the cluster's status is still held") {
 
   // No status written (nothing changed): the holder gives it back with a write.
   p.a.Release(*held, "");
-  CHECK(p.Lease()["spec"]["holderIdentity"] == "");
+  CHECK(HolderOf(p.Lease()) == "");
   p.Deliver(p.mirror_b);
   CHECK(p.b.Acquire("ns1", "c1").ok());
 }
 
-TEST_CASE("a renewal after the status write keeps the lease until it is given back with a write") {
+TEST_CASE("a renewal after the status write keeps the claim until it is given back with a write") {
   MirroredPool p;
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE(held.ok());
   std::string status_version =
       std::to_string(std::stoi(std::string(p.Lease()["metadata"]["resourceVersion"])) + 1);
-  p.hub.Overwrite(kube::Object(kube::resources::kConfigMaps, "ns1", "bump"),
-                  Json::object());  // status write
+  p.hub.Overwrite(kube::Object(res::kConfigMaps, "ns1", "bump"), Json::object());  // status write
   p.clock.Advance(10s);
   p.a.RenewHeld();  // a renewal lands after it
   p.a.Release(*held, status_version);
-  CHECK(p.Lease()["spec"]["holderIdentity"] == "");  // released by a write, not by the status
+  CHECK(HolderOf(p.Lease()) == "");  // released by a write, not by the status
 }
 
 TEST_CASE("a stale lease in the mirror costs one conflict and one read of the hub") {
@@ -230,51 +288,16 @@ TEST_CASE("a stale lease in the mirror costs one conflict and one read of the hu
   auto taken = p.b.Acquire("ns1", "c1");
   REQUIRE_MESSAGE(taken.ok(), taken.status().ToString());
   CHECK(p.hub.gets() == 1);
-  CHECK(p.Lease()["spec"]["holderIdentity"] == "consumer-b");
+  CHECK(HolderOf(p.Lease()) == "consumer-b");
 }
 
-TEST_CASE("without releaseByStatus every lease is given back with a write") {
+TEST_CASE("without releaseByStatus every claim is given back with a write") {
   MirroredPool p;
   LeaseOptions o = Pool::Options("consumer-c");
   o.release_by_status = false;
   ClusterLeases c(o, p.hub, p.clock, p.registry, &p.mirror_a);
-  auto held = c.Acquire("ns1", "c2");
+  auto held = c.Acquire("ns1", "c1");
   REQUIRE(held.ok());
   c.Release(*held, "999");
-  CHECK(p.hub.Peek(LeaseOf("ns1", "c2"))["spec"]["holderIdentity"] == "");
-}
-
-TEST_CASE("a cluster's Lease lives in syncbus's namespace under a name no other cluster has") {
-  CHECK(ClusterLeaseName("ns1", "c1") == "ns1.c1");
-  // A namespace name has no dot (a DNS label), so the first dot of "<namespace>.<name>" ends the
-  // namespace: no two clusters share a name.
-  CHECK(ClusterLeaseName("a", "b.c") == "a.b.c");
-  CHECK(ClusterLeaseName("a-b", "c") == "a-b.c");
-  // Past the 253 characters an object name may have: the hex SHA-256 of "ns/name", 64
-  // characters without a dot, which no "<namespace>.<name>" can be.
-  std::string long_name(250, 'x');
-  std::string hashed = ClusterLeaseName("ns1", long_name);
-  CHECK(hashed.size() == 64);
-  CHECK(hashed.find('.') == std::string::npos);
-  CHECK(hashed != ClusterLeaseName("ns1", long_name + "y"));
-  CHECK(ClusterLeaseName("ns1", std::string(249, 'x')).size() == 253);
-
-  Pool p;
-  auto held = p.a.Acquire("ns1", "c1");
-  REQUIRE(held.ok());
-  Json lease = p.Lease();
-  CHECK(lease["metadata"]["namespace"] == "syncbus");
-  CHECK(lease["metadata"]["name"] == "ns1.c1");
-  CHECK(lease["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "syncbus");
-  CHECK(lease["metadata"]["annotations"][kClusterLeaseAnnotation] == "ns1/c1");
-  // Nothing lands in the cluster's own namespace.
-  CHECK(p.hub.Get(kube::Object(kube::resources::kLeases, "ns1", "c1")).status().code() ==
-        Code::kNotFound);
-
-  // Another namespace when configured so.
-  LeaseOptions elsewhere = Pool::Options("consumer-c");
-  elsewhere.ns = "syncbus-prod";
-  ClusterLeases c{elsewhere, p.hub, p.clock, p.registry};
-  REQUIRE(c.Acquire("ns1", "c2").ok());
-  CHECK(p.hub.Get(kube::Object(kube::resources::kLeases, "syncbus-prod", "ns1.c2")).ok());
+  CHECK(HolderOf(p.Lease()) == "");
 }

@@ -64,7 +64,7 @@ struct Rig {
           {HubCollection::kSyncSets, kube::Collection(res::kSyncSets)},
           {HubCollection::kSelectorSyncSets, kube::Collection(res::kSelectorSyncSets)},
           {HubCollection::kClusterSyncs, kube::Collection(res::kClusterSyncs)},
-          {HubCollection::kLeases, kube::Collection(res::kLeases)},
+          {HubCollection::kClusterSyncLeases, kube::Collection(res::kClusterSyncLeases)},
       };
       for (const auto& [collection, ref] : watched) {
         reflectors.push_back(std::make_unique<kube::Reflector>(

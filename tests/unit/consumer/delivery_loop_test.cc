@@ -56,6 +56,7 @@ struct Script {
   std::vector<std::string> ran;
   std::function<void(const SyncRequest&)> during;  // runs inside the "sync"
   int fence_failures = 0;
+  kube::Client* hub = nullptr;  // where the cluster's ClusterSync is made before the claim
 
   SyncFunction Function() {
     return [this](const SyncRequest& r, const SyncFence& fence) -> Result<SyncOutcome> {
@@ -63,7 +64,15 @@ struct Script {
         std::lock_guard lock(mu);
         ran.push_back(r.cluster_name);
       }
-      // As the real syncer: the first fence call, before any write, claims the cluster.
+      // As the real syncer: the cluster's ClusterSync is made, then the first fence call, before
+      // any other write, claims the cluster (on its ClusterSyncLease, which the ClusterSync owns).
+      if (fence && hub != nullptr) {
+        (void)hub->Create(kube::Collection(kube::resources::kClusterSyncs, r.cluster_namespace),
+                          {{"metadata",
+                            {{"name", r.cluster_name},
+                             {"namespace", r.cluster_namespace},
+                             {"uid", "uid-" + r.cluster_name}}}});
+      }
       if (fence) {
         if (Status claimed = fence(); !claimed.ok()) {
           std::lock_guard lock(mu);
@@ -146,12 +155,20 @@ struct Harness {
   std::mutex no_write_mu;
   std::map<std::string, std::string> no_write;  // cluster name -> settled_already's answer
 
+  // The cluster's ClusterSync, as its first sync would have made it (a claim needs one).
+  void MakeClusterSync(const std::string& name) {
+    (void)hub.Create(
+        kube::Collection(kube::resources::kClusterSyncs, "ns1"),
+        {{"metadata", {{"name", name}, {"namespace", "ns1"}, {"uid", "uid-" + name}}}});
+  }
+
   explicit Harness(int workers = 4, bool with_leases = true) {
     topology.retry_tiers = {1s, 2s, 4s};
     REQUIRE(publisher.Connect().ok());
     REQUIRE(publisher.Declare(amqp::SyncbusTopology(topology)).ok());
     broker.SetPolicies(amqp::SyncbusTopology(topology).policies);
     REQUIRE(session.Connect().ok());
+    script.hub = &hub;
     if (with_leases) {
       LeaseOptions o;
       o.identity = "consumer-1";
@@ -613,9 +630,8 @@ TEST_CASE(
   // the hub (its holder cleared: no status was stored) before any reconnect, so whoever the
   // broker hands the request to can take the cluster.
   auto given_back = [&] {
-    auto lease =
-        h.hub.Get(kube::Object(kube::resources::kLeases, "syncbus", ClusterLeaseName("ns1", "c1")));
-    return lease.ok() && (*lease)["spec"].value("holderIdentity", "x").empty();
+    auto lease = h.hub.Get(kube::Object(kube::resources::kClusterSyncLeases, "ns1", "c1"));
+    return lease.ok() && ClaimOf(*lease).holder.empty();
   };
   CHECK(testing::WaitFor(given_back, 10s, 1ms));
   CHECK(h.leases->held() == 0);
@@ -632,6 +648,7 @@ TEST_CASE("a cluster busy on another consumer is deferred without counting an at
   LeaseOptions other;
   other.identity = "consumer-2";
   ClusterLeases elsewhere(other, h.hub, h.clock, h.registry);
+  h.MakeClusterSync("c1");
   auto held = elsewhere.Acquire("ns1", "c1");
   REQUIRE(held.ok());
   h.Send(Request("c1"));
@@ -874,6 +891,7 @@ TEST_CASE("deferrals and parking are traced with their tier and reason") {
   LeaseOptions other;
   other.identity = "consumer-2";
   ClusterLeases elsewhere(other, h.hub, h.clock, h.registry);
+  h.MakeClusterSync("busy");
   auto held = elsewhere.Acquire("ns1", "busy");
   REQUIRE(held.ok());
   h.Send(Request("busy"));
@@ -1020,6 +1038,7 @@ TEST_CASE(
   LeaseOptions other;
   other.identity = "consumer-2";
   ClusterLeases elsewhere(other, h.hub, h.clock, h.registry);
+  h.MakeClusterSync("suspect");
   auto held = elsewhere.Acquire("ns1", "suspect");
   REQUIRE(held.ok());
   std::mutex mu;

@@ -58,7 +58,7 @@ void ListAll(HubMirror& mirror, const std::string& version) {
   list(HubCollection::kSyncSets, {SyncSet("c1", "a", "c1", "6")});
   list(HubCollection::kSelectorSyncSets, {SelectorSyncSet("fleet", "7")});
   list(HubCollection::kClusterSyncs, {});
-  list(HubCollection::kLeases, {});
+  list(HubCollection::kClusterSyncLeases, {});
 }
 
 // Stands in for the hub: counts direct reads and answers with an empty state.

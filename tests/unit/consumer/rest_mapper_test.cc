@@ -72,3 +72,25 @@ TEST_CASE(
   CHECK(mapper.Map("example.com/v1", "Widget").status().code() == Code::kNotFound);
   CHECK(f.target().stats().requests == before + 1);  // the failed group-version is asked again
 }
+
+TEST_CASE(
+    "rest mapper: Prefetch says whether the cluster answered: an error status is an answer, a "
+    "dropped connection is not") {
+  CHECK(Answered(Unavailable("503").WithHttpStatus(503)));
+  CHECK(Answered(NotFound("no such group-version")));
+  CHECK_FALSE(Answered(Unavailable("connection refused")));
+  CHECK_FALSE(Answered(Status(Code::kTimeout, "timed out")));
+
+  MapperFixture m;
+  kubesim::FaultSpec errors;
+  errors.error_rate = 1;  // every request answered 500 or 503
+  REQUIRE(m.f.sim->faults().Set(kCluster, errors).ok());
+  CHECK(m.mapper.Prefetch({"v1"}) == std::optional<bool>(true));
+  kubesim::FaultSpec dropped;
+  dropped.drop_rate = 1;  // every connection dropped without an answer
+  REQUIRE(m.f.sim->faults().Set(kCluster, dropped).ok());
+  CHECK(m.mapper.Prefetch({"apps/v1"}) == std::optional<bool>(false));
+  REQUIRE(m.f.sim->faults().Set(kCluster, {}).ok());
+  REQUIRE(m.mapper.Map("v1", "ConfigMap").ok());
+  CHECK(m.mapper.Prefetch({"v1"}) == std::nullopt);  // cached: nothing asked
+}

@@ -26,7 +26,6 @@ TEST_CASE("empty config gives the documented defaults") {
   CHECK(c->consumer.cluster_lease.duration == 20s);
   CHECK(c->consumer.cluster_lease.renew_interval == 5s);
   CHECK(c->consumer.cluster_lease.safety_margin == 5s);
-  CHECK(c->consumer.cluster_lease.ns == "syncbus");
   CHECK(c->consumer.events);
   CHECK(c->publisher.watch_source_secrets);
   CHECK(c->publisher.bulk_edit_clusters == 100);
@@ -55,7 +54,7 @@ consumer:
   idleConnectionTimeout: 0s
   targetClients: 50
   events: false
-  clusterLease: {namespace: syncbus-prod, duration: 60s, renewInterval: 15s, safetyMargin: 20s}
+  clusterLease: {duration: 60s, renewInterval: 15s, safetyMargin: 20s}
 )");
   REQUIRE(c.ok());
   CHECK(c->log.format == "json");
@@ -77,7 +76,6 @@ consumer:
   CHECK(c->consumer.cluster_lease.duration == 60s);
   CHECK(c->consumer.cluster_lease.renew_interval == 15s);
   CHECK(c->consumer.cluster_lease.safety_margin == 20s);
-  CHECK(c->consumer.cluster_lease.ns == "syncbus-prod");
   CHECK_FALSE(c->consumer.events);
   CHECK_FALSE(c->publisher.watch_source_secrets);
 }
@@ -148,20 +146,23 @@ consumer: {prefetch: 7}
   CHECK(ParseConfig("log: {level: info}")->warnings.empty());
 }
 
-TEST_CASE("the lease namespaces the file leaves out are the namespace syncbus runs in") {
-  auto defaulted = ParseConfig("consumer: {clusterLease: {namespace: \"\"}}", "c.yaml",
+TEST_CASE("the leader election's namespace the file leaves out is the namespace syncbus runs in") {
+  auto defaulted = ParseConfig("publisher: {leaderElection: {namespace: \"\"}}", "c.yaml",
                                ConfigOptions{.own_namespace = "hive-syncbus"});
   REQUIRE(defaulted.ok());
   CHECK(defaulted->publisher.leader_election.ns == "hive-syncbus");
-  CHECK(defaulted->consumer.cluster_lease.ns == "hive-syncbus");
 
-  auto given = ParseConfig(
-      "publisher: {leaderElection: {namespace: elsewhere}}\nconsumer: {clusterLease: {namespace: "
-      "leases}}",
-      "c.yaml", ConfigOptions{.own_namespace = "hive-syncbus"});
+  auto given = ParseConfig("publisher: {leaderElection: {namespace: elsewhere}}", "c.yaml",
+                           ConfigOptions{.own_namespace = "hive-syncbus"});
   REQUIRE(given.ok());
   CHECK(given->publisher.leader_election.ns == "elsewhere");
-  CHECK(given->consumer.cluster_lease.ns == "leases");
+}
+
+TEST_CASE("consumer.clusterLease.namespace of older releases is an unknown key: warned, ignored") {
+  auto old = ParseConfig("consumer: {clusterLease: {namespace: syncbus}}", "c.yaml");
+  REQUIRE(old.ok());
+  REQUIRE(old->warnings.size() == 1);
+  CHECK(old->warnings[0].find("consumer.clusterLease.namespace") != std::string::npos);
 }
 
 TEST_CASE("OwnNamespace reads the downward API variable, else the service account's file") {

@@ -243,6 +243,29 @@ TEST_CASE("Journal lines of Leases carry the holder and times, in the order of t
   }
 }
 
+TEST_CASE("Journal lines of ClusterSyncLeases carry a consumer's claim as a Lease's fields") {
+  Rig rig;
+  const std::string path =
+      "/apis/hiveinternal.openshift.io/v1alpha1/namespaces/default/clustersyncleases";
+  Json lease = {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"},
+                {"kind", "ClusterSyncLease"},
+                {"metadata",
+                 {{"name", "c1"},
+                  {"namespace", "default"},
+                  {"annotations",
+                   {{"syncbus.io/holder", "consumer-a"},
+                    {"syncbus.io/renew-time", "2026-01-01T00:00:05.000000Z"},
+                    {"syncbus.io/lease-duration-seconds", "20"}}}}},
+                {"spec", {{"renewTime", "2026-01-01T00:00:00.000000Z"}}}};
+  REQUIRE(rig.Send("POST", path, lease.dump()).status == 201);
+  std::vector<Json> lines = rig.Lines();
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["resource"] == "clustersyncleases");
+  CHECK(lines[0]["holder"] == "consumer-a");
+  CHECK(lines[0]["leaseDurationSeconds"] == 20);
+  CHECK(lines[0]["renewTime"] == "2026-01-01T00:00:05.000000Z");  // the claim's, not Hive's
+}
+
 TEST_CASE("Reads, refused and failed writes, dry runs and no-op writes are not journaled") {
   Rig rig("s3cret");
   ApiResponse created =

@@ -1,0 +1,29 @@
+// The claim a consumer writes on a cluster's ClusterSyncLease (Hive's hiveinternal object of the
+// cluster's namespace and name) while it syncs the cluster: who holds it, when the holder last
+// wrote it (its own clock) and for how long that write holds, as annotations, so that Hive's
+// reader of the lease (spec.renewTime) is not disturbed. Consumers take and check it;
+// syncbusctl and the chaos run read it. Pure.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/json.h"
+
+namespace syncbus {
+
+inline constexpr char kClaimHolderAnnotation[] = "syncbus.io/holder";
+inline constexpr char kClaimRenewTimeAnnotation[] = "syncbus.io/renew-time";
+inline constexpr char kClaimDurationAnnotation[] = "syncbus.io/lease-duration-seconds";
+
+struct ClaimRecord {
+  std::string holder;      // "" when nobody holds it
+  std::string renew_time;  // RFC 3339 with microseconds; "" when never written
+  int64_t duration_seconds = 0;
+};
+
+// The claim on `lease` (a ClusterSyncLease as JSON); empty fields where it has none or they are
+// malformed.
+ClaimRecord ClaimOf(const Json& lease);
+
+}  // namespace syncbus
