@@ -64,6 +64,22 @@ Json LeaderElector::LeaseFor(const Json& existing, bool take_over) const {
 
 bool LeaderElector::Tick() {
   const kube::Resource& leases = kube::resources::kLeases;
+  // A leader renews from the record it last wrote, without reading it first: the
+  // resourceVersion precondition fails (409) if anyone wrote it since, and then it reads.
+  if (held_ && is_leader() && last_written_.is_object()) {
+    SteadyTime now = clock_.Now();
+    auto renewed = client_.Update(kube::Object(leases, config_.ns, config_.name),
+                                  LeaseFor(last_written_, false));
+    if (renewed.ok()) {
+      NoteRenewed(*renewed, now);
+      return true;
+    }
+    log::Debug("leader election: renew failed", {{"error", renewed.status().message()}});
+    const Code code = renewed.status().code();
+    // Unreachable or failing hub: leadership lapses by itself once renewDeadline passes.
+    if (code != Code::kConflict && code != Code::kNotFound) return is_leader();
+    last_written_ = nullptr;  // written by someone else, or deleted: read what is there
+  }
   auto current = client_.Get(kube::Object(leases, config_.ns, config_.name));
   SteadyTime now = clock_.Now();
   if (!current.ok()) {
@@ -80,8 +96,7 @@ bool LeaderElector::Tick() {
       SetProblem("");
     }
     if (created.ok()) {
-      renewed_at_ns_.store(std::chrono::nanoseconds(now.time_since_epoch()).count());
-      held_ = true;
+      NoteRenewed(*created, now);
       ++transitions_;
       log::Info("leader election: acquired a new lease", {{"identity", identity_}});
     }
@@ -103,6 +118,7 @@ bool LeaderElector::Tick() {
     if (now - observed_at_ < duration) {
       if (held_) log::Warn("leader election: lost the lease", {{"holder", holder}});
       held_ = false;
+      last_written_ = nullptr;
       renewed_at_ns_.store(-1);
       return false;
     }
@@ -119,13 +135,17 @@ bool LeaderElector::Tick() {
     ++transitions_;
     log::Info("leader election: became leader", {{"identity", identity_}, {"previous", holder}});
   }
+  NoteRenewed(*written, now);
+  return true;
+}
+
+void LeaderElector::NoteRenewed(const Json& written, SteadyTime now) {
   held_ = true;
+  last_written_ = written;
   observed_duration_ = std::chrono::seconds(0);
-  const Json& new_spec = (*written)["spec"];
-  observed_record_ = identity_ + "|" + new_spec.value("renewTime", "");
+  observed_record_ = identity_ + "|" + written["spec"].value("renewTime", "");
   observed_at_ = now;
   renewed_at_ns_.store(std::chrono::nanoseconds(now.time_since_epoch()).count());
-  return true;
 }
 
 std::string LeaderElector::problem() const {
@@ -153,6 +173,7 @@ Status LeaderElector::Release() {
   auto written = client_.Update(kube::Object(leases, config_.ns, config_.name), lease);
   renewed_at_ns_.store(-1);
   held_ = false;
+  last_written_ = nullptr;
   if (!written.ok()) return written.status().Annotate("releasing the lease");
   log::Info("leader election: released the lease", {{"identity", identity_}});
   return Status::Ok();

@@ -1,7 +1,8 @@
 // LeaderElector: leader election on a coordination.k8s.io/v1 Lease with client-go's rules —
 // acquire when the lease is free or its holder has not renewed within leaseDuration (measured
 // on this process's clock from when the record was last seen to change, so clock skew between
-// replicas does not matter), renew every retryPeriod, and consider leadership lost as soon as no
+// replicas does not matter), renew every retryPeriod (one write from the record last written;
+// a read only when that fails), and consider leadership lost as soon as no
 // renewal succeeded for renewDeadline (< leaseDuration), i.e. before anyone else can acquire.
 // Not thread-safe: one thread calls Tick(); is_leader() may be read from others.
 #pragma once
@@ -22,7 +23,8 @@ class LeaderElector {
   LeaderElector(kube::Client& client, LeaderElectionConfig config, std::string identity,
                 Clock& clock);
 
-  // One acquire-or-renew attempt (one or two API calls). Returns is_leader() afterwards.
+  // One acquire-or-renew attempt (a leader's renewal: one API call; otherwise one or two, three
+  // when a leader's renewal found the lease written by another). Returns is_leader() afterwards.
   bool Tick();
   // True while the last successful renewal is younger than renewDeadline.
   bool is_leader() const;
@@ -41,6 +43,8 @@ class LeaderElector {
 
  private:
   Json LeaseFor(const Json& existing, bool take_over) const;
+  // We hold the lease as `written` (what the hub answered to our write) since `now`.
+  void NoteRenewed(const Json& written, SteadyTime now);
   void SetProblem(std::string problem);
 
   kube::Client& client_;
@@ -53,6 +57,7 @@ class LeaderElector {
   std::chrono::seconds observed_duration_{0};  // another holder's leaseDurationSeconds; 0: none
   std::atomic<int64_t> renewed_at_ns_{-1};     // steady ns of our last successful renew; -1 none
   bool held_ = false;                          // we wrote the current record
+  Json last_written_;                          // that record, as the hub answered; null: none
   std::atomic<uint64_t> transitions_{0};
   mutable std::mutex problem_mu_;
   std::string problem_;  // guarded by problem_mu_

@@ -188,3 +188,29 @@ TEST_CASE("leader election: release hands over at once") {
   REQUIRE(a.Release().ok());
   CHECK(hub.Lease()["spec"]["holderIdentity"] == "b");
 }
+
+TEST_CASE(
+    "leader election: a leader renews with one write, and a lease written by another is read") {
+  Hub hub;
+  auto a = hub.Elector("a");
+  REQUIRE(a.Tick());
+  kubesim::ApiServer& api = hub.sim->hub();
+  for (int i = 0; i < 5; ++i) {
+    hub.clock.Advance(2s);
+    uint64_t before = api.stats().requests;
+    CHECK(a.Tick());
+    CHECK(api.stats().requests == before + 1);  // the Update, no Get
+  }
+  // Another writes the lease (an operator hands it to b): a's renewal is refused (409), a reads
+  // the lease, sees b live, and stops leading at once.
+  Json taken = hub.Lease();
+  taken["spec"]["holderIdentity"] = "b";
+  REQUIRE(
+      hub.client
+          ->Update(kube::Object(kube::resources::kLeases, hub.config.ns, hub.config.name), taken)
+          .ok());
+  hub.clock.Advance(2s);
+  CHECK_FALSE(a.Tick());
+  CHECK_FALSE(a.is_leader());
+  CHECK(hub.Lease()["spec"]["holderIdentity"] == "b");
+}
