@@ -85,8 +85,10 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
   SteadyTime started = clock_.Now();
   ReconcileStats stats;
   const std::set<std::string> dirty(keys.begin(), keys.end());
-  std::vector<ToSend> to_send = DecideClusters(CollectWork(keys), {dirty, startup, edits}, stats);
-  Status sent = SendWithinRate(to_send, stats);
+  HubVersions seen;
+  std::vector<ToSend> to_send =
+      DecideClusters(CollectWork(keys), {dirty, startup, edits}, seen, stats);
+  Status sent = SendWithinRate(to_send, seen, stats);
   UpdateGauges();
   reconcile_seconds_.Observe(std::chrono::duration<double>(clock_.Now() - started).count());
   if (!sent.ok()) return sent;
@@ -103,7 +105,7 @@ std::vector<std::string> Publisher::CollectWork(const std::vector<std::string>& 
 }
 
 std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::string>& work,
-                                                         const RoundAsk& ask,
+                                                         const RoundAsk& ask, HubVersions& seen,
                                                          ReconcileStats& stats) {
   RoundFacts round;
   round.now_wall = clock_.WallNow();
@@ -112,6 +114,7 @@ std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::
   const SteadyTime reading = clock_.Now();
   const HubSnapshot hub = cache_.Snapshot(work);
   cache_lock_seconds_.Observe(std::chrono::duration<double>(clock_.Now() - reading).count());
+  seen = hub.seen;
 
   std::vector<ToSend> to_send;
   size_t new_outstanding = 0;  // clusters of to_send not outstanding yet: the cap counts them too
@@ -161,11 +164,10 @@ std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::
         break;
       case ClusterAction::kSend: {
         if (facts.outstanding == nullptr) ++new_outstanding;
-        std::optional<OutstandingRequest> overtaken;
-        if (decision.promote) overtaken = *facts.outstanding;
-        SyncRequest request = RequestFor(key, view, decision, round.now_wall);
-        to_send.push_back({key, std::move(request), decision.reason, std::move(view.desired),
-                           std::move(view.secrets), std::move(overtaken), decision.bulk_change});
+        std::unique_ptr<OutstandingRequest> overtaken;
+        if (decision.promote) overtaken = std::make_unique<OutstandingRequest>(*facts.outstanding);
+        to_send.push_back({key, decision, std::move(view.desired), std::move(view.secrets),
+                           std::move(view.kubeconfig_version), std::move(overtaken)});
         break;
       }
     }
@@ -173,10 +175,11 @@ std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::
   return to_send;
 }
 
-Status Publisher::SendWithinRate(std::vector<ToSend>& to_send, ReconcileStats& stats) {
+Status Publisher::SendWithinRate(std::vector<ToSend>& to_send, const HubVersions& seen,
+                                 ReconcileStats& stats) {
   // Changes take the tokens first: a fleet-wide resync must not hold an edit back.
   std::stable_partition(to_send.begin(), to_send.end(), [](const ToSend& item) {
-    return item.request.lane == amqp::Lane::kChange;
+    return item.decision.lane == amqp::Lane::kChange;
   });
   std::vector<ToSend> batch;
   Status s;
@@ -190,18 +193,26 @@ Status Publisher::SendWithinRate(std::vector<ToSend>& to_send, ReconcileStats& s
       continue;
     }
     batch.push_back(std::move(item));
-    if (batch.size() >= options_.batch_size) s = SendBatch(batch, stats);
+    if (batch.size() >= options_.batch_size) s = SendBatch(batch, seen, stats);
   }
-  if (s.ok()) s = SendBatch(batch, stats);
+  if (s.ok()) s = SendBatch(batch, seen, stats);
   return s;
 }
 
-Status Publisher::SendBatch(std::vector<ToSend>& batch, ReconcileStats& stats) {
+Status Publisher::SendBatch(std::vector<ToSend>& batch, const HubVersions& seen,
+                            ReconcileStats& stats) {
   if (batch.empty()) return Status::Ok();
-  std::vector<const SyncRequest*> requests;
+  const WallTime now = clock_.WallNow();
+  std::vector<SyncRequest> requests;
   requests.reserve(batch.size());
-  for (const auto& item : batch) requests.push_back(&item.request);
-  const BatchOutcome outcome = sender_.Send(requests);
+  for (const auto& item : batch) {
+    requests.push_back(RequestFor(item.key, item.snapshot.revision, seen, item.kubeconfig_version,
+                                  item.decision, now));
+  }
+  std::vector<const SyncRequest*> pointers;
+  pointers.reserve(requests.size());
+  for (const auto& request : requests) pointers.push_back(&request);
+  const BatchOutcome outcome = sender_.Send(pointers);
   for (size_t i = 0; i < batch.size(); ++i) {
     switch (outcome.results[i]) {
       case SendResult::kConfirmed: RecordConfirmed(batch[i], outcome, stats); break;
@@ -234,9 +245,9 @@ void Publisher::RecordConfirmed(ToSend& item, const BatchOutcome& outcome, Recon
   ConfirmedRequest confirmed;
   confirmed.snapshot = std::move(item.snapshot);
   confirmed.secrets = std::move(item.secrets);
-  confirmed.full_reapply = item.request.full_reapply;
-  confirmed.lane = item.request.lane;
-  confirmed.overtaken = std::move(item.overtaken);
+  confirmed.full_reapply = item.decision.full_reapply;
+  confirmed.lane = item.decision.lane;
+  if (item.overtaken) confirmed.overtaken = std::move(*item.overtaken);
   confirmed.confirmed_at = outcome.confirmed_at;
   confirmed.sent_wall = outcome.sent_wall;
   switch (ledger_.RecordConfirmed(item.key, std::move(confirmed))) {
@@ -245,7 +256,7 @@ void Publisher::RecordConfirmed(ToSend& item, const BatchOutcome& outcome, Recon
     case SyncLedger::Recorded::kFirst: break;
   }
   ++stats.published;
-  if (item.bulk) ++stats.bulk;
+  if (item.decision.bulk_change) ++stats.bulk;
 }
 
 void Publisher::UpdateGauges() {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -94,15 +95,15 @@ class Publisher {
   size_t pending() const { return ledger_.pending().size(); }
 
  private:
-  // A request decided in this round, waiting for a token and its batch.
+  // A request decided in this round, waiting for a token and its batch. Its message is made when
+  // its batch goes out: a start-up round holds one of these for every cluster of the fleet.
   struct ToSend {
     std::string key;
-    SyncRequest request;
-    SyncReason reason;
+    ClusterDecision decision;
     hive::DesiredState snapshot;
     hive::SecretVersions secrets;
-    std::optional<OutstandingRequest> overtaken;  // the outstanding resync this change overtakes
-    bool bulk = false;                            // a bulk edit's change (on the resync lane)
+    std::string kubeconfig_version;
+    std::unique_ptr<OutstandingRequest> overtaken;  // the outstanding resync this change overtakes
   };
   // How the round was asked for.
   struct RoundAsk {
@@ -115,16 +116,19 @@ class Publisher {
   std::vector<std::string> CollectWork(const std::vector<std::string>& keys);
   // Decides every cluster of `work` on a snapshot of the cache; returns what to send.
   std::vector<ToSend> DecideClusters(const std::vector<std::string>& work, const RoundAsk& ask,
-                                     ReconcileStats& stats);
+                                     HubVersions& seen, ReconcileStats& stats);
   // Sends `to_send`, changes first, as the rate and the refusal hold-off allow; the rest stays
-  // pending. Stops sending at the first broker failure.
-  Status SendWithinRate(std::vector<ToSend>& to_send, ReconcileStats& stats);
-  Status SendBatch(std::vector<ToSend>& batch, ReconcileStats& stats);
+  // pending. Stops sending at the first broker failure. `seen`: how far the round's snapshot of
+  // the cache had got.
+  Status SendWithinRate(std::vector<ToSend>& to_send, const HubVersions& seen,
+                        ReconcileStats& stats);
+  Status SendBatch(std::vector<ToSend>& batch, const HubVersions& seen, ReconcileStats& stats);
   void RecordConfirmed(ToSend& item, const BatchOutcome& outcome, ReconcileStats& stats);
   // Start-up work stays start-up work and a bulk change stays bulk (resync lane) until it goes
   // out, so neither floods the change lane once deferred.
   void KeepPending(const ToSend& item) {
-    ledger_.KeepPending(item.key, {item.reason == SyncReason::kStartup, item.bulk});
+    ledger_.KeepPending(item.key,
+                        {item.decision.reason == SyncReason::kStartup, item.decision.bulk_change});
   }
   void UpdateGauges();
   void LogRound(const ReconcileStats& stats) const;

@@ -1,6 +1,7 @@
 #include "publisher/publisher_app.h"
 
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/amqp/reconnect.h"
@@ -22,11 +23,17 @@ namespace res = kube::resources;
 // How often HiveConfig is read again for a changed reapply interval.
 constexpr std::chrono::minutes kHiveConfigPeriod{5};
 
-// Feeds one reflector's events into the cache as one kind.
+// Feeds one reflector's events into the cache as one kind; a list's pages are parsed as they
+// arrive.
 class CacheFeeder final : public kube::ReflectorHandler {
  public:
-  CacheFeeder(HubCache& cache, HubKind kind) : cache_(cache), kind_(kind) {}
-  void OnReplace(std::vector<Json> items) override { cache_.Replace(kind_, items); }
+  CacheFeeder(HubCache& cache, HubKind kind) : cache_(cache), kind_(kind), listing_(kind) {}
+  void OnListStart() override { listing_ = HubCache::Listing(kind_); }
+  void OnListPage(std::vector<Json>& items) override { listing_.AddPage(items); }
+  void OnReplace(std::vector<Json> items) override {
+    listing_.AddPage(items);
+    cache_.Replace(std::exchange(listing_, HubCache::Listing(kind_)));
+  }
   void OnUpsert(Json object) override { cache_.Upsert(kind_, object); }
   void OnDelete(Json object) override { cache_.Delete(kind_, object); }
   void OnSynced() override {}
@@ -37,6 +44,7 @@ class CacheFeeder final : public kube::ReflectorHandler {
  private:
   HubCache& cache_;
   HubKind kind_;
+  HubCache::Listing listing_;  // the list in progress
 };
 
 // Mirrors a reflector's cumulative counters into Prometheus counters, labelled by resource.
