@@ -47,6 +47,55 @@ std::optional<WallTime> WrittenAt(const Json& metadata) {
   return latest;
 }
 
+// The cache keeps of each object what the decision reads (hub_snapshot.h, sync_decision.h,
+// common/hive/status_rules.h), so that the bulk of a hub's objects never stays in memory: a
+// set's resources and patches, a ClusterDeployment's conditions but the Unreachable one and its
+// annotations but Hive's pause and relocate ones, a ClusterSync's resourcesToDelete (every
+// object of a Sync-mode set), failure messages, times and conditions after the first.
+void Trim(hive::ObjectMeta& meta) {
+  meta.creation_timestamp = {};
+}
+void Trim(hive::SyncSetCommonSpec& spec) {
+  spec.resources = {};
+  spec.patches = {};
+}
+void Trim(hive::ClusterDeployment& cd) {
+  Trim(cd.meta);
+  std::erase_if(cd.meta.annotations, [](const auto& a) {
+    return a.first != hive::kSyncSetPauseAnnotation && a.first != hive::kReconcilePauseAnnotation &&
+           a.first != hive::kRelocateAnnotation;
+  });
+  std::erase_if(cd.conditions, [](const hive::Condition& c) { return c.type != "Unreachable"; });
+  for (auto& c : cd.conditions) c = {c.type, c.status, {}, {}, {}, {}};
+}
+void Trim(hive::SyncSet& ss) {
+  Trim(ss.meta);
+  Trim(ss.spec);
+}
+void Trim(hive::SelectorSyncSet& sss) {
+  Trim(sss.meta);
+  Trim(sss.spec);
+}
+void Trim(hive::ClusterSync& cs) {
+  Trim(cs.meta);
+  cs.meta.labels = {};
+  cs.meta.annotations = {};
+  for (auto* entries : {&cs.status.sync_sets, &cs.status.selector_sync_sets}) {
+    for (auto& e : *entries) {
+      e.resources_to_delete = {};
+      e.failure_message = {};
+      e.last_transition_time = {};
+    }
+  }
+  if (cs.status.conditions.size() > 1) cs.status.conditions.resize(1);
+  for (auto& c : cs.status.conditions) c.last_transition_time = c.last_probe_time = {};
+}
+void Trim(hive::ClusterSyncLease& lease) {
+  Trim(lease.meta);
+  lease.meta.labels = {};
+  lease.meta.annotations = {};
+}
+
 }  // namespace
 
 const char* HubKindName(HubKind kind) {
@@ -103,6 +152,7 @@ Status HubCache::Parse(HubKind kind, const Json& object, Objects& into) {
   std::string key = KeyOf(object);
   auto store = [&](auto& map, auto parsed) -> Status {
     if (!parsed.ok()) return parsed.status();
+    Trim(*parsed);
     using T = std::remove_reference_t<decltype(*parsed)>;
     map[std::move(key)] = std::make_shared<const T>(std::move(*parsed));
     return Status::Ok();

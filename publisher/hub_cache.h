@@ -5,7 +5,9 @@
 // Thread-safe: reflector threads write, the decision loop takes a HubSnapshot of the clusters it
 // looks at (hub_snapshot.h) under the same lock and decides without it. Objects are kept as
 // shared immutable values, so a snapshot copies pointers, never objects. A list's pages are
-// parsed as they arrive (HubCache::Listing), so a collection is never held as JSON all at once.
+// parsed as they arrive (HubCache::Listing), so a collection is never held as JSON all at once,
+// and of each object the cache keeps what the decision reads: not a set's resources, nor a
+// ClusterSync's resourcesToDelete, nor a ClusterDeployment's other conditions (hub_cache.cc).
 #pragma once
 
 #include <chrono>

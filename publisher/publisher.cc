@@ -130,7 +130,7 @@ std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::
     round.bulk = !round.startup && ask.edits.single.count(key) == 0 &&
                  (ask.edits.bulk.count(key) > 0 || waited.bulk);
     if (!inputs.cd) {  // cluster deleted: forget it
-      cluster_state_.erase(key);
+      SetClusterState(key, std::nullopt);
       ledger_.Forget(key);
       continue;
     }
@@ -150,7 +150,7 @@ std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::
     }
     round.cap_reached = ledger_.outstanding_count() + new_outstanding >= options_.max_outstanding;
     const ClusterDecision decision = DecideCluster(key, view, facts, round, policy);
-    cluster_state_[key] = decision.state;
+    SetClusterState(key, decision.state);
     switch (decision.action) {
       case ClusterAction::kNone:
         ++(decision.state == ClusterState::kInSync ? stats.in_sync : stats.skipped);
@@ -265,11 +265,27 @@ void Publisher::UpdateGauges() {
   oldest_outstanding_gauge_.Set(
       std::chrono::duration<double>(now - ledger_.OldestFirstPublished(now)).count());
   pending_gauge_.Set(static_cast<double>(ledger_.pending().size()));
-  std::map<ClusterState, int> counts;
-  for (ClusterState state : kClusterStates) counts[state] = 0;
-  for (const auto& [key, state] : cluster_state_) ++counts[state];
-  for (const auto& [state, n] : counts)
-    clusters_.Add({{"state", std::string(ClusterStateName(state))}}).Set(n);
+  for (ClusterState state : kClusterStates) {
+    clusters_.Add({{"state", std::string(ClusterStateName(state))}})
+        .Set(static_cast<double>(state_counts_[static_cast<int>(state)]));
+  }
+}
+
+void Publisher::SetClusterState(const std::string& key, std::optional<ClusterState> state) {
+  auto it = cluster_state_.find(key);
+  if (it != cluster_state_.end()) {
+    --state_counts_[static_cast<int>(it->second)];
+    if (!state) {
+      cluster_state_.erase(it);
+      return;
+    }
+    it->second = *state;
+  } else if (state) {
+    cluster_state_.emplace(key, *state);
+  } else {
+    return;
+  }
+  ++state_counts_[static_cast<int>(*state)];
 }
 
 void Publisher::LogRound(const ReconcileStats& stats) const {
@@ -290,6 +306,7 @@ void Publisher::Reset() {
     clusters_.Add({{"state", std::string(ClusterStateName(state))}}).Set(0);
   ledger_.Clear();
   cluster_state_.clear();
+  state_counts_ = {};
   outstanding_gauge_.Set(0);
   oldest_outstanding_gauge_.Set(0);
   pending_gauge_.Set(0);

@@ -11,8 +11,10 @@
 // own amqp::Session.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -131,6 +133,8 @@ class Publisher {
                         {item.decision.reason == SyncReason::kStartup, item.decision.bulk_change});
   }
   void UpdateGauges();
+  // Records the cluster's state at its last evaluation (nullopt: deleted) and its state's count.
+  void SetClusterState(const std::string& key, std::optional<ClusterState> state);
   void LogRound(const ReconcileStats& stats) const;
 
   PublisherOptions options_;
@@ -140,6 +144,7 @@ class Publisher {
   PublishRate rate_;
   RequestSender sender_;
   std::map<std::string, ClusterState> cluster_state_;
+  std::array<size_t, std::size(kClusterStates)> state_counts_{};  // of cluster_state_, by state
 
   prometheus::Gauge& outstanding_gauge_;
   prometheus::Gauge& oldest_outstanding_gauge_;

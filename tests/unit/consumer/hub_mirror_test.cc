@@ -134,6 +134,26 @@ TEST_CASE("the mirror keeps the status this process wrote until the watch brings
   CHECK(mirror.Read("c1", "c1").status->meta.resource_version == "25");
 }
 
+TEST_CASE("the mirror serves a Lease as the hub sent it, the newer of a write and an event") {
+  HubMirror mirror;
+  ListAll(mirror, "10");
+  auto lease = [](const std::string& version, const std::string& holder) {
+    return Json{{"apiVersion", "coordination.k8s.io/v1"},
+                {"kind", "Lease"},
+                {"metadata", Meta("syncbus", "c1.c1", version)},
+                {"spec", {{"holderIdentity", holder}, {"leaseDurationSeconds", 20}}}};
+  };
+  CHECK_FALSE(mirror.Lease("syncbus", "c1.c1").has_value());
+  mirror.handler(HubCollection::kLeases).OnUpsert(lease("11", "consumer-a"));
+  REQUIRE(mirror.Lease("syncbus", "c1.c1").has_value());
+  CHECK(*mirror.Lease("syncbus", "c1.c1") == lease("11", "consumer-a"));
+  mirror.NoteWritten(HubCollection::kLeases, lease("20", "consumer-b"));
+  mirror.handler(HubCollection::kLeases).OnUpsert(lease("15", "consumer-a"));  // older: kept out
+  CHECK(*mirror.Lease("syncbus", "c1.c1") == lease("20", "consumer-b"));
+  mirror.handler(HubCollection::kLeases).OnDelete(lease("21", "consumer-b"));
+  CHECK_FALSE(mirror.Lease("syncbus", "c1.c1").has_value());
+}
+
 TEST_CASE("an invalid object is dropped from the mirror, not served in its older form") {
   HubMirror mirror;
   ListAll(mirror, "10");
