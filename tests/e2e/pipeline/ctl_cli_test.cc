@@ -240,9 +240,10 @@ TEST_CASE("syncbusctl is also the kubectl plugin `kubectl syncbus`, and complete
   Run complete = sh.Exec(BinaryDir() + "/ctl/kubectl_complete-syncbus", {"dlq", ""});
   CHECK(complete.code == 0);
   CHECK(complete.out ==
-        "list\tshow parked messages (cluster, reason, attempts, first failure, age, last error) "
-        "from the dead-letter index, without touching the queue\n"
-        "replay\trepublish matching messages to the work exchange with attempts reset\n"
+        "list\tshow parked messages, one row per cluster and reason with its copies counted (-o "
+        "wide: every copy), from the dead-letter index, without touching the queue\n"
+        "replay\trepublish matching messages to the work exchange with attempts reset, each "
+        "cluster's newest copy once (the older copies are removed)\n"
         "purge\tdelete matching messages (asks first unless --yes)\n"
         "reindex\trebuild the dead-letter index from the queue (messages parked before it "
         "existed; run it while no replay or purge runs)\n:4\n");
