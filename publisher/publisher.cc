@@ -84,11 +84,15 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
                                             const DirtyEdits& edits) {
   SteadyTime started = clock_.Now();
   ReconcileStats stats;
-  const std::set<std::string> dirty(keys.begin(), keys.end());
+  bool more = false;
   HubVersions seen;
-  std::vector<ToSend> to_send =
-      DecideClusters(CollectWork(keys), {dirty, startup, edits}, seen, stats);
+  const std::vector<std::string> work = CollectWork(keys, startup, edits, more);
+  // A start-up round's keys are all start-up work, edited or not.
+  const DirtyEdits no_edits;
+  std::vector<ToSend> to_send = DecideClusters(work, {startup ? no_edits : edits}, seen, stats);
   Status sent = SendWithinRate(to_send, seen, stats);
+  // Deferred work waits for tokens or room under the cap: the next round waits too.
+  stats.more = more && stats.deferred == 0;
   UpdateGauges();
   reconcile_seconds_.Observe(std::chrono::duration<double>(clock_.Now() - started).count());
   if (!sent.ok()) return sent;
@@ -96,11 +100,40 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
   return stats;
 }
 
-std::vector<std::string> Publisher::CollectWork(const std::vector<std::string>& keys) {
-  std::set<std::string> work(keys.begin(), keys.end());
-  work.insert(ledger_.pending().begin(), ledger_.pending().end());
-  for (auto& key : ledger_.TakeDue(clock_.WallNow(), clock_.Now(), options_.outstanding_timeout))
-    work.insert(std::move(key));
+std::vector<std::string> Publisher::CollectWork(const std::vector<std::string>& keys, bool startup,
+                                                const DirtyEdits& edits, bool& more) {
+  // So many clusters at once that are no single edit (a relist, a wave of status writes) wait
+  // their turn like start-up work.
+  const bool many = keys.size() > options_.round_clusters;
+  std::set<std::string> work;
+  for (const auto& key : keys) {
+    if (startup) {
+      ledger_.KeepPending(key, {.startup = true, .bulk = false});
+    } else if (edits.bulk.count(key) > 0) {
+      // A bulk edit's change, no longer start-up work (the decision would not see this edit
+      // in a later round).
+      ledger_.TakePending(key);
+      ledger_.KeepPending(key, {.startup = false, .bulk = true});
+    } else if (many && edits.single.count(key) == 0) {
+      ledger_.KeepPending(key, {});
+    } else {
+      work.insert(key);
+    }
+  }
+  for (const auto& key :
+       ledger_.TakeDue(clock_.WallNow(), clock_.Now(), options_.outstanding_timeout))
+    ledger_.KeepPending(key, {});
+  // Those that wait, in turn after the last one a round took.
+  const std::set<std::string>& waiting = ledger_.pending();
+  size_t taken = 0;
+  size_t looked = 0;
+  for (auto it = waiting.upper_bound(pending_cursor_);
+       looked < waiting.size() && taken < options_.round_clusters; ++it, ++looked) {
+    if (it == waiting.end()) it = waiting.begin();
+    if (work.insert(*it).second) ++taken;
+    pending_cursor_ = *it;
+  }
+  more = looked < waiting.size();
   return {work.begin(), work.end()};
 }
 
@@ -122,9 +155,10 @@ std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::
     const std::string& key = inputs.key;
     ++stats.evaluated;
     const SyncLedger::PendingMarks waited = ledger_.TakePending(key);
-    // Start-up work deferred (rate limit, cap) stays start-up work, unless the cluster changed
-    // since: then it is a change and takes the change lane.
-    round.startup = (waited.startup && ask.dirty.count(key) == 0) || ask.startup;
+    // Start-up work that waited (its turn, the rate limit, the cap) stays start-up work, unless
+    // the cluster was edited since: then it is a change and takes the change lane. A status
+    // write or a relist is no edit.
+    round.startup = waited.startup && ask.edits.single.count(key) == 0;
     // A bulk edit's clusters (a fleet-wide rollout) take the resync lane, also once deferred,
     // until a single edit of the cluster comes.
     round.bulk = !round.startup && ask.edits.single.count(key) == 0 &&
@@ -305,6 +339,7 @@ void Publisher::Reset() {
   for (ClusterState state : kClusterStates)
     clusters_.Add({{"state", std::string(ClusterStateName(state))}}).Set(0);
   ledger_.Clear();
+  pending_cursor_.clear();
   cluster_state_.clear();
   state_counts_ = {};
   outstanding_gauge_.Set(0);

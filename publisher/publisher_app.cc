@@ -183,6 +183,7 @@ PublisherOptions PublisherOptionsOf(const PublisherConfig& config) {
   options.max_publish_rate = config.max_publish_rate;
   options.max_outstanding = static_cast<size_t>(config.max_outstanding);
   options.outstanding_timeout = config.outstanding_timeout;
+  options.round_clusters = static_cast<size_t>(config.round_clusters);
   return options;
 }
 
@@ -330,6 +331,7 @@ void PublisherApp::PublishUntilStopped(const PublisherOptions& options, const El
   Publisher publisher(options, cache_, *session, clock, *deps_.registry);
   bool startup = true;
   bool was_leading = false;
+  bool more = false;  // the last round left work it could have done
   while (!stop.load()) {
     beat();
     if (!leading()) {
@@ -361,11 +363,14 @@ void PublisherApp::PublishUntilStopped(const PublisherOptions& options, const El
       cache_.MarkAllDirty();
     }
     // The first round looks at every cluster; later rounds at what changed (plus what is
-    // pending, due or outstanding too long, which the publisher adds itself).
+    // pending, due or outstanding too long, which the publisher adds itself). While work waits
+    // that only a round's size held back, the next round comes at once.
     DirtyEdits edits;
     std::vector<std::string> keys =
-        startup ? cache_.AllClusterKeys() : cache_.TakeDirty(options.tick, &edits);
+        startup ? cache_.AllClusterKeys()
+                : cache_.TakeDirty(more ? std::chrono::milliseconds(0) : options.tick, &edits);
     auto stats = publisher.Reconcile(keys, startup, edits);
+    more = stats.ok() && stats->more;
     if (!stats.ok()) {
       if (stats.status().code() == Code::kCancelled) continue;  // lost the lease mid-round
       // Nothing is lost: unconfirmed clusters stay pending in the publisher.
