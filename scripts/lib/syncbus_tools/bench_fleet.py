@@ -146,22 +146,12 @@ class ClusterBroker:
     def set_policy(self, policy):
         self.rabbit.set_policy(policy)
 
-    def queue_depth(self, name):
-        """Messages ready + unacked in a queue of vhost /, 0 if it does not exist yet."""
-        try:
-            q = self.rabbit.queue(name)
-        except urllib.error.HTTPError as e:
-            if e.code == 404:
-                return 0
-            raise
-        return int(q.get("messages", 0) or 0)
+    def _call(self, method, path, body=None):
+        return self.rabbit.api(method, path, body)
 
-    def purge(self, name):
-        try:
-            self.rabbit.api("DELETE", "/api/queues/%2F/" + urllib.parse.quote(name, safe="") + "/contents")
-        except urllib.error.HTTPError as e:
-            if e.code != 404:
-                raise
+    # A single node's, through the cluster's management API.
+    queue_depth = Broker.queue_depth
+    purge = Broker.purge
 
     def node_envs(self):
         return [self.rabbit.node_env(k) for k in range(len(self.rabbit.node_dirs))]
