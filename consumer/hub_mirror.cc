@@ -136,10 +136,14 @@ ClusterState HubMirror::Read(const std::string& ns, const std::string& name) con
 
 std::optional<Json> HubMirror::ClusterSyncLease(const std::string& ns,
                                                 const std::string& name) const {
-  std::lock_guard lock(mu_);
-  auto it = live_.leases.find(ns + "/" + name);
-  if (it == live_.leases.end()) return std::nullopt;
-  return it->second;
+  std::string text;
+  {
+    std::lock_guard lock(mu_);
+    auto it = live_.leases.find(ns + "/" + name);
+    if (it == live_.leases.end()) return std::nullopt;
+    text = it->second.json;
+  }
+  return Json::parse(text);  // its own dump: cannot fail
 }
 
 std::string HubMirror::StatusVersion(const std::string& ns, const std::string& name) const {
@@ -230,9 +234,10 @@ bool HubMirror::Store(Maps& maps, HubCollection c, const Json& object, bool only
       return store(maps.statuses, key, hive::ClusterSync::FromJson);
     case HubCollection::kClusterSyncLeases: {
       auto held = maps.leases.find(key);
-      if (only_if_newer && held != maps.leases.end() && !Newer(version, VersionOf(held->second)))
+      if (only_if_newer && held != maps.leases.end() &&
+          !Newer(version, held->second.resource_version))
         return true;
-      maps.leases[key] = object;
+      maps.leases[key] = {version, object.dump()};
       return true;
     }
   }

@@ -76,6 +76,12 @@ class HubMirror {
     bool stale = false;
   };
 
+  // A Lease as the hub sent it, kept as its compact JSON text (a parsed tree takes several times
+  // the memory, and there is one per cluster); parsed again when read.
+  struct LeaseText {
+    std::string resource_version;
+    std::string json;
+  };
   // The parsed objects: the mirror's own, and a list's pages as they arrive (Feed) until the
   // list completes and they replace the collection's.
   struct Maps {
@@ -84,7 +90,7 @@ class HubMirror {
         syncsets;  // ns -> name
     std::map<std::string, std::shared_ptr<const hive::SelectorSyncSet>> selector_syncsets;  // name
     std::map<std::string, std::shared_ptr<const hive::ClusterSync>> statuses;  // "ns/name"
-    std::map<std::string, Json> leases;  // ClusterSyncLeases, "ns/name"
+    std::map<std::string, LeaseText> leases;  // ClusterSyncLeases, "ns/name"
   };
 
   // Replaces collection `c` with `staged`'s (a completed list's objects); `invalid` of the list's

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "common/hive/desired_state.h"
 #include "common/hive/types.h"
+#include "common/kube/resource.h"
 
 namespace syncbus::ctl {
 
@@ -19,55 +22,6 @@ Json FleetProgress::ToJson() const {
 }
 
 namespace {
-
-struct Inputs {
-  std::map<std::string, std::vector<hive::SyncSet>> ss_by_ns;
-  std::vector<hive::SelectorSyncSet> sss;
-  std::vector<const hive::SelectorSyncSet*> sss_ptrs;
-};
-
-Inputs Parse(const std::vector<Json>& syncsets, const std::vector<Json>& selector_syncsets) {
-  Inputs in;
-  for (const auto& j : syncsets) {
-    if (auto ss = hive::SyncSet::FromJson(j); ss.ok())
-      in.ss_by_ns[ss->meta.ns].push_back(std::move(*ss));
-  }
-  for (const auto& j : selector_syncsets) {
-    if (auto s = hive::SelectorSyncSet::FromJson(j); s.ok()) in.sss.push_back(std::move(*s));
-  }
-  for (const auto& s : in.sss) in.sss_ptrs.push_back(&s);
-  return in;
-}
-
-// The cluster's applicable sets against its status (nullptr: no ClusterSync yet).
-std::vector<SetState> Sets(const hive::ClusterDeployment& cd, Inputs& in,
-                           const hive::ClusterSync* st, std::string* skip_reason) {
-  std::vector<const hive::SyncSet*> ns_sets;
-  for (const auto& s : in.ss_by_ns[cd.meta.ns]) ns_sets.push_back(&s);
-  hive::DesiredState desired = hive::ComputeDesired(cd, ns_sets, in.sss_ptrs);
-  if (skip_reason != nullptr) *skip_reason = desired.skip_reason;
-  std::vector<SetState> out;
-  for (const auto& set : desired.sets) {
-    SetState row;
-    row.kind = set.kind == hive::SetKind::kSyncSet ? "SyncSet" : "SelectorSyncSet";
-    row.name = set.name;
-    row.generation = set.generation;
-    if (st != nullptr) {
-      const auto& list = set.kind == hive::SetKind::kSyncSet ? st->status.sync_sets
-                                                             : st->status.selector_sync_sets;
-      for (const auto& e : list) {
-        if (e.name != set.name) continue;
-        row.observed = e.observed_generation;
-        row.result = e.result == hive::SyncResult::kSuccess ? "Success" : "Failure";
-        row.last_transition = e.last_transition_time;
-        row.first_success = e.first_success_time;
-        row.failure = e.failure_message;
-      }
-    }
-    out.push_back(std::move(row));
-  }
-  return out;
-}
 
 ClusterHubState Classify(const std::string& key, const std::string& skip_reason,
                          const std::vector<SetState>& sets) {
@@ -103,6 +57,114 @@ ClusterHubState Classify(const std::string& key, const std::string& skip_reason,
   return c;
 }
 
+// What progress reads of each collection: the sets without their resources and patches, each
+// ClusterSync's entries without their resourcesToDelete. A fleet's collections are read page by
+// page into these (ReadProgress), never held as JSON all at once.
+class ProgressBuilder {
+ public:
+  void AddSyncSet(const Json& j) {
+    if (auto ss = hive::SyncSet::FromJson(j); ss.ok()) {
+      Trim(ss->spec);
+      ss_by_ns_[ss->meta.ns].push_back(std::move(*ss));
+    }
+  }
+  void AddSelectorSyncSet(const Json& j) {
+    if (auto s = hive::SelectorSyncSet::FromJson(j); s.ok()) {
+      Trim(s->spec);
+      sss_.push_back(std::move(*s));
+    }
+  }
+  void AddClusterSync(const Json& j) {
+    auto cs = hive::ClusterSync::FromJson(j);
+    if (!cs.ok()) return;
+    hive::ClusterSyncStatus& status = statuses_[cs->meta.Key()];
+    status.sync_sets = std::move(cs->status.sync_sets);
+    status.selector_sync_sets = std::move(cs->status.selector_sync_sets);
+    for (auto* list : {&status.sync_sets, &status.selector_sync_sets}) {
+      for (auto& e : *list) e.resources_to_delete = {};
+    }
+  }
+  // Classifies the cluster against the sets and statuses added so far.
+  void AddCluster(const Json& j) {
+    auto cd = hive::ClusterDeployment::FromJson(j);
+    if (!cd.ok()) return;
+    auto st = statuses_.find(cd->meta.Key());
+    std::string skip;
+    std::vector<SetState> sets = Sets(*cd, st == statuses_.end() ? nullptr : &st->second, &skip);
+    ClusterHubState c = Classify(cd->meta.Key(), skip, sets);
+    switch (c.kind) {
+      case ClusterHubState::Kind::kSkipped: ++p_.skipped; break;
+      case ClusterHubState::Kind::kFailing:
+        ++p_.clusters;
+        ++p_.failing;
+        p_.failing_clusters.push_back(c.key);
+        break;
+      case ClusterHubState::Kind::kPending:
+        ++p_.clusters;
+        ++p_.pending;
+        p_.pending_clusters.push_back(c.key);
+        break;
+      case ClusterHubState::Kind::kSynced:
+        ++p_.clusters;
+        ++p_.synced;
+        break;
+    }
+    p_.states.push_back(std::move(c));
+  }
+  FleetProgress Finish() && {
+    std::sort(p_.failing_clusters.begin(), p_.failing_clusters.end());
+    std::sort(p_.pending_clusters.begin(), p_.pending_clusters.end());
+    std::sort(p_.states.begin(), p_.states.end(),
+              [](const auto& a, const auto& b) { return a.key < b.key; });
+    return std::move(p_);
+  }
+
+  // The cluster's applicable sets against its status entries (nullptr: no ClusterSync yet).
+  std::vector<SetState> Sets(const hive::ClusterDeployment& cd, const hive::ClusterSyncStatus* st,
+                             std::string* skip_reason) const {
+    std::vector<const hive::SyncSet*> ns_sets;
+    if (auto in_ns = ss_by_ns_.find(cd.meta.ns); in_ns != ss_by_ns_.end()) {
+      for (const auto& s : in_ns->second) ns_sets.push_back(&s);
+    }
+    std::vector<const hive::SelectorSyncSet*> all_sss;
+    for (const auto& s : sss_) all_sss.push_back(&s);
+    hive::DesiredState desired = hive::ComputeDesired(cd, ns_sets, all_sss);
+    if (skip_reason != nullptr) *skip_reason = desired.skip_reason;
+    std::vector<SetState> out;
+    for (const auto& set : desired.sets) {
+      SetState row;
+      row.kind = set.kind == hive::SetKind::kSyncSet ? "SyncSet" : "SelectorSyncSet";
+      row.name = set.name;
+      row.generation = set.generation;
+      if (st != nullptr) {
+        const auto& list =
+            set.kind == hive::SetKind::kSyncSet ? st->sync_sets : st->selector_sync_sets;
+        for (const auto& e : list) {
+          if (e.name != set.name) continue;
+          row.observed = e.observed_generation;
+          row.result = e.result == hive::SyncResult::kSuccess ? "Success" : "Failure";
+          row.last_transition = e.last_transition_time;
+          row.first_success = e.first_success_time;
+          row.failure = e.failure_message;
+        }
+      }
+      out.push_back(std::move(row));
+    }
+    return out;
+  }
+
+ private:
+  static void Trim(hive::SyncSetCommonSpec& spec) {
+    spec.resources = {};
+    spec.patches = {};
+  }
+
+  std::map<std::string, std::vector<hive::SyncSet>> ss_by_ns_;
+  std::vector<hive::SelectorSyncSet> sss_;
+  std::map<std::string, hive::ClusterSyncStatus> statuses_;  // "ns/name"
+  FleetProgress p_;
+};
+
 }  // namespace
 
 std::vector<SetState> DescribeSets(const Json& cluster_deployment,
@@ -111,70 +173,53 @@ std::vector<SetState> DescribeSets(const Json& cluster_deployment,
                                    const Json* cluster_sync, std::string* skip_reason) {
   auto cd = hive::ClusterDeployment::FromJson(cluster_deployment);
   if (!cd.ok()) return {};
-  Inputs in = Parse(syncsets, selector_syncsets);
+  ProgressBuilder in;
+  for (const auto& j : syncsets) in.AddSyncSet(j);
+  for (const auto& j : selector_syncsets) in.AddSelectorSyncSet(j);
   std::optional<hive::ClusterSync> cs;
   if (cluster_sync != nullptr) {
     if (auto parsed = hive::ClusterSync::FromJson(*cluster_sync); parsed.ok())
       cs = std::move(*parsed);
   }
-  return Sets(*cd, in, cs ? &*cs : nullptr, skip_reason);
+  return in.Sets(*cd, cs ? &cs->status : nullptr, skip_reason);
 }
 
 FleetProgress ComputeProgress(const std::vector<Json>& cluster_deployments,
                               const std::vector<Json>& syncsets,
                               const std::vector<Json>& selector_syncsets,
                               const std::vector<Json>& cluster_syncs) {
-  Inputs in = Parse(syncsets, selector_syncsets);
-  std::map<std::string, hive::ClusterSync> statuses;
-  for (const auto& j : cluster_syncs) {
-    if (auto cs = hive::ClusterSync::FromJson(j); cs.ok())
-      statuses[cs->meta.Key()] = std::move(*cs);
-  }
-  FleetProgress p;
-  for (const auto& j : cluster_deployments) {
-    auto cd = hive::ClusterDeployment::FromJson(j);
-    if (!cd.ok()) continue;
-    auto st = statuses.find(cd->meta.Key());
-    std::string skip;
-    std::vector<SetState> sets = Sets(*cd, in, st == statuses.end() ? nullptr : &st->second, &skip);
-    ClusterHubState c = Classify(cd->meta.Key(), skip, sets);
-    switch (c.kind) {
-      case ClusterHubState::Kind::kSkipped: ++p.skipped; break;
-      case ClusterHubState::Kind::kFailing:
-        ++p.clusters;
-        ++p.failing;
-        p.failing_clusters.push_back(c.key);
-        break;
-      case ClusterHubState::Kind::kPending:
-        ++p.clusters;
-        ++p.pending;
-        p.pending_clusters.push_back(c.key);
-        break;
-      case ClusterHubState::Kind::kSynced:
-        ++p.clusters;
-        ++p.synced;
-        break;
-    }
-    p.states.push_back(std::move(c));
-  }
-  std::sort(p.failing_clusters.begin(), p.failing_clusters.end());
-  std::sort(p.pending_clusters.begin(), p.pending_clusters.end());
-  std::sort(p.states.begin(), p.states.end(),
-            [](const auto& a, const auto& b) { return a.key < b.key; });
-  return p;
+  ProgressBuilder b;
+  for (const auto& j : syncsets) b.AddSyncSet(j);
+  for (const auto& j : selector_syncsets) b.AddSelectorSyncSet(j);
+  for (const auto& j : cluster_syncs) b.AddClusterSync(j);
+  for (const auto& j : cluster_deployments) b.AddCluster(j);
+  return std::move(b).Finish();
 }
 
 Result<FleetProgress> ReadProgress(kube::Client& hub, const std::string& ns) {
   namespace res = kube::resources;
-  auto cds = hub.List(kube::Collection(res::kClusterDeployments, ns), {});
-  if (!cds.ok()) return cds.status().Annotate("listing ClusterDeployments");
-  auto ss = hub.List(kube::Collection(res::kSyncSets, ns), {});
-  if (!ss.ok()) return ss.status().Annotate("listing SyncSets");
-  auto sss = hub.List(kube::Collection(res::kSelectorSyncSets), {});
-  if (!sss.ok()) return sss.status().Annotate("listing SelectorSyncSets");
-  auto cs = hub.List(kube::Collection(res::kClusterSyncs, ns), {});
-  if (!cs.ok()) return cs.status().Annotate("listing ClusterSyncs");
-  return ComputeProgress(cds->items, ss->items, sss->items, cs->items);
+  ProgressBuilder b;
+  // Each collection page by page: the sets and statuses first, then the clusters, each
+  // classified as its page arrives.
+  auto list = [&](const kube::Resource& resource, const std::string& in_ns,
+                  void (ProgressBuilder::*add)(const Json&), const char* what) -> Status {
+    kube::ListOptions options;
+    options.on_page = [&](std::vector<Json>& page) {
+      for (const Json& j : page) (b.*add)(j);
+      page.clear();
+    };
+    auto listed = hub.List(kube::Collection(resource, in_ns), options);
+    return listed.ok() ? Status::Ok() : listed.status().Annotate(what);
+  };
+  SYNCBUS_RETURN_IF_ERROR(
+      list(res::kSyncSets, ns, &ProgressBuilder::AddSyncSet, "listing SyncSets"));
+  SYNCBUS_RETURN_IF_ERROR(list(res::kSelectorSyncSets, "", &ProgressBuilder::AddSelectorSyncSet,
+                               "listing SelectorSyncSets"));
+  SYNCBUS_RETURN_IF_ERROR(
+      list(res::kClusterSyncs, ns, &ProgressBuilder::AddClusterSync, "listing ClusterSyncs"));
+  SYNCBUS_RETURN_IF_ERROR(list(res::kClusterDeployments, ns, &ProgressBuilder::AddCluster,
+                               "listing ClusterDeployments"));
+  return std::move(b).Finish();
 }
 
 }  // namespace syncbus::ctl

@@ -117,15 +117,16 @@ hive::SecretVersions AssumedAppliedSecrets(const ClusterView& view) {
   return view.secrets;
 }
 
-SyncRequest RequestFor(const std::string& key, const ClusterView& view,
-                       const ClusterDecision& decision, WallTime now) {
+SyncRequest RequestFor(const std::string& key, const std::string& revision, const HubVersions& seen,
+                       const std::string& kubeconfig_version, const ClusterDecision& decision,
+                       WallTime now) {
   SyncRequest r;
   auto slash = key.find('/');
   r.cluster_namespace = key.substr(0, slash);
   r.cluster_name = key.substr(slash + 1);
-  r.revision = view.desired.revision;
-  r.seen = view.seen;
-  r.kubeconfig_version = view.kubeconfig_version;
+  r.revision = revision;
+  r.seen = seen;
+  r.kubeconfig_version = kubeconfig_version;
   r.full_reapply = decision.full_reapply;
   r.lane = decision.lane;
   r.reason = std::string(SyncReasonName(decision.reason));

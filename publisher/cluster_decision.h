@@ -89,8 +89,11 @@ std::optional<WallTime> NextReapply(const std::string& key, const ClusterView& v
 // ones, unless a Secret was written after its last full reapply (while no publisher watched).
 hive::SecretVersions AssumedAppliedSecrets(const ClusterView& view);
 
-// The request a kSend decision publishes for cluster `key` ("namespace/name").
-SyncRequest RequestFor(const std::string& key, const ClusterView& view,
-                       const ClusterDecision& decision, WallTime now);
+// The request a kSend decision publishes for cluster `key` ("namespace/name"): its desired
+// `revision`, how far the cache had got (`seen`) and its kubeconfig Secret's version, as the
+// cluster's view had them.
+SyncRequest RequestFor(const std::string& key, const std::string& revision, const HubVersions& seen,
+                       const std::string& kubeconfig_version, const ClusterDecision& decision,
+                       WallTime now);
 
 }  // namespace syncbus::publisher

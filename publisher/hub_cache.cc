@@ -1,6 +1,8 @@
 #include "publisher/hub_cache.h"
 
 #include <algorithm>
+#include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "common/log.h"
@@ -45,6 +47,55 @@ std::optional<WallTime> WrittenAt(const Json& metadata) {
   return latest;
 }
 
+// The cache keeps of each object what the decision reads (hub_snapshot.h, sync_decision.h,
+// common/hive/status_rules.h), so that the bulk of a hub's objects never stays in memory: a
+// set's resources and patches, a ClusterDeployment's conditions but the Unreachable one and its
+// annotations but Hive's pause and relocate ones, a ClusterSync's resourcesToDelete (every
+// object of a Sync-mode set), failure messages, times and conditions after the first.
+void Trim(hive::ObjectMeta& meta) {
+  meta.creation_timestamp = {};
+}
+void Trim(hive::SyncSetCommonSpec& spec) {
+  spec.resources = {};
+  spec.patches = {};
+}
+void Trim(hive::ClusterDeployment& cd) {
+  Trim(cd.meta);
+  std::erase_if(cd.meta.annotations, [](const auto& a) {
+    return a.first != hive::kSyncSetPauseAnnotation && a.first != hive::kReconcilePauseAnnotation &&
+           a.first != hive::kRelocateAnnotation;
+  });
+  std::erase_if(cd.conditions, [](const hive::Condition& c) { return c.type != "Unreachable"; });
+  for (auto& c : cd.conditions) c = {c.type, c.status, {}, {}, {}, {}};
+}
+void Trim(hive::SyncSet& ss) {
+  Trim(ss.meta);
+  Trim(ss.spec);
+}
+void Trim(hive::SelectorSyncSet& sss) {
+  Trim(sss.meta);
+  Trim(sss.spec);
+}
+void Trim(hive::ClusterSync& cs) {
+  Trim(cs.meta);
+  cs.meta.labels = {};
+  cs.meta.annotations = {};
+  for (auto* entries : {&cs.status.sync_sets, &cs.status.selector_sync_sets}) {
+    for (auto& e : *entries) {
+      e.resources_to_delete = {};
+      e.failure_message = {};
+      e.last_transition_time = {};
+    }
+  }
+  if (cs.status.conditions.size() > 1) cs.status.conditions.resize(1);
+  for (auto& c : cs.status.conditions) c.last_transition_time = c.last_probe_time = {};
+}
+void Trim(hive::ClusterSyncLease& lease) {
+  Trim(lease.meta);
+  lease.meta.labels = {};
+  lease.meta.annotations = {};
+}
+
 }  // namespace
 
 const char* HubKindName(HubKind kind) {
@@ -65,17 +116,15 @@ void HubCache::MarkDirtyLocked(const std::string& key) {
 }
 
 void HubCache::MarkAllDirtyLocked() {
-  for (const auto& [key, cd] : cds_) dirty_.insert(key);
+  for (const auto& [key, cd] : objects_.cds) dirty_.insert(key);
   dirty_cv_.notify_all();
 }
 
 void HubCache::MarkEditedLocked(const std::set<std::string>& keys) {
   if (keys.empty()) return;
   dirty_.insert(keys.begin(), keys.end());
-  // A relist marks every cluster, and says nothing of edits.
-  if (!replacing_)
-    (keys.size() > bulk_edit_clusters_ ? edits_.bulk : edits_.single)
-        .insert(keys.begin(), keys.end());
+  (keys.size() > bulk_edit_clusters_ ? edits_.bulk : edits_.single)
+      .insert(keys.begin(), keys.end());
   dirty_cv_.notify_all();
 }
 
@@ -85,88 +134,93 @@ void HubCache::DirtyForSyncSet(const hive::SyncSet& ss, std::set<std::string>& o
 
 void HubCache::DirtyForSelectorSyncSet(const hive::SelectorSyncSet& sss,
                                        std::set<std::string>& out) const {
-  for (const auto& [key, cd] : cds_) {
+  for (const auto& [key, cd] : objects_.cds) {
     if (sss.selector.Matches(cd->meta.labels)) out.insert(key);
   }
 }
 
 void HubCache::DirtyForSecret(const std::string& secret_key, std::set<std::string>& out) const {
-  if (replacing_) return;  // a relist marks every cluster anyway
-  for (const auto& [key, ss] : syncsets_) {
+  for (const auto& [key, ss] : objects_.syncsets) {
     if (ReadsSecret(ss->spec, ss->meta.ns, secret_key)) DirtyForSyncSet(*ss, out);
   }
-  for (const auto& [key, sss] : selector_syncsets_) {
+  for (const auto& [key, sss] : objects_.selector_syncsets) {
     if (ReadsSecret(sss->spec, "", secret_key)) DirtyForSelectorSyncSet(*sss, out);
   }
 }
 
-Status HubCache::ApplyUpsertLocked(HubKind kind, const Json& object) {
+Status HubCache::Parse(HubKind kind, const Json& object, Objects& into) {
   std::string key = KeyOf(object);
+  auto store = [&](auto& map, auto parsed) -> Status {
+    if (!parsed.ok()) return parsed.status();
+    Trim(*parsed);
+    using T = std::remove_reference_t<decltype(*parsed)>;
+    map[std::move(key)] = std::make_shared<const T>(std::move(*parsed));
+    return Status::Ok();
+  };
   switch (kind) {
-    case HubKind::kClusterDeployment: {
-      auto cd = hive::ClusterDeployment::FromJson(object);
-      if (!cd.ok()) return cd.status();
-      // A label change can start or stop SelectorSyncSet matches: the desired-state revision
-      // covers it, so marking this cluster is enough.
-      cds_[key] = std::make_shared<const hive::ClusterDeployment>(std::move(*cd));
-      MarkEditedLocked({key});
-      return Status::Ok();
-    }
-    case HubKind::kSyncSet: {
-      auto ss = hive::SyncSet::FromJson(object);
-      if (!ss.ok()) return ss.status();
-      std::set<std::string> dirty;
-      if (auto old = syncsets_.find(key); old != syncsets_.end())
-        DirtyForSyncSet(*old->second, dirty);
-      DirtyForSyncSet(*ss, dirty);
-      syncsets_[key] = std::make_shared<const hive::SyncSet>(std::move(*ss));
-      MarkEditedLocked(dirty);
-      return Status::Ok();
-    }
-    case HubKind::kSelectorSyncSet: {
-      auto sss = hive::SelectorSyncSet::FromJson(object);
-      if (!sss.ok()) return sss.status();
-      std::set<std::string> dirty;
-      if (auto old = selector_syncsets_.find(key); old != selector_syncsets_.end()) {
-        DirtyForSelectorSyncSet(*old->second, dirty);
-      }
-      DirtyForSelectorSyncSet(*sss, dirty);
-      selector_syncsets_[key] = std::make_shared<const hive::SelectorSyncSet>(std::move(*sss));
-      MarkEditedLocked(dirty);
-      return Status::Ok();
-    }
-    case HubKind::kClusterSync: {
-      auto cs = hive::ClusterSync::FromJson(object);
-      if (!cs.ok()) return cs.status();
-      statuses_[key] = std::make_shared<const hive::ClusterSync>(std::move(*cs));
-      MarkDirtyLocked(key);
-      return Status::Ok();
-    }
-    case HubKind::kClusterSyncLease: {
-      auto lease = hive::ClusterSyncLease::FromJson(object);
-      if (!lease.ok()) return lease.status();
-      leases_[key] = std::make_shared<const hive::ClusterSyncLease>(std::move(*lease));
-      MarkDirtyLocked(key);
-      return Status::Ok();
-    }
+    case HubKind::kClusterDeployment:
+      return store(into.cds, hive::ClusterDeployment::FromJson(object));
+    case HubKind::kSyncSet: return store(into.syncsets, hive::SyncSet::FromJson(object));
+    case HubKind::kSelectorSyncSet:
+      return store(into.selector_syncsets, hive::SelectorSyncSet::FromJson(object));
+    case HubKind::kClusterSync: return store(into.statuses, hive::ClusterSync::FromJson(object));
+    case HubKind::kClusterSyncLease:
+      return store(into.leases, hive::ClusterSyncLease::FromJson(object));
     case HubKind::kSecret: {
       if (!object.contains("metadata") || !object["metadata"].is_object()) {
         return InvalidArgument("metadata: missing");
       }
       const Json& meta = object["metadata"];
-      SecretMeta info{meta.value("resourceVersion", ""), WrittenAt(meta)};
-      auto old = secrets_.find(key);
-      bool changed = old == secrets_.end() || old->second.resource_version != info.resource_version;
-      secrets_[key] = std::move(info);
-      if (changed) {
-        std::set<std::string> dirty;
-        DirtyForSecret(key, dirty);
-        MarkEditedLocked(dirty);
-      }
+      into.secrets[std::move(key)] = {meta.value("resourceVersion", ""), WrittenAt(meta)};
       return Status::Ok();
     }
   }
   return Internal("unknown kind");
+}
+
+Status HubCache::ApplyUpsertLocked(HubKind kind, const Json& object) {
+  const std::string key = KeyOf(object);
+  std::set<std::string> dirty;
+  // The clusters the object made dirty as it was, before it is replaced.
+  std::optional<std::string> old_secret_version;
+  switch (kind) {
+    case HubKind::kSyncSet:
+      if (auto old = objects_.syncsets.find(key); old != objects_.syncsets.end())
+        DirtyForSyncSet(*old->second, dirty);
+      break;
+    case HubKind::kSelectorSyncSet:
+      if (auto old = objects_.selector_syncsets.find(key); old != objects_.selector_syncsets.end())
+        DirtyForSelectorSyncSet(*old->second, dirty);
+      break;
+    case HubKind::kSecret:
+      if (auto old = objects_.secrets.find(key); old != objects_.secrets.end())
+        old_secret_version = old->second.resource_version;
+      break;
+    default: break;
+  }
+  SYNCBUS_RETURN_IF_ERROR(Parse(kind, object, objects_));
+  switch (kind) {
+    // A label change can start or stop SelectorSyncSet matches: the desired-state revision
+    // covers it, so marking this cluster is enough.
+    case HubKind::kClusterDeployment: MarkEditedLocked({key}); break;
+    case HubKind::kSyncSet:
+      DirtyForSyncSet(*objects_.syncsets.at(key), dirty);
+      MarkEditedLocked(dirty);
+      break;
+    case HubKind::kSelectorSyncSet:
+      DirtyForSelectorSyncSet(*objects_.selector_syncsets.at(key), dirty);
+      MarkEditedLocked(dirty);
+      break;
+    case HubKind::kClusterSync:
+    case HubKind::kClusterSyncLease: MarkDirtyLocked(key); break;
+    case HubKind::kSecret:
+      if (old_secret_version != objects_.secrets.at(key).resource_version) {
+        DirtyForSecret(key, dirty);
+        MarkEditedLocked(dirty);
+      }
+      break;
+  }
+  return Status::Ok();
 }
 
 void HubCache::ApplyDeleteLocked(HubKind kind, const Json& object) {
@@ -174,33 +228,33 @@ void HubCache::ApplyDeleteLocked(HubKind kind, const Json& object) {
   std::set<std::string> dirty;
   switch (kind) {
     case HubKind::kClusterDeployment:
-      cds_.erase(key);
+      objects_.cds.erase(key);
       MarkEditedLocked({key});
       break;
     case HubKind::kSyncSet:
-      if (auto it = syncsets_.find(key); it != syncsets_.end()) {
+      if (auto it = objects_.syncsets.find(key); it != objects_.syncsets.end()) {
         DirtyForSyncSet(*it->second, dirty);
-        syncsets_.erase(it);
+        objects_.syncsets.erase(it);
         MarkEditedLocked(dirty);
       }
       break;
     case HubKind::kSelectorSyncSet:
-      if (auto it = selector_syncsets_.find(key); it != selector_syncsets_.end()) {
+      if (auto it = objects_.selector_syncsets.find(key); it != objects_.selector_syncsets.end()) {
         DirtyForSelectorSyncSet(*it->second, dirty);
-        selector_syncsets_.erase(it);
+        objects_.selector_syncsets.erase(it);
         MarkEditedLocked(dirty);
       }
       break;
     case HubKind::kClusterSync:
-      statuses_.erase(key);
+      objects_.statuses.erase(key);
       MarkDirtyLocked(key);
       break;
     case HubKind::kClusterSyncLease:
-      leases_.erase(key);
+      objects_.leases.erase(key);
       MarkDirtyLocked(key);
       break;
     case HubKind::kSecret:
-      if (secrets_.erase(key) > 0) {
+      if (objects_.secrets.erase(key) > 0) {
         DirtyForSecret(key, dirty);
         MarkEditedLocked(dirty);
       }
@@ -208,29 +262,39 @@ void HubCache::ApplyDeleteLocked(HubKind kind, const Json& object) {
   }
 }
 
-void HubCache::Replace(HubKind kind, const std::vector<Json>& items) {
-  std::lock_guard lock(mu_);
-  switch (kind) {
-    case HubKind::kClusterDeployment: cds_.clear(); break;
-    case HubKind::kSyncSet: syncsets_.clear(); break;
-    case HubKind::kSelectorSyncSet: selector_syncsets_.clear(); break;
-    case HubKind::kClusterSync: statuses_.clear(); break;
-    case HubKind::kClusterSyncLease: leases_.clear(); break;
-    case HubKind::kSecret: secrets_.clear(); break;
-  }
-  replacing_ = true;
+void HubCache::Listing::AddPage(std::vector<Json>& items) {
   for (const auto& item : items) {
-    Status s = ApplyUpsertLocked(kind, item);
+    Status s = Parse(kind_, item, objects_);
     if (!s.ok()) {
       ++invalid_;
       log::Warn("ignoring invalid object",
-                {{"kind", HubKindName(kind)}, {"object", KeyOf(item)}, {"error", s.message()}});
+                {{"kind", HubKindName(kind_)}, {"object", KeyOf(item)}, {"error", s.message()}});
     }
   }
-  replacing_ = false;
-  listed_[static_cast<int>(kind)] = true;
+  items.clear();
+}
+
+void HubCache::Replace(Listing listing) {
+  std::lock_guard lock(mu_);
+  Objects& from = listing.objects_;
+  switch (listing.kind_) {
+    case HubKind::kClusterDeployment: objects_.cds.swap(from.cds); break;
+    case HubKind::kSyncSet: objects_.syncsets.swap(from.syncsets); break;
+    case HubKind::kSelectorSyncSet: objects_.selector_syncsets.swap(from.selector_syncsets); break;
+    case HubKind::kClusterSync: objects_.statuses.swap(from.statuses); break;
+    case HubKind::kClusterSyncLease: objects_.leases.swap(from.leases); break;
+    case HubKind::kSecret: objects_.secrets.swap(from.secrets); break;
+  }
+  invalid_ += listing.invalid_;
+  listed_[static_cast<int>(listing.kind_)] = true;
   // After a relist anything may have changed (including deletions we never saw).
   MarkAllDirtyLocked();
+}
+
+void HubCache::Replace(HubKind kind, std::vector<Json> items) {
+  Listing listing(kind);
+  listing.AddPage(items);
+  Replace(std::move(listing));
 }
 
 void HubCache::Listed(HubKind kind, const std::string& resource_version) {
@@ -297,7 +361,7 @@ void HubCache::FindSecretsLocked(const std::vector<hive::SecretMapping>& mapping
                                  const std::string& set_ns, SecretMetas& out) const {
   for (const auto& m : mappings) {
     std::string key = SourceSecretKey(m, set_ns);
-    if (auto secret = secrets_.find(key); secret != secrets_.end())
+    if (auto secret = objects_.secrets.find(key); secret != objects_.secrets.end())
       out.emplace(key, secret->second);
   }
 }
@@ -309,38 +373,40 @@ HubSnapshot HubCache::Snapshot(const std::vector<std::string>& cluster_keys) con
   snapshot.seen.cluster_deployments = versions_[static_cast<int>(HubKind::kClusterDeployment)];
   snapshot.seen.sync_sets = versions_[static_cast<int>(HubKind::kSyncSet)];
   snapshot.seen.selector_sync_sets = versions_[static_cast<int>(HubKind::kSelectorSyncSet)];
-  snapshot.selector_sync_sets.reserve(selector_syncsets_.size());
-  for (const auto& [name, sss] : selector_syncsets_) {
+  snapshot.selector_sync_sets.reserve(objects_.selector_syncsets.size());
+  for (const auto& [name, sss] : objects_.selector_syncsets) {
     snapshot.selector_sync_sets.push_back(sss);
     FindSecretsLocked(sss->spec.secret_mappings, "", snapshot.selector_secrets);
   }
   for (const auto& key : cluster_keys) {
     ClusterInputs& cluster = snapshot.clusters.emplace_back();
     cluster.key = key;
-    if (auto cd = cds_.find(key); cd != cds_.end()) {
+    if (auto cd = objects_.cds.find(key); cd != objects_.cds.end()) {
       cluster.cd = cd->second;
       const std::string prefix = cd->second->meta.ns + "/";
-      for (auto it = syncsets_.lower_bound(prefix);
-           it != syncsets_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+      for (auto it = objects_.syncsets.lower_bound(prefix);
+           it != objects_.syncsets.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+           ++it) {
         cluster.sync_sets.push_back(it->second);
         FindSecretsLocked(it->second->spec.secret_mappings, it->second->meta.ns,
                           cluster.sync_set_secrets);
       }
       if (!cd->second->admin_kubeconfig_secret.empty()) {
-        auto kubeconfig = secrets_.find(prefix + cd->second->admin_kubeconfig_secret);
-        if (kubeconfig != secrets_.end())
+        auto kubeconfig = objects_.secrets.find(prefix + cd->second->admin_kubeconfig_secret);
+        if (kubeconfig != objects_.secrets.end())
           cluster.kubeconfig_version = kubeconfig->second.resource_version;
       }
     }
-    if (auto s = statuses_.find(key); s != statuses_.end()) cluster.status = s->second;
-    if (auto l = leases_.find(key); l != leases_.end()) cluster.lease = l->second;
+    if (auto s = objects_.statuses.find(key); s != objects_.statuses.end())
+      cluster.status = s->second;
+    if (auto l = objects_.leases.find(key); l != objects_.leases.end()) cluster.lease = l->second;
   }
   return snapshot;
 }
 
 size_t HubCache::cluster_count() const {
   std::lock_guard lock(mu_);
-  return cds_.size();
+  return objects_.cds.size();
 }
 
 uint64_t HubCache::invalid_objects() const {
@@ -351,8 +417,8 @@ uint64_t HubCache::invalid_objects() const {
 std::vector<std::string> HubCache::AllClusterKeys() const {
   std::lock_guard lock(mu_);
   std::vector<std::string> out;
-  out.reserve(cds_.size());
-  for (const auto& [k, v] : cds_) out.push_back(k);
+  out.reserve(objects_.cds.size());
+  for (const auto& [k, v] : objects_.cds) out.push_back(k);
   return out;
 }
 

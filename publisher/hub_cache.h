@@ -4,7 +4,10 @@
 // with which kind of edit made them dirty (a single edit or a bulk one, see DirtyEdits).
 // Thread-safe: reflector threads write, the decision loop takes a HubSnapshot of the clusters it
 // looks at (hub_snapshot.h) under the same lock and decides without it. Objects are kept as
-// shared immutable values, so a snapshot copies pointers, never objects.
+// shared immutable values, so a snapshot copies pointers, never objects. A list's pages are
+// parsed as they arrive (HubCache::Listing), so a collection is never held as JSON all at once,
+// and of each object the cache keeps what the decision reads: not a set's resources, nor a
+// ClusterSync's resourcesToDelete, nor a ClusterDeployment's other conditions (hub_cache.cc).
 #pragma once
 
 #include <chrono>
@@ -46,13 +49,45 @@ struct DirtyEdits {
 };
 
 class HubCache {
+  template <typename T>
+  using Shared = std::shared_ptr<const T>;
+  // The parsed objects of every kind, by key ("ns/name"; a SelectorSyncSet by name).
+  struct Objects {
+    std::map<std::string, Shared<hive::ClusterDeployment>> cds;
+    std::map<std::string, Shared<hive::SyncSet>> syncsets;
+    std::map<std::string, Shared<hive::SelectorSyncSet>> selector_syncsets;
+    std::map<std::string, Shared<hive::ClusterSync>> statuses;
+    std::map<std::string, Shared<hive::ClusterSyncLease>> leases;
+    SecretMetas secrets;  // only metadata: never the data
+  };
+
  public:
+  // One list of one kind as its pages arrive: each page parsed at once, without the cache's
+  // lock, and the JSON dropped; Replace(Listing) swaps the objects in once the list completes.
+  // Thread-compatible: one reflector's thread.
+  class Listing {
+   public:
+    explicit Listing(HubKind kind) : kind_(kind) {}
+    // Parses the page's objects and takes them out of `items`; invalid ones are counted and
+    // logged, and left out.
+    void AddPage(std::vector<Json>& items);
+
+   private:
+    friend class HubCache;
+    HubKind kind_;
+    Objects objects_;  // of kind_ only
+    uint64_t invalid_ = 0;
+  };
+
   // `bulk_edit_clusters`: publisher.bulkEditClusters (see DirtyEdits).
   explicit HubCache(size_t bulk_edit_clusters) : bulk_edit_clusters_(bulk_edit_clusters) {}
 
-  // Reflector callbacks. Replace() is a full relist: objects absent from `items` are gone.
-  // Objects that fail to parse are skipped and counted (invalid_objects()).
-  void Replace(HubKind kind, const std::vector<Json>& items);
+  // Reflector callbacks. Replace() is a full relist: objects absent from the list are gone, and
+  // every cluster is dirty. Objects that fail to parse are skipped and counted
+  // (invalid_objects()).
+  void Replace(Listing listing);
+  // The same with the whole list at once.
+  void Replace(HubKind kind, std::vector<Json> items);
   void Upsert(HubKind kind, const Json& object);
   void Delete(HubKind kind, const Json& object);
   // The list behind the last Replace() of `kind` was at `resource_version` (bookmarks are not
@@ -90,27 +125,20 @@ class HubCache {
   void DirtyForSecret(const std::string& secret_key, std::set<std::string>& out) const;
   Status ApplyUpsertLocked(HubKind kind, const Json& object);
   void ApplyDeleteLocked(HubKind kind, const Json& object);
+  // Parses `object` of `kind` into its map of `into`.
+  static Status Parse(HubKind kind, const Json& object, Objects& into);
 
-  // The Secrets of `secrets_` that these mappings read, added to `out`.
+  // The Secrets of `objects_.secrets` that these mappings read, added to `out`.
   void FindSecretsLocked(const std::vector<hive::SecretMapping>& mappings,
                          const std::string& set_ns, SecretMetas& out) const;
 
-  template <typename T>
-  using Shared = std::shared_ptr<const T>;
-
   mutable std::mutex mu_;
   std::condition_variable dirty_cv_;
-  std::map<std::string, Shared<hive::ClusterDeployment>> cds_;
-  std::map<std::string, Shared<hive::SyncSet>> syncsets_;                   // "ns/name"
-  std::map<std::string, Shared<hive::SelectorSyncSet>> selector_syncsets_;  // "name"
-  std::map<std::string, Shared<hive::ClusterSync>> statuses_;
-  std::map<std::string, Shared<hive::ClusterSyncLease>> leases_;
-  SecretMetas secrets_;  // only metadata: never the data
+  Objects objects_;
   const size_t bulk_edit_clusters_;
   std::set<std::string> dirty_;
   DirtyEdits edits_;  // of the dirty clusters
   bool woken_ = false;
-  bool replacing_ = false;  // inside Replace(): per-object dirty marking is skipped
   bool listed_[kHubKinds] = {};
   std::string versions_[kHubKinds];  // the last list's or event's resourceVersion
   uint64_t invalid_ = 0;

@@ -84,9 +84,15 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
                                             const DirtyEdits& edits) {
   SteadyTime started = clock_.Now();
   ReconcileStats stats;
-  const std::set<std::string> dirty(keys.begin(), keys.end());
-  std::vector<ToSend> to_send = DecideClusters(CollectWork(keys), {dirty, startup, edits}, stats);
-  Status sent = SendWithinRate(to_send, stats);
+  bool more = false;
+  HubVersions seen;
+  const std::vector<std::string> work = CollectWork(keys, startup, edits, more);
+  // A start-up round's keys are all start-up work, edited or not.
+  const DirtyEdits no_edits;
+  std::vector<ToSend> to_send = DecideClusters(work, {startup ? no_edits : edits}, seen, stats);
+  Status sent = SendWithinRate(to_send, seen, stats);
+  // Deferred work waits for tokens or room under the cap: the next round waits too.
+  stats.more = more && stats.deferred == 0;
   UpdateGauges();
   reconcile_seconds_.Observe(std::chrono::duration<double>(clock_.Now() - started).count());
   if (!sent.ok()) return sent;
@@ -94,16 +100,45 @@ Result<ReconcileStats> Publisher::Reconcile(const std::vector<std::string>& keys
   return stats;
 }
 
-std::vector<std::string> Publisher::CollectWork(const std::vector<std::string>& keys) {
-  std::set<std::string> work(keys.begin(), keys.end());
-  work.insert(ledger_.pending().begin(), ledger_.pending().end());
-  for (auto& key : ledger_.TakeDue(clock_.WallNow(), clock_.Now(), options_.outstanding_timeout))
-    work.insert(std::move(key));
+std::vector<std::string> Publisher::CollectWork(const std::vector<std::string>& keys, bool startup,
+                                                const DirtyEdits& edits, bool& more) {
+  // So many clusters at once that are no single edit (a relist, a wave of status writes) wait
+  // their turn like start-up work.
+  const bool many = keys.size() > options_.round_clusters;
+  std::set<std::string> work;
+  for (const auto& key : keys) {
+    if (startup) {
+      ledger_.KeepPending(key, {.startup = true, .bulk = false});
+    } else if (edits.bulk.count(key) > 0) {
+      // A bulk edit's change, no longer start-up work (the decision would not see this edit
+      // in a later round).
+      ledger_.TakePending(key);
+      ledger_.KeepPending(key, {.startup = false, .bulk = true});
+    } else if (many && edits.single.count(key) == 0) {
+      ledger_.KeepPending(key, {});
+    } else {
+      work.insert(key);
+    }
+  }
+  for (const auto& key :
+       ledger_.TakeDue(clock_.WallNow(), clock_.Now(), options_.outstanding_timeout))
+    ledger_.KeepPending(key, {});
+  // Those that wait, in turn after the last one a round took.
+  const std::set<std::string>& waiting = ledger_.pending();
+  size_t taken = 0;
+  size_t looked = 0;
+  for (auto it = waiting.upper_bound(pending_cursor_);
+       looked < waiting.size() && taken < options_.round_clusters; ++it, ++looked) {
+    if (it == waiting.end()) it = waiting.begin();
+    if (work.insert(*it).second) ++taken;
+    pending_cursor_ = *it;
+  }
+  more = looked < waiting.size();
   return {work.begin(), work.end()};
 }
 
 std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::string>& work,
-                                                         const RoundAsk& ask,
+                                                         const RoundAsk& ask, HubVersions& seen,
                                                          ReconcileStats& stats) {
   RoundFacts round;
   round.now_wall = clock_.WallNow();
@@ -112,6 +147,7 @@ std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::
   const SteadyTime reading = clock_.Now();
   const HubSnapshot hub = cache_.Snapshot(work);
   cache_lock_seconds_.Observe(std::chrono::duration<double>(clock_.Now() - reading).count());
+  seen = hub.seen;
 
   std::vector<ToSend> to_send;
   size_t new_outstanding = 0;  // clusters of to_send not outstanding yet: the cap counts them too
@@ -119,15 +155,16 @@ std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::
     const std::string& key = inputs.key;
     ++stats.evaluated;
     const SyncLedger::PendingMarks waited = ledger_.TakePending(key);
-    // Start-up work deferred (rate limit, cap) stays start-up work, unless the cluster changed
-    // since: then it is a change and takes the change lane.
-    round.startup = (waited.startup && ask.dirty.count(key) == 0) || ask.startup;
+    // Start-up work that waited (its turn, the rate limit, the cap) stays start-up work, unless
+    // the cluster was edited since: then it is a change and takes the change lane. A status
+    // write or a relist is no edit.
+    round.startup = waited.startup && ask.edits.single.count(key) == 0;
     // A bulk edit's clusters (a fleet-wide rollout) take the resync lane, also once deferred,
     // until a single edit of the cluster comes.
     round.bulk = !round.startup && ask.edits.single.count(key) == 0 &&
                  (ask.edits.bulk.count(key) > 0 || waited.bulk);
     if (!inputs.cd) {  // cluster deleted: forget it
-      cluster_state_.erase(key);
+      SetClusterState(key, std::nullopt);
       ledger_.Forget(key);
       continue;
     }
@@ -147,7 +184,7 @@ std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::
     }
     round.cap_reached = ledger_.outstanding_count() + new_outstanding >= options_.max_outstanding;
     const ClusterDecision decision = DecideCluster(key, view, facts, round, policy);
-    cluster_state_[key] = decision.state;
+    SetClusterState(key, decision.state);
     switch (decision.action) {
       case ClusterAction::kNone:
         ++(decision.state == ClusterState::kInSync ? stats.in_sync : stats.skipped);
@@ -161,11 +198,10 @@ std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::
         break;
       case ClusterAction::kSend: {
         if (facts.outstanding == nullptr) ++new_outstanding;
-        std::optional<OutstandingRequest> overtaken;
-        if (decision.promote) overtaken = *facts.outstanding;
-        SyncRequest request = RequestFor(key, view, decision, round.now_wall);
-        to_send.push_back({key, std::move(request), decision.reason, std::move(view.desired),
-                           std::move(view.secrets), std::move(overtaken), decision.bulk_change});
+        std::unique_ptr<OutstandingRequest> overtaken;
+        if (decision.promote) overtaken = std::make_unique<OutstandingRequest>(*facts.outstanding);
+        to_send.push_back({key, decision, std::move(view.desired), std::move(view.secrets),
+                           std::move(view.kubeconfig_version), std::move(overtaken)});
         break;
       }
     }
@@ -173,10 +209,11 @@ std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::
   return to_send;
 }
 
-Status Publisher::SendWithinRate(std::vector<ToSend>& to_send, ReconcileStats& stats) {
+Status Publisher::SendWithinRate(std::vector<ToSend>& to_send, const HubVersions& seen,
+                                 ReconcileStats& stats) {
   // Changes take the tokens first: a fleet-wide resync must not hold an edit back.
   std::stable_partition(to_send.begin(), to_send.end(), [](const ToSend& item) {
-    return item.request.lane == amqp::Lane::kChange;
+    return item.decision.lane == amqp::Lane::kChange;
   });
   std::vector<ToSend> batch;
   Status s;
@@ -190,18 +227,26 @@ Status Publisher::SendWithinRate(std::vector<ToSend>& to_send, ReconcileStats& s
       continue;
     }
     batch.push_back(std::move(item));
-    if (batch.size() >= options_.batch_size) s = SendBatch(batch, stats);
+    if (batch.size() >= options_.batch_size) s = SendBatch(batch, seen, stats);
   }
-  if (s.ok()) s = SendBatch(batch, stats);
+  if (s.ok()) s = SendBatch(batch, seen, stats);
   return s;
 }
 
-Status Publisher::SendBatch(std::vector<ToSend>& batch, ReconcileStats& stats) {
+Status Publisher::SendBatch(std::vector<ToSend>& batch, const HubVersions& seen,
+                            ReconcileStats& stats) {
   if (batch.empty()) return Status::Ok();
-  std::vector<const SyncRequest*> requests;
+  const WallTime now = clock_.WallNow();
+  std::vector<SyncRequest> requests;
   requests.reserve(batch.size());
-  for (const auto& item : batch) requests.push_back(&item.request);
-  const BatchOutcome outcome = sender_.Send(requests);
+  for (const auto& item : batch) {
+    requests.push_back(RequestFor(item.key, item.snapshot.revision, seen, item.kubeconfig_version,
+                                  item.decision, now));
+  }
+  std::vector<const SyncRequest*> pointers;
+  pointers.reserve(requests.size());
+  for (const auto& request : requests) pointers.push_back(&request);
+  const BatchOutcome outcome = sender_.Send(pointers);
   for (size_t i = 0; i < batch.size(); ++i) {
     switch (outcome.results[i]) {
       case SendResult::kConfirmed: RecordConfirmed(batch[i], outcome, stats); break;
@@ -234,9 +279,9 @@ void Publisher::RecordConfirmed(ToSend& item, const BatchOutcome& outcome, Recon
   ConfirmedRequest confirmed;
   confirmed.snapshot = std::move(item.snapshot);
   confirmed.secrets = std::move(item.secrets);
-  confirmed.full_reapply = item.request.full_reapply;
-  confirmed.lane = item.request.lane;
-  confirmed.overtaken = std::move(item.overtaken);
+  confirmed.full_reapply = item.decision.full_reapply;
+  confirmed.lane = item.decision.lane;
+  if (item.overtaken) confirmed.overtaken = std::move(*item.overtaken);
   confirmed.confirmed_at = outcome.confirmed_at;
   confirmed.sent_wall = outcome.sent_wall;
   switch (ledger_.RecordConfirmed(item.key, std::move(confirmed))) {
@@ -245,7 +290,7 @@ void Publisher::RecordConfirmed(ToSend& item, const BatchOutcome& outcome, Recon
     case SyncLedger::Recorded::kFirst: break;
   }
   ++stats.published;
-  if (item.bulk) ++stats.bulk;
+  if (item.decision.bulk_change) ++stats.bulk;
 }
 
 void Publisher::UpdateGauges() {
@@ -254,11 +299,27 @@ void Publisher::UpdateGauges() {
   oldest_outstanding_gauge_.Set(
       std::chrono::duration<double>(now - ledger_.OldestFirstPublished(now)).count());
   pending_gauge_.Set(static_cast<double>(ledger_.pending().size()));
-  std::map<ClusterState, int> counts;
-  for (ClusterState state : kClusterStates) counts[state] = 0;
-  for (const auto& [key, state] : cluster_state_) ++counts[state];
-  for (const auto& [state, n] : counts)
-    clusters_.Add({{"state", std::string(ClusterStateName(state))}}).Set(n);
+  for (ClusterState state : kClusterStates) {
+    clusters_.Add({{"state", std::string(ClusterStateName(state))}})
+        .Set(static_cast<double>(state_counts_[static_cast<int>(state)]));
+  }
+}
+
+void Publisher::SetClusterState(const std::string& key, std::optional<ClusterState> state) {
+  auto it = cluster_state_.find(key);
+  if (it != cluster_state_.end()) {
+    --state_counts_[static_cast<int>(it->second)];
+    if (!state) {
+      cluster_state_.erase(it);
+      return;
+    }
+    it->second = *state;
+  } else if (state) {
+    cluster_state_.emplace(key, *state);
+  } else {
+    return;
+  }
+  ++state_counts_[static_cast<int>(*state)];
 }
 
 void Publisher::LogRound(const ReconcileStats& stats) const {
@@ -278,7 +339,9 @@ void Publisher::Reset() {
   for (ClusterState state : kClusterStates)
     clusters_.Add({{"state", std::string(ClusterStateName(state))}}).Set(0);
   ledger_.Clear();
+  pending_cursor_.clear();
   cluster_state_.clear();
+  state_counts_ = {};
   outstanding_gauge_.Set(0);
   oldest_outstanding_gauge_.Set(0);
   pending_gauge_.Set(0);

@@ -11,9 +11,12 @@
 // own amqp::Session.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <functional>
+#include <iterator>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -45,6 +48,11 @@ struct PublisherOptions {
   std::chrono::milliseconds confirm_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds tick{std::chrono::milliseconds(500)};
   size_t batch_size = 500;  // publishes pipelined per confirm wait
+  // Clusters a round looks at beyond the changes that made it (single edits; other changes
+  // when they are at most this many): start-up work, a bulk edit's clusters, due reapplies and
+  // whatever else waits are taken this many at a time, in turn, so that no round holds an edit
+  // behind the whole fleet (publisher.roundClusters).
+  size_t round_clusters = 1000;
   std::string app_id = "syncbus-publisher";
   // Checked right before every publish: a leader whose lease lapsed must not publish, even in
   // the middle of a round. Null = always allowed.
@@ -63,6 +71,9 @@ struct ReconcileStats {
   size_t skipped = 0;
   size_t rejected = 0;  // refused by the broker (nack: a work queue at its length limit)
   size_t bulk = 0;      // changes of a bulk edit, sent on the resync lane
+  // Waiting work is left that only the round's size held back (not the rate, the cap or the
+  // broker): the next round may come at once.
+  bool more = false;
 };
 
 class Publisher {
@@ -70,12 +81,13 @@ class Publisher {
   Publisher(PublisherOptions options, HubCache& cache, amqp::Session& session, Clock& clock,
             prometheus::Registry& registry);
 
-  // One round over `keys` plus everything pending, due for reapply, or outstanding too long.
-  // `startup` sends what is needed on the resync lane with reason "startup" (the first round
-  // after start or after becoming leader). `edits` says which keys a bulk edit made dirty: their
-  // changes go on the resync lane too, so that they never hold a single edit back (a bulk
-  // change deferred stays bulk until a single edit of its cluster comes). Broker failures return
-  // an error; nothing is lost: unconfirmed clusters stay pending.
+  // One round over `keys` plus what waits: pending, due for reapply, or outstanding too long
+  // (options.round_clusters of those at most). `startup` makes `keys` start-up work, sent on the
+  // resync lane with reason "startup" (the first round after start or after becoming leader).
+  // `edits` says which keys a bulk edit made dirty: their changes go on the resync lane too, so
+  // that they never hold a single edit back (a bulk change deferred stays bulk until a single
+  // edit of its cluster comes). Broker failures return an error; nothing is lost: unconfirmed
+  // clusters stay pending.
   Result<ReconcileStats> Reconcile(const std::vector<std::string>& keys, bool startup,
                                    const DirtyEdits& edits = {});
 
@@ -94,39 +106,46 @@ class Publisher {
   size_t pending() const { return ledger_.pending().size(); }
 
  private:
-  // A request decided in this round, waiting for a token and its batch.
+  // A request decided in this round, waiting for a token and its batch. Its message is made when
+  // its batch goes out: a start-up round holds one of these for every cluster of the fleet.
   struct ToSend {
     std::string key;
-    SyncRequest request;
-    SyncReason reason;
+    ClusterDecision decision;
     hive::DesiredState snapshot;
     hive::SecretVersions secrets;
-    std::optional<OutstandingRequest> overtaken;  // the outstanding resync this change overtakes
-    bool bulk = false;                            // a bulk edit's change (on the resync lane)
+    std::string kubeconfig_version;
+    std::unique_ptr<OutstandingRequest> overtaken;  // the outstanding resync this change overtakes
   };
   // How the round was asked for.
   struct RoundAsk {
-    const std::set<std::string>& dirty;
-    bool startup;
     const DirtyEdits& edits;
   };
 
-  // The clusters to look at: those asked for, pending, due for reapply or outstanding too long.
-  std::vector<std::string> CollectWork(const std::vector<std::string>& keys);
+  // The clusters to look at: the single edits among `keys`, the rest of them too unless they are
+  // more than options_.round_clusters, and options_.round_clusters of those that wait, taken in
+  // turn after the last round's: start-up work (`startup`: all `keys`), a bulk edit's clusters,
+  // due reapplies, requests outstanding too long, deferred ones. `more`: waiting ones were left.
+  std::vector<std::string> CollectWork(const std::vector<std::string>& keys, bool startup,
+                                       const DirtyEdits& edits, bool& more);
   // Decides every cluster of `work` on a snapshot of the cache; returns what to send.
   std::vector<ToSend> DecideClusters(const std::vector<std::string>& work, const RoundAsk& ask,
-                                     ReconcileStats& stats);
+                                     HubVersions& seen, ReconcileStats& stats);
   // Sends `to_send`, changes first, as the rate and the refusal hold-off allow; the rest stays
-  // pending. Stops sending at the first broker failure.
-  Status SendWithinRate(std::vector<ToSend>& to_send, ReconcileStats& stats);
-  Status SendBatch(std::vector<ToSend>& batch, ReconcileStats& stats);
+  // pending. Stops sending at the first broker failure. `seen`: how far the round's snapshot of
+  // the cache had got.
+  Status SendWithinRate(std::vector<ToSend>& to_send, const HubVersions& seen,
+                        ReconcileStats& stats);
+  Status SendBatch(std::vector<ToSend>& batch, const HubVersions& seen, ReconcileStats& stats);
   void RecordConfirmed(ToSend& item, const BatchOutcome& outcome, ReconcileStats& stats);
   // Start-up work stays start-up work and a bulk change stays bulk (resync lane) until it goes
   // out, so neither floods the change lane once deferred.
   void KeepPending(const ToSend& item) {
-    ledger_.KeepPending(item.key, {item.reason == SyncReason::kStartup, item.bulk});
+    ledger_.KeepPending(item.key,
+                        {item.decision.reason == SyncReason::kStartup, item.decision.bulk_change});
   }
   void UpdateGauges();
+  // Records the cluster's state at its last evaluation (nullopt: deleted) and its state's count.
+  void SetClusterState(const std::string& key, std::optional<ClusterState> state);
   void LogRound(const ReconcileStats& stats) const;
 
   PublisherOptions options_;
@@ -136,6 +155,8 @@ class Publisher {
   PublishRate rate_;
   RequestSender sender_;
   std::map<std::string, ClusterState> cluster_state_;
+  std::array<size_t, std::size(kClusterStates)> state_counts_{};  // of cluster_state_, by state
+  std::string pending_cursor_;  // the last waiting cluster a round took (they go in turn)
 
   prometheus::Gauge& outstanding_gauge_;
   prometheus::Gauge& oldest_outstanding_gauge_;

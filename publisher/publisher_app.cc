@@ -1,6 +1,7 @@
 #include "publisher/publisher_app.h"
 
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/amqp/reconnect.h"
@@ -22,11 +23,17 @@ namespace res = kube::resources;
 // How often HiveConfig is read again for a changed reapply interval.
 constexpr std::chrono::minutes kHiveConfigPeriod{5};
 
-// Feeds one reflector's events into the cache as one kind.
+// Feeds one reflector's events into the cache as one kind; a list's pages are parsed as they
+// arrive.
 class CacheFeeder final : public kube::ReflectorHandler {
  public:
-  CacheFeeder(HubCache& cache, HubKind kind) : cache_(cache), kind_(kind) {}
-  void OnReplace(std::vector<Json> items) override { cache_.Replace(kind_, items); }
+  CacheFeeder(HubCache& cache, HubKind kind) : cache_(cache), kind_(kind), listing_(kind) {}
+  void OnListStart() override { listing_ = HubCache::Listing(kind_); }
+  void OnListPage(std::vector<Json>& items) override { listing_.AddPage(items); }
+  void OnReplace(std::vector<Json> items) override {
+    listing_.AddPage(items);
+    cache_.Replace(std::exchange(listing_, HubCache::Listing(kind_)));
+  }
   void OnUpsert(Json object) override { cache_.Upsert(kind_, object); }
   void OnDelete(Json object) override { cache_.Delete(kind_, object); }
   void OnSynced() override {}
@@ -37,6 +44,7 @@ class CacheFeeder final : public kube::ReflectorHandler {
  private:
   HubCache& cache_;
   HubKind kind_;
+  HubCache::Listing listing_;  // the list in progress
 };
 
 // Mirrors a reflector's cumulative counters into Prometheus counters, labelled by resource.
@@ -175,6 +183,7 @@ PublisherOptions PublisherOptionsOf(const PublisherConfig& config) {
   options.max_publish_rate = config.max_publish_rate;
   options.max_outstanding = static_cast<size_t>(config.max_outstanding);
   options.outstanding_timeout = config.outstanding_timeout;
+  options.round_clusters = static_cast<size_t>(config.round_clusters);
   return options;
 }
 
@@ -322,6 +331,7 @@ void PublisherApp::PublishUntilStopped(const PublisherOptions& options, const El
   Publisher publisher(options, cache_, *session, clock, *deps_.registry);
   bool startup = true;
   bool was_leading = false;
+  bool more = false;  // the last round left work it could have done
   while (!stop.load()) {
     beat();
     if (!leading()) {
@@ -353,11 +363,14 @@ void PublisherApp::PublishUntilStopped(const PublisherOptions& options, const El
       cache_.MarkAllDirty();
     }
     // The first round looks at every cluster; later rounds at what changed (plus what is
-    // pending, due or outstanding too long, which the publisher adds itself).
+    // pending, due or outstanding too long, which the publisher adds itself). While work waits
+    // that only a round's size held back, the next round comes at once.
     DirtyEdits edits;
     std::vector<std::string> keys =
-        startup ? cache_.AllClusterKeys() : cache_.TakeDirty(options.tick, &edits);
+        startup ? cache_.AllClusterKeys()
+                : cache_.TakeDirty(more ? std::chrono::milliseconds(0) : options.tick, &edits);
     auto stats = publisher.Reconcile(keys, startup, edits);
+    more = stats.ok() && stats->more;
     if (!stats.ok()) {
       if (stats.status().code() == Code::kCancelled) continue;  // lost the lease mid-round
       // Nothing is lost: unconfirmed clusters stay pending in the publisher.

@@ -13,8 +13,14 @@ std::vector<std::string> SyncLedger::TakeDue(WallTime now, SteadyTime steady,
     reapply_due_.erase(key);
     due.push_back(key);
   }
+  // A later publish times out later: until the earliest timeout seen at the last scan, none is
+  // due, and the requests need not be looked at (a round runs as often as clusters change).
+  if (outstanding_.empty() || (timeout == scanned_timeout_ && steady < next_timeout_)) return due;
+  next_timeout_ = SteadyTime::max();
+  scanned_timeout_ = timeout;
   for (const auto& [key, o] : outstanding_) {
     if (steady - o.published_at >= timeout) due.push_back(key);
+    next_timeout_ = std::min(next_timeout_, o.published_at + timeout);
   }
   return due;
 }
@@ -49,16 +55,30 @@ const OutstandingRequest* SyncLedger::outstanding(const std::string& key) const 
 }
 
 SteadyTime SyncLedger::OldestFirstPublished(SteadyTime now) const {
-  SteadyTime oldest = now;
-  for (const auto& [key, o] : outstanding_) oldest = std::min(oldest, o.first_published);
-  return oldest;
+  return first_published_.empty() ? now : std::min(now, *first_published_.begin());
+}
+
+void SyncLedger::EraseOutstanding(std::map<std::string, OutstandingRequest>::iterator it) {
+  first_published_.erase(first_published_.find(it->second.first_published));
+  outstanding_.erase(it);
+}
+
+void SyncLedger::PutOutstanding(const std::string& key, OutstandingRequest request) {
+  if (auto it = outstanding_.find(key); it != outstanding_.end()) EraseOutstanding(it);
+  // Published now, it times out after every request TakeDue last looked at: next_timeout_ holds.
+  first_published_.insert(request.first_published);
+  outstanding_.emplace(key, std::move(request));
+}
+
+void SyncLedger::DropOutstanding(const std::string& key) {
+  if (auto it = outstanding_.find(key); it != outstanding_.end()) EraseOutstanding(it);
 }
 
 void SyncLedger::MarkProcessed(const std::string& key) {
   auto it = outstanding_.find(key);
   if (it == outstanding_.end()) return;
   if (it->second.full_reapply) secrets_applied_[key] = it->second.secrets;
-  outstanding_.erase(it);
+  EraseOutstanding(it);
 }
 
 SyncLedger::Recorded SyncLedger::RecordConfirmed(const std::string& key, ConfirmedRequest request) {
@@ -66,28 +86,23 @@ SyncLedger::Recorded SyncLedger::RecordConfirmed(const std::string& key, Confirm
   if (request.overtaken) {
     // The overtaken resync still does its full reapply: the entry keeps its obligations.
     const OutstandingRequest& resync = *request.overtaken;
-    outstanding_[key] = {std::move(request.snapshot),
-                         std::move(request.secrets),
-                         request.confirmed_at,
-                         resync.full_reapply ? resync.published_wall : request.sent_wall,
-                         resync.full_reapply || request.full_reapply,
-                         resync.first_published,
-                         /*resync_queued=*/true,
-                         /*promoted=*/true};
+    PutOutstanding(key,
+                   {std::move(request.snapshot), std::move(request.secrets), request.confirmed_at,
+                    resync.full_reapply ? resync.published_wall : request.sent_wall,
+                    resync.full_reapply || request.full_reapply, resync.first_published,
+                    /*resync_queued=*/true,
+                    /*promoted=*/true});
     return Recorded::kPromoted;
   }
   auto previous = outstanding_.find(key);
   const bool resend = previous != outstanding_.end();
   const SteadyTime first_published =
       resend ? previous->second.first_published : request.confirmed_at;
-  outstanding_[key] = {std::move(request.snapshot),
-                       std::move(request.secrets),
-                       request.confirmed_at,
-                       request.sent_wall,
-                       request.full_reapply,
-                       first_published,
-                       /*resync_queued=*/request.lane == amqp::Lane::kResync,
-                       /*promoted=*/false};
+  PutOutstanding(key,
+                 {std::move(request.snapshot), std::move(request.secrets), request.confirmed_at,
+                  request.sent_wall, request.full_reapply, first_published,
+                  /*resync_queued=*/request.lane == amqp::Lane::kResync,
+                  /*promoted=*/false});
   return resend ? Recorded::kResent : Recorded::kFirst;
 }
 
@@ -108,7 +123,7 @@ const hive::SecretVersions& SyncLedger::AssumeAppliedSecrets(const std::string& 
 }
 
 void SyncLedger::Forget(const std::string& key) {
-  outstanding_.erase(key);
+  DropOutstanding(key);
   last_published_.erase(key);
   secrets_applied_.erase(key);
   ScheduleReapply(key, std::nullopt);
@@ -116,6 +131,8 @@ void SyncLedger::Forget(const std::string& key) {
 
 void SyncLedger::Clear() {
   outstanding_.clear();
+  first_published_.clear();
+  next_timeout_ = SteadyTime::min();
   last_published_.clear();
   pending_.clear();
   startup_pending_.clear();

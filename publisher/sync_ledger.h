@@ -77,7 +77,7 @@ class SyncLedger {
   // The cluster's request was processed: forgotten; a full reapply's Secrets are now applied.
   void MarkProcessed(const std::string& key);
   // The cluster needs nothing: whatever was outstanding is forgotten.
-  void DropOutstanding(const std::string& key) { outstanding_.erase(key); }
+  void DropOutstanding(const std::string& key);
   Recorded RecordConfirmed(const std::string& key, ConfirmedRequest request);
   std::optional<SteadyTime> last_published(const std::string& key) const;
 
@@ -94,7 +94,17 @@ class SyncLedger {
   void Clear();
 
  private:
+  void PutOutstanding(const std::string& key, OutstandingRequest request);
+  void EraseOutstanding(std::map<std::string, OutstandingRequest>::iterator it);
+
+  // A round runs whenever a cluster changes: it costs O(log n) in the clusters, but TakeDue's
+  // look at every outstanding request, which waits until one may have timed out.
   std::map<std::string, OutstandingRequest> outstanding_;
+  std::multiset<SteadyTime> first_published_;  // of outstanding_'s entries
+  // No request outstanding at TakeDue's last scan times out before this, with that scan's
+  // timeout; later ones time out later still.
+  SteadyTime next_timeout_ = SteadyTime::min();
+  std::chrono::milliseconds scanned_timeout_{0};
   std::map<std::string, SteadyTime> last_published_;
   std::set<std::string> pending_;
   std::set<std::string> startup_pending_;        // pending keys left over from a start-up round

@@ -218,9 +218,10 @@ Status ParseTopology(const Section& s, amqp::TopologyOptions& o) {
 }
 
 Status ParsePublisher(const Section& s, PublisherConfig& o) {
-  SYNCBUS_RETURN_IF_ERROR(s.CheckKeys(
-      {"namespace", "resyncInterval", "resyncJitter", "maxPublishRate", "maxOutstanding",
-       "outstandingTimeout", "bulkEditClusters", "watchSourceSecrets", "leaderElection"}));
+  SYNCBUS_RETURN_IF_ERROR(
+      s.CheckKeys({"namespace", "resyncInterval", "resyncJitter", "maxPublishRate",
+                   "maxOutstanding", "outstandingTimeout", "bulkEditClusters", "roundClusters",
+                   "watchSourceSecrets", "leaderElection"}));
   SYNCBUS_RETURN_IF_ERROR(s.Bool("watchSourceSecrets", o.watch_source_secrets));
   SYNCBUS_RETURN_IF_ERROR(s.String("namespace", o.ns));
   SYNCBUS_RETURN_IF_ERROR(s.Duration("resyncInterval", o.resync_interval, std::chrono::seconds(1)));
@@ -231,6 +232,7 @@ Status ParsePublisher(const Section& s, PublisherConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(
       s.Duration("outstandingTimeout", o.outstanding_timeout, std::chrono::seconds(1)));
   SYNCBUS_RETURN_IF_ERROR(s.Int("bulkEditClusters", o.bulk_edit_clusters, 1, 10000000));
+  SYNCBUS_RETURN_IF_ERROR(s.Int("roundClusters", o.round_clusters, 1, 10000000));
   Section le = s.Child("leaderElection");
   auto& l = o.leader_election;
   SYNCBUS_RETURN_IF_ERROR(le.CheckKeys(

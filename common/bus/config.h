@@ -51,6 +51,9 @@ struct PublisherConfig {
   // An edit that makes more clusters need a sync is a bulk edit: its requests take the resync
   // lane, behind single edits (docs/publisher.md, "Lanes").
   int bulk_edit_clusters = 100;
+  // Clusters a decision round takes of those that wait (start-up work, a bulk edit's, due
+  // reapplies), in turn: an edit is never held behind the whole fleet's round.
+  int round_clusters = 1000;
   // A metadata-only watch of Secrets, so a changed secretMappings source triggers a sync at once;
   // false: no Secret rights needed, a change reaches clusters at their next reapply.
   bool watch_source_secrets = true;

@@ -9,19 +9,23 @@ side (bench_fleet_real.py).
 Every figure with a goal is printed with "met" or "MISSED"."""
 
 import argparse
+import json
 import os
 import random
 import shutil
 import signal
 import statistics
 import string
+import subprocess
 import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from syncbus_tools import ROOT, bench_fleet_real
+from syncbus_tools.chaos_system import RabbitCluster
 from syncbus_tools.testbed import (Broker, KubeClient, Processes, RunError, admin_port, cpu_seconds,
                                    make_work_dir, memory_kib, metric_sum,
                                    scrape)
@@ -33,6 +37,12 @@ GOAL_EDIT_SECONDS = 5.0
 GOAL_SCALE_OUT = 0.90
 GOAL_CONSUMER_MIB = 512
 GOAL_HUB_CPU_MS = 25.0
+# A fleet of 100,000 clusters on one hub (and a 3-node broker):
+LARGE_FLEET = 50000          # from this size on, the defaults are those of a large fleet (parse_args)
+GOAL_LARGE_FLEET = 100000    # the size the goals below hold at
+GOAL_PUBLISHER_KIB_PER_CLUSTER = 4.0
+GOAL_CONFIRM_SECONDS = 30.0
+GOAL_LARGE_CONSUMER_MIB = 1024
 
 
 def note(message):
@@ -46,13 +56,14 @@ def note(message):
 class Daemons:
     """The publisher and consumers of one run: config files, processes, metrics endpoints."""
 
-    def __init__(self, procs, bin_dir, broker, hub_kubeconfig, extra_publisher="", extra_consumer=""):
+    def __init__(self, procs, bin_dir, broker, hub_kubeconfig, extra_publisher="", extra_consumer="", common=""):
         self.procs = procs
         self.bin = bin_dir
         self.broker = broker
         self.hub_kubeconfig = hub_kubeconfig
         self.extra_publisher = extra_publisher
         self.extra_consumer = extra_consumer
+        self.common = common   # sections every daemon gets (topology)
         self.metrics = {}
 
     def _config(self, name, section):
@@ -64,6 +75,7 @@ class Daemons:
             f.write("admin: {listen: \"127.0.0.1:0\"}\n")
             f.write(self.broker.amqp_yaml())
             f.write(f"hub: {{kubeconfig: {self.hub_kubeconfig}}}\n")
+            f.write(self.common)
             f.write(section)
         self.metrics[name] = None  # until the daemon logged its port (admin_url)
         return path
@@ -131,6 +143,101 @@ class Daemons:
 
 
 # ---------------------------------------------------------------------------------------------
+# Brokers
+
+
+class ClusterBroker:
+    """A RabbitMQ cluster of several nodes (scripts/rabbitmq-cluster, as the chaos run starts it),
+    with the calls the run makes of a single node (Broker)."""
+
+    def __init__(self, root, work, nodes, version):
+        self.rabbit = RabbitCluster(root, work, nodes, None, version)
+        self.password_file = os.path.join(work, "broker-password")
+        with open(os.open(self.password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write(self.rabbit.password + "\n")
+
+    def amqp_yaml(self):
+        return self.rabbit.amqp_yaml(None, self.password_file, 10)
+
+    def set_policy(self, policy):
+        self.rabbit.set_policy(policy)
+
+    def _call(self, method, path, body=None):
+        return self.rabbit.api(method, path, body)
+
+    # A single node's, through the cluster's management API.
+    queue_depth = Broker.queue_depth
+    purge = Broker.purge
+
+    def node_envs(self):
+        return [self.rabbit.node_env(k) for k in range(len(self.rabbit.node_dirs))]
+
+    def stop(self):
+        self.rabbit.stop(wipe=True)
+
+
+def start_broker(args, work):
+    if args.broker_nodes == 1:
+        return Broker(ROOT, work)
+    version = args.rabbitmq or os.environ.get("SYNCBUS_RABBITMQ", "3.10")
+    note(f"starting a {args.broker_nodes}-node RabbitMQ {version} cluster (scripts/rabbitmq-cluster)")
+    return ClusterBroker(ROOT, work, args.broker_nodes, version)
+
+
+def broker_nodes(broker):
+    """[(node name, Erlang VM pid, data directory)] of the broker's nodes."""
+    envs = broker.node_envs() if isinstance(broker, ClusterBroker) else [broker.env]
+    return [(e["SYNCBUS_BROKER_NODE"], int(e["SYNCBUS_BROKER_PID"]), os.path.join(e["SYNCBUS_BROKER_DIR"], "mnesia"))
+            for e in envs]
+
+
+def directory_bytes(path):
+    total = 0
+    for top, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(top, name)).st_blocks * 512
+            except OSError:
+                pass   # a segment file rolled over meanwhile
+    return total
+
+
+class Sampler:
+    """Peaks of readings taken every `interval` seconds on a thread: a broker's memory and disk
+    while its queues fill and drain."""
+
+    def __init__(self, readings, interval=2.0):
+        self.readings = readings   # name -> callable returning a number
+        self.peaks = {}
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def _loop(self):
+        while True:
+            self.sample()
+            if self._stop.wait(self.interval):
+                return
+
+    def sample(self):
+        for name, read in self.readings.items():
+            try:
+                value = read()
+            except (OSError, ValueError):
+                continue
+            self.peaks[name] = max(self.peaks.get(name, 0), value)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+# ---------------------------------------------------------------------------------------------
 # Reports
 
 
@@ -190,6 +297,7 @@ class Pipeline:
         self.d = daemons
         self.broker = broker
         self.clusters = clusters
+        self.confirmed_at = None
 
     def publisher_state(self, name="publisher"):
         s = self.d.scrape(name)
@@ -230,11 +338,13 @@ class Pipeline:
             time.sleep(0.3)
 
     def wait_converged(self, expect_enqueued=0, enqueued_base=0.0, timeout=3600, label="", publisher="publisher",
-                       started=None):
+                       started=None, confirm=0):
         """Until the publisher sees every cluster in sync with nothing outstanding or pending (and
         at least `expect_enqueued` requests confirmed since `enqueued_base`). Prints progress;
-        returns the seconds since `started` (default: now)."""
+        returns the seconds since `started` (default: now). With `confirm`, self.confirmed_at is
+        when the publisher first counted that many requests confirmed since `enqueued_base`."""
         start = started if started is not None else time.monotonic()
+        self.confirmed_at = None
         # A round counts its publishes as it sends them but sets the in-sync and outstanding
         # gauges at its end: believe them only from a round that began after the publishes.
         armed_at_round = None
@@ -248,6 +358,8 @@ class Pipeline:
             except OSError:
                 p = None
             now = time.monotonic()
+            if p and confirm and self.confirmed_at is None and p["enqueued"] - enqueued_base >= confirm:
+                self.confirmed_at = now
             if p and armed_at_round is None and p["enqueued"] - enqueued_base >= expect_enqueued:
                 armed_at_round = p["rounds"]
             if p and armed_at_round is not None and p["rounds"] >= armed_at_round + 2 \
@@ -319,52 +431,159 @@ def consumer_yaml(args, prefetch=None):
             f"maxInFlight: {args.max_in_flight}}}\n")
 
 
+def publisher_yaml(args, extra=""):
+    """The publisher's section: its cap on outstanding requests and its publish rate let a start
+    publish the whole fleet at once (at least 10,000 outstanding and 500/s, the defaults)."""
+    n = args.clusters
+    return (f"publisher: {{leaderElection: {{enabled: false}}, maxOutstanding: {max(10000, 2 * n)}, "
+            f"maxPublishRate: {max(500, n // 10)}{extra}}}\n")
+
+
+def topology_yaml(args):
+    """Work queues that hold the whole fleet's requests twice over (at least the default 100,000)."""
+    return f"topology: {{maxLength: {max(100000, 2 * args.clusters)}}}\n"
+
+
+def apply_policies(args, d, broker):
+    """The broker's policies for the run's topology, as `syncbusctl topology` prints them (as a
+    deployment has them: the daemons cannot set policies)."""
+    config = d._config("syncbusctl", "")
+    out = subprocess.run([os.path.join(args.build_dir, "ctl", "syncbusctl"), "topology", "-c", config],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RunError(f"syncbusctl topology exited {out.returncode}: {out.stderr.strip()[-300:]}")
+    for policy in json.loads(out.stdout)["policies"]:
+        broker.set_policy(policy)
+
+
+def verify_with_syncbusctl(args, kubeconfig, report):
+    """`syncbusctl wait` over the whole fleet: it must find every cluster synced. Its own time and
+    peak RSS are figures too (it reads the fleet from the hub, page by page)."""
+    n = args.clusters
+    argv = [os.path.join(args.build_dir, "ctl", "syncbusctl"), "wait", "--kubeconfig", kubeconfig,
+            "--timeout", "10m", "-q", "-o", "json"]
+    started = time.monotonic()
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = Sampler({"rss": lambda: memory_kib(child.pid)[1]}, interval=0.5).start()
+    out, err = child.communicate(timeout=900)
+    peak.stop()
+    seconds = time.monotonic() - started
+    try:
+        result = json.loads(out)
+    except ValueError:
+        raise RunError(f"syncbusctl wait exited {child.returncode} without its JSON summary: {err.strip()[-300:]}")
+    synced = int(result.get("synced", 0))
+    report.add("verified: syncbusctl wait", f"synced {synced}/{result.get('clusters')} clusters, "
+               f"failing {result.get('failing')}, pending {result.get('pending')}, exit {child.returncode}; "
+               f"{seconds:.1f} s, peak RSS {peak.peaks.get('rss', 0) / 1024:.0f} MiB",
+               f"all {n} synced", child.returncode == 0 and synced == n)
+
+
 def run_simulator(args, procs, broker, report):
     n = args.clusters
+    large = n >= GOAL_LARGE_FLEET
     note(f"simulator: {n} clusters x ({args.syncsets} SyncSets + {args.selector_syncsets} SelectorSyncSets)"
-         f" x {args.resources} ConfigMaps, target latency p50 {args.latency[0]} ms p99 {args.latency[1]} ms")
+         f" x {args.resources} ConfigMaps, target latency p50 {args.latency[0]} ms p99 {args.latency[1]} ms; "
+         f"{args.consumers} consumers, a {args.broker_nodes}-node broker")
     t0 = time.monotonic()
     kubeconfig, hub = start_sim(procs, args.build_dir, "kubesim", n, args.syncsets, args.selector_syncsets,
                                 args.resources, args.latency, args.sim_threads)
     note(f"fleet ready in {time.monotonic() - t0:.1f}s")
-    publisher_yaml = "publisher: {leaderElection: {enabled: false}}\n"
-    d = Daemons(procs, args.build_dir, broker, kubeconfig, publisher_yaml, consumer_yaml(args))
+    d = Daemons(procs, args.build_dir, broker, kubeconfig, publisher_yaml(args), consumer_yaml(args),
+                common=topology_yaml(args))
+    apply_policies(args, d, broker)
     pipe = Pipeline(d, broker, n)
+    nodes = broker_nodes(broker)
+    readings = {}
+    for name, pid, data in nodes:
+        readings[name + " rss"] = lambda pid=pid: memory_kib(pid)[0]
+        readings[name + " disk"] = lambda data=data: directory_bytes(data)
+    broker_peaks = Sampler(readings).start()
 
-    # 1. Converge from nothing synced.
+    # 1. Converge from nothing synced: the consumers first (their hub mirrors listed), then the
+    # publisher, timed until the broker confirmed a request for every cluster.
     print(f"\n---- converge: {n} clusters, {args.consumers} consumers (prefetch {args.prefetch})", flush=True)
     before = sim_hub_requests(hub)
     start = time.monotonic()
     for i in range(1, args.consumers + 1):
         d.start_consumer(f"consumer-{i}")
+    d.wait_ready(d.consumers(), timeout=1800)
+    listed = time.monotonic() - start
+    mirrors = {name: memory_kib(d.pid(name))[0] for name in d.consumers()}
+    publisher_started = time.monotonic()
     d.start_publisher()
-    d.wait_ready(["publisher"] + d.consumers())
-    seconds = pipe.wait_converged(label="converge", started=start)
+    d.wait_ready(["publisher"], timeout=1800)
+    seconds = pipe.wait_converged(label="converge", started=start, confirm=n)
+    confirmed = pipe.confirmed_at - publisher_started if pipe.confirmed_at else float("nan")
     totals = pipe.consumer_totals()
     after = sim_hub_requests(hub)
     requests = subtract(after, before)
     syncs = totals["syncs"]
-    report.add("converge: time", f"{seconds:.1f} s for {n} clusters ({n / seconds:.1f} clusters/s)")
+    report.add("converge: time", f"{seconds:.1f} s for {n} clusters ({n / seconds:.1f} clusters/s; "
+               f"the consumers' hub mirrors listed in {listed:.1f} s)")
     report.add("converge: applies/s", f"{totals['applies'] / seconds:.0f} ({int(totals['applies'])} applies)")
+    consumer_cpu = 0.0
     for name in d.consumers():
         pid = d.pid(name)
+        consumer_cpu += cpu_seconds(pid)
         report.add(f"converge: {name} CPU", f"{cpu_seconds(pid):.1f} s "
                    f"({1000 * cpu_seconds(pid) / max(totals['applies'], 1) * len(d.consumers()):.2f} ms per apply)")
+    report.add("converge: consumer CPU per cluster sync", f"{1000 * consumer_cpu / max(syncs, 1):.1f} ms "
+               f"({consumer_cpu:.0f} s over {int(syncs)} syncs)")
     hub_total = sum(requests.values())
     report.add("converge: hub requests per sync (incl. start-up lists and watches)",
                f"{hub_total / max(syncs, 1):.2f} over {int(syncs)} syncs: {requests_table(requests, syncs)}")
 
-    # 2. Memory with the caches full.
+    # 2. Memory with the caches full, the broker at its fullest.
+    pub_rss, pub_hwm = memory_kib(d.pid("publisher"))
+    per_cluster = pub_hwm / n
+    report.add("publisher: all requests confirmed", f"{confirmed:.1f} s after its start ({n} requests)",
+               f"<= {GOAL_CONFIRM_SECONDS:g} s at {GOAL_LARGE_FLEET:,} clusters" if large else "",
+               (confirmed <= GOAL_CONFIRM_SECONDS) if large else None)
+    goal = f"<= {GOAL_PUBLISHER_KIB_PER_CLUSTER:g} KiB per cluster at {GOAL_LARGE_FLEET:,} clusters"
+    report.add("publisher: peak RSS", f"{pub_hwm / 1024:.0f} MiB, {per_cluster:.2f} KiB per cluster "
+               f"(now {pub_rss / 1024:.0f} MiB; CPU {cpu_seconds(d.pid('publisher')):.1f} s)",
+               goal if large else "", (per_cluster <= GOAL_PUBLISHER_KIB_PER_CLUSTER) if large else None)
     peak = 0
     for name in d.consumers():
         rss, hwm = memory_kib(d.pid(name))
         peak = max(peak, hwm)
-        report.add(f"memory: {name} RSS now / peak", f"{rss / 1024:.0f} / {hwm / 1024:.0f} MiB")
+        report.add(f"memory: {name} RSS listed / now / peak",
+                   f"{mirrors[name] / 1024:.0f} / {rss / 1024:.0f} / {hwm / 1024:.0f} MiB")
+    goal_mib = GOAL_LARGE_CONSUMER_MIB if large else GOAL_CONSUMER_MIB
     report.add(f"memory: consumer peak RSS with the caches full ({n} clusters)", f"{peak / 1024:.0f} MiB",
-               f"<= {GOAL_CONSUMER_MIB} MiB at 10,000 clusters" if n >= 10000 else "",
-               (peak / 1024 <= GOAL_CONSUMER_MIB) if n >= 10000 else None)
+               f"<= {goal_mib} MiB at {GOAL_LARGE_FLEET if large else 10000:,} clusters" if n >= 10000 else "",
+               (peak / 1024 <= goal_mib) if n >= 10000 else None)
+    broker_peaks.stop()
+    for name, _, _ in nodes:
+        report.add(f"broker: {name} peak RSS / data on disk",
+                   f"{broker_peaks.peaks.get(name + ' rss', 0) / 1024:.0f} MiB / "
+                   f"{broker_peaks.peaks.get(name + ' disk', 0) / 2**20:.0f} MiB")
+    sim_rss, sim_hwm = memory_kib(procs.children["kubesim"].pid)
+    report.add("simulator: RSS now / peak", f"{sim_rss / 1024:.0f} / {sim_hwm / 1024:.0f} MiB")
 
-    # 3. Steady state: one SelectorSyncSet edit reaches every cluster.
+    # 3. Every cluster synced, as an operator's barrier sees it.
+    verify_with_syncbusctl(args, kubeconfig, report)
+
+    # 4. Steady state: one SelectorSyncSet edit reaches every cluster.
+    if args.steady_state and args.selector_syncsets > 0:
+        steady_state(d, pipe, hub, n, report)
+
+    # 5. Edit latency while the whole fleet resyncs.
+    if args.edits > 0:
+        edit_latency_during_resync(args, d, pipe, hub, broker, report)
+
+    d.stop("publisher")
+    for name in d.consumers():
+        d.stop(name)
+    procs.stop("kubesim")
+
+    # 6. Scale-out.
+    if args.scale_out:
+        scale_out(args, procs, broker, report)
+
+
+def steady_state(d, pipe, hub, n, report):
     print("\n---- steady state: one SelectorSyncSet edited, every cluster syncs it", flush=True)
     base = pipe.publisher_state()
     totals0 = pipe.consumer_totals()
@@ -372,7 +591,8 @@ def run_simulator(args, procs, broker, report):
     own_before = dict(hub.sent)
     start = time.monotonic()
     edit_set(hub, f"{HIVE}/selectorsyncsets/fleet-sss-00", "selectorsyncsets", edit_token())
-    seconds = pipe.wait_converged(expect_enqueued=n, enqueued_base=base["enqueued"], label="edit wave")
+    seconds = pipe.wait_converged(expect_enqueued=n, enqueued_base=base["enqueued"], label="edit wave",
+                                  started=start)
     totals1 = pipe.consumer_totals()
     own = subtract(hub.sent, own_before)
     requests = subtract(sim_hub_requests(hub), before, own)
@@ -382,28 +602,14 @@ def run_simulator(args, procs, broker, report):
     report.add("steady state: hub requests per cluster sync", f"{per_sync:.2f}: {requests_table(requests, syncs)}",
                f"<= {GOAL_REQUESTS_PER_SYNC:g}", per_sync <= GOAL_REQUESTS_PER_SYNC)
 
-    # 4. Edit latency while the whole fleet resyncs.
-    if args.edits > 0:
-        edit_latency_during_resync(args, d, pipe, hub, broker, report)
-
-    d.stop("publisher")
-    for name in d.consumers():
-        d.stop(name)
-    procs.stop("kubesim")
-
-    # 5. Scale-out.
-    if args.scale_out:
-        scale_out(args, procs, broker, report)
-
 
 def edit_latency_during_resync(args, d, pipe, hub, broker, report):
     n = args.clusters
     print(f"\n---- edit latency during a full resync: publisher restarted with resyncInterval 1s, "
           f"{args.edits} SyncSet edits", flush=True)
     d.stop("publisher")
-    d.start_publisher(publisher_yaml="publisher: {leaderElection: {enabled: false}, resyncInterval: 1s, "
-                                     "resyncJitter: 0}\n")
-    d.wait_ready(["publisher"])
+    d.start_publisher(publisher_yaml=publisher_yaml(args, ", resyncInterval: 1s, resyncJitter: 0"))
+    d.wait_ready(["publisher"], timeout=1800)
     # Wait until the resync lane holds a real backlog.
     want = max(1, min(n // 4, 2000))
     deadline = time.monotonic() + 300
@@ -539,11 +745,19 @@ def parse_args(argv):
     p.add_argument("--real-apiserver", action="store_true",
                    help="real hub and target kube-apiservers from $KUBEBUILDER_ASSETS (default fleet: 100 clusters "
                         "in one namespace, 3 SyncSets x 2 ConfigMaps each + 1 SelectorSyncSet)")
-    p.add_argument("--clusters", type=positive, help="clusters (default 10000; 100 with --real-apiserver)")
-    p.add_argument("--syncsets", type=int, default=2, help="SyncSets per cluster (default 2)")
-    p.add_argument("--selector-syncsets", type=positive, default=8, help="SelectorSyncSets (default 8)")
-    p.add_argument("--resources", type=positive, default=10, help="ConfigMaps per set (default 10)")
-    p.add_argument("--consumers", type=positive, default=2, help="consumer processes (default 2)")
+    p.add_argument("--clusters", type=positive,
+                   help=f"clusters (default 10000; 100 with --real-apiserver). From {LARGE_FLEET:,} on, the "
+                        "defaults marked LARGE are those of a large fleet (its goals hold at "
+                        f"{GOAL_LARGE_FLEET:,}: publisher memory and confirm time, consumer memory, syncbusctl wait)")
+    p.add_argument("--syncsets", type=int, help="SyncSets per cluster (default 2; LARGE 1)")
+    p.add_argument("--selector-syncsets", type=positive, help="SelectorSyncSets (default 8; LARGE 1)")
+    p.add_argument("--resources", type=positive, help="ConfigMaps per set (default 10; LARGE 3)")
+    p.add_argument("--consumers", type=positive, help="consumer processes (default 2; LARGE 4)")
+    p.add_argument("--broker-nodes", type=positive,
+                   help="RabbitMQ nodes: 1 (scripts/rabbitmq-node) or a cluster (scripts/rabbitmq-cluster; "
+                        "default 1; LARGE 3)")
+    p.add_argument("--rabbitmq", choices=("3.10", "4.0"),
+                   help="RabbitMQ version of a cluster of nodes (default $SYNCBUS_RABBITMQ, else 3.10)")
     p.add_argument("--prefetch", type=positive, default=20, help="consumer.prefetch (default 20)")
     p.add_argument("--max-in-flight", type=positive, default=2000, help="consumer.maxInFlight (default 2000)")
     p.add_argument("--latency", type=latency_arg, default=(27, 230),
@@ -551,7 +765,11 @@ def parse_args(argv):
     p.add_argument("--sim-threads", type=positive, default=2, help="simulator threads (default 2)")
     p.add_argument("--edits", type=int, default=20, help="SyncSet edits during the full resync (default 20; 0 skips)")
     p.add_argument("--edit-interval", type=float, default=0.5, help="seconds between those edits (default 0.5)")
-    p.add_argument("--no-scale-out", dest="scale_out", action="store_false", help="skip the scale-out runs")
+    p.add_argument("--steady-state", action=argparse.BooleanOptionalAction,
+                   help="one SelectorSyncSet edit synced by the whole fleet, its hub requests per sync "
+                        "(default on; LARGE off)")
+    p.add_argument("--scale-out", action=argparse.BooleanOptionalAction,
+                   help="the scale-out runs (default on; LARGE off)")
     p.add_argument("--scale-clusters", type=positive, default=200, help="fleet of the scale-out runs (default 200)")
     p.add_argument("--scale-prefetch", type=positive, default=4,
                    help="prefetch per consumer in the scale-out runs (default 4: latency-bound)")
@@ -569,6 +787,12 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.clusters is None:
         args.clusters = 100 if args.real_apiserver else 10000
+    large = args.clusters >= LARGE_FLEET and not args.real_apiserver
+    for name, default, if_large in (("syncsets", 2, 1), ("selector_syncsets", 8, 1), ("resources", 10, 3),
+                                    ("consumers", 2, 4), ("broker_nodes", 1, 3), ("steady_state", True, False),
+                                    ("scale_out", True, False)):
+        if getattr(args, name) is None:
+            setattr(args, name, if_large if large else default)
     if args.syncsets < 0 or args.edits < 0:
         p.error("--syncsets and --edits cannot be negative")
     args.build_dir = os.path.abspath(args.build_dir)
@@ -588,7 +812,7 @@ def main(argv):
     report = Report()
     note(f"work directory {work}")
     try:
-        broker = Broker(ROOT, work)
+        broker = start_broker(args, work)
         if args.real_apiserver:
             bench_fleet_real.run_real_apiserver(args, procs, broker, report, Daemons, consumer_yaml(args))
         else:
@@ -608,6 +832,7 @@ def main(argv):
     if not args.keep_logs:
         shutil.rmtree(work, ignore_errors=True)
     report.print(f"bench-fleet ({mode}, {args.clusters} clusters, {args.consumers} consumers, "
+                 f"{args.broker_nodes} broker node(s), "
                  f"{os.cpu_count()} CPUs" + (f"; logs: {work})" if args.keep_logs else ")"))
     return 1 if args.strict and report.missed else 0
 

@@ -268,8 +268,12 @@ class Broker:
         # syncbus's policies (the queues' limits), as a deployment has them: the shipped ones.
         with open(os.path.join(root, "rabbitmq", "definitions.json"), encoding="utf-8") as f:
             for p in json.load(f)["policies"]:
-                self._call("PUT", "/api/policies/%2F/" + urllib.parse.quote(p["name"], safe=""),
-                           {k: p[k] for k in ("pattern", "apply-to", "priority", "definition")})
+                self.set_policy(p)
+
+    def set_policy(self, policy):
+        """A policy as `syncbusctl topology` prints it (definitions format), on vhost /."""
+        self._call("PUT", "/api/policies/%2F/" + urllib.parse.quote(policy["name"], safe=""),
+                   {k: policy[k] for k in ("pattern", "apply-to", "priority", "definition")})
 
     def amqp_yaml(self):
         e = self.env

@@ -450,6 +450,31 @@ TEST_CASE(
   CHECK(second[0].reason == "startup");
 }
 
+TEST_CASE(
+    "publisher: start-up work a round's size at a time goes out round after round, not a round "
+    "per tick") {
+  // 200 clusters one per round: waiting 500 ms between rounds (the loop's tick when nothing
+  // changes) would take 100 s; nothing but the rounds' own work may pace them.
+  constexpr int kClusters = 200;
+  Rig rig(kClusters);
+  rig.config.publisher.round_clusters = 1;
+  rig.CreateSelectorSyncSet("base", {{"syncbus.io/fleet", "sim"}});
+  RunningPublisher pub(rig.config, rig.hub);
+  REQUIRE(WaitFor([&] { return pub.Ready(); }, 30s));
+  std::vector<SyncRequest> got;
+  WaitFor(
+      [&] {
+        for (auto& r : rig.Take(amqp::Lane::kResync)) got.push_back(std::move(r));
+        return got.size() >= kClusters;
+      },
+      30s);
+  CHECK(got.size() == kClusters);
+  auto per_cluster = PerCluster(got);
+  CHECK(per_cluster.size() == kClusters);
+  for (const auto& r : got) CHECK(r.reason == "startup");
+  CHECK(pub.Stop().ok());
+}
+
 TEST_CASE("publisher: broker stopped and restarted, every pending cluster still gets its message") {
   PrivateBroker broker;
   REQUIRE(broker.Start());

@@ -134,6 +134,32 @@ TEST_CASE("the mirror keeps the status this process wrote until the watch brings
   CHECK(mirror.Read("c1", "c1").status->meta.resource_version == "25");
 }
 
+TEST_CASE(
+    "the mirror serves a ClusterSyncLease as the hub sent it, the newer of a write and an event") {
+  HubMirror mirror;
+  ListAll(mirror, "10");
+  auto lease = [](const std::string& version, const std::string& holder) {
+    return Json{{"apiVersion", "hiveinternal.openshift.io/v1alpha1"},
+                {"kind", "ClusterSyncLease"},
+                {"metadata",
+                 {{"name", "c1"},
+                  {"namespace", "c1"},
+                  {"resourceVersion", version},
+                  {"annotations", {{"syncbus.io/holder", holder}}}}},
+                {"spec", {{"renewTime", "2026-11-29T08:00:00.000000Z"}}}};
+  };
+  CHECK_FALSE(mirror.ClusterSyncLease("c1", "c1").has_value());
+  mirror.handler(HubCollection::kClusterSyncLeases).OnUpsert(lease("11", "consumer-a"));
+  REQUIRE(mirror.ClusterSyncLease("c1", "c1").has_value());
+  CHECK(*mirror.ClusterSyncLease("c1", "c1") == lease("11", "consumer-a"));
+  mirror.NoteWritten(HubCollection::kClusterSyncLeases, lease("20", "consumer-b"));
+  // An older event is kept out.
+  mirror.handler(HubCollection::kClusterSyncLeases).OnUpsert(lease("15", "consumer-a"));
+  CHECK(*mirror.ClusterSyncLease("c1", "c1") == lease("20", "consumer-b"));
+  mirror.handler(HubCollection::kClusterSyncLeases).OnDelete(lease("21", "consumer-b"));
+  CHECK_FALSE(mirror.ClusterSyncLease("c1", "c1").has_value());
+}
+
 TEST_CASE("an invalid object is dropped from the mirror, not served in its older form") {
   HubMirror mirror;
   ListAll(mirror, "10");

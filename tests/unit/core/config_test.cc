@@ -29,6 +29,7 @@ TEST_CASE("empty config gives the documented defaults") {
   CHECK(c->consumer.events);
   CHECK(c->publisher.watch_source_secrets);
   CHECK(c->publisher.bulk_edit_clusters == 100);
+  CHECK(c->publisher.round_clusters == 1000);
   CHECK(c->admin.port == 8080);
 }
 
@@ -43,6 +44,7 @@ publisher:
   resyncInterval: 30m
   maxPublishRate: 100
   bulkEditClusters: 20
+  roundClusters: 50
   watchSourceSecrets: false
   leaderElection: {leaseDuration: 20s, renewDeadline: 12s, retryPeriod: 3s}
 consumer:
@@ -68,6 +70,7 @@ consumer:
   CHECK(c->publisher.resync_interval == 30min);
   CHECK(c->publisher.leader_election.retry_period == 3s);
   CHECK(c->publisher.bulk_edit_clusters == 20);
+  CHECK(c->publisher.round_clusters == 50);
   CHECK(c->consumer.max_attempts == 4);
   CHECK(c->consumer.max_connections_per_host == 0);
   CHECK(c->consumer.max_idle_connections == 0);

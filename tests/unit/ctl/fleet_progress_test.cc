@@ -2,7 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include "common/kube/client_impl.h"
 #include "ctl/metrics_scrape.h"
+#include "tests/fakes/common/http/in_process_transport.h"
+#include "tests/kubesim/sim_simulation.h"
 
 using namespace syncbus;
 using namespace syncbus::ctl;
@@ -43,6 +46,27 @@ TEST_CASE("fleet progress counts synced, failing, pending and skipped clusters")
   CHECK_FALSE(p.done());
   auto all = ComputeProgress({Cd("a")}, {}, {Sss("s", 2)}, {Cs("a", 2, "Success")});
   CHECK(all.done());
+}
+
+TEST_CASE("fleet progress read from the hub counts the clusters of every list page") {
+  // 1,201 clusters: three pages of ClusterDeployments and of SyncSets (500 a page).
+  kubesim::Simulation::Options options;
+  options.fleet.clusters = 1201;
+  options.fleet.syncsets = 1;
+  options.fleet.resources = 1;
+  auto sim = kubesim::Simulation::Create(options);
+  REQUIRE(sim.ok());
+  REQUIRE((*sim)->GenerateFleet("http://sim.invalid").ok());
+  auto transport = std::make_shared<fakes::InProcessTransport>(**sim);
+  kube::ClusterConfig config;
+  config.server = "http://sim.invalid";
+  kube::ClientImpl hub(config, transport);
+  auto p = ReadProgress(hub, "");
+  REQUIRE(p.ok());
+  CHECK(p->clusters == 1201);
+  CHECK(p->pending == 1201);  // nothing synced: each one's SyncSet has no status yet
+  CHECK(p->states.size() == 1201);
+  CHECK(p->states.back().detail == "SyncSet cluster-1200-ss-00 not yet at generation 1");
 }
 
 TEST_CASE("metric sums filter by name and labels") {

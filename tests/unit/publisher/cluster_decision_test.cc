@@ -241,7 +241,8 @@ TEST_CASE("cluster decision: the request names the cluster, its revision and the
   c.view.seen.sync_sets = "42";
   c.view.kubeconfig_version = "7";
   auto d = c.Decide();
-  SyncRequest r = RequestFor(kKey, c.view, d, c.clock.WallNow());
+  SyncRequest r = RequestFor(kKey, c.view.desired.revision, c.view.seen, c.view.kubeconfig_version,
+                             d, c.clock.WallNow());
   CHECK(r.cluster_namespace == "c1");
   CHECK(r.cluster_name == "c1");
   CHECK(r.revision == "rev-2");

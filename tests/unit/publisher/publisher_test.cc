@@ -269,6 +269,108 @@ TEST_CASE("rate limit and outstanding cap defer work without losing it") {
   CHECK(f.Queue(amqp::Lane::kChange).empty());
 }
 
+TEST_CASE(
+    "an edit made while thousands of clusters wait as start-up work goes out in the next round, "
+    "and every waiting cluster goes out in turn") {
+  Fixture f;
+  f.options.max_publish_rate = 1e6;
+  f.options.round_clusters = 1000;
+  constexpr int kClusters = 3500;
+  auto name = [](int i) {
+    std::string digits = std::to_string(i);
+    return "c" + std::string(4 - digits.size(), '0') + digits;  // the keys' order is the fleet's
+  };
+  std::vector<Json> cds;
+  for (int i = 0; i < kClusters; ++i) cds.push_back(Cd(name(i), {{"fleet", "a"}}));
+  f.cache.Replace(HubKind::kClusterDeployment, cds);
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
+  // As the app starts: the first round over every cluster, which the initial lists also left
+  // dirty for the next one.
+  auto first = f.pub().Reconcile(f.cache.AllClusterKeys(), true);
+  REQUIRE(first.ok());
+  CHECK(first->evaluated == 1000);
+  CHECK(first->published == 1000);
+  CHECK(first->more);  // only the round's size held the rest back: the next round comes at once
+  CHECK(f.pub().pending() == kClusters - 1000);
+
+  // The fleet's last cluster, the last in turn, is edited: it goes out in the very next round, on
+  // the change lane, beside the next 1,000 in turn.
+  f.cache.Upsert(HubKind::kClusterDeployment,
+                 Cd(name(kClusters - 1), {{"fleet", "a"}, {"edited", "yes"}}));
+  auto second = f.Round();
+  CHECK(second.evaluated == 1001);
+  CHECK(second.published == 1001);
+  CHECK(second.more);
+  auto change = f.Queue(amqp::Lane::kChange);
+  REQUIRE(change.size() == 1);
+  CHECK(change[0].cluster_name == name(kClusters - 1));
+  CHECK(change[0].reason != "startup");
+
+  // The others follow a round's size at a time, in turn, as start-up work (being dirty from the
+  // lists made them no change). So do those the lists left dirty that went out already: they
+  // come back in their turn, after the rest, and find their request outstanding.
+  std::vector<size_t> evaluated;
+  for (int round = 0; round < 10; ++round) {
+    auto next = f.Round();
+    evaluated.push_back(next.evaluated);
+    if (!next.more) break;
+  }
+  CHECK(evaluated == std::vector<size_t>{1000, 1000, 499});
+  CHECK(f.pub().pending() == 0);
+  auto resync = f.Queue(amqp::Lane::kResync);
+  REQUIRE(resync.size() == kClusters - 1);
+  for (int i = 0; i < kClusters - 1; ++i) {
+    CHECK(resync[i].cluster_name == name(i));
+    CHECK(resync[i].reason == "startup");
+  }
+  CHECK(f.Round().evaluated == 0);  // nothing waits: a round looks at what changes
+}
+
+TEST_CASE("the turn goes round: a cluster left behind is taken after those after it") {
+  Fixture f;
+  f.options.round_clusters = 2;
+  f.options.max_publish_rate = 2;  // burst two: the second round gets no token
+  std::vector<Json> cds;
+  for (const char* name : {"a", "b", "c", "d", "e"}) cds.push_back(Cd(name, {{"fleet", "a"}}));
+  f.cache.Replace(HubKind::kClusterDeployment, cds);
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
+  auto first = f.Round(true);
+  CHECK(first.published == 2);  // a, b
+  CHECK(first.more);
+  auto starved = f.Round();  // c, d: no token left
+  CHECK(starved.evaluated == 2);
+  CHECK(starved.deferred == 2);
+  CHECK_FALSE(starved.more);  // held back by the rate: no round at once
+  f.clock.Advance(1s);
+  auto after = f.Round();  // e, then round to c; d waits for the next round
+  CHECK(after.published == 2);
+  f.clock.Advance(1s);
+  CHECK(f.Round().published == 1);
+  std::vector<std::string> order;
+  for (const auto& r : f.Queue(amqp::Lane::kResync)) order.push_back(r.cluster_name);
+  CHECK(order == std::vector<std::string>{"a", "b", "c", "e", "d"});
+}
+
+TEST_CASE("a round held back by the outstanding cap leaves no more work for at once") {
+  Fixture f;
+  f.options.round_clusters = 2;
+  f.options.max_outstanding = 2;
+  std::vector<Json> cds;
+  for (int i = 0; i < 6; ++i) cds.push_back(Cd("c" + std::to_string(i), {{"fleet", "a"}}));
+  f.cache.Replace(HubKind::kClusterDeployment, cds);
+  f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
+  f.cache.TakeDirty(0ms);
+  auto first = f.pub().Reconcile(f.cache.AllClusterKeys(), true);
+  REQUIRE(first.ok());
+  CHECK(first->published == 2);
+  CHECK(first->more);
+  auto capped = f.Round();
+  CHECK(capped.evaluated == 2);  // a round's size, not all four that wait
+  CHECK(capped.deferred == 2);
+  CHECK_FALSE(capped.more);
+  CHECK(f.pub().pending() == 4);
+}
+
 TEST_CASE("a broker outage loses nothing: unconfirmed clusters are published after reconnecting") {
   Fixture f;
   f.cache.Replace(HubKind::kClusterDeployment,

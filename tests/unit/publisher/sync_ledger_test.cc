@@ -48,6 +48,37 @@ TEST_CASE("ledger: requests outstanding for the timeout or longer are due again"
   CHECK(ledger.TakeDue(clock.WallNow(), clock.Now(), 10min) == std::vector<std::string>{"a/a"});
 }
 
+TEST_CASE("ledger: each request is due once its own timeout has passed, whenever it came") {
+  FakeClock clock;
+  SyncLedger ledger;
+  auto due = [&] { return ledger.TakeDue(clock.WallNow(), clock.Now(), 10min); };
+  ledger.RecordConfirmed("a/a", Confirmed("r1", clock.Now(), clock.WallNow()));
+  CHECK(due().empty());
+  clock.Advance(5min);
+  ledger.RecordConfirmed("b/b", Confirmed("r1", clock.Now(), clock.WallNow()));
+  CHECK(due().empty());
+  clock.Advance(5min);
+  CHECK(due() == std::vector<std::string>{"a/a"});
+  clock.Advance(5min);
+  CHECK(due() == std::vector<std::string>{"a/a", "b/b"});
+  ledger.MarkProcessed("a/a");
+  ledger.MarkProcessed("b/b");
+  CHECK(due().empty());
+  // The first request after none was outstanding.
+  ledger.RecordConfirmed("c/c", Confirmed("r1", clock.Now(), clock.WallNow()));
+  clock.Advance(9min);
+  CHECK(due().empty());
+  clock.Advance(1min);
+  CHECK(due() == std::vector<std::string>{"c/c"});
+  // A shorter timeout applies at once.
+  ledger.RecordConfirmed("d/d", Confirmed("r1", clock.Now(), clock.WallNow()));
+  ledger.DropOutstanding("c/c");
+  CHECK(due().empty());
+  clock.Advance(1min);
+  CHECK(ledger.TakeDue(clock.WallNow(), clock.Now(), 1min) == std::vector<std::string>{"d/d"});
+  CHECK(ledger.OldestFirstPublished(clock.Now()) == clock.Now() - 1min);
+}
+
 TEST_CASE("ledger: pending clusters remember whether they waited as start-up or bulk work") {
   SyncLedger ledger;
   ledger.KeepPending("a/a", {.startup = true, .bulk = false});
