@@ -549,6 +549,23 @@ class KindsAndGoalsTest(unittest.TestCase):
         stalled = sum(steady, []) + sum((request(100 + i, 125.4 + 0.3 * i, 128.6 + 0.2 * i) for i in range(5)), [])
         self.assertAlmostEqual(cc.WorkTimes(stalled).consumed(100, lanes=("change",)) - 100, 28.6, places=1)
 
+    def test_a_stall_after_the_next_disturbing_fault_is_that_faults(self):
+        # The leader killed at t=100, publishing back at +11 s and steady, then a hub burst at
+        # +26 s and nothing published from +27.6 s to +33.8 s while edits waited.
+        confirms = [111.0 + 0.5 * i for i in range(34)] + [133.8 + 0.5 * i for i in range(20)]
+        edits = [100.3 + 0.5 * i for i in range(90)]
+        work = cc.WorkTimes(published(confirms), edits)
+        self.assertAlmostEqual(work.published(100) - 100, 33.8, places=1)          # the stall counted
+        self.assertAlmostEqual(work.published(100, until=126.0) - 100, 11.0, places=1)  # the burst's
+        kill, burst = fault("publisher-kill", 100), fault("hub-burst", 126)
+        self.assertEqual(cc.next_disturbance(kill, [kill, burst], "publishing again"), 126)
+        self.assertIsNone(cc.next_disturbance(kill, [kill, fault("target-burst", 110)]))
+        cc.measure_recovery([kill, burst], work, [], work_ended=200.0)
+        self.assertAlmostEqual(kill.recovery["publishing again"], 11.0, places=1)
+        # A stall that began before the next fault is still this one's.
+        work = cc.WorkTimes(published([111.0, 125.0] + [130.0 + 0.5 * i for i in range(10)]), edits)
+        self.assertAlmostEqual(work.published(100, until=126.0) - 100, 30.0, places=1)
+
     def test_never_recovered_fails(self):
         rows, notes = cc.recovery_table([fault("consumer-kill", 0, **{"clusters synced again": None})], 30)
         self.assertFalse(cc.goals_met(rows, notes).ok)
@@ -562,11 +579,11 @@ class FakeWork:
         self.consumed_at = consumed or {}
         self.asked = []
 
-    def published(self, after):
+    def published(self, after, until=None):
         self.asked.append(("published", after))
         return self.published_at.get(after)
 
-    def consumed(self, after, actor=None, lanes=None):
+    def consumed(self, after, actor=None, lanes=None, until=None):
         self.asked.append(("consumed", after, actor, lanes))
         return self.consumed_at.get(after)
 

@@ -342,15 +342,16 @@ class WorkTimes:
                 if d is not None:
                     self.settles.append((at / 1000.0, d, actor, e.get("lane", "")))
 
-    def published(self, after):
-        """When publishing was back after `after` (see the class); None if it never was."""
+    def published(self, after, until=None):
+        """When publishing was back after `after` (see the class); None if it never was. A stall
+        that began at `until` or later (another fault's) is not this one's."""
         # Deliveries count for requests decided after `after` only: an older request's delivery
         # says nothing of when it was published.
         points = self.confirms + [(d, decided) for d, decided in self.deliveries if decided > after]
         first = min((c for c, decided in points if decided > after), default=None)
-        return self._past_stalls(after, first, [c for c, _ in points], self.edits)
+        return self._past_stalls(after, first, [c for c, _ in points], self.edits, until)
 
-    def consumed(self, after, actor=None, lanes=None):
+    def consumed(self, after, actor=None, lanes=None, until=None):
         """When consuming was back after `after` (see the class), counting the deliveries on one
         of `lanes`; None if it never was. For one consumer (its identity contains `actor`) the
         first settle only: a third of the work has gaps of seconds without any stall."""
@@ -362,15 +363,15 @@ class WorkTimes:
         # A stall only while work waited: a request of those lanes decided in the gap more than
         # STALL_GAP before its end (a lull in the edit stream is no stall of the consumers').
         work = sorted(t for lane, times in self.decided.items() if lanes is None or lane in lanes for t in times)
-        return self._past_stalls(after, first, [t for t, _ in mine], work)
+        return self._past_stalls(after, first, [t for t, _ in mine], work, until)
 
-    def _past_stalls(self, after, first, times, work=None):
+    def _past_stalls(self, after, first, times, work=None, until=None):
         if first is None:
             return None
         points = [after] + sorted(t for t in times if after < t <= after + self.STALL_WINDOW + 60)
         back = first
         for a, b in zip(points, points[1:]):
-            if a > after + self.STALL_WINDOW:
+            if a > after + self.STALL_WINDOW or (until is not None and a >= until):
                 break
             if b - a > self.STALL_GAP and (work is None or self._waited(work, a, b)):
                 back = max(back, b)
@@ -390,21 +391,24 @@ def measure_recovery(faults, work, consumers, work_ended):
         return None if t is None else t - f.at
 
     for f in faults:
+        # Stalls from the next fault that can stretch this one's recovery on are that fault's.
+        until = next_disturbance(f, faults, "publishing again")
         if f.kind == "publisher-kill":
-            f.recovery["publishing again"] = since(f, work.published(f.at))
+            f.recovery["publishing again"] = since(f, work.published(f.at, until))
         elif f.kind == "broker-kill":
-            f.recovery["publishing again"] = since(f, work.published(f.at))
+            f.recovery["publishing again"] = since(f, work.published(f.at, until))
             # The change lane always has work in a run (the edit stream); the resync lane may have
             # none for minutes, so its consumption cannot be timed.
             lanes = ("change",) if "change" in f.lanes else None
-            f.recovery["consuming again"] = since(f, work.consumed(f.at, lanes=lanes))
+            consumed = work.consumed(f.at, lanes=lanes, until=next_disturbance(f, faults))
+            f.recovery["consuming again"] = since(f, consumed)
             if f.ended and f.node_back:
                 f.recovery["back in the cluster"] = f.node_back - f.ended
         elif f.kind == "connection-close":
             if f.target in consumers:
-                t = work.consumed(f.at, actor="/" + f.target + "-")
+                t = work.consumed(f.at, actor="/" + f.target + "-", until=next_disturbance(f, faults))
             else:
-                t = work.published(f.at)
+                t = work.published(f.at, until)
             f.recovery["working again"] = since(f, t)
         for figure in ("publishing again", "consuming again", "working again"):
             if f.recovery.get(figure, 0) is None and f.at > work_ended - 30:
@@ -483,15 +487,22 @@ def disturbed(fault, seconds, faults, figure=None):
     up), or began after it and before it had recovered. For
     "publishing again", so can the publisher's broker connection closed meanwhile: it stalls
     publishing until the publisher has reconnected."""
-    kinds = DISTURBED_BY.get(fault.kind, set())
-
-    def stretches(g):
-        return g.kind in kinds or (figure == "publishing again" and g.kind == "connection-close"
-                                   and g.target.startswith("publisher"))
-    return any(g is not fault and stretches(g) and
+    return any(g is not fault and stretches(fault, g, figure) and
                (fault.at < g.at <= fault.at + seconds or
                 g.at <= fault.at < max(g.ended, getattr(g, "lingers", 0.0)))
                for g in faults)
+
+
+def stretches(fault, g, figure=None):
+    """Whether fault `g` can stretch `fault`'s recovery (`figure`; see disturbed)."""
+    return g.kind in DISTURBED_BY.get(fault.kind, set()) or (
+        figure == "publishing again" and g.kind == "connection-close" and g.target.startswith("publisher"))
+
+
+def next_disturbance(fault, faults, figure=None):
+    """When the first fault after `fault` that can stretch its recovery began; None if none did."""
+    return min((g.at for g in faults if g is not fault and g.at > fault.at and stretches(fault, g, figure)),
+               default=None)
 
 
 def summary(values):
