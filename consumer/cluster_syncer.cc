@@ -369,13 +369,18 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
     if (!fence || claimed) break;
     // Before anything is written (the claim is the first write): the cluster must answer, as
     // Hive writes nothing for a cluster whose API server answers nothing (AnsweredSomething).
+    // A client kept from a sync that succeeded has had its answer; a new one is asked (its
+    // discovery, which the apply needs anyway).
     if ((plan.any_apply() || plan.any_delete()) && !state->cd->fake()) {
       if (!target) {
         auto opened = OpenTarget(request, *state->cd);
         if (!opened.ok()) return opened.status();
         target = std::move(*opened);
       }
-      if (Status answers = TargetAnswers(key, *target, plan, *state); !answers.ok()) return answers;
+      if (!target->kept) {
+        if (Status answers = TargetAnswers(key, *target, plan, *state); !answers.ok())
+          return answers;
+      }
     }
     // The claim is written on the cluster's ClusterSyncLease, which its ClusterSync owns.
     if (!state->status) {
@@ -468,7 +473,10 @@ Result<Target> ClusterSyncer::OpenTarget(const SyncRequest& request,
     std::optional<Target> kept = targets_.Trusted(
         key, cd.admin_kubeconfig_secret, options_.request_timeout,
         {cd.ActiveApiUrl(), cd.api_server_ip_override}, request.kubeconfig_version);
-    if (kept) return *kept;
+    if (kept) {
+      kept->kept = true;
+      return *kept;
+    }
   }
   return ReadTarget(key, cd);
 }

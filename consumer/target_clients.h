@@ -31,6 +31,7 @@ namespace syncbus::consumer {
 struct Target {
   std::shared_ptr<kube::ClientImpl> client;
   std::shared_ptr<RestMapper> mapper;
+  bool kept = false;  // kept from a sync that succeeded (Trusted), not built just now
 };
 
 // Where the ClusterDeployment says to reach the cluster instead of its kubeconfig's server

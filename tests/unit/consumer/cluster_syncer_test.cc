@@ -88,14 +88,15 @@ struct Rig {
   ~Rig() {
     for (auto& r : reflectors) r->Stop();
   }
-  Result<SyncOutcome> Sync(bool full_reapply = false, const std::string& kubeconfig_version = "") {
+  Result<SyncOutcome> Sync(bool full_reapply = false, const std::string& kubeconfig_version = "",
+                           const SyncFence& fence = {}) {
     SyncRequest r;
     r.cluster_namespace = "cluster-0001";
     r.cluster_name = "cluster-0001";
     r.full_reapply = full_reapply;
     r.seen = seen;
     r.kubeconfig_version = kubeconfig_version;
-    return syncer->Sync(r);
+    return syncer->Sync(r, fence);
   }
   // The resourceVersion of the cluster's admin kubeconfig Secret, as the publisher would see it.
   std::string KubeconfigVersion() {
@@ -158,11 +159,16 @@ TEST_CASE("a cluster's kubeconfig Secret is read once while its syncs succeed") 
   CHECK(rig.HubCount("get", "secrets") == 1);
 
   rig.EditSelectorSyncSet();
-  auto second = rig.Sync();
+  const uint64_t target_before = rig.sim->cluster("cluster-0001")->stats().requests;
+  auto second =
+      rig.Sync(false, "", [] { return Status::Ok(); });  // under a claim, as consumers run
   REQUIRE(second.ok());
   CHECK(second->kind == SyncOutcome::Kind::kSynced);
   CHECK(second->applies > 0);
   CHECK(rig.HubCount("get", "secrets") == 1);  // the kept client, no read
+  // Nor is the cluster asked whether it answers (its last sync said so): its applies only.
+  CHECK(rig.sim->cluster("cluster-0001")->stats().requests - target_before ==
+        static_cast<uint64_t>(second->applies));
 
   // A full reapply that knows the Secret's version keeps the client built from it; one that
   // knows none (the publisher watches no Secrets) reads it again, bounding how long rotated
