@@ -209,6 +209,14 @@ void ClusterLeases::MarkLost(ClusterLease& lease, const std::string& why) {
             {{"cluster", lease.ns_ + "/" + lease.name_}, {"why", why}});
 }
 
+Result<Json> ClusterLeases::WriteClaim(const ClusterLease& lease, const std::string& holder) {
+  Json object = lease.record_;
+  Json& annotations = object["metadata"]["annotations"];
+  annotations[kClaimHolderAnnotation] = holder;
+  annotations[kClaimRenewTimeAnnotation] = FormatRfc3339Micro(clock_.WallNow());
+  return hub_.Update(kube::Object(res::kClusterSyncLeases, lease.ns_, lease.name_), object);
+}
+
 void ClusterLeases::Renew(const std::shared_ptr<ClusterLease>& lease) {
   std::lock_guard write(lease->write_mu_);
   if (lease->released_ || lease->lost_.load()) return;
@@ -221,11 +229,7 @@ void ClusterLeases::Renew(const std::shared_ptr<ClusterLease>& lease) {
       std::chrono::nanoseconds(options_.renew_interval).count()) {
     return;  // written recently enough
   }
-  Json object = lease->record_;
-  object["metadata"]["annotations"][kClaimRenewTimeAnnotation] =
-      FormatRfc3339Micro(clock_.WallNow());
-  auto written =
-      hub_.Update(kube::Object(res::kClusterSyncLeases, lease->ns_, lease->name_), object);
+  auto written = WriteClaim(*lease, options_.identity);
   if (written.ok()) {
     lease->record_ = std::move(*written);
     lease->valid_until_ns_.store(SteadyNs(start + options_.duration - options_.safety_margin));
@@ -270,12 +274,7 @@ void ClusterLeases::Release(const std::shared_ptr<ClusterLease>& lease,
     released_by_status_.Increment();  // the ClusterSync write gave it back (see the header)
     return;
   }
-  Json object = lease->record_;
-  object["metadata"]["annotations"][kClaimHolderAnnotation] = "";
-  object["metadata"]["annotations"][kClaimRenewTimeAnnotation] =
-      FormatRfc3339Micro(clock_.WallNow());
-  auto written =
-      hub_.Update(kube::Object(res::kClusterSyncLeases, lease->ns_, lease->name_), object);
+  auto written = WriteClaim(*lease, "");
   if (written.ok() && mirror_ != nullptr)
     mirror_->NoteWritten(HubCollection::kClusterSyncLeases, *written);
   // A failed release only delays the next sync of this cluster until the lease expires.

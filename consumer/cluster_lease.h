@@ -151,6 +151,9 @@ class ClusterLeases {
   // The lease's holder when another consumer holds it, live and unfinished; "" otherwise.
   std::string LiveHolderElsewhere(const Json& lease, const std::string& ns,
                                   const std::string& name) const;
+  // Writes `lease`'s last record back with `holder` ("" gives it back) and the renew time now;
+  // the caller holds lease.write_mu_.
+  Result<Json> WriteClaim(const ClusterLease& lease, const std::string& holder);
   void Renew(const std::shared_ptr<ClusterLease>& lease);
   void MarkLost(ClusterLease& lease, const std::string& why);
 

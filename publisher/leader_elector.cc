@@ -6,19 +6,6 @@
 #include "common/time_format.h"
 
 namespace syncbus::publisher {
-namespace {
-
-std::string MicroTime(WallTime t) {
-  // metav1.MicroTime: RFC 3339 with microseconds.
-  std::string ms = FormatRfc3339Millis(t);  // ...SS.mmmZ
-  auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count() % 1000;
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "%03lld", static_cast<long long>(micros));
-  return ms.substr(0, ms.size() - 1) + buf + "Z";
-}
-
-}  // namespace
 
 LeaderElector::LeaderElector(kube::Client& client, LeaderElectionConfig config,
                              std::string identity, Clock& clock)
@@ -41,7 +28,7 @@ std::chrono::milliseconds LeaderElector::NextAttemptIn() const {
 }
 
 Json LeaderElector::LeaseFor(const Json& existing, bool take_over) const {
-  std::string now = MicroTime(clock_.WallNow());
+  std::string now = FormatRfc3339Micro(clock_.WallNow());
   Json lease = existing.is_object() ? existing : Json::object();
   lease["apiVersion"] = "coordination.k8s.io/v1";
   lease["kind"] = "Lease";
@@ -169,7 +156,7 @@ Status LeaderElector::Release() {
   Json lease = *current;
   lease["spec"]["holderIdentity"] = "";
   lease["spec"]["leaseDurationSeconds"] = 1;
-  lease["spec"]["renewTime"] = MicroTime(clock_.WallNow());
+  lease["spec"]["renewTime"] = FormatRfc3339Micro(clock_.WallNow());
   auto written = client_.Update(kube::Object(leases, config_.ns, config_.name), lease);
   renewed_at_ns_.store(-1);
   held_ = false;
