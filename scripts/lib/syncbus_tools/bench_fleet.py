@@ -27,7 +27,7 @@ import urllib.request
 from syncbus_tools import ROOT, bench_fleet_real
 from syncbus_tools.chaos_system import RabbitCluster
 from syncbus_tools.testbed import (Broker, KubeClient, Processes, RunError, admin_port, cpu_seconds,
-                                   make_work_dir, memory_kib, metric_sum,
+                                   make_work_dir, memory_kib, metric_sum, subtract,
                                    scrape)
 
 HIVE = "/apis/hive.openshift.io/v1"
@@ -269,15 +269,6 @@ def requests_table(counts, syncs, limit=12):
     """'update clustersyncs/status 1.00, ...' sorted by count, per sync."""
     items = sorted(((n, k) for k, n in counts.items() if n > 0), reverse=True)[:limit]
     return ", ".join(f"{verb} {res} {n / max(syncs, 1):.2f}" for n, (verb, res) in items) or "none"
-
-
-def subtract(after, before, own=None):
-    out = {}
-    for key, n in after.items():
-        d = n - before.get(key, 0) - (own or {}).get(key, 0)
-        if d > 0:
-            out[key] = d
-    return out
 
 
 def percentile(values, p):

@@ -21,7 +21,8 @@ import subprocess
 import time
 
 from syncbus_tools import ROOT
-from syncbus_tools.testbed import KubeClient, RunError, cpu_seconds, memory_kib, parse_metrics, read_env_file
+from syncbus_tools.testbed import (KubeClient, RunError, cpu_seconds, memory_kib, parse_metrics, read_env_file,
+                                   subtract)
 
 HIVE = "/apis/hive.openshift.io/v1"
 HIVE_INTERNAL = "/apis/hiveinternal.openshift.io/v1alpha1"
@@ -53,16 +54,6 @@ def hub_request_counts(hub):
         resource = labels["resource"] + ("/" + labels["subresource"] if labels.get("subresource") else "")
         counts[(verb, resource)] = counts.get((verb, resource), 0) + value
     return counts
-
-
-def subtract(after, before, own=None):
-    """after - before - own, per key; keys that end at zero dropped."""
-    out = {}
-    for k, v in after.items():
-        d = v - before.get(k, 0) - (own or {}).get(k, 0)
-        if d > 0:
-            out[k] = d
-    return out
 
 
 # What Hive's controllers write on a running cluster's ClusterDeployment: Hive syncs nothing else.

@@ -47,6 +47,16 @@ def admin_port(log_text):
     return int(m.group(1)) if m else None
 
 
+def subtract(after, before, own=None):
+    """after - before - own, per key; keys that end at zero dropped."""
+    out = {}
+    for k, v in after.items():
+        d = v - before.get(k, 0) - (own or {}).get(k, 0)
+        if d > 0:
+            out[k] = d
+    return out
+
+
 def read_env_file(path):
     """KEY=VALUE lines (broker.env, cluster.env, envtest.env) as a dict."""
     values = {}
