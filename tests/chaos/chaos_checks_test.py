@@ -17,13 +17,14 @@ victim held no cluster fail the run; the scheduler goes on until each goal has i
 import datetime
 import json
 import os
+import random
 import tempfile
 import unittest
 from types import SimpleNamespace
 
 from syncbus_tools import chaos_checks as cc
 from syncbus_tools.chaos_faults import Chaos, Fault
-from syncbus_tools.chaos_system import Daemon, logged_identity
+from syncbus_tools.chaos_system import Daemon, logged_identity, now
 
 VICTIM = "cluster-0007/cluster-0007"
 PLANTED = (f'{{"level":"error","msg":"{cc.PLANTED_CRASH}","cluster":"{VICTIM}",'
@@ -457,6 +458,21 @@ class SchedulerTest(unittest.TestCase):
         burst.lingers = 1e12   # a request it left unanswered may still hold a daemon up
         self.assertFalse(chaos._calm())
 
+    def test_a_target_burst_spares_the_clusters_a_recovering_victim_held(self):
+        struck = []
+        sim = SimpleNamespace(names=[f"cluster-{i:04d}" for i in range(60)],
+                              set_faults=lambda clusters, **spec: struck.append(set(clusters)) if spec else None,
+                              clear_faults=lambda clusters: None)
+        chaos = Chaos(SimpleNamespace(sim=sim), 4, 1.0, 10, random.Random(7))
+        chaos._later = lambda delay, action: None   # the burst is not cleared in this test
+        victim = Fault("consumer-kill", "consumer-1", now(), held=tuple(sim.names[:57]))
+        chaos.faults = [victim]
+        burst = chaos._target_burst()
+        self.assertEqual(set(burst.clusters), set(sim.names[57:]))   # all it could take: 3 clusters
+        self.assertEqual(struck, [set(burst.clusters)])
+        victim.at -= 3 * 10 + 10 + 1                                # its window is over
+        self.assertEqual(chaos._recovering_holds(), set())
+
 
 class KindsAndGoalsTest(unittest.TestCase):
     KINDS = ["consumer-kill", "broker-kill"]
@@ -638,6 +654,26 @@ class RecoveryTest(unittest.TestCase):
         self.assertTrue(cc.disturbed(victim, 30.0, [victim, burst]))
         burst.lingers = 99.0
         self.assertFalse(cc.disturbed(victim, 30.0, [victim, burst]))
+
+    def test_target_burst_disturbs_a_consumer_fault_only_on_a_cluster_its_victim_held(self):
+        # As a run had it: the victim's cluster-0116, taken over 8 s after the kill, synced slowly
+        # under a burst on 10 clusters that included it; a burst on the others does not matter.
+        victim = fault("consumer-kill", 100)
+        victim.held = ("cluster-0116", "cluster-0200")
+        burst = fault("target-burst", 110.6)
+        burst.ended = 127.1
+        burst.clusters = ("cluster-0003", "cluster-0116")
+        self.assertTrue(cc.disturbed(victim, 38.4, [victim, burst]))                          # began during
+        elsewhere = fault("target-burst", 110.6)
+        elsewhere.clusters = ("cluster-0003", "cluster-0117")
+        self.assertFalse(cc.disturbed(victim, 38.4, [victim, elsewhere]))
+        before = fault("target-burst", 95.0)
+        before.ended = 105.0
+        before.clusters = ("cluster-0200",)
+        self.assertTrue(cc.disturbed(victim, 38.4, [victim, before]))                         # not over
+        self.assertEqual(cc.next_disturbance(victim, [victim, elsewhere, burst]), 110.6)
+        publisher = fault("publisher-kill", 100)
+        self.assertFalse(cc.disturbed(publisher, 30.0, [publisher, burst]))
 
     def test_table_all_and_undisturbed_with_goals(self):
         slow_restart = fault("publisher-kill", 100, **{"publishing again": 8.0})

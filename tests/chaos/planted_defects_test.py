@@ -74,6 +74,12 @@ DEFECTS = [
     ("the scheduler stops at --faults without every goal's samples", FAULTS,
      "return len(self.faults) >= self.total and (not self._wanting() or now() > self._deadline)",
      "return len(self.faults) >= self.total", "test_done_only_with_every_goals_samples"),
+    ("a target burst on a cluster the victim held does not disturb its recovery", CHECKS,
+     'bool(set(getattr(g, "clusters", ())) & set(getattr(fault, "held", ())))', "False",
+     "test_target_burst_disturbs_a_consumer_fault_only_on_a_cluster_its_victim_held"),
+    ("a target burst strikes the clusters a recovering victim held", FAULTS,
+     "names = [n for n in self.s.sim.names if n not in spared]", "names = list(self.s.sim.names)",
+     "test_a_target_burst_spares_the_clusters_a_recovering_victim_held"),
     ("a protected fault starts while a burst still holds a daemon up", FAULTS,
      "max(f.ended, f.lingers) <= t", "f.ended <= t", "test_calm_waits_for_a_lingering_burst"),
 ]

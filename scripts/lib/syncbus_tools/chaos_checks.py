@@ -494,9 +494,13 @@ def disturbed(fault, seconds, faults, figure=None):
 
 
 def stretches(fault, g, figure=None):
-    """Whether fault `g` can stretch `fault`'s recovery (`figure`; see disturbed)."""
+    """Whether fault `g` can stretch `fault`'s recovery (`figure`; see disturbed). A target burst
+    does a consumer fault's only when it struck a cluster the victim held: that cluster's sync after
+    the takeover is what the recovery times."""
     return g.kind in DISTURBED_BY.get(fault.kind, set()) or (
-        figure == "publishing again" and g.kind == "connection-close" and g.target.startswith("publisher"))
+        figure == "publishing again" and g.kind == "connection-close" and g.target.startswith("publisher")) or (
+        g.kind == "target-burst" and fault.kind in ("consumer-kill", "consumer-pause") and
+        bool(set(getattr(g, "clusters", ())) & set(getattr(fault, "held", ()))))
 
 
 def next_disturbance(fault, faults, figure=None):

@@ -30,6 +30,7 @@ class Fault:
     identity: str = ""             # consumer-kill / consumer-pause: the victim's lease identity
     held: tuple = ()               # consumer-kill / consumer-pause: the clusters the hub showed it holding
     lanes: tuple = ()              # broker-kill: the work lanes whose queue leader was on the node
+    clusters: tuple = ()           # target-burst: the clusters it struck
     ended: float = 0.0             # when the fault was undone (process back, node started, burst over)
     lingers: float = 0.0           # until when it may still hold a daemon up although it ended (below)
     node_back: float = 0.0         # broker-kill: node running and an online member of every queue
@@ -412,13 +413,27 @@ class Chaos:
         return self._burst("hub", ["hub"], spec, seconds, "hub-burst")
 
     def _target_burst(self):
-        names = self.s.sim.names
-        chosen = self.rng.sample(names, max(3, len(names) // 20))
+        # The clusters a consumer fault's victim held are left alone while that fault recovers:
+        # their syncs after the takeover are what its goal times (chaos_checks.stretches).
+        spared = self._recovering_holds()
+        names = [n for n in self.s.sim.names if n not in spared]
+        chosen = self.rng.sample(names, min(len(names), max(3, len(self.s.sim.names) // 20)))
         seconds = self.rng.uniform(8, 20)
         spec = self.rng.choice([
             {"errorRate": 0.5}, {"throttleRate": 0.5, "retryAfterSeconds": 2}, {"timeoutRate": 0.3},
             {"dropRate": 0.3}, {"errorRate": 0.2, "throttleRate": 0.1, "timeoutRate": 0.05, "dropRate": 0.1}])
-        return self._burst("target", chosen, spec, seconds, "target-burst")
+        fault = self._burst("target", chosen, spec, seconds, "target-burst")
+        fault.clusters = tuple(sorted(chosen))
+        return fault
+
+    def _recovering_holds(self):
+        """The clusters held by the victims of consumer faults that may still be recovering (within
+        their window, and a margin for the syncs that take them over)."""
+        t = now()
+        with self._lock:
+            faults = list(self.faults)
+        return {c for f in faults if f.kind in ("consumer-kill", "consumer-pause")
+                and t < f.at + self._window(f) + 10 for c in f.held}
 
     def _burst(self, slot, clusters, spec, seconds, kind):
         with self._lock:
