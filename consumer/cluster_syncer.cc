@@ -55,94 +55,6 @@ void RecordFailedSet(SyncOutcome& outcome, const std::string& name, const SetRun
   outcome.retry_after = std::max(outcome.retry_after, result.retry_after);
 }
 
-// The inputs of the plans of one cluster's sets: the set, its namespace, the cluster's labels,
-// the source Secrets (read into `secrets` after this is made) and the objects the set's status
-// entry tracks.
-class PlanInputs {
- public:
-  PlanInputs(const hive::ClusterDeployment& cd, const hive::ClusterSyncStatus& current,
-             const SecretSources& secrets)
-      : cd_(cd), current_(current), secrets_(secrets) {}
-
-  PlanInput For(const SetWork& w) const {
-    PlanInput in;
-    in.spec = w.spec;
-    in.set_namespace = w.ns;
-    in.cd_labels = &cd_.meta.labels;
-    in.secrets = &secrets_;
-    if (const hive::SyncStatus* e = Entry(w)) in.previously_tracked = e->resources_to_delete;
-    return in;
-  }
-  const hive::SyncStatus* Entry(const SetWork& w) const {
-    return FindEntry(current_, w.kind, w.name);
-  }
-
- private:
-  const hive::ClusterDeployment& cd_;
-  const hive::ClusterSyncStatus& current_;
-  const SecretSources& secrets_;
-};
-
-// Every group-version the plans need discovered: those of the sets to apply and those of the
-// removed sets' objects.
-std::set<std::string> ApiVersionsNeeded(const SyncPlan& plan, const PlanInputs& inputs) {
-  std::set<std::string> api_versions;
-  for (const SetWork& w : plan.work) {
-    if (w.needs_apply) api_versions.merge(ApiVersionsOf(inputs.For(w)));
-  }
-  for (const RemovedSet& r : plan.removed) {
-    for (const auto& ref : r.entry.resources_to_delete) api_versions.insert(ref.api_version);
-  }
-  return api_versions;
-}
-
-// The objects every applicable set lists now, which are never deleted (moved between sets).
-// Listed only when the sync may delete something: a set removed, or one to apply that tracked
-// objects before.
-std::set<std::string> ObjectsListedNow(const SyncPlan& plan, const PlanInputs& inputs,
-                                       RestMapper* mapper) {
-  const bool may_delete =
-      plan.any_delete() || std::any_of(plan.work.begin(), plan.work.end(), [&](const SetWork& w) {
-        const hive::SyncStatus* e = inputs.Entry(w);
-        return w.needs_apply && e != nullptr && !e->resources_to_delete.empty();
-      });
-  std::set<std::string> listed;
-  if (may_delete) {
-    for (const SetWork& w : plan.work) listed.merge(ListedObjects(inputs.For(w), mapper));
-  }
-  return listed;
-}
-
-// The runs of one sync in Hive's order (that of `outcomes`): one for each removed set with
-// objects to delete and each set to apply, with the outcome each fills in.
-struct Runs {
-  std::vector<SetPlan> plans;
-  std::vector<size_t> outcome_of;  // by run: its index in `outcomes`
-};
-Runs PlanRuns(const std::vector<SetOutcome>& outcomes, const SyncPlan& plan,
-              const PlanInputs& inputs, const std::set<std::string>& listed, RestMapper* mapper) {
-  Runs runs;
-  for (size_t i = 0; i < outcomes.size(); ++i) {
-    const SetOutcome& o = outcomes[i];
-    if (o.removed) {
-      auto r = std::find_if(plan.removed.begin(), plan.removed.end(), [&](const RemovedSet& x) {
-        return x.kind == o.kind && x.entry.name == o.name;
-      });
-      if (r == plan.removed.end() || r->entry.resources_to_delete.empty()) continue;
-      runs.plans.push_back(PlanRemoval(r->entry.resources_to_delete, listed, mapper));
-    } else {
-      auto w = std::find_if(plan.work.begin(), plan.work.end(),
-                            [&](const SetWork& x) { return x.kind == o.kind && x.name == o.name; });
-      if (w == plan.work.end() || !w->needs_apply) continue;
-      PlanInput in = inputs.For(*w);
-      in.listed_elsewhere = &listed;
-      runs.plans.push_back(PlanSet(in, mapper));
-    }
-    runs.outcome_of.push_back(i);
-  }
-  return runs;
-}
-
 // Hive's clustersync reads the target's OpenAPI schema before anything else and writes nothing
 // when that fails. A cluster whose API server answered none of this sync's requests (down,
 // hibernating, unreachable) gets no status write and no lease renewal either, so Hive's other
@@ -163,7 +75,7 @@ Status AnsweredSomething(const std::string& key, const std::vector<SetRunResult>
       " answered no request (nothing recorded, as Hive records nothing): " + unanswered->failure);
 }
 
-// Fills in the outcome of each run (`outcome_of`: see Runs) and the sync's figures.
+// Fills in the outcome of each run (`outcome_of`: see ClusterSteps) and the sync's figures.
 void RecordRuns(std::vector<SetRunResult>& results, const std::vector<size_t>& outcome_of,
                 std::vector<SetOutcome>& outcomes, SyncOutcome& outcome) {
   for (size_t k = 0; k < outcome_of.size(); ++k) {
@@ -180,36 +92,6 @@ void RecordRuns(std::vector<SetRunResult>& results, const std::vector<size_t>& o
         std::max(outcome.slowest_set_serial_seconds, r.serial_seconds);
     if (!r.success) RecordFailedSet(outcome, o.name, r);
   }
-}
-
-// One outcome per set of the sync, in Hive's order: per kind, the removed sets, then the sets by
-// name; `metas` gets each one's set (null for a removed one).
-std::vector<SetOutcome> OutcomesInHiveOrder(const SyncPlan& plan,
-                                            std::vector<const hive::ObjectMeta*>& metas) {
-  std::vector<SetOutcome> outcomes;
-  for (SetKind kind : {SetKind::kSyncSet, SetKind::kSelectorSyncSet}) {
-    for (const RemovedSet& r : plan.removed) {
-      if (r.kind != kind) continue;
-      SetOutcome gone;
-      gone.kind = r.kind;
-      gone.name = r.entry.name;
-      gone.removed = true;
-      gone.sync_mode = true;
-      outcomes.push_back(std::move(gone));
-      metas.push_back(nullptr);
-    }
-    for (const SetWork& w : plan.work) {
-      if (w.kind != kind) continue;
-      SetOutcome set;
-      set.kind = w.kind;
-      set.name = w.name;
-      set.generation = w.generation;
-      set.sync_mode = w.spec->resource_apply_mode == hive::ResourceApplyMode::kSync;
-      outcomes.push_back(std::move(set));
-      metas.push_back(w.meta);
-    }
-  }
-  return outcomes;
 }
 
 }  // namespace
@@ -239,7 +121,8 @@ ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, HubReader
                                                                0.5, 1, 2.5, 5, 10, 30})) {}
 
 std::vector<SetRunResult> ClusterSyncer::RunAll(const TargetSession& session,
-                                                std::vector<SetPlan> plans) {
+                                                std::vector<SetPlan> plans,
+                                                std::vector<std::vector<size_t>> waits_for) {
   struct Shared {
     std::mutex mu;
     std::condition_variable cv;
@@ -256,17 +139,7 @@ std::vector<SetRunResult> ClusterSyncer::RunAll(const TargetSession& session,
   shared->started.assign(total, false);
   shared->finished.assign(total, false);
   shared->limit = static_cast<size_t>(std::max(1, options_.parallel_sync_sets));
-  // Hive applies the sets one after the other; two run side by side only when the end state
-  // cannot tell (set_applier.h: MustFollow).
-  std::vector<SetFootprint> footprints;
-  footprints.reserve(total);
-  for (const SetPlan& p : plans) footprints.push_back(FootprintOf(p));
-  shared->waits_for.resize(total);
-  for (size_t i = 0; i < total; ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (MustFollow(footprints[j], footprints[i])) shared->waits_for[i].push_back(j);
-    }
-  }
+  shared->waits_for = std::move(waits_for);
   shared->plans = std::move(plans);
   // The runs share `own`'s lifetime: when the last of them is destroyed (maybe on a transport's
   // thread, after its callback), nothing of this sync is left there, its client included.
@@ -399,10 +272,9 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   static const hive::ClusterSyncStatus kNoStatus;
   const hive::ClusterSyncStatus& current = state->status ? state->status->status : kNoStatus;
 
-  std::vector<const hive::ObjectMeta*> metas;
-  std::vector<SetOutcome> outcomes = OutcomesInHiveOrder(plan, metas);
-
-  // 3. Apply, through the client the claim was preceded by (or, without a fence, one opened now).
+  // 3. Plan the steps, with what they need read (through the client the claim was preceded by,
+  // or, without a fence, one opened now), and run them.
+  SecretSources secrets;
   if (plan.any_apply() || plan.any_delete()) {
     if (!target && !cd.fake()) {
       auto opened = OpenTarget(request, cd);
@@ -410,17 +282,19 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
       target = std::move(*opened);
     }
     outcome.prepare_seconds = seconds_since_start();
-    Status applied = Apply({request, cd, current, plan, fence}, target, outcomes, outcome);
-    if (!applied.ok()) return applied;
+    SYNCBUS_RETURN_IF_ERROR(ReadInputs(ReadsOf(*state, plan), target, secrets));
   }
+  ClusterSteps steps = PlanSteps(*state, plan, secrets, target ? target->mapper.get() : nullptr);
+  if (!steps.runs.empty())
+    SYNCBUS_RETURN_IF_ERROR(Run({request, cd, fence}, target, steps, outcome));
 
   // 4. Record.
   if (fence) {
     if (Status owned = fence(); !owned.ok()) return owned;  // another consumer owns it now
   }
   const SteadyTime store_start = clock_.Now();
-  if (Status stored =
-          StoreStatus(cd, outcomes, metas, state->status, outcome.status_version, created);
+  if (Status stored = StoreStatus(cd, steps.outcomes, steps.metas, state->status,
+                                  outcome.status_version, created);
       !stored.ok())
     return stored;
   outcome.store_seconds = std::chrono::duration<double>(clock_.Now() - store_start).count();
@@ -483,10 +357,7 @@ Result<Target> ClusterSyncer::OpenTarget(const SyncRequest& request,
 
 Status ClusterSyncer::TargetAnswers(const std::string& key, const Target& target,
                                     const SyncPlan& plan, const ClusterState& state) {
-  static const hive::ClusterSyncStatus kNoStatus;
-  SecretSources none;
-  const PlanInputs inputs(*state.cd, state.status ? state.status->status : kNoStatus, none);
-  std::optional<bool> answered = target.mapper->Prefetch(ApiVersionsNeeded(plan, inputs));
+  std::optional<bool> answered = target.mapper->Prefetch(ReadsOf(state, plan).api_versions);
   if (!answered) {  // discovery was cached: ask the cheapest thing there is
     auto version = target.client->GetPath("/version");
     answered = version.ok() || Answered(version.status());
@@ -496,31 +367,28 @@ Status ClusterSyncer::TargetAnswers(const std::string& key, const Target& target
                      " answered no request (nothing recorded, as Hive records nothing)");
 }
 
-Status ClusterSyncer::Apply(const Scene& scene, const std::optional<Target>& target,
-                            std::vector<SetOutcome>& outcomes, SyncOutcome& outcome) {
-  const std::string key = scene.request.ClusterKey();
-  RestMapper* mapper = target ? target->mapper.get() : nullptr;
-  TargetSession session = OpenSession(scene, target);
-
-  // Discovery of every group-version the plans need runs while the source Secrets of the
-  // secretMappings are read fresh from the hub, all at once: reads, which no one can see.
-  SecretSources secrets;
-  const PlanInputs inputs(scene.cd, scene.current, secrets);
+Status ClusterSyncer::ReadInputs(const PlanReads& reads, const std::optional<Target>& target,
+                                 SecretSources& secrets) {
+  // Discovery runs while the source Secrets are read fresh from the hub, all at once: reads,
+  // which no one can see.
   std::future<void> discovered;
-  if (mapper != nullptr) {
-    discovered = std::async(std::launch::async,
-                            [&] { mapper->Prefetch(ApiVersionsNeeded(scene.plan, inputs)); });
+  if (target) {
+    discovered =
+        std::async(std::launch::async, [&] { target->mapper->Prefetch(reads.api_versions); });
   }
-  Status source_error = ReadSourceSecrets(scene.plan.work, secrets);
+  Status source_error = ReadSourceSecrets(reads.secrets, secrets);
   if (discovered.valid()) discovered.get();
-  if (!source_error.ok()) return source_error;
+  return source_error;
+}
 
-  const std::set<std::string> listed = ObjectsListedNow(scene.plan, inputs, mapper);
-  Runs runs = PlanRuns(outcomes, scene.plan, inputs, listed, mapper);
+Status ClusterSyncer::Run(const Scene& scene, const std::optional<Target>& target,
+                          ClusterSteps& steps, SyncOutcome& outcome) {
+  TargetSession session = OpenSession(scene, target);
   const SteadyTime target_start = clock_.Now();
-  std::vector<SetRunResult> results = RunAll(session, std::move(runs.plans));
-  SYNCBUS_RETURN_IF_ERROR(AnsweredSomething(key, results));
-  RecordRuns(results, runs.outcome_of, outcomes, outcome);
+  std::vector<SetRunResult> results =
+      RunAll(session, std::move(steps.runs), std::move(steps.waits_for));
+  SYNCBUS_RETURN_IF_ERROR(AnsweredSomething(scene.request.ClusterKey(), results));
+  RecordRuns(results, steps.outcome_of, steps.outcomes, outcome);
   outcome.target_seconds = std::chrono::duration<double>(clock_.Now() - target_start).count();
   return Status::Ok();
 }
@@ -550,18 +418,8 @@ Result<Target> ClusterSyncer::ReadTarget(const std::string& key,
                       {cd.ActiveApiUrl(), cd.api_server_ip_override}, version);
 }
 
-Status ClusterSyncer::ReadSourceSecrets(const std::vector<SetWork>& work, SecretSources& secrets) {
-  std::vector<std::pair<std::string, std::string>> sources;  // namespace, name
-  for (const SetWork& w : work) {
-    if (!w.needs_apply) continue;
-    for (const auto& m : w.spec->secret_mappings) {
-      std::string source_key = SecretSourceKey(m, w.ns);  // "": refused before any read
-      if (source_key.empty()) continue;
-      std::string ns = source_key.substr(0, source_key.find('/'));
-      if (secrets.try_emplace(source_key, NotFound("not read")).second)
-        sources.emplace_back(ns, m.source.name);
-    }
-  }
+Status ClusterSyncer::ReadSourceSecrets(
+    const std::vector<std::pair<std::string, std::string>>& sources, SecretSources& secrets) {
   constexpr size_t kReadsAtOnce = 16;
   for (size_t first = 0; first < sources.size(); first += kReadsAtOnce) {
     std::vector<std::future<Result<Json>>> reads;

@@ -1,15 +1,17 @@
-// ClusterSyncer: processes one sync request end to end, in four steps:
+// ClusterSyncer: processes one sync request end to end: read, plan, run, record.
 //   1. read: the cluster's state (its ClusterDeployment, applicable sets and ClusterSync) from a
 //      HubReader — the consumer's watch-fed mirror, or the hub itself (hub_reader.h);
-//   2. plan: which sets to apply and which removed sets' objects to delete (sync_plan.h);
-//   3. apply, in Hive's order: the removed SyncSets' deletions, the SyncSets by name, the removed
-//      SelectorSyncSets' deletions, the SelectorSyncSets by name (set_applier.h), one after the
-//      other, except that sets nobody could tell apart run side by side (up to
-//      options.parallel_sync_sets at once: set_applier.h's MustFollow), to the
-//      target cluster, whose client comes from its admin kubeconfig Secret (read only when the
-//      cluster has no trusted client: target_clients.h) and the ClusterDeployment's API URL and IP
-//      overrides — with the source Secrets of the sets' secretMappings, read fresh from the hub. A
-//      fake cluster (hive.openshift.io/fake-cluster) gets no traffic and every step succeeds;
+//   2. plan (sync_plan.h, the one room for it): which sets to apply and which removed sets'
+//      objects to delete, and whether anything is written at all; then, with what the plan
+//      needs read — the source Secrets of the sets' secretMappings, fresh from the hub, and the
+//      cluster's discovery — the steps of each set in Hive's order;
+//   3. run the steps (set_applier.h): the removed SyncSets' deletions, the SyncSets by name, the
+//      removed SelectorSyncSets' deletions, the SelectorSyncSets by name, one after the other,
+//      except that sets nobody could tell apart run side by side (up to
+//      options.parallel_sync_sets at once), on the target cluster, whose client comes from its
+//      admin kubeconfig Secret (read only when the cluster has no trusted client:
+//      target_clients.h) and the ClusterDeployment's API URL and IP overrides. A fake cluster
+//      (hive.openshift.io/fake-cluster) gets no traffic and every step succeeds;
 //   4. record: one ClusterSync status write (created, as Hive does, for every eligible cluster,
 //      with or without sets), with the resourceVersion of the state read (a 409 re-reads and
 //      merges). The caller's fence claims the cluster before the first write, on its
@@ -100,19 +102,21 @@ class ClusterSyncer {
 
  private:
   Result<SyncOutcome> SyncOnce(const SyncRequest& request, const SyncFence& fence);
-  // What a sync works from once read and planned (steps 1 and 2).
+  // The cluster a sync runs its steps on (step 3).
   struct Scene {
     const SyncRequest& request;
     const hive::ClusterDeployment& cd;
-    const hive::ClusterSyncStatus& current;  // the status of its ClusterSync as read
-    const SyncPlan& plan;
     const SyncFence& fence;
   };
-  // Step 3: the target work of the plan, through `target` (none for a fake cluster): a run for
-  // each entry of `outcomes` (already in Hive's order) with something to apply or delete, whose
-  // results it fills in, and the figures of `outcome`.
-  Status Apply(const Scene& scene, const std::optional<Target>& target,
-               std::vector<SetOutcome>& outcomes, SyncOutcome& outcome);
+  // Reads what the plan's steps need (sync_plan.h's PlanReads) into `secrets` and the client's
+  // discovery cache (none for a fake cluster), side by side. A source Secret that is absent is
+  // kept as NotFound (its set fails); any other error is returned.
+  Status ReadInputs(const PlanReads& reads, const std::optional<Target>& target,
+                    SecretSources& secrets);
+  // Step 3: runs the steps through `target` (none for a fake cluster), fills in their outcomes
+  // and the figures of `outcome`.
+  Status Run(const Scene& scene, const std::optional<Target>& target, ClusterSteps& steps,
+             SyncOutcome& outcome);
   // The cluster's client: the kept one (target_clients.h's Trusted) or one built from its admin
   // kubeconfig Secret, read now.
   Result<Target> OpenTarget(const SyncRequest& request, const hive::ClusterDeployment& cd);
@@ -126,12 +130,13 @@ class ClusterSyncer {
   TargetSession OpenSession(const Scene& scene, const std::optional<Target>& target);
   // The cluster's client from its admin kubeconfig Secret, read now.
   Result<Target> ReadTarget(const std::string& key, const hive::ClusterDeployment& cd);
-  // Reads the source Secrets of the secretMappings of the sets to apply into `secrets`, 16 at a
-  // time. One that is absent is kept as NotFound (its set fails); any other error is returned.
-  Status ReadSourceSecrets(const std::vector<SetWork>& work, SecretSources& secrets);
-  // Runs `plans` in Hive's order, side by side where that cannot be told (at most
-  // options_.parallel_sync_sets at once), and waits for all of them.
-  std::vector<SetRunResult> RunAll(const TargetSession& session, std::vector<SetPlan> plans);
+  // Reads the source Secrets ("ns", "name") into `secrets`, 16 at a time.
+  Status ReadSourceSecrets(const std::vector<std::pair<std::string, std::string>>& sources,
+                           SecretSources& secrets);
+  // Runs `plans` side by side where `waits_for` allows (at most options_.parallel_sync_sets at
+  // once), and waits for all of them.
+  std::vector<SetRunResult> RunAll(const TargetSession& session, std::vector<SetPlan> plans,
+                                   std::vector<std::vector<size_t>> waits_for);
   // Step 4. `known`: the ClusterSync as the state had it (null: none), merged into first.
   // `stored_version`: the resourceVersion written (untouched when nothing needed writing);
   // `metas`: each outcome's set (null for removed ones), for Hive's metrics; `created`: set when

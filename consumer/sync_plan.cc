@@ -5,6 +5,124 @@
 #include "common/hive/status_rules.h"
 
 namespace syncbus::consumer {
+namespace {
+
+const hive::ClusterSyncStatus& CurrentStatus(const ClusterState& state) {
+  static const hive::ClusterSyncStatus kNoStatus;
+  return state.status ? state.status->status : kNoStatus;
+}
+
+// The inputs of the plans of one cluster's sets: the set, its namespace, the cluster's labels,
+// the source Secrets and the objects the set's status entry tracks.
+class PlanInputs {
+ public:
+  PlanInputs(const hive::ClusterDeployment& cd, const hive::ClusterSyncStatus& current,
+             const SecretSources& secrets)
+      : cd_(cd), current_(current), secrets_(secrets) {}
+
+  PlanInput For(const SetWork& w) const {
+    PlanInput in;
+    in.spec = w.spec;
+    in.set_namespace = w.ns;
+    in.cd_labels = &cd_.meta.labels;
+    in.secrets = &secrets_;
+    if (const hive::SyncStatus* e = Entry(w)) in.previously_tracked = e->resources_to_delete;
+    return in;
+  }
+  const hive::SyncStatus* Entry(const SetWork& w) const {
+    return FindEntry(current_, w.kind, w.name);
+  }
+
+ private:
+  const hive::ClusterDeployment& cd_;
+  const hive::ClusterSyncStatus& current_;
+  const SecretSources& secrets_;
+};
+
+// The objects every applicable set lists now, which are never deleted (moved between sets).
+// Listed only when the sync may delete something: a set removed, or one to apply that tracked
+// objects before.
+std::set<std::string> ObjectsListedNow(const SyncPlan& plan, const PlanInputs& inputs,
+                                       RestMapper* mapper) {
+  const bool may_delete =
+      plan.any_delete() || std::any_of(plan.work.begin(), plan.work.end(), [&](const SetWork& w) {
+        const hive::SyncStatus* e = inputs.Entry(w);
+        return w.needs_apply && e != nullptr && !e->resources_to_delete.empty();
+      });
+  std::set<std::string> listed;
+  if (may_delete) {
+    for (const SetWork& w : plan.work) listed.merge(ListedObjects(inputs.For(w), mapper));
+  }
+  return listed;
+}
+
+// One outcome per set of the sync, in Hive's order: per kind, the removed sets, then the sets by
+// name; `metas` gets each one's set (null for a removed one).
+void OutcomesInHiveOrder(const SyncPlan& plan, ClusterSteps& steps) {
+  for (SetKind kind : {SetKind::kSyncSet, SetKind::kSelectorSyncSet}) {
+    for (const RemovedSet& r : plan.removed) {
+      if (r.kind != kind) continue;
+      SetOutcome gone;
+      gone.kind = r.kind;
+      gone.name = r.entry.name;
+      gone.removed = true;
+      gone.sync_mode = true;
+      steps.outcomes.push_back(std::move(gone));
+      steps.metas.push_back(nullptr);
+    }
+    for (const SetWork& w : plan.work) {
+      if (w.kind != kind) continue;
+      SetOutcome set;
+      set.kind = w.kind;
+      set.name = w.name;
+      set.generation = w.generation;
+      set.sync_mode = w.spec->resource_apply_mode == hive::ResourceApplyMode::kSync;
+      steps.outcomes.push_back(std::move(set));
+      steps.metas.push_back(w.meta);
+    }
+  }
+}
+
+// The runs, in the outcomes' order: one for each removed set with objects to delete and each set
+// to apply.
+void PlanRuns(const SyncPlan& plan, const PlanInputs& inputs, const std::set<std::string>& listed,
+              RestMapper* mapper, ClusterSteps& steps) {
+  for (size_t i = 0; i < steps.outcomes.size(); ++i) {
+    const SetOutcome& o = steps.outcomes[i];
+    if (o.removed) {
+      auto r = std::find_if(plan.removed.begin(), plan.removed.end(), [&](const RemovedSet& x) {
+        return x.kind == o.kind && x.entry.name == o.name;
+      });
+      if (r == plan.removed.end() || r->entry.resources_to_delete.empty()) continue;
+      steps.runs.push_back(PlanRemoval(r->entry.resources_to_delete, listed, mapper));
+    } else {
+      auto w = std::find_if(plan.work.begin(), plan.work.end(),
+                            [&](const SetWork& x) { return x.kind == o.kind && x.name == o.name; });
+      if (w == plan.work.end() || !w->needs_apply) continue;
+      PlanInput in = inputs.For(*w);
+      in.listed_elsewhere = &listed;
+      steps.runs.push_back(PlanSet(in, mapper));
+    }
+    steps.outcome_of.push_back(i);
+  }
+}
+
+// Which earlier runs each run must wait for: two run side by side only when the end state cannot
+// tell (set_plan.h: MustFollow).
+std::vector<std::vector<size_t>> RunOrder(const std::vector<SetPlan>& runs) {
+  std::vector<SetFootprint> footprints;
+  footprints.reserve(runs.size());
+  for (const SetPlan& p : runs) footprints.push_back(FootprintOf(p));
+  std::vector<std::vector<size_t>> waits_for(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (MustFollow(footprints[j], footprints[i])) waits_for[i].push_back(j);
+    }
+  }
+  return waits_for;
+}
+
+}  // namespace
 
 const hive::SyncStatus* FindEntry(const hive::ClusterSyncStatus& status, SetKind kind,
                                   const std::string& name) {
@@ -25,8 +143,7 @@ bool SyncPlan::any_delete() const {
 }
 
 SyncPlan PlanSync(const ClusterState& state, bool full_reapply) {
-  static const hive::ClusterSyncStatus kNoStatus;
-  const hive::ClusterSyncStatus& current = state.status ? state.status->status : kNoStatus;
+  const hive::ClusterSyncStatus& current = CurrentStatus(state);
   SyncPlan plan;
   auto add = [&](SetKind kind, const hive::ObjectMeta& meta, const hive::SyncSetCommonSpec& spec,
                  std::string ns) {
@@ -55,6 +172,37 @@ SyncPlan PlanSync(const ClusterState& state, bool full_reapply) {
     for (auto& e : left) plan.removed.push_back({kind, std::move(e)});
   }
   return plan;
+}
+
+PlanReads ReadsOf(const ClusterState& state, const SyncPlan& plan) {
+  PlanReads reads;
+  const SecretSources none;
+  const PlanInputs inputs(*state.cd, CurrentStatus(state), none);
+  std::set<std::string> seen;
+  for (const SetWork& w : plan.work) {
+    if (!w.needs_apply) continue;
+    reads.api_versions.merge(ApiVersionsOf(inputs.For(w)));
+    for (const auto& m : w.spec->secret_mappings) {
+      std::string source_key = SecretSourceKey(m, w.ns);  // "": refused before any read
+      if (source_key.empty() || !seen.insert(source_key).second) continue;
+      reads.secrets.emplace_back(source_key.substr(0, source_key.find('/')), m.source.name);
+    }
+  }
+  for (const RemovedSet& r : plan.removed) {
+    for (const auto& ref : r.entry.resources_to_delete) reads.api_versions.insert(ref.api_version);
+  }
+  return reads;
+}
+
+ClusterSteps PlanSteps(const ClusterState& state, const SyncPlan& plan,
+                       const SecretSources& secrets, RestMapper* mapper) {
+  ClusterSteps steps;
+  OutcomesInHiveOrder(plan, steps);
+  const PlanInputs inputs(*state.cd, CurrentStatus(state), secrets);
+  const std::set<std::string> listed = ObjectsListedNow(plan, inputs, mapper);
+  PlanRuns(plan, inputs, listed, mapper, steps);
+  steps.waits_for = RunOrder(steps.runs);
+  return steps;
 }
 
 bool NothingToWrite(const ClusterState& state, const SyncPlan& plan, bool full_reapply) {

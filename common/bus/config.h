@@ -82,7 +82,7 @@ struct ConsumerConfig {
   int prefetch = 20;
   // Sets of one cluster applied at once. They keep Hive's order (SyncSets, then SelectorSyncSets,
   // each by name) wherever it could be seen: only sets of namespaced built-in objects with no
-  // object in common run side by side (consumer/set_applier.h: MustFollow). 1: strictly serial.
+  // object in common run side by side (consumer/set_plan.h: MustFollow). 1: strictly serial.
   int parallel_sync_sets = 8;
   // Update-operation field managers of client-side apply whose fields syncbus takes over when it
   // applies an object (Hive's: mce-2.2 and older wrote as Go-http-client, newer as

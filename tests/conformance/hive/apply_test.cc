@@ -11,6 +11,7 @@
 
 #include "common/base64.h"
 #include "common/yaml_json.h"
+#include "consumer/client_side_apply.h"
 #include "consumer/set_applier.h"
 #include "tests/conformance/hive/rig.h"
 #include "tests/support/hive_objects.h"

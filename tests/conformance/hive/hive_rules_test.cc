@@ -7,6 +7,7 @@
 
 #include "common/base64.h"
 #include "common/go_json.h"
+#include "consumer/client_side_apply.h"
 #include "consumer/set_applier.h"
 #include "tests/conformance/hive/rig.h"
 

@@ -10,6 +10,7 @@
 
 #include "common/go_json.h"
 #include "common/time_format.h"
+#include "consumer/client_side_apply.h"
 #include "consumer/set_applier.h"
 #include "tests/e2e/hive/hive_world.h"
 #include "tests/support/hive_objects.h"

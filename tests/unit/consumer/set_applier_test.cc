@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "common/base64.h"
+#include "consumer/client_side_apply.h"
 #include "tests/support/hive_objects.h"
 #include "tests/unit/consumer/apply_test_fixture.h"
 

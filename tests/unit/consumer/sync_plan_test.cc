@@ -1,6 +1,8 @@
-// NoWriteReason: when a sync of a cluster's state would end without a write. DeliveryLoop settles
-// a returned request without running it on this answer, so every way the state can still call
-// for a write must say "".
+// The plan of one cluster's sync. NoWriteReason: when a sync of a cluster's state would end
+// without a write (DeliveryLoop settles a returned request without running it on this answer, so
+// every way the state can still call for a write must say ""). ReadsOf and PlanSteps: what the
+// steps need read, and the steps themselves in Hive's order, from the state and those reads
+// alone.
 #include "consumer/sync_plan.h"
 
 #include <memory>
@@ -115,6 +117,78 @@ TEST_CASE("every way the state still calls for a write is told apart from up to 
     st.status.status.first_success_time.clear();
     CHECK(NoWriteReason(st.Build(), false) == "");
   }
+}
+
+TEST_CASE("the steps of a sync: every set's outcome in Hive's order, a run for each with work") {
+  State st;
+  // "a" at a newer generation: a ConfigMap and a Secret mapped from its own namespace.
+  st.ss->meta.generation = 3;
+  st.ss->spec.resource_apply_mode = hive::ResourceApplyMode::kSync;
+  st.ss->spec.resources.emplace_back(Json::parse(
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","namespace":"app"}})"));
+  st.ss->spec.secret_mappings.push_back({{"src", ""}, {"copied", "app"}});
+  // "b": up to date, no run.
+  auto b = std::make_shared<hive::SyncSet>();
+  b->meta.ns = "c1";
+  b->meta.name = "b";
+  b->meta.generation = 1;
+  st.status.status.sync_sets.push_back(Entry("b", 1, hive::SyncResult::kSuccess));
+  // "gone": no longer applies; it tracked a ConfigMap, which is deleted.
+  hive::SyncStatus gone = Entry("gone", 4, hive::SyncResult::kSuccess);
+  gone.resources_to_delete = {{"v1", "ConfigMap", "old", "app"}};
+  st.status.status.sync_sets.push_back(gone);
+  // "fleet" at a newer generation: a patch and a Secret mapped from the hub's namespace; the
+  // same source named twice is read once.
+  st.sss->meta.generation = 2;
+  st.sss->spec.patches.push_back({"apps/v1", "Deployment", "web", "app",
+                                  R"({"spec":{"replicas":2}})", hive::PatchType::kStrategic,
+                                  "strategic"});
+  st.sss->spec.secret_mappings.push_back({{"shared", "hub"}, {"shared", "app"}});
+  st.sss->spec.secret_mappings.push_back({{"shared", "hub"}, {"shared-again", "app"}});
+  ClusterState state = st.Build();
+  state.sync_sets.push_back(b);
+
+  const SyncPlan plan = PlanSync(state, false);
+  const PlanReads reads = ReadsOf(state, plan);
+  CHECK(reads.secrets ==
+        std::vector<std::pair<std::string, std::string>>{{"c1", "src"}, {"hub", "shared"}});
+  CHECK(reads.api_versions == std::set<std::string>{"apps/v1", "v1"});
+
+  SecretSources secrets;
+  secrets.emplace("c1/src", Json::parse(R"({"metadata":{"name":"src"},"data":{"k":"dg=="}})"));
+  secrets.emplace("hub/shared", NotFound("secrets \"shared\" not found"));
+  const ClusterSteps steps = PlanSteps(state, plan, secrets, nullptr);
+
+  std::vector<std::string> order;
+  for (const SetOutcome& o : steps.outcomes)
+    order.push_back(o.name + (o.removed ? " (removed)" : ""));
+  CHECK(order == std::vector<std::string>{"gone (removed)", "a", "b", "fleet"});
+  REQUIRE(steps.metas.size() == 4);
+  CHECK(steps.metas[0] == nullptr);
+  CHECK(steps.metas[1] == &st.ss->meta);
+  CHECK(steps.outcome_of == std::vector<size_t>{0, 1, 3});
+  REQUIRE(steps.runs.size() == 3);
+  REQUIRE(steps.runs[0].deletions.size() == 1);
+  CHECK(steps.runs[0].deletions[0].name == "old");
+  REQUIRE(steps.runs[1].steps.size() == 2);
+  CHECK(steps.runs[1].steps[0].name == "cm");
+  CHECK(steps.runs[1].steps[1].object["data"]["k"] == "dg==");  // the source Secret as read
+  REQUIRE(steps.runs[2].steps.size() == 3);
+  CHECK(steps.runs[2].steps[0].op == ApplyStep::Op::kFail);  // its source was not found
+  CHECK(steps.runs[2].steps[0].failure == "failed to read secret 0: Secret \"shared\" not found");
+  CHECK(steps.runs[2].steps[2].op == ApplyStep::Op::kPatch);
+  // No kind is known without the cluster's discovery: every run keeps its place in Hive's order.
+  CHECK(steps.waits_for == std::vector<std::vector<size_t>>{{}, {0}, {0, 1}});
+}
+
+TEST_CASE("a sync with nothing to apply has its outcomes and no run") {
+  State st;
+  const ClusterState state = st.Build();
+  const ClusterSteps steps = PlanSteps(state, PlanSync(state, false), {}, nullptr);
+  CHECK(steps.outcomes.size() == 2);
+  CHECK(steps.runs.empty());
+  CHECK(steps.outcome_of.empty());
+  CHECK(ReadsOf(state, PlanSync(state, false)).api_versions.empty());
 }
 
 TEST_CASE("a cluster that is gone or skipped needs no write, with the syncer's reason") {
