@@ -7,7 +7,6 @@
 #include <optional>
 #include <set>
 
-#include "common/base64.h"
 #include "common/log.h"
 #include "common/time_format.h"
 
@@ -102,6 +101,7 @@ ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, HubReader
       hub_(hub),
       reader_(reader),
       targets_(targets),
+      inputs_(hub, targets, options_.request_timeout),
       clock_(clock),
       limiter_({options_.max_in_flight, options_.per_cluster_in_flight, options_.per_cluster_qps},
                clock),
@@ -282,7 +282,7 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
       target = std::move(*opened);
     }
     outcome.prepare_seconds = seconds_since_start();
-    SYNCBUS_RETURN_IF_ERROR(ReadInputs(ReadsOf(*state, plan), target, secrets));
+    SYNCBUS_RETURN_IF_ERROR(inputs_.Read(ReadsOf(*state, plan), target, secrets));
   }
   ClusterSteps steps = PlanSteps(*state, plan, secrets, target ? target->mapper.get() : nullptr);
   if (!steps.runs.empty())
@@ -306,6 +306,16 @@ Result<SyncOutcome> ClusterSyncer::SyncOnce(const SyncRequest& request, const Sy
   }
   hive_metrics_.Reconciled(created ? "clustersync-created" : "full-sync", seconds_since_start());
   return outcome;
+}
+
+Result<Target> ClusterSyncer::OpenTarget(const SyncRequest& request,
+                                         const hive::ClusterDeployment& cd) {
+  // A cluster whose last sync succeeded keeps its client and is not asked for its Secret again
+  // while its ClusterDeployment names the same one and the request knows of no newer version of
+  // it. A full reapply that knows no version (the publisher watches no Secrets) reads it anyway,
+  // so that rotated credentials are noticed within a reapply interval.
+  return inputs_.OpenTarget(cd, request.kubeconfig_version,
+                            request.full_reapply && request.kubeconfig_version.empty());
 }
 
 TargetSession ClusterSyncer::OpenSession(const Scene& scene, const std::optional<Target>& target) {
@@ -336,25 +346,6 @@ TargetSession ClusterSyncer::OpenSession(const Scene& scene, const std::optional
   return session;
 }
 
-Result<Target> ClusterSyncer::OpenTarget(const SyncRequest& request,
-                                         const hive::ClusterDeployment& cd) {
-  // A cluster whose last sync succeeded keeps its client and is not asked for its Secret again
-  // while its ClusterDeployment names the same one and the request knows of no newer version of
-  // it. A full reapply that knows no version (the publisher watches no Secrets) reads it anyway,
-  // so that rotated credentials are noticed within a reapply interval.
-  const std::string key = request.ClusterKey();
-  if (!request.full_reapply || !request.kubeconfig_version.empty()) {
-    std::optional<Target> kept = targets_.Trusted(
-        key, cd.admin_kubeconfig_secret, options_.request_timeout,
-        {cd.ActiveApiUrl(), cd.api_server_ip_override}, request.kubeconfig_version);
-    if (kept) {
-      kept->kept = true;
-      return *kept;
-    }
-  }
-  return ReadTarget(key, cd);
-}
-
 Status ClusterSyncer::TargetAnswers(const std::string& key, const Target& target,
                                     const SyncPlan& plan, const ClusterState& state) {
   std::optional<bool> answered = target.mapper->Prefetch(ReadsOf(state, plan).api_versions);
@@ -367,20 +358,6 @@ Status ClusterSyncer::TargetAnswers(const std::string& key, const Target& target
                      " answered no request (nothing recorded, as Hive records nothing)");
 }
 
-Status ClusterSyncer::ReadInputs(const PlanReads& reads, const std::optional<Target>& target,
-                                 SecretSources& secrets) {
-  // Discovery runs while the source Secrets are read fresh from the hub, all at once: reads,
-  // which no one can see.
-  std::future<void> discovered;
-  if (target) {
-    discovered =
-        std::async(std::launch::async, [&] { target->mapper->Prefetch(reads.api_versions); });
-  }
-  Status source_error = ReadSourceSecrets(reads.secrets, secrets);
-  if (discovered.valid()) discovered.get();
-  return source_error;
-}
-
 Status ClusterSyncer::Run(const Scene& scene, const std::optional<Target>& target,
                           ClusterSteps& steps, SyncOutcome& outcome) {
   TargetSession session = OpenSession(scene, target);
@@ -390,55 +367,6 @@ Status ClusterSyncer::Run(const Scene& scene, const std::optional<Target>& targe
   SYNCBUS_RETURN_IF_ERROR(AnsweredSomething(scene.request.ClusterKey(), results));
   RecordRuns(results, steps.outcome_of, steps.outcomes, outcome);
   outcome.target_seconds = std::chrono::duration<double>(clock_.Now() - target_start).count();
-  return Status::Ok();
-}
-
-Result<Target> ClusterSyncer::ReadTarget(const std::string& key,
-                                         const hive::ClusterDeployment& cd) {
-  if (cd.admin_kubeconfig_secret.empty()) {
-    return InvalidArgument("ClusterDeployment " + key +
-                           " names no spec.clusterMetadata.adminKubeconfigSecretRef");
-  }
-  auto secret = hub_.Get(kube::Object(res::kSecrets, cd.meta.ns, cd.admin_kubeconfig_secret));
-  if (!secret.ok()) return secret.status().Annotate("reading admin kubeconfig Secret of " + key);
-  std::optional<std::string> kubeconfig;
-  if (secret->contains("data") && (*secret)["data"].contains("kubeconfig") &&
-      (*secret)["data"]["kubeconfig"].is_string()) {
-    kubeconfig = DecodeBase64((*secret)["data"]["kubeconfig"].get<std::string>());
-  }
-  if (!kubeconfig) {
-    return InvalidArgument("admin kubeconfig Secret " + cd.meta.ns + "/" +
-                           cd.admin_kubeconfig_secret + " has no valid data.kubeconfig");
-  }
-  std::string version;
-  if (auto meta = secret->find("metadata"); meta != secret->end() && meta->is_object()) {
-    version = meta->value("resourceVersion", "");
-  }
-  return targets_.Get(key, cd.admin_kubeconfig_secret, *kubeconfig, options_.request_timeout,
-                      {cd.ActiveApiUrl(), cd.api_server_ip_override}, version);
-}
-
-Status ClusterSyncer::ReadSourceSecrets(
-    const std::vector<std::pair<std::string, std::string>>& sources, SecretSources& secrets) {
-  constexpr size_t kReadsAtOnce = 16;
-  for (size_t first = 0; first < sources.size(); first += kReadsAtOnce) {
-    std::vector<std::future<Result<Json>>> reads;
-    for (size_t i = first; i < std::min(sources.size(), first + kReadsAtOnce); ++i) {
-      reads.push_back(std::async(std::launch::async, [this, &source = sources[i]] {
-        return hub_.Get(kube::Object(res::kSecrets, source.first, source.second));
-      }));
-    }
-    Status error;
-    for (size_t i = first; i < first + reads.size(); ++i) {
-      auto read = reads[i - first].get();
-      std::string source_key = sources[i].first + "/" + sources[i].second;
-      if (!read.ok() && read.status().code() != Code::kNotFound && error.ok()) {
-        error = read.status().Annotate("reading source Secret " + source_key);
-      }
-      secrets.insert_or_assign(source_key, std::move(read));
-    }
-    if (!error.ok()) return error;
-  }
   return Status::Ok();
 }
 

@@ -40,6 +40,7 @@
 #include "common/hive/types.h"
 #include "common/kube/client.h"
 #include "consumer/hive_metrics.h"
+#include "consumer/hub_inputs.h"
 #include "consumer/hub_reader.h"
 #include "consumer/request_limiter.h"
 #include "consumer/set_applier.h"
@@ -108,11 +109,6 @@ class ClusterSyncer {
     const hive::ClusterDeployment& cd;
     const SyncFence& fence;
   };
-  // Reads what the plan's steps need (sync_plan.h's PlanReads) into `secrets` and the client's
-  // discovery cache (none for a fake cluster), side by side. A source Secret that is absent is
-  // kept as NotFound (its set fails); any other error is returned.
-  Status ReadInputs(const PlanReads& reads, const std::optional<Target>& target,
-                    SecretSources& secrets);
   // Step 3: runs the steps through `target` (none for a fake cluster), fills in their outcomes
   // and the figures of `outcome`.
   Status Run(const Scene& scene, const std::optional<Target>& target, ClusterSteps& steps,
@@ -128,11 +124,6 @@ class ClusterSyncer {
   // What the runs of one cluster share: its client (none for a fake cluster), the limiter, the
   // deadline, the fence, and the observers of this syncer's and Hive's metrics.
   TargetSession OpenSession(const Scene& scene, const std::optional<Target>& target);
-  // The cluster's client from its admin kubeconfig Secret, read now.
-  Result<Target> ReadTarget(const std::string& key, const hive::ClusterDeployment& cd);
-  // Reads the source Secrets ("ns", "name") into `secrets`, 16 at a time.
-  Status ReadSourceSecrets(const std::vector<std::pair<std::string, std::string>>& sources,
-                           SecretSources& secrets);
   // Runs `plans` side by side where `waits_for` allows (at most options_.parallel_sync_sets at
   // once), and waits for all of them.
   std::vector<SetRunResult> RunAll(const TargetSession& session, std::vector<SetPlan> plans,
@@ -155,6 +146,7 @@ class ClusterSyncer {
   kube::Client& hub_;
   HubReader& reader_;
   TargetClients& targets_;
+  HubInputs inputs_;
   Clock& clock_;
   RequestLimiter limiter_;
   HiveMetrics hive_metrics_;

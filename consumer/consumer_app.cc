@@ -1,5 +1,7 @@
 #include "consumer/consumer_app.h"
 
+#include <thread>
+
 #include "common/amqp/reconnect.h"
 #include "common/bus/daemon.h"
 #include "common/bus/topology.h"
@@ -7,12 +9,14 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "consumer/cluster_lease.h"
+#include "consumer/cluster_preview.h"
 #include "consumer/cluster_syncer.h"
 #include "consumer/delivery_loop.h"
 #include "consumer/event_recorder.h"
 #include "consumer/hive_client_metrics.h"
 #include "consumer/hub_mirror.h"
 #include "consumer/hub_reader.h"
+#include "consumer/preview_loop.h"
 #include "consumer/sync_plan.h"
 #include "consumer/target_clients.h"
 
@@ -165,6 +169,22 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   ClusterLeases leases(LeaseOptionsOf(c, deps_.identity), *deps_.hub, clock, *deps_.registry,
                        hub_view.mirror());
   leases.StartRenewing();
+  std::thread previews;
+  std::unique_ptr<ClusterPreviewer> previewer;
+  if (deps_.new_preview_session && c.preview_workers > 0) {
+    ClusterPreviewerOptions preview_options;
+    preview_options.request_timeout = c.request_timeout;
+    preview_options.preview.take_over_managers = {c.take_over_managers.begin(),
+                                                  c.take_over_managers.end()};
+    previewer = std::make_unique<ClusterPreviewer>(preview_options, *deps_.hub, reader, targets);
+    previews = std::thread([this, &previewer, &stop] {
+      ServePreviews(
+          [&previewer](const std::string& id, const Json& set, const PreviewCluster& cluster) {
+            return previewer->Preview(id, set, cluster);
+          },
+          stop);
+    });
+  }
   std::unique_ptr<amqp::Session> session = deps_.new_session();
   DeliveryLoop loop(
       options, *session,
@@ -173,8 +193,34 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
       },
       &leases, clock, *deps_.registry);
   Consume(loop, *session, stop);
+  if (previews.joinable()) previews.join();
   hub_view.Stop();
   return Status::Ok();
+}
+
+void ConsumerApp::ServePreviews(const PreviewLoop::PreviewFn& preview,
+                                const std::atomic<bool>& stop) {
+  std::unique_ptr<amqp::Session> session = deps_.new_preview_session();
+  PreviewLoop loop({config_.consumer.preview_workers}, *session, preview, *deps_.registry);
+  amqp::Reconnector reconnector(
+      *session, {}, *deps_.clock, RealRandom(), WaitUnlessStopped(stop, [] {}),
+      [&](amqp::Session& s) {
+        SYNCBUS_RETURN_IF_ERROR(amqp::DeclareTopology(s, amqp::SyncbusTopology(config_.topology)));
+        return loop.Subscribe();
+      });
+  bool connected = false;
+  while (!stop.load()) {
+    if (!connected) {
+      if (!reconnector.EnsureConnected().ok()) continue;  // stopping
+      connected = true;
+    }
+    if (Status s = loop.Step(std::chrono::milliseconds(100)); !s.ok()) {
+      log::Warn("preview connection lost; reconnecting", {{"error", s.message()}});
+      connected = false;
+      session->Close();
+    }
+  }
+  session->Close();
 }
 
 void ConsumerApp::Consume(DeliveryLoop& loop, amqp::Session& session,

@@ -1,8 +1,8 @@
 // ConsumerApp: the syncbus-consumer process minus main(): (re)connects its broker session with
 // backoff, declares the topology, consumes both lanes through a DeliveryLoop whose workers run
-// ClusterSyncer under per-cluster hub leases, and on stop drains in-flight work within the
-// grace period. Run() blocks until
-// `stop`; ready() is thread-safe (admin probe).
+// ClusterSyncer under per-cluster hub leases, serves previews (preview_loop.h) on a session and
+// thread of their own, and on stop drains in-flight work within the grace period. Run() blocks
+// until `stop`; ready() is thread-safe (admin probe).
 #pragma once
 
 #include <atomic>
@@ -13,6 +13,7 @@
 
 #include "common/amqp/session.h"
 #include "common/bus/config.h"
+#include "common/bus/preview_message.h"
 #include "common/clock.h"
 #include "common/http/transport.h"
 #include "common/kube/client.h"
@@ -29,6 +30,9 @@ struct ConsumerDeps {
   std::shared_ptr<kube::Client> hub;
   std::shared_ptr<http::Transport> transport;  // for target clusters
   std::function<std::unique_ptr<amqp::Session>()> new_session;
+  // The preview loop's own session (preview_loop.h), named apart in the management UI; optional:
+  // without it (or with consumer.previewWorkers 0) this consumer serves no previews.
+  std::function<std::unique_ptr<amqp::Session>()> new_preview_session;
   Clock* clock = nullptr;
   std::shared_ptr<prometheus::Registry> registry;
   std::string identity;  // lease holder identity, unique per process
@@ -54,6 +58,11 @@ class ConsumerApp {
   // Connects (again after every loss), consumes through `loop` until `stop`, then drains what is
   // in flight within the grace period and closes the session.
   void Consume(DeliveryLoop& loop, amqp::Session& session, const std::atomic<bool>& stop);
+  // Serves the preview queue on its own session through `loop`'s preview function until `stop`,
+  // reconnecting after every loss.
+  void ServePreviews(const std::function<PreviewReply(const std::string&, const Json&,
+                                                      const PreviewCluster&)>& preview,
+                     const std::atomic<bool>& stop);
 
   Config config_;
   ConsumerDeps deps_;

@@ -129,6 +129,11 @@ bool MirrorHubReader::Overtaken(const ClusterState& state) const {
          newer(now->status.selector_sync_sets, state.selector_sync_sets);
 }
 
+Result<ClusterState> MirrorHubReader::ReadCurrent(const std::string& ns, const std::string& name) {
+  if (mirror_.synced()) return mirror_.Read(ns, name);
+  return direct_.ReadCurrent(ns, name);
+}
+
 Result<ClusterState> MirrorHubReader::ReadAfresh(const SyncRequest& request) {
   overtaken_.Increment();
   return direct_.Read(request);

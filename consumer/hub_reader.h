@@ -35,6 +35,14 @@ class HubReader {
   }
   // Reads the cluster's state from the hub itself.
   virtual Result<ClusterState> ReadAfresh(const SyncRequest& request) { return Read(request); }
+  // The cluster's state as this reader knows it now, with no version to wait for (a preview's):
+  // by default as a request that saw nothing reads it.
+  virtual Result<ClusterState> ReadCurrent(const std::string& ns, const std::string& name) {
+    SyncRequest request;
+    request.cluster_namespace = ns;
+    request.cluster_name = name;
+    return Read(request);
+  }
   // The ClusterSync this process just stored, so the next Read sees it even before its watch
   // event arrives.
   virtual void NoteStatusWritten(const Json& cluster_sync) {
@@ -65,6 +73,8 @@ class MirrorHubReader final : public HubReader {
   Result<ClusterState> Read(const SyncRequest& request) override;
   bool Overtaken(const ClusterState& state) const override;
   Result<ClusterState> ReadAfresh(const SyncRequest& request) override;
+  // The mirror's state once it has listed, without a hub request; the hub's before.
+  Result<ClusterState> ReadCurrent(const std::string& ns, const std::string& name) override;
   void NoteStatusWritten(const Json& cluster_sync) override {
     mirror_.NoteWritten(HubCollection::kClusterSyncs, cluster_sync);
   }

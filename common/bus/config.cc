@@ -255,7 +255,7 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
       {"prefetch", "parallelSyncSets", "maxInFlight", "perClusterInFlight", "perClusterQps",
        "requestTimeout", "clusterDeadline", "maxAttempts", "shutdownGrace", "maxConnectionsPerHost",
        "maxIdleConnections", "idleConnectionTimeout", "targetClients", "events", "clusterLease",
-       "hubMirror", "takeOverManagers"}));
+       "hubMirror", "takeOverManagers", "previewWorkers"}));
   SYNCBUS_RETURN_IF_ERROR(s.Int("prefetch", o.prefetch, 1, 65535));
   SYNCBUS_RETURN_IF_ERROR(s.Int("parallelSyncSets", o.parallel_sync_sets, 1, 1000));
   SYNCBUS_RETURN_IF_ERROR(s.Int("maxInFlight", o.max_in_flight, 1, 1000000));
@@ -271,6 +271,7 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
       s.Duration("idleConnectionTimeout", o.idle_connection_timeout, std::chrono::milliseconds(0)));
   SYNCBUS_RETURN_IF_ERROR(s.Int("targetClients", o.target_clients, 1, 10000000));
   SYNCBUS_RETURN_IF_ERROR(s.Bool("events", o.events));
+  SYNCBUS_RETURN_IF_ERROR(s.Int("previewWorkers", o.preview_workers, 0, 1000));
   SYNCBUS_RETURN_IF_ERROR(s.StringList("takeOverManagers", o.take_over_managers));
   Section ls = s.Child("clusterLease");
   auto& l = o.cluster_lease;

@@ -104,6 +104,9 @@ struct ConsumerConfig {
   std::chrono::milliseconds idle_connection_timeout{90000};
   int target_clients = 2000;  // clusters whose client and discovery are kept (LRU)
   bool events = true;         // Kubernetes Events on ClusterSyncs (failed, parked, recovered)
+  // Clusters of one preview request (syncbus.preview) previewed at once, on a broker connection
+  // and threads of their own; 0 = this consumer serves no previews.
+  int preview_workers = 4;
   ClusterLeaseConfig cluster_lease;
   HubMirrorConfig hub_mirror;
 };
