@@ -33,6 +33,16 @@ std::vector<std::string> Outcomes(const std::vector<ObjectPreview>& objects) {
   return out;
 }
 
+// A merge patch of ConfigMap default/a adding data.p.
+Json PatchOfA() {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"name", "a"},
+          {"namespace", "default"},
+          {"patch", R"({"data":{"p":"1"}})"},
+          {"patchType", "merge"}};
+}
+
 struct PreviewFixture {
   static kube::ClusterConfig TargetConfig() {
     kube::ClusterConfig cc;
@@ -125,12 +135,7 @@ TEST_CASE("preview: a missing namespace refuses the set's apply as the sync reco
   PreviewFixture p;
   Json spec = {{"resources", Json::array({ConfigMap("a", {{"k", "v"}}), ConfigMap("b", {}, "nope"),
                                           ConfigMap("c", {})})},
-               {"patches", Json::array({{{"apiVersion", "v1"},
-                                         {"kind", "ConfigMap"},
-                                         {"name", "a"},
-                                         {"namespace", "default"},
-                                         {"patch", R"({"data":{"p":"1"}})"},
-                                         {"patchType", "merge"}}})}};
+               {"patches", Json::array({PatchOfA()})}};
   auto preview = p.Preview("s", spec);
   CHECK(Outcomes(preview) ==
         std::vector<std::string>{"a created", "b refused", "c not-reached", "a not-reached"});
@@ -189,12 +194,7 @@ TEST_CASE("preview: applyBehavior CreateOnly and CreateOrUpdate, and a patch's d
   spec["resources"].push_back(ConfigMap("n", {}));
   CHECK(Outcomes(p.Preview("s", spec)) == std::vector<std::string>{"a unchanged", "n created"});
 
-  Json patched = {{"patches", Json::array({{{"apiVersion", "v1"},
-                                            {"kind", "ConfigMap"},
-                                            {"name", "a"},
-                                            {"namespace", "default"},
-                                            {"patch", R"({"data":{"p":"1"}})"},
-                                            {"patchType", "merge"}}})}};
+  Json patched = {{"patches", Json::array({PatchOfA()})}};
   auto patch = p.Preview("t", patched);
   CHECK(Outcomes(patch) == std::vector<std::string>{"a changed"});
   CHECK(patch[0].diff == std::vector<std::string>{R"(data.p: <none> -> "1")"});
