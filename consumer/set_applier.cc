@@ -10,44 +10,6 @@ namespace {
 
 using Op = ApplyStep::Op;
 
-// Go's schema.GroupVersionResource / GroupVersionKind String(), as kubectl prints them.
-std::string GvrString(const kube::Resource& r) {
-  return r.group + "/" + r.version + ", Resource=" + r.resource;
-}
-std::string GvkString(const kube::Resource& r) {
-  return r.group + "/" + r.version + ", Kind=" + r.kind;
-}
-
-// kubectl's message for a kind the cluster does not serve (its resource builder's).
-std::string UnknownKindMessage(const ApplyStep& step) {
-  return "could not get info from passed resource: resource mapping not found for name: \"" +
-         step.name + "\" namespace: \"" + step.ns + "\" from \"object\": no matches for kind \"" +
-         step.kind + "\" in version \"" + step.api_version + "\"\nensure CRDs are installed first";
-}
-
-// Checks what kubectl checks before sending anything once the kind is known: a namespaced
-// object needs a namespace (Hive's kubectl is given none to default to), and an object to read
-// first needs a name. Empty when fine.
-std::string PlacementError(const ApplyStep& step) {
-  if (!step.resource || step.op == Op::kPatch || step.op == Op::kDelete) return {};
-  const char* why = nullptr;
-  if (step.resource->namespaced && step.ns.empty()) {
-    why = "an empty namespace may not be set when a resource name is provided";
-  } else if (step.name.empty() && step.op != Op::kCreateOnly) {
-    why = "resource name may not be empty";
-  }
-  if (why == nullptr) return {};
-  return "error when retrieving current configuration of:\nResource: \"" +
-         GvrString(*step.resource) + "\", GroupVersionKind: \"" + GvkString(*step.resource) +
-         "\"\nName: \"" + step.name + "\", Namespace: \"" + step.ns +
-         "\"\nfrom server for: \"object\": " + why;
-}
-
-std::string DeleteMessage(const ApplyStep& step, const std::string& why) {
-  return "failed to delete " + step.api_version + ", Kind=" + step.kind + " " + step.ns + "/" +
-         step.name + ": " + why;
-}
-
 // A set failure that heals without an edit: a namespace or kind that an earlier set or another
 // controller has not created yet (404), besides the transport's transient codes.
 bool SelfHealing(const Status& status) {
@@ -120,7 +82,7 @@ void SetRun::RunStep() {
     Resolve(step);
     return;
   }
-  if (std::string placement = PlacementError(step); !placement.empty()) {
+  if (std::string placement = step.PlacementError(); !placement.empty()) {
     StepDone(InvalidArgument(placement), false);
     return;
   }
@@ -137,7 +99,7 @@ void SetRun::Resolve(ApplyStep& step) {
         // kubectl patch names the kind as its resource builder was given it.
         why = NotFound(step.op == Op::kPatch
                            ? "the server doesn't have a resource type \"" + step.kind + "\""
-                           : UnknownKindMessage(step));
+                           : step.UnknownKindMessage());
       }
       if (step.op == Op::kDelete && why.code() == Code::kNotFound)
         why = Status::Ok();  // kind gone: deleted
@@ -146,7 +108,7 @@ void SetRun::Resolve(ApplyStep& step) {
     }
     step.resource = *mapped;
     step.Place();
-    if (std::string placement = PlacementError(step); !placement.empty()) {
+    if (std::string placement = step.PlacementError(); !placement.empty()) {
       self->StepDone(InvalidArgument(placement), false);
       return;
     }
@@ -302,7 +264,7 @@ void SetRun::StepDone(const Status& status, bool wrote) {
       undeleted_.insert(step.Identity());
       std::string why = step.op == Op::kFail ? status.message()
                                              : "could not delete resource: " + status.message();
-      delete_failures_.push_back(DeleteMessage(step, why));
+      delete_failures_.push_back(step.DeleteMessage(why));
       Fail(status);
     }
     RunStep();  // every deletion runs

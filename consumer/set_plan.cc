@@ -228,6 +228,14 @@ std::vector<ApplyStep> Deletions(const std::vector<hive::SyncResourceReference>&
   return steps;
 }
 
+// Go's schema.GroupVersionResource / GroupVersionKind String(), as kubectl prints them.
+std::string GvrString(const kube::Resource& r) {
+  return r.group + "/" + r.version + ", Resource=" + r.resource;
+}
+std::string GvkString(const kube::Resource& r) {
+  return r.group + "/" + r.version + ", Kind=" + r.kind;
+}
+
 }  // namespace
 
 hive::SyncResourceReference ApplyStep::Ref() const {
@@ -248,6 +256,30 @@ Result<kube::Resource> ApplyStep::MapKind(RestMapper& mapper) {
   auto mapped = mapper.MapLeniently(api_version, kind);
   if (mapped.ok()) kind = mapped->kind;
   return mapped;
+}
+
+std::string ApplyStep::UnknownKindMessage() const {
+  return "could not get info from passed resource: resource mapping not found for name: \"" + name +
+         "\" namespace: \"" + ns + "\" from \"object\": no matches for kind \"" + kind +
+         "\" in version \"" + api_version + "\"\nensure CRDs are installed first";
+}
+
+std::string ApplyStep::DeleteMessage(const std::string& why) const {
+  return "failed to delete " + api_version + ", Kind=" + kind + " " + ns + "/" + name + ": " + why;
+}
+
+std::string ApplyStep::PlacementError() const {
+  if (!resource || op == Op::kPatch || op == Op::kDelete) return {};
+  const char* why = nullptr;
+  if (resource->namespaced && ns.empty()) {
+    why = "an empty namespace may not be set when a resource name is provided";
+  } else if (name.empty() && op != Op::kCreateOnly) {
+    why = "resource name may not be empty";
+  }
+  if (why == nullptr) return {};
+  return "error when retrieving current configuration of:\nResource: \"" + GvrString(*resource) +
+         "\", GroupVersionKind: \"" + GvkString(*resource) + "\"\nName: \"" + name +
+         "\", Namespace: \"" + ns + "\"\nfrom server for: \"object\": " + why;
 }
 
 std::string ObjectIdentity(const hive::SyncResourceReference& ref, bool cluster_scoped) {

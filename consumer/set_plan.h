@@ -58,6 +58,14 @@ struct ApplyStep {
   // names its kind as kubectl reads a resource argument (Hive's patches go through kubectl patch):
   // any case, or the plural, singular or short name; it is known by its Kind from then on.
   Result<kube::Resource> MapKind(RestMapper& mapper);
+  // kubectl's message for a kind the cluster does not serve (its resource builder's).
+  std::string UnknownKindMessage() const;
+  // What kubectl checks before sending anything once the kind is known: a namespaced object
+  // needs a namespace (Hive's kubectl is given none to default to), and an object to read first
+  // needs a name. Empty when fine.
+  std::string PlacementError() const;
+  // Hive's message for a deletion that failed for `why`.
+  std::string DeleteMessage(const std::string& why) const;
 };
 
 struct SetPlan {

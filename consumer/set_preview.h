@@ -5,6 +5,15 @@
 // the first refused write stopping the set's applies (the rest not reached), every deletion
 // looked at whatever happened before. Blocking; thread-compatible (one call per cluster at a
 // time on a client it does not share).
+//
+// What a dry run cannot show, and how the preview says so:
+// - An object last applied client-side (by Hive's kubectl) is, in the sync, first handed to
+//   syncbus's field manager and then applied again, which drops the fields the set no longer
+//   holds. A dry run cannot chain the second apply to the first one's hand-over, so the diff
+//   shows the first apply only; such an object carries kTakeOverNote as its message.
+// - A dry run stores nothing, so an object in a namespace, or of a kind (a CRD), that an earlier
+//   step of the same set creates cannot be checked by the cluster: it is reported created, with a
+//   message saying that it was not checked. (Across sets of a cluster, the caller's concern.)
 #pragma once
 
 #include <set>
@@ -25,6 +34,10 @@ struct PreviewOptions {
   std::set<std::string> take_over_managers = {"hive6-clustersync", "Go-http-client",
                                               "kubectl-client-side-apply"};
 };
+
+inline constexpr char kTakeOverNote[] =
+    "fields a client-side apply set are taken over by the sync, which then drops those the set "
+    "no longer holds: not shown";
 
 // `mapper`: the cluster's (a kind not mapped when planned is mapped here, as SetRun does);
 // `target`: the cluster's client. Only reads and dry-run writes reach the cluster.

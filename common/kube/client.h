@@ -85,15 +85,23 @@ class WatchStream {
 enum class PatchType { kJson, kMerge, kStrategicMerge };
 const char* PatchContentType(PatchType t);
 
+// dry_run: the server runs the whole write (admission, validation, defaulting, conflicts) and
+// answers as if it were stored, and stores nothing (query parameter dryRun=All).
+struct WriteOptions {
+  bool dry_run = false;
+};
+
 struct ApplyOptions {
   std::string field_manager = "syncbus";
   bool force = true;
+  bool dry_run = false;  // as WriteOptions::dry_run
 };
 
 struct DeleteOptions {
   std::string precondition_uid;               // empty = none
   std::string precondition_resource_version;  // empty = none
   std::string propagation_policy;             // "", "Background", "Foreground", "Orphan"
+  bool dry_run = false;                       // as WriteOptions::dry_run
 };
 
 class Client {
@@ -107,14 +115,16 @@ class Client {
   virtual Result<std::unique_ptr<WatchStream>> Watch(const ObjectRef& collection,
                                                      const WatchOptions& options) = 0;
   // POST to the collection of `object.resource` in `object.ns`; returns the stored object.
-  virtual Result<Json> Create(const ObjectRef& collection, const Json& object) = 0;
+  virtual Result<Json> Create(const ObjectRef& collection, const Json& object,
+                              const WriteOptions& options = {}) = 0;
   // PUT; `object.metadata.resourceVersion`, when set, is a precondition (kConflict on mismatch).
   // With ref.subresource == "status" this is the status update.
   virtual Result<Json> Update(const ObjectRef& ref, const Json& object) = 0;
   // Server-side apply (PATCH application/apply-patch+yaml with fieldManager and force).
   virtual Result<Json> Apply(const ObjectRef& ref, const Json& object,
                              const ApplyOptions& options) = 0;
-  virtual Result<Json> Patch(const ObjectRef& ref, PatchType type, const std::string& body) = 0;
+  virtual Result<Json> Patch(const ObjectRef& ref, PatchType type, const std::string& body,
+                             const WriteOptions& options = {}) = 0;
   // NotFound is returned as kNotFound (callers that treat it as success check for it).
   virtual Status Delete(const ObjectRef& ref, const DeleteOptions& options) = 0;
   // GET of an arbitrary API path (discovery: "/api", "/apis", "/apis/apps/v1").

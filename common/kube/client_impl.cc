@@ -114,6 +114,11 @@ Result<WatchEvent> ParseWatchLine(std::string_view line) {
   return out;
 }
 
+// The query of a write that is (or is not) a dry run.
+Query DryRunQuery(bool dry_run) {
+  return dry_run ? Query{{"dryRun", "All"}} : Query{};
+}
+
 void SetAccept(http::Request& request, const char* accept) {
   for (auto& [name, value] : request.headers) {
     if (name == "Accept") value = accept;
@@ -504,9 +509,10 @@ void ClientImpl::GetAsync(const ObjectRef& ref, Callback<Json> done) {
 }
 
 void ClientImpl::CreateAsync(const ObjectRef& collection, const Json& object, Callback<Json> done,
-                             http::SendGuard guard) {
+                             http::SendGuard guard, const WriteOptions& options) {
   ObjectRef target{collection.resource, collection.ns, {}, {}};
-  CallJson(NewRequest("POST", Url(target.Path()), "application/json", object.dump()),
+  CallJson(NewRequest("POST", Url(target.Path(), DryRunQuery(options.dry_run)), "application/json",
+                      object.dump()),
            std::move(done), std::move(guard));
 }
 
@@ -520,6 +526,7 @@ void ClientImpl::ApplyAsync(const ObjectRef& ref, const Json& object, const Appl
                             Callback<Json> done, http::SendGuard guard) {
   Query query{{"fieldManager", options.field_manager}};
   if (options.force) query.emplace_back("force", "true");
+  if (options.dry_run) query.emplace_back("dryRun", "All");
   // JSON is YAML: the apply body is the object as JSON.
   CallJson(
       NewRequest("PATCH", Url(ref.Path(), query), "application/apply-patch+yaml", object.dump()),
@@ -527,8 +534,10 @@ void ClientImpl::ApplyAsync(const ObjectRef& ref, const Json& object, const Appl
 }
 
 void ClientImpl::PatchAsync(const ObjectRef& ref, PatchType type, std::string body,
-                            Callback<Json> done, http::SendGuard guard) {
-  CallJson(NewRequest("PATCH", Url(ref.Path()), PatchContentType(type), std::move(body)),
+                            Callback<Json> done, http::SendGuard guard,
+                            const WriteOptions& options) {
+  CallJson(NewRequest("PATCH", Url(ref.Path(), DryRunQuery(options.dry_run)),
+                      PatchContentType(type), std::move(body)),
            std::move(done), std::move(guard));
 }
 
@@ -551,7 +560,8 @@ void ClientImpl::DeleteAsync(const ObjectRef& ref, const DeleteOptions& options,
   }
   std::string content_type = body.empty() ? "" : "application/json";
   CallJson(
-      NewRequest("DELETE", Url(ref.Path()), std::move(content_type), std::move(body)),
+      NewRequest("DELETE", Url(ref.Path(), DryRunQuery(options.dry_run)), std::move(content_type),
+                 std::move(body)),
       [done = std::move(done)](const Result<Json>& result) { done(result.status()); },
       std::move(guard));
 }
@@ -560,9 +570,11 @@ Result<Json> ClientImpl::Get(const ObjectRef& object) {
   return Await<Json>([&](Callback<Json> done) { GetAsync(object, std::move(done)); });
 }
 
-Result<Json> ClientImpl::Create(const ObjectRef& collection, const Json& object) {
-  return Await<Json>(
-      [&](Callback<Json> done) { CreateAsync(collection, object, std::move(done)); });
+Result<Json> ClientImpl::Create(const ObjectRef& collection, const Json& object,
+                                const WriteOptions& options) {
+  return Await<Json>([&](Callback<Json> done) {
+    CreateAsync(collection, object, std::move(done), nullptr, options);
+  });
 }
 
 Result<Json> ClientImpl::Update(const ObjectRef& ref, const Json& object) {
@@ -575,8 +587,10 @@ Result<Json> ClientImpl::Apply(const ObjectRef& ref, const Json& object,
       [&](Callback<Json> done) { ApplyAsync(ref, object, options, std::move(done)); });
 }
 
-Result<Json> ClientImpl::Patch(const ObjectRef& ref, PatchType type, const std::string& body) {
-  return Await<Json>([&](Callback<Json> done) { PatchAsync(ref, type, body, std::move(done)); });
+Result<Json> ClientImpl::Patch(const ObjectRef& ref, PatchType type, const std::string& body,
+                               const WriteOptions& options) {
+  return Await<Json>(
+      [&](Callback<Json> done) { PatchAsync(ref, type, body, std::move(done), nullptr, options); });
 }
 
 Status ClientImpl::Delete(const ObjectRef& ref, const DeleteOptions& options) {

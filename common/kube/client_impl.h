@@ -92,11 +92,13 @@ class ClientImpl final : public Client {
   Result<ObjectList> List(const ObjectRef& collection, const ListOptions& options) override;
   Result<std::unique_ptr<WatchStream>> Watch(const ObjectRef& collection,
                                              const WatchOptions& options) override;
-  Result<Json> Create(const ObjectRef& collection, const Json& object) override;
+  Result<Json> Create(const ObjectRef& collection, const Json& object,
+                      const WriteOptions& options = {}) override;
   Result<Json> Update(const ObjectRef& ref, const Json& object) override;
   Result<Json> Apply(const ObjectRef& ref, const Json& object,
                      const ApplyOptions& options) override;
-  Result<Json> Patch(const ObjectRef& ref, PatchType type, const std::string& body) override;
+  Result<Json> Patch(const ObjectRef& ref, PatchType type, const std::string& body,
+                     const WriteOptions& options = {}) override;
   Status Delete(const ObjectRef& ref, const DeleteOptions& options) override;
   Result<Json> GetPath(const std::string& path) override;
 
@@ -106,13 +108,13 @@ class ClientImpl final : public Client {
   // transport's thread; it must not block); otherwise `done` gets the guard's failure.
   void GetAsync(const ObjectRef& ref, Callback<Json> done);
   void CreateAsync(const ObjectRef& collection, const Json& object, Callback<Json> done,
-                   http::SendGuard guard = nullptr);
+                   http::SendGuard guard = nullptr, const WriteOptions& options = {});
   void UpdateAsync(const ObjectRef& ref, const Json& object, Callback<Json> done,
                    http::SendGuard guard = nullptr);
   void ApplyAsync(const ObjectRef& ref, const Json& object, const ApplyOptions& options,
                   Callback<Json> done, http::SendGuard guard = nullptr);
   void PatchAsync(const ObjectRef& ref, PatchType type, std::string body, Callback<Json> done,
-                  http::SendGuard guard = nullptr);
+                  http::SendGuard guard = nullptr, const WriteOptions& options = {});
   void DeleteAsync(const ObjectRef& ref, const DeleteOptions& options, StatusCallback done,
                    http::SendGuard guard = nullptr);
 

@@ -277,6 +277,16 @@ ObjectStore::Committed ObjectStore::Create(const TypePtr& type, const PreparedOb
   return out;
 }
 
+ObjectStore::Code ObjectStore::CheckCreate(const TypePtr& type,
+                                           const PreparedObject& object) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Code code = CheckNamespace(*type, object.index.ns);
+  if (code != Code::kOk) return code;
+  const Bucket* bucket = FindBucket(*type);
+  if (bucket != nullptr && bucket->objects.count(object.index.key) > 0) return Code::kExists;
+  return Code::kOk;
+}
+
 ObjectStore::Committed ObjectStore::Update(const TypePtr& type, const ObjectPtr& expected,
                                            const PreparedObject& object,
                                            const OnCommit& on_commit) {

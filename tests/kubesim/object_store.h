@@ -60,6 +60,9 @@ class ObjectStore {
   using OnCommit = std::function<void(const ObjectPtr& object)>;
   Committed Create(const TypePtr& type, const PreparedObject& object,
                    const OnCommit& on_commit = nullptr);
+  // What Create would answer now (kOk, kExists, kNoNamespace, kNamespaceTerminating), storing
+  // nothing: a dry run is refused as the create would be.
+  Code CheckCreate(const TypePtr& type, const PreparedObject& object) const;
   // Replaces `expected` (the current state the write was computed from). An object being
   // deleted whose finalizers are now gone is removed instead.
   Committed Update(const TypePtr& type, const ObjectPtr& expected, const PreparedObject& object,

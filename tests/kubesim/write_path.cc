@@ -385,12 +385,18 @@ Outcome<WritePath::CreateResult> WritePath::CommitCreate(
     }
     WriteManagedFields(next, entries);
     CreateResult result;
-    if (dry_run) {
-      result.body = next.dump();
-      return result;
-    }
     PreparedObject prepared = Prepare(type, next);
-    ObjectStore::Committed c = store_->Create(r.type, prepared, Journaling(r, 201));
+    ObjectStore::Committed c;
+    if (dry_run) {
+      // Refused as the create would be (no namespace, already there); nothing stored.
+      c.code = store_->CheckCreate(r.type, prepared);
+      if (c.code == ObjectStore::Code::kOk) {
+        result.body = next.dump();
+        return result;
+      }
+    } else {
+      c = store_->Create(r.type, prepared, Journaling(r, 201));
+    }
     switch (c.code) {
       case ObjectStore::Code::kOk:
         AfterCommit(r.type, c);

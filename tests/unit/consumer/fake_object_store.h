@@ -21,13 +21,15 @@ class FakeObjectStore final : public kube::Client {
     if (it == objects_.end()) return Status(Code::kNotFound, ref.Describe() + " not found");
     return it->second;
   }
-  Result<Json> Create(const kube::ObjectRef& collection, const Json& object) override {
+  Result<Json> Create(const kube::ObjectRef& collection, const Json& object,
+                      const kube::WriteOptions& options = {}) override {
     std::lock_guard lock(mu_);
     if (!outage_.ok()) return outage_;
     kube::ObjectRef ref =
         kube::Object(collection.resource, collection.ns, object["metadata"]["name"]);
     if (objects_.count(ref.Path()))
       return Status(Code::kAlreadyExists, ref.Describe() + " already exists");
+    if (options.dry_run) return object;
     return Store(ref, object);
   }
   Result<Json> Update(const kube::ObjectRef& ref, const Json& object) override {
@@ -52,7 +54,8 @@ class FakeObjectStore final : public kube::Client {
   Result<Json> Apply(const kube::ObjectRef&, const Json&, const kube::ApplyOptions&) override {
     return Unsupported();
   }
-  Result<Json> Patch(const kube::ObjectRef&, kube::PatchType, const std::string&) override {
+  Result<Json> Patch(const kube::ObjectRef&, kube::PatchType, const std::string&,
+                     const kube::WriteOptions& = {}) override {
     return Unsupported();
   }
   Status Delete(const kube::ObjectRef&, const kube::DeleteOptions&) override {

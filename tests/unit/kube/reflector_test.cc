@@ -151,12 +151,15 @@ class FakeClient final : public Client {
   }
 
   Result<Json> Get(const ObjectRef&) override { return Unimplemented(); }
-  Result<Json> Create(const ObjectRef&, const Json&) override { return Unimplemented(); }
+  Result<Json> Create(const ObjectRef&, const Json&, const WriteOptions& = {}) override {
+    return Unimplemented();
+  }
   Result<Json> Update(const ObjectRef&, const Json&) override { return Unimplemented(); }
   Result<Json> Apply(const ObjectRef&, const Json&, const ApplyOptions&) override {
     return Unimplemented();
   }
-  Result<Json> Patch(const ObjectRef&, PatchType, const std::string&) override {
+  Result<Json> Patch(const ObjectRef&, PatchType, const std::string&,
+                     const WriteOptions& = {}) override {
     return Unimplemented();
   }
   Status Delete(const ObjectRef&, const DeleteOptions&) override { return Unimplemented(); }

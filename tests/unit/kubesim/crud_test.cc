@@ -284,6 +284,54 @@ TEST_CASE("dry run changes nothing") {
   CHECK(f.server->Call("GET", CmPath("default", "a")).status == 404);
 }
 
+TEST_CASE(
+    "dry runs of create, apply, patch and delete answer as the write would, storing nothing") {
+  Fixture f;
+  Json stored =
+      Body(f.server->Call("POST", CmPath("default"), ConfigMap("a", "default", {{"k", "1"}})));
+  auto list_rv = [&] {
+    return Body(f.server->Call("GET", CmPath("default")))["metadata"]["resourceVersion"];
+  };
+  const Json rv = list_rv();
+  auto unchanged = [&] {
+    CHECK(list_rv() == rv);
+    CHECK(Body(f.server->Call("GET", CmPath("default", "a"))) == stored);
+    CHECK(f.server->Call("GET", CmPath("default", "b")).status == 404);
+  };
+  // Refused as the create would be: an object that exists, a namespace that does not.
+  auto dup = f.server->Call("POST", CmPath("default"), ConfigMap("a", "default", {}),
+                            "application/json", "dryRun=All");
+  CHECK(dup.status == 409);
+  CHECK(Body(dup)["message"] == "configmaps \"a\" already exists");
+  auto no_ns = f.server->Call("POST", CmPath("nope"), ConfigMap("a", "nope", {}),
+                              "application/json", "dryRun=All");
+  CHECK(no_ns.status == 404);
+  CHECK(Body(no_ns)["message"] == "namespaces \"nope\" not found");
+  auto apply_no_ns = Raw(*f.server, "PATCH", "/api/v1/namespaces/nope/configmaps/b",
+                         ConfigMap("b", "nope", {}).dump(), "application/apply-patch+yaml",
+                         "fieldManager=m&dryRun=All");
+  CHECK(apply_no_ns.status == 404);
+  unchanged();
+
+  auto apply_new = Raw(*f.server, "PATCH", "/api/v1/namespaces/default/configmaps/b",
+                       ConfigMap("b", "default", {{"k", "2"}}).dump(),
+                       "application/apply-patch+yaml", "fieldManager=m&dryRun=All");
+  CHECK(apply_new.status == 201);
+  CHECK(Body(apply_new)["data"]["k"] == "2");
+  auto apply_old = Raw(*f.server, "PATCH", "/api/v1/namespaces/default/configmaps/a",
+                       ConfigMap("a", "default", {{"k", "3"}}).dump(),
+                       "application/apply-patch+yaml", "fieldManager=m&force=true&dryRun=All");
+  CHECK(apply_old.status == 200);
+  CHECK(Body(apply_old)["data"]["k"] == "3");
+  auto patch = Raw(*f.server, "PATCH", CmPath("default", "a"), R"({"data":{"k":"4"}})",
+                   "application/merge-patch+json", "dryRun=All");
+  CHECK(patch.status == 200);
+  CHECK(Body(patch)["data"]["k"] == "4");
+  auto gone = Raw(*f.server, "DELETE", CmPath("default", "a"), "", "", "dryRun=All");
+  CHECK(gone.status == 200);
+  unchanged();
+}
+
 TEST_CASE("delete: preconditions, finalizers and the deleted object") {
   Fixture f;
   Json cm = ConfigMap("a", "default", {});
