@@ -98,13 +98,19 @@ struct PreviewOptions {
   bool quiet = false;  // no progress lines
 };
 
-// `syncbusctl preview -f SET`: asks the consumers, over the preview queue, what the set would do
-// on each of its clusters (a server-side dry run there) and prints the answers grouped by
-// outcome on `out`, progress and warnings on `err`. Exit codes: 0 every cluster answered and
-// none refuses; 1 some refuse or could not be previewed, a --clusters name is not on the hub, or
-// the broker failed; 2 bad input; 3 none refuses but some did not answer before the timeout.
-int RunPreview(const PreviewOptions& options, amqp::Session& session, kube::Client& hub,
-               const std::atomic<bool>& stop, std::ostream& out, std::ostream& err);
+// The set of `file` ("-" = stdin) as ReadPreviewSet (ctl/preview.h) checks it; kInvalidArgument
+// or kNotFound (unreadable) name the file.
+Result<Json> ReadPreviewFile(const std::string& file);
+
+// `syncbusctl preview -f SET`: asks the consumers, over the preview queue, what `set` (as
+// ReadPreviewFile returns it) would do on each of its clusters (a server-side dry run there) and
+// prints the answers grouped by outcome on `out`, progress and warnings on `err`. Exit codes: 0
+// every cluster answered and none refuses; 1 some refuse or could not be previewed, a --clusters
+// name is not on the hub, or the broker failed; 2 bad input; 3 none refuses but some did not answer
+// before the timeout.
+int RunPreview(const PreviewOptions& options, const Json& set, amqp::Session& session,
+               kube::Client& hub, const std::atomic<bool>& stop, std::ostream& out,
+               std::ostream& err);
 // The same with the hub and the broker of the config file and flags.
 int RunPreview(const PreviewOptions& options);
 

@@ -325,7 +325,7 @@ std::string FormatPreviewReport(const PreviewReport& r, OutputFormat format) {
       parts.push_back("would " + g.detail + (g.writes == 1 ? " object" : " objects") + " on " +
                       Plural(g.clusters.size(), "cluster", "clusters"));
   }
-  if (parts.empty()) parts.push_back("would change nothing");
+  if (parts.empty()) parts.emplace_back("would change nothing");
   parts.push_back("unchanged on " +
                   Plural(count(PreviewOutcome::kUnchanged), "cluster", "clusters"));
   for (auto [o, text] : {std::pair{PreviewOutcome::kRefuse, " refuse"},

@@ -101,14 +101,19 @@ Status PublishRequests(amqp::Session& session, const Json& set, const std::strin
 
 }  // namespace
 
-int RunPreview(const PreviewOptions& options, amqp::Session& session, kube::Client& hub,
-               const std::atomic<bool>& stop, std::ostream& out, std::ostream& err) {
-  const Steady::time_point start = Steady::now();
-  auto text = ReadInput(options.file);
-  if (!text.ok()) return Fail(err, text.status().message(), 2);
+Result<Json> ReadPreviewFile(const std::string& file) {
+  auto text = ReadInput(file);
+  if (!text.ok()) return text.status();
   auto set = ReadPreviewSet(*text);
-  if (!set.ok()) return Fail(err, options.file + ": " + set.status().message(), 2);
-  auto choice = PickClusters(hub, *set, options);
+  if (!set.ok()) return InvalidArgument(file + ": " + set.status().message());
+  return set;
+}
+
+int RunPreview(const PreviewOptions& options, const Json& set, amqp::Session& session,
+               kube::Client& hub, const std::atomic<bool>& stop, std::ostream& out,
+               std::ostream& err) {
+  const Steady::time_point start = Steady::now();
+  auto choice = PickClusters(hub, set, options);
   if (!choice.ok()) {
     return Fail(err, choice.status().message(),
                 choice.status().code() == Code::kInvalidArgument ? 2 : 1);
@@ -126,7 +131,7 @@ int RunPreview(const PreviewOptions& options, amqp::Session& session, kube::Clie
     auto tag = session.Consume(*reply_queue, 500);
     if (!tag.ok()) return Fail(err, tag.status().message());
     Status sent =
-        PublishRequests(session, *set, preview_id, choice->clusters, options.batch, *reply_queue);
+        PublishRequests(session, set, preview_id, choice->clusters, options.batch, *reply_queue);
     if (!sent.ok()) return Fail(err, "publishing the preview requests: " + sent.message());
   }
   const bool terminal = isatty(STDERR_FILENO) == 1 && !options.quiet;
@@ -164,7 +169,7 @@ int RunPreview(const PreviewOptions& options, amqp::Session& session, kube::Clie
     err << "syncbusctl: warning: ignored " << ignored << " replies in all" << std::endl;
   if (!options.quiet) progress();
   auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - start);
-  PreviewReport report = BuildPreviewReport(*set, replies, *choice, elapsed);
+  PreviewReport report = BuildPreviewReport(set, replies, *choice, elapsed);
   report.preview_id = preview_id;
   out << FormatPreviewReport(report, options.output) << std::flush;
   return report.ExitCode(choice->named_missing);
@@ -173,6 +178,8 @@ int RunPreview(const PreviewOptions& options, amqp::Session& session, kube::Clie
 int RunPreview(const PreviewOptions& options) {
   auto config = LoadOptionalConfig(options.config_file);
   if (!config.ok()) return Fail(std::cerr, config.status().message(), 2);
+  auto set = ReadPreviewFile(options.file);  // bad input is told before any connection
+  if (!set.ok()) return Fail(std::cerr, set.status().message(), 2);
   log::Init("warn", config->log.format, "syncbusctl");
   HubConfig hub_config = config->hub;
   if (!options.kubeconfig.empty()) hub_config.kubeconfig = options.kubeconfig;
@@ -187,7 +194,7 @@ int RunPreview(const PreviewOptions& options) {
   amqp::RabbitmqSession session(amqp_options);
   if (Status s = session.Connect(); !s.ok())
     return Fail(std::cerr, "connecting to the broker: " + s.message());
-  int code = RunPreview(options, session, hub, InstallStopSignals(), std::cout, std::cerr);
+  int code = RunPreview(options, *set, session, hub, InstallStopSignals(), std::cout, std::cerr);
   session.Close();
   return code;
 }

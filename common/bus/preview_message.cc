@@ -57,21 +57,9 @@ class Fields {
 
 // The outer checks of both bodies: size, JSON object, version, preview id.
 Result<Json> ParseBody(std::string_view body, size_t max_bytes, std::string& preview_id) {
-  if (body.size() > max_bytes) {
-    return InvalidArgument("body of " + std::to_string(body.size()) +
-                           " bytes exceeds the limit of " + std::to_string(max_bytes));
-  }
-  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgument("body is not valid JSON");
-  if (!j.is_object()) return InvalidArgument("body is not a JSON object");
-  auto v = j.find("version");
-  if (v == j.end()) return InvalidArgument("missing field \"version\"");
-  if (!v->is_number_integer()) return InvalidArgument("field \"version\" must be an integer");
-  if (v->get<int64_t>() != kPreviewVersion) {
-    return InvalidArgument("unsupported version " + v->dump() + " (this build reads " +
-                           std::to_string(kPreviewVersion) + ")");
-  }
-  SYNCBUS_RETURN_IF_ERROR(Fields(j, "").String("previewId", kMaxPreviewIdBytes, preview_id));
+  auto j = ParseVersionedBody(body, max_bytes, kPreviewVersion);
+  if (!j.ok()) return j.status();
+  SYNCBUS_RETURN_IF_ERROR(Fields(*j, "").String("previewId", kMaxPreviewIdBytes, preview_id));
   if (preview_id.empty()) return InvalidArgument("field \"previewId\" is empty");
   return j;
 }
@@ -245,32 +233,39 @@ Result<PreviewReply> DecodePreviewReply(std::string_view body) {
   return r;
 }
 
-amqp::Message ToAmqpMessage(const PreviewRequest& request, const std::string& app_id,
-                            const std::string& message_id, const std::string& reply_queue,
-                            WallTime now) {
+namespace {
+
+amqp::Message PreviewMessage(std::string body, const char* type, const std::string& message_id,
+                             const std::string& preview_id, const std::string& app_id,
+                             WallTime now) {
   amqp::Message m;
-  m.body = EncodePreviewRequest(request);
+  m.body = std::move(body);
   m.content_type = "application/json";
   m.message_id = message_id;
   m.app_id = app_id;
-  m.type = "syncbus.preview-request.v1";
+  m.type = type;
   m.timestamp = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  m.correlation_id = preview_id;
+  return m;
+}
+
+}  // namespace
+
+amqp::Message ToAmqpMessage(const PreviewRequest& request, const std::string& app_id,
+                            const std::string& message_id, const std::string& reply_queue,
+                            WallTime now) {
+  amqp::Message m = PreviewMessage(EncodePreviewRequest(request), "syncbus.preview-request.v1",
+                                   message_id, request.preview_id, app_id, now);
   m.persistent = true;
   m.reply_to = reply_queue;
-  m.correlation_id = request.preview_id;
   return m;
 }
 
 amqp::Message ToAmqpMessage(const PreviewReply& reply, const std::string& app_id, WallTime now) {
-  amqp::Message m;
-  m.body = EncodePreviewReply(reply);
-  m.content_type = "application/json";
-  m.message_id = reply.preview_id + "/" + reply.cluster.Key();
-  m.app_id = app_id;
-  m.type = "syncbus.preview-reply.v1";
-  m.timestamp = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  amqp::Message m =
+      PreviewMessage(EncodePreviewReply(reply), "syncbus.preview-reply.v1",
+                     reply.preview_id + "/" + reply.cluster.Key(), reply.preview_id, app_id, now);
   m.persistent = false;
-  m.correlation_id = reply.preview_id;
   return m;
 }
 

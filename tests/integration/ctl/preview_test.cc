@@ -194,7 +194,8 @@ TEST_CASE("syncbusctl preview groups the consumers' answers and waits no longer 
 
   // All answer, none refuses: 0, with every reply in full in JSON.
   PreviewRun clean =
-      run({"--clusters", "cluster-0000,cluster-0001", "-o", "json", "-q"}, "clean.log");
+      run({"--clusters", "cluster-0000,cluster-0001", "-o", "json", "-q", "--timeout", "30s"},
+          "clean.log");
   REQUIRE_MESSAGE(clean.code == 0, clean.log);
   Json doc = Json::parse(clean.log);
   CHECK(doc["summary"]["change"] == 2);
