@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/build_info.h"
+#include "common/bus/preview_message.h"
 #include "common/time_format.h"
 #include "ctl/commands.h"
 #include "ctl/output.h"
@@ -20,7 +21,7 @@ constexpr char kKubeconfigHelp[] =
     "hub kubeconfig (default: the config file's hub.kubeconfig, else $KUBECONFIG, ~/.kube/config, "
     "in-cluster)";
 // Options whose value is a file name: completion leaves those to the shell.
-const std::vector<std::string> kFileOptions = {"-c", "--config", "--kubeconfig"};
+const std::vector<std::string> kFileOptions = {"-c", "--config", "--kubeconfig", "-f"};
 const std::vector<std::string> kShells = {"bash", "zsh"};
 // The config file of the commands that talk to the broker when -c is not given (the Deployments
 // set it in the daemons' pods, where the file is mounted).
@@ -51,7 +52,7 @@ struct OutputFlag {
 // The command tree and what its flags fill in.
 struct CommandLine {
   CLI::App app{
-      "syncbusctl: operate syncbus (fleet status and traces, barrier, dead-letter queue, "
+      "syncbusctl: operate syncbus (fleet status and traces, barrier, previews, dead-letter queue, "
       "topology)"};
 
   WaitOptions wait;
@@ -80,6 +81,11 @@ struct CommandLine {
   CLI::App* dlq_replay = nullptr;
   CLI::App* dlq_purge = nullptr;
   CLI::App* dlq_reindex = nullptr;
+
+  PreviewOptions preview;
+  std::string preview_timeout = "10m", preview_clusters;
+  OutputFlag preview_output;
+  CLI::App* preview_cmd = nullptr;
 
   std::string shell;
   CLI::App* completion_cmd = nullptr;
@@ -184,6 +190,29 @@ struct CommandLine {
                             std::string(kConfigHelp) + "; its amqp section");
     dlq_reindex->add_flag("-q,--quiet", dlq.quiet, "no progress lines");
 
+    preview_cmd = app.add_subcommand(
+        "preview",
+        "ask the consumers what a changed SyncSet or SelectorSyncSet would do on each of its "
+        "clusters (a server-side dry run there), grouped by outcome; exit 0: all answered, none "
+        "refuses; 1: some refuse or fail; 2: bad input; 3: some did not answer in time");
+    preview_cmd->add_option("-f,--filename", preview.file, "the set's YAML (- reads stdin)")
+        ->required();
+    preview_cmd->add_option("--clusters", preview_clusters,
+                            "only these clusters: ns/name or name, comma-separated");
+    preview_cmd->add_option("--selector", preview.selector,
+                            "only clusters with these labels: k=v,k2=v2");
+    preview_cmd->add_option("--kubeconfig", preview.kubeconfig, kKubeconfigHelp);
+    preview_cmd->add_option("--context", preview.context, "kubeconfig context");
+    preview_cmd->add_option("-c,--config", preview.config_file,
+                            std::string(kConfigHelp) + "; its hub and amqp sections");
+    preview_cmd->add_option("--timeout", preview_timeout,
+                            "stop waiting for answers after this long (e.g. 90s, 10m)");
+    preview_cmd->add_option("--batch", preview.batch, "clusters per request")
+        ->check(CLI::Range(size_t{1}, kMaxPreviewClusters));
+    preview_cmd->add_flag("-q,--quiet", preview.quiet, "no progress lines");
+    preview_output.AddTo(preview_cmd, "table",
+                         "wide: one row per cluster; json and yaml: every cluster's answer");
+
     completion_cmd = app.add_subcommand(
         "completion", "print a shell completion script: source <(syncbusctl completion bash)");
     completion_cmd->add_option("shell", shell, "bash or zsh")
@@ -209,12 +238,14 @@ struct CommandLine {
     // -c, else $SYNCBUS_CONFIG: optional where only the hub is read or the defaults do.
     wait.config_file = ConfigFile(wait.config_file);
     topology_config = ConfigFile(topology_config);
-    for (std::string* file : {&status.config_file, &trace.config_file, &dlq.config_file}) {
+    for (std::string* file :
+         {&status.config_file, &trace.config_file, &dlq.config_file, &preview.config_file}) {
       *file = ConfigFile(*file);
     }
     if ((status_cmd->parsed() && status.config_file.empty()) ||
         (trace_cmd->parsed() && trace.config_file.empty()) ||
-        (dlq_cmd->parsed() && dlq.config_file.empty())) {
+        (dlq_cmd->parsed() && dlq.config_file.empty()) ||
+        (preview_cmd->parsed() && preview.config_file.empty())) {
       return Usage(std::string("no broker address: pass -c CONFIG or set ") + kConfigEnv +
                    " (the file's amqp section says where the broker is and how to log in)");
     }
@@ -248,6 +279,19 @@ struct CommandLine {
                    : dlq_reindex->parsed() ? DlqAction::kReindex
                                            : DlqAction::kList;
       return RunDlq(dlq);
+    }
+    if (preview_cmd->parsed()) {
+      auto timeout = ParseDuration(preview_timeout);
+      if (!timeout.ok()) return Usage("--timeout: " + timeout.status().message());
+      preview.timeout = *timeout;
+      for (size_t start = 0; start < preview_clusters.size();) {
+        size_t comma = std::min(preview_clusters.find(',', start), preview_clusters.size());
+        if (comma > start)
+          preview.clusters.push_back(preview_clusters.substr(start, comma - start));
+        start = comma + 1;
+      }
+      preview.output = preview_output.Get();
+      return RunPreview(preview);
     }
     if (wait_cmd->parsed()) {
       auto timeout = ParseDuration(wait_timeout), interval = ParseDuration(wait_interval);

@@ -2,6 +2,7 @@
 // code: 0 success, 1 the operation did not succeed (e.g. timeout), 2 bad input.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <iosfwd>
 #include <string>
@@ -10,6 +11,7 @@
 #include "common/amqp/session.h"
 #include "common/bus/config.h"
 #include "common/clock.h"
+#include "common/kube/client.h"
 #include "ctl/dead_letters.h"
 #include "ctl/output.h"
 
@@ -84,6 +86,33 @@ struct TraceOptions {
 // newest request is now. `syncbusctl trace --all`: every event of the window, one JSON object
 // per line (for audits and tools).
 int RunTrace(const TraceOptions& options);
+
+struct PreviewOptions {
+  std::string file;  // -f: the SyncSet or SelectorSyncSet YAML ("-" = stdin)
+  std::string kubeconfig, context, config_file;  // hub as for status; the broker from the config
+  std::vector<std::string> clusters;             // --clusters: "ns/name" or a name; empty = all
+  std::string selector;                          // --selector: "k=v,k2=v2"
+  OutputFormat output = OutputFormat::kTable;    // wide: one row per cluster
+  std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+  size_t batch = 100;  // clusters per request
+  bool quiet = false;  // no progress lines
+};
+
+// The set of `file` ("-" = stdin) as ReadPreviewSet (ctl/preview.h) checks it; kInvalidArgument
+// or kNotFound (unreadable) name the file.
+Result<Json> ReadPreviewFile(const std::string& file);
+
+// `syncbusctl preview -f SET`: asks the consumers, over the preview queue, what `set` (as
+// ReadPreviewFile returns it) would do on each of its clusters (a server-side dry run there) and
+// prints the answers grouped by outcome on `out`, progress and warnings on `err`. Exit codes: 0
+// every cluster answered and none refuses; 1 some refuse or could not be previewed, a --clusters
+// name is not on the hub, or the broker failed; 2 bad input; 3 none refuses but some did not answer
+// before the timeout.
+int RunPreview(const PreviewOptions& options, const Json& set, amqp::Session& session,
+               kube::Client& hub, const std::atomic<bool>& stop, std::ostream& out,
+               std::ostream& err);
+// The same with the hub and the broker of the config file and flags.
+int RunPreview(const PreviewOptions& options);
 
 // Prints the topology as `rabbitmqctl import_definitions` definitions for `vhost` (json, yaml),
 // or as a table of its exchanges, queues and bindings (wide: with their arguments).

@@ -66,6 +66,9 @@ struct Message {
   int64_t timestamp = 0;   // seconds since the epoch
   bool persistent = true;  // delivery_mode 2
   std::string expiration;  // per-message TTL in ms as a string, empty = none
+  // Request/reply: the queue to answer to (via the default exchange) and what the answer echoes.
+  std::string reply_to;
+  std::string correlation_id;
   Json headers = Json::object();
 };
 
@@ -114,6 +117,10 @@ class Session {
   // Declares exchanges, queues (with arguments) and bindings. Idempotent; a declaration that
   // clashes with an existing one (other arguments) is kConflict naming the object.
   virtual Status Declare(const Topology& topology) = 0;
+
+  // Declares a server-named, exclusive, auto-delete, non-durable queue and returns its name: a
+  // place for replies that lives as long as this connection (a reconnect loses it).
+  virtual Result<std::string> DeclareReplyQueue() = 0;
 
   // Publishes and waits until the broker confirms (basic.ack). nack, reject-publish overflow
   // -> kUnavailable; unroutable mandatory message (basic.return) -> kNotFound; timeout -> kTimeout.

@@ -149,6 +149,8 @@ Message DecodeProperties(const amqp_basic_properties_t& p) {
   m.timestamp = (p._flags & AMQP_BASIC_TIMESTAMP_FLAG) ? static_cast<int64_t>(p.timestamp) : 0;
   m.persistent = (p._flags & AMQP_BASIC_DELIVERY_MODE_FLAG) && p.delivery_mode == 2;
   m.expiration = (p._flags & AMQP_BASIC_EXPIRATION_FLAG) ? Str(p.expiration) : "";
+  m.reply_to = (p._flags & AMQP_BASIC_REPLY_TO_FLAG) ? Str(p.reply_to) : "";
+  m.correlation_id = (p._flags & AMQP_BASIC_CORRELATION_ID_FLAG) ? Str(p.correlation_id) : "";
   if (p._flags & AMQP_BASIC_HEADERS_FLAG) {
     auto headers = TableToJson(p.headers);
     if (headers.ok()) {
@@ -177,6 +179,8 @@ amqp_basic_properties_t PropertiesOf(const Message& m, const FieldTable& headers
   set(AMQP_BASIC_APP_ID_FLAG, props.app_id, m.app_id);
   set(AMQP_BASIC_TYPE_FLAG, props.type, m.type);
   set(AMQP_BASIC_EXPIRATION_FLAG, props.expiration, m.expiration);
+  set(AMQP_BASIC_REPLY_TO_FLAG, props.reply_to, m.reply_to);
+  set(AMQP_BASIC_CORRELATION_ID_FLAG, props.correlation_id, m.correlation_id);
   if (m.timestamp != 0) {
     props._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
     props.timestamp = static_cast<uint64_t>(m.timestamp);
@@ -997,6 +1001,17 @@ Result<std::optional<Delivery>> RabbitmqSession::Get(const std::string& queue) {
   max_tag_ = std::max(max_tag_, d.delivery_tag);
   ReleaseBuffers();
   return std::optional<Delivery>(std::move(d));
+}
+
+Result<std::string> RabbitmqSession::DeclareReplyQueue() {
+  // passive 0, durable 0, exclusive 1, auto_delete 1: the broker names it.
+  amqp_queue_declare_t m{0, amqp_empty_bytes, 0, 0, 1, 1, 0, amqp_empty_table};
+  auto reply = Rpc(channel_, AMQP_QUEUE_DECLARE_METHOD, &m, {AMQP_QUEUE_DECLARE_OK_METHOD},
+                   "declaring a reply queue");
+  if (!reply.ok()) return reply.status();
+  std::string name = Str(static_cast<amqp_queue_declare_ok_t*>(reply->decoded)->queue);
+  ReleaseBuffers();
+  return name;
 }
 
 Result<QueueInfo> RabbitmqSession::Inspect(const std::string& queue) {

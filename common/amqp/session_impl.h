@@ -33,6 +33,7 @@ class RabbitmqSession final : public Session {
   void Close() override;
   Status RenewPublishChannel() override;
   Status Declare(const Topology& topology) override;
+  Result<std::string> DeclareReplyQueue() override;
   Status Publish(const Publication& publication, std::chrono::milliseconds timeout) override;
   std::vector<Status> PublishAll(const std::vector<Publication>& publications,
                                  std::chrono::milliseconds timeout) override;

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/amqp/session.h"
+#include "common/clock.h"
 #include "common/json.h"
 #include "common/status.h"
 
@@ -20,6 +22,7 @@ inline constexpr int kPreviewVersion = 1;
 inline constexpr size_t kMaxPreviewRequestBytes = size_t{2} << 20;
 inline constexpr size_t kMaxPreviewReplyBytes = size_t{4} << 20;
 inline constexpr size_t kMaxPreviewClusters = 1000;  // per request
+inline constexpr size_t kMaxPreviewIdBytes = 128;
 
 struct PreviewCluster {
   std::string ns;
@@ -29,7 +32,7 @@ struct PreviewCluster {
 };
 
 struct PreviewRequest {
-  std::string preview_id;  // names one preview run; echoed in every reply
+  std::string preview_id;  // names one preview run (1..kMaxPreviewIdBytes); echoed in replies
   // The set as the operator would apply it: a hive.openshift.io/v1 SyncSet or SelectorSyncSet
   // (apiVersion, kind, metadata.name, metadata.namespace for a SyncSet, spec).
   Json set;
@@ -80,5 +83,15 @@ std::string EncodePreviewReply(const PreviewReply& reply);
 // Rejects: not JSON, over kMaxPreviewReplyBytes, unsupported version, missing or mistyped
 // fields, an unknown outcome.
 Result<PreviewReply> DecodePreviewReply(std::string_view body);
+
+// The AMQP message of a request (published to the preview queue): JSON body, content_type,
+// message_id, app_id, type, timestamp, persistent, reply_to `reply_queue` and correlation_id =
+// the preview id.
+amqp::Message ToAmqpMessage(const PreviewRequest& request, const std::string& app_id,
+                            const std::string& message_id, const std::string& reply_queue,
+                            WallTime now);
+// The AMQP message of a reply (published to the request's reply_to queue through the default
+// exchange): as above without reply_to, and transient, like the queue it goes to.
+amqp::Message ToAmqpMessage(const PreviewReply& reply, const std::string& app_id, WallTime now);
 
 }  // namespace syncbus

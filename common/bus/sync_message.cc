@@ -54,6 +54,24 @@ Status DecodeSeen(const Json& j, HubVersions& seen) {
 
 }  // namespace
 
+Result<Json> ParseVersionedBody(std::string_view body, size_t max_bytes, int version) {
+  if (body.size() > max_bytes) {
+    return InvalidArgument("body of " + std::to_string(body.size()) +
+                           " bytes exceeds the limit of " + std::to_string(max_bytes));
+  }
+  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("body is not valid JSON");
+  if (!j.is_object()) return InvalidArgument("body is not a JSON object");
+  auto v = j.find("version");
+  if (v == j.end()) return InvalidArgument("missing field \"version\"");
+  if (!v->is_number_integer()) return InvalidArgument("field \"version\" must be an integer");
+  if (v->get<int64_t>() != version) {
+    return InvalidArgument("unsupported version " + v->dump() + " (this build reads " +
+                           std::to_string(version) + ")");
+  }
+  return j;
+}
+
 bool IsDnsLabel(std::string_view s) {
   if (s.empty() || s.size() > 63 || !IsAlnum(s.front()) || !IsAlnum(s.back())) return false;
   for (char c : s) {
@@ -95,21 +113,9 @@ std::string EncodeSyncRequest(const SyncRequest& r) {
 
 Result<SyncRequest> DecodeSyncRequest(std::string_view body) {
   auto fail = [](const Status& s) { return InvalidArgument("sync request: " + s.message()); };
-  if (body.size() > kMaxSyncRequestBytes) {
-    return InvalidArgument("sync request: body of " + std::to_string(body.size()) +
-                           " bytes exceeds the limit of " + std::to_string(kMaxSyncRequestBytes));
-  }
-  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgument("sync request: body is not valid JSON");
-  if (!j.is_object()) return InvalidArgument("sync request: body is not a JSON object");
-  auto v = j.find("version");
-  if (v == j.end()) return InvalidArgument("sync request: missing field \"version\"");
-  if (!v->is_number_integer())
-    return InvalidArgument("sync request: field \"version\" must be an integer");
-  if (v->get<int64_t>() != kSyncRequestVersion) {
-    return InvalidArgument("sync request: unsupported version " + v->dump() +
-                           " (this build reads " + std::to_string(kSyncRequestVersion) + ")");
-  }
+  auto parsed = ParseVersionedBody(body, kMaxSyncRequestBytes, kSyncRequestVersion);
+  if (!parsed.ok()) return fail(parsed.status());
+  const Json& j = *parsed;
   auto c = j.find("cluster");
   if (c == j.end() || !c->is_object()) {
     return InvalidArgument(

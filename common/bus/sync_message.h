@@ -62,6 +62,10 @@ Result<SyncRequest> DecodeSyncRequest(std::string_view body);
 amqp::Message ToAmqpMessage(const SyncRequest& request, const std::string& app_id,
                             const std::string& message_id, WallTime now);
 
+// The outer checks of a versioned JSON body: at most `max_bytes`, a JSON object, an integer
+// "version" equal to `version`. Errors say which, without naming the message kind.
+Result<Json> ParseVersionedBody(std::string_view body, size_t max_bytes, int version);
+
 // True when `name` is a DNS-1123 subdomain (Kubernetes object names), `label` a DNS-1123 label.
 bool IsDnsSubdomain(std::string_view name);
 bool IsDnsLabel(std::string_view label);

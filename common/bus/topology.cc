@@ -71,6 +71,14 @@ Topology SyncbusTopology(const TopologyOptions& options) {
                            {"x-max-length-bytes", options.trace_max_bytes},
                            {"x-stream-max-segment-size-bytes", options.trace_segment_bytes}}});
   t.bindings.push_back({kTraceExchange, kTraceQueue, ""});
+  // No dead-letter exchange: a preview is a question, not work to keep. The quorum queue drops
+  // what expires or reaches its delivery limit (quorum queues honour x-message-ttl since
+  // RabbitMQ 3.10).
+  t.queues.push_back(
+      {kPreviewQueue, true,
+       Json{{"x-queue-type", "quorum"},
+            {"x-message-ttl", static_cast<int64_t>(options.preview_ttl.count()) * 1000}}});
+  t.bindings.push_back({kWorkExchange, kPreviewQueue, kPreviewRoutingKey});
 
   // One policy per kind of queue (RabbitMQ applies one policy to a queue: the matching one of
   // the highest priority). Patterns are anchored and disjoint.
@@ -83,6 +91,8 @@ Topology SyncbusTopology(const TopologyOptions& options) {
                         Json{{"delivery-limit", kNeverReachedDeliveryLimit}}});
   t.policies.push_back({"syncbus-dead-index", R"(^syncbus\.dead\.index$)", "queues", 10,
                         Json{{"max-length-bytes", options.dead_index_max_bytes}}});
+  t.policies.push_back({"syncbus-preview", R"(^syncbus\.preview$)", "queues", 10,
+                        Json{{"delivery-limit", options.preview_delivery_limit}}});
   t.policies.push_back({"syncbus-trace", R"(^syncbus\.trace$)", "queues", 10,
                         Json{{"max-age", TierName(options.trace_max_age)},
                              {"max-length-bytes", options.trace_max_bytes}}});

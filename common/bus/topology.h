@@ -13,6 +13,10 @@
 //       `status` and `trace` read, so inspecting never touches the dead-letter queue itself.
 //   syncbus.trace (fanout) --> syncbus.trace (stream, bounded by age and size): the requests'
 //       timelines (trace_event.h), read without consuming by `syncbusctl trace` and `status`.
+//   syncbus.work --preview--> syncbus.preview (quorum, message TTL): `syncbusctl preview`'s
+//       dry-run requests (preview_message.h), answered to each request's reply_to queue. Not
+//       work to keep: an unanswered request expires, a poison one is dropped at its delivery
+//       limit, and nothing dead-letters into the parking lot.
 //
 // What never changes is a queue argument (queue type, dead-letter target and strategy, overflow,
 // a retry tier's TTL, which its name states). Limits that may change later are policies (one per
@@ -39,6 +43,8 @@ inline constexpr char kDeadIndexExchange[] = "syncbus.dead.index";
 inline constexpr char kDeadIndexQueue[] = "syncbus.dead.index";
 inline constexpr char kTraceExchange[] = "syncbus.trace";
 inline constexpr char kTraceQueue[] = "syncbus.trace";
+inline constexpr char kPreviewQueue[] = "syncbus.preview";
+inline constexpr char kPreviewRoutingKey[] = "preview";  // on kWorkExchange
 // The delivery limit of the queues whose messages must never be dropped for being returned (the
 // dead-letter queue: a replay or purge returns what it does not take; the retry tiers): set
 // explicitly so that RabbitMQ 4.0's default of 20 does not apply, and never reached.
@@ -62,6 +68,9 @@ struct TopologyOptions {
   // limit (a request stays parked until replayed or purged).
   int64_t dead_index_max_bytes = int64_t{1} << 30;
   int64_t dead_index_segment_bytes = int64_t{8} << 20;
+  // A preview request nobody took this long is dropped (its caller has given up by then).
+  std::chrono::seconds preview_ttl{std::chrono::minutes(30)};
+  int preview_delivery_limit = 3;  // a request that kills its consumers is dropped, not parked
 };
 
 // "5s", "30s", "2m", "6m", "1h", "90s" (also the stream's x-max-age syntax).

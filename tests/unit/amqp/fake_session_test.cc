@@ -471,3 +471,30 @@ TEST_CASE("two sessions share one broker, a consumer thread wakes on another's p
 
 }  // namespace
 }  // namespace syncbus::amqp
+
+namespace syncbus::amqp {
+
+TEST_CASE("a reply queue is named by the broker and reached through the default exchange") {
+  FakeClock clock;
+  FakeBroker broker{clock};
+  FakeSession session{broker, "test"};
+  REQUIRE(session.Connect().ok());
+  auto first = session.DeclareReplyQueue();
+  auto second = session.DeclareReplyQueue();
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  CHECK(*first != *second);
+  Publication p;
+  p.routing_key = *first;
+  p.message.body = "answer";
+  p.message.reply_to = "elsewhere";
+  p.message.correlation_id = "pv-1";
+  REQUIRE(session.Publish(p, std::chrono::seconds(1)).ok());
+  auto got = session.Get(*first);
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  CHECK((*got)->message.correlation_id == "pv-1");
+  CHECK((*got)->message.reply_to == "elsewhere");
+}
+
+}  // namespace syncbus::amqp

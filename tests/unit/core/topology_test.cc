@@ -19,7 +19,7 @@ TEST_CASE("topology names are readable and tiers map to queues") {
   CHECK(amqp::TierName(3600s) == "1h");
   CHECK(amqp::TierName(90s) == "90s");
   amqp::Topology t = amqp::SyncbusTopology();
-  CHECK(t.queues.size() == 2 + 4 + 1 + 1 + 1);
+  CHECK(t.queues.size() == 2 + 4 + 1 + 1 + 1 + 1);
   for (const auto& q : t.queues) {
     if (q.name == amqp::kTraceQueue || q.name == amqp::kDeadIndexQueue) continue;
     CHECK(q.arguments["x-queue-type"] == "quorum");
@@ -115,6 +115,28 @@ TEST_CASE("the trace is a stream bounded by age and size, fed by a fanout exchan
   for (const auto& b : t.bindings)
     bound = bound || (b.source == "syncbus.trace" && b.destination == "syncbus.trace");
   CHECK(bound);
+}
+
+TEST_CASE("the preview queue drops what nobody answers and parks nothing") {
+  amqp::Topology t = amqp::SyncbusTopology();
+  const amqp::QueueSpec* preview = nullptr;
+  for (const auto& q : t.queues) {
+    if (q.name == amqp::kPreviewQueue) preview = &q;
+  }
+  REQUIRE(preview != nullptr);
+  CHECK(preview->arguments["x-queue-type"] == "quorum");
+  CHECK(preview->arguments["x-message-ttl"] == 30 * 60 * 1000);
+  // A preview is a question, not work to keep: nothing of it reaches the parking lot.
+  CHECK_FALSE(preview->arguments.contains("x-dead-letter-exchange"));
+  CHECK(PolicyOf(t, amqp::kPreviewQueue)->definition["delivery-limit"] == 3);
+  int bound = 0;
+  for (const auto& b : t.bindings) {
+    if (b.destination != amqp::kPreviewQueue) continue;
+    ++bound;
+    CHECK(b.source == amqp::kWorkExchange);
+    CHECK(b.routing_key == amqp::kPreviewRoutingKey);
+  }
+  CHECK(bound == 1);
 }
 
 TEST_CASE("rabbitmq/definitions.json equals the topology declared in code") {

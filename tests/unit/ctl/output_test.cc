@@ -129,8 +129,8 @@ TEST_CASE("completion offers subcommands, the current command's flags and -o's f
     return out;
   };
   auto top = words(CompletionCandidates({""}));
-  CHECK(top ==
-        std::vector<std::string>{"wait", "status", "trace", "topology", "dlq", "completion", ":4"});
+  CHECK(top == std::vector<std::string>{"wait", "status", "trace", "topology", "dlq", "preview",
+                                        "completion", ":4"});
   CHECK(words(CompletionCandidates({"st"})) == std::vector<std::string>{"status", ":4"});
   CHECK(words(CompletionCandidates({"dlq", ""})) ==
         std::vector<std::string>{"list", "replay", "purge", "reindex", ":4"});

@@ -175,6 +175,7 @@ struct FakeBroker::State {
   uint64_t next_seq = 1;
   uint64_t next_tag = 1;
   uint64_t next_consumer_tag = 1;
+  uint64_t next_reply_queue = 1;
 
   // ---- helpers; the caller holds mu ----
 
@@ -775,6 +776,19 @@ Status FakeSession::Declare(const Topology& topology) {
     if (!exists) s.bindings.push_back(b);
   }
   return Status::Ok();
+}
+
+Result<std::string> FakeSession::DeclareReplyQueue() {
+  std::lock_guard lock(broker_.mu);
+  FakeBroker::State& s = broker_;
+  auto c = s.Live(connection_);
+  if (!c.ok()) return c.status();
+  QueueState state;
+  state.spec = {"amq.gen-" + std::to_string(s.next_reply_queue++), false, Json::object()};
+  s.ApplySettings(state);
+  std::string name = state.spec.name;
+  s.queues.emplace(name, std::move(state));
+  return name;
 }
 
 Status FakeSession::Publish(const Publication& publication, milliseconds timeout) {

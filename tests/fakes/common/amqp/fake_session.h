@@ -78,6 +78,8 @@ class FakeSession final : public Session {
   void Close() override;
   Status RenewPublishChannel() override;
   Status Declare(const Topology& topology) override;
+  // A classic queue named "amq.gen-N" (kept after Close: the fake does not model exclusivity).
+  Result<std::string> DeclareReplyQueue() override;
   Status Publish(const Publication& publication, std::chrono::milliseconds timeout) override;
   std::vector<Status> PublishAll(const std::vector<Publication>& publications,
                                  std::chrono::milliseconds timeout) override;
