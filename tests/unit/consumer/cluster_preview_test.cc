@@ -8,9 +8,12 @@
 
 using namespace syncbus;
 using namespace syncbus::consumer;
-using namespace syncbus::consumer::testing;
 
 namespace {
+
+using syncbus::consumer::testing::ApplyFixture;
+using syncbus::consumer::testing::ConfigMap;
+using syncbus::consumer::testing::kCluster;
 
 Json SyncSetObject(const std::string& name, const Json& resources,
                    const std::string& ns = kCluster) {

@@ -633,7 +633,7 @@ TEST_CASE(
     auto lease = h.hub.Get(kube::Object(kube::resources::kClusterSyncLeases, "ns1", "c1"));
     return lease.ok() && ClaimOf(*lease).holder.empty();
   };
-  CHECK(testing::WaitFor(given_back, 10s, 1ms));
+  CHECK(syncbus::testing::WaitFor(given_back, 10s, 1ms));
   CHECK(h.leases->held() == 0);
   CHECK(h.script.fence_failures == 1);
   LeaseOptions other;

@@ -137,7 +137,7 @@ TEST_CASE("a request nothing could answer is dropped, counted, and never preview
 }
 
 TEST_CASE(
-    "replies to a caller that has gone are dropped by the broker; the request is still done") {
+    "replies to a caller that has gone are dropped by the broker, and the request is done") {
   Harness h;
   PreviewLoop loop(
       {2}, h.session, [&](auto&&... a) { return h.Preview(a...); }, h.registry);

@@ -10,7 +10,9 @@
 
 using namespace syncbus;
 using namespace syncbus::consumer;
-using namespace syncbus::consumer::testing;
+using syncbus::consumer::testing::ApplyFixture;
+using syncbus::consumer::testing::ConfigMap;
+using syncbus::consumer::testing::kCluster;
 
 namespace {
 
