@@ -458,6 +458,17 @@ class SchedulerTest(unittest.TestCase):
         burst.lingers = 1e12   # a request it left unanswered may still hold a daemon up
         self.assertFalse(chaos._calm())
 
+    def test_a_protected_consumer_fault_waits_for_a_target_burst_to_end(self):
+        running = SimpleNamespace(running=lambda: True, stopped=False)
+        chaos = Chaos(SimpleNamespace(consumers=lambda: [running, running]), 4, 1.0, 10, None)
+        self.assertTrue(chaos._eligible("consumer-kill"))
+        chaos._bursting.add("target")
+        self.assertFalse(chaos._eligible("consumer-kill"))
+        self.assertFalse(chaos._eligible("consumer-pause"))
+        chaos._protected_counts = {"consumer-kill": 1}   # sampled, and not the next to protect:
+        chaos._protect = False                          # an unprotected one may overlap
+        self.assertTrue(chaos._eligible("consumer-kill"))
+
     def test_a_target_burst_spares_the_clusters_a_recovering_victim_held(self):
         struck = []
         sim = SimpleNamespace(names=[f"cluster-{i:04d}" for i in range(60)],

@@ -190,6 +190,10 @@ class Chaos:
             impaired = bool(self._impaired)
             bursting = set(self._bursting)
         if kind in ("consumer-kill", "consumer-pause"):
+            # A protected one waits for a target burst to end: one that struck a cluster its
+            # victim holds would disturb it (chaos_checks.stretches), and leave it unjudged.
+            if self._protected(kind) and "target" in bursting:
+                return False
             return not impaired and t >= self._consumer_until and len(self._healthy_consumers()) >= 2
         if kind in ("publisher-kill", "broker-kill"):
             return t >= self._major_until and not self.s.rabbit.down and self._leader() is not None
