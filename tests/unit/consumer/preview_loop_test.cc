@@ -136,8 +136,7 @@ TEST_CASE("a request nothing could answer is dropped, counted, and never preview
                                        "syncbus_consumer_preview_requests_dropped_total", {}) == 1);
 }
 
-TEST_CASE(
-    "replies to a caller that has gone are dropped by the broker, and the request is done") {
+TEST_CASE("replies to a caller that has gone are dropped by the broker, and the request is done") {
   Harness h;
   PreviewLoop loop(
       {2}, h.session, [&](auto&&... a) { return h.Preview(a...); }, h.registry);

@@ -27,6 +27,7 @@ TEST_CASE("empty config gives the documented defaults") {
   CHECK(c->consumer.cluster_lease.renew_interval == 5s);
   CHECK(c->consumer.cluster_lease.safety_margin == 5s);
   CHECK(c->consumer.events);
+  CHECK(c->consumer.preview_workers == 4);
   CHECK(c->publisher.watch_source_secrets);
   CHECK(c->publisher.bulk_edit_clusters == 100);
   CHECK(c->publisher.round_clusters == 1000);
@@ -111,6 +112,7 @@ TEST_CASE("config errors name the bad key") {
       {"consumer: {events: maybe}", "consumer.events"},
       {"consumer: {maxConnectionsPerHost: -1}", "consumer.maxConnectionsPerHost: must be between"},
       {"consumer: {targetClients: 0}", "consumer.targetClients: must be between"},
+      {"consumer: {previewWorkers: -1}", "consumer.previewWorkers: must be between"},
       {"consumer: {idleConnectionTimeout: -1s}", "consumer.idleConnectionTimeout"},
       {"publisher: {bulkEditClusters: 0}", "publisher.bulkEditClusters: must be between"},
   };
