@@ -1,8 +1,11 @@
 // End to end on real API servers: the envtest fixture's kube-apiservers play the hub (Hive's
 // CRDs) and every target cluster (one namespace each), with the real broker, one publisher and
 // two consumers. The daemons authenticate as the service accounts that deploy/rbac.yaml binds,
-// applied unchanged, so real RBAC must allow everything they do.
+// applied unchanged, so real RBAC must allow everything they do, previews included.
 #include <fstream>
+#include <map>
+#include <optional>
+#include <utility>
 
 #include <doctest/doctest.h>
 #include <signal.h>
@@ -221,6 +224,32 @@ struct RealPipeline : EnvtestClients {
     REQUIRE((cm.ok() || cm.status().code() == Code::kNotFound));
     return cm.ok();
   }
+
+  // `syncbusctl preview -o json` of `set` (with the consumer's config): its exit code, and what
+  // the one cluster asked answered, by object ("ns/name" -> its outcome).
+  std::pair<int, std::map<std::string, Json>> Preview(const Json& set) {
+    const std::string file = dir + "/preview-" + std::to_string(++previews) + ".yaml";
+    std::ofstream(file) << set.dump(2);  // JSON is YAML
+    Result<ChildProcess> run =
+        ChildProcess::Start({BinaryDir() + "/ctl/syncbusctl", "preview", "-c",
+                             dir + "/consumer.yaml", "-f", file, "-o", "json", "--timeout", "60s"},
+                            file + ".out");
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    std::optional<int> code = run->Stop(0, 90s);
+    REQUIRE(code.has_value());
+    // Standard error (its progress line) shares the log: the report is the document after it.
+    const std::string out = run->Log();
+    Json report = Json::parse(out.substr(std::min(out.find('{'), out.size())), nullptr, false);
+    REQUIRE_MESSAGE(report.is_object(), out << "\n" << Logs());
+    REQUIRE(report["replies"].size() == 1);
+    const Json& reply = report["replies"][0];
+    CHECK_MESSAGE(!reply.contains("error"), reply.dump());
+    std::map<std::string, Json> objects;
+    for (const Json& o : reply.value("objects", Json::array()))
+      objects[o["namespace"].get<std::string>() + "/" + o["name"].get<std::string>()] = o;
+    return {*code, objects};
+  }
+  int previews = 0;
 };
 
 }  // namespace
@@ -260,7 +289,8 @@ TEST_CASE("deploy/rbac.yaml grants the daemons what they use and refuses the res
   CHECK(write_secret.status().http_status() == 403);
 }
 
-TEST_CASE("a fleet on real API servers is synced, edits propagate and Sync mode deletes") {
+TEST_CASE(
+    "a fleet on real API servers is synced, edits are previewed and propagate, Sync mode deletes") {
   RealPipeline p;
   p.ApplyManifest(SourceDir() + "/deploy/namespace.yaml");
   p.ApplyManifest(SourceDir() + "/deploy/rbac.yaml");
@@ -309,11 +339,38 @@ TEST_CASE("a fleet on real API servers is synced, edits propagate and Sync mode 
     }
   }
 
-  // An edit propagates; what a Sync-mode set no longer lists is deleted.
+  // An edit, previewed first: a ConfigMap changes and, in Sync mode, the one it no longer lists
+  // is deleted. The same edit with an object in a namespace the cluster lacks is refused there,
+  // with the real server's message, and stops the set's applies; the deletion still runs.
   const std::string edited = ClusterName(1);
+  Json next = RealPipeline::SyncModeSet(edited, {"s-1"}, "v2");
+  Json refused = next;
+  refused["spec"]["resources"].push_back(ConfigMap("lost", "no-such-namespace", {{"v", "v2"}}));
+  refused["spec"]["resources"].push_back(ConfigMap("after", edited, {{"v", "v2"}}));
+  auto [refused_code, refusing] = p.Preview(refused);
+  CHECK(refused_code == 1);
+  REQUIRE(refusing.size() == 4);
+  CHECK(refusing[edited + "/s-1"]["outcome"] == "changed");
+  CHECK(refusing["no-such-namespace/lost"]["outcome"] == "refused");
+  CHECK(refusing["no-such-namespace/lost"]["message"] ==
+        "failed to apply resource 1: error when creating \"object\": namespaces "
+        "\"no-such-namespace\" not found");
+  CHECK(refusing[edited + "/after"]["outcome"] == "not-reached");
+  CHECK(refusing[edited + "/s-2"]["outcome"] == "deleted");
+  auto [code, said] = p.Preview(next);
+  CHECK(code == 0);
+  REQUIRE(said.size() == 2);
+  CHECK(said[edited + "/s-1"]["outcome"] == "changed");
+  CHECK(said[edited + "/s-1"]["diff"] == Json::array({"data.v: \"v1\" -> \"v2\""}));
+  CHECK(said[edited + "/s-2"]["outcome"] == "deleted");
+  // The previews wrote nothing.
+  CHECK(p.TargetConfigMap(edited, "s-1")["data"]["v"] == "v1");
+  CHECK(p.TargetHas(edited, "s-2"));
+  CHECK_FALSE(p.TargetHas(edited, "after"));
+
+  // The edit propagates as previewed: what a Sync-mode set no longer lists is deleted.
   Result<Json> current = p.hub->Get(Object(resources::kSyncSets, edited, "sync-mode"));
   REQUIRE(current.ok());
-  Json next = RealPipeline::SyncModeSet(edited, {"s-1"}, "v2");
   next["metadata"] = (*current)["metadata"];
   REQUIRE(p.hub->Update(Object(resources::kSyncSets, edited, "sync-mode"), next).ok());
   CHECK(WaitFor([&] { return !p.TargetHas(edited, "s-2"); }, 60s, 250ms));
