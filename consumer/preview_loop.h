@@ -22,7 +22,7 @@
 namespace syncbus::consumer {
 
 struct PreviewLoopOptions {
-  int workers = 4;  // clusters previewed at once
+  int workers = 16;  // clusters previewed at once
   std::chrono::milliseconds publish_timeout{30000};
 };
 

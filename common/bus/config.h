@@ -106,7 +106,7 @@ struct ConsumerConfig {
   bool events = true;         // Kubernetes Events on ClusterSyncs (failed, parked, recovered)
   // Clusters of one preview request (syncbus.preview) previewed at once, on a broker connection
   // and threads of their own; 0 = this consumer serves no previews.
-  int preview_workers = 4;
+  int preview_workers = 16;
   ClusterLeaseConfig cluster_lease;
   HubMirrorConfig hub_mirror;
 };

@@ -27,7 +27,7 @@ TEST_CASE("empty config gives the documented defaults") {
   CHECK(c->consumer.cluster_lease.renew_interval == 5s);
   CHECK(c->consumer.cluster_lease.safety_margin == 5s);
   CHECK(c->consumer.events);
-  CHECK(c->consumer.preview_workers == 4);
+  CHECK(c->consumer.preview_workers == 16);
   CHECK(c->publisher.watch_source_secrets);
   CHECK(c->publisher.bulk_edit_clusters == 100);
   CHECK(c->publisher.round_clusters == 1000);
