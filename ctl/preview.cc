@@ -24,7 +24,7 @@ std::string Plural(size_t n, const char* one, const char* many) {
 }
 
 // The group a reply falls in, and its detail.
-std::pair<PreviewOutcome, std::string> Classify(const PreviewReply& reply) {
+std::pair<PreviewOutcome, std::string> ClassifyReply(const PreviewReply& reply) {
   if (!reply.error.empty()) return {PreviewOutcome::kError, reply.error};
   size_t counts[6] = {};
   for (const ObjectPreview& o : reply.objects) {
@@ -252,7 +252,7 @@ PreviewReport BuildPreviewReport(const Json& set, const ReplyCollector& replies,
   std::map<std::pair<PreviewOutcome, std::string>, std::vector<std::string>> groups;
   for (const auto& [key, reply] : replies.replies()) {
     if (r.preview_id.empty()) r.preview_id = reply.preview_id;
-    groups[Classify(reply)].push_back(key);
+    groups[ClassifyReply(reply)].push_back(key);
     r.replies.push_back(reply);
   }
   for (const std::string& key : replies.Unanswered())

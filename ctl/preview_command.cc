@@ -24,7 +24,7 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 
-int Fail(std::ostream& err, const std::string& message, int code = 1) {
+int FailWith(std::ostream& err, const std::string& message, int code = 1) {
   err << "syncbusctl: " << message << std::endl;
   return code;
 }
@@ -115,7 +115,7 @@ int RunPreview(const PreviewOptions& options, const Json& set, amqp::Session& se
   const Steady::time_point start = Steady::now();
   auto choice = PickClusters(hub, set, options);
   if (!choice.ok()) {
-    return Fail(err, choice.status().message(),
+    return FailWith(err, choice.status().message(),
                 choice.status().code() == Code::kInvalidArgument ? 2 : 1);
   }
   const std::string preview_id = NewPreviewId();
@@ -127,12 +127,12 @@ int RunPreview(const PreviewOptions& options, const Json& set, amqp::Session& se
           << "; the requests wait there until --timeout" << std::endl;
     }
     auto reply_queue = session.DeclareReplyQueue();
-    if (!reply_queue.ok()) return Fail(err, reply_queue.status().message());
+    if (!reply_queue.ok()) return FailWith(err, reply_queue.status().message());
     auto tag = session.Consume(*reply_queue, 500);
-    if (!tag.ok()) return Fail(err, tag.status().message());
+    if (!tag.ok()) return FailWith(err, tag.status().message());
     Status sent =
         PublishRequests(session, set, preview_id, choice->clusters, options.batch, *reply_queue);
-    if (!sent.ok()) return Fail(err, "publishing the preview requests: " + sent.message());
+    if (!sent.ok()) return FailWith(err, "publishing the preview requests: " + sent.message());
   }
   const bool terminal = isatty(STDERR_FILENO) == 1 && !options.quiet;
   const Steady::time_point deadline = start + options.timeout;
@@ -152,7 +152,7 @@ int RunPreview(const PreviewOptions& options, const Json& set, amqp::Session& se
     auto wait = std::min<Steady::duration>(deadline - now, std::chrono::milliseconds(250));
     auto delivery = session.Next(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
     if (!delivery.ok()) {
-      return Fail(err, "lost the broker connection, and the replies with it: " +
+      return FailWith(err, "lost the broker connection, and the replies with it: " +
                            delivery.status().message());
     }
     if (!delivery->has_value()) continue;
@@ -163,7 +163,7 @@ int RunPreview(const PreviewOptions& options, const Json& set, amqp::Session& se
         verdict == ReplyCollector::Verdict::kUnknownCluster) {
       if (++ignored <= 10) err << "syncbusctl: warning: ignoring a reply: " << why << std::endl;
     }
-    if (Status s = session.Ack(d.delivery_tag); !s.ok()) return Fail(err, s.message());
+    if (Status s = session.Ack(d.delivery_tag); !s.ok()) return FailWith(err, s.message());
   }
   if (ignored > 10)
     err << "syncbusctl: warning: ignored " << ignored << " replies in all" << std::endl;
@@ -177,23 +177,23 @@ int RunPreview(const PreviewOptions& options, const Json& set, amqp::Session& se
 
 int RunPreview(const PreviewOptions& options) {
   auto config = LoadOptionalConfig(options.config_file);
-  if (!config.ok()) return Fail(std::cerr, config.status().message(), 2);
+  if (!config.ok()) return FailWith(std::cerr, config.status().message(), 2);
   auto set = ReadPreviewFile(options.file);  // bad input is told before any connection
-  if (!set.ok()) return Fail(std::cerr, set.status().message(), 2);
+  if (!set.ok()) return FailWith(std::cerr, set.status().message(), 2);
   log::Init("warn", config->log.format, "syncbusctl");
   HubConfig hub_config = config->hub;
   if (!options.kubeconfig.empty()) hub_config.kubeconfig = options.kubeconfig;
   if (!options.context.empty()) hub_config.context = options.context;
   auto cluster = CommandLineHubConfig(hub_config);
-  if (!cluster.ok()) return Fail(std::cerr, cluster.status().message(), 2);
+  if (!cluster.ok()) return FailWith(std::cerr, cluster.status().message(), 2);
   auto transport = http::CurlTransport::Create({});
-  if (!transport.ok()) return Fail(std::cerr, transport.status().message(), 2);
+  if (!transport.ok()) return FailWith(std::cerr, transport.status().message(), 2);
   kube::ClientImpl hub(*cluster, std::shared_ptr<http::Transport>(std::move(*transport)));
   amqp::ConnectionOptions amqp_options = config->amqp;
   amqp_options.connection_name = "syncbusctl preview";
   amqp::RabbitmqSession session(amqp_options);
   if (Status s = session.Connect(); !s.ok())
-    return Fail(std::cerr, "connecting to the broker: " + s.message());
+    return FailWith(std::cerr, "connecting to the broker: " + s.message());
   int code = RunPreview(options, *set, session, hub, InstallStopSignals(), std::cout, std::cerr);
   session.Close();
   return code;

@@ -8,7 +8,7 @@
 namespace syncbus {
 namespace {
 
-constexpr std::array<std::pair<ObjectOutcome, const char*>, 6> kOutcomes = {{
+constexpr std::array<std::pair<ObjectOutcome, const char*>, 6> kObjectOutcomes = {{
     {ObjectOutcome::kCreated, "created"},
     {ObjectOutcome::kChanged, "changed"},
     {ObjectOutcome::kUnchanged, "unchanged"},
@@ -18,9 +18,9 @@ constexpr std::array<std::pair<ObjectOutcome, const char*>, 6> kOutcomes = {{
 }};
 
 // Reads the fields of one JSON object; `where` prefixes its errors ("cluster", "objects[3]").
-class Fields {
+class PreviewFields {
  public:
-  Fields(const Json& obj, std::string where) : obj_(obj), where_(std::move(where)) {}
+  PreviewFields(const Json& obj, std::string where) : obj_(obj), where_(std::move(where)) {}
 
   Status String(const char* key, size_t max_len, std::string& out, bool optional = false) const {
     auto it = obj_.find(key);
@@ -59,7 +59,7 @@ class Fields {
 Result<Json> ParseBody(std::string_view body, size_t max_bytes, std::string& preview_id) {
   auto j = ParseVersionedBody(body, max_bytes, kPreviewVersion);
   if (!j.ok()) return j.status();
-  SYNCBUS_RETURN_IF_ERROR(Fields(*j, "").String("previewId", kMaxPreviewIdBytes, preview_id));
+  SYNCBUS_RETURN_IF_ERROR(PreviewFields(*j, "").String("previewId", kMaxPreviewIdBytes, preview_id));
   if (preview_id.empty()) return InvalidArgument("field \"previewId\" is empty");
   return j;
 }
@@ -67,7 +67,7 @@ Result<Json> ParseBody(std::string_view body, size_t max_bytes, std::string& pre
 Result<PreviewCluster> DecodeCluster(const Json& j, const std::string& where) {
   if (!j.is_object())
     return InvalidArgument("field \"" + where + "\" must be an object with namespace and name");
-  Fields f(j, where);
+  PreviewFields f(j, where);
   PreviewCluster c;
   SYNCBUS_RETURN_IF_ERROR(f.String("namespace", 253, c.ns));
   SYNCBUS_RETURN_IF_ERROR(f.String("name", 253, c.name));
@@ -85,7 +85,7 @@ Json EncodeCluster(const PreviewCluster& c) {
 // A set as the operator would apply it: the checks the consumer relies on before it reads it.
 Status CheckSet(const Json& set) {
   if (!set.is_object()) return InvalidArgument("field \"set\" must be an object");
-  Fields f(set, "set");
+  PreviewFields f(set, "set");
   std::string api_version, kind;
   SYNCBUS_RETURN_IF_ERROR(f.String("apiVersion", 64, api_version));
   SYNCBUS_RETURN_IF_ERROR(f.String("kind", 64, kind));
@@ -96,7 +96,7 @@ Status CheckSet(const Json& set) {
   auto meta = set.find("metadata");
   if (meta == set.end() || !meta->is_object())
     return InvalidArgument("field \"set.metadata\" must be an object");
-  Fields m(*meta, "set.metadata");
+  PreviewFields m(*meta, "set.metadata");
   std::string name, ns;
   SYNCBUS_RETURN_IF_ERROR(m.String("name", 253, name));
   if (!IsDnsSubdomain(name))
@@ -112,7 +112,7 @@ Status CheckSet(const Json& set) {
 
 Result<ObjectPreview> DecodeObject(const Json& j, const std::string& where) {
   if (!j.is_object()) return InvalidArgument("field \"" + where + "\" must be an object");
-  Fields f(j, where);
+  PreviewFields f(j, where);
   ObjectPreview o;
   SYNCBUS_RETURN_IF_ERROR(f.String("apiVersion", 253, o.api_version));
   SYNCBUS_RETURN_IF_ERROR(f.String("kind", 253, o.kind));
@@ -121,7 +121,7 @@ Result<ObjectPreview> DecodeObject(const Json& j, const std::string& where) {
   std::string outcome;
   SYNCBUS_RETURN_IF_ERROR(f.String("outcome", 32, outcome));
   bool known = false;
-  for (const auto& [value, name] : kOutcomes) {
+  for (const auto& [value, name] : kObjectOutcomes) {
     if (outcome == name) {
       o.outcome = value;
       known = true;
@@ -155,7 +155,7 @@ Json EncodeObject(const ObjectPreview& o) {
 }  // namespace
 
 const char* ObjectOutcomeName(ObjectOutcome outcome) {
-  for (const auto& [value, name] : kOutcomes) {
+  for (const auto& [value, name] : kObjectOutcomes) {
     if (value == outcome) return name;
   }
   return "unknown";
@@ -181,7 +181,7 @@ Result<PreviewRequest> DecodePreviewRequest(std::string_view body) {
   if (Status s = CheckSet(*set); !s.ok()) return fail(s);
   r.set = *set;
   Status error;
-  const Json* clusters = Fields(*j, "").Array("clusters", error);
+  const Json* clusters = PreviewFields(*j, "").Array("clusters", error);
   if (clusters == nullptr) return fail(error);
   if (clusters->empty() || clusters->size() > kMaxPreviewClusters) {
     return fail(InvalidArgument("field \"clusters\" has " + std::to_string(clusters->size()) +
@@ -218,7 +218,7 @@ Result<PreviewReply> DecodePreviewReply(std::string_view body) {
   auto c = DecodeCluster(*cluster, "cluster");
   if (!c.ok()) return fail(c.status());
   r.cluster = std::move(*c);
-  Fields f(*j, "");
+  PreviewFields f(*j, "");
   if (Status s = f.String("error", kMaxPreviewReplyBytes, r.error, true); !s.ok()) return fail(s);
   Status error;
   const Json* objects = f.Array("objects", error);

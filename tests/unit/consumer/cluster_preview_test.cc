@@ -26,7 +26,7 @@ Json SyncSetObject(const std::string& name, const Json& resources,
             {"resources", resources}}}};
 }
 
-std::string Outcomes(const PreviewReply& reply) {
+std::string OutcomeList(const PreviewReply& reply) {
   std::string text;
   for (const ObjectPreview& o : reply.objects) {
     text += (text.empty() ? "" : ", ") + o.kind + " " + o.ns + "/" + o.name + ": " +
@@ -59,7 +59,7 @@ TEST_CASE("a preview tells what the sync of the change then does, object by obje
   const PreviewReply reply = previewer.Preview("p1", change, kTarget);
   REQUIRE_MESSAGE(reply.error.empty(), reply.error);
   CHECK(reply.preview_id == "p1");
-  CHECK(Outcomes(reply) ==
+  CHECK(OutcomeList(reply) ==
         "ConfigMap default/kept: unchanged, ConfigMap default/changed: changed, ConfigMap "
         "default/added: created, ConfigMap nowhere/lost: refused, ConfigMap default/after: "
         "not-reached, ConfigMap default/dropped: deleted");

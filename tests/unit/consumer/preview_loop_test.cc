@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Harness {
+struct PreviewHarness {
   FakeClock clock;
   amqp::FakeBroker broker{clock};
   amqp::FakeSession caller{broker, "syncbusctl"};
@@ -30,7 +30,7 @@ struct Harness {
   std::mutex mu;
   std::set<std::string> previewed;  // clusters asked for, across the worker threads
 
-  Harness() {
+  PreviewHarness() {
     REQUIRE(caller.Connect().ok());
     amqp::Topology topology = amqp::SyncbusTopology();
     topology.queues.push_back({"reply-1", false, Json::object()});
@@ -68,7 +68,7 @@ struct Harness {
   }
 };
 
-PreviewRequest Request(std::vector<std::string> clusters) {
+PreviewRequest PreviewOf(std::vector<std::string> clusters) {
   PreviewRequest r;
   r.preview_id = "preview-1";
   r.set = {{"apiVersion", "hive.openshift.io/v1"},
@@ -82,11 +82,11 @@ PreviewRequest Request(std::vector<std::string> clusters) {
 }  // namespace
 
 TEST_CASE("every cluster of a request is answered on its reply queue, then the request is acked") {
-  Harness h;
+  PreviewHarness h;
   PreviewLoop loop(
       {3}, h.session, [&](auto&&... a) { return h.Preview(a...); }, h.registry);
   REQUIRE(loop.Subscribe().ok());
-  h.Ask(Request({"c1", "c2", "c3", "c4", "explodes"}));
+  h.Ask(PreviewOf({"c1", "c2", "c3", "c4", "explodes"}));
   REQUIRE(loop.Step(1s).ok());
   CHECK(h.previewed ==
         std::set<std::string>{"c1/c1", "c2/c2", "c3/c3", "c4/c4", "explodes/explodes"});
@@ -112,7 +112,7 @@ TEST_CASE("every cluster of a request is answered on its reply queue, then the r
 }
 
 TEST_CASE("a request nothing could answer is dropped, counted, and never previewed") {
-  Harness h;
+  PreviewHarness h;
   PreviewLoop loop(
       {2}, h.session, [&](auto&&... a) { return h.Preview(a...); }, h.registry);
   REQUIRE(loop.Subscribe().ok());
@@ -125,7 +125,7 @@ TEST_CASE("a request nothing could answer is dropped, counted, and never preview
     REQUIRE(h.caller.Publish(p, 1s).ok());
   }
   SUBCASE("it names no reply queue") {
-    h.Ask(Request({"c1"}), "");
+    h.Ask(PreviewOf({"c1"}), "");
   }
   REQUIRE(loop.Step(1s).ok());
   CHECK(h.previewed.empty());
@@ -137,11 +137,11 @@ TEST_CASE("a request nothing could answer is dropped, counted, and never preview
 }
 
 TEST_CASE("replies to a caller that has gone are dropped by the broker, and the request is done") {
-  Harness h;
+  PreviewHarness h;
   PreviewLoop loop(
       {2}, h.session, [&](auto&&... a) { return h.Preview(a...); }, h.registry);
   REQUIRE(loop.Subscribe().ok());
-  h.Ask(Request({"c1"}), "reply-gone");
+  h.Ask(PreviewOf({"c1"}), "reply-gone");
   REQUIRE(loop.Step(1s).ok());
   CHECK(h.previewed.size() == 1);
   CHECK(h.broker.UnackedCount(amqp::kPreviewQueue) == 0);
