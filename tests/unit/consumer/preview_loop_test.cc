@@ -81,7 +81,9 @@ PreviewRequest PreviewOf(std::vector<std::string> clusters) {
 
 }  // namespace
 
-TEST_CASE("every cluster of a request is answered on its reply queue, then the request is acked") {
+TEST_CASE(
+    "every cluster of a request is answered on its reply queue, then the request is acked "
+    "[concurrent]") {
   PreviewHarness h;
   PreviewLoop loop(
       {3}, h.session, [&](auto&&... a) { return h.Preview(a...); }, h.registry);
