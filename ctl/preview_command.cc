@@ -116,7 +116,7 @@ int RunPreview(const PreviewOptions& options, const Json& set, amqp::Session& se
   auto choice = PickClusters(hub, set, options);
   if (!choice.ok()) {
     return FailWith(err, choice.status().message(),
-                choice.status().code() == Code::kInvalidArgument ? 2 : 1);
+                    choice.status().code() == Code::kInvalidArgument ? 2 : 1);
   }
   const std::string preview_id = NewPreviewId();
   ReplyCollector replies(preview_id, choice->clusters);
@@ -153,7 +153,7 @@ int RunPreview(const PreviewOptions& options, const Json& set, amqp::Session& se
     auto delivery = session.Next(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
     if (!delivery.ok()) {
       return FailWith(err, "lost the broker connection, and the replies with it: " +
-                           delivery.status().message());
+                               delivery.status().message());
     }
     if (!delivery->has_value()) continue;
     const amqp::Delivery& d = **delivery;

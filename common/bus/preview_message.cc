@@ -59,7 +59,8 @@ class PreviewFields {
 Result<Json> ParseBody(std::string_view body, size_t max_bytes, std::string& preview_id) {
   auto j = ParseVersionedBody(body, max_bytes, kPreviewVersion);
   if (!j.ok()) return j.status();
-  SYNCBUS_RETURN_IF_ERROR(PreviewFields(*j, "").String("previewId", kMaxPreviewIdBytes, preview_id));
+  SYNCBUS_RETURN_IF_ERROR(
+      PreviewFields(*j, "").String("previewId", kMaxPreviewIdBytes, preview_id));
   if (preview_id.empty()) return InvalidArgument("field \"previewId\" is empty");
   return j;
 }
