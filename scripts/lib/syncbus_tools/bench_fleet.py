@@ -622,19 +622,11 @@ def edit_latency_during_resync(args, d, pipe, hub, broker, report):
     lock = threading.Lock()
 
     def watch(cluster, ns, name, token, started):
-        target = KubeClient(server=hub.server)
-        path = f"/clusters/{cluster}/api/v1/namespaces/{ns}/configmaps/{name}"
-        deadline = started + 300
-        while time.monotonic() < deadline:
-            code, obj = target.request("GET", path, accept_codes=(200, 404))
-            if code == 200 and obj.get("data", {}).get("payload") == token:
-                with lock:
-                    results.append(time.monotonic() - started)
-                return
-            time.sleep(0.05)
+        seconds = bench_preview.edit_seen(hub, cluster, ns, name, token, started)
         with lock:
-            results.append(float("inf"))
-            missing.append(f"{cluster}: {ns}/{name}")
+            results.append(seconds)
+            if seconds == float("inf"):
+                missing.append(f"{cluster}: {ns}/{name}")
 
     threads = []
     for i in targets:

@@ -44,18 +44,18 @@ def edited_copy(hub, path, token):
             "metadata": {"name": obj["metadata"]["name"]}, "spec": obj["spec"]}
 
 
-def watch_edit(hub, cluster, ns, name, token, started, result):
-    """Polls the cluster's ConfigMap until it holds `token`: result["seconds"] since `started`."""
+def edit_seen(hub, cluster, ns, name, token, started):
+    """Polls the simulated cluster's ConfigMap until it holds `token` (an edit of its set, see
+    bench_fleet.edit_set): the seconds since `started`, or inf after 300 s."""
     target = KubeClient(server=hub.server)
     path = f"/clusters/{cluster}/api/v1/namespaces/{ns}/configmaps/{name}"
     deadline = started + 300
     while time.monotonic() < deadline:
         code, obj = target.request("GET", path, accept_codes=(200, 404))
         if code == 200 and obj.get("data", {}).get("payload") == token:
-            result["seconds"] = time.monotonic() - started
-            return
+            return time.monotonic() - started
         time.sleep(0.05)
-    result["seconds"] = float("inf")
+    return float("inf")
 
 
 def preview_phase(args, d, pipe, hub, n, report, edit_set, edit_token):
@@ -102,8 +102,8 @@ def preview_phase(args, d, pipe, hub, n, report, edit_set, edit_token):
         token = edit_token()
         edited_at = time.monotonic()
         ns, name = edit_set(hub, f"{HIVE}/namespaces/{cluster}/syncsets/{cluster}-ss-00", "syncsets", token)
-        watcher = threading.Thread(target=watch_edit, args=(hub, cluster, ns, name, token, edited_at, edit),
-                                   daemon=True)
+        watcher = threading.Thread(
+            target=lambda: edit.update(seconds=edit_seen(hub, cluster, ns, name, token, edited_at)), daemon=True)
         watcher.start()
         code = proc.wait(timeout=1900)
         watcher.join()
