@@ -13,11 +13,11 @@
 
 #include "common/amqp/session.h"
 #include "common/bus/config.h"
-#include "common/bus/preview_message.h"
 #include "common/clock.h"
 #include "common/http/transport.h"
 #include "common/kube/client.h"
 #include "consumer/hub_reader.h"
+#include "consumer/preview_loop.h"
 
 namespace syncbus::consumer {
 
@@ -60,9 +60,7 @@ class ConsumerApp {
   void Consume(DeliveryLoop& loop, amqp::Session& session, const std::atomic<bool>& stop);
   // Serves the preview queue on its own session through `loop`'s preview function until `stop`,
   // reconnecting after every loss.
-  void ServePreviews(const std::function<PreviewReply(const std::string&, const Json&,
-                                                      const PreviewCluster&)>& preview,
-                     const std::atomic<bool>& stop);
+  void ServePreviews(const PreviewLoop::PreviewFn& preview, const std::atomic<bool>& stop);
 
   Config config_;
   ConsumerDeps deps_;

@@ -16,16 +16,12 @@ PreviewLoop::PreviewLoop(PreviewLoopOptions options, amqp::Session& session, Pre
     : options_(options),
       session_(session),
       preview_(std::move(preview)),
-      clusters_ok_(prometheus::BuildCounter()
-                       .Name("syncbus_consumer_preview_clusters_total")
-                       .Help("Clusters previewed for syncbusctl preview, by result")
-                       .Register(registry)
-                       .Add({{"result", "previewed"}})),
-      clusters_error_(prometheus::BuildCounter()
-                          .Name("syncbus_consumer_preview_clusters_total")
-                          .Help("Clusters previewed for syncbusctl preview, by result")
-                          .Register(registry)
-                          .Add({{"result", "error"}})),
+      clusters_(prometheus::BuildCounter()
+                    .Name("syncbus_consumer_preview_clusters_total")
+                    .Help("Clusters previewed for syncbusctl preview, by result")
+                    .Register(registry)),
+      clusters_ok_(clusters_.Add({{"result", "previewed"}})),
+      clusters_error_(clusters_.Add({{"result", "error"}})),
       dropped_(prometheus::BuildCounter()
                    .Name("syncbus_consumer_preview_requests_dropped_total")
                    .Help("Preview requests dropped unanswered: undecodable or without a reply "

@@ -47,7 +47,8 @@ class PreviewLoop {
   PreviewLoopOptions options_;
   amqp::Session& session_;
   PreviewFn preview_;
-  prometheus::Counter& clusters_ok_;     // clusters previewed
+  prometheus::Family<prometheus::Counter>& clusters_;
+  prometheus::Counter& clusters_ok_;     // clusters_'s two series: previewed
   prometheus::Counter& clusters_error_;  // clusters that could not be previewed
   prometheus::Counter& dropped_;         // requests that could not be answered
 };
