@@ -66,6 +66,11 @@ Result<Changed> PutChangedSet(const Json& set, ClusterState& state) {
   } else {
     return InvalidArgument("not a SyncSet or SelectorSyncSet: kind \"" + kind + "\"");
   }
+  // A preview shows the change on every cluster it names, whatever waves a rollout of the set
+  // would release it in.
+  std::erase_if(state.held, [&](const hive::DesiredSet& s) {
+    return s.kind == changed.kind && s.name == changed.name;
+  });
   return changed;
 }
 

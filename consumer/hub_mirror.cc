@@ -128,9 +128,8 @@ ClusterState HubMirror::Read(const std::string& ns, const std::string& name) con
     for (const auto& [set_name, set] : in_ns->second) syncsets.push_back(set);
   }
   for (const auto& [set_name, set] : live_.selector_syncsets) selector_syncsets.push_back(set);
-  state.sync_sets = ApplicableSyncSets(*state.cd, syncsets);
-  state.selector_sync_sets = ApplicableSelectorSyncSets(*state.cd, selector_syncsets);
   if (auto st = live_.statuses.find(key); st != live_.statuses.end()) state.status = st->second;
+  ChooseSets(state, syncsets, selector_syncsets);
   return state;
 }
 

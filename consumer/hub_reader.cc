@@ -53,15 +53,14 @@ Result<ClusterState> DirectHubReader::Read(const SyncRequest& request) {
   state.cd = std::make_shared<const hive::ClusterDeployment>(std::move(*cd));
   if (!ss_list.ok()) return ss_list.status().Annotate("listing SyncSets in " + ns);
   if (!sss_list.ok()) return sss_list.status().Annotate("listing SelectorSyncSets");
-  state.sync_sets = ApplicableSyncSets(*state.cd, ParseAll<hive::SyncSet>(*ss_list, key));
-  state.selector_sync_sets =
-      ApplicableSelectorSyncSets(*state.cd, ParseAll<hive::SelectorSyncSet>(*sss_list, key));
   if (cs_json.ok()) {
     auto cs = hive::ClusterSync::FromJson(*cs_json);
     if (cs.ok()) state.status = std::make_shared<const hive::ClusterSync>(std::move(*cs));
   } else if (cs_json.status().code() != Code::kNotFound) {
     return cs_json.status().Annotate("reading ClusterSync " + key);
   }
+  ChooseSets(state, ParseAll<hive::SyncSet>(*ss_list, key),
+             ParseAll<hive::SelectorSyncSet>(*sss_list, key));
   return state;
 }
 

@@ -51,7 +51,15 @@ std::set<std::string> ObjectsListedNow(const SyncPlan& plan, const PlanInputs& i
       });
   std::set<std::string> listed;
   if (may_delete) {
-    for (const SetWork& w : plan.work) listed.merge(ListedObjects(inputs.For(w), mapper));
+    for (const SetWork& w : plan.work) {
+      if (w.held) {  // what it tracked stays on the cluster as it is
+        if (const hive::SyncStatus* e = inputs.Entry(w)) {
+          for (const auto& ref : e->resources_to_delete) listed.insert(ObjectIdentity(ref));
+        }
+        continue;
+      }
+      listed.merge(ListedObjects(inputs.For(w), mapper));
+    }
   }
   return listed;
 }
@@ -148,10 +156,15 @@ SyncPlan PlanSync(const ClusterState& state, bool full_reapply) {
   auto add = [&](SetKind kind, const hive::ObjectMeta& meta, const hive::SyncSetCommonSpec& spec,
                  std::string ns) {
     const hive::SyncStatus* e = FindEntry(current, kind, meta.name);
+    if (state.Held(kind, meta.name)) {  // held back by a rollout: its entry stays as it is
+      plan.work.push_back(
+          {kind, meta.name, std::move(ns), e->observed_generation, &spec, false, &meta, true});
+      return;
+    }
     bool needs_apply = full_reapply || !e || e->observed_generation != meta.generation ||
                        e->result != hive::SyncResult::kSuccess;
     plan.work.push_back(
-        {kind, meta.name, std::move(ns), meta.generation, &spec, needs_apply, &meta});
+        {kind, meta.name, std::move(ns), meta.generation, &spec, needs_apply, &meta, false});
   };
   for (const auto& ss : state.sync_sets) add(SetKind::kSyncSet, ss->meta, ss->spec, ss->meta.ns);
   for (const auto& sss : state.selector_sync_sets)

@@ -34,6 +34,9 @@ struct SetWork {
   const hive::SyncSetCommonSpec* spec;
   bool needs_apply;
   const hive::ObjectMeta* meta;  // the set's metadata (creation time, annotations)
+  // Held back from the cluster by a rollout (ClusterState::held): never applied, its entry (and
+  // `generation`, the entry's) kept as it is.
+  bool held;
 };
 
 struct RemovedSet {

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/bus/rollout.h"
 #include "common/log.h"
 #include "common/time_format.h"
 
@@ -51,7 +52,10 @@ std::optional<WallTime> WrittenAt(const Json& metadata) {
 // common/hive/status_rules.h), so that the bulk of a hub's objects never stays in memory: a
 // set's resources and patches, a ClusterDeployment's conditions but the Unreachable one and its
 // annotations but Hive's pause and relocate ones, a ClusterSync's resourcesToDelete (every
-// object of a Sync-mode set), failure messages, times and conditions after the first.
+// object of a Sync-mode set), failure messages (but the start of a failing entry's), times and
+// conditions after the first.
+constexpr size_t kFailureMessageKept = 256;
+
 void Trim(hive::ObjectMeta& meta) {
   meta.creation_timestamp = {};
 }
@@ -83,7 +87,10 @@ void Trim(hive::ClusterSync& cs) {
   for (auto* entries : {&cs.status.sync_sets, &cs.status.selector_sync_sets}) {
     for (auto& e : *entries) {
       e.resources_to_delete = {};
-      e.failure_message = {};
+      // A failing entry keeps the start of its message, for a rollout's halt (rollout_keeper.h).
+      if (e.result == hive::SyncResult::kSuccess) e.failure_message = {};
+      if (e.failure_message.size() > kFailureMessageKept)
+        e.failure_message.resize(kFailureMessageKept);
       e.last_transition_time = {};
     }
   }
@@ -402,6 +409,39 @@ HubSnapshot HubCache::Snapshot(const std::vector<std::string>& cluster_keys) con
     if (auto l = objects_.leases.find(key); l != objects_.leases.end()) cluster.lease = l->second;
   }
   return snapshot;
+}
+
+std::vector<HubCache::RolloutInputs> HubCache::Rollouts(
+    const std::function<bool(const hive::ObjectMeta&)>& with_clusters) const {
+  std::vector<RolloutInputs> out;
+  std::lock_guard lock(mu_);
+  auto add_clusters = [&](RolloutInputs& in, const auto& set, const auto& candidates) {
+    if (!with_clusters(set.meta)) return;
+    for (const auto& [key, cd] : candidates) {
+      if (!hive::AppliesTo(set, *cd)) continue;
+      auto status = objects_.statuses.find(key);
+      in.clusters.emplace_back(cd, status == objects_.statuses.end() ? nullptr : status->second);
+    }
+  };
+  for (const auto& [key, ss] : objects_.syncsets) {
+    if (!ss->meta.annotations.contains(rollout::kSpecAnnotation)) continue;
+    RolloutInputs& in = out.emplace_back();
+    in.sync_set = ss;
+    // A SyncSet names its clusters: only those of its namespace are candidates.
+    std::map<std::string, std::shared_ptr<const hive::ClusterDeployment>> named;
+    for (const auto& ref : ss->cluster_deployment_refs) {
+      if (auto cd = objects_.cds.find(ss->meta.ns + "/" + ref); cd != objects_.cds.end())
+        named.emplace(cd->first, cd->second);
+    }
+    add_clusters(in, *ss, named);
+  }
+  for (const auto& [name, sss] : objects_.selector_syncsets) {
+    if (!sss->meta.annotations.contains(rollout::kSpecAnnotation)) continue;
+    RolloutInputs& in = out.emplace_back();
+    in.selector_sync_set = sss;
+    add_clusters(in, *sss, objects_.cds);
+  }
+  return out;
 }
 
 size_t HubCache::cluster_count() const {

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -109,6 +110,20 @@ class HubCache {
   // The hub objects the decision needs of these clusters, as they are now. Holds the lock only to
   // copy pointers (and a few Secret versions); the views are computed from the snapshot later.
   HubSnapshot Snapshot(const std::vector<std::string>& cluster_keys) const;
+
+  // A set with syncbus.io/rollout (common/bus/rollout.h) and the clusters it applies to now, with
+  // their ClusterSyncs: what the rollout keeper judges (rollout_decision.h).
+  struct RolloutInputs {
+    std::shared_ptr<const hive::SyncSet> sync_set;  // one of the two
+    std::shared_ptr<const hive::SelectorSyncSet> selector_sync_set;
+    std::vector<std::pair<std::shared_ptr<const hive::ClusterDeployment>,
+                          std::shared_ptr<const hive::ClusterSync>>>
+        clusters;  // left empty for a set `with_clusters` does not want
+  };
+  // Every gated set; the clusters only of those for which `with_clusters` says yes (the lock is
+  // held meanwhile: it must be quick).
+  std::vector<RolloutInputs> Rollouts(
+      const std::function<bool(const hive::ObjectMeta&)>& with_clusters) const;
 
   size_t cluster_count() const;
   uint64_t invalid_objects() const;

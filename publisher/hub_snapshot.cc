@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "common/bus/rollout_release.h"
+
 namespace syncbus::publisher {
 
 std::string SourceSecretKey(const hive::SecretMapping& mapping, const std::string& set_ns) {
@@ -22,6 +24,7 @@ ClusterView HubSnapshot::View(const ClusterInputs& cluster) const {
   std::vector<const hive::SelectorSyncSet*> all_sss;
   all_sss.reserve(selector_sync_sets.size());
   for (const auto& sss : selector_sync_sets) all_sss.push_back(sss.get());
+  std::vector<hive::DesiredSet> held = rollout::TakeHeld(cd, ns_sets, all_sss);
 
   // The Secrets the applicable sets read, each once, sorted.
   std::map<std::string, const SecretMeta*> read;
@@ -53,7 +56,7 @@ ClusterView HubSnapshot::View(const ClusterInputs& cluster) const {
       view.secrets_written_at = written;
     }
   }
-  view.desired = hive::ComputeDesired(cd, ns_sets, all_sss, view.secrets);
+  view.desired = hive::ComputeDesired(cd, ns_sets, all_sss, view.secrets, std::move(held));
   view.kubeconfig_version = cluster.kubeconfig_version;
   return view;
 }

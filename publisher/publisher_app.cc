@@ -14,6 +14,7 @@
 #include "publisher/hive_config.h"
 #include "publisher/leader_elector.h"
 #include "publisher/publisher.h"
+#include "publisher/rollout_keeper.h"
 
 namespace syncbus::publisher {
 namespace {
@@ -22,6 +23,8 @@ namespace res = kube::resources;
 
 // How often HiveConfig is read again for a changed reapply interval.
 constexpr std::chrono::minutes kHiveConfigPeriod{5};
+// How often the leader looks at the rollouts in waves.
+constexpr std::chrono::seconds kRolloutPeriod{1};
 
 // Feeds one reflector's events into the cache as one kind; a list's pages are parsed as they
 // arrive.
@@ -329,6 +332,9 @@ void PublisherApp::PublishUntilStopped(const PublisherOptions& options, const El
                                       s, amqp::SyncbusTopology(config_.topology));
                                 });
   Publisher publisher(options, cache_, *session, clock, *deps_.registry);
+  kube::Client& quick_hub = deps_.quick_hub ? *deps_.quick_hub : *deps_.hub;
+  RolloutKeeper rollouts(cache_, quick_hub, clock, *deps_.registry, deps_.identity);
+  SteadyTime rollouts_looked_at{};
   bool startup = true;
   bool was_leading = false;
   bool more = false;  // the last round left work it could have done
@@ -338,6 +344,7 @@ void PublisherApp::PublishUntilStopped(const PublisherOptions& options, const El
       if (was_leading) {
         log::Warn("not the leader any more: stopped publishing");
         publisher.Reset();  // the next leader recomputes everything from its own cache
+        rollouts.Reset();
         was_leading = false;
       }
       cache_.TakeDirty(options.tick);  // stay warm; decisions wait for leadership
@@ -379,6 +386,10 @@ void PublisherApp::PublishUntilStopped(const PublisherOptions& options, const El
       continue;
     }
     startup = false;
+    if (clock.Now() - rollouts_looked_at >= kRolloutPeriod) {
+      rollouts_looked_at = clock.Now();
+      (void)rollouts.Tick();  // logged there; the next tick tries again
+    }
     // rabbitmq-c answers the broker's heartbeats only inside calls: a round that sent nothing
     // must still touch the connection, or an idle leader is dropped after two intervals.
     if (Status alive = session->Poll(); !alive.ok()) {

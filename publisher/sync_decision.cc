@@ -18,12 +18,14 @@ const hive::SyncStatus* FindEntry(const hive::ClusterSync& cs, const DesiredSet&
   return nullptr;
 }
 
+// An entry of a set that neither applies nor is held back by a rollout (whose entry stays as it
+// is).
 bool HasEntryOutside(const DesiredState& desired, const hive::ClusterSync& cs) {
   auto outside = [&](const std::vector<hive::SyncStatus>& entries, SetKind kind) {
     for (const auto& e : entries) {
-      bool found = std::any_of(desired.sets.begin(), desired.sets.end(), [&](const DesiredSet& s) {
-        return s.kind == kind && s.name == e.name;
-      });
+      auto named = [&](const DesiredSet& s) { return s.kind == kind && s.name == e.name; };
+      bool found = std::any_of(desired.sets.begin(), desired.sets.end(), named) ||
+                   std::any_of(desired.held.begin(), desired.held.end(), named);
       if (!found) return true;
     }
     return false;

@@ -54,6 +54,22 @@ Release ReleaseOf(const hive::ObjectMeta& set, const hive::ClusterDeployment& cd
   return ReleaseOf(RolloutOf(set), set.generation, cd);
 }
 
+std::vector<hive::DesiredSet> TakeHeld(
+    const hive::ClusterDeployment& cd, std::vector<const hive::SyncSet*>& sync_sets,
+    std::vector<const hive::SelectorSyncSet*>& selector_sync_sets) {
+  std::vector<hive::DesiredSet> held;
+  auto take = [&](auto& sets, hive::SetKind kind) {
+    std::erase_if(sets, [&](const auto* set) {
+      if (ReleaseOf(set->meta, cd) != Release::kHeld) return false;
+      held.push_back({kind, set->meta.name, set->meta.generation});
+      return true;
+    });
+  };
+  take(sync_sets, hive::SetKind::kSyncSet);
+  take(selector_sync_sets, hive::SetKind::kSelectorSyncSet);
+  return held;
+}
+
 std::vector<uint64_t> BoundsFor(const RolloutSpec& spec, const std::vector<std::string>& clusters) {
   if (spec.by_selector) return {};
   std::vector<uint64_t> ranks;

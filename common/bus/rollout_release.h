@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/bus/rollout.h"
+#include "common/hive/desired_state.h"
 #include "common/hive/types.h"
 
 namespace syncbus::rollout {
@@ -34,6 +35,12 @@ int WaveOf(const RolloutSpec& spec, const RolloutState& state, const hive::Clust
 Release ReleaseOf(const SetRollout& rollout, int64_t set_generation,
                   const hive::ClusterDeployment& cd);
 Release ReleaseOf(const hive::ObjectMeta& set, const hive::ClusterDeployment& cd);
+
+// Takes out of `sync_sets` and `selector_sync_sets` (a cluster's candidates) the sets held back
+// from `cd`, and returns them (for hive::ComputeDesired's `held`).
+std::vector<hive::DesiredSet> TakeHeld(
+    const hive::ClusterDeployment& cd, std::vector<const hive::SyncSet*>& sync_sets,
+    std::vector<const hive::SelectorSyncSet*>& selector_sync_sets);
 
 // The bounds of a rollout by count or percentage over the set's clusters ("namespace/name"):
 // bound k is the rank (RankOf) of the last cluster wave k takes; the last is the largest rank.

@@ -19,7 +19,7 @@ bool AppliesTo(const hive::SelectorSyncSet& sss, const hive::ClusterDeployment& 
 DesiredState ComputeDesired(const hive::ClusterDeployment& cd,
                             const std::vector<const hive::SyncSet*>& syncsets,
                             const std::vector<const hive::SelectorSyncSet*>& selector_syncsets,
-                            const SecretVersions& secrets) {
+                            const SecretVersions& secrets, std::vector<DesiredSet> held) {
   DesiredState d;
   d.cluster_key = cd.meta.Key();
   d.skip_reason = cd.SkipReason();
@@ -38,6 +38,7 @@ DesiredState ComputeDesired(const hive::ClusterDeployment& cd,
   std::sort(sss.begin(), sss.end(), by_name);
   d.sets = std::move(ss);
   d.sets.insert(d.sets.end(), sss.begin(), sss.end());
+  d.held = std::move(held);
 
   // Canonical text: the cluster's identity (uid changes when a cluster is re-created), its labels
   // (they feed templates), then each set. Field separators cannot occur in names.
@@ -46,6 +47,9 @@ DesiredState ComputeDesired(const hive::ClusterDeployment& cd,
   for (const auto& s : d.sets) {
     canon += (s.kind == SetKind::kSyncSet ? "|ss:" : "|sss:") + s.name + "@" +
              std::to_string(s.generation);
+  }
+  for (const auto& s : d.held) {
+    canon += (s.kind == SetKind::kSyncSet ? "|held-ss:" : "|held-sss:") + s.name;
   }
   SecretVersions sorted = secrets;
   std::sort(sorted.begin(), sorted.end());

@@ -23,9 +23,12 @@ struct DesiredSet {
 struct DesiredState {
   std::string cluster_key;       // "namespace/name"
   std::vector<DesiredSet> sets;  // SyncSets then SelectorSyncSets, each by name
-  std::string skip_reason;       // non-empty: ClusterDeployment::SkipReason()
-  bool installed = false;  // status.installedTimestamp is set (ClusterSync firstSuccessTime rule)
-  std::string revision;    // digest of cluster identity + sets (+ secret versions)
+  // Sets a rollout holds back from the cluster (common/bus/rollout_release.h): whatever its
+  // ClusterSync says of them stays as it is, and nothing is expected of them.
+  std::vector<DesiredSet> held;
+  std::string skip_reason;  // non-empty: ClusterDeployment::SkipReason()
+  bool installed = false;   // status.installedTimestamp is set (ClusterSync firstSuccessTime rule)
+  std::string revision;     // digest of cluster identity + sets (+ secret versions)
 };
 
 // Secret versions that the sets' secretMappings read ("ns/name" -> resourceVersion); a changed
@@ -33,11 +36,12 @@ struct DesiredState {
 using SecretVersions = std::vector<std::pair<std::string, std::string>>;
 
 // `syncsets`: the SyncSets of the cluster's namespace (those not referencing it are ignored);
-// `selector_syncsets`: all SelectorSyncSets (those not matching its labels are ignored).
+// `selector_syncsets`: all SelectorSyncSets (those not matching its labels are ignored);
+// `held`: the sets a rollout holds back from the cluster (left out of the other two).
 DesiredState ComputeDesired(const hive::ClusterDeployment& cd,
                             const std::vector<const hive::SyncSet*>& syncsets,
                             const std::vector<const hive::SelectorSyncSet*>& selector_syncsets,
-                            const SecretVersions& secrets = {});
+                            const SecretVersions& secrets = {}, std::vector<DesiredSet> held = {});
 
 bool AppliesTo(const hive::SyncSet& ss, const hive::ClusterDeployment& cd);
 bool AppliesTo(const hive::SelectorSyncSet& sss, const hive::ClusterDeployment& cd);

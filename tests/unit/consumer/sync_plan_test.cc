@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include "common/bus/rollout.h"
 #include "common/hive/status_rules.h"
 
 using namespace syncbus;
@@ -200,4 +201,34 @@ TEST_CASE("a cluster that is gone or skipped needs no write, with the syncer's r
   st.ss->meta.generation = 3;  // a change waits, but a paused cluster gets none
   CHECK(NoWriteReason(st.Build(), false) == "skipped:" + st.cd->SkipReason());
   CHECK(st.cd->SkipReason() != "");
+}
+
+TEST_CASE("a set a rollout holds back is neither applied, reapplied nor removed: its entry stays") {
+  State s;
+  // SelectorSyncSet "fleet" is at generation 2 now, its rollout not yet at this cluster's wave,
+  // and its selector no longer matches the cluster.
+  s.sss->meta.generation = 2;
+  s.sss->meta.annotations[rollout::kSpecAnnotation] = R"({"waves": [{"clusters": 1}]})";
+  s.sss->selector = *hive::LabelSelector::FromJson({{"matchLabels", {{"gone", "yes"}}}});
+  s.status.status.selector_sync_sets[0].resources_to_delete = {{"v1", "ConfigMap", "kept", "ns"}};
+  s.ss->cluster_deployment_refs = {"c1"};
+  ClusterState state = s.Build();
+  ChooseSets(state, {s.ss}, {s.sss});
+  REQUIRE(state.selector_sync_sets.size() == 1);  // held, with its entry: kept in the state
+  CHECK(state.Held(hive::SetKind::kSelectorSyncSet, "fleet"));
+  for (bool full_reapply : {false, true}) {
+    SyncPlan plan = PlanSync(state, full_reapply);
+    CHECK(plan.removed.empty());
+    REQUIRE(plan.work.size() == 2);
+    CHECK(plan.work[1].held);
+    CHECK_FALSE(plan.work[1].needs_apply);
+    CHECK(plan.work[1].generation == 1);  // its entry's
+  }
+  CHECK(NoWriteReason(state, false) == "up-to-date");
+  // Without an entry a held set is not part of the sync at all.
+  s.status.status.selector_sync_sets.clear();
+  ClusterState fresh = s.Build();
+  ChooseSets(fresh, {s.ss}, {s.sss});
+  CHECK(fresh.selector_sync_sets.empty());
+  CHECK(fresh.Held(hive::SetKind::kSelectorSyncSet, "fleet"));
 }

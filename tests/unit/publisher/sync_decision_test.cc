@@ -155,3 +155,21 @@ TEST_CASE("snapshot processed when status reaches its generations") {
   CHECK(SnapshotProcessed(snap, &newer));
   CHECK_FALSE(SnapshotProcessed(snap, &with_stale));
 }
+
+TEST_CASE("decision: the entry of a set a rollout holds back is left as it is") {
+  FakeClock clock;
+  ReapplyPolicy policy;
+  auto lease = Lease(clock.WallNow());
+  // "b" is held: its entry is at an older generation, failed, and "b" may not even apply now.
+  auto d = Desired({{SetKind::kSyncSet, "a", 2}});
+  d.held = {{SetKind::kSelectorSyncSet, "b", 5}};
+  auto status = StatusWith({testing::SyncStatusEntry("a", 2)},
+                           {testing::SyncStatusEntry("b", 4, SyncResult::kFailure)});
+  CHECK(DecideSync(d, &status, &lease, clock.WallNow(), policy).kind == NeedKind::kNone);
+  CHECK(SnapshotProcessed(d, &status));
+  // Released, it is a change like any other.
+  d.held.clear();
+  d.sets.push_back({SetKind::kSelectorSyncSet, "b", 5});
+  CHECK(DecideSync(d, &status, &lease, clock.WallNow(), policy).reason ==
+        SyncReason::kGenerationChanged);
+}
