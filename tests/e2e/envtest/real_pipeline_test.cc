@@ -5,12 +5,15 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
+#include <thread>
 #include <utility>
 
 #include <doctest/doctest.h>
 #include <signal.h>
 
 #include "common/base64.h"
+#include "common/bus/rollout.h"
 #include "common/kube/client_impl.h"
 #include "common/kube/config.h"
 #include "common/yaml_json.h"
@@ -171,7 +174,8 @@ struct RealPipeline : EnvtestClients {
               {"resources", {cm}}}}});
   }
 
-  void WriteConfig(const std::string& file, const std::string& kubeconfig) const {
+  void WriteConfig(const std::string& file, const std::string& kubeconfig,
+                   int max_attempts = 5) const {
     std::ofstream(dir + "/" + file)
         << vhost.ConfigYaml(", heartbeatSeconds: 10") << "hub: {kubeconfig: " << kubeconfig << "}\n"
         << "log: {level: info}\n"
@@ -179,7 +183,7 @@ struct RealPipeline : EnvtestClients {
         << "topology: {retryTiers: [1s, 2s]}\n"
         << "publisher: {leaderElection: {enabled: true, leaseDuration: 6s, renewDeadline: 4s, "
            "retryPeriod: 1s}}\n"
-        << "consumer: {prefetch: 4, maxAttempts: 5}\n";
+        << "consumer: {prefetch: 4, maxAttempts: " << max_attempts << "}\n";
   }
 
   void StartDaemon(const std::string& binary, const std::string& config,
@@ -392,4 +396,218 @@ TEST_CASE(
     CHECK_MESSAGE(log.find("Forbidden") == std::string::npos, log.substr(0, 4000));
   }
   for (ChildProcess& d : p.daemons) CHECK(d.Stop(SIGTERM, 30s) == std::optional<int>(0));
+}
+
+namespace {
+
+// The rollout's fleet: its own clusters (the hub is shared with the test above), labelled by wave,
+// all applying one SelectorSyncSet whose objects share one namespace of the one target server.
+// A cluster's failure is planted through a template: the edit's Service takes its type from the
+// cluster's label "svc-type", which is invalid ("Bogus") on two of wave 2's three clusters.
+constexpr int kRolloutClusters = 6;
+const std::set<int> kCanaryWave = {0}, kEarlyWave = {1, 2, 3}, kFailingEarly = {1, 2};
+constexpr char kRolloutSet[] = "syncbus-e2e-rollout";
+
+std::string RolloutCluster(int i) {
+  return "rollout-" + std::to_string(i);
+}
+
+void AddRolloutCluster(RealPipeline& p, int i) {
+  const std::string name = RolloutCluster(i);
+  Json ns = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}};
+  p.Create(*p.hub, resources::kNamespaces, ns);
+  Json labels = {{"syncbus-e2e-rollout", "yes"},
+                 {"svc-type", kFailingEarly.count(i) ? "Bogus" : "ClusterIP"}};
+  if (kCanaryWave.count(i)) labels["ring"] = "canary";
+  if (kEarlyWave.count(i)) labels["ring"] = "early";
+  p.Create(*p.hub, resources::kClusterDeployments,
+           {{"apiVersion", "hive.openshift.io/v1"},
+            {"kind", "ClusterDeployment"},
+            {"metadata", {{"name", name}, {"namespace", name}, {"labels", labels}}},
+            {"spec",
+             {{"baseDomain", "envtest.syncbus.io"},
+              {"clusterName", name},
+              {"platform", {{"none", Json::object()}}},
+              {"installed", true},
+              {"clusterMetadata",
+               {{"clusterID", "5e1f0000-0000-4000-8000-0000000001" + std::to_string(10 + i)},
+                {"infraID", name},
+                {"adminKubeconfigSecretRef", {{"name", name + "-admin-kubeconfig"}}}}}}}});
+  MarkClusterRunning(*p.hub, name, name);
+  p.Create(*p.hub, resources::kSecrets,
+           {{"apiVersion", "v1"},
+            {"kind", "Secret"},
+            {"metadata", {{"name", name + "-admin-kubeconfig"}, {"namespace", name}}},
+            {"data", {{"kubeconfig", EncodeBase64(ReadFile(p.env.target_kubeconfig))}}}});
+}
+
+// The cluster's entry for the rollout's set: {observedGeneration, result}; {0, ""} when none.
+std::pair<int64_t, std::string> RolloutEntry(RealPipeline& p, const std::string& cluster) {
+  Result<Json> cs = p.hub->Get(Object(resources::kClusterSyncs, cluster, cluster));
+  if (!cs.ok()) return {0, ""};
+  for (const Json& e : (*cs)["status"].value("selectorSyncSets", Json::array())) {
+    if (e["name"] == kRolloutSet) return {e.value("observedGeneration", 0), e.value("result", "")};
+  }
+  return {0, ""};
+}
+
+std::optional<rollout::RolloutState> RolloutStateOf(RealPipeline& p) {
+  Result<Json> set = p.hub->Get(Object(resources::kSelectorSyncSets, "", kRolloutSet));
+  REQUIRE_MESSAGE(set.ok(), set.status().ToString());
+  Json annotations = (*set)["metadata"].value("annotations", Json::object());
+  if (!annotations.contains(rollout::kStateAnnotation)) return std::nullopt;
+  auto state = rollout::ParseState(annotations[rollout::kStateAnnotation].get<std::string>());
+  REQUIRE_MESSAGE(state.ok(), state.status().ToString());
+  return *state;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "on real API servers a rollout in three waves halts on wave 2, leaves wave 3 alone, resumes") {
+  RealPipeline p;
+  p.ApplyManifest(SourceDir() + "/deploy/namespace.yaml");
+  p.ApplyManifest(SourceDir() + "/deploy/rbac.yaml");
+  for (int i = 0; i < kRolloutClusters; ++i) AddRolloutCluster(p, i);
+  p.Create(*p.target, resources::kNamespaces,
+           {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "rollout-e2e"}}}});
+  Json set = {{"apiVersion", "hive.openshift.io/v1"},
+              {"kind", "SelectorSyncSet"},
+              {"metadata", {{"name", kRolloutSet}}},
+              {"spec",
+               {{"clusterDeploymentSelector", {{"matchLabels", {{"syncbus-e2e-rollout", "yes"}}}}},
+                {"resourceApplyMode", "Upsert"},
+                {"enableResourceTemplates", true},
+                {"resources", {ConfigMap("rollout-cm", "rollout-e2e", {{"v", "1"}})}}}}};
+  p.Create(*p.hub, resources::kSelectorSyncSets, set);
+  // Failing clusters retry for a minute, so that the fix reaches them without a replay.
+  p.WriteConfig("publisher.yaml", p.env.publisher_kubeconfig, 30);
+  p.WriteConfig("consumer.yaml", p.env.consumer_kubeconfig, 30);
+  p.StartDaemon("publisher/syncbus-publisher", "publisher.yaml", {}, "publisher.log");
+  for (const char* name : {"consumer-1", "consumer-2"})
+    p.StartDaemon("consumer/syncbus-consumer", "consumer.yaml", {"--name", name},
+                  std::string(name) + ".log");
+  auto all_at = [&](int64_t generation) {
+    for (int i = 0; i < kRolloutClusters; ++i) {
+      if (RolloutEntry(p, RolloutCluster(i)) !=
+          std::pair<int64_t, std::string>{generation, "Success"})
+        return false;
+    }
+    return true;
+  };
+  REQUIRE_MESSAGE(WaitFor([&] { return all_at(1); }, 120s, 250ms), p.Logs());
+
+  // The edit, with the rollout annotation: a Service whose type comes from the cluster's label.
+  Result<Json> current = p.hub->Get(Object(resources::kSelectorSyncSets, "", kRolloutSet));
+  REQUIRE(current.ok());
+  Json edited = *current;
+  edited["metadata"].erase("managedFields");
+  edited["metadata"]["annotations"][rollout::kSpecAnnotation] =
+      R"({"waves": [{"selector": {"matchLabels": {"ring": "canary"}}},
+                    {"selector": {"matchLabels": {"ring": "early"}}}],
+          "maxFailures": 1, "healthyFor": "2s", "progressDeadline": "5m"})";
+  edited["spec"]["resources"].push_back(
+      {{"apiVersion", "v1"},
+       {"kind", "Service"},
+       {"metadata", {{"name", "rollout-svc"}, {"namespace", "rollout-e2e"}}},
+       {"spec", {{"type", "{{ fromCDLabel \"svc-type\" }}"}, {"ports", {{{"port", 80}}}}}}});
+  Result<Json> updated =
+      p.hub->Update(Object(resources::kSelectorSyncSets, "", kRolloutSet), edited);
+  REQUIRE_MESSAGE(updated.ok(), updated.status().ToString());
+  REQUIRE((*updated)["metadata"]["generation"] == 2);
+
+  std::optional<rollout::RolloutState> state;
+  REQUIRE_MESSAGE(WaitFor(
+                      [&] {
+                        state = RolloutStateOf(p);
+                        return state && state->phase == rollout::Phase::kHalted;
+                      },
+                      120s, 250ms),
+                  p.Logs());
+  CHECK(state->generation == 2);
+  CHECK(state->wave == 2);
+  CHECK(state->waves == 3);
+  CHECK(state->message == "wave 2 of 3: 2 of 3 clusters failed; the wave tolerates 1");
+  REQUIRE(state->failing.size() == 2);
+  CHECK(state->failing[0].cluster == "rollout-1/rollout-1");
+  CHECK(state->failing[1].cluster == "rollout-2/rollout-2");
+  // The real server's refusal of the Service's type.
+  CHECK_MESSAGE(state->failing[0].message.find("Bogus") != std::string::npos,
+                state->failing[0].message);
+  for (int i = 0; i < kRolloutClusters; ++i) {
+    CAPTURE(i);
+    auto [generation, result] = RolloutEntry(p, RolloutCluster(i));
+    if (kCanaryWave.count(i) || kEarlyWave.count(i)) {
+      CHECK(generation == 2);
+      CHECK(result == (kFailingEarly.count(i) ? "Failure" : "Success"));
+    } else {  // wave 3: as Hive's readers expect of a cluster not yet given generation 2
+      CHECK(generation == 1);
+      CHECK(result == "Success");
+    }
+  }
+  Result<kube::ObjectList> events = p.hub->List(Collection(resources::kEvents, "default"), {});
+  REQUIRE(events.ok());
+  bool halt_event = false;
+  for (const Json& e : events->items) {
+    halt_event |= e["involvedObject"].value("name", "") == kRolloutSet &&
+                  e.value("reason", "") == "RolloutHalted" && e.value("type", "") == "Warning";
+  }
+  CHECK(halt_event);
+
+  // The publisher killed while halted: its successor takes the lease and keeps the halt.
+  REQUIRE(p.daemons[0].Stop(SIGKILL, 10s).has_value());
+  p.StartDaemon("publisher/syncbus-publisher", "publisher.yaml", {}, "publisher-2.log");
+  ChildProcess& successor = p.daemons.back();
+  REQUIRE_MESSAGE(
+      WaitFor([&] { return successor.Log().find("connected to the broker") != std::string::npos; },
+              60s, 100ms),
+      p.Logs());
+  std::this_thread::sleep_for(3s);  // a few of the new leader's rollout looks (one a second)
+  state = RolloutStateOf(p);
+  REQUIRE(state);
+  CHECK(state->phase == rollout::Phase::kHalted);
+  CHECK(state->wave == 2);
+  CHECK(RolloutEntry(p, RolloutCluster(5)).first == 1);
+
+  // The fix (the clusters' label), their retries succeed, and the rollout is resumed.
+  for (int i : kFailingEarly) {
+    Json patch = {{"metadata", {{"labels", {{"svc-type", "ClusterIP"}}}}}};
+    Result<Json> relabelled =
+        p.hub->Patch(Object(resources::kClusterDeployments, RolloutCluster(i), RolloutCluster(i)),
+                     kube::PatchType::kMerge, patch.dump());
+    REQUIRE_MESSAGE(relabelled.ok(), relabelled.status().ToString());
+  }
+  REQUIRE_MESSAGE(WaitFor(
+                      [&] {
+                        for (int i : kFailingEarly)
+                          if (RolloutEntry(p, RolloutCluster(i)).second != "Success") return false;
+                        return true;
+                      },
+                      90s, 250ms),
+                  p.Logs());
+  rollout::RolloutState resumed = *RolloutStateOf(p);
+  resumed.phase = rollout::Phase::kProgressing;
+  resumed.message.clear();
+  resumed.failing.clear();
+  Json resume = {{"metadata",
+                  {{"annotations", {{rollout::kStateAnnotation, rollout::EncodeState(resumed)}}}}}};
+  Result<Json> written = p.hub->Patch(Object(resources::kSelectorSyncSets, "", kRolloutSet),
+                                      kube::PatchType::kMerge, resume.dump());
+  REQUIRE_MESSAGE(written.ok(), written.status().ToString());
+  REQUIRE_MESSAGE(WaitFor(
+                      [&] {
+                        state = RolloutStateOf(p);
+                        return state && state->phase == rollout::Phase::kComplete;
+                      },
+                      90s, 250ms),
+                  p.Logs());
+  REQUIRE_MESSAGE(WaitFor([&] { return all_at(2); }, 90s, 250ms), p.Logs());
+  const kube::Resource services{"", "v1", "services", "Service", true};
+  CHECK(p.target->Get(Object(services, "rollout-e2e", "rollout-svc")).ok());
+  for (const ChildProcess& d : p.daemons) {
+    std::string log = d.Log();
+    CHECK_MESSAGE(log.find("forbidden") == std::string::npos, log.substr(0, 4000));
+  }
+  for (size_t i = 1; i < p.daemons.size(); ++i)
+    CHECK(p.daemons[i].Stop(SIGTERM, 30s) == std::optional<int>(0));
 }
