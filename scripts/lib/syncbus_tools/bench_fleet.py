@@ -3,8 +3,9 @@
 Simulator mode runs a private RabbitMQ node, syncbus-kubesim (hub + fleet, real-cluster latency),
 one publisher and N consumers, and measures: time to converge, applies/s, CPU and peak RSS per
 consumer, hub requests per cluster sync by verb and resource (start-up and steady state), what a
-preview of an edit costs beside its sync (bench_preview.py), edit latency while the whole fleet
-resyncs, and throughput per consumer at 1, 2 and 4 consumers.
+preview of an edit costs beside its sync (bench_preview.py), what rolling an edit out in waves costs
+the hub beside one at once (bench_rollout.py), edit latency while the whole fleet resyncs, and
+throughput per consumer at 1, 2 and 4 consumers.
 --real-apiserver measures what syncbus and upstream Hive's clustersync each cost a real hub, side by
 side (bench_fleet_real.py).
 Every figure with a goal is printed with "met" or "MISSED"."""
@@ -25,7 +26,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from syncbus_tools import ROOT, bench_fleet_real, bench_preview
+from syncbus_tools import ROOT, bench_fleet_real, bench_preview, bench_rollout
 from syncbus_tools.chaos_system import RabbitCluster
 from syncbus_tools.testbed import (Broker, KubeClient, Processes, RunError, admin_port, cpu_seconds,
                                    make_work_dir, memory_kib, metric_sum, subtract,
@@ -565,6 +566,11 @@ def run_simulator(args, procs, broker, report):
     if args.preview and args.selector_syncsets > 0:
         bench_preview.preview_phase(args, d, pipe, hub, n, report, edit_set, edit_token)
 
+    # 4c. The next edit rolled out in waves, beside one at once (bench_rollout.py).
+    if args.rollout and args.selector_syncsets > 0:
+        bench_rollout.rollout_phase(d, pipe, hub, n, report, edit_set, edit_token, bench_preview.since,
+                                    bench_preview.hub_counts, bench_preview.table)
+
     # 5. Edit latency while the whole fleet resyncs.
     if args.edits > 0:
         edit_latency_during_resync(args, d, pipe, hub, broker, report)
@@ -759,6 +765,9 @@ def parse_args(argv):
     p.add_argument("--preview", action=argparse.BooleanOptionalAction,
                    help="syncbusctl preview of a SelectorSyncSet edit on every cluster beside its sync: CPU per "
                         "object, hub requests, an edit's latency meanwhile (default on; LARGE off)")
+    p.add_argument("--rollout", action=argparse.BooleanOptionalAction,
+                   help="a SelectorSyncSet edit rolled out in three waves beside one at once: its hub requests "
+                        "(default on)")
     p.add_argument("--scale-out", action=argparse.BooleanOptionalAction,
                    help="the scale-out runs (default on; LARGE off)")
     p.add_argument("--scale-clusters", type=positive, default=200, help="fleet of the scale-out runs (default 200)")
@@ -781,7 +790,7 @@ def parse_args(argv):
     large = args.clusters >= LARGE_FLEET and not args.real_apiserver
     for name, default, if_large in (("syncsets", 2, 1), ("selector_syncsets", 8, 1), ("resources", 10, 3),
                                     ("consumers", 2, 4), ("broker_nodes", 1, 3), ("steady_state", True, False),
-                                    ("preview", True, False),
+                                    ("preview", True, False), ("rollout", True, True),
                                     ("scale_out", True, False)):
         if getattr(args, name) is None:
             setattr(args, name, if_large if large else default)
