@@ -26,6 +26,8 @@ namespace syncbus::consumer {
 struct ClusterPreviewerOptions {
   std::chrono::milliseconds request_timeout{30000};  // of target clients built
   PreviewOptions preview;
+  prometheus::Counter* kubeconfig_reads =
+      nullptr;  // counts the kubeconfig Secrets read (null: none)
 };
 
 class ClusterPreviewer {
@@ -35,7 +37,7 @@ class ClusterPreviewer {
                    TargetClients& targets)
       : options_(std::move(options)),
         reader_(reader),
-        inputs_(hub, targets, options_.request_timeout) {}
+        inputs_(hub, targets, options_.request_timeout, options_.kubeconfig_reads) {}
 
   // The reply for `cluster`: its objects' outcomes, or why it could not be previewed (no
   // ClusterDeployment, skipped by Hive's rules, a fake cluster, the set not for this cluster,

@@ -101,7 +101,7 @@ ClusterSyncer::ClusterSyncer(SyncerOptions options, kube::Client& hub, HubReader
       hub_(hub),
       reader_(reader),
       targets_(targets),
-      inputs_(hub, targets, options_.request_timeout),
+      inputs_(hub, targets, options_.request_timeout, options_.kubeconfig_reads),
       clock_(clock),
       limiter_({options_.max_in_flight, options_.per_cluster_in_flight, options_.per_cluster_qps},
                clock),

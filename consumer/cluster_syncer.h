@@ -61,6 +61,8 @@ struct SyncerOptions {
   double per_cluster_qps = 50;  // 0 = no rate limit
   std::chrono::milliseconds request_timeout{30000};
   std::chrono::milliseconds cluster_deadline{std::chrono::minutes(10)};  // one Sync's target work
+  prometheus::Counter* kubeconfig_reads =
+      nullptr;  // counts the kubeconfig Secrets read (null: none)
 };
 
 struct SyncOutcome {

@@ -154,7 +154,16 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   std::unique_ptr<HubReader> decorated =
       deps_.decorate_reader ? deps_.decorate_reader(hub_view.reader()) : nullptr;
   HubReader& reader = decorated ? *decorated : hub_view.reader();
-  ClusterSyncer syncer(SyncerOptionsOf(c), *deps_.hub, reader, targets, clock, *deps_.registry);
+  auto& kubeconfig_reads =
+      prometheus::BuildCounter()
+          .Name("syncbus_consumer_kubeconfig_reads_total")
+          .Help(
+              "Admin kubeconfig Secrets read from the hub (by name), by what for: sync, preview "
+              "(a consumer reads one when it meets a cluster first, or its Secret changed)")
+          .Register(*deps_.registry);
+  SyncerOptions syncer_options = SyncerOptionsOf(c);
+  syncer_options.kubeconfig_reads = &kubeconfig_reads.Add({{"for", "sync"}});
+  ClusterSyncer syncer(syncer_options, *deps_.hub, reader, targets, clock, *deps_.registry);
   DeliveryOptions options = DeliveryOptionsOf(config_, reader);
   TraceRecorder trace("syncbus-consumer/" + deps_.identity, *deps_.registry);
   options.trace = &trace;
@@ -174,6 +183,7 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   if (deps_.new_preview_session && c.preview_workers > 0) {
     ClusterPreviewerOptions preview_options;
     preview_options.request_timeout = c.request_timeout;
+    preview_options.kubeconfig_reads = &kubeconfig_reads.Add({{"for", "preview"}});
     preview_options.preview.take_over_managers = {c.take_over_managers.begin(),
                                                   c.take_over_managers.end()};
     previewer = std::make_unique<ClusterPreviewer>(preview_options, *deps_.hub, reader, targets);

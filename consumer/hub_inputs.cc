@@ -30,6 +30,7 @@ Result<Target> HubInputs::ReadTarget(const hive::ClusterDeployment& cd) {
                            " names no spec.clusterMetadata.adminKubeconfigSecretRef");
   }
   auto secret = hub_.Get(kube::Object(res::kSecrets, cd.meta.ns, cd.admin_kubeconfig_secret));
+  if (kubeconfig_reads_ != nullptr) kubeconfig_reads_->Increment();
   if (!secret.ok()) return secret.status().Annotate("reading admin kubeconfig Secret of " + key);
   std::optional<std::string> kubeconfig;
   if (secret->contains("data") && (*secret)["data"].contains("kubeconfig") &&

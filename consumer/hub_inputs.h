@@ -2,7 +2,8 @@
 // cluster's client, built from its admin kubeconfig Secret (read by name, and only when no trusted
 // client is kept: target_clients.h), and what the plan's steps need (sync_plan.h's PlanReads):
 // the source Secrets of the sets' secretMappings, read fresh, with the cluster's discovery side
-// by side. Thread-safe (as the hub client and TargetClients it is given, which outlive it).
+// by side. Each kubeconfig read counts in `kubeconfig_reads` (null: not counted). Thread-safe (as
+// the hub client and TargetClients it is given, which outlive it, as the counter does).
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <prometheus/counter.h>
 
 #include "common/hive/types.h"
 #include "common/kube/client.h"
@@ -23,8 +26,12 @@ namespace syncbus::consumer {
 class HubInputs {
  public:
   // `request_timeout`: of the target clients built.
-  HubInputs(kube::Client& hub, TargetClients& targets, std::chrono::milliseconds request_timeout)
-      : hub_(hub), targets_(targets), request_timeout_(request_timeout) {}
+  HubInputs(kube::Client& hub, TargetClients& targets, std::chrono::milliseconds request_timeout,
+            prometheus::Counter* kubeconfig_reads = nullptr)
+      : hub_(hub),
+        targets_(targets),
+        request_timeout_(request_timeout),
+        kubeconfig_reads_(kubeconfig_reads) {}
 
   // The cluster's client: the kept one, unless `reread` or the Secret is newer than the kept
   // client's (`kubeconfig_version`, "" = unknown), or one built from the Secret, read now.
@@ -43,6 +50,7 @@ class HubInputs {
   kube::Client& hub_;
   TargetClients& targets_;
   const std::chrono::milliseconds request_timeout_;
+  prometheus::Counter* const kubeconfig_reads_;
 };
 
 }  // namespace syncbus::consumer

@@ -8,7 +8,10 @@ costs, beside the sync of the same kind of edit in the same run.
    consumers' hub requests (goal: no more per cluster than the sync's reads; the command's own
    ClusterDeployment list is counted apart).
 3. While that preview runs, one SyncSet edit: its latency to the target (goal: that of an edit
-   during a full resync), since previews must never hold up syncs."""
+   during a full resync), since previews must never hold up syncs.
+A consumer reads a cluster's kubeconfig the first time it meets the cluster, whether to sync or
+to preview it: those reads (the consumers' syncbus_consumer_kubeconfig_reads_total) are counted
+apart from the requests held to the goal."""
 
 import json
 import os
@@ -25,6 +28,12 @@ GOAL_EDIT_SECONDS = 5.0
 
 def consumer_cpu(d):
     return sum(cpu_seconds(d.pid(name)) for name in d.consumers())
+
+
+def kubeconfig_reads(d):
+    """The consumers' kubeconfig Secret reads so far, for syncs and previews."""
+    return sum(v for name in d.consumers() for metric, _, v in d.scrape(name)
+               if metric == "syncbus_consumer_kubeconfig_reads_total")
 
 
 def reads(requests):
@@ -85,40 +94,23 @@ def preview_phase(args, d, pipe, hub, n, report, edit_set, edit_token):
     set_file = os.path.join(d.procs.work, "preview-set.json")
     with open(set_file, "w", encoding="utf-8") as f:
         json.dump(edited_copy(hub, path, edit_token()), f)
-    config = os.path.join(d.procs.work, "consumer-1.yaml")
-    cpu0 = consumer_cpu(d)
-    before, own_before = hub_counts(hub)
-    out_path = os.path.join(d.procs.work, "preview.json")
-    start = time.monotonic()
-    with open(out_path, "w", encoding="utf-8") as out, \
-            open(os.path.join(d.procs.work, "preview.err"), "w", encoding="utf-8") as err:
-        proc = subprocess.Popen([os.path.join(args.build_dir, "ctl", "syncbusctl"), "preview", "-c", config,
-                                 "-f", set_file, "-o", "json", "--timeout", "30m"], stdout=out, stderr=err)
+    edit = {}
+
+    def edit_meanwhile(proc):
         names = hub.get("/_sim/clusters")["clusters"]
         cluster = names[len(names) // 2]
         while pipe.broker.queue_depth("syncbus.preview") == 0 and proc.poll() is None:
             time.sleep(0.05)   # the edit goes in while preview requests wait
-        edit = {}
         token = edit_token()
         edited_at = time.monotonic()
         ns, name = edit_set(hub, f"{HIVE}/namespaces/{cluster}/syncsets/{cluster}-ss-00", "syncsets", token)
-        watcher = threading.Thread(
-            target=lambda: edit.update(seconds=edit_seen(hub, cluster, ns, name, token, edited_at)), daemon=True)
-        watcher.start()
-        code = proc.wait(timeout=1900)
-        watcher.join()
-    seconds = time.monotonic() - start
-    if code not in (0, 1):
-        raise RunError(f"syncbusctl preview exited {code} (see {out_path})")
-    with open(out_path, encoding="utf-8") as f:
-        result = json.load(f)
-    preview_cpu = consumer_cpu(d) - cpu0
+        edit.update(seconds=edit_seen(hub, cluster, ns, name, token, edited_at))
+
+    first = run_preview(args, d, hub, set_file, "preview", edit_meanwhile)
+    result, seconds, code = first["result"], first["seconds"], first["code"]
     objects = sum(len(r.get("objects", [])) for r in result["replies"])
     errors = sum(1 for r in result["replies"] if r.get("error"))
-    requests = since(hub, before, own_before)
-    cli = {k: v for k, v in requests.items() if k == ("list", "clusterdeployments")}
-    served = {k: v for k, v in requests.items() if k not in cli}
-    preview_ms = 1000 * preview_cpu / max(objects, 1)
+    preview_ms = 1000 * first["cpu"] / max(objects, 1)
     report.add("preview: every cluster answered",
                f"{result['answered']}/{result['clusters']} in {seconds:.1f} s "
                f"({result['answered'] / max(seconds, 1e-9):.0f} clusters/s), {objects} objects, {errors} errors, "
@@ -127,16 +119,60 @@ def preview_phase(args, d, pipe, hub, n, report, edit_set, edit_token):
     report.add("preview: consumer CPU per object, relative to the sync's",
                f"{ratio:.2f} ({preview_ms:.2f} ms per object previewed, {sync_ms:.2f} per object applied)",
                f"<= {GOAL_CPU_RATIO:g}", ratio <= GOAL_CPU_RATIO)
+    served = first["served"]
     served_total = sum(served.values())
+    # A consumer reads a cluster's kubeconfig the first time it meets the cluster, whether to sync or
+    # to preview it (then it keeps the client): a preview batch that lands on a consumer which has
+    # not synced its clusters reads theirs, as a sync landing there would.
+    met = first["kubeconfigs_read"]
+    # Reads: the writes meanwhile are the edit's sync and the leader's renewals (a preview writes
+    # nothing).
+    beyond = reads(served) - sync_reads - met
     report.add("preview: hub requests per cluster beyond the sync's reads",
-               f"{max(0.0, (served_total - sync_reads) / n):.2f} ({served_total / n:.2f} per cluster during the "
-               f"preview, incl. the leader's renewals: {table(served, n)}; the sync read {sync_reads / n:.2f}; "
-               f"syncbusctl's own list: {sum(cli.values())} requests)",
-               "0", served_total <= sync_reads)
+               f"{max(0.0, beyond / n):.2f} ({served_total / n:.2f} per cluster during the preview, incl. the "
+               f"edit's sync and the leader's renewals: {table(served, n)}; the sync read {sync_reads / n:.2f}; "
+               f"of the preview's reads, "
+               f"{met / n:.2f} were kubeconfig reads of consumers meeting a cluster for the first time, which a "
+               f"sync landing there reads too; syncbusctl's own list: {sum(first['cli'].values())} requests)",
+               "0", beyond <= 0)
     goal = GOAL_EDIT_SECONDS + args.resources * apply_mean   # the edited set: its objects one after another
     report.add("preview: an edit's latency while the preview runs", f"{edit['seconds']:.2f} s",
                f"<= {goal:.2f} s (5 s + its applies)", edit["seconds"] <= goal)
     pipe.settle()
+
+
+def run_preview(args, d, hub, set_file, name, meanwhile):
+    """`syncbusctl preview -o json` of `set_file` on every cluster; `meanwhile(proc)` runs while it
+    does. Returns its report, seconds, exit code, the consumers' CPU seconds, the hub requests it
+    caused (those the consumers served it with, and syncbusctl's own ClusterDeployment list) and
+    the consumers' kubeconfig reads meanwhile."""
+    config = os.path.join(d.procs.work, "consumer-1.yaml")
+    cpu0, kubeconfigs0 = consumer_cpu(d), kubeconfig_reads(d)
+    before, own_before = hub_counts(hub)
+    out_path = os.path.join(d.procs.work, name + ".json")
+    start = time.monotonic()
+    with open(out_path, "w", encoding="utf-8") as out, \
+            open(os.path.join(d.procs.work, name + ".err"), "w", encoding="utf-8") as err:
+        proc = subprocess.Popen([os.path.join(args.build_dir, "ctl", "syncbusctl"), "preview", "-c", config,
+                                 "-f", set_file, "-o", "json", "--timeout", "30m"], stdout=out, stderr=err)
+        watcher = None
+        if meanwhile:
+            watcher = threading.Thread(target=meanwhile, args=(proc,), daemon=True)
+            watcher.start()
+        code = proc.wait(timeout=1900)
+        if watcher:
+            watcher.join()
+    seconds = time.monotonic() - start
+    if code not in (0, 1):
+        raise RunError(f"syncbusctl preview exited {code} (see {out_path})")
+    with open(out_path, encoding="utf-8") as f:
+        result = json.load(f)
+    requests = since(hub, before, own_before)
+    kubeconfigs_read = kubeconfig_reads(d) - kubeconfigs0
+    cli = {k: v for k, v in requests.items() if k == ("list", "clusterdeployments")}
+    served = {k: v for k, v in requests.items() if k not in cli}
+    return {"result": result, "seconds": seconds, "code": code, "cpu": consumer_cpu(d) - cpu0,
+            "served": served, "cli": cli, "kubeconfigs_read": kubeconfigs_read}
 
 
 def hub_counts(hub):
