@@ -142,7 +142,9 @@ Status RolloutKeeper::RecordEvent(const GatedSet& set, const std::string& uid,
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   Json e = {{"apiVersion", "v1"},
             {"kind", "Event"},
-            {"metadata", {{"name", fmt::format("{}.{:x}", set.name, nanos)}, {"namespace", ns}}},
+            {"metadata",
+             // A name is at most 253 characters: the set's (cut) and the time, as client-go's.
+             {{"name", fmt::format("{}.{:x}", set.name.substr(0, 200), nanos)}, {"namespace", ns}}},
             {"involvedObject", involved},
             {"type", event.warning ? "Warning" : "Normal"},
             {"reason", event.reason},
