@@ -62,7 +62,7 @@ ClusterStatus ClusterStateOf(const ClusterHubState& hub, const RequestPosition& 
       break;
     case ClusterHubState::Kind::kPending:
       c.state = FleetState::kPending;
-      c.detail = "behind, no request in the trace window: " + hub.detail;
+      c.detail = hub.held ? hub.detail : "behind, no request in the trace window: " + hub.detail;
       break;
     default:
       c.state = FleetState::kSynced;
@@ -109,6 +109,19 @@ std::string Breakdown(const std::map<std::string, size_t>& counts) {
   return out;
 }
 
+// SET PHASE WAVE HELD MESSAGE; under a stopped one, its failing clusters and their messages.
+std::string FormatRollouts(const std::vector<RolloutSummary>& rollouts) {
+  std::vector<std::vector<std::string>> rows = {{"ROLLOUT", "PHASE", "WAVE", "HELD", "MESSAGE"}};
+  for (const auto& r : rollouts) {
+    rows.push_back({r.Ref(), r.phase,
+                    r.waves == 0 ? "-" : std::to_string(r.wave) + "/" + std::to_string(r.waves),
+                    std::to_string(r.held), r.message.empty() ? "-" : r.message});
+    if (!r.Stopped()) continue;
+    for (const auto& f : r.failing) rows.push_back({"  failing: " + f.cluster, "", "", "", f.message});
+  }
+  return FormatTable(rows);
+}
+
 }  // namespace
 
 const char* FleetStateName(FleetState state) {
@@ -140,6 +153,7 @@ FleetStatus ComputeFleetStatus(const FleetProgress& hub, const std::vector<Trace
     status.clusters.push_back(ClusterStateOf(h, pos));
   }
   status.trace_events = trace.size();
+  status.rollouts = hub.rollouts;
   Summarize(status);
   return status;
 }
@@ -162,6 +176,9 @@ Json FleetStatus::ToJson(WallTime now, bool with_clusters) const {
   }
   j["states"] = std::move(st);
   j["queues"] = queues;
+  Json rollouts_json = Json::array();
+  for (const auto& r : rollouts) rollouts_json.push_back(r.ToJson());
+  j["rollouts"] = std::move(rollouts_json);
   j["trace"] = {{"events", trace_events}};
   if (trace_since != WallTime{}) j["trace"]["since"] = FormatRfc3339(trace_since);
   if (with_clusters) {
@@ -195,6 +212,7 @@ std::string FormatFleetStatus(const FleetStatus& status, WallTime now) {
                     sum.count == 0 ? "-" : Age(sum.oldest_since, now), detail});
   }
   std::string out = FormatTable(rows);
+  if (!status.rollouts.empty()) out += "\n" + FormatRollouts(status.rollouts);
   if (!status.queues.empty()) {
     out += "\nqueues:";
     for (const auto& [name, n] : status.queues) out += " " + name + "=" + std::to_string(n);
