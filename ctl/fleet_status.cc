@@ -109,7 +109,7 @@ std::string Breakdown(const std::map<std::string, size_t>& counts) {
   return out;
 }
 
-// SET PHASE WAVE HELD MESSAGE; under a stopped one, its failing clusters and their messages.
+// ROLLOUT PHASE WAVE HELD MESSAGE; under a stopped one's message, its failing clusters.
 std::string FormatRollouts(const std::vector<RolloutSummary>& rollouts) {
   std::vector<std::vector<std::string>> rows = {{"ROLLOUT", "PHASE", "WAVE", "HELD", "MESSAGE"}};
   for (const auto& r : rollouts) {
@@ -117,7 +117,8 @@ std::string FormatRollouts(const std::vector<RolloutSummary>& rollouts) {
                     r.waves == 0 ? "-" : std::to_string(r.wave) + "/" + std::to_string(r.waves),
                     std::to_string(r.held), r.message.empty() ? "-" : r.message});
     if (!r.Stopped()) continue;
-    for (const auto& f : r.failing) rows.push_back({"  failing: " + f.cluster, "", "", "", f.message});
+    for (const auto& f : r.failing)
+      rows.push_back({"", "", "", "", "failing " + f.cluster + ": " + f.message});
   }
   return FormatTable(rows);
 }
