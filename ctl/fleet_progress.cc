@@ -32,10 +32,11 @@ Json RolloutSummary::ToJson() const {
   Json failing_json = Json::array();
   for (const auto& f : failing)
     failing_json.push_back({{"cluster", f.cluster}, {"message", f.message}});
-  Json j = {{"kind", kind},        {"name", name},   {"set", Ref()},
-            {"generation", generation}, {"phase", phase}, {"wave", wave},
-            {"waves", waves},      {"clusters", clusters}, {"held", held},
-            {"failing", std::move(failing_json)}};
+  Json j = {{"kind", kind},   {"name", name},
+            {"set", Ref()},   {"generation", generation},
+            {"phase", phase}, {"wave", wave},
+            {"waves", waves}, {"clusters", clusters},
+            {"held", held},   {"failing", std::move(failing_json)}};
   if (!ns.empty()) j["namespace"] = ns;
   if (!message.empty()) j["message"] = message;
   return j;
@@ -90,8 +91,7 @@ GatedSet GatedSetOf(const std::string& kind, const hive::ObjectMeta& meta) {
     s.phase = "Halted";
   } else {
     s.phase = "Starting";
-    s.message = "the publisher starts generation " + std::to_string(meta.generation) +
-                " at wave 1";
+    s.message = "the publisher starts generation " + std::to_string(meta.generation) + " at wave 1";
   }
   // Whatever the state says, an unreadable annotation holds the set back from every cluster.
   if (!g.rollout.spec) {
@@ -106,7 +106,8 @@ GatedSet GatedSetOf(const std::string& kind, const hive::ObjectMeta& meta) {
 std::string HeldBy(const GatedSet& g, const hive::ClusterDeployment& cd) {
   if (rollout::ReleaseOf(g.rollout, g.summary.generation, cd) != rollout::Release::kHeld) return "";
   const std::string by = "held by rollout of " + g.summary.Describe();
-  if (!g.rollout.spec) return by + ": its " + rollout::kSpecAnnotation + " annotation is unreadable";
+  if (!g.rollout.spec)
+    return by + ": its " + rollout::kSpecAnnotation + " annotation is unreadable";
   const auto& state = g.rollout.state;
   if (!state || state->generation != g.summary.generation) {
     return by + ", generation " + std::to_string(g.summary.generation) + " not started yet";
@@ -288,7 +289,7 @@ class ProgressBuilder {
   std::map<std::string, std::vector<hive::SyncSet>> ss_by_ns_;
   std::vector<hive::SelectorSyncSet> sss_;
   std::map<std::string, hive::ClusterSyncStatus> statuses_;  // "ns/name"
-  std::map<std::string, GatedSet> gated_;                     // GatedKey
+  std::map<std::string, GatedSet> gated_;                    // GatedKey
   FleetProgress p_;
 };
 

@@ -28,7 +28,8 @@ struct ClusterHubState {
   std::string
       since;  // RFC 3339 or "": synced: its newest set transition; failing: its oldest failure
   std::string detail;  // failing: the first failing set and message; pending: the first set behind
-  bool held = false;   // pending because a set's rollout holds its generation back (detail says which)
+  bool held =
+      false;  // pending because a set's rollout holds its generation back (detail says which)
 };
 
 // One applicable set of a cluster, desired generation against what its ClusterSync reports.
@@ -78,7 +79,7 @@ struct FleetProgress {
   size_t failing = 0;  // some applicable set reports Failure at its current generation
   size_t pending = 0;
   size_t skipped = 0;
-  size_t held = 0;  // of the pending: held back by a set's rollout
+  size_t held = 0;                            // of the pending: held back by a set's rollout
   std::vector<std::string> failing_clusters;  // "ns/name", sorted
   std::vector<std::string> pending_clusters;
   std::vector<ClusterHubState> states;  // every cluster (not in ToJson), sorted by key

@@ -24,8 +24,8 @@ std::string When(const std::string& rfc3339, WallTime now) {
   if (rfc3339.empty()) return "-";
   auto t = ParseRfc3339(rfc3339);
   if (!t.ok()) return rfc3339;
-  return rfc3339 + " (" +
-         FormatAge(std::chrono::duration_cast<std::chrono::seconds>(now - *t)) + " ago)";
+  return rfc3339 + " (" + FormatAge(std::chrono::duration_cast<std::chrono::seconds>(now - *t)) +
+         " ago)";
 }
 
 std::string Takes(const rollout::RolloutSpec& spec, const Json& selectors, int wave) {
@@ -42,13 +42,11 @@ std::string Takes(const rollout::RolloutSpec& spec, const Json& selectors, int w
 }  // namespace
 
 std::string SetRef::Ref() const {
-  return kind == hive::SetKind::kSyncSet ? "syncset/" + ns + "/" + name
-                                         : "selectorsyncset/" + name;
+  return kind == hive::SetKind::kSyncSet ? "syncset/" + ns + "/" + name : "selectorsyncset/" + name;
 }
 
 std::string SetRef::Describe() const {
-  return kind == hive::SetKind::kSyncSet ? "SyncSet " + ns + "/" + name
-                                         : "SelectorSyncSet " + name;
+  return kind == hive::SetKind::kSyncSet ? "SyncSet " + ns + "/" + name : "SelectorSyncSet " + name;
 }
 
 Result<SetRef> ParseSetRef(std::string_view text) {
@@ -88,8 +86,8 @@ std::string RolloutView::Message() const {
   if (!spec) return spec_error;
   if (!Current()) {
     std::string why = state ? "the state is for generation " + std::to_string(state->generation)
-                            : state_error.empty() ? "no state yet"
-                                                  : "the state is unreadable (" + state_error + ")";
+                      : state_error.empty() ? "no state yet"
+                                            : "the state is unreadable (" + state_error + ")";
     return why + "; the publisher starts generation " + std::to_string(generation) + " at wave 1";
   }
   return state->message;
@@ -174,8 +172,8 @@ void RolloutViewBuilder::AddClusterSync(const Json& cluster_sync) {
   auto cs = hive::ClusterSync::FromJson(cluster_sync);
   if (!cs.ok()) return;
   if (ref_.kind == hive::SetKind::kSyncSet && cs->meta.ns != ref_.ns) return;
-  const auto& list = ref_.kind == hive::SetKind::kSyncSet ? cs->status.sync_sets
-                                                          : cs->status.selector_sync_sets;
+  const auto& list =
+      ref_.kind == hive::SetKind::kSyncSet ? cs->status.sync_sets : cs->status.selector_sync_sets;
   for (const auto& e : list) {
     if (e.name != ref_.name) continue;
     hive::SyncStatus entry = e;
@@ -269,17 +267,17 @@ std::string FormatRolloutView(const RolloutView& v, WallTime now, bool wide) {
   }
   if (v.spec) {
     out += "healthy for:   " + FormatDuration(v.spec->healthy_for) +
-           " before the next wave; progress deadline " +
-           FormatDuration(v.spec->progress_deadline) + " per wave\n";
+           " before the next wave; progress deadline " + FormatDuration(v.spec->progress_deadline) +
+           " per wave\n";
   }
   if (v.waves.empty()) return out;
   std::vector<std::vector<std::string>> rows = {{"WAVE", "TAKES", "RELEASED", "CLUSTERS", "SYNCED",
                                                  "FAILING", "PENDING", "SKIPPED", "MAX-FAILURES"}};
   for (const WaveView& w : v.waves) {
     rows.push_back({std::to_string(w.wave), w.takes, w.released ? "yes" : "no",
-                    std::to_string(w.clusters), std::to_string(w.synced),
-                    std::to_string(w.failing), std::to_string(w.pending),
-                    std::to_string(w.skipped), std::to_string(w.max_failures)});
+                    std::to_string(w.clusters), std::to_string(w.synced), std::to_string(w.failing),
+                    std::to_string(w.pending), std::to_string(w.skipped),
+                    std::to_string(w.max_failures)});
   }
   out += "\n" + FormatTable(rows);
   std::vector<std::vector<std::string>> failing = {{"WAVE", "FAILING-CLUSTER", "MESSAGE"}};
@@ -295,7 +293,8 @@ std::string FormatRolloutView(const RolloutView& v, WallTime now, bool wide) {
   }
   if (failing.size() > 1) {
     out += "\n" + FormatTable(failing);
-    if (more > 0) out += "+" + std::to_string(more) + " more failing clusters (-o wide lists all)\n";
+    if (more > 0)
+      out += "+" + std::to_string(more) + " more failing clusters (-o wide lists all)\n";
   }
   return out;
 }
@@ -306,13 +305,13 @@ const char* RolloutActionName(RolloutAction action) {
 
 Result<rollout::RolloutState> NextState(const RolloutView& current, RolloutAction action,
                                         WallTime now) {
-  const std::string what = std::string(RolloutActionName(action)) + " the rollout of " +
-                           current.set.Describe();
+  const std::string what =
+      std::string(RolloutActionName(action)) + " the rollout of " + current.set.Describe();
   if (!current.state) {
-    return InvalidArgument("cannot " + what + ": it has no state yet (" +
-                           (current.state_error.empty() ? "the publisher has not started it"
-                                                        : current.state_error) +
-                           ")");
+    return InvalidArgument(
+        "cannot " + what + ": it has no state yet (" +
+        (current.state_error.empty() ? "the publisher has not started it" : current.state_error) +
+        ")");
   }
   if (!current.Current()) {
     return InvalidArgument("cannot " + what + ": its state is for generation " +

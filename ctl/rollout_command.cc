@@ -78,12 +78,11 @@ int Change(const RolloutOptions& options, const SetRef& ref, kube::Client& hub, 
     auto next = NextState(view, action, clock.WallNow());
     if (!next.ok()) return RolloutFail(err, next.status());
     const std::string rv = set["metadata"].value("resourceVersion", "");
-    auto patched =
-        hub.Patch(SetObject(ref), kube::PatchType::kMerge, StatePatch(*next, rv));
+    auto patched = hub.Patch(SetObject(ref), kube::PatchType::kMerge, StatePatch(*next, rv));
     if (patched.ok()) {
       out << "rollout of " << ref.Describe() << " "
-          << (action == RolloutAction::kResume ? "resumed" : "aborted") << " at wave "
-          << next->wave << " of " << next->waves << " (generation " << next->generation << ")";
+          << (action == RolloutAction::kResume ? "resumed" : "aborted") << " at wave " << next->wave
+          << " of " << next->waves << " (generation " << next->generation << ")";
       if (action == RolloutAction::kAbort) {
         out << "; the released waves keep it, the others keep what they have; to revert, edit "
                "the set back";
@@ -92,8 +91,8 @@ int Change(const RolloutOptions& options, const SetRef& ref, kube::Client& hub, 
       return 0;
     }
     if (patched.status().code() != Code::kConflict || attempt >= options.attempts) {
-      return RolloutFail(err,
-                         patched.status().Annotate("writing the rollout state of " + ref.Describe()));
+      return RolloutFail(
+          err, patched.status().Annotate("writing the rollout state of " + ref.Describe()));
     }
     err << "syncbusctl: " << ref.Describe()
         << " changed since it was read (the publisher writes the same annotation); reading it "
@@ -117,7 +116,8 @@ int RunRollout(const RolloutOptions& options, kube::Client& hub, const Clock& cl
                std::ostream& out, std::ostream& err) {
   auto ref = ParseSetRef(options.set);
   if (!ref.ok()) return RolloutFail(err, ref.status(), 2);
-  if (options.command != RolloutCommand::kStatus) return Change(options, *ref, hub, clock, out, err);
+  if (options.command != RolloutCommand::kStatus)
+    return Change(options, *ref, hub, clock, out, err);
   auto view = ReadView(hub, *ref);
   if (!view.ok()) return RolloutFail(err, view.status());
   if (IsDocument(options.output)) {

@@ -20,7 +20,8 @@ Json RolledOutSelectorSyncSet(const std::string& name, const std::string& rollou
                                     {"kind", "ConfigMap"},
                                     {"metadata", {{"name", name}, {"namespace", "default"}}},
                                     {"data", {{"k", "v"}}}}})}}}};
-  if (!rollout_spec.empty()) set["metadata"]["annotations"][rollout::kSpecAnnotation] = rollout_spec;
+  if (!rollout_spec.empty())
+    set["metadata"]["annotations"][rollout::kSpecAnnotation] = rollout_spec;
   return set;
 }
 

@@ -30,15 +30,16 @@ constexpr char kRoBySelector[] =
         "maxFailures": 0, "healthyFor": "1m"})";
 
 Json RoCd(const std::string& name, const std::string& ring, bool running = true) {
-  Json cd = {{"metadata", {{"name", name}, {"namespace", name}, {"labels", {{"fleet", "a"}}}}},
-             {"spec", {{"installed", running}}},
-             {"status",
-              {{"conditions", Json::array({{{"type", "Unreachable"}, {"status", "False"}}})}}}};
+  Json cd = {
+      {"metadata", {{"name", name}, {"namespace", name}, {"labels", {{"fleet", "a"}}}}},
+      {"spec", {{"installed", running}}},
+      {"status", {{"conditions", Json::array({{{"type", "Unreachable"}, {"status", "False"}}})}}}};
   if (!ring.empty()) cd["metadata"]["labels"]["ring"] = ring;
   return cd;
 }
 
-Json RoSet(int generation, const std::string& spec, const std::optional<rollout::RolloutState>& st) {
+Json RoSet(int generation, const std::string& spec,
+           const std::optional<rollout::RolloutState>& st) {
   Json set = {{"metadata", {{"name", "s"}, {"generation", generation}}},
               {"spec", {{"clusterDeploymentSelector", {{"matchLabels", {{"fleet", "a"}}}}}}}};
   if (!spec.empty()) set["metadata"]["annotations"][rollout::kSpecAnnotation] = spec;
@@ -47,14 +48,14 @@ Json RoSet(int generation, const std::string& spec, const std::optional<rollout:
 }
 
 Json RoCs(const std::string& name, int generation, const std::string& failure = "") {
-  return {{"metadata", {{"name", name}, {"namespace", name}}},
-          {"status",
-           {{"selectorSyncSets",
-             Json::array({{{"name", "s"},
-                           {"observedGeneration", generation},
-                           {"result", failure.empty() ? "Success" : "Failure"},
-                           {"failureMessage", failure},
-                           {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})}}}};
+  return {
+      {"metadata", {{"name", name}, {"namespace", name}}},
+      {"status",
+       {{"selectorSyncSets", Json::array({{{"name", "s"},
+                                           {"observedGeneration", generation},
+                                           {"result", failure.empty() ? "Success" : "Failure"},
+                                           {"failureMessage", failure},
+                                           {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})}}}};
 }
 
 rollout::RolloutState RoState(int64_t generation, int wave, int waves, rollout::Phase phase) {
@@ -71,7 +72,8 @@ const SetRef kRoSss = *ParseSetRef("selectorsyncset/s");
 
 }  // namespace
 
-TEST_CASE("rollout: a set is named syncset/NAMESPACE/NAME or selectorsyncset/NAME, or ss/ and sss/") {
+TEST_CASE(
+    "rollout: a set is named syncset/NAMESPACE/NAME or selectorsyncset/NAME, or ss/ and sss/") {
   auto ss = ParseSetRef("ss/ns1/app");
   REQUIRE(ss.ok());
   CHECK(ss->kind == hive::SetKind::kSyncSet);
@@ -81,8 +83,8 @@ TEST_CASE("rollout: a set is named syncset/NAMESPACE/NAME or selectorsyncset/NAM
   REQUIRE(sss.ok());
   CHECK(sss->Ref() == "selectorsyncset/fleet-cm");
   CHECK(ParseSetRef("sss/fleet-cm")->name == "fleet-cm");
-  for (const char* bad : {"fleet-cm", "syncset/app", "selectorsyncset/ns/x", "sss/", "ss//x",
-                          "configmap/x"}) {
+  for (const char* bad :
+       {"fleet-cm", "syncset/app", "selectorsyncset/ns/x", "sss/", "ss//x", "configmap/x"}) {
     auto r = ParseSetRef(bad);
     CHECK_MESSAGE(r.status().code() == Code::kInvalidArgument, bad);
     CHECK(r.status().message().find("syncset/NAMESPACE/NAME") != std::string::npos);
@@ -137,8 +139,7 @@ TEST_CASE("rollout: the view by count puts each cluster in the wave the daemons 
   auto starting = ComputeRolloutView(kRoSss, RoSet(3, spec, std::nullopt), cds, {});
   REQUIRE(starting.ok());
   CHECK(starting->Phase() == "Starting");
-  CHECK(starting->Message() ==
-        "no state yet; the publisher starts generation 3 at wave 1");
+  CHECK(starting->Message() == "no state yet; the publisher starts generation 3 at wave 1");
   REQUIRE(starting->waves.size() == 3);
   CHECK(starting->waves[0].clusters == 1);
   CHECK(starting->waves[1].clusters == 4);
@@ -174,8 +175,8 @@ TEST_CASE("rollout: a set without the annotation, or with an unreadable one, is 
   auto plain = ComputeRolloutView(kRoSss, RoSet(1, "", std::nullopt), {RoCd("c0", "")}, {});
   CHECK(plain.status().code() == Code::kNotFound);
   CHECK(plain.status().message().find("has no syncbus.io/rollout annotation") != std::string::npos);
-  auto bad = ComputeRolloutView(kRoSss, RoSet(1, R"({"waves": []})", std::nullopt),
-                                {RoCd("c0", "")}, {});
+  auto bad =
+      ComputeRolloutView(kRoSss, RoSet(1, R"({"waves": []})", std::nullopt), {RoCd("c0", "")}, {});
   REQUIRE(bad.ok());
   CHECK(bad->Phase() == "Halted");
   CHECK(bad->Message().find("waves must be a list of at least one wave") != std::string::npos);
@@ -263,7 +264,9 @@ class RoRacingHub final : public kube::Client {
                       const kube::WriteOptions& o) override {
     return hub_.Create(c, j, o);
   }
-  Result<Json> Update(const kube::ObjectRef& r, const Json& j) override { return hub_.Update(r, j); }
+  Result<Json> Update(const kube::ObjectRef& r, const Json& j) override {
+    return hub_.Update(r, j);
+  }
   Result<Json> Apply(const kube::ObjectRef& r, const Json& j,
                      const kube::ApplyOptions& o) override {
     return hub_.Apply(r, j, o);
@@ -273,7 +276,8 @@ class RoRacingHub final : public kube::Client {
     ++patches;
     if (conflicts_ > 0) {
       --conflicts_;
-      Json touch = {{"metadata", {{"annotations", {{"test/publisher-wrote", std::to_string(patches)}}}}}};
+      Json touch = {
+          {"metadata", {{"annotations", {{"test/publisher-wrote", std::to_string(patches)}}}}}};
       auto written = hub_.Patch(r, kube::PatchType::kMerge, touch.dump(), o);
       if (!written.ok()) return written.status();
     }
@@ -432,8 +436,9 @@ TEST_CASE("wait counts clusters held by a rollout as pending and stops at once o
 
   // An unreadable annotation holds the set back everywhere: a halt as well.
   Json patch = {{"metadata", {{"annotations", {{rollout::kSpecAnnotation, "{\"waves\": 3}"}}}}}};
-  REQUIRE(h.hub->Patch(kube::Object(kube::resources::kSelectorSyncSets, "", "s"),
-                       kube::PatchType::kMerge, patch.dump())
+  REQUIRE(h.hub
+              ->Patch(kube::Object(kube::resources::kSelectorSyncSets, "", "s"),
+                      kube::PatchType::kMerge, patch.dump())
               .ok());
   err.str("");
   CHECK(RunWait(options, *h.hub, nullptr, stop, out, err) == kWaitRolloutStopped);
@@ -445,9 +450,10 @@ TEST_CASE("status lists each rollout with its phase and wave, a halted one with 
   rollout::RolloutState st = RoState(2, 2, 3, rollout::Phase::kHalted);
   st.message = "wave 2 fails";
   st.failing = {{"c1/c1", "webhook says no"}};
-  FleetProgress hub = ComputeProgress(
-      {RoCd("c0", "canary"), RoCd("c1", "early"), RoCd("c2", "")}, {},
-      {RoSet(2, kRoBySelector, st)}, {RoCs("c0", 2), RoCs("c1", 2, "webhook says no"), RoCs("c2", 1)});
+  FleetProgress hub =
+      ComputeProgress({RoCd("c0", "canary"), RoCd("c1", "early"), RoCd("c2", "")}, {},
+                      {RoSet(2, kRoBySelector, st)},
+                      {RoCs("c0", 2), RoCs("c1", 2, "webhook says no"), RoCs("c2", 1)});
   REQUIRE(hub.rollouts.size() == 1);
   CHECK(hub.held == 1);
   FleetStatus status = ComputeFleetStatus(hub, {}, {});
