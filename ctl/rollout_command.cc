@@ -130,6 +130,9 @@ int RunRollout(const RolloutOptions& options, kube::Client& hub, const Clock& cl
 }
 
 int RunRollout(const RolloutOptions& options) {
+  // A misspelt SET is a usage error before anything else is read.
+  if (auto ref = ParseSetRef(options.set); !ref.ok())
+    return RolloutFail(std::cerr, ref.status(), 2);
   auto config = LoadOptionalConfig(options.config_file);
   if (!config.ok()) return RolloutFail(std::cerr, config.status(), 2);
   log::Init("warn", config->log.format, "syncbusctl");
