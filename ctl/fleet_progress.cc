@@ -87,8 +87,6 @@ GatedSet GatedSetOf(const std::string& kind, const hive::ObjectMeta& meta) {
     s.waves = state->waves;
     s.message = state->message;
     s.failing = state->failing;
-  } else if (!g.rollout.spec) {
-    s.phase = "Halted";
   } else {
     s.phase = "Starting";
     s.message = "the publisher starts generation " + std::to_string(meta.generation) + " at wave 1";
