@@ -126,7 +126,6 @@ int RunPreview(const PreviewOptions& options, const Json& set, amqp::Session& se
 int RunPreview(const PreviewOptions& options);
 
 enum class RolloutCommand { kStatus, kResume, kAbort };
-const char* RolloutCommandName(RolloutCommand command);  // "status", "resume", "abort"
 
 struct RolloutOptions {
   RolloutCommand command = RolloutCommand::kStatus;

@@ -103,15 +103,6 @@ int Change(const RolloutOptions& options, const SetRef& ref, kube::Client& hub, 
 
 }  // namespace
 
-const char* RolloutCommandName(RolloutCommand command) {
-  switch (command) {
-    case RolloutCommand::kStatus: return "status";
-    case RolloutCommand::kResume: return "resume";
-    case RolloutCommand::kAbort: return "abort";
-  }
-  return "status";
-}
-
 int RunRollout(const RolloutOptions& options, kube::Client& hub, const Clock& clock,
                std::ostream& out, std::ostream& err) {
   auto ref = ParseSetRef(options.set);
