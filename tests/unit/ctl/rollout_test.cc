@@ -467,4 +467,52 @@ TEST_CASE("status lists each rollout with its phase and wave, a halted one with 
   CHECK(doc["rollouts"][0]["failing"][0]["cluster"] == "c1/c1");
   CHECK(doc["clusters"][2]["detail"] ==
         "held by rollout of SelectorSyncSet s, wave 3 (2 of 3 released, Halted)");
+
+  // One cluster's report says why its entry is behind.
+  ClusterReport report;
+  report.key = "c2/c2";
+  const Json c2_status = RoCs("c2", 1);
+  std::string skip;
+  report.sets = DescribeSets(RoCd("c2", ""), {}, {RoSet(2, kRoBySelector, st)}, &c2_status, &skip);
+  REQUIRE(report.sets.size() == 1);
+  const WallTime now = *ParseRfc3339("2026-01-01T00:00:00Z");
+  CHECK(report.ToJson(now)["sets"][0]["heldBy"] ==
+        "held by rollout of SelectorSyncSet s, wave 3 (2 of 3 released, Halted)");
+  CHECK(FormatClusterReport(report, now)
+            .find("1         Success  2026-01-01T00:00:00Z  held by rollout of SelectorSyncSet s, "
+                  "wave 3 (2 of 3 released, Halted)") != std::string::npos);
+}
+
+TEST_CASE("rollout: a SyncSet's rollout covers the clusters it names in its namespace") {
+  const SetRef ref = *ParseSetRef("ss/fleet/app");
+  auto cd = [](const std::string& name) {
+    Json j = RoCd(name, "");
+    j["metadata"]["namespace"] = "fleet";
+    return j;
+  };
+  Json ss = {
+      {"metadata",
+       {{"name", "app"},
+        {"namespace", "fleet"},
+        {"generation", 5},
+        {"annotations", {{rollout::kSpecAnnotation, R"({"waves": [{"clusters": 1}]})"}}}}},
+      {"spec", {{"clusterDeploymentRefs", Json::array({{{"name", "a"}}, {{"name", "b"}}})}}}};
+  Json cs = {{"metadata", {{"name", "a"}, {"namespace", "fleet"}}},
+             {"status",
+              {{"syncSets", Json::array({{{"name", "app"},
+                                          {"observedGeneration", 5},
+                                          {"result", "Success"},
+                                          {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})}}}};
+  Json elsewhere = RoCd("a", "");  // a cluster of the same name in another namespace
+  auto view = ComputeRolloutView(ref, ss, {cd("a"), cd("b"), cd("c"), elsewhere}, {cs});
+  REQUIRE_MESSAGE(view.ok(), view.status().ToString());
+  CHECK(view->ToJson()["namespace"] == "fleet");
+  size_t clusters = 0, synced = 0;
+  for (const WaveView& w : view->waves) {
+    clusters += w.clusters;
+    synced += w.synced;
+  }
+  CHECK(clusters == 2);  // a and b of fleet: c is not named, the other a is elsewhere
+  CHECK(synced == 1);
+  CHECK(view->waves.size() == 2);  // one cluster, then the rest
 }
