@@ -233,6 +233,7 @@ Json ClusterReport::ToJson(WallTime now) const {
     if (!s.result.empty()) o["result"] = s.result;
     if (!s.last_transition.empty()) o["lastTransitionTime"] = s.last_transition;
     if (!s.failure.empty()) o["failureMessage"] = s.failure;
+    if (!s.held.empty()) o["heldBy"] = s.held;
     sets_json.push_back(std::move(o));
   }
   Json j = {{"cluster", key},
@@ -266,10 +267,14 @@ std::string FormatClusterReport(const ClusterReport& r, WallTime now) {
   std::vector<std::vector<std::string>> rows = {
       {"KIND", "NAME", "GENERATION", "OBSERVED", "RESULT", "LAST-TRANSITION", "FAILURE"}};
   for (const auto& s : r.sets) {
+    // A generation its rollout holds back: why the entry is behind, in place of its failure.
+    const bool held = !s.held.empty() && s.observed != s.generation;
+    std::string note =
+        held ? s.held + (s.failure.empty() ? "" : "; before: " + s.failure) : s.failure;
     rows.push_back(
         {s.kind, s.name, std::to_string(s.generation),
          s.observed ? std::to_string(*s.observed) : "-", s.result.empty() ? "-" : s.result,
-         s.last_transition.empty() ? "-" : s.last_transition, s.failure.empty() ? "-" : s.failure});
+         s.last_transition.empty() ? "-" : s.last_transition, note.empty() ? "-" : note});
   }
   if (r.sets.empty()) rows.push_back({"-", "(no applicable sets)"});
   return out + FormatTable(rows);
