@@ -230,7 +230,8 @@ RolloutView RolloutViewBuilder::Finish() && {
       continue;
     }
     auto e = entries_.find(c.cd.meta.Key());
-    if (e == entries_.end() || e->second.observed_generation != state.generation) {
+    // Done at the rollout's generation or a later one, as the publisher judges a wave.
+    if (e == entries_.end() || e->second.observed_generation < state.generation) {
       ++w.pending;
     } else if (e->second.result == hive::SyncResult::kFailure) {
       ++w.failing;
