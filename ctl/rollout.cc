@@ -262,6 +262,14 @@ std::string FormatRolloutView(const RolloutView& v, WallTime now, bool wide) {
   }
   out += "\n";
   if (std::string m = v.Message(); !m.empty()) out += "message:  " + m + "\n";
+  // The clusters the publisher named when it halted (late ones too, which are not failing).
+  if (v.Current()) {
+    for (size_t i = 0; i < v.state->failing.size(); ++i) {
+      const auto& f = v.state->failing[i];
+      out += std::string(i == 0 ? "halted on:     " : "               ") + f.cluster + ": " +
+             f.message + "\n";
+    }
+  }
   if (v.Current()) {
     out += "wave started:  " + When(v.state->wave_started_at, now) + "\n";
     out += "healthy since: " + When(v.state->healthy_since, now) + "\n";

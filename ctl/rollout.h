@@ -93,9 +93,9 @@ Result<RolloutView> ComputeRolloutView(const SetRef& ref, const Json& set,
                                        const std::vector<Json>& cluster_deployments,
                                        const std::vector<Json>& cluster_syncs);
 
-// The table `rollout status` prints: the rollout's phase, wave, times and message, a row per wave,
-// then the failing clusters of the released waves with their messages (all with `wide`, else the
-// first 10).
+// The table `rollout status` prints: the rollout's phase, wave, times, message and the clusters a
+// halt named, a row per wave, then the failing clusters of the released waves with their messages
+// (all with `wide`, else the first 10).
 std::string FormatRolloutView(const RolloutView& view, WallTime now, bool wide);
 
 enum class RolloutAction { kResume, kAbort };

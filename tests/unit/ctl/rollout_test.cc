@@ -117,6 +117,7 @@ TEST_CASE("rollout: the view by selector counts each wave's clusters at the roll
 
   const std::string table = FormatRolloutView(*view, *ParseRfc3339("2026-01-01T00:05:00Z"), false);
   CHECK(table.find("phase:    Halted at wave 2 of 3\n") != std::string::npos);
+  CHECK(table.find("halted on:     c1/c1: boom\n") != std::string::npos);
   CHECK(table.find("wave started:  2026-01-01T00:00:00Z (5m ago)") != std::string::npos);
   CHECK(table.find("2     {\"matchLabels\":{\"ring\":\"early\"}}   yes       2         0       "
                    "1        1        0        0") != std::string::npos);
