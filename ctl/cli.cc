@@ -225,7 +225,8 @@ struct CommandLine {
     rollout_cmd = app.add_subcommand(
         "rollout",
         "a set's rollout in waves (annotation syncbus.io/rollout): show it, resume it after a "
-        "halt, or abort it");
+        "halt, or abort it; exit 0: done; 1: no such set, no rollout, a phase that does not allow "
+        "it, or the hub failed; 2: bad input");
     rollout_cmd->require_subcommand(1);
     auto* rollout_status = rollout_cmd->add_subcommand(
         "status", "the rollout wave by wave: released or not, synced, failing, pending, skipped");
