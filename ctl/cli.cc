@@ -52,8 +52,8 @@ struct OutputFlag {
 // The command tree and what its flags fill in.
 struct CommandLine {
   CLI::App app{
-      "syncbusctl: operate syncbus (fleet status and traces, barrier, previews, dead-letter queue, "
-      "topology)"};
+      "syncbusctl: operate syncbus (fleet status and traces, barrier, previews, rollouts, "
+      "dead-letter queue, topology)"};
 
   WaitOptions wait;
   std::string wait_timeout = "10m", wait_interval = "1s";
@@ -87,6 +87,12 @@ struct CommandLine {
   OutputFlag preview_output;
   CLI::App* preview_cmd = nullptr;
 
+  RolloutOptions rollout;
+  OutputFlag rollout_output;
+  CLI::App* rollout_cmd = nullptr;
+  CLI::App* rollout_resume = nullptr;
+  CLI::App* rollout_abort = nullptr;
+
   std::string shell;
   CLI::App* completion_cmd = nullptr;
   std::vector<std::string> complete_words;
@@ -98,7 +104,10 @@ struct CommandLine {
     app.set_version_flag("--version", VersionText("syncbusctl"));
 
     wait_cmd = app.add_subcommand(
-        "wait", "wait until every cluster has its current SyncSets applied (a barrier)");
+        "wait",
+        "wait until every cluster has its current SyncSets applied (a barrier; through every wave "
+        "of a rollout); exit 0: reached; 1: not before --timeout; 2: bad input; 3: a rollout of "
+        "a set of these clusters is halted or aborted");
     wait_cmd->add_option("--kubeconfig", wait.kubeconfig, kKubeconfigHelp);
     wait_cmd->add_option("--context", wait.context, "kubeconfig context");
     wait_cmd->add_option("-c,--config", wait.config_file,
@@ -213,6 +222,33 @@ struct CommandLine {
     preview_output.AddTo(preview_cmd, "table",
                          "wide: one row per cluster; json and yaml: every cluster's answer");
 
+    rollout_cmd = app.add_subcommand(
+        "rollout",
+        "a set's rollout in waves (annotation syncbus.io/rollout): show it, resume it after a "
+        "halt, or abort it; exit 0: done; 1: no such set, no rollout, a phase that does not allow "
+        "it, or the hub failed; 2: bad input");
+    rollout_cmd->require_subcommand(1);
+    auto* rollout_status = rollout_cmd->add_subcommand(
+        "status", "the rollout wave by wave: released or not, synced, failing, pending, skipped");
+    rollout_resume = rollout_cmd->add_subcommand(
+        "resume",
+        "release the rollout again after a halt (or an abort): phase Progressing, the wave's "
+        "deadline starts again");
+    rollout_abort = rollout_cmd->add_subcommand(
+        "abort",
+        "stop the rollout where it is: released waves keep the set, the others keep what they "
+        "have; revert by editing the set");
+    for (auto* sub : {rollout_status, rollout_resume, rollout_abort}) {
+      sub->add_option("set", rollout.set,
+                      "syncset/NAMESPACE/NAME or selectorsyncset/NAME (also ss/..., sss/...)")
+          ->required();
+      sub->add_option("--kubeconfig", rollout.kubeconfig, kKubeconfigHelp);
+      sub->add_option("--context", rollout.context, "kubeconfig context");
+      sub->add_option("-c,--config", rollout.config_file,
+                      std::string(kConfigHelp) + "; only its hub section is read");
+    }
+    rollout_output.AddTo(rollout_status, "table", "wide lists every failing cluster");
+
     completion_cmd = app.add_subcommand(
         "completion", "print a shell completion script: source <(syncbusctl completion bash)");
     completion_cmd->add_option("shell", shell, "bash or zsh")
@@ -237,6 +273,7 @@ struct CommandLine {
     }
     // -c, else $SYNCBUS_CONFIG: optional where only the hub is read or the defaults do.
     wait.config_file = ConfigFile(wait.config_file);
+    rollout.config_file = ConfigFile(rollout.config_file);
     topology_config = ConfigFile(topology_config);
     for (std::string* file :
          {&status.config_file, &trace.config_file, &dlq.config_file, &preview.config_file}) {
@@ -292,6 +329,13 @@ struct CommandLine {
       }
       preview.output = preview_output.Get();
       return RunPreview(preview);
+    }
+    if (rollout_cmd->parsed()) {
+      rollout.command = rollout_resume->parsed()  ? RolloutCommand::kResume
+                        : rollout_abort->parsed() ? RolloutCommand::kAbort
+                                                  : RolloutCommand::kStatus;
+      rollout.output = rollout_output.Get();
+      return RunRollout(rollout);
     }
     if (wait_cmd->parsed()) {
       auto timeout = ParseDuration(wait_timeout), interval = ParseDuration(wait_interval);

@@ -57,75 +57,96 @@ int RunWait(const WaitOptions& options) {
   }
   std::shared_ptr<http::Transport> shared = std::move(*transport);
   kube::ClientImpl client(*cluster, shared);
-  const auto& stop = InstallStopSignals();
+  return RunWait(options, client, shared.get(), InstallStopSignals(), std::cout, std::cerr);
+}
+
+int RunWait(const WaitOptions& options, kube::Client& client, http::Transport* metrics,
+            const std::atomic<bool>& stop, std::ostream& out, std::ostream& err) {
   double start = options.start_time > 0 ? options.start_time : NowSeconds();
   auto deadline = std::chrono::steady_clock::now() + options.timeout;
   FleetProgress progress;
   std::string last_line;
   bool reached = false;
+  std::vector<const RolloutSummary*> stopped;
   while (true) {
     auto read = ReadProgress(client, options.ns);
     if (read.ok()) {
       progress = std::move(*read);
-      char line[160];
+      char line[200];
       std::snprintf(line, sizeof line,
                     "progress: synced=%zu/%zu failing=%zu pending=%zu skipped=%zu elapsed=%.1fs",
                     progress.synced, progress.clusters, progress.failing, progress.pending,
                     progress.skipped, NowSeconds() - start);
-      std::string key = std::to_string(progress.synced) + "/" + std::to_string(progress.failing);
+      std::string text = line;
+      if (progress.held > 0) text += " held-by-rollouts=" + std::to_string(progress.held);
+      std::string key = std::to_string(progress.synced) + "/" + std::to_string(progress.failing) +
+                        "/" + std::to_string(progress.held);
       if (!options.quiet && key != last_line) {
-        std::cerr << line << std::endl;
+        err << text << std::endl;
         last_line = key;
       }
       if (progress.done()) {
         reached = true;
         break;
       }
+      // A halted or aborted rollout does not move on by itself: waiting longer cannot help.
+      stopped = progress.Stopped();
+      if (!stopped.empty()) break;
     } else if (!options.quiet) {
-      std::cerr << "syncbusctl: " << read.status().message() << " (retrying)" << std::endl;
+      err << "syncbusctl: " << read.status().message() << " (retrying)" << std::endl;
     }
     if (stop.load() || std::chrono::steady_clock::now() >= deadline) break;
     SleepUnlessStopped(options.interval, stop);
   }
   double elapsed = NowSeconds() - start;
   double applies = 0, failed = static_cast<double>(progress.failing);
-  if (!options.metrics_urls.empty()) {
-    auto ok = ScrapeSum(*shared, options.metrics_urls, "syncbus_consumer_resources_applied_total",
+  if (!options.metrics_urls.empty() && metrics != nullptr) {
+    auto ok = ScrapeSum(*metrics, options.metrics_urls, "syncbus_consumer_resources_applied_total",
                         "result=\"success\"");
-    auto bad = ScrapeSum(*shared, options.metrics_urls, "syncbus_consumer_resources_applied_total",
+    auto bad = ScrapeSum(*metrics, options.metrics_urls, "syncbus_consumer_resources_applied_total",
                          "result=\"failure\"");
     if (ok.ok()) applies = *ok;
     if (bad.ok()) failed = *bad;
-    if (!ok.ok()) std::cerr << "syncbusctl: " << ok.status().message() << "\n";
+    if (!ok.ok()) err << "syncbusctl: " << ok.status().message() << "\n";
   }
+  // The halt is reported whatever the output format: on stderr, as the reason for the exit code.
+  for (const RolloutSummary* r : stopped) err << "syncbusctl: " << r->StopReport();
   if (IsDocument(options.output)) {
-    Json out = progress.ToJson();
-    out["reached"] = reached;
-    out["elapsedSeconds"] = elapsed;
-    out["applies"] = applies;
-    out["failedApplies"] = failed;
-    std::cout << FormatDocument(out, options.output) << std::flush;
+    Json doc = progress.ToJson();
+    doc["reached"] = reached;
+    Json halted = Json::array();
+    for (const RolloutSummary* r : stopped) halted.push_back(r->ToJson());
+    doc["haltedRollouts"] = std::move(halted);
+    doc["elapsedSeconds"] = elapsed;
+    doc["applies"] = applies;
+    doc["failedApplies"] = failed;
+    out << FormatDocument(doc, options.output) << std::flush;
   } else {
-    if (!reached && !options.quiet) {
-      std::cerr << "syncbusctl: not every cluster reached its desired state";
+    if (!reached && stopped.empty() && !options.quiet) {
+      err << "syncbusctl: not every cluster reached its desired state";
       if (!progress.failing_clusters.empty())
-        std::cerr << "; failing: " << progress.failing_clusters.front() << " ...";
+        err << "; failing: " << progress.failing_clusters.front() << " ...";
       if (!progress.pending_clusters.empty())
-        std::cerr << "; pending: " << progress.pending_clusters.front() << " ...";
-      std::cerr << std::endl;
+        err << "; pending: " << progress.pending_clusters.front() << " ...";
+      err << std::endl;
     }
-    std::printf(
+    char summary[200];
+    std::snprintf(
+        summary, sizeof summary,
         "summary: synced=%zu/%zu clusters applies=%.0f failed=%.0f elapsed=%.1fs rate=%.0f/s\n",
         progress.synced, progress.clusters, applies, failed, elapsed,
         elapsed > 0 ? applies / elapsed : 0);
+    out << summary;
     if (options.output == OutputFormat::kWide) {
       for (const auto& [label, clusters] : {std::pair{"failing", &progress.failing_clusters},
                                             std::pair{"pending", &progress.pending_clusters}}) {
-        for (const auto& cluster : *clusters) std::printf("%s: %s\n", label, cluster.c_str());
+        for (const auto& c : *clusters) out << label << ": " << c << "\n";
       }
     }
+    out << std::flush;
   }
-  return reached ? 0 : 1;
+  if (reached) return 0;
+  return stopped.empty() ? 1 : kWaitRolloutStopped;
 }
 
 int RunTopology(const std::string& config_file, const std::string& vhost, OutputFormat output) {

@@ -11,6 +11,7 @@
 #include "common/amqp/session.h"
 #include "common/bus/config.h"
 #include "common/clock.h"
+#include "common/http/transport.h"
 #include "common/kube/client.h"
 #include "ctl/dead_letters.h"
 #include "ctl/output.h"
@@ -36,8 +37,18 @@ struct WaitOptions {
 };
 
 // The barrier: waits until every eligible cluster reports every applicable set at its current
-// generation with Success. Progress on stderr; the summary (line, JSON or YAML) on stdout.
+// generation with Success. A cluster that a set's rollout in waves holds back counts as pending,
+// so it waits for the last wave. Progress on stderr; the summary (line, JSON or YAML) on stdout.
+// Exit codes: 0 reached; 1 not reached before the timeout (or interrupted); 2 bad input;
+// kWaitRolloutStopped at once when the rollout of a set that applies to the fleet waited for is
+// halted or aborted (or its annotation is unreadable), with the set, its wave, the message and
+// the failing clusters on stderr.
+inline constexpr int kWaitRolloutStopped = 3;
 int RunWait(const WaitOptions& options);
+// The same against `hub`; `metrics` (may be null) scrapes options.metrics_urls; `stop` ends the
+// wait early (as a timeout).
+int RunWait(const WaitOptions& options, kube::Client& hub, http::Transport* metrics,
+            const std::atomic<bool>& stop, std::ostream& out, std::ostream& err);
 
 struct DlqOptions {
   std::string config_file;  // syncbus.yaml: the amqp section (same as the daemons)
@@ -113,6 +124,26 @@ int RunPreview(const PreviewOptions& options, const Json& set, amqp::Session& se
                std::ostream& err);
 // The same with the hub and the broker of the config file and flags.
 int RunPreview(const PreviewOptions& options);
+
+enum class RolloutCommand { kStatus, kResume, kAbort };
+
+struct RolloutOptions {
+  RolloutCommand command = RolloutCommand::kStatus;
+  std::string set;  // syncset/NAMESPACE/NAME, selectorsyncset/NAME (ss/, sss/)
+  std::string kubeconfig, context, config_file;  // the hub as for wait
+  OutputFormat output = OutputFormat::kTable;    // status: wide lists every failing cluster
+  int attempts = 5;  // resume, abort: writes tried when the set keeps changing under them
+};
+
+// `syncbusctl rollout status|resume|abort SET` against `hub` (ctl/rollout.h): status prints the
+// rollout wave by wave on `out`; resume and abort write the set's syncbus.io/rollout-state with a
+// merge patch conditional on the resourceVersion read, reading again on 409 Conflict. Exit codes:
+// 0 done; 1 no such set, no rollout annotation, no state, a phase that does not allow it, or the
+// hub failed; 2 bad input (SET not written as above, a bad config).
+int RunRollout(const RolloutOptions& options, kube::Client& hub, const Clock& clock,
+               std::ostream& out, std::ostream& err);
+// The same with the hub of the config file and flags.
+int RunRollout(const RolloutOptions& options);
 
 // Prints the topology as `rabbitmqctl import_definitions` definitions for `vhost` (json, yaml),
 // or as a table of its exchanges, queues and bindings (wide: with their arguments).

@@ -5,23 +5,118 @@
 #include <optional>
 #include <utility>
 
+#include "common/bus/rollout_release.h"
 #include "common/hive/desired_state.h"
 #include "common/hive/types.h"
 #include "common/kube/resource.h"
 
 namespace syncbus::ctl {
 
+std::string RolloutSummary::Describe() const {
+  return kind + " " + (ns.empty() ? name : ns + "/" + name);
+}
+
+std::string RolloutSummary::Ref() const {
+  return kind == "SyncSet" ? "syncset/" + ns + "/" + name : "selectorsyncset/" + name;
+}
+
+std::string RolloutSummary::StopReport() const {
+  std::string out = "rollout of " + Describe() + " is " + phase;
+  if (waves > 0) out += " at wave " + std::to_string(wave) + " of " + std::to_string(waves);
+  out += (message.empty() ? "" : ": " + message) + "\n";
+  for (const auto& f : failing) out += "  failing " + f.cluster + ": " + f.message + "\n";
+  return out;
+}
+
+Json RolloutSummary::ToJson() const {
+  Json failing_json = Json::array();
+  for (const auto& f : failing)
+    failing_json.push_back({{"cluster", f.cluster}, {"message", f.message}});
+  Json j = {{"kind", kind},   {"name", name},
+            {"set", Ref()},   {"generation", generation},
+            {"phase", phase}, {"wave", wave},
+            {"waves", waves}, {"clusters", clusters},
+            {"held", held},   {"failing", std::move(failing_json)}};
+  if (!ns.empty()) j["namespace"] = ns;
+  if (!message.empty()) j["message"] = message;
+  return j;
+}
+
+std::vector<const RolloutSummary*> FleetProgress::Stopped() const {
+  std::vector<const RolloutSummary*> out;
+  for (const auto& r : rollouts) {
+    if (r.Stopped() && r.clusters > 0) out.push_back(&r);
+  }
+  return out;
+}
+
 Json FleetProgress::ToJson() const {
+  Json rollouts_json = Json::array();
+  for (const auto& r : rollouts) rollouts_json.push_back(r.ToJson());
   return {{"clusters", clusters},
           {"synced", synced},
           {"failing", failing},
           {"pending", pending},
+          {"held", held},
           {"skipped", skipped},
           {"failingClusters", failing_clusters},
-          {"pendingClusters", pending_clusters}};
+          {"pendingClusters", pending_clusters},
+          {"rollouts", std::move(rollouts_json)}};
 }
 
 namespace {
+
+// A rolled-out set's annotations, read once per set, and what the view reports of it.
+struct GatedSet {
+  rollout::SetRollout rollout;
+  RolloutSummary summary;
+};
+
+GatedSet GatedSetOf(const std::string& kind, const hive::ObjectMeta& meta) {
+  GatedSet g;
+  g.rollout = rollout::RolloutOf(meta);
+  RolloutSummary& s = g.summary;
+  s.kind = kind;
+  s.ns = meta.ns;
+  s.name = meta.name;
+  s.generation = meta.generation;
+  const auto& state = g.rollout.state;
+  if (state && state->generation == meta.generation) {
+    s.phase = rollout::PhaseName(state->phase);
+    s.wave = state->wave;
+    s.waves = state->waves;
+    s.message = state->message;
+    s.failing = state->failing;
+  } else {
+    s.phase = "Starting";
+    s.message = "the publisher starts generation " + std::to_string(meta.generation) + " at wave 1";
+  }
+  // Whatever the state says, an unreadable annotation holds the set back from every cluster.
+  if (!g.rollout.spec) {
+    s.phase = "Halted";
+    s.message = g.rollout.spec_error;
+  }
+  return g;
+}
+
+// "held by rollout of SelectorSyncSet fleet-cm, wave 3 (2 of 3 released)", or "" when the
+// rollout releases the set's generation to `cd`.
+std::string HeldBy(const GatedSet& g, const hive::ClusterDeployment& cd) {
+  if (rollout::ReleaseOf(g.rollout, g.summary.generation, cd) != rollout::Release::kHeld) return "";
+  const std::string by = "held by rollout of " + g.summary.Describe();
+  if (!g.rollout.spec)
+    return by + ": its " + rollout::kSpecAnnotation + " annotation is unreadable";
+  const auto& state = g.rollout.state;
+  if (!state || state->generation != g.summary.generation) {
+    return by + ", generation " + std::to_string(g.summary.generation) + " not started yet";
+  }
+  std::string out = by + ", wave " + std::to_string(rollout::WaveOf(*g.rollout.spec, *state, cd)) +
+                    " (" + std::to_string(state->wave) + " of " + std::to_string(state->waves) +
+                    " released";
+  if (state->phase != rollout::Phase::kProgressing)
+    out += ", " + std::string(rollout::PhaseName(state->phase));
+  return out + ")";
+}
 
 ClusterHubState Classify(const std::string& key, const std::string& skip_reason,
                          const std::vector<SetState>& sets) {
@@ -35,8 +130,12 @@ ClusterHubState Classify(const std::string& key, const std::string& skip_reason,
   bool all_current = true, any_failed = false;
   for (const auto& s : sets) {
     if (!s.observed || *s.observed != s.generation) {
-      if (all_current)
-        c.detail = s.kind + " " + s.name + " not yet at generation " + std::to_string(s.generation);
+      if (all_current || (!c.held && !s.held.empty())) {
+        c.detail = !s.held.empty() ? s.held
+                                   : s.kind + " " + s.name + " not yet at generation " +
+                                         std::to_string(s.generation);
+        c.held = !s.held.empty();
+      }
       all_current = false;
     } else if (s.result != "Success") {
       if (!any_failed || (!s.last_transition.empty() && s.last_transition < c.since)) {
@@ -48,6 +147,7 @@ ClusterHubState Classify(const std::string& key, const std::string& skip_reason,
   }
   if (any_failed) {
     c.kind = ClusterHubState::Kind::kFailing;
+    c.held = false;
   } else if (!all_current) {
     c.kind = ClusterHubState::Kind::kPending;
   } else {
@@ -65,12 +165,14 @@ class ProgressBuilder {
   void AddSyncSet(const Json& j) {
     if (auto ss = hive::SyncSet::FromJson(j); ss.ok()) {
       Trim(ss->spec);
+      AddGated("SyncSet", ss->meta);
       ss_by_ns_[ss->meta.ns].push_back(std::move(*ss));
     }
   }
   void AddSelectorSyncSet(const Json& j) {
     if (auto s = hive::SelectorSyncSet::FromJson(j); s.ok()) {
       Trim(s->spec);
+      AddGated("SelectorSyncSet", s->meta);
       sss_.push_back(std::move(*s));
     }
   }
@@ -92,6 +194,15 @@ class ProgressBuilder {
     std::string skip;
     std::vector<SetState> sets = Sets(*cd, st == statuses_.end() ? nullptr : &st->second, &skip);
     ClusterHubState c = Classify(cd->meta.Key(), skip, sets);
+    if (skip.empty()) {
+      for (const SetState& set : sets) {
+        auto g = gated_.find(GatedKey(set.kind, cd->meta.ns, set.name));
+        if (g == gated_.end()) continue;
+        ++g->second.summary.clusters;
+        if (!set.held.empty() && set.observed != set.generation) ++g->second.summary.held;
+      }
+    }
+    if (c.held) ++p_.held;
     switch (c.kind) {
       case ClusterHubState::Kind::kSkipped: ++p_.skipped; break;
       case ClusterHubState::Kind::kFailing:
@@ -116,6 +227,9 @@ class ProgressBuilder {
     std::sort(p_.pending_clusters.begin(), p_.pending_clusters.end());
     std::sort(p_.states.begin(), p_.states.end(),
               [](const auto& a, const auto& b) { return a.key < b.key; });
+    for (auto& [key, g] : gated_) {
+      if (g.summary.clusters > 0) p_.rollouts.push_back(std::move(g.summary));
+    }
     return std::move(p_);
   }
 
@@ -148,6 +262,8 @@ class ProgressBuilder {
           row.failure = e.failure_message;
         }
       }
+      auto g = gated_.find(GatedKey(row.kind, cd.meta.ns, set.name));
+      if (g != gated_.end()) row.held = HeldBy(g->second, cd);
       out.push_back(std::move(row));
     }
     return out;
@@ -158,10 +274,20 @@ class ProgressBuilder {
     spec.resources = {};
     spec.patches = {};
   }
+  // Sorted by kind, namespace and name (a SelectorSyncSet has none).
+  static std::string GatedKey(const std::string& kind, const std::string& cluster_ns,
+                              const std::string& name) {
+    return kind + "|" + (kind == "SyncSet" ? cluster_ns : "") + "|" + name;
+  }
+  void AddGated(const std::string& kind, const hive::ObjectMeta& meta) {
+    if (!meta.annotations.contains(rollout::kSpecAnnotation)) return;
+    gated_.insert_or_assign(GatedKey(kind, meta.ns, meta.name), GatedSetOf(kind, meta));
+  }
 
   std::map<std::string, std::vector<hive::SyncSet>> ss_by_ns_;
   std::vector<hive::SelectorSyncSet> sss_;
   std::map<std::string, hive::ClusterSyncStatus> statuses_;  // "ns/name"
+  std::map<std::string, GatedSet> gated_;                    // GatedKey
   FleetProgress p_;
 };
 

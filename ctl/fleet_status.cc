@@ -62,7 +62,7 @@ ClusterStatus ClusterStateOf(const ClusterHubState& hub, const RequestPosition& 
       break;
     case ClusterHubState::Kind::kPending:
       c.state = FleetState::kPending;
-      c.detail = "behind, no request in the trace window: " + hub.detail;
+      c.detail = hub.held ? hub.detail : "behind, no request in the trace window: " + hub.detail;
       break;
     default:
       c.state = FleetState::kSynced;
@@ -109,6 +109,20 @@ std::string Breakdown(const std::map<std::string, size_t>& counts) {
   return out;
 }
 
+// ROLLOUT PHASE WAVE HELD MESSAGE; under a stopped one's message, its failing clusters.
+std::string FormatRollouts(const std::vector<RolloutSummary>& rollouts) {
+  std::vector<std::vector<std::string>> rows = {{"ROLLOUT", "PHASE", "WAVE", "HELD", "MESSAGE"}};
+  for (const auto& r : rollouts) {
+    rows.push_back({r.Ref(), r.phase,
+                    r.waves == 0 ? "-" : std::to_string(r.wave) + "/" + std::to_string(r.waves),
+                    std::to_string(r.held), r.message.empty() ? "-" : r.message});
+    if (!r.Stopped()) continue;
+    for (const auto& f : r.failing)
+      rows.push_back({"", "", "", "", "failing " + f.cluster + ": " + f.message});
+  }
+  return FormatTable(rows);
+}
+
 }  // namespace
 
 const char* FleetStateName(FleetState state) {
@@ -140,6 +154,7 @@ FleetStatus ComputeFleetStatus(const FleetProgress& hub, const std::vector<Trace
     status.clusters.push_back(ClusterStateOf(h, pos));
   }
   status.trace_events = trace.size();
+  status.rollouts = hub.rollouts;
   Summarize(status);
   return status;
 }
@@ -162,6 +177,9 @@ Json FleetStatus::ToJson(WallTime now, bool with_clusters) const {
   }
   j["states"] = std::move(st);
   j["queues"] = queues;
+  Json rollouts_json = Json::array();
+  for (const auto& r : rollouts) rollouts_json.push_back(r.ToJson());
+  j["rollouts"] = std::move(rollouts_json);
   j["trace"] = {{"events", trace_events}};
   if (trace_since != WallTime{}) j["trace"]["since"] = FormatRfc3339(trace_since);
   if (with_clusters) {
@@ -195,6 +213,7 @@ std::string FormatFleetStatus(const FleetStatus& status, WallTime now) {
                     sum.count == 0 ? "-" : Age(sum.oldest_since, now), detail});
   }
   std::string out = FormatTable(rows);
+  if (!status.rollouts.empty()) out += "\n" + FormatRollouts(status.rollouts);
   if (!status.queues.empty()) {
     out += "\nqueues:";
     for (const auto& [name, n] : status.queues) out += " " + name + "=" + std::to_string(n);
@@ -214,6 +233,7 @@ Json ClusterReport::ToJson(WallTime now) const {
     if (!s.result.empty()) o["result"] = s.result;
     if (!s.last_transition.empty()) o["lastTransitionTime"] = s.last_transition;
     if (!s.failure.empty()) o["failureMessage"] = s.failure;
+    if (!s.held.empty()) o["heldBy"] = s.held;
     sets_json.push_back(std::move(o));
   }
   Json j = {{"cluster", key},
@@ -247,10 +267,14 @@ std::string FormatClusterReport(const ClusterReport& r, WallTime now) {
   std::vector<std::vector<std::string>> rows = {
       {"KIND", "NAME", "GENERATION", "OBSERVED", "RESULT", "LAST-TRANSITION", "FAILURE"}};
   for (const auto& s : r.sets) {
+    // A generation its rollout holds back: why the entry is behind, in place of its failure.
+    const bool held = !s.held.empty() && s.observed != s.generation;
+    std::string note =
+        held ? s.held + (s.failure.empty() ? "" : "; before: " + s.failure) : s.failure;
     rows.push_back(
         {s.kind, s.name, std::to_string(s.generation),
          s.observed ? std::to_string(*s.observed) : "-", s.result.empty() ? "-" : s.result,
-         s.last_transition.empty() ? "-" : s.last_transition, s.failure.empty() ? "-" : s.failure});
+         s.last_transition.empty() ? "-" : s.last_transition, note.empty() ? "-" : note});
   }
   if (r.sets.empty()) rows.push_back({"-", "(no applicable sets)"});
   return out + FormatTable(rows);

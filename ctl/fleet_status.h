@@ -8,9 +8,12 @@
 //   in-flight its newest request is on a consumer
 //   retrying  its newest request waits in a retry tier
 //   pending   its newest request is queued on a lane, or the hub shows it behind with no request
-//             seen in the trace window (the publisher has not decided yet, or the window is short)
+//             seen in the trace window (the publisher has not decided yet, or the window is short,
+//             or a set's rollout in waves holds its new generation back from the cluster)
 //   failed    the hub reports a set failing at its current generation
 //   synced    every applicable set at its current generation with Success
+// Beside the states, the sets rolled out in waves: each with its phase and wave, a halted one with
+// its message and failing clusters.
 // Pure functions over what the command read; thread-compatible.
 #pragma once
 
@@ -55,6 +58,7 @@ struct FleetStatus {
   std::map<std::string, uint32_t> queues;  // ready messages per queue
   size_t trace_events = 0;
   WallTime trace_since{};
+  std::vector<RolloutSummary> rollouts;  // as FleetProgress lists them
 
   Json ToJson(WallTime now, bool with_clusters) const;
 };
@@ -66,7 +70,8 @@ ClusterStatus ClusterStateOf(const ClusterHubState& hub, const RequestPosition& 
 FleetStatus ComputeFleetStatus(const FleetProgress& hub, const std::vector<TraceEvent>& trace,
                                const std::vector<DeadLetter>& parked);
 
-// STATE CLUSTERS OLDEST SINCE DETAIL, then the queue depths and the trace window.
+// STATE CLUSTERS OLDEST SINCE DETAIL, then the rollouts (SET PHASE WAVE HELD MESSAGE, with the
+// failing clusters of a halted one), the queue depths and the trace window.
 std::string FormatFleetStatus(const FleetStatus& status, WallTime now);
 
 // One cluster: its request's position, lease, and sets.

@@ -130,7 +130,9 @@ TEST_CASE("completion offers subcommands, the current command's flags and -o's f
   };
   auto top = words(CompletionCandidates({""}));
   CHECK(top == std::vector<std::string>{"wait", "status", "trace", "topology", "dlq", "preview",
-                                        "completion", ":4"});
+                                        "rollout", "completion", ":4"});
+  CHECK(words(CompletionCandidates({"rollout", ""})) ==
+        std::vector<std::string>{"status", "resume", "abort", ":4"});
   CHECK(words(CompletionCandidates({"st"})) == std::vector<std::string>{"status", ":4"});
   CHECK(words(CompletionCandidates({"dlq", ""})) ==
         std::vector<std::string>{"list", "replay", "purge", "reindex", ":4"});
