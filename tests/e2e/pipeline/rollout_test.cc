@@ -237,6 +237,32 @@ TEST_CASE("a rollout in three waves halts on wave 2's failures, leaves wave 3 al
   CHECK(reasons.count("RolloutWaveReleased") == 1);
   CHECK(reasons.count("RolloutHalted") == 1);
 
+  // syncbusctl sees the halt as the publisher wrote it, wave by wave, and wait stops on it.
+  auto ctl = [&](std::vector<std::string> args, const std::string& log) {
+    std::vector<std::string> argv = {testing::BinaryDir() + "/ctl/syncbusctl"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"-c", f.dir + "/syncbus.yaml"});
+    auto p = ChildProcess::Start(argv, f.dir + "/" + log);
+    REQUIRE(p.ok());
+    auto code = p->Stop(0, 60s);
+    REQUIRE(code.has_value());
+    return std::pair{*code, p->Log()};
+  };
+  auto [status_code, status_log] = ctl({"rollout", "status", "sss/" + f.set_name, "-o", "json"}, "ctl-status.log");
+  REQUIRE_MESSAGE(status_code == 0, status_log);
+  Json view = Json::parse(status_log);
+  MESSAGE(view.dump());
+  CHECK(view["phase"] == "Halted");
+  CHECK(view["waves"][0]["synced"] == 2);
+  CHECK(view["waves"][1]["failing"] == 2);
+  CHECK(view["waves"][1]["synced"] == 1);
+  CHECK(view["waves"][2]["released"] == false);
+  CHECK(view["waves"][2]["clusters"] == 4);
+  CHECK(view["waves"][2]["pending"] == 4);
+  auto [wait_code, wait_log] = ctl({"wait", "--timeout", "5m", "-q"}, "ctl-wait.log");
+  MESSAGE(wait_log);
+  CHECK(wait_code == 3);
+
   // The publisher killed while halted comes back at the same wave, still halted.
   REQUIRE(f.publisher->Stop(SIGKILL, 10s).has_value());
   f.StartPublisher();
@@ -262,15 +288,8 @@ TEST_CASE("a rollout in three waves halts on wave 2's failures, leaves wave 3 al
                       },
                       90s, 200ms),
                   f.Logs());
-  rollout::RolloutState resumed = *f.State();
-  resumed.phase = rollout::Phase::kProgressing;
-  resumed.message.clear();
-  resumed.failing.clear();
-  Json patch = {{"metadata",
-                 {{"annotations", {{rollout::kStateAnnotation, rollout::EncodeState(resumed)}}}}}};
-  auto written = f.hub->Patch(kube::Object(res::kSelectorSyncSets, "", f.set_name),
-                              kube::PatchType::kMerge, patch.dump());
-  REQUIRE_MESSAGE(written.ok(), written.status().ToString());
+  auto [resume_code, resume_log] = ctl({"rollout", "resume", "sss/" + f.set_name}, "ctl-resume.log");
+  REQUIRE_MESSAGE(resume_code == 0, resume_log);
   REQUIRE_MESSAGE(WaitFor(
                       [&] {
                         state = f.State();
