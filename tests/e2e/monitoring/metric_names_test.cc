@@ -239,6 +239,27 @@ TEST_CASE(
                                      << ", the broken cluster not dead-lettered\n"
                                      << consumer.Log().substr(0, 4000));
 
+  // A set rolled out in waves: the publisher's rollout gauges exist once it has one.
+  auto sets = rig.hub->List(kube::Collection(kube::resources::kSelectorSyncSets), {});
+  REQUIRE(sets.ok());
+  REQUIRE_FALSE(sets->items.empty());
+  Json gated = {
+      {"metadata",
+       {{"annotations",
+         {{"syncbus.io/rollout", R"({"waves": [{"clusters": 1}], "maxFailures": "100%"})"}}}}}};
+  auto annotated =
+      rig.hub->Patch(kube::Object(kube::resources::kSelectorSyncSets, "",
+                                  sets->items.front()["metadata"]["name"].get<std::string>()),
+                     kube::PatchType::kMerge, gated.dump());
+  REQUIRE_MESSAGE(annotated.ok(), annotated.status().ToString());
+  REQUIRE_MESSAGE(WaitFor(
+                      [&] {
+                        return rig.Get(publisher_url).find("syncbus_publisher_rollout_halted{") !=
+                               std::string::npos;
+                      },
+                      30s, 250ms),
+                  publisher.Log().substr(0, 4000));
+
   std::map<std::string, std::string> exported;
   for (const auto& url : {publisher_url, consumer_url}) {
     std::string page = rig.Get(url);
