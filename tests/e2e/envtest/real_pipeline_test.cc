@@ -87,22 +87,34 @@ struct RealPipeline : EnvtestClients {
     Json ns = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}};
     Create(*hub, resources::kNamespaces, ns);
     Create(*target, resources::kNamespaces, ns);
+    AddClusterDeployment(name,
+                         {{"syncbus-e2e", i == kSelectedCluster ? "selected" : "yes"},
+                          {kTargetNamespaceLabel, name}},
+                         "5e1f0000-0000-4000-8000-00000000000" + std::to_string(i));
+    Create(*hub, resources::kSecrets,
+           {{"apiVersion", "v1"},
+            {"kind", "Secret"},
+            {"metadata", {{"name", "pull-secret-source"}, {"namespace", name}}},
+            {"data", {{"token", EncodeBase64("s3cr3t-" + name)}}}});
+    Create(*hub, resources::kSyncSets, UpsertSet(name));
+    Create(*hub, resources::kSyncSets, SyncModeSet(name, {"s-1", "s-2"}, "v1"));
+  }
+
+  // A running ClusterDeployment `name` in its namespace (which exists) with `labels`, and its admin
+  // kubeconfig Secret, the target's.
+  void AddClusterDeployment(const std::string& name, const Json& labels,
+                            const std::string& cluster_id) {
     Create(*hub, resources::kClusterDeployments,
            {{"apiVersion", "hive.openshift.io/v1"},
             {"kind", "ClusterDeployment"},
-            {"metadata",
-             {{"name", name},
-              {"namespace", name},
-              {"labels",
-               {{"syncbus-e2e", i == kSelectedCluster ? "selected" : "yes"},
-                {kTargetNamespaceLabel, name}}}}},
+            {"metadata", {{"name", name}, {"namespace", name}, {"labels", labels}}},
             {"spec",
              {{"baseDomain", "envtest.syncbus.io"},
               {"clusterName", name},
               {"platform", {{"none", Json::object()}}},
               {"installed", true},
               {"clusterMetadata",
-               {{"clusterID", "5e1f0000-0000-4000-8000-00000000000" + std::to_string(i)},
+               {{"clusterID", cluster_id},
                 {"infraID", name},
                 {"adminKubeconfigSecretRef", {{"name", name + "-admin-kubeconfig"}}}}}}}});
     MarkClusterRunning(*hub, name, name);  // Hive syncs no other
@@ -111,13 +123,6 @@ struct RealPipeline : EnvtestClients {
             {"kind", "Secret"},
             {"metadata", {{"name", name + "-admin-kubeconfig"}, {"namespace", name}}},
             {"data", {{"kubeconfig", EncodeBase64(ReadFile(env.target_kubeconfig))}}}});
-    Create(*hub, resources::kSecrets,
-           {{"apiVersion", "v1"},
-            {"kind", "Secret"},
-            {"metadata", {{"name", "pull-secret-source"}, {"namespace", name}}},
-            {"data", {{"token", EncodeBase64("s3cr3t-" + name)}}}});
-    Create(*hub, resources::kSyncSets, UpsertSet(name));
-    Create(*hub, resources::kSyncSets, SyncModeSet(name, {"s-1", "s-2"}, "v1"));
   }
 
   // Upsert mode: two ConfigMaps, a merge patch onto one of them, a secretMapping.
@@ -420,25 +425,8 @@ void AddRolloutCluster(RealPipeline& p, int i) {
                  {"svc-type", kFailingEarly.count(i) ? "Bogus" : "ClusterIP"}};
   if (kCanaryWave.count(i)) labels["ring"] = "canary";
   if (kEarlyWave.count(i)) labels["ring"] = "early";
-  p.Create(*p.hub, resources::kClusterDeployments,
-           {{"apiVersion", "hive.openshift.io/v1"},
-            {"kind", "ClusterDeployment"},
-            {"metadata", {{"name", name}, {"namespace", name}, {"labels", labels}}},
-            {"spec",
-             {{"baseDomain", "envtest.syncbus.io"},
-              {"clusterName", name},
-              {"platform", {{"none", Json::object()}}},
-              {"installed", true},
-              {"clusterMetadata",
-               {{"clusterID", "5e1f0000-0000-4000-8000-0000000001" + std::to_string(10 + i)},
-                {"infraID", name},
-                {"adminKubeconfigSecretRef", {{"name", name + "-admin-kubeconfig"}}}}}}}});
-  MarkClusterRunning(*p.hub, name, name);
-  p.Create(*p.hub, resources::kSecrets,
-           {{"apiVersion", "v1"},
-            {"kind", "Secret"},
-            {"metadata", {{"name", name + "-admin-kubeconfig"}, {"namespace", name}}},
-            {"data", {{"kubeconfig", EncodeBase64(ReadFile(p.env.target_kubeconfig))}}}});
+  p.AddClusterDeployment(name, labels,
+                         "5e1f0000-0000-4000-8000-0000000001" + std::to_string(10 + i));
 }
 
 // The cluster's entry for the rollout's set: {observedGeneration, result}; {0, ""} when none.
@@ -449,6 +437,22 @@ std::pair<int64_t, std::string> RolloutEntry(RealPipeline& p, const std::string&
     if (e["name"] == kRolloutSet) return {e.value("observedGeneration", 0), e.value("result", "")};
   }
   return {0, ""};
+}
+
+std::optional<rollout::RolloutState> RolloutStateOf(RealPipeline& p);
+
+// Waits up to `timeout` for the rollout to reach `phase`; returns its state (REQUIREs it).
+rollout::RolloutState AwaitPhase(RealPipeline& p, rollout::Phase phase,
+                                 std::chrono::seconds timeout) {
+  std::optional<rollout::RolloutState> state;
+  REQUIRE_MESSAGE(WaitFor(
+                      [&] {
+                        state = RolloutStateOf(p);
+                        return state && state->phase == phase;
+                      },
+                      timeout, 250ms),
+                  p.Logs());
+  return *state;
 }
 
 std::optional<rollout::RolloutState> RolloutStateOf(RealPipeline& p) {
@@ -516,14 +520,7 @@ TEST_CASE(
   REQUIRE_MESSAGE(updated.ok(), updated.status().ToString());
   REQUIRE((*updated)["metadata"]["generation"] == 2);
 
-  std::optional<rollout::RolloutState> state;
-  REQUIRE_MESSAGE(WaitFor(
-                      [&] {
-                        state = RolloutStateOf(p);
-                        return state && state->phase == rollout::Phase::kHalted;
-                      },
-                      120s, 250ms),
-                  p.Logs());
+  std::optional<rollout::RolloutState> state = AwaitPhase(p, rollout::Phase::kHalted, 120s);
   CHECK(state->generation == 2);
   CHECK(state->wave == 2);
   CHECK(state->waves == 3);
@@ -594,13 +591,7 @@ TEST_CASE(
   Result<Json> written = p.hub->Patch(Object(resources::kSelectorSyncSets, "", kRolloutSet),
                                       kube::PatchType::kMerge, resume.dump());
   REQUIRE_MESSAGE(written.ok(), written.status().ToString());
-  REQUIRE_MESSAGE(WaitFor(
-                      [&] {
-                        state = RolloutStateOf(p);
-                        return state && state->phase == rollout::Phase::kComplete;
-                      },
-                      90s, 250ms),
-                  p.Logs());
+  AwaitPhase(p, rollout::Phase::kComplete, 90s);
   REQUIRE_MESSAGE(WaitFor([&] { return all_at(2); }, 90s, 250ms), p.Logs());
   const kube::Resource services{"", "v1", "services", "Service", true};
   CHECK(p.target->Get(Object(services, "rollout-e2e", "rollout-svc")).ok());

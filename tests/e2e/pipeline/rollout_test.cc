@@ -99,6 +99,18 @@ struct RolloutFleet : ProcessRig {
     REQUIRE_MESSAGE(s.ok(), s.status().ToString());
     return *s;
   }
+  // Waits up to `timeout` for the rollout to reach `phase`; returns its state (REQUIREs it).
+  rollout::RolloutState AwaitPhase(rollout::Phase phase, std::chrono::seconds timeout) {
+    std::optional<rollout::RolloutState> state;
+    REQUIRE_MESSAGE(WaitFor(
+                        [&] {
+                          state = State();
+                          return state && state->phase == phase;
+                        },
+                        timeout, 200ms),
+                    Logs());
+    return *state;
+  }
   void StartPublisher() {
     publisher.emplace(StartDaemon("publisher/syncbus-publisher", {}, "publisher.log"));
   }
@@ -163,14 +175,7 @@ TEST_CASE("a rollout in three waves halts on wave 2's failures, leaves wave 3 al
   REQUIRE((*updated)["metadata"]["generation"] == 2);
 
   // Halted in wave 2, naming both failing clusters and why.
-  std::optional<rollout::RolloutState> state;
-  REQUIRE_MESSAGE(WaitFor(
-                      [&] {
-                        state = f.State();
-                        return state && state->phase == rollout::Phase::kHalted;
-                      },
-                      90s, 200ms),
-                  f.Logs());
+  std::optional<rollout::RolloutState> state = f.AwaitPhase(rollout::Phase::kHalted, 90s);
   CHECK(state->generation == 2);
   CHECK(state->wave == 2);
   CHECK(state->waves == 3);
@@ -248,7 +253,8 @@ TEST_CASE("a rollout in three waves halts on wave 2's failures, leaves wave 3 al
     REQUIRE(code.has_value());
     return std::pair{*code, p->Log()};
   };
-  auto [status_code, status_log] = ctl({"rollout", "status", "sss/" + f.set_name, "-o", "json"}, "ctl-status.log");
+  auto [status_code, status_log] =
+      ctl({"rollout", "status", "sss/" + f.set_name, "-o", "json"}, "ctl-status.log");
   REQUIRE_MESSAGE(status_code == 0, status_log);
   Json view = Json::parse(status_log);
   MESSAGE(view.dump());
@@ -288,15 +294,10 @@ TEST_CASE("a rollout in three waves halts on wave 2's failures, leaves wave 3 al
                       },
                       90s, 200ms),
                   f.Logs());
-  auto [resume_code, resume_log] = ctl({"rollout", "resume", "sss/" + f.set_name}, "ctl-resume.log");
+  auto [resume_code, resume_log] =
+      ctl({"rollout", "resume", "sss/" + f.set_name}, "ctl-resume.log");
   REQUIRE_MESSAGE(resume_code == 0, resume_log);
-  REQUIRE_MESSAGE(WaitFor(
-                      [&] {
-                        state = f.State();
-                        return state && state->phase == rollout::Phase::kComplete;
-                      },
-                      60s, 200ms),
-                  f.Logs());
+  f.AwaitPhase(rollout::Phase::kComplete, 60s);
   REQUIRE_MESSAGE(WaitFor([&] { return all_at(2); }, 60s, 200ms), f.Logs());
   for (int i = 0; i < kRolloutClusters; ++i)
     CHECK(f.HasConfigMap(ClusterName(i), "team-a", "added"));
