@@ -275,6 +275,150 @@ class JournalTest(unittest.TestCase):
         self.assertEqual(leases.holders, {"w"})
 
 
+class RolloutTest(unittest.TestCase):
+    """The rollout in waves: the hold, a wave boundary during faults, the end. Clusters c0..c9 in
+    waves by count of 1, 30%, then the rest: c7; c1, c4, c5; the others (pinned to the C++ below)."""
+
+    BOUNDS = ["143ad8baac815aa8", "5e31f16fddcc86f1", "ffffffffffffffff"]
+    CLUSTERS = [f"c{i}" for i in range(10)]
+    WAVES = {"c7": 1, "c1": 2, "c4": 2, "c5": 2, "c0": 3, "c2": 3, "c3": 3, "c6": 3, "c8": 3, "c9": 3}
+    MARKS = {"mark-1": 1, "mark-2": 2}
+
+    @classmethod
+    def state(cls, generation, wave, phase="Progressing", **more):
+        return dict({"generation": generation, "wave": wave, "waves": 3, "phase": phase, "bounds": cls.BOUNDS},
+                    **more)
+
+    def rollout(self, generation, start, mark):
+        """A clean rollout of `generation` from `start` (unix s): each wave released 10 s after the
+        last, its clusters written 1 s after their release. (states, writes)"""
+        states = [(start + 10 * (w - 1), self.state(generation, w)) for w in (1, 2, 3)]
+        states.append((start + 30, self.state(generation, 3, "Complete")))
+        writes = [(start + 10 * (self.WAVES[c] - 1) + 1, c, mark, "consumer-1") for c in self.CLUSTERS]
+        return states, sorted(writes)
+
+    def history(self, *rollouts):
+        h = cc.RolloutHistory()
+        for states, writes in rollouts:
+            h.states += states
+            h.writes += writes
+        return h
+
+    def test_ranks_and_waves_as_the_cpp_computes_them(self):
+        # The same figures as tests/unit/core/rollout_test.cc pins RankOf, BoundsFor and WaveOf to.
+        self.assertEqual(cc.rank_of("c0/c0"), 0xde1b193ca899e231)
+        self.assertEqual(cc.rank_of("c1/c1"), 0x3c972e102601add0)
+        self.assertEqual(cc.rank_of("cluster-0007/cluster-0007"), 0x02e0dfaccb17a2a6)
+        state = self.state(1, 1)
+        self.assertEqual([cc.wave_of(f"c{i}/c{i}", state) for i in range(10)], [3, 2, 3, 3, 2, 2, 3, 1, 3, 3])
+        self.assertTrue(cc.released_to("c7/c7", state, 1))
+        self.assertFalse(cc.released_to("c1/c1", state, 1))
+        self.assertTrue(cc.released_to("c1/c1", self.state(1, 3, "Complete"), 1))
+
+    def test_writes_after_their_waves_release(self):
+        h = self.history(self.rollout(1, 1000.0, "mark-1"), self.rollout(2, 2000.0, "mark-2"))
+        check = cc.check_rollout_held(h, self.MARKS, self.CLUSTERS)
+        self.assertTrue(check.ok, check.problems)
+        self.assertIn("20 writes of 2 generations", check.detail)
+        self.assertIn("wave 1: 2, wave 2: 6, wave 3: 12", check.detail)
+
+    def test_a_write_before_its_wave_was_released(self):
+        states, writes = self.rollout(2, 2000.0, "mark-2")
+        writes.append((2012.0, "c0", "mark-2", "consumer-2"))   # c0 is in wave 3, released at 2020
+        check = cc.check_rollout_held(self.history(self.rollout(1, 1000.0, "mark-1"), (states, writes)),
+                                      self.MARKS, self.CLUSTERS)
+        self.assertFalse(check.ok)
+        self.assertEqual(len(check.problems), 1)
+        self.assertIn("c0: mark-2 (generation 2) written by consumer-2 at 2012.000, its wave 3 not released "
+                      "(wave 2 of 3 released, Progressing)", check.problems[0])
+
+    def test_a_new_generation_is_not_released_by_the_old_ones_state(self):
+        # Generation 1 complete; generation 2 written to wave 2 while its own state is in wave 1.
+        states, writes = self.rollout(2, 2000.0, "mark-2")
+        writes.append((2001.5, "c1", "mark-2", "consumer-1"))
+        check = cc.check_rollout_held(self.history(self.rollout(1, 1000.0, "mark-1"), (states, writes)),
+                                      self.MARKS, self.CLUSTERS)
+        self.assertFalse(check.ok)
+        self.assertIn("c1: mark-2 (generation 2)", check.problems[0])
+        # ... nor before its own state exists.
+        check = cc.check_rollout_held(self.history(self.rollout(1, 1000.0, "mark-1"),
+                                                   (states, writes + [(1999.0, "c7", "mark-2", "consumer-1")])),
+                                      self.MARKS, self.CLUSTERS)
+        self.assertFalse(check.ok)
+        self.assertTrue(any("no state for it yet" in p for p in check.problems), check.problems)
+
+    def test_too_few_writes_or_one_generation_prove_nothing(self):
+        states, writes = self.rollout(1, 1000.0, "mark-1")
+        check = cc.check_rollout_held(self.history((states, writes[:5])), self.MARKS, self.CLUSTERS)
+        self.assertFalse(check.ok)
+        self.assertTrue(any("only 5 writes" in p for p in check.problems), check.problems)
+        self.assertTrue(any("no generation rolled out over another" in p for p in check.problems), check.problems)
+
+    def test_the_history_from_the_journal(self):
+        state = json.dumps(self.state(1, 1))
+        entries = [
+            {"t": 1000000, "cluster": "hub", "resource": "selectorsyncsets", "name": "rolled", "rolloutState": state},
+            {"t": 1000500, "cluster": "hub", "resource": "selectorsyncsets", "name": "rolled", "rolloutState": state},
+            {"t": 1000600, "cluster": "hub", "resource": "selectorsyncsets", "name": "other",
+             "rolloutState": json.dumps(self.state(1, 2))},
+            {"t": 1001000, "cluster": "c7", "resource": "configmaps", "name": "mark-1", "verb": "apply",
+             "userAgent": "syncbus-consumer/consumer-1"},
+            {"t": 1001100, "cluster": "c7", "resource": "configmaps", "name": "not-a-mark", "verb": "apply",
+             "userAgent": "syncbus-consumer/consumer-1"},
+            {"t": 1001200, "cluster": "hub", "resource": "configmaps", "name": "mark-1", "verb": "apply"},
+        ]
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            f.write("".join(json.dumps(e) + "\n" for e in entries))
+        self.addCleanup(os.unlink, f.name)
+        h = cc.rollout_history(f.name, "rolled", self.MARKS, self.CLUSTERS)
+        self.assertEqual(h.states, [(1000.0, self.state(1, 1))])
+        self.assertEqual(h.writes, [(1001.0, "c7", "mark-1", "consumer-1")])
+
+    @staticmethod
+    def faults():
+        return [SimpleNamespace(kind="broker-kill", target="rabbit-2", at=1008.0, ended=1015.0, node_back=1018.0,
+                                lingers=0.0),
+                SimpleNamespace(kind="connection-close", target="consumer-1", at=1020.0, ended=0.0, lingers=0.0)]
+
+    def test_a_boundary_during_a_fault(self):
+        check = cc.check_boundary_during_faults(self.history(self.rollout(1, 1000.0, "mark-1")), self.faults())
+        self.assertTrue(check.ok, check.problems)
+        self.assertIn("2 wave releases, 1 during a fault", check.detail)
+        self.assertIn("generation 1 wave 2 at +2.0s during broker-kill rabbit-2 (+0.0s..+10.0s)", check.detail)
+
+    def test_no_boundary_during_a_fault(self):
+        # The releases at 1010 and 1020: the first between faults, the second at a connection's close.
+        faults = self.faults()
+        faults[0].at, faults[0].ended, faults[0].node_back = 1011.0, 1015.0, 1016.0
+        check = cc.check_boundary_during_faults(self.history(self.rollout(1, 1000.0, "mark-1")), faults)
+        self.assertFalse(check.ok)
+        self.assertIn("none of the 2 wave releases fell in a fault", check.problems[0])
+        states = [(1000.0, self.state(1, 1)), (1005.0, self.state(1, 1, "Halted"))]
+        check = cc.check_boundary_during_faults(self.history((states, [])), self.faults())
+        self.assertFalse(check.ok)
+        self.assertIn("no wave boundary at all", check.problems[0])
+
+    def test_complete_never_halted(self):
+        h = self.history(self.rollout(1, 1000.0, "mark-1"), self.rollout(2, 2000.0, "mark-2"))
+        check = cc.check_rollout_complete(h, self.state(2, 3, "Complete"), 2)
+        self.assertTrue(check.ok, check.problems)
+        self.assertIn("2 generations rolled out; the last, 2, Complete", check.detail)
+        check = cc.check_rollout_complete(h, self.state(2, 2), 2)
+        self.assertFalse(check.ok)
+        self.assertIn("did not complete: generation 2, Progressing in wave 2 of 3", check.problems[0])
+
+    def test_a_halt_fails_and_names_the_faults_then(self):
+        states, writes = self.rollout(1, 1000.0, "mark-1")
+        halted = self.state(1, 2, "Halted", message="wave 2 of 3: 2 of 3 clusters failed; the wave tolerates 1",
+                            failing=[{"cluster": "c1/c1", "message": "refused"}])
+        states.insert(2, (1012.0, halted))
+        check = cc.check_rollout_complete(self.history((states, writes)), self.state(1, 3, "Complete"), 1,
+                                          self.faults())
+        self.assertFalse(check.ok)
+        self.assertEqual(check.problems, ["generation 1 halted in wave 2 of 3: wave 2 of 3: 2 of 3 clusters failed; "
+                                          "the wave tolerates 1 (c1/c1: refused); during broker-kill rabbit-2"])
+
+
 class FleetTest(unittest.TestCase):
     """verify_fleet on a hub and targets served from dictionaries."""
 
