@@ -9,10 +9,9 @@ marks against."""
 
 import copy
 import json
-import threading
 import time
 
-from syncbus_tools.chaos_system import note
+from syncbus_tools.chaos_system import Background, note
 
 HIVE = "/apis/hive.openshift.io/v1"
 SET_NAME = "chaos-rollout"
@@ -27,7 +26,7 @@ SPEC = {"waves": [{"clusters": 5}, {"clusters": "25%"}], "maxFailures": "50%", "
 RESOURCES = 2   # ConfigMaps of the set on each cluster: its content and its generation's mark
 
 
-class RolloutStream:
+class RolloutStream(Background):
     """Creates the rollout's set (create) and, between start() and stop(), edits it each time
     its rollout is Complete, once when one is in wave 2 or later, and after a halt (an operator's
     revert rolls out the same way). `marks`: {ConfigMap name: the set generation that writes
@@ -43,8 +42,7 @@ class RolloutStream:
         self.failed = 0
         self.restarted = False    # a generation made in the middle of a rollout
         self._n = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="rollout", daemon=True)
+        super().__init__("rollout")
 
     def create(self):
         """The set, shaped as the fleet's SelectorSyncSets (their selector and namespace)."""
@@ -68,14 +66,6 @@ class RolloutStream:
                     "metadata": {"name": name, "namespace": self._cm["namespace"]}, "data": {"payload": payload}}
         return [cm(SET_NAME, f"rollout-{self._n}-{self.rng.getrandbits(32):08x}"),
                 cm(self._mark(), str(self._n))]
-
-    def start(self):
-        self._thread.start()
-
-    def stop(self):
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
 
     def read(self):
         """(the set, its rollout state or None); raises on a hub error."""
