@@ -14,6 +14,7 @@ an unreadable file) has not shown that nothing leaked; a fault kind never inject
 missed, one judged on fewer undisturbed faults than asked or on none, and a consumer fault whose
 victim held no cluster fail the run; the scheduler goes on until each goal has its samples."""
 
+import copy
 import datetime
 import json
 import os
@@ -22,7 +23,7 @@ import tempfile
 import unittest
 from types import SimpleNamespace
 
-from syncbus_tools import chaos_checks as cc
+from syncbus_tools import chaos_checks as cc, chaos_rollout
 from syncbus_tools.chaos_faults import Chaos, Fault
 from syncbus_tools.chaos_system import Daemon, logged_identity, now
 
@@ -417,6 +418,99 @@ class RolloutTest(unittest.TestCase):
         self.assertFalse(check.ok)
         self.assertEqual(check.problems, ["generation 1 halted in wave 2 of 3: wave 2 of 3: 2 of 3 clusters failed; "
                                           "the wave tolerates 1 (c1/c1: refused); during broker-kill rabbit-2"])
+
+
+class RolloutStreamTest(unittest.TestCase):
+    """The run's rollout driver (chaos_rollout.RolloutStream) on a hub that keeps one set."""
+
+    class Hub:
+        def __init__(self):
+            self.template = {"spec": {"clusterDeploymentSelector": {"matchLabels": {"fleet": "yes"}},
+                                      "resources": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                                     "metadata": {"name": "x", "namespace": "sim-ns"}}]}}
+            self.obj = None
+            self.refuse = False
+            self.requests = []
+
+        def get(self, path, timeout=60):
+            return copy.deepcopy(self.template if path.endswith("/fleet-sss-00") else self.obj)
+
+        def request(self, method, path, body=None, content_type="application/json", timeout=60, accept_codes=()):
+            self.requests.append((method, body))
+            if self.refuse:
+                raise RuntimeError("HTTP 409")
+            meta = body["metadata"]
+            if method == "POST":
+                self.obj = copy.deepcopy(body)
+                self.obj["metadata"].update(generation=1, resourceVersion="1")
+            elif method == "PUT":
+                changed = body["spec"] != self.obj["spec"]
+                self.obj = copy.deepcopy(body)
+                self.obj["metadata"]["generation"] = meta["generation"] + changed
+            else:
+                self.obj["metadata"]["annotations"].update(meta["annotations"])
+            self.obj["metadata"]["resourceVersion"] = str(int(self.obj["metadata"]["resourceVersion"]) + 1)
+            return 201, copy.deepcopy(self.obj)
+
+        def set_state(self, **state):
+            state.setdefault("generation", self.obj["metadata"]["generation"])
+            self.obj["metadata"]["annotations"][chaos_rollout.STATE_ANNOTATION] = json.dumps(state)
+
+    def stream(self):
+        hub = self.Hub()
+        stream = chaos_rollout.RolloutStream(hub, random.Random(1))
+        stream.create()
+        return hub, stream
+
+    def test_the_set_it_makes(self):
+        hub, stream = self.stream()
+        meta, spec = hub.obj["metadata"], hub.obj["spec"]
+        self.assertEqual(json.loads(meta["annotations"][chaos_rollout.SPEC_ANNOTATION]), chaos_rollout.SPEC)
+        self.assertEqual(spec["clusterDeploymentSelector"], hub.template["spec"]["clusterDeploymentSelector"])
+        self.assertEqual([r["metadata"]["name"] for r in spec["resources"]], ["chaos-rollout", "chaos-rollout-g000"])
+        self.assertEqual(len(spec["resources"]), chaos_rollout.RESOURCES)
+        self.assertEqual(stream.marks, {"chaos-rollout-g000": 1})
+
+    def test_edits_when_complete_once_mid_rollout_and_after_a_halt(self):
+        hub, stream = self.stream()
+        stream.step()   # no state yet: nothing
+        hub.set_state(wave=2, waves=3, phase="Progressing")
+        stream.step()   # generation 1 in wave 2, but no edit of its own yet: not the time to restart
+        hub.set_state(wave=3, waves=3, phase="Complete")
+        stream.step()
+        self.assertEqual(stream.marks, {"chaos-rollout-g000": 1, "chaos-rollout-g001": 2})
+        hub.set_state(wave=2, waves=3, phase="Progressing")
+        stream.step()   # in the middle: a new generation, once
+        self.assertTrue(stream.restarted)
+        hub.set_state(wave=2, waves=3, phase="Progressing")
+        stream.step()
+        self.assertEqual(stream.edits, 2)
+        hub.set_state(wave=1, waves=3, phase="Halted", message="wave 1 of 3: 3 of 5 failed")
+        stream.step()
+        self.assertEqual(stream.edits, 3)
+        self.assertEqual(len(stream.halts), 1)
+        self.assertEqual(stream.marks["chaos-rollout-g003"], 4)
+        hub.refuse = True   # a refused edit leaves no mark
+        hub.obj["metadata"]["annotations"][chaos_rollout.STATE_ANNOTATION] = json.dumps(
+            {"generation": 4, "wave": 3, "waves": 3, "phase": "Complete"})
+        stream.step()
+        self.assertEqual((stream.edits, stream.failed, len(stream.marks)), (3, 1, 4))
+
+    def test_a_halt_at_the_end_is_resumed_and_kept(self):
+        hub, stream = self.stream()
+        hub.set_state(wave=2, waves=3, phase="Halted", message="m", failing=[{"cluster": "c/c"}])
+        self.assertEqual(hub.obj["metadata"]["resourceVersion"], "2")
+        real_sleep = chaos_rollout.time.sleep
+        chaos_rollout.time.sleep = lambda s: hub.set_state(wave=3, waves=3, phase="Complete") \
+            if hub.requests[-1][0] == "PATCH" else None
+        self.addCleanup(setattr, chaos_rollout.time, "sleep", real_sleep)
+        final, _ = stream.wait_complete(2)
+        self.assertEqual(final["phase"], "Complete")
+        self.assertEqual(len(stream.halts), 1)
+        patch = [b for m, b in hub.requests if m == "PATCH"][0]
+        resumed = json.loads(patch["metadata"]["annotations"][chaos_rollout.STATE_ANNOTATION])
+        self.assertEqual(resumed, {"generation": 1, "wave": 2, "waves": 3, "phase": "Progressing"})
+        self.assertEqual(patch["metadata"]["resourceVersion"], "2")   # the halted state's: no blind write
 
 
 class FleetTest(unittest.TestCase):

@@ -19,6 +19,7 @@ SELFTEST = os.path.join(HERE, "chaos_checks_test.py")
 CHECKS = "chaos_checks.py"
 SYSTEM = "chaos_system.py"
 FAULTS = "chaos_faults.py"
+ROLLOUT = "chaos_rollout.py"
 
 # (defect, module, the line as it is, the line with the defect, the self-test that must fail)
 DEFECTS = [
@@ -100,6 +101,11 @@ DEFECTS = [
     ("a rollout that halted on the way passes", CHECKS,
      'if state.get("phase") != "Halted" or key in halted:', "if True:",
      "test_a_halt_fails_and_names_the_faults_then"),
+    ("the run never makes a generation in the middle of a rollout", ROLLOUT,
+     'elif phase == "Complete" or (not self.restarted and self.edits >= 1 and state.get("wave", 0) >= 2):',
+     'elif phase == "Complete":', "test_edits_when_complete_once_mid_rollout_and_after_a_halt"),
+    ("a halted rollout at the end is left halted", ROLLOUT, "self._resume(obj, state)", "pass",
+     "test_a_halt_at_the_end_is_resumed_and_kept"),
 ]
 
 

@@ -75,24 +75,28 @@ class RolloutStream(Background):
 
     def _loop(self):
         while not self._stop.wait(1.0):
-            try:
-                obj, state = self.read()
-            except Exception:   # a hub burst: look again
-                continue
-            if state is None or state.get("generation") != obj["metadata"]["generation"]:
-                continue
-            phase = state.get("phase")
-            if phase == "Halted":
-                if not self.halts or self.halts[-1] != state:
-                    self.halts.append(state)
-                note(f"rollout of {SET_NAME} generation {state['generation']} halted: {state.get('message')}")
-                self._edit(obj)
-            elif phase == "Complete" or (not self.restarted and self.edits >= 1 and state.get("wave", 0) >= 2):
-                mid = phase != "Complete"
-                if self._edit(obj) and mid:
-                    self.restarted = True
-                    note(f"rollout of {SET_NAME}: a new generation in wave {state['wave']} of generation "
-                         f"{state['generation']}")
+            self.step()
+
+    def step(self):
+        """One look at the set, and the edit it calls for, if any."""
+        try:
+            obj, state = self.read()
+        except Exception:   # a hub burst: look again
+            return
+        if state is None or state.get("generation") != obj["metadata"]["generation"]:
+            return
+        phase = state.get("phase")
+        if phase == "Halted":
+            if not self.halts or self.halts[-1] != state:
+                self.halts.append(state)
+            note(f"rollout of {SET_NAME} generation {state['generation']} halted: {state.get('message')}")
+            self._edit(obj)
+        elif phase == "Complete" or (not self.restarted and self.edits >= 1 and state.get("wave", 0) >= 2):
+            mid = phase != "Complete"
+            if self._edit(obj) and mid:
+                self.restarted = True
+                note(f"rollout of {SET_NAME}: a new generation in wave {state['wave']} of generation "
+                     f"{state['generation']}")
 
     def _edit(self, obj):
         """A new generation: new content and a new mark. False when the hub refused it (a burst,
