@@ -14,6 +14,7 @@ an unreadable file) has not shown that nothing leaked; a fault kind never inject
 missed, one judged on fewer undisturbed faults than asked or on none, and a consumer fault whose
 victim held no cluster fail the run; the scheduler goes on until each goal has its samples."""
 
+import copy
 import datetime
 import json
 import os
@@ -22,7 +23,7 @@ import tempfile
 import unittest
 from types import SimpleNamespace
 
-from syncbus_tools import chaos_checks as cc
+from syncbus_tools import chaos_checks as cc, chaos_rollout
 from syncbus_tools.chaos_faults import Chaos, Fault
 from syncbus_tools.chaos_system import Daemon, logged_identity, now
 
@@ -273,6 +274,243 @@ class JournalTest(unittest.TestCase):
         self.assertEqual(leases.apply(dict(self.lease(1200, "c2", ""), userAgent="syncbus-consumer/w")), "")
         self.assertEqual(leases.held_by("w"), [])   # an empty holder gives it back too
         self.assertEqual(leases.holders, {"w"})
+
+
+class RolloutTest(unittest.TestCase):
+    """The rollout in waves: the hold, a wave boundary during faults, the end. Clusters c0..c9 in
+    waves by count of 1, 30%, then the rest: c7; c1, c4, c5; the others (pinned to the C++ below)."""
+
+    BOUNDS = ["143ad8baac815aa8", "5e31f16fddcc86f1", "ffffffffffffffff"]
+    CLUSTERS = [f"c{i}" for i in range(10)]
+    WAVES = {"c7": 1, "c1": 2, "c4": 2, "c5": 2, "c0": 3, "c2": 3, "c3": 3, "c6": 3, "c8": 3, "c9": 3}
+    MARKS = {"mark-1": 1, "mark-2": 2}
+
+    @classmethod
+    def state(cls, generation, wave, phase="Progressing", **more):
+        return dict({"generation": generation, "wave": wave, "waves": 3, "phase": phase, "bounds": cls.BOUNDS},
+                    **more)
+
+    def rollout(self, generation, start, mark):
+        """A clean rollout of `generation` from `start` (unix s): each wave released 10 s after the
+        last, its clusters written 1 s after their release. (states, writes)"""
+        states = [(start + 10 * (w - 1), self.state(generation, w)) for w in (1, 2, 3)]
+        states.append((start + 30, self.state(generation, 3, "Complete")))
+        writes = [(start + 10 * (self.WAVES[c] - 1) + 1, c, mark, "consumer-1") for c in self.CLUSTERS]
+        return states, sorted(writes)
+
+    def history(self, *rollouts):
+        h = cc.RolloutHistory()
+        for states, writes in rollouts:
+            h.states += states
+            h.writes += writes
+        return h
+
+    def test_ranks_and_waves_as_the_cpp_computes_them(self):
+        # The same figures as tests/unit/core/rollout_test.cc pins RankOf, BoundsFor and WaveOf to.
+        self.assertEqual(cc.rank_of("c0/c0"), 0xde1b193ca899e231)
+        self.assertEqual(cc.rank_of("c1/c1"), 0x3c972e102601add0)
+        self.assertEqual(cc.rank_of("cluster-0007/cluster-0007"), 0x02e0dfaccb17a2a6)
+        state = self.state(1, 1)
+        self.assertEqual([cc.wave_of(f"c{i}/c{i}", state) for i in range(10)], [3, 2, 3, 3, 2, 2, 3, 1, 3, 3])
+        self.assertTrue(cc.released_to("c7/c7", state, 1))
+        self.assertFalse(cc.released_to("c1/c1", state, 1))
+        self.assertTrue(cc.released_to("c1/c1", self.state(1, 3, "Complete"), 1))
+
+    def test_writes_after_their_waves_release(self):
+        h = self.history(self.rollout(1, 1000.0, "mark-1"), self.rollout(2, 2000.0, "mark-2"))
+        check = cc.check_rollout_held(h, self.MARKS, self.CLUSTERS)
+        self.assertTrue(check.ok, check.problems)
+        self.assertIn("20 writes of 2 generations", check.detail)
+        self.assertIn("wave 1: 2, wave 2: 6, wave 3: 12", check.detail)
+
+    def test_a_write_before_its_wave_was_released(self):
+        states, writes = self.rollout(2, 2000.0, "mark-2")
+        writes.append((2012.0, "c0", "mark-2", "consumer-2"))   # c0 is in wave 3, released at 2020
+        check = cc.check_rollout_held(self.history(self.rollout(1, 1000.0, "mark-1"), (states, writes)),
+                                      self.MARKS, self.CLUSTERS)
+        self.assertFalse(check.ok)
+        self.assertEqual(len(check.problems), 1)
+        self.assertIn("c0: mark-2 (generation 2) written by consumer-2 at 2012.000, its wave 3 not released "
+                      "(wave 2 of 3 released, Progressing)", check.problems[0])
+
+    def test_a_new_generation_is_not_released_by_the_old_ones_state(self):
+        # Generation 1 complete; generation 2 written to wave 2 while its own state is in wave 1.
+        states, writes = self.rollout(2, 2000.0, "mark-2")
+        writes.append((2001.5, "c1", "mark-2", "consumer-1"))
+        check = cc.check_rollout_held(self.history(self.rollout(1, 1000.0, "mark-1"), (states, writes)),
+                                      self.MARKS, self.CLUSTERS)
+        self.assertFalse(check.ok)
+        self.assertIn("c1: mark-2 (generation 2)", check.problems[0])
+        # ... nor before its own state exists.
+        check = cc.check_rollout_held(self.history(self.rollout(1, 1000.0, "mark-1"),
+                                                   (states, writes + [(1999.0, "c7", "mark-2", "consumer-1")])),
+                                      self.MARKS, self.CLUSTERS)
+        self.assertFalse(check.ok)
+        self.assertTrue(any("no state for it yet" in p for p in check.problems), check.problems)
+
+    def test_too_few_writes_or_one_generation_prove_nothing(self):
+        states, writes = self.rollout(1, 1000.0, "mark-1")
+        check = cc.check_rollout_held(self.history((states, writes[:5])), self.MARKS, self.CLUSTERS)
+        self.assertFalse(check.ok)
+        self.assertTrue(any("only 5 writes" in p for p in check.problems), check.problems)
+        self.assertTrue(any("no generation rolled out over another" in p for p in check.problems), check.problems)
+
+    def test_the_history_from_the_journal(self):
+        state = json.dumps(self.state(1, 1))
+        entries = [
+            {"t": 1000000, "cluster": "hub", "resource": "selectorsyncsets", "name": "rolled", "rolloutState": state},
+            {"t": 1000500, "cluster": "hub", "resource": "selectorsyncsets", "name": "rolled", "rolloutState": state},
+            {"t": 1000600, "cluster": "hub", "resource": "selectorsyncsets", "name": "other",
+             "rolloutState": json.dumps(self.state(1, 2))},
+            {"t": 1001000, "cluster": "c7", "resource": "configmaps", "name": "mark-1", "verb": "apply",
+             "userAgent": "syncbus-consumer/consumer-1"},
+            {"t": 1001100, "cluster": "c7", "resource": "configmaps", "name": "not-a-mark", "verb": "apply",
+             "userAgent": "syncbus-consumer/consumer-1"},
+            {"t": 1001200, "cluster": "hub", "resource": "configmaps", "name": "mark-1", "verb": "apply"},
+        ]
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            f.write("".join(json.dumps(e) + "\n" for e in entries))
+        self.addCleanup(os.unlink, f.name)
+        h = cc.rollout_history(f.name, "rolled", self.MARKS, self.CLUSTERS)
+        self.assertEqual(h.states, [(1000.0, self.state(1, 1))])
+        self.assertEqual(h.writes, [(1001.0, "c7", "mark-1", "consumer-1")])
+
+    @staticmethod
+    def faults():
+        return [SimpleNamespace(kind="broker-kill", target="rabbit-2", at=1008.0, ended=1015.0, node_back=1018.0,
+                                lingers=0.0),
+                SimpleNamespace(kind="connection-close", target="consumer-1", at=1020.0, ended=0.0, lingers=0.0)]
+
+    def test_a_boundary_during_a_fault(self):
+        check = cc.check_boundary_during_faults(self.history(self.rollout(1, 1000.0, "mark-1")), self.faults())
+        self.assertTrue(check.ok, check.problems)
+        self.assertIn("2 wave releases, 1 during a fault", check.detail)
+        self.assertIn("generation 1 wave 2 at +2.0s during broker-kill rabbit-2 (+0.0s..+10.0s)", check.detail)
+
+    def test_no_boundary_during_a_fault(self):
+        # The releases at 1010 and 1020: the first between faults, the second at a connection's close.
+        faults = self.faults()
+        faults[0].at, faults[0].ended, faults[0].node_back = 1011.0, 1015.0, 1016.0
+        check = cc.check_boundary_during_faults(self.history(self.rollout(1, 1000.0, "mark-1")), faults)
+        self.assertFalse(check.ok)
+        self.assertIn("none of the 2 wave releases fell in a fault", check.problems[0])
+        states = [(1000.0, self.state(1, 1)), (1005.0, self.state(1, 1, "Halted"))]
+        check = cc.check_boundary_during_faults(self.history((states, [])), self.faults())
+        self.assertFalse(check.ok)
+        self.assertIn("no wave boundary at all", check.problems[0])
+
+    def test_complete_never_halted(self):
+        h = self.history(self.rollout(1, 1000.0, "mark-1"), self.rollout(2, 2000.0, "mark-2"))
+        check = cc.check_rollout_complete(h, self.state(2, 3, "Complete"), 2)
+        self.assertTrue(check.ok, check.problems)
+        self.assertIn("2 generations rolled out; the last, 2, Complete", check.detail)
+        check = cc.check_rollout_complete(h, self.state(2, 2), 2)
+        self.assertFalse(check.ok)
+        self.assertIn("did not complete: generation 2, Progressing in wave 2 of 3", check.problems[0])
+
+    def test_a_halt_fails_and_names_the_faults_then(self):
+        states, writes = self.rollout(1, 1000.0, "mark-1")
+        halted = self.state(1, 2, "Halted", message="wave 2 of 3: 2 of 3 clusters failed; the wave tolerates 1",
+                            failing=[{"cluster": "c1/c1", "message": "refused"}])
+        states.insert(2, (1012.0, halted))
+        check = cc.check_rollout_complete(self.history((states, writes)), self.state(1, 3, "Complete"), 1,
+                                          self.faults())
+        self.assertFalse(check.ok)
+        self.assertEqual(check.problems, ["generation 1 halted in wave 2 of 3: wave 2 of 3: 2 of 3 clusters failed; "
+                                          "the wave tolerates 1 (c1/c1: refused); during broker-kill rabbit-2"])
+
+
+class RolloutStreamTest(unittest.TestCase):
+    """The run's rollout driver (chaos_rollout.RolloutStream) on a hub that keeps one set."""
+
+    class Hub:
+        def __init__(self):
+            self.template = {"spec": {"clusterDeploymentSelector": {"matchLabels": {"fleet": "yes"}},
+                                      "resources": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                                     "metadata": {"name": "x", "namespace": "sim-ns"}}]}}
+            self.obj = None
+            self.refuse = False
+            self.requests = []
+
+        def get(self, path, timeout=60):
+            return copy.deepcopy(self.template if path.endswith("/fleet-sss-00") else self.obj)
+
+        def request(self, method, path, body=None, content_type="application/json", timeout=60, accept_codes=()):
+            self.requests.append((method, body))
+            if self.refuse:
+                raise RuntimeError("HTTP 409")
+            meta = body["metadata"]
+            if method == "POST":
+                self.obj = copy.deepcopy(body)
+                self.obj["metadata"].update(generation=1, resourceVersion="1")
+            elif method == "PUT":
+                changed = body["spec"] != self.obj["spec"]
+                self.obj = copy.deepcopy(body)
+                self.obj["metadata"]["generation"] = meta["generation"] + changed
+            else:
+                self.obj["metadata"]["annotations"].update(meta["annotations"])
+            self.obj["metadata"]["resourceVersion"] = str(int(self.obj["metadata"]["resourceVersion"]) + 1)
+            return 201, copy.deepcopy(self.obj)
+
+        def set_state(self, **state):
+            state.setdefault("generation", self.obj["metadata"]["generation"])
+            self.obj["metadata"]["annotations"][chaos_rollout.STATE_ANNOTATION] = json.dumps(state)
+
+    def stream(self):
+        hub = self.Hub()
+        stream = chaos_rollout.RolloutStream(hub, random.Random(1))
+        stream.create()
+        return hub, stream
+
+    def test_the_set_it_makes(self):
+        hub, stream = self.stream()
+        meta, spec = hub.obj["metadata"], hub.obj["spec"]
+        self.assertEqual(json.loads(meta["annotations"][chaos_rollout.SPEC_ANNOTATION]), chaos_rollout.SPEC)
+        self.assertEqual(spec["clusterDeploymentSelector"], hub.template["spec"]["clusterDeploymentSelector"])
+        self.assertEqual([r["metadata"]["name"] for r in spec["resources"]], ["chaos-rollout", "chaos-rollout-g000"])
+        self.assertEqual(len(spec["resources"]), chaos_rollout.RESOURCES)
+        self.assertEqual(stream.marks, {"chaos-rollout-g000": 1})
+
+    def test_edits_when_complete_once_mid_rollout_and_after_a_halt(self):
+        hub, stream = self.stream()
+        stream.step()   # no state yet: nothing
+        hub.set_state(wave=2, waves=3, phase="Progressing")
+        stream.step()   # generation 1 in wave 2, but no edit of its own yet: not the time to restart
+        hub.set_state(wave=3, waves=3, phase="Complete")
+        stream.step()
+        self.assertEqual(stream.marks, {"chaos-rollout-g000": 1, "chaos-rollout-g001": 2})
+        hub.set_state(wave=2, waves=3, phase="Progressing")
+        stream.step()   # in the middle: a new generation, once
+        self.assertTrue(stream.restarted)
+        hub.set_state(wave=2, waves=3, phase="Progressing")
+        stream.step()
+        self.assertEqual(stream.edits, 2)
+        hub.set_state(wave=1, waves=3, phase="Halted", message="wave 1 of 3: 3 of 5 failed")
+        stream.step()
+        self.assertEqual(stream.edits, 3)
+        self.assertEqual(len(stream.halts), 1)
+        self.assertEqual(stream.marks["chaos-rollout-g003"], 4)
+        hub.refuse = True   # a refused edit leaves no mark
+        hub.obj["metadata"]["annotations"][chaos_rollout.STATE_ANNOTATION] = json.dumps(
+            {"generation": 4, "wave": 3, "waves": 3, "phase": "Complete"})
+        stream.step()
+        self.assertEqual((stream.edits, stream.failed, len(stream.marks)), (3, 1, 4))
+
+    def test_a_halt_at_the_end_is_resumed_and_kept(self):
+        hub, stream = self.stream()
+        hub.set_state(wave=2, waves=3, phase="Halted", message="m", failing=[{"cluster": "c/c"}])
+        self.assertEqual(hub.obj["metadata"]["resourceVersion"], "2")
+        real_sleep = chaos_rollout.time.sleep
+        chaos_rollout.time.sleep = lambda s: hub.set_state(wave=3, waves=3, phase="Complete") \
+            if hub.requests[-1][0] == "PATCH" else None
+        self.addCleanup(setattr, chaos_rollout.time, "sleep", real_sleep)
+        final, _ = stream.wait_complete(2)
+        self.assertEqual(final["phase"], "Complete")
+        self.assertEqual(len(stream.halts), 1)
+        patch = [b for m, b in hub.requests if m == "PATCH"][0]
+        resumed = json.loads(patch["metadata"]["annotations"][chaos_rollout.STATE_ANNOTATION])
+        self.assertEqual(resumed, {"generation": 1, "wave": 2, "waves": 3, "phase": "Progressing"})
+        self.assertEqual(patch["metadata"]["resourceVersion"], "2")   # the halted state's: no blind write
 
 
 class FleetTest(unittest.TestCase):

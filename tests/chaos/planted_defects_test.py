@@ -19,6 +19,7 @@ SELFTEST = os.path.join(HERE, "chaos_checks_test.py")
 CHECKS = "chaos_checks.py"
 SYSTEM = "chaos_system.py"
 FAULTS = "chaos_faults.py"
+ROLLOUT = "chaos_rollout.py"
 
 # (defect, module, the line as it is, the line with the defect, the self-test that must fail)
 DEFECTS = [
@@ -85,6 +86,26 @@ DEFECTS = [
      "test_a_target_burst_spares_the_clusters_a_recovering_victim_held"),
     ("a protected fault starts while a burst still holds a daemon up", FAULTS,
      "max(f.ended, f.lingers) <= t", "f.ended <= t", "test_calm_waits_for_a_lingering_burst"),
+    ("a cluster's rollout rank read in the wrong byte order", CHECKS,
+     '.digest()[:8], "big")', '.digest()[:8], "little")', "test_ranks_and_waves_as_the_cpp_computes_them"),
+    ("a write before its cluster's wave was released is not seen", CHECKS,
+     "if not any(released_to(key, state, generation) for state in before):", "if False:",
+     "test_a_write_before_its_wave_was_released"),
+    ("an older generation's rollout state releases the new one", CHECKS,
+     'if state.get("generation") != generation:\n        return False', "",
+     "test_a_new_generation_is_not_released_by_the_old_ones_state"),
+    ("the hold passes on fewer writes than clusters", CHECKS,
+     "if len(history.writes) < len(clusters):", "if False:", "test_too_few_writes_or_one_generation_prove_nothing"),
+    ("a wave boundary counts as during faults wherever it fell", CHECKS,
+     "hit = [f for f in faults if in_fault(f, t)]", "hit = faults", "test_no_boundary_during_a_fault"),
+    ("a rollout that halted on the way passes", CHECKS,
+     'if state.get("phase") != "Halted" or key in halted:', "if True:",
+     "test_a_halt_fails_and_names_the_faults_then"),
+    ("the run never makes a generation in the middle of a rollout", ROLLOUT,
+     'elif phase == "Complete" or (not self.restarted and self.edits >= 1 and state.get("wave", 0) >= 2):',
+     'elif phase == "Complete":', "test_edits_when_complete_once_mid_rollout_and_after_a_halt"),
+    ("a halted rollout at the end is left halted", ROLLOUT, "self._resume(obj, state)", "pass",
+     "test_a_halt_at_the_end_is_resumed_and_kept"),
 ]
 
 

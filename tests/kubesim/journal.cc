@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/bus/cluster_claim.h"
+#include "common/bus/rollout.h"
 #include "common/json.h"
 #include "common/log.h"
 
@@ -57,6 +58,17 @@ void AddClaimFields(const Json& body, Line& line) {
   line["acquireTime"] = nullptr;
 }
 
+// A SyncSet's or SelectorSyncSet's rollout state (common/bus/rollout.h), as written: what a
+// rollout released when, in the order of the set's writes.
+void AddRolloutState(const Json& body, Line& line) {
+  auto meta = body.find("metadata");
+  if (meta == body.end() || !meta->is_object()) return;
+  auto annotations = meta->find("annotations");
+  if (annotations == meta->end() || !annotations->is_object()) return;
+  Line state = Scalar(*annotations, rollout::kStateAnnotation);
+  if (state.is_string()) line["rolloutState"] = state;
+}
+
 }  // namespace
 
 std::string JournalLine(const JournalEntry& entry) {
@@ -87,6 +99,9 @@ std::string JournalLine(const JournalEntry& entry) {
     } else if (entry.type->group == "hiveinternal.openshift.io" &&
                entry.type->plural == "clustersyncleases") {
       AddClaimFields(body, line);
+    } else if (entry.type->group == "hive.openshift.io" &&
+               (entry.type->plural == "syncsets" || entry.type->plural == "selectorsyncsets")) {
+      AddRolloutState(body, line);
     }
   }
   // A client's User-Agent need not be UTF-8.

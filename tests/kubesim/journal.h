@@ -38,7 +38,8 @@ struct JournalEntry {
 // "generation":<when the object has one>}, and for coordination.k8s.io Leases "holder" (""
 // when none), "leaseDurationSeconds", "renewTime" and "acquireTime" (null when unset); for
 // ClusterSyncLeases the same fields from a consumer's claim (common/bus/cluster_claim.h: its
-// holder, duration and renew time; acquireTime null).
+// holder, duration and renew time; acquireTime null); for SyncSets and SelectorSyncSets
+// "rolloutState", the syncbus.io/rollout-state annotation as written, when the set has one.
 std::string JournalLine(const JournalEntry& entry);
 
 class Journal {

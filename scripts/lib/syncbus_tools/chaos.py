@@ -1,11 +1,12 @@
 """scripts/chaos: the whole system through many faults at once. A 3-node RabbitMQ cluster (3.10 or
 4.0, --rabbitmq) listening with TLS only, with syncbus's policies, the Kubernetes simulator with a
 fleet whose clusters each have their own credentials, 2 publishers and 3 consumers under a
-supervisor that restarts them, a stream of SyncSet and SelectorSyncSet edits, and faults
-(chaos_faults.py) until the count is reached; a request that crashes every consumer that takes it
-(poison); then the proofs (chaos_checks.py): convergence object by object, the dead-letter queue,
-lease exclusion, recovery times against their goals, and a scan of every log, message, trace
-event and metric for secrets."""
+supervisor that restarts them, a stream of SyncSet and SelectorSyncSet edits, a SelectorSyncSet
+rolled out in waves again and again (chaos_rollout.py), and faults (chaos_faults.py) until the
+count is reached; a request that crashes every consumer that takes it (poison); then the proofs
+(chaos_checks.py): convergence object by object, the dead-letter queue, lease exclusion, the
+rollout's waves held until released and a wave boundary during faults, recovery times against
+their goals, and a scan of every log, message, trace event and metric for secrets."""
 
 import argparse
 import datetime
@@ -21,11 +22,13 @@ import time
 import urllib.request
 
 from syncbus_tools import ROOT, secret_scan
-from syncbus_tools.chaos_checks import (Check, analyse_journal, cluster_credentials, every_kind_injected,
-                                        explain_dead_letters, explain_exits, goals_met, judge_poison,
-                                        planted_crashes, ScanInputs, WorkTimes, format_recovery,
-                                        measure_recovery, recovery_table, verify_fleet)
+from syncbus_tools.chaos_checks import (Check, analyse_journal, check_boundary_during_faults,
+                                        check_rollout_complete, check_rollout_held, cluster_credentials,
+                                        every_kind_injected, explain_dead_letters, explain_exits, goals_met,
+                                        judge_poison, planted_crashes, rollout_history, ScanInputs, WorkTimes,
+                                        format_recovery, measure_recovery, recovery_table, verify_fleet)
 from syncbus_tools.chaos_faults import Chaos, EditStream, make_rng
+from syncbus_tools import chaos_rollout
 from syncbus_tools.chaos_system import (Daemon, RabbitCluster, Sampler, Simulator, Supervisor, admin_yaml,
                                         note, now, write_daemon_config)
 from syncbus_tools.testbed import RunError
@@ -457,12 +460,17 @@ def run(args):
     checks = []
     try:
         start_system(s)
+        # The rollout in waves: its first generation rolls out in the initial sync, the next ones
+        # during the faults.
+        rollout = chaos_rollout.RolloutStream(s.sim.hub, rng)
+        rollout.create()
         converge = wait_converged(s, 1800, "initial sync")
         edits = EditStream(s.sim.hub, s.sim.names, args.syncsets, args.selector_syncsets, args.edit_rate,
                            args.selector_edit_every, rng)
         chaos = Chaos(s, args.faults, args.fault_interval, args.lease, rng, samples=args.samples)
         edits.start()
         chaos.start()
+        rollout.start()
         chaos_started = now()
         poison_at = args.faults // 2
         victim = s.sim.names[rng.randrange(len(s.sim.names))]
@@ -475,6 +483,7 @@ def run(args):
                                f"(log: {s.sim.log_path})")
             time.sleep(1)
         chaos.stop()
+        rollout.stop()
         note(f"{len(chaos.faults)} faults in {now() - chaos_started:.0f}s; waiting for every process and node")
         s.sim.clear_faults(["*"])
         wait_ready(s, timeout=300)
@@ -484,15 +493,24 @@ def run(args):
         edits.stop()
         edits_stopped = now()
         note(f"edit stream stopped: {edits.edits} edits ({edits.failed} refused during hub faults)")
+        final, took = rollout.wait_complete(args.converge_timeout)
+        note(f"rollout of {chaos_rollout.SET_NAME}: {rollout.edits} edits during the faults, generation "
+             f"{final and final.get('generation')} {final and final.get('phase')} {took:.0f}s after them")
         after_faults = wait_converged(s, args.converge_timeout, "after the last fault")
         s.sim.flush_journal()
         creds = cluster_credentials(s.sim.hub)
         checks.append(verify_fleet(s.sim.hub, s.sim.names, creds,
-                                   args.clusters * (args.syncsets + args.selector_syncsets) * args.resources))
+                                   args.clusters * ((args.syncsets + args.selector_syncsets) * args.resources
+                                                    + chaos_rollout.RESOURCES)))
         checks.append(explain_dead_letters(s.parked(), s.poison_requests))
         checks.append(analyse_journal(s.sim.journal, chaos.faults, s.sim.names,
                                       exclude=set() if args.no_poison else {victim},
                                       identities={i for d in s.consumers() for i in d.identities()}))
+        history = rollout_history(s.sim.journal, chaos_rollout.SET_NAME, rollout.marks, s.sim.names)
+        checks.append(check_rollout_held(history, rollout.marks, s.sim.names))
+        checks.append(check_boundary_during_faults(history, chaos.faults))
+        checks.append(check_rollout_complete(history, final, s.sim.hub.get(rollout.path)["metadata"]["generation"],
+                                             chaos.faults))
         trace = read_trace(s)
         measure_recovery(chaos.faults, WorkTimes(trace[1], edits.times), [d.name for d in s.consumers()],
                          edits_stopped)
@@ -506,7 +524,7 @@ def run(args):
         rows, notes = recovery_table(chaos.faults, args.lease)
         checks.append(goals_met(rows, notes, args.samples))
         checks += scan_for_secrets(s, creds, trace)
-        report(args, s, chaos, edits, checks, converge, after_faults, rows, notes, run_started)
+        report(args, s, chaos, edits, rollout, checks, converge, after_faults, rows, notes, run_started)
     finally:
         s.stop(args.keep)
         if args.keep and s.rabbit:
@@ -518,7 +536,7 @@ def run(args):
     return 1 if failed else 0
 
 
-def report(args, s, chaos, edits, checks, converge, after_faults, rows, notes, run_started):
+def report(args, s, chaos, edits, rollout, checks, converge, after_faults, rows, notes, run_started):
     by_kind = {}
     for f in chaos.faults:
         by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
@@ -527,6 +545,8 @@ def report(args, s, chaos, edits, checks, converge, after_faults, rows, notes, r
           f"{edits.edits} edits, {(time.monotonic() - run_started) / 60:.1f} min")
     print("faults: " + ", ".join(f"{k} {n}" for k, n in sorted(by_kind.items())))
     print(f"initial sync {converge:.0f}s; converged {after_faults:.0f}s after the faults ended")
+    print(f"rollout of {chaos_rollout.SET_NAME}: {rollout.edits} edits during the faults "
+          f"({'one' if rollout.restarted else 'none'} in the middle of a rollout), {len(rollout.halts)} halts seen")
     print()
     print("recovery, wall seconds from the fault (consumer faults: until every cluster the victim held had "
           "its status stored again; undisturbed: no other fault that could stretch it began meanwhile or "

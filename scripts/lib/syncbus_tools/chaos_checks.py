@@ -8,6 +8,7 @@ path. Each check is written so that it fails on the bad case (tests/chaos/chaos_
 import base64
 import bisect
 import datetime
+import hashlib
 import json
 import statistics
 from dataclasses import dataclass, field
@@ -680,3 +681,162 @@ def explain_dead_letters(listed, poison_requests):
     return Check("dead-letter queue empty or explained", not problems,
                  f"{len(listed)} parked, {len(listed) - len(problems)} explained by the run's poison",
                  problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# A rollout in waves under faults (chaos_rollout.py)
+
+
+def rank_of(cluster_key):
+    """A cluster's rank in every rollout by count (common/bus/rollout.cc RankOf): StableHash64 of
+    "rollout-rank|" + "namespace/name", the first 8 bytes of its SHA-256 as a big-endian integer
+    (common/digest.cc). Pinned to the C++ on known clusters by tests/unit/core/rollout_test.cc and
+    tests/chaos/chaos_checks_test.py."""
+    return int.from_bytes(hashlib.sha256(("rollout-rank|" + cluster_key).encode()).digest()[:8], "big")
+
+
+def wave_of(cluster_key, state):
+    """The wave of a cluster in a rollout by count or percentage (rollout_release.cc WaveOf): the
+    first whose bound, as the state records it, is at or above the cluster's rank."""
+    rank = rank_of(cluster_key)
+    for i, bound in enumerate(state.get("bounds", [])):
+        if rank <= int(bound, 16):
+            return i + 1
+    return max(state.get("waves", 0), 1)
+
+
+def released_to(cluster_key, state, generation):
+    """Whether `state` releases the set's `generation` to the cluster (rollout_release.cc
+    ReleaseOf): a state for that generation, Complete or with the cluster's wave released."""
+    if state.get("generation") != generation:
+        return False
+    return state.get("phase") == "Complete" or wave_of(cluster_key, state) <= state.get("wave", 0)
+
+
+@dataclass
+class RolloutHistory:
+    """What the journal shows of the rollout's set: every rollout state written on it, in order
+    ((unix seconds, state), each change once), and every write of a generation's mark to a cluster
+    ((unix seconds, cluster, ConfigMap name, writer))."""
+    states: list = field(default_factory=list)
+    writes: list = field(default_factory=list)
+
+
+def rollout_history(path, set_name, marks, clusters):
+    """Reads the RolloutHistory of SelectorSyncSet `set_name` from the journal; `marks`: {ConfigMap
+    name: the set generation whose apply writes it}."""
+    history = RolloutHistory()
+    names = set(clusters)
+    for e in read_journal(path):
+        if e.get("cluster") == "hub":
+            if e.get("resource") == "selectorsyncsets" and e.get("name") == set_name and e.get("rolloutState"):
+                state = json.loads(e["rolloutState"])
+                if not history.states or history.states[-1][1] != state:
+                    history.states.append((e["t"] / 1000.0, state))
+        elif e.get("cluster") in names and e.get("resource") == "configmaps" and e.get("name") in marks \
+                and e.get("verb") != "delete":
+            history.writes.append((e["t"] / 1000.0, e["cluster"], e["name"], consumer_of(e) or e.get("userAgent")))
+    return history
+
+
+def check_rollout_held(history, marks, clusters):
+    """No cluster received a generation of the rollout's set before its wave was released: each
+    write of a generation's mark to a cluster came after a rollout state for that generation that
+    released the cluster's wave (or completed). Fewer writes than clusters, or writes of one
+    generation only, prove nothing (no generation rolled out over another)."""
+    times = [t for t, _ in history.states]
+    problems, per_wave = [], {}
+    if any(not state.get("bounds") for _, state in history.states):
+        problems.append("a rollout state without bounds: not a rollout by count, its waves cannot be computed")
+    for t, cluster, name, who in history.writes:
+        generation, key = marks[name], f"{cluster}/{cluster}"
+        before = [state for _, state in history.states[:bisect.bisect_right(times, t)]]
+        if not any(released_to(key, state, generation) for state in before):
+            before = [state for state in before if state.get("generation") == generation]
+            last = (f"wave {before[-1].get('wave')} of {before[-1].get('waves')} released, {before[-1].get('phase')}"
+                    if before else "no state for it yet")
+            wave = wave_of(key, before[-1]) if before else "?"
+            problems.append(f"{cluster}: {name} (generation {generation}) written by {who} at {t:.3f}, its wave "
+                            f"{wave} not released ({last})")
+        else:
+            wave = wave_of(key, [state for state in before if state.get("generation") == generation][-1])
+            per_wave[wave] = per_wave.get(wave, 0) + 1
+    generations = sorted({marks[name] for _, _, name, _ in history.writes})
+    if len(history.writes) < len(clusters):
+        problems.append(f"only {len(history.writes)} writes of the rollout's generations in the journal for "
+                        f"{len(clusters)} clusters: the hold was not shown")
+    if len(generations) < 2:
+        problems.append(f"generation(s) {generations} written only: no generation rolled out over another")
+    waves = ", ".join(f"wave {w}: {n}" for w, n in sorted(per_wave.items()))
+    return Check("rollout: no cluster got a generation before its wave was released", not problems,
+                 f"{len(history.writes)} writes of {len(generations)} generations to {len(clusters)} clusters held "
+                 f"against {len(history.states)} rollout states ({waves})", problems)
+
+
+def fault_window(f):
+    """From a fault's start to its end (its process or node back, its burst over, what it held up
+    given up); a fault with no extent (a connection closed) is a moment."""
+    end = max(f.ended, getattr(f, "node_back", 0.0), f.lingers) if f.ended else f.at
+    return f.at, end
+
+
+def in_fault(f, t):
+    """Whether the moment `t` fell in fault `f`'s window; a moment's fault holds none."""
+    start, end = fault_window(f)
+    return start <= t <= end and end > start
+
+
+def check_boundary_during_faults(history, faults):
+    """At least one wave after the first was released (its first rollout state) while a fault
+    was going on; says which faults each such release fell in. A run whose boundaries all fell
+    between faults has not shown the rollout under faults."""
+    releases, seen = [], set()
+    for t, state in history.states:
+        generation, wave = state.get("generation"), state.get("wave", 0)
+        if wave >= 2 and state.get("phase") == "Progressing" and (generation, wave) not in seen:
+            seen.add((generation, wave))
+            releases.append((t, generation, wave))
+    t0 = min((f.at for f in faults), default=0.0)
+    during = []
+    for t, generation, wave in releases:
+        hit = [f for f in faults if in_fault(f, t)]
+        if hit:
+            during.append(f"generation {generation} wave {wave} at +{t - t0:.1f}s during "
+                          + ", ".join(f"{f.kind} {f.target} (+{f.at - t0:.1f}s..+{fault_window(f)[1] - t0:.1f}s)"
+                                      for f in hit))
+    problems = []
+    if not releases:
+        problems.append("no wave after the first was released: no wave boundary at all")
+    elif not during:
+        problems.append(f"none of the {len(releases)} wave releases fell in a fault: "
+                        + ", ".join(f"generation {g} wave {w} at +{t - t0:.1f}s" for t, g, w in releases[:10]))
+    shown = "; ".join(during[:3]) + (f"; and {len(during) - 3} more" if len(during) > 3 else "")
+    return Check("rollout: a wave boundary during faults", not problems,
+                 f"{len(releases)} wave releases, {len(during)} during a fault (times from the first fault)"
+                 + (f": {shown}" if shown else ""), problems)
+
+
+def check_rollout_complete(history, final, generation, faults=()):
+    """The rollout of the set's last generation (`generation`) ended Complete (`final`: its state at
+    the end) and none halted on the way (from the journal): the budget is sized so that no fault
+    can exhaust it, so a halt is a finding; the faults going on at a halt are named."""
+    problems = []
+    halted = set()
+    for t, state in history.states:
+        key = (state.get("generation"), state.get("wave"))
+        if state.get("phase") != "Halted" or key in halted:
+            continue
+        halted.add(key)
+        failing = "; ".join(f"{c.get('cluster')}: {c.get('message')}" for c in state.get("failing", [])[:3])
+        hit = [f"{f.kind} {f.target}" for f in faults if in_fault(f, t)]
+        problems.append(f"generation {key[0]} halted in wave {key[1]} of {state.get('waves')}: "
+                        f"{state.get('message')}" + (f" ({failing})" if failing else "")
+                        + (f"; during {', '.join(hit)}" if hit else ""))
+    if not final or final.get("generation") != generation or final.get("phase") != "Complete":
+        problems.append(f"the rollout of generation {generation} did not complete: "
+                        + (f"generation {final.get('generation')}, {final.get('phase')} in wave {final.get('wave')} "
+                           f"of {final.get('waves')}" if final else "no rollout state"))
+    generations = len({state.get("generation") for _, state in history.states})
+    return Check("rollout: complete, never halted", not problems,
+                 f"{generations} generations rolled out; the last, {generation}, "
+                 f"{final.get('phase') if final else 'without a state'}", problems)

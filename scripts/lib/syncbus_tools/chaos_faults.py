@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from syncbus_tools.chaos_system import note, now
+from syncbus_tools.chaos_system import Background, note, now
 
 WORK_QUEUES = ("syncbus.work.change", "syncbus.work.resync")
 
@@ -463,7 +463,7 @@ class Chaos:
         return fault
 
 
-class EditStream:
+class EditStream(Background):
     """Edits SyncSets (`rate` per second, random clusters) and SelectorSyncSets (every
     `selector_every` seconds) on the hub the whole time: a resource's data.payload gets a new
     value. Failed edits (hub bursts) are retried by the next round; counts what it did."""
@@ -480,16 +480,7 @@ class EditStream:
         self.failed = 0
         self.times = []   # wall time of each edit the hub took: work for the publishers
         self._n = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="edits", daemon=True)
-
-    def start(self):
-        self._thread.start()
-
-    def stop(self):
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        super().__init__("edits")
 
     def _loop(self):
         next_selector = time.monotonic() + self.selector_every

@@ -29,6 +29,26 @@ def now():
     return time.time()
 
 
+class Background:
+    """A loop on a thread of its own between start() and stop(): the subclass's `_loop`, which
+    returns once `_stop` is set."""
+
+    def __init__(self, name):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def _loop(self):
+        raise NotImplementedError
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
 # ---------------------------------------------------------------------------------------------
 # RabbitMQ cluster
 

@@ -153,6 +153,27 @@ TEST_CASE("rollout: waves by count and percentage take that many clusters, by st
   CHECK(WaveOf(*spec, later, RolloutCluster("new-cluster")) >= 1);
 }
 
+// The chaos run computes waves in Python (scripts/lib/syncbus_tools/chaos_checks.py) and its
+// self-test (tests/chaos/chaos_checks_test.py) pins the same figures: keep the two in step.
+TEST_CASE("rollout: ranks and waves on known clusters, as the chaos run computes them") {
+  CHECK(RankOf("c0/c0") == 0xde1b193ca899e231ULL);
+  CHECK(RankOf("c1/c1") == 0x3c972e102601add0ULL);
+  CHECK(RankOf("cluster-0007/cluster-0007") == 0x02e0dfaccb17a2a6ULL);
+  auto spec = ParseSpec(R"({"waves": [{"clusters": 1}, {"clusters": "30%"}]})");
+  REQUIRE(spec.ok());
+  RolloutState state;
+  state.bounds = BoundsFor(*spec, Clusters(10));
+  state.waves = static_cast<int>(state.bounds.size());
+  CHECK(EncodeState(state).find(
+            R"("bounds":["143ad8baac815aa8","5e31f16fddcc86f1","ffffffffffffffff"])") !=
+        std::string::npos);
+  const int waves[10] = {3, 2, 3, 3, 2, 2, 3, 1, 3, 3};
+  for (int i = 0; i < 10; ++i) {
+    CAPTURE(i);
+    CHECK(WaveOf(*spec, state, RolloutCluster("c" + std::to_string(i))) == waves[i]);
+  }
+}
+
 TEST_CASE("rollout: waves by selector: the first that matches, then the rest") {
   auto spec = ParseSpec(R"({"waves": [{"selector": {"matchLabels": {"ring": "canary"}}},
                                        {"selector": {"matchLabels": {"region": "eu"}}}]})");

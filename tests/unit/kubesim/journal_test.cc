@@ -266,6 +266,28 @@ TEST_CASE("Journal lines of ClusterSyncLeases carry a consumer's claim as a Leas
   CHECK(lines[0]["renewTime"] == "2026-01-01T00:00:05.000000Z");  // the claim's, not Hive's
 }
 
+TEST_CASE("Journal lines of SelectorSyncSets carry the rollout state as written") {
+  Rig rig;
+  const std::string path = "/apis/hive.openshift.io/v1/selectorsyncsets";
+  const std::string state = R"({"generation":1,"wave":2,"waves":3,"phase":"Progressing"})";
+  Json set = {{"apiVersion", "hive.openshift.io/v1"},
+              {"kind", "SelectorSyncSet"},
+              {"metadata", {{"name", "rolled"}}},
+              {"spec", {{"clusterDeploymentSelector", Json::object()}}}};
+  REQUIRE(rig.Send("POST", path, set.dump()).status == 201);
+  set["metadata"]["annotations"] = {{"syncbus.io/rollout-state", state}};
+  Json patch = {{"metadata", set["metadata"]}};
+  REQUIRE(
+      rig.Send("PATCH", path + "/rolled", patch.dump(), "application/merge-patch+json").status ==
+      200);
+  std::vector<Json> lines = rig.Lines();
+  REQUIRE(lines.size() == 2);
+  CHECK_FALSE(lines[0].contains("rolloutState"));  // none yet
+  CHECK(lines[1]["resource"] == "selectorsyncsets");
+  CHECK(lines[1]["rolloutState"] == state);
+  CHECK(lines[1]["generation"] == 1);  // an annotation is no change of the spec
+}
+
 TEST_CASE("Reads, refused and failed writes, dry runs and no-op writes are not journaled") {
   Rig rig("s3cret");
   ApiResponse created =
