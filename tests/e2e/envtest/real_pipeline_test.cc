@@ -429,11 +429,18 @@ void AddRolloutCluster(RealPipeline& p, int i) {
                          "5e1f0000-0000-4000-8000-0000000001" + std::to_string(10 + i));
 }
 
+// The entries of `list` ("syncSets", "selectorSyncSets") in a ClusterSync's status; none while
+// it has no status yet (the consumer creates it, then writes its status).
+Json StatusEntries(const Json& cluster_sync, const char* list) {
+  const Json status = cluster_sync.value("status", Json::object());
+  return status.is_object() ? status.value(list, Json::array()) : Json::array();
+}
+
 // The cluster's entry for the rollout's set: {observedGeneration, result}; {0, ""} when none.
 std::pair<int64_t, std::string> RolloutEntry(RealPipeline& p, const std::string& cluster) {
   Result<Json> cs = p.hub->Get(Object(resources::kClusterSyncs, cluster, cluster));
   if (!cs.ok()) return {0, ""};
-  for (const Json& e : (*cs)["status"].value("selectorSyncSets", Json::array())) {
+  for (const Json& e : StatusEntries(*cs, "selectorSyncSets")) {
     if (e["name"] == kRolloutSet) return {e.value("observedGeneration", 0), e.value("result", "")};
   }
   return {0, ""};

@@ -46,6 +46,13 @@ constexpr char kWaves[] =
                   {"selector": {"matchLabels": {"ring": "early"}}}],
         "maxFailures": 1, "healthyFor": "2s", "progressDeadline": "5m"})";
 
+// The entries of `list` ("syncSets", "selectorSyncSets") in a ClusterSync's status; none while
+// it has no status yet (the consumer creates it, then writes its status).
+Json StatusEntries(const Json& cluster_sync, const char* list) {
+  const Json status = cluster_sync.value("status", Json::object());
+  return status.is_object() ? status.value(list, Json::array()) : Json::array();
+}
+
 std::string ClusterName(int i) {
   char name[32];
   std::snprintf(name, sizeof name, "cluster-%04d", i);
@@ -81,7 +88,7 @@ struct RolloutFleet : ProcessRig {
   std::pair<int64_t, std::string> Entry(const std::string& cluster) {
     auto cs = hub->Get(kube::Object(res::kClusterSyncs, cluster, cluster));
     if (!cs.ok()) return {0, ""};
-    for (const Json& e : (*cs)["status"].value("selectorSyncSets", Json::array())) {
+    for (const Json& e : StatusEntries(*cs, "selectorSyncSets")) {
       if (e["name"] == set_name) return {e.value("observedGeneration", 0), e.value("result", "")};
     }
     return {0, ""};
@@ -222,7 +229,7 @@ TEST_CASE("a rollout in three waves halts on wave 2's failures, leaves wave 3 al
                         auto cs =
                             f.hub->Get(kube::Object(res::kClusterSyncs, bystander, bystander));
                         if (!cs.ok()) return false;
-                        for (const Json& e : (*cs)["status"].value("syncSets", Json::array()))
+                        for (const Json& e : StatusEntries(*cs, "syncSets"))
                           if (e.value("observedGeneration", 0) == own_generation) return true;
                         return false;
                       },
