@@ -58,7 +58,9 @@ class HubCache {
     std::map<std::string, Shared<hive::SyncSet>> syncsets;
     std::map<std::string, Shared<hive::SelectorSyncSet>> selector_syncsets;
     std::map<std::string, Shared<hive::ClusterSync>> statuses;
-    std::map<std::string, Shared<hive::ClusterSyncLease>> leases;
+    // Of a ClusterSyncLease the decision reads only spec.renewTime ("" when unset): Snapshot()
+    // makes the lease objects of the clusters it looks at.
+    std::map<std::string, std::string> lease_renewals;
     SecretMetas secrets;  // only metadata: never the data
   };
 
@@ -108,7 +110,8 @@ class HubCache {
   void Wake();
 
   // The hub objects the decision needs of these clusters, as they are now. Holds the lock only to
-  // copy pointers (and a few Secret versions); the views are computed from the snapshot later.
+  // copy pointers (and a few Secret versions and lease renew times); the views are computed from
+  // the snapshot later.
   HubSnapshot Snapshot(const std::vector<std::string>& cluster_keys) const;
 
   // A set with syncbus.io/rollout (common/bus/rollout.h) and the clusters it applies to now, with
