@@ -2,10 +2,8 @@
 
 #include <doctest/doctest.h>
 
-#include "common/kube/client_impl.h"
 #include "ctl/metrics_scrape.h"
-#include "tests/fakes/common/http/in_process_transport.h"
-#include "tests/kubesim/sim_simulation.h"
+#include "tests/fakes/common/kube/simulated_hub.h"
 
 using namespace syncbus;
 using namespace syncbus::ctl;
@@ -50,18 +48,8 @@ TEST_CASE("fleet progress counts synced, failing, pending and skipped clusters")
 
 TEST_CASE("fleet progress read from the hub counts the clusters of every list page") {
   // 1,201 clusters: three pages of ClusterDeployments and of SyncSets (500 a page).
-  kubesim::Simulation::Options options;
-  options.fleet.clusters = 1201;
-  options.fleet.syncsets = 1;
-  options.fleet.resources = 1;
-  auto sim = kubesim::Simulation::Create(options);
-  REQUIRE(sim.ok());
-  REQUIRE((*sim)->GenerateFleet("http://sim.invalid").ok());
-  auto transport = std::make_shared<fakes::InProcessTransport>(**sim);
-  kube::ClusterConfig config;
-  config.server = "http://sim.invalid";
-  kube::ClientImpl hub(config, transport);
-  auto p = ReadProgress(hub, "");
+  fakes::SimulatedHub simulated({.clusters = 1201, .syncsets = 1, .resources = 1});
+  auto p = ReadProgress(*simulated.hub, "");
   REQUIRE(p.ok());
   CHECK(p->clusters == 1201);
   CHECK(p->pending == 1201);  // nothing synced: each one's SyncSet has no status yet

@@ -14,8 +14,7 @@
 #include "ctl/fleet_progress.h"
 #include "ctl/fleet_status.h"
 #include "tests/fakes/common/fake_clock.h"
-#include "tests/fakes/common/http/in_process_transport.h"
-#include "tests/kubesim/sim_simulation.h"
+#include "tests/fakes/common/kube/simulated_hub.h"
 #include "tests/support/rollout_objects.h"
 
 using namespace syncbus;
@@ -299,16 +298,6 @@ class RoRacingHub final : public kube::Client {
 // three the rest.
 struct RoHub {
   RoHub() {
-    kubesim::Simulation::Options options;
-    options.fleet.clusters = 6;
-    auto created = kubesim::Simulation::Create(options);
-    REQUIRE(created.ok());
-    sim = std::move(*created);
-    REQUIRE(sim->GenerateFleet("http://sim.invalid").ok());
-    transport = std::make_shared<fakes::InProcessTransport>(*sim);
-    kube::ClusterConfig config;
-    config.server = "http://sim.invalid";
-    hub = std::make_unique<kube::ClientImpl>(config, transport);
     auto set = hub->Create(kube::Collection(kube::resources::kSelectorSyncSets),
                            testing::RolledOutSelectorSyncSet("s", kRoBySelector));
     REQUIRE_MESSAGE(set.ok(), set.status().ToString());
@@ -330,9 +319,8 @@ struct RoHub {
     return RunRollout(options, through != nullptr ? *through : *hub, clock, out, err);
   }
 
-  std::unique_ptr<kubesim::Simulation> sim;
-  std::shared_ptr<fakes::InProcessTransport> transport;
-  std::unique_ptr<kube::ClientImpl> hub;
+  fakes::SimulatedHub simulated{{.clusters = 6}};
+  kube::ClientImpl* hub = simulated.hub.get();
   FakeClock clock;
   std::ostringstream out, err;
 };

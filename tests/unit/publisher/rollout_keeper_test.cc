@@ -7,10 +7,8 @@
 #include <doctest/doctest.h>
 #include <prometheus/registry.h>
 
-#include "common/kube/client_impl.h"
 #include "tests/fakes/common/fake_clock.h"
-#include "tests/fakes/common/http/in_process_transport.h"
-#include "tests/kubesim/sim_simulation.h"
+#include "tests/fakes/common/kube/simulated_hub.h"
 #include "tests/support/rollout_objects.h"
 
 using namespace syncbus;
@@ -27,16 +25,6 @@ constexpr char kKeeperWaves[] =
 // publisher's cache of it, refreshed on demand.
 struct KeeperHub {
   KeeperHub() {
-    kubesim::Simulation::Options options;
-    options.fleet.clusters = 4;
-    auto created = kubesim::Simulation::Create(options);
-    REQUIRE(created.ok());
-    sim = std::move(*created);
-    REQUIRE(sim->GenerateFleet("http://sim.invalid").ok());
-    transport = std::make_shared<fakes::InProcessTransport>(*sim);
-    kube::ClusterConfig config;
-    config.server = "http://sim.invalid";
-    hub = std::make_unique<kube::ClientImpl>(config, transport);
     auto set = hub->Create(kube::Collection(res::kSelectorSyncSets),
                            testing::RolledOutSelectorSyncSet("s", kKeeperWaves));
     REQUIRE_MESSAGE(set.ok(), set.status().ToString());
@@ -75,9 +63,8 @@ struct KeeperHub {
     return -1;  // no series
   }
 
-  std::unique_ptr<kubesim::Simulation> sim;
-  std::shared_ptr<fakes::InProcessTransport> transport;
-  std::unique_ptr<kube::ClientImpl> hub;
+  fakes::SimulatedHub simulated{{.clusters = 4}};
+  kube::ClientImpl* hub = simulated.hub.get();
   HubCache cache{1000};
   FakeClock clock;
   prometheus::Registry registry;
