@@ -52,14 +52,10 @@ std::optional<WallTime> WrittenAt(const Json& metadata) {
 // The cache keeps of each object what the decision reads (hub_snapshot.h, sync_decision.h,
 // common/hive/status_rules.h), so that the bulk of a hub's objects never stays in memory: a
 // set's resources and patches, a ClusterDeployment's conditions but the Unreachable one and its
-// annotations but Hive's pause and relocate ones, a ClusterSync's resourcesToDelete (every
-// object of a Sync-mode set), failure messages (but the start of a failing entry's), times and
-// conditions after the first, a ClusterSync's metadata, and of a ClusterSyncLease all but its
-// renewTime. What is dropped is freed, capacity too: at 100,000 clusters every byte kept per
-// object is 100 kB.
-constexpr size_t kFailureMessageKept = 256;
-
-// Drops a vector's elements and its capacity (assigning {} keeps the capacity).
+// annotations but Hive's pause and relocate ones, of a ClusterSync all but its SyncReport
+// (sync_report.h), and of a ClusterSyncLease all but its renewTime. What is dropped is freed,
+// capacity too: at 100,000 clusters every byte kept per object is 100 kB. Drops a vector's elements
+// and its capacity (assigning {} keeps the capacity).
 template <typename T>
 void Free(std::vector<T>& v) {
   std::vector<T>().swap(v);
@@ -90,26 +86,6 @@ void Trim(hive::SelectorSyncSet& sss) {
   Trim(sss.meta);
   Trim(sss.spec);
 }
-// Of a ClusterSync the decision reads no metadata: the cache's key names it.
-void Trim(hive::ClusterSync& cs) {
-  cs.meta = {};
-  for (auto* entries : {&cs.status.sync_sets, &cs.status.selector_sync_sets}) {
-    for (auto& e : *entries) {
-      Free(e.resources_to_delete);
-      // A failing entry keeps the start of its message, for a rollout's halt (rollout_keeper.h).
-      if (e.result == hive::SyncResult::kSuccess) e.failure_message = {};
-      if (e.failure_message.size() > kFailureMessageKept)
-        e.failure_message.resize(kFailureMessageKept);
-      e.failure_message.shrink_to_fit();
-      e.last_transition_time = {};
-    }
-    entries->shrink_to_fit();
-  }
-  if (cs.status.conditions.size() > 1) cs.status.conditions.resize(1);
-  for (auto& c : cs.status.conditions) c.last_transition_time = c.last_probe_time = {};
-  cs.status.conditions.shrink_to_fit();
-}
-
 }  // namespace
 
 const char* HubKindName(HubKind kind) {
@@ -177,7 +153,13 @@ Status HubCache::Parse(HubKind kind, const Json& object, Objects& into) {
     case HubKind::kSyncSet: return store(into.syncsets, hive::SyncSet::FromJson(object));
     case HubKind::kSelectorSyncSet:
       return store(into.selector_syncsets, hive::SelectorSyncSet::FromJson(object));
-    case HubKind::kClusterSync: return store(into.statuses, hive::ClusterSync::FromJson(object));
+    case HubKind::kClusterSync: {
+      auto cluster_sync = hive::ClusterSync::FromJson(object);
+      if (!cluster_sync.ok()) return cluster_sync.status();
+      into.statuses[std::move(key)] =
+          std::make_shared<const SyncReport>(SyncReport::Of(*cluster_sync));
+      return Status::Ok();
+    }
     case HubKind::kClusterSyncLease: {
       auto lease = hive::ClusterSyncLease::FromJson(object);
       if (!lease.ok()) return lease.status();

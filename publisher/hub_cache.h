@@ -6,8 +6,8 @@
 // looks at (hub_snapshot.h) under the same lock and decides without it. Objects are kept as
 // shared immutable values, so a snapshot copies pointers, never objects. A list's pages are
 // parsed as they arrive (HubCache::Listing), so a collection is never held as JSON all at once,
-// and of each object the cache keeps what the decision reads: not a set's resources, nor a
-// ClusterSync's resourcesToDelete, nor a ClusterDeployment's other conditions (hub_cache.cc).
+// and of each object the cache keeps what the decision reads: not a set's resources, of a
+// ClusterSync its SyncReport, not a ClusterDeployment's other conditions (hub_cache.cc).
 #pragma once
 
 #include <chrono>
@@ -57,7 +57,7 @@ class HubCache {
     std::map<std::string, Shared<hive::ClusterDeployment>> cds;
     std::map<std::string, Shared<hive::SyncSet>> syncsets;
     std::map<std::string, Shared<hive::SelectorSyncSet>> selector_syncsets;
-    std::map<std::string, Shared<hive::ClusterSync>> statuses;
+    std::map<std::string, Shared<SyncReport>> statuses;  // of the ClusterSyncs
     // Of a ClusterSyncLease the decision reads only spec.renewTime ("" when unset): Snapshot()
     // makes the lease objects of the clusters it looks at.
     std::map<std::string, std::string> lease_renewals;
@@ -120,7 +120,7 @@ class HubCache {
     std::shared_ptr<const hive::SyncSet> sync_set;  // one of the two
     std::shared_ptr<const hive::SelectorSyncSet> selector_sync_set;
     std::vector<std::pair<std::shared_ptr<const hive::ClusterDeployment>,
-                          std::shared_ptr<const hive::ClusterSync>>>
+                          std::shared_ptr<const SyncReport>>>
         clusters;  // left empty for a set `with_clusters` does not want
   };
   // Every gated set; the clusters only of those for which `with_clusters` says yes (the lock is

@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/hive/desired_state.h"
 #include "common/hive/types.h"
+#include "publisher/sync_report.h"
 
 namespace syncbus::publisher {
 
@@ -30,7 +31,7 @@ using SecretMetas = std::map<std::string, SecretMeta>;  // "ns/name"
 struct ClusterInputs {
   std::string key;                                    // "namespace/name"
   std::shared_ptr<const hive::ClusterDeployment> cd;  // null: the cluster no longer exists
-  std::shared_ptr<const hive::ClusterSync> status;
+  std::shared_ptr<const SyncReport> status;           // of its ClusterSync
   std::shared_ptr<const hive::ClusterSyncLease> lease;
   // The SyncSets of the cluster's namespace, by name (whether they apply is View()'s business).
   std::vector<std::shared_ptr<const hive::SyncSet>> sync_sets;
@@ -44,7 +45,7 @@ struct ClusterInputs {
 // while that lives.
 struct ClusterView {
   const hive::ClusterDeployment* cd = nullptr;  // null: the cluster no longer exists
-  const hive::ClusterSync* status = nullptr;
+  const SyncReport* status = nullptr;           // of its ClusterSync
   const hive::ClusterSyncLease* lease = nullptr;
   // The desired state; its revision covers the versions of the Secrets its sets' secretMappings
   // read, so a changed source Secret changes the revision.

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/hive/desired_state.h"
 #include "common/hive/types.h"
+#include "publisher/sync_report.h"
 
 namespace syncbus::publisher {
 
@@ -30,7 +31,7 @@ struct GatedSet {
 // (null: none).
 struct RolloutCluster {
   const hive::ClusterDeployment* cd = nullptr;
-  const hive::SyncStatus* entry = nullptr;
+  const ReportedSet* entry = nullptr;
 };
 
 // One wave, counted: its clusters (skipped ones apart), those done at the rollout's generation,

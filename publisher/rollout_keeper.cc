@@ -69,15 +69,7 @@ Status RolloutKeeper::Tick() {
     std::vector<RolloutCluster> clusters;
     clusters.reserve(in.clusters.size());
     for (const auto& [cd, status] : in.clusters) {
-      const hive::SyncStatus* entry = nullptr;
-      if (status) {
-        const auto& entries = kind == hive::SetKind::kSyncSet ? status->status.sync_sets
-                                                              : status->status.selector_sync_sets;
-        for (const auto& e : entries) {
-          if (e.name == meta.name) entry = &e;
-        }
-      }
-      clusters.push_back({cd.get(), entry});
+      clusters.push_back({cd.get(), status ? status->Find(kind, meta.name) : nullptr});
     }
     RolloutStep step = DecideRollout(set, clusters, now);
     if (!step.write) continue;

@@ -3,35 +3,21 @@
 #include <algorithm>
 
 #include "common/digest.h"
-#include "common/hive/status_rules.h"
 #include "common/time_format.h"
 
 namespace syncbus::publisher {
 namespace {
 
-const hive::SyncStatus* FindEntry(const hive::ClusterSync& cs, const DesiredSet& set) {
-  const auto& list =
-      set.kind == SetKind::kSyncSet ? cs.status.sync_sets : cs.status.selector_sync_sets;
-  for (const auto& e : list) {
-    if (e.name == set.name) return &e;
-  }
-  return nullptr;
-}
-
 // An entry of a set that neither applies nor is held back by a rollout (whose entry stays as it
 // is).
-bool HasEntryOutside(const DesiredState& desired, const hive::ClusterSync& cs) {
-  auto outside = [&](const std::vector<hive::SyncStatus>& entries, SetKind kind) {
-    for (const auto& e : entries) {
-      auto named = [&](const DesiredSet& s) { return s.kind == kind && s.name == e.name; };
-      bool found = std::any_of(desired.sets.begin(), desired.sets.end(), named) ||
-                   std::any_of(desired.held.begin(), desired.held.end(), named);
-      if (!found) return true;
-    }
-    return false;
-  };
-  return outside(cs.status.sync_sets, SetKind::kSyncSet) ||
-         outside(cs.status.selector_sync_sets, SetKind::kSelectorSyncSet);
+bool HasEntryOutside(const DesiredState& desired, const SyncReport& report) {
+  for (const auto& e : report.sets) {
+    auto named = [&](const DesiredSet& s) { return s.kind == e.kind && s.name == e.name; };
+    bool found = std::any_of(desired.sets.begin(), desired.sets.end(), named) ||
+                 std::any_of(desired.held.begin(), desired.held.end(), named);
+    if (!found) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -54,7 +40,7 @@ std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key,
   return *renewed + policy.interval + ReapplyJitter(cluster_key, policy);
 }
 
-SyncNeed DecideSync(const DesiredState& desired, const hive::ClusterSync* status,
+SyncNeed DecideSync(const DesiredState& desired, const SyncReport* status,
                     const hive::ClusterSyncLease* lease, WallTime now,
                     const ReapplyPolicy& policy) {
   if (!desired.skip_reason.empty()) return {NeedKind::kNone, std::nullopt};
@@ -62,7 +48,7 @@ SyncNeed DecideSync(const DesiredState& desired, const hive::ClusterSync* status
   if (!status) return {NeedKind::kChange, SyncReason::kMissingStatus};
   bool failed = false;
   for (const auto& set : desired.sets) {
-    const hive::SyncStatus* e = FindEntry(*status, set);
+    const ReportedSet* e = status->Find(set.kind, set.name);
     if (!e) return {NeedKind::kChange, SyncReason::kMissingStatus};
     if (e->observed_generation != set.generation) {
       return {NeedKind::kChange, SyncReason::kGenerationChanged};
@@ -73,8 +59,7 @@ SyncNeed DecideSync(const DesiredState& desired, const hive::ClusterSync* status
   // The condition and firstSuccessTime Hive derives from the entries: a status that does not say
   // what they call for (written by another version, or before the cluster was installed) is
   // brought up to date.
-  if (!hive::FailedConditionCurrent(status->status) ||
-      hive::FirstSuccessDue(status->status, desired.installed)) {
+  if (!status->condition_current || (status->first_success_pending && desired.installed)) {
     return {NeedKind::kChange, SyncReason::kStatusOutdated};
   }
   if (failed) return {NeedKind::kFailed, SyncReason::kFailed};
@@ -89,10 +74,10 @@ bool FullReapplyDue(const std::string& cluster_key, const hive::ClusterSyncLease
   return !due || *due <= now;
 }
 
-bool SnapshotProcessed(const DesiredState& snapshot, const hive::ClusterSync* status) {
+bool SnapshotProcessed(const DesiredState& snapshot, const SyncReport* status) {
   if (!status) return false;
   for (const auto& set : snapshot.sets) {
-    const hive::SyncStatus* e = FindEntry(*status, set);
+    const ReportedSet* e = status->Find(set.kind, set.name);
     if (!e || e->observed_generation < set.generation) return false;
   }
   return !HasEntryOutside(snapshot, *status);

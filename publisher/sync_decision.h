@@ -1,5 +1,6 @@
 // Whether a cluster needs a sync request, and why: its desired state compared with what its
-// ClusterSync reports, and whether its periodic full reapply is due (ClusterSyncLease renewTime
+// ClusterSync reports (sync_report.h), and whether its periodic full reapply is due
+// (ClusterSyncLease renewTime
 // + interval + a jitter that is stable per cluster, so a due reapply is never skipped by a
 // re-drawn jitter). Pure functions; thread-compatible.
 #pragma once
@@ -12,6 +13,7 @@
 #include "common/clock.h"
 #include "common/hive/desired_state.h"
 #include "common/hive/types.h"
+#include "publisher/sync_report.h"
 
 namespace syncbus::publisher {
 
@@ -45,7 +47,7 @@ std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key,
                                      const hive::ClusterSyncLease* lease,
                                      const ReapplyPolicy& policy);
 
-SyncNeed DecideSync(const DesiredState& desired, const hive::ClusterSync* status,
+SyncNeed DecideSync(const DesiredState& desired, const SyncReport* status,
                     const hive::ClusterSyncLease* lease, WallTime now, const ReapplyPolicy& policy);
 
 // Whether a cluster's request must be a full reapply: its reapply is due (or it never had one: no
@@ -56,6 +58,6 @@ bool FullReapplyDue(const std::string& cluster_key, const hive::ClusterSyncLease
 // Whether a request published for `snapshot` has been processed according to `status`: the
 // ClusterSync exists, every set of the snapshot reported at (at least) its generation and no
 // entry for a set outside it.
-bool SnapshotProcessed(const DesiredState& snapshot, const hive::ClusterSync* status);
+bool SnapshotProcessed(const DesiredState& snapshot, const SyncReport* status);
 
 }  // namespace syncbus::publisher

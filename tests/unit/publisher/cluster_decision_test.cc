@@ -24,6 +24,7 @@ struct Cluster {
   FakeClock clock;
   ClusterDeployment cd;
   ClusterSync status;
+  SyncReport report;  // of `status`, as the hub cache keeps it (Report())
   ClusterSyncLease lease;
   ClusterView view;
   OutstandingRequest outstanding;
@@ -41,7 +42,7 @@ struct Cluster {
     view.desired.revision = "rev-" + std::to_string(desired_gen);
     status.status.sync_sets = {testing::SyncStatusEntry("a", status_gen, result)};
     status.status.conditions = {ExpectedFailedCondition(status.status)};
-    view.status = &status;
+    Report();
     lease.renew_time = FormatRfc3339(clock.WallNow());
     view.lease = &lease;
     view.secrets = {{"src/s", "1"}};
@@ -51,6 +52,11 @@ struct Cluster {
     round.now_wall = clock.WallNow();
     policy.reapply = {1h, 0.1};
     policy.outstanding_timeout = 10min;
+  }
+  // The view shows `status` as it is now.
+  void Report() {
+    report = SyncReport::Of(status);
+    view.status = &report;
   }
   // A request for generation `gen` outstanding since `ago`, on `lane`.
   void Outstanding(int64_t gen, Duration ago, amqp::Lane lane) {
@@ -207,6 +213,7 @@ TEST_CASE(
   c.Outstanding(2, 1min, amqp::Lane::kChange);
   CHECK_FALSE(RequestProcessed(c.outstanding, c.view));
   c.status.status.sync_sets = {testing::SyncStatusEntry("a", 2)};
+  c.Report();
   CHECK(RequestProcessed(c.outstanding, c.view));
   c.outstanding.full_reapply = true;
   c.outstanding.published_wall = c.clock.WallNow() + 2s;

@@ -4,7 +4,6 @@
 
 #include "common/time_format.h"
 #include "tests/fakes/common/fake_clock.h"
-#include "tests/support/hive_objects.h"
 
 using namespace syncbus;
 using namespace syncbus::publisher;
@@ -22,7 +21,7 @@ constexpr char kThreeWaves[] =
 // A fleet of three waves by label: wave 1 has 2 clusters, wave 2 has 3, the rest 2.
 struct Fleet {
   std::vector<hive::ClusterDeployment> cds;
-  std::vector<std::optional<hive::SyncStatus>> entries;
+  std::vector<std::optional<ReportedSet>> entries;
 
   Fleet() {
     const int waves[] = {1, 1, 2, 2, 2, 3, 3};
@@ -38,9 +37,12 @@ struct Fleet {
     }
   }
   void Report(size_t i, int64_t generation, bool ok = true) {
-    entries[i] = testing::SyncStatusEntry(
-        "fleet-set", generation, ok ? hive::SyncResult::kSuccess : hive::SyncResult::kFailure);
-    if (!ok) entries[i]->failure_message = "namespaces \"x\" not found";
+    ReportedSet& entry = entries[i].emplace();
+    entry.kind = hive::SetKind::kSelectorSyncSet;
+    entry.name = "fleet-set";
+    entry.observed_generation = generation;
+    entry.result = ok ? hive::SyncResult::kSuccess : hive::SyncResult::kFailure;
+    if (!ok) entry.failure_message = "namespaces \"x\" not found";
   }
   std::vector<RolloutCluster> Clusters() const {
     std::vector<RolloutCluster> out;

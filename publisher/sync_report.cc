@@ -1,0 +1,36 @@
+#include "publisher/sync_report.h"
+
+#include "common/hive/status_rules.h"
+
+namespace syncbus::publisher {
+
+SyncReport SyncReport::Of(const hive::ClusterSync& cluster_sync) {
+  const hive::ClusterSyncStatus& status = cluster_sync.status;
+  SyncReport report;
+  report.condition_current = hive::FailedConditionCurrent(status);
+  report.first_success_pending = hive::FirstSuccessDue(status, /*installed=*/true);
+  report.sets.reserve(status.sync_sets.size() + status.selector_sync_sets.size());
+  for (auto [kind, entries] :
+       {std::pair{hive::SetKind::kSyncSet, &status.sync_sets},
+        std::pair{hive::SetKind::kSelectorSyncSet, &status.selector_sync_sets}}) {
+    for (const auto& e : *entries) {
+      ReportedSet& set = report.sets.emplace_back();
+      set.kind = kind;
+      set.result = e.result;
+      set.observed_generation = e.observed_generation;
+      set.name = e.name;
+      if (e.result != hive::SyncResult::kSuccess)
+        set.failure_message = e.failure_message.substr(0, kFailureMessageKept);
+    }
+  }
+  return report;
+}
+
+const ReportedSet* SyncReport::Find(hive::SetKind kind, const std::string& name) const {
+  for (const auto& set : sets) {
+    if (set.kind == kind && set.name == name) return &set;
+  }
+  return nullptr;
+}
+
+}  // namespace syncbus::publisher

@@ -1,0 +1,46 @@
+// SyncReport: of a cluster's ClusterSync, only what the publisher's decisions read
+// (sync_decision.h, cluster_decision.h, rollout_decision.h): per set entry its name, the
+// generation it reports, its result and the start of a failure's message; whether the Failed
+// condition says what the entries call for; whether status.firstSuccessTime is still to be set.
+// The hub cache keeps one per cluster in place of the ClusterSync (at 100,000 clusters every byte
+// kept per cluster is 100 kB). A plain value; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/hive/desired_state.h"
+#include "common/hive/types.h"
+
+namespace syncbus::publisher {
+
+// One entry of status.syncSets or status.selectorSyncSets.
+struct ReportedSet {
+  hive::SetKind kind = hive::SetKind::kSyncSet;
+  hive::SyncResult result = hive::SyncResult::kSuccess;
+  int64_t observed_generation = 0;
+  std::string name;
+  // A failing entry's message, its first kFailureMessageKept bytes (a rollout's halt says it,
+  // rollout_keeper.h); "" for a successful one.
+  std::string failure_message;
+};
+
+struct SyncReport {
+  static constexpr size_t kFailureMessageKept = 256;
+
+  // The entries, SyncSets' first, each list in the ClusterSync's order.
+  std::vector<ReportedSet> sets;
+  // The first condition is the Failed condition the entries call for
+  // (hive::FailedConditionCurrent).
+  bool condition_current = false;
+  // status.firstSuccessTime is unset and every entry has its own (or there is none): it is due
+  // once the cluster is installed (hive::FirstSuccessDue).
+  bool first_success_pending = false;
+
+  static SyncReport Of(const hive::ClusterSync& cluster_sync);
+  // The entry of set `name` of `kind` (the first, as Hive reads it); null when none.
+  const ReportedSet* Find(hive::SetKind kind, const std::string& name) const;
+};
+
+}  // namespace syncbus::publisher

@@ -1,0 +1,50 @@
+#include "publisher/sync_report.h"
+
+#include <doctest/doctest.h>
+
+#include "common/hive/status_rules.h"
+#include "tests/support/hive_objects.h"
+
+using namespace syncbus;
+using namespace syncbus::hive;
+using namespace syncbus::publisher;
+
+TEST_CASE("sync report: the entries of both lists, a failure's message cut, the rest dropped") {
+  ClusterSync cs;
+  cs.meta.name = "c1";
+  cs.status.sync_sets = {testing::SyncStatusEntry("a", 3, SyncResult::kFailure),
+                         testing::SyncStatusEntry("b", 1)};
+  cs.status.sync_sets[0].failure_message = std::string(300, 'x');
+  cs.status.sync_sets[1].failure_message = "an old failure";
+  cs.status.selector_sync_sets = {testing::SyncStatusEntry("a", 2)};
+  cs.status.conditions = {ExpectedFailedCondition(cs.status)};
+  SyncReport report = SyncReport::Of(cs);
+  REQUIRE(report.sets.size() == 3);
+  const ReportedSet* failing = report.Find(SetKind::kSyncSet, "a");
+  REQUIRE(failing != nullptr);
+  CHECK(failing->observed_generation == 3);
+  CHECK(failing->result == SyncResult::kFailure);
+  CHECK(failing->failure_message == std::string(SyncReport::kFailureMessageKept, 'x'));
+  CHECK(report.Find(SetKind::kSyncSet, "b")->failure_message.empty());
+  const ReportedSet* selector = report.Find(SetKind::kSelectorSyncSet, "a");
+  REQUIRE(selector != nullptr);
+  CHECK(selector->observed_generation == 2);
+  CHECK(report.Find(SetKind::kSelectorSyncSet, "b") == nullptr);
+  CHECK(report.condition_current);
+  CHECK_FALSE(report.first_success_pending);  // entries without a firstSuccessTime
+}
+
+TEST_CASE("sync report: the condition and firstSuccessTime as Hive derives them") {
+  ClusterSync cs;
+  CHECK_FALSE(SyncReport::Of(cs).condition_current);  // no condition
+  CHECK(SyncReport::Of(cs).first_success_pending);    // no entry: due once installed
+  cs.status.sync_sets = {testing::SyncStatusEntry("a", 1)};
+  cs.status.conditions = {ExpectedFailedCondition(cs.status)};
+  CHECK(SyncReport::Of(cs).condition_current);
+  cs.status.conditions[0].message = "SyncSet a is failing";
+  CHECK_FALSE(SyncReport::Of(cs).condition_current);
+  cs.status.sync_sets[0].first_success_time = "2020-01-01T00:00:00Z";
+  CHECK(SyncReport::Of(cs).first_success_pending);
+  cs.status.first_success_time = "2020-01-01T00:00:00Z";
+  CHECK_FALSE(SyncReport::Of(cs).first_success_pending);
+}
