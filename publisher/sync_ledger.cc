@@ -7,11 +7,11 @@ namespace syncbus::publisher {
 std::vector<std::string> SyncLedger::TakeDue(WallTime now, SteadyTime steady,
                                              std::chrono::milliseconds timeout) {
   std::vector<std::string> due;
-  while (!reapply_queue_.empty() && reapply_queue_.begin()->first <= now) {
-    auto [when, key] = *reapply_queue_.begin();
-    reapply_queue_.erase(reapply_queue_.begin());
-    reapply_due_.erase(key);
-    due.push_back(key);
+  while (!reapply_queue_.empty() && reapply_queue_.begin()->at <= now) {
+    auto it = records_.find(*reapply_queue_.begin()->key);
+    due.push_back(it->first);
+    Unschedule(it);
+    EraseIfEmpty(it);
   }
   // A later publish times out later: until the earliest timeout seen at the last scan, none is
   // due, and the requests need not be looked at (a round runs as often as clusters change).
@@ -25,14 +25,28 @@ std::vector<std::string> SyncLedger::TakeDue(WallTime now, SteadyTime steady,
   return due;
 }
 
+void SyncLedger::Unschedule(Records::iterator it) {
+  if (!it->second.reapply_due) return;
+  reapply_queue_.erase({*it->second.reapply_due, &it->first});
+  it->second.reapply_due.reset();
+}
+
+void SyncLedger::EraseIfEmpty(Records::iterator it) {
+  if (it->second.empty()) records_.erase(it);
+}
+
 void SyncLedger::ScheduleReapply(const std::string& key, std::optional<WallTime> due) {
-  if (auto it = reapply_due_.find(key); it != reapply_due_.end()) {
-    reapply_queue_.erase({it->second, key});
-    reapply_due_.erase(it);
+  if (!due) {
+    if (auto it = records_.find(key); it != records_.end()) {
+      Unschedule(it);
+      EraseIfEmpty(it);
+    }
+    return;
   }
-  if (!due) return;
-  reapply_due_[key] = *due;
-  reapply_queue_.insert({*due, key});
+  auto it = records_.try_emplace(key).first;
+  Unschedule(it);
+  it->second.reapply_due = *due;
+  reapply_queue_.insert({*due, &it->first});
 }
 
 SyncLedger::PendingMarks SyncLedger::TakePending(const std::string& key) {
@@ -77,12 +91,12 @@ void SyncLedger::DropOutstanding(const std::string& key) {
 void SyncLedger::MarkProcessed(const std::string& key) {
   auto it = outstanding_.find(key);
   if (it == outstanding_.end()) return;
-  if (it->second.full_reapply) secrets_applied_[key] = it->second.secrets;
+  if (it->second.full_reapply) records_[key].secrets_applied = it->second.secrets;
   EraseOutstanding(it);
 }
 
 SyncLedger::Recorded SyncLedger::RecordConfirmed(const std::string& key, ConfirmedRequest request) {
-  last_published_[key] = request.confirmed_at;
+  records_[key].last_published = request.confirmed_at;
   if (request.overtaken) {
     // The overtaken resync still does its full reapply: the entry keeps its obligations.
     const OutstandingRequest& resync = *request.overtaken;
@@ -107,39 +121,40 @@ SyncLedger::Recorded SyncLedger::RecordConfirmed(const std::string& key, Confirm
 }
 
 std::optional<SteadyTime> SyncLedger::last_published(const std::string& key) const {
-  auto it = last_published_.find(key);
-  if (it == last_published_.end()) return std::nullopt;
-  return it->second;
+  auto it = records_.find(key);
+  return it == records_.end() ? std::nullopt : it->second.last_published;
 }
 
 const hive::SecretVersions* SyncLedger::applied_secrets(const std::string& key) const {
-  auto it = secrets_applied_.find(key);
-  return it == secrets_applied_.end() ? nullptr : &it->second;
+  auto it = records_.find(key);
+  return it == records_.end() || !it->second.secrets_applied ? nullptr
+                                                             : &*it->second.secrets_applied;
 }
 
 const hive::SecretVersions& SyncLedger::AssumeAppliedSecrets(const std::string& key,
                                                              hive::SecretVersions assumed) {
-  return secrets_applied_.emplace(key, std::move(assumed)).first->second;
+  std::optional<hive::SecretVersions>& applied = records_[key].secrets_applied;
+  if (!applied) applied = std::move(assumed);
+  return *applied;
 }
 
 void SyncLedger::Forget(const std::string& key) {
   DropOutstanding(key);
-  last_published_.erase(key);
-  secrets_applied_.erase(key);
-  ScheduleReapply(key, std::nullopt);
+  if (auto it = records_.find(key); it != records_.end()) {
+    Unschedule(it);
+    records_.erase(it);
+  }
 }
 
 void SyncLedger::Clear() {
   outstanding_.clear();
   first_published_.clear();
   next_timeout_ = SteadyTime::min();
-  last_published_.clear();
   pending_.clear();
   startup_pending_.clear();
   bulk_pending_.clear();
-  reapply_due_.clear();
   reapply_queue_.clear();
-  secrets_applied_.clear();
+  records_.clear();
 }
 
 }  // namespace syncbus::publisher

@@ -105,14 +105,34 @@ class SyncLedger {
   // timeout; later ones time out later still.
   SteadyTime next_timeout_ = SteadyTime::min();
   std::chrono::milliseconds scanned_timeout_{0};
-  std::map<std::string, SteadyTime> last_published_;
+  // What the ledger keeps of a cluster between its requests: one record per cluster, erased once
+  // it holds nothing (at 100,000 clusters, each map keyed by the name costs ~10 MB).
+  struct ClusterRecord {
+    std::optional<SteadyTime> last_published;
+    std::optional<WallTime> reapply_due;
+    // Source-Secret versions applied by the last processed full reapply.
+    std::optional<hive::SecretVersions> secrets_applied;
+    bool empty() const { return !last_published && !reapply_due && !secrets_applied; }
+  };
+  using Records = std::map<std::string, ClusterRecord>;
+  // A cluster's place on the reapply schedule: by due time, then by name; `key` points at the
+  // name in records_ (a std::map's keys stay put).
+  struct Due {
+    WallTime at{};
+    const std::string* key = nullptr;
+    bool operator<(const Due& other) const {
+      return at != other.at ? at < other.at : *key < *other.key;
+    }
+  };
+  // Takes the cluster off the reapply schedule.
+  void Unschedule(Records::iterator it);
+  void EraseIfEmpty(Records::iterator it);
+
   std::set<std::string> pending_;
-  std::set<std::string> startup_pending_;        // pending keys left over from a start-up round
-  std::set<std::string> bulk_pending_;           // pending keys of a bulk edit
-  std::map<std::string, WallTime> reapply_due_;  // key -> due
-  std::set<std::pair<WallTime, std::string>> reapply_queue_;
-  // Source-Secret versions applied by the last processed full reapply, per cluster.
-  std::map<std::string, hive::SecretVersions> secrets_applied_;
+  std::set<std::string> startup_pending_;  // pending keys left over from a start-up round
+  std::set<std::string> bulk_pending_;     // pending keys of a bulk edit
+  Records records_;
+  std::set<Due> reapply_queue_;  // the records with a reapply_due
 };
 
 }  // namespace syncbus::publisher

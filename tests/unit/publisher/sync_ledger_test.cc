@@ -37,6 +37,18 @@ TEST_CASE("ledger: reapplies fall due in time order and leave the schedule") {
   CHECK(ledger.TakeDue(now + 4h, clock.Now(), 30min).empty());  // taken once
 }
 
+TEST_CASE("ledger: reapplies due at the same time fall due by name, each once") {
+  FakeClock clock;
+  SyncLedger ledger;
+  WallTime now = clock.WallNow();
+  for (const std::string key : {"z/z", "b/b", "y/y"}) ledger.ScheduleReapply(key, now + 1h);
+  ledger.ScheduleReapply("b/b", std::nullopt);
+  CHECK(ledger.TakeDue(now + 1h, clock.Now(), 30min) == std::vector<std::string>{"y/y", "z/z"});
+  // Taken off the schedule, a cluster can be scheduled again.
+  ledger.ScheduleReapply("y/y", now + 2h);
+  CHECK(ledger.TakeDue(now + 3h, clock.Now(), 30min) == std::vector<std::string>{"y/y"});
+}
+
 TEST_CASE("ledger: requests outstanding for the timeout or longer are due again") {
   FakeClock clock;
   SyncLedger ledger;
