@@ -86,6 +86,25 @@ void Trim(hive::SelectorSyncSet& sss) {
   Trim(sss.meta);
   Trim(sss.spec);
 }
+// Replaces one object kind of every cluster of `into` (the one `field` selects) with those of
+// `from` (a list of that kind only), which it empties; clusters left with no object are erased.
+// A cluster new to `into` takes `from`'s map node as it is.
+template <typename Clusters, typename Field>
+void ReplaceKind(Clusters& into, Clusters& from, Field field) {
+  for (auto& [key, cluster] : into) field(cluster) = {};
+  for (auto it = from.begin(); it != from.end();) {
+    auto next = std::next(it);
+    if (auto found = into.find(it->first); found != into.end()) {
+      field(found->second) = std::move(field(it->second));
+    } else {
+      into.insert(from.extract(it));
+    }
+    it = next;
+  }
+  from.clear();
+  std::erase_if(into, [](const auto& entry) { return entry.second.empty(); });
+}
+
 }  // namespace
 
 const char* HubKindName(HubKind kind) {
@@ -106,7 +125,9 @@ void HubCache::MarkDirtyLocked(const std::string& key) {
 }
 
 void HubCache::MarkAllDirtyLocked() {
-  for (const auto& [key, cd] : objects_.cds) dirty_.insert(key);
+  for (const auto& [key, cluster] : objects_.clusters) {
+    if (cluster.cd) dirty_.insert(key);
+  }
   dirty_cv_.notify_all();
 }
 
@@ -124,8 +145,8 @@ void HubCache::DirtyForSyncSet(const hive::SyncSet& ss, std::set<std::string>& o
 
 void HubCache::DirtyForSelectorSyncSet(const hive::SelectorSyncSet& sss,
                                        std::set<std::string>& out) const {
-  for (const auto& [key, cd] : objects_.cds) {
-    if (sss.selector.Matches(cd->meta.labels)) out.insert(key);
+  for (const auto& [key, cluster] : objects_.clusters) {
+    if (cluster.cd && sss.selector.Matches(cluster.cd->meta.labels)) out.insert(key);
   }
 }
 
@@ -148,22 +169,28 @@ Status HubCache::Parse(HubKind kind, const Json& object, Objects& into) {
     return Status::Ok();
   };
   switch (kind) {
-    case HubKind::kClusterDeployment:
-      return store(into.cds, hive::ClusterDeployment::FromJson(object));
+    case HubKind::kClusterDeployment: {
+      auto cd = hive::ClusterDeployment::FromJson(object);
+      if (!cd.ok()) return cd.status();
+      Trim(*cd);
+      into.clusters[std::move(key)].cd =
+          std::make_shared<const hive::ClusterDeployment>(std::move(*cd));
+      return Status::Ok();
+    }
     case HubKind::kSyncSet: return store(into.syncsets, hive::SyncSet::FromJson(object));
     case HubKind::kSelectorSyncSet:
       return store(into.selector_syncsets, hive::SelectorSyncSet::FromJson(object));
     case HubKind::kClusterSync: {
       auto cluster_sync = hive::ClusterSync::FromJson(object);
       if (!cluster_sync.ok()) return cluster_sync.status();
-      into.statuses[std::move(key)] =
+      into.clusters[std::move(key)].status =
           std::make_shared<const SyncReport>(SyncReport::Of(*cluster_sync));
       return Status::Ok();
     }
     case HubKind::kClusterSyncLease: {
       auto lease = hive::ClusterSyncLease::FromJson(object);
       if (!lease.ok()) return lease.status();
-      into.lease_renewals[std::move(key)] = std::move(lease->renew_time);
+      into.clusters[std::move(key)].lease_renewal = std::move(lease->renew_time);
       return Status::Ok();
     }
     case HubKind::kSecret: {
@@ -223,12 +250,21 @@ Status HubCache::ApplyUpsertLocked(HubKind kind, const Json& object) {
   return Status::Ok();
 }
 
+template <typename Field>
+void HubCache::EraseFromClusterLocked(const std::string& key, Field field) {
+  auto it = objects_.clusters.find(key);
+  if (it == objects_.clusters.end()) return;
+  field(it->second) = {};
+  if (it->second.empty()) objects_.clusters.erase(it);
+}
+
 void HubCache::ApplyDeleteLocked(HubKind kind, const Json& object) {
   std::string key = KeyOf(object);
   std::set<std::string> dirty;
   switch (kind) {
     case HubKind::kClusterDeployment:
-      objects_.cds.erase(key);
+      EraseFromClusterLocked(
+          key, [](ClusterObjects & c) -> auto& { return c.cd; });
       MarkEditedLocked({key});
       break;
     case HubKind::kSyncSet:
@@ -246,11 +282,13 @@ void HubCache::ApplyDeleteLocked(HubKind kind, const Json& object) {
       }
       break;
     case HubKind::kClusterSync:
-      objects_.statuses.erase(key);
+      EraseFromClusterLocked(
+          key, [](ClusterObjects & c) -> auto& { return c.status; });
       MarkDirtyLocked(key);
       break;
     case HubKind::kClusterSyncLease:
-      objects_.lease_renewals.erase(key);
+      EraseFromClusterLocked(
+          key, [](ClusterObjects & c) -> auto& { return c.lease_renewal; });
       MarkDirtyLocked(key);
       break;
     case HubKind::kSecret:
@@ -278,11 +316,21 @@ void HubCache::Replace(Listing listing) {
   std::lock_guard lock(mu_);
   Objects& from = listing.objects_;
   switch (listing.kind_) {
-    case HubKind::kClusterDeployment: objects_.cds.swap(from.cds); break;
+    case HubKind::kClusterDeployment:
+      ReplaceKind(
+          objects_.clusters, from.clusters, [](ClusterObjects & c) -> auto& { return c.cd; });
+      break;
     case HubKind::kSyncSet: objects_.syncsets.swap(from.syncsets); break;
     case HubKind::kSelectorSyncSet: objects_.selector_syncsets.swap(from.selector_syncsets); break;
-    case HubKind::kClusterSync: objects_.statuses.swap(from.statuses); break;
-    case HubKind::kClusterSyncLease: objects_.lease_renewals.swap(from.lease_renewals); break;
+    case HubKind::kClusterSync:
+      ReplaceKind(
+          objects_.clusters, from.clusters, [](ClusterObjects & c) -> auto& { return c.status; });
+      break;
+    case HubKind::kClusterSyncLease:
+      ReplaceKind(
+          objects_.clusters, from.clusters,
+          [](ClusterObjects & c) -> auto& { return c.lease_renewal; });
+      break;
     case HubKind::kSecret: objects_.secrets.swap(from.secrets); break;
   }
   invalid_ += listing.invalid_;
@@ -381,9 +429,12 @@ HubSnapshot HubCache::Snapshot(const std::vector<std::string>& cluster_keys) con
   for (const auto& key : cluster_keys) {
     ClusterInputs& cluster = snapshot.clusters.emplace_back();
     cluster.key = key;
-    if (auto cd = objects_.cds.find(key); cd != objects_.cds.end()) {
-      cluster.cd = cd->second;
-      const std::string prefix = cd->second->meta.ns + "/";
+    auto found = objects_.clusters.find(key);
+    if (found == objects_.clusters.end()) continue;
+    const ClusterObjects& objects = found->second;
+    if (objects.cd) {
+      cluster.cd = objects.cd;
+      const std::string prefix = objects.cd->meta.ns + "/";
       for (auto it = objects_.syncsets.lower_bound(prefix);
            it != objects_.syncsets.end() && it->first.compare(0, prefix.size(), prefix) == 0;
            ++it) {
@@ -391,17 +442,16 @@ HubSnapshot HubCache::Snapshot(const std::vector<std::string>& cluster_keys) con
         FindSecretsLocked(it->second->spec.secret_mappings, it->second->meta.ns,
                           cluster.sync_set_secrets);
       }
-      if (!cd->second->admin_kubeconfig_secret.empty()) {
-        auto kubeconfig = objects_.secrets.find(prefix + cd->second->admin_kubeconfig_secret);
+      if (!objects.cd->admin_kubeconfig_secret.empty()) {
+        auto kubeconfig = objects_.secrets.find(prefix + objects.cd->admin_kubeconfig_secret);
         if (kubeconfig != objects_.secrets.end())
           cluster.kubeconfig_version = kubeconfig->second.resource_version;
       }
     }
-    if (auto s = objects_.statuses.find(key); s != objects_.statuses.end())
-      cluster.status = s->second;
-    if (auto l = objects_.lease_renewals.find(key); l != objects_.lease_renewals.end()) {
+    cluster.status = objects.status;
+    if (objects.lease_renewal) {
       cluster.lease = std::make_shared<const hive::ClusterSyncLease>(
-          hive::ClusterSyncLease{hive::ObjectMeta{}, l->second});
+          hive::ClusterSyncLease{hive::ObjectMeta{}, *objects.lease_renewal});
     }
   }
   return snapshot;
@@ -411,38 +461,37 @@ std::vector<HubCache::RolloutInputs> HubCache::Rollouts(
     const std::function<bool(const hive::ObjectMeta&)>& with_clusters) const {
   std::vector<RolloutInputs> out;
   std::lock_guard lock(mu_);
-  auto add_clusters = [&](RolloutInputs& in, const auto& set, const auto& candidates) {
-    if (!with_clusters(set.meta)) return;
-    for (const auto& [key, cd] : candidates) {
-      if (!hive::AppliesTo(set, *cd)) continue;
-      auto status = objects_.statuses.find(key);
-      in.clusters.emplace_back(cd, status == objects_.statuses.end() ? nullptr : status->second);
-    }
+  auto add_cluster = [&](RolloutInputs& in, const auto& set, const ClusterObjects& cluster) {
+    if (cluster.cd && hive::AppliesTo(set, *cluster.cd))
+      in.clusters.emplace_back(cluster.cd, cluster.status);
   };
   for (const auto& [key, ss] : objects_.syncsets) {
     if (!ss->meta.annotations.contains(rollout::kSpecAnnotation)) continue;
     RolloutInputs& in = out.emplace_back();
     in.sync_set = ss;
-    // A SyncSet names its clusters: only those of its namespace are candidates.
-    std::map<std::string, std::shared_ptr<const hive::ClusterDeployment>> named;
-    for (const auto& ref : ss->cluster_deployment_refs) {
-      if (auto cd = objects_.cds.find(ss->meta.ns + "/" + ref); cd != objects_.cds.end())
-        named.emplace(cd->first, cd->second);
+    if (!with_clusters(ss->meta)) continue;
+    // A SyncSet names its clusters: only those of its namespace are candidates, in key order.
+    std::set<std::string> named;
+    for (const auto& ref : ss->cluster_deployment_refs) named.insert(ss->meta.ns + "/" + ref);
+    for (const auto& cluster_key : named) {
+      if (auto cluster = objects_.clusters.find(cluster_key); cluster != objects_.clusters.end())
+        add_cluster(in, *ss, cluster->second);
     }
-    add_clusters(in, *ss, named);
   }
   for (const auto& [name, sss] : objects_.selector_syncsets) {
     if (!sss->meta.annotations.contains(rollout::kSpecAnnotation)) continue;
     RolloutInputs& in = out.emplace_back();
     in.selector_sync_set = sss;
-    add_clusters(in, *sss, objects_.cds);
+    if (!with_clusters(sss->meta)) continue;
+    for (const auto& [key, cluster] : objects_.clusters) add_cluster(in, *sss, cluster);
   }
   return out;
 }
 
 size_t HubCache::cluster_count() const {
   std::lock_guard lock(mu_);
-  return objects_.cds.size();
+  return static_cast<size_t>(std::count_if(objects_.clusters.begin(), objects_.clusters.end(),
+                                           [](const auto& c) { return c.second.cd != nullptr; }));
 }
 
 uint64_t HubCache::invalid_objects() const {
@@ -453,8 +502,10 @@ uint64_t HubCache::invalid_objects() const {
 std::vector<std::string> HubCache::AllClusterKeys() const {
   std::lock_guard lock(mu_);
   std::vector<std::string> out;
-  out.reserve(objects_.cds.size());
-  for (const auto& [k, v] : objects_.cds) out.push_back(k);
+  out.reserve(objects_.clusters.size());
+  for (const auto& [key, cluster] : objects_.clusters) {
+    if (cluster.cd) out.push_back(key);
+  }
   return out;
 }
 

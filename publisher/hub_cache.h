@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -52,15 +53,24 @@ struct DirtyEdits {
 class HubCache {
   template <typename T>
   using Shared = std::shared_ptr<const T>;
-  // The parsed objects of every kind, by key ("ns/name"; a SelectorSyncSet by name).
-  struct Objects {
-    std::map<std::string, Shared<hive::ClusterDeployment>> cds;
-    std::map<std::string, Shared<hive::SyncSet>> syncsets;
-    std::map<std::string, Shared<hive::SelectorSyncSet>> selector_syncsets;
-    std::map<std::string, Shared<SyncReport>> statuses;  // of the ClusterSyncs
+  // One cluster's objects, by its key ("ns/name": a ClusterSync and its lease are named as their
+  // cluster), kept together so that the fleet's name appears once per cluster.
+  struct ClusterObjects {
+    Shared<hive::ClusterDeployment> cd;
+    Shared<SyncReport> status;  // of its ClusterSync
     // Of a ClusterSyncLease the decision reads only spec.renewTime ("" when unset): Snapshot()
     // makes the lease objects of the clusters it looks at.
-    std::map<std::string, std::string> lease_renewals;
+    std::optional<std::string> lease_renewal;
+    bool empty() const { return !cd && !status && !lease_renewal; }
+  };
+  using Clusters = std::map<std::string, ClusterObjects>;
+  // The parsed objects of every kind, by key ("ns/name"; a SelectorSyncSet by name). A cluster
+  // is in `clusters` while any of its objects exists; one without its ClusterDeployment does
+  // not exist for the decision.
+  struct Objects {
+    Clusters clusters;
+    std::map<std::string, Shared<hive::SyncSet>> syncsets;
+    std::map<std::string, Shared<hive::SelectorSyncSet>> selector_syncsets;
     SecretMetas secrets;  // only metadata: never the data
   };
 
@@ -143,6 +153,9 @@ class HubCache {
   void DirtyForSecret(const std::string& secret_key, std::set<std::string>& out) const;
   Status ApplyUpsertLocked(HubKind kind, const Json& object);
   void ApplyDeleteLocked(HubKind kind, const Json& object);
+  // Drops the object `field` selects of cluster `key`, and the cluster once it has none.
+  template <typename Field>
+  void EraseFromClusterLocked(const std::string& key, Field field);
   // Parses `object` of `kind` into its map of `into`.
   static Status Parse(HubKind kind, const Json& object, Objects& into);
 

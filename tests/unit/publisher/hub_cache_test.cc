@@ -16,6 +16,24 @@ Json Cd(const std::string& name) {
           {"spec", {{"installed", true}}}};
 }
 
+// A ClusterSync of cluster <name> reporting SyncSet "a" at `generation`; a ClusterSyncLease.
+Json Cs(const std::string& name, int generation = 1) {
+  return {{"metadata", {{"name", name}, {"namespace", name}}},
+          {"status",
+           {{"syncSets", Json::array({{{"name", "a"}, {"observedGeneration", generation}}})}}}};
+}
+Json Lease(const std::string& name) {
+  return {{"metadata", {{"name", name}, {"namespace", name}}},
+          {"spec", {{"renewTime", "2026-01-01T00:00:00.000000Z"}}}};
+}
+
+// Which of cluster <name>'s objects a snapshot has: "d" ClusterDeployment, "s" status, "l" lease.
+std::string Held(const HubCache& cache, const std::string& name) {
+  HubSnapshot snapshot = cache.Snapshot({name + "/" + name});
+  const ClusterInputs& c = snapshot.clusters.at(0);
+  return std::string(c.cd ? "d" : "") + (c.status ? "s" : "") + (c.lease ? "l" : "");
+}
+
 HubCache MakeCache() {
   return HubCache(static_cast<size_t>(PublisherConfig{}.bulk_edit_clusters));
 }
@@ -52,6 +70,39 @@ TEST_CASE("hub cache: an invalid object of a page is left out and counted") {
   cache.Replace(std::move(listing));
   CHECK(cache.AllClusterKeys() == std::vector<std::string>{"a/a"});
   CHECK(cache.invalid_objects() == 1);
+}
+
+TEST_CASE("hub cache: a cluster's objects are listed, replaced and deleted kind by kind") {
+  HubCache cache = MakeCache();
+  cache.Replace(HubKind::kClusterDeployment, {Cd("a"), Cd("b")});
+  cache.Replace(HubKind::kClusterSync, {Cs("a"), Cs("c")});
+  cache.Replace(HubKind::kClusterSyncLease, {Lease("a")});
+  // A ClusterSync without its ClusterDeployment is no cluster, but is kept.
+  CHECK(cache.AllClusterKeys() == std::vector<std::string>{"a/a", "b/b"});
+  CHECK(cache.cluster_count() == 2);
+  CHECK(Held(cache, "a") == "dsl");
+  CHECK(Held(cache, "b") == "d");
+  CHECK(Held(cache, "c") == "s");
+
+  // A relist of one kind replaces that kind only.
+  cache.Replace(HubKind::kClusterSync, {Cs("b", 2)});
+  CHECK(Held(cache, "a") == "dl");
+  CHECK(Held(cache, "b") == "ds");
+  CHECK(cache.Snapshot({"b/b"}).clusters.at(0).status->sets.at(0).observed_generation == 2);
+  CHECK(Held(cache, "c").empty());
+  cache.Upsert(HubKind::kClusterSync, Cs("a", 3));
+  CHECK(Held(cache, "a") == "dsl");
+
+  cache.Delete(HubKind::kClusterSyncLease, Lease("a"));
+  CHECK(Held(cache, "a") == "ds");
+  cache.Delete(HubKind::kClusterDeployment, Cd("a"));
+  CHECK(Held(cache, "a") == "s");
+  CHECK(cache.AllClusterKeys() == std::vector<std::string>{"b/b"});
+  cache.Replace(HubKind::kClusterDeployment, {});
+  CHECK(cache.AllClusterKeys().empty());
+  CHECK(Held(cache, "b") == "s");
+  // Status and lease events mark their cluster; a relist marks the clusters that exist.
+  CHECK(cache.TakeDirty(0ms) == std::vector<std::string>{"a/a", "b/b"});
 }
 
 }  // namespace hub_cache_test
