@@ -4,17 +4,6 @@
 
 namespace syncbus::publisher {
 
-std::string_view ClusterStateName(ClusterState state) {
-  switch (state) {
-    case ClusterState::kInSync: return "in_sync";
-    case ClusterState::kPending: return "pending";
-    case ClusterState::kFailing: return "failing";
-    case ClusterState::kPaused: return "paused";
-    case ClusterState::kSkipped: return "skipped";
-  }
-  return "unknown";
-}
-
 namespace {
 
 ClusterState StateOf(NeedKind need, const std::string& skip_reason) {

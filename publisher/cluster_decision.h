@@ -21,14 +21,6 @@
 
 namespace syncbus::publisher {
 
-// A cluster's state at its last evaluation.
-enum class ClusterState { kInSync, kPending, kFailing, kPaused, kSkipped };
-inline constexpr ClusterState kClusterStates[] = {ClusterState::kInSync, ClusterState::kPending,
-                                                  ClusterState::kFailing, ClusterState::kPaused,
-                                                  ClusterState::kSkipped};
-// The metric label and log text: "in_sync", "pending", "failing", "paused", "skipped".
-std::string_view ClusterStateName(ClusterState state);
-
 enum class ClusterAction {
   kNone,            // in sync or skipped: nothing to send, and nothing outstanding any more
   kCoalesce,        // the request outstanding will make the consumer read the newest state

@@ -164,7 +164,6 @@ std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::
     round.bulk = !round.startup && ask.edits.single.count(key) == 0 &&
                  (ask.edits.bulk.count(key) > 0 || waited.bulk);
     if (!inputs.cd) {  // cluster deleted: forget it
-      SetClusterState(key, std::nullopt);
       ledger_.Forget(key);
       continue;
     }
@@ -184,7 +183,7 @@ std::vector<Publisher::ToSend> Publisher::DecideClusters(const std::vector<std::
     }
     round.cap_reached = ledger_.outstanding_count() + new_outstanding >= options_.max_outstanding;
     const ClusterDecision decision = DecideCluster(key, view, facts, round, policy);
-    SetClusterState(key, decision.state);
+    ledger_.SetState(key, decision.state);
     switch (decision.action) {
       case ClusterAction::kNone:
         ++(decision.state == ClusterState::kInSync ? stats.in_sync : stats.skipped);
@@ -301,25 +300,8 @@ void Publisher::UpdateGauges() {
   pending_gauge_.Set(static_cast<double>(ledger_.pending().size()));
   for (ClusterState state : kClusterStates) {
     clusters_.Add({{"state", std::string(ClusterStateName(state))}})
-        .Set(static_cast<double>(state_counts_[static_cast<int>(state)]));
+        .Set(static_cast<double>(ledger_.state_count(state)));
   }
-}
-
-void Publisher::SetClusterState(const std::string& key, std::optional<ClusterState> state) {
-  auto it = cluster_state_.find(key);
-  if (it != cluster_state_.end()) {
-    --state_counts_[static_cast<int>(it->second)];
-    if (!state) {
-      cluster_state_.erase(it);
-      return;
-    }
-    it->second = *state;
-  } else if (state) {
-    cluster_state_.emplace(key, *state);
-  } else {
-    return;
-  }
-  ++state_counts_[static_cast<int>(*state)];
 }
 
 void Publisher::LogRound(const ReconcileStats& stats) const {
@@ -340,8 +322,6 @@ void Publisher::Reset() {
     clusters_.Add({{"state", std::string(ClusterStateName(state))}}).Set(0);
   ledger_.Clear();
   pending_cursor_.clear();
-  cluster_state_.clear();
-  state_counts_ = {};
   outstanding_gauge_.Set(0);
   oldest_outstanding_gauge_.Set(0);
   pending_gauge_.Set(0);

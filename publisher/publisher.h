@@ -11,13 +11,9 @@
 // own amqp::Session.
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <functional>
-#include <iterator>
-#include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -144,8 +140,6 @@ class Publisher {
                         {item.decision.reason == SyncReason::kStartup, item.decision.bulk_change});
   }
   void UpdateGauges();
-  // Records the cluster's state at its last evaluation (nullopt: deleted) and its state's count.
-  void SetClusterState(const std::string& key, std::optional<ClusterState> state);
   void LogRound(const ReconcileStats& stats) const;
 
   PublisherOptions options_;
@@ -154,8 +148,6 @@ class Publisher {
   SyncLedger ledger_;
   PublishRate rate_;
   RequestSender sender_;
-  std::map<std::string, ClusterState> cluster_state_;
-  std::array<size_t, std::size(kClusterStates)> state_counts_{};  // of cluster_state_, by state
   std::string pending_cursor_;  // the last waiting cluster a round took (they go in turn)
 
   prometheus::Gauge& outstanding_gauge_;

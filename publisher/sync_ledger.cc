@@ -4,6 +4,17 @@
 
 namespace syncbus::publisher {
 
+std::string_view ClusterStateName(ClusterState state) {
+  switch (state) {
+    case ClusterState::kInSync: return "in_sync";
+    case ClusterState::kPending: return "pending";
+    case ClusterState::kFailing: return "failing";
+    case ClusterState::kPaused: return "paused";
+    case ClusterState::kSkipped: return "skipped";
+  }
+  return "unknown";
+}
+
 std::vector<std::string> SyncLedger::TakeDue(WallTime now, SteadyTime steady,
                                              std::chrono::milliseconds timeout) {
   std::vector<std::string> due;
@@ -138,10 +149,18 @@ const hive::SecretVersions& SyncLedger::AssumeAppliedSecrets(const std::string& 
   return *applied;
 }
 
+void SyncLedger::SetState(const std::string& key, ClusterState state) {
+  std::optional<ClusterState>& recorded = records_[key].state;
+  if (recorded) --state_counts_[static_cast<size_t>(*recorded)];
+  recorded = state;
+  ++state_counts_[static_cast<size_t>(state)];
+}
+
 void SyncLedger::Forget(const std::string& key) {
   DropOutstanding(key);
   if (auto it = records_.find(key); it != records_.end()) {
     Unschedule(it);
+    if (it->second.state) --state_counts_[static_cast<size_t>(*it->second.state)];
     records_.erase(it);
   }
 }
@@ -155,6 +174,7 @@ void SyncLedger::Clear() {
   bulk_pending_.clear();
   reapply_queue_.clear();
   records_.clear();
+  state_counts_ = {};
 }
 
 }  // namespace syncbus::publisher

@@ -1,16 +1,19 @@
 // SyncLedger: the publisher's memory between rounds. Per cluster: the request outstanding (what
 // it was published for, when, whether it waits on the resync lane or was overtaken by a change),
 // the last publish, the source-Secret versions the cluster runs; which clusters wait to be sent
-// (pending, and which of those as start-up work or as a bulk edit's change); and when each
-// cluster's periodic full reapply falls due. It records; what to do about a cluster is
-// cluster_decision.h's. Not thread-safe: owned by the Publisher, used on its thread.
+// (pending, and which of those as start-up work or as a bulk edit's change); when each
+// cluster's periodic full reapply falls due; and each cluster's state at its last evaluation. It
+// records; what to do about a cluster is cluster_decision.h's. Not thread-safe: owned by the
+// Publisher, used on its thread.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,6 +22,14 @@
 #include "common/hive/desired_state.h"
 
 namespace syncbus::publisher {
+
+// A cluster's state at its last evaluation (cluster_decision.h says which).
+enum class ClusterState { kInSync, kPending, kFailing, kPaused, kSkipped };
+inline constexpr ClusterState kClusterStates[] = {ClusterState::kInSync, ClusterState::kPending,
+                                                  ClusterState::kFailing, ClusterState::kPaused,
+                                                  ClusterState::kSkipped};
+// The metric label and log text: "in_sync", "pending", "failing", "paused", "skipped".
+std::string_view ClusterStateName(ClusterState state);
 
 // A published request not yet processed.
 struct OutstandingRequest {
@@ -88,7 +99,12 @@ class SyncLedger {
   const hive::SecretVersions& AssumeAppliedSecrets(const std::string& key,
                                                    hive::SecretVersions assumed);
 
-  // Forgets a deleted cluster: its request, last publish, Secrets and reapply schedule.
+  // Records the cluster's state at its evaluation.
+  void SetState(const std::string& key, ClusterState state);
+  // How many clusters were in `state` at their last evaluation.
+  size_t state_count(ClusterState state) const { return state_counts_[static_cast<size_t>(state)]; }
+
+  // Forgets a deleted cluster: its request, last publish, Secrets, reapply schedule and state.
   void Forget(const std::string& key);
   // Forgets everything (leadership lost).
   void Clear();
@@ -112,7 +128,8 @@ class SyncLedger {
     std::optional<WallTime> reapply_due;
     // Source-Secret versions applied by the last processed full reapply.
     std::optional<hive::SecretVersions> secrets_applied;
-    bool empty() const { return !last_published && !reapply_due && !secrets_applied; }
+    std::optional<ClusterState> state;
+    bool empty() const { return !last_published && !reapply_due && !secrets_applied && !state; }
   };
   using Records = std::map<std::string, ClusterRecord>;
   // A cluster's place on the reapply schedule: by due time, then by name; `key` points at the
@@ -132,7 +149,8 @@ class SyncLedger {
   std::set<std::string> startup_pending_;  // pending keys left over from a start-up round
   std::set<std::string> bulk_pending_;     // pending keys of a bulk edit
   Records records_;
-  std::set<Due> reapply_queue_;  // the records with a reapply_due
+  std::set<Due> reapply_queue_;                                   // the records with a reapply_due
+  std::array<size_t, std::size(kClusterStates)> state_counts_{};  // the records' states
 };
 
 }  // namespace syncbus::publisher

@@ -184,4 +184,19 @@ TEST_CASE("ledger: a deleted cluster is forgotten, and Clear forgets everything"
   CHECK_FALSE(ledger.TakePending("b/b").startup);
 }
 
+TEST_CASE("ledger: clusters are counted by their state at their last evaluation") {
+  SyncLedger ledger;
+  ledger.SetState("a/a", ClusterState::kPending);
+  ledger.SetState("b/b", ClusterState::kPending);
+  ledger.SetState("a/a", ClusterState::kInSync);
+  CHECK(ledger.state_count(ClusterState::kPending) == 1);
+  CHECK(ledger.state_count(ClusterState::kInSync) == 1);
+  ledger.Forget("a/a");  // deleted
+  CHECK(ledger.state_count(ClusterState::kInSync) == 0);
+  ledger.SetState("a/a", ClusterState::kSkipped);
+  CHECK(ledger.state_count(ClusterState::kSkipped) == 1);
+  ledger.Clear();
+  for (ClusterState state : kClusterStates) CHECK(ledger.state_count(state) == 0);
+}
+
 }  // namespace sync_ledger_test
