@@ -50,12 +50,14 @@ std::optional<WallTime> WrittenAt(const Json& metadata) {
 }
 
 // The cache keeps of each object what the decision reads (hub_snapshot.h, sync_decision.h,
-// common/hive/status_rules.h), so that the bulk of a hub's objects never stays in memory: a
-// set's resources and patches, a ClusterDeployment's conditions but the Unreachable one and its
-// annotations but Hive's pause and relocate ones, of a ClusterSync all but its SyncReport
-// (sync_report.h), and of a ClusterSyncLease all but its renewTime. What is dropped is freed,
-// capacity too: at 100,000 clusters every byte kept per object is 100 kB. Drops a vector's elements
-// and its capacity (assigning {} keeps the capacity).
+// common/hive/status_rules.h), so that the bulk of a hub's objects never stays in memory: it
+// drops a set's resources, patches, labels and other annotations, a ClusterDeployment's
+// conditions but the Unreachable one and its annotations but Hive's pause and relocate ones, of a
+// ClusterSync all but its SyncReport (sync_report.h), and of a ClusterSyncLease all but its
+// renewTime. What is dropped is freed, capacity too: at 100,000 clusters every byte kept per
+// object is 100 kB.
+
+// Drops a vector's elements and its capacity (assigning {} keeps the capacity).
 template <typename T>
 void Free(std::vector<T>& v) {
   std::vector<T>().swap(v);
@@ -78,12 +80,22 @@ void Trim(hive::ClusterDeployment& cd) {
   for (auto& c : cd.conditions) c = {c.type, c.status, {}, {}, {}, {}};
   cd.conditions.shrink_to_fit();
 }
+// Of a set's metadata the decision and the rollout keeper read the name, namespace, generation,
+// resourceVersion and the rollout annotations, and a gated set's uid (its Events name it).
+void TrimSetMeta(hive::ObjectMeta& meta) {
+  Trim(meta);
+  meta.labels = {};
+  std::erase_if(meta.annotations, [](const auto& a) {
+    return a.first != rollout::kSpecAnnotation && a.first != rollout::kStateAnnotation;
+  });
+  if (!meta.annotations.contains(rollout::kSpecAnnotation)) meta.uid = {};
+}
 void Trim(hive::SyncSet& ss) {
-  Trim(ss.meta);
+  TrimSetMeta(ss.meta);
   Trim(ss.spec);
 }
 void Trim(hive::SelectorSyncSet& sss) {
-  Trim(sss.meta);
+  TrimSetMeta(sss.meta);
   Trim(sss.spec);
 }
 // Replaces one object kind of every cluster of `into` (the one `field` selects) with those of

@@ -90,6 +90,7 @@ void SyncLedger::EraseOutstanding(std::map<std::string, OutstandingRequest>::ite
 
 void SyncLedger::PutOutstanding(const std::string& key, OutstandingRequest request) {
   if (auto it = outstanding_.find(key); it != outstanding_.end()) EraseOutstanding(it);
+  request.snapshot.cluster_key = {};  // the ledger's key says it
   // Published now, it times out after every request TakeDue last looked at: next_timeout_ holds.
   first_published_.insert(request.first_published);
   outstanding_.emplace(key, std::move(request));

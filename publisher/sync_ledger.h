@@ -33,7 +33,7 @@ std::string_view ClusterStateName(ClusterState state);
 
 // A published request not yet processed.
 struct OutstandingRequest {
-  hive::DesiredState snapshot;   // what it was published for
+  hive::DesiredState snapshot;   // what it was published for (its cluster_key left empty)
   hive::SecretVersions secrets;  // the source Secrets' versions when it was published
   SteadyTime published_at;
   WallTime published_wall;

@@ -28,6 +28,7 @@ struct KeeperHub {
     auto set = hub->Create(kube::Collection(res::kSelectorSyncSets),
                            testing::RolledOutSelectorSyncSet("s", kKeeperWaves));
     REQUIRE_MESSAGE(set.ok(), set.status().ToString());
+    set_uid = (*set)["metadata"]["uid"].get<std::string>();
     testing::LabelFleetCluster(*hub, "cluster-0000", "ring", "canary");
     Refresh();
   }
@@ -43,13 +44,15 @@ struct KeeperHub {
       cache.Replace(kind, listed->items);
     }
   }
-  // The reasons of the Events on "s", in the order written.
+  // The reasons of the Events on "s", in the order written (each names the set by its uid too).
   std::vector<std::string> Events() {
     auto listed = hub->List(kube::Collection(res::kEvents, "default"), {});
     REQUIRE(listed.ok());
     std::vector<std::string> reasons;
     for (const Json& e : listed->items) {
-      if (e["involvedObject"]["name"] == "s") reasons.push_back(e["reason"].get<std::string>());
+      if (e["involvedObject"]["name"] != "s") continue;
+      CHECK(e["involvedObject"].value("uid", "") == set_uid);
+      reasons.push_back(e["reason"].get<std::string>());
     }
     return reasons;
   }
@@ -65,6 +68,7 @@ struct KeeperHub {
 
   fakes::SimulatedHub simulated{{.clusters = 4}};
   kube::ClientImpl* hub = simulated.hub.get();
+  std::string set_uid;
   HubCache cache{1000};
   FakeClock clock;
   prometheus::Registry registry;
