@@ -374,11 +374,11 @@ Reconciled Rig::Reconcile() {
     for (const auto& s : ss) ss_ptrs.push_back(&s);
     for (const auto& s : sss) sss_ptrs.push_back(&s);
     syncbus::hive::DesiredState desired = syncbus::hive::ComputeDesired(*cd, ss_ptrs, sss_ptrs);
-    std::optional<syncbus::hive::ClusterSync> status;
+    std::optional<publisher::SyncReport> status;  // as the publisher's cache keeps it
     if (Json cs = GetClusterSync(); !cs.is_null()) {
       auto parsed = syncbus::hive::ClusterSync::FromJson(cs);
       REQUIRE(parsed.ok());
-      status = *parsed;
+      status = publisher::SyncReport::Of(*parsed);
     }
     std::optional<syncbus::hive::ClusterSyncLease> lease;
     if (!lease_before.is_null()) {
