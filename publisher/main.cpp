@@ -67,7 +67,11 @@ int main(int argc, char** argv) {
       *config, {hub->client,
                 hub->client->WithRequestTimeout(config->publisher.leader_election.renew_deadline),
                 [amqp_options] { return std::make_unique<amqp::RabbitmqSession>(amqp_options); },
-                &RealClock(), registry, identity});
+                &RealClock(), registry, identity,
+                [amqp_options]() mutable {
+                  amqp_options.connection_name += "/trace";
+                  return std::make_unique<amqp::RabbitmqSession>(amqp_options);
+                }});
   return RunDaemon(
       config->admin, registry, hub->transport, [&app] { return app.healthy(); },
       [&app] { return app.ready(); }, [&] { return app.Run(stop); }, "publisher");

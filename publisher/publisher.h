@@ -43,7 +43,7 @@ struct PublisherOptions {
   std::chrono::milliseconds outstanding_timeout{std::chrono::minutes(30)};
   std::chrono::milliseconds confirm_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds tick{std::chrono::milliseconds(500)};
-  size_t batch_size = 500;  // publishes pipelined per confirm wait
+  size_t batch_size = 1000;  // publishes pipelined per confirm wait (a full round: one)
   // Clusters a round looks at beyond the changes that made it (single edits; other changes
   // when they are at most this many): start-up work, a bulk edit's clusters, due reapplies and
   // whatever else waits are taken this many at a time, in turn, so that no round holds an edit
@@ -53,7 +53,7 @@ struct PublisherOptions {
   // Checked right before every publish: a leader whose lease lapsed must not publish, even in
   // the middle of a round. Null = always allowed.
   std::function<bool()> may_publish;
-  // Where confirmed requests are recorded for `syncbusctl trace` (flushed after each batch).
+  // Where confirmed requests are recorded for `syncbusctl trace` (its owner flushes it).
   // Null = no trace. Must outlive the Publisher.
   TraceRecorder* trace = nullptr;
 };

@@ -7,6 +7,7 @@
 #include "common/amqp/reconnect.h"
 #include "common/bus/daemon.h"
 #include "common/bus/topology.h"
+#include "common/bus/trace_flusher.h"
 #include "common/kube/reflector.h"
 #include "common/log.h"
 #include "common/random.h"
@@ -295,6 +296,10 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
   }
   TraceRecorder trace("syncbus-publisher/" + deps_.identity, *deps_.registry);
   options.trace = &trace;
+  TraceFlusher flusher(trace,
+                       (deps_.new_trace_session ? deps_.new_trace_session : deps_.new_session)(),
+                       clock, RealRandom());
+  flusher.Start();
   std::unique_ptr<Election> election;
   if (config.leader_election.enabled) {
     election = std::make_unique<Election>(quick_hub, config.leader_election, deps_.identity, clock,
@@ -309,6 +314,7 @@ Status PublisherApp::Run(const std::atomic<bool>& stop) {
   }
   PublishUntilStopped(options, election.get(), hive_config ? &*hive_config : nullptr, beat, stop);
   election.reset();  // joined, the lease given back
+  flusher.Stop();
   leader_gauge_->Set(0);
   cache_.Wake();
   watch.Stop();
@@ -398,7 +404,7 @@ void PublisherApp::PublishUntilStopped(const PublisherOptions& options, const El
     }
   }
   connected_.store(false);
-  session->Close();  // every confirm was awaited inside Reconcile: nothing left to flush
+  session->Close();  // every confirm was awaited inside Reconcile
 }
 
 }  // namespace syncbus::publisher

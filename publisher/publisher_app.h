@@ -35,6 +35,8 @@ struct PublisherDeps {
   Clock* clock = nullptr;
   std::shared_ptr<prometheus::Registry> registry;
   std::string identity;  // leader-election identity (pod name + a unique suffix)
+  // The connection the trace events go out on (common/bus/trace_flusher.h). Null: new_session.
+  std::function<std::unique_ptr<amqp::Session>()> new_trace_session;
 };
 
 class PublisherApp {

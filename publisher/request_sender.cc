@@ -85,12 +85,6 @@ BatchOutcome RequestSender::Send(const std::vector<const SyncRequest*>& batch) {
     Trace(request, pubs[i].message.message_id, outcome.sent_wall,
           std::chrono::duration_cast<std::chrono::milliseconds>(now - start));
   }
-  if (options_.trace != nullptr) {
-    // Best effort, on the same session: a broken connection surfaces with the next publish.
-    if (auto flushed = options_.trace->Flush(session_); !flushed.ok()) {
-      log::Warn("trace events dropped", {{"error", flushed.status().message()}});
-    }
-  }
   if (outcome.refused > 0) rejected_.Increment(static_cast<double>(outcome.refused));
   if (RenewalDue(outcome.refused, outcome.error, now)) {
     outcome.renew_connection = true;

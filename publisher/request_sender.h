@@ -1,6 +1,7 @@
 // RequestSender: publishes a batch of sync requests on the work exchange, pipelined, and waits
 // for the broker's confirms: only a confirmed request counts as sent
-// (syncbus_publisher_enqueued_total) and is recorded on the trace, flushed after each batch. It
+// (syncbus_publisher_enqueued_total) and is recorded for the trace (which a TraceFlusher publishes
+// on a connection of its own, so that no batch waits for the trace stream's confirms). It
 // checks right before publishing that this replica still may (a leader whose lease lapsed must
 // not). A nack on a live channel is a refusal (a full work queue, or one without a leader);
 // refusals that go on end the batch with an error asking for a new connection, since a RabbitMQ

@@ -401,8 +401,10 @@ class Chaos:
         closed = 0
         for c in self.s.rabbit.connections():
             name = (c.get("client_properties") or {}).get("connection_name", "")
+            # The publisher's own connection, not the one its trace events go out on.
             if (connection_name and name == connection_name) or \
-                    (connection_name is None and name.startswith("syncbus-publisher/")):
+                    (connection_name is None and name.startswith("syncbus-publisher/")
+                     and not name.endswith("/trace")):
                 closed += self.s.rabbit.close_connections(name)
                 break
         if closed == 0:

@@ -58,7 +58,7 @@ class RunningPublisher {
         config,
         publisher::PublisherDeps{hub, quick_hub,
                                  [amqp] { return std::make_unique<amqp::RabbitmqSession>(amqp); },
-                                 &RealClock(), registry_, "test-publisher"});
+                                 &RealClock(), registry_, "test-publisher", nullptr});
     thread_ = std::thread([this] { result_ = app_->Run(stop_); });
   }
   ~RunningPublisher() { Stop(); }

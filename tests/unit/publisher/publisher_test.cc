@@ -620,10 +620,11 @@ TEST_CASE("each confirmed request is traced with why it was sent, its lane and i
   f.cache.Replace(HubKind::kSelectorSyncSet, {Sss("s", 1)});
   CHECK(f.Round(true).published == 2);
   auto requests = f.broker.ReadyMessages(amqp::WorkQueueName(amqp::Lane::kResync));
-  auto traced = f.broker.ReadyMessages(amqp::kTraceQueue);
   REQUIRE(requests.size() == 2);
+  CHECK(trace.buffered() == 2);  // recorded once confirmed; the daemon's TraceFlusher publishes
+  REQUIRE(trace.Flush(f.session).ok());
+  auto traced = f.broker.ReadyMessages(amqp::kTraceQueue);
   REQUIRE(traced.size() == 2);
-  CHECK(trace.buffered() == 0);  // flushed with the batch
   for (size_t i = 0; i < 2; ++i) {
     auto e = DecodeTraceEvent(traced[i].body);
     REQUIRE(e.ok());

@@ -81,6 +81,10 @@ TEST_CASE("request sender: a confirmed batch is on its lane, counted and traced"
   REQUIRE(decoded.ok());
   CHECK(*decoded == f.requests[0]);
   CHECK(CounterValue(f.registry, "syncbus_publisher_enqueued_total", "generation-changed") == 2);
+  // Recorded, not published: the batch waits for no trace confirms (a TraceFlusher publishes).
+  CHECK(f.broker.ReadyMessages(amqp::kTraceQueue).empty());
+  CHECK(trace.buffered() == 2);
+  REQUIRE(trace.Flush(f.session).ok());
   auto traced = f.broker.ReadyMessages(amqp::kTraceQueue);
   REQUIRE(traced.size() == 2);
   auto e = DecodeTraceEvent(traced[1].body);
