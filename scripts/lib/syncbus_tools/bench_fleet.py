@@ -331,13 +331,15 @@ class Pipeline:
             time.sleep(0.3)
 
     def wait_converged(self, expect_enqueued=0, enqueued_base=0.0, timeout=3600, label="", publisher="publisher",
-                       started=None, confirm=0):
+                       started=None, confirm=0, probe=None):
         """Until the publisher sees every cluster in sync with nothing outstanding or pending (and
         at least `expect_enqueued` requests confirmed since `enqueued_base`). Prints progress;
         returns the seconds since `started` (default: now). With `confirm`, self.confirmed_at is
-        when the publisher first counted that many requests confirmed since `enqueued_base`."""
+        when the publisher first counted that many requests confirmed since `enqueued_base`, and
+        self.probed_at_confirm what `probe()` returned then."""
         start = started if started is not None else time.monotonic()
         self.confirmed_at = None
+        self.probed_at_confirm = None
         # A round counts its publishes as it sends them but sets the in-sync and outstanding
         # gauges at its end: believe them only from a round that began after the publishes.
         armed_at_round = None
@@ -353,6 +355,7 @@ class Pipeline:
             now = time.monotonic()
             if p and confirm and self.confirmed_at is None and p["enqueued"] - enqueued_base >= confirm:
                 self.confirmed_at = now
+                self.probed_at_confirm = probe() if probe else None
             if p and armed_at_round is None and p["enqueued"] - enqueued_base >= expect_enqueued:
                 armed_at_round = p["rounds"]
             if p and armed_at_round is not None and p["rounds"] >= armed_at_round + 2 \
@@ -503,10 +506,20 @@ def run_simulator(args, procs, broker, report):
     d.wait_ready(d.consumers(), timeout=1800)
     listed = time.monotonic() - start
     mirrors = {name: memory_kib(d.pid(name))[0] for name in d.consumers()}
+
+    def cpu_by_part():
+        parts = {"consumers": sum(cpu_seconds(d.pid(c)) for c in d.consumers()),
+                 "broker": sum(cpu_seconds(pid) for _, pid, _ in nodes),
+                 "simulator": cpu_seconds(procs.children["kubesim"].pid)}
+        if "publisher" in procs.children:
+            parts["publisher"] = cpu_seconds(d.pid("publisher"))
+        return parts
+
+    cpu_before = cpu_by_part()
     publisher_started = time.monotonic()
     d.start_publisher()
     d.wait_ready(["publisher"], timeout=1800)
-    seconds = pipe.wait_converged(label="converge", started=start, confirm=n)
+    seconds = pipe.wait_converged(label="converge", started=start, confirm=n, probe=cpu_by_part)
     confirmed = pipe.confirmed_at - publisher_started if pipe.confirmed_at else float("nan")
     totals = pipe.consumer_totals()
     after = sim_hub_requests(hub)
@@ -533,6 +546,14 @@ def run_simulator(args, procs, broker, report):
     report.add("publisher: all requests confirmed", f"{confirmed:.1f} s after its start ({n} requests)",
                f"<= {GOAL_CONFIRM_SECONDS:g} s at {GOAL_LARGE_FLEET:,} clusters" if large else "",
                (confirmed <= GOAL_CONFIRM_SECONDS) if large else None)
+    if pipe.probed_at_confirm:
+        # Whether the machine had CPU to spare while the publisher listed and published: the
+        # floor of that time on this machine.
+        used = {k: v - cpu_before.get(k, 0.0) for k, v in pipe.probed_at_confirm.items()}
+        report.add("publisher: CPU used until every request was confirmed",
+                   f"{sum(used.values()):.1f} s over {confirmed:.1f} s "
+                   f"({sum(used.values()) / confirmed:.2f} of {os.cpu_count()} CPUs): " +
+                   ", ".join(f"{k} {v:.1f} s" for k, v in sorted(used.items(), key=lambda kv: -kv[1])))
     goal = f"<= {GOAL_PUBLISHER_KIB_PER_CLUSTER:g} KiB per cluster at {GOAL_LARGE_FLEET:,} clusters"
     report.add("publisher: peak RSS", f"{pub_hwm / 1024:.0f} MiB, {per_cluster:.2f} KiB per cluster "
                f"(now {pub_rss / 1024:.0f} MiB; CPU {cpu_seconds(d.pid('publisher')):.1f} s)",
