@@ -58,9 +58,10 @@ class HubCache {
   struct ClusterObjects {
     Shared<hive::ClusterDeployment> cd;
     Shared<SyncReport> status;  // of its ClusterSync
-    // Of a ClusterSyncLease the decision reads only spec.renewTime ("" when unset): Snapshot()
-    // makes the lease objects of the clusters it looks at.
-    std::optional<std::string> lease_renewal;
+    // Of a ClusterSyncLease the decision reads only spec.renewTime, as a time (a lease without a
+    // valid one counts as none, there as here: nullopt): Snapshot() makes the lease objects of
+    // the clusters it looks at.
+    std::optional<WallTime> lease_renewal;
     bool empty() const { return !cd && !status && !lease_renewal; }
   };
   using Clusters = std::map<std::string, ClusterObjects>;
