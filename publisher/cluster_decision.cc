@@ -24,7 +24,8 @@ ClusterDecision DecideCluster(const std::string& key, const ClusterView& view,
                               const ClusterFacts& cluster, const RoundFacts& round,
                               const DecisionPolicy& policy) {
   ClusterDecision d;
-  SyncNeed need = DecideSync(view.desired, view.status, view.lease, round.now_wall, policy.reapply);
+  SyncNeed need =
+      DecideSync(view.desired, view.status, view.lease_renewal, round.now_wall, policy.reapply);
   // A changed source Secret is invisible to generations: the consumer re-reads it only on a full
   // reapply, which goes on the change lane like any other edit.
   const bool secrets_changed =
@@ -74,7 +75,7 @@ ClusterDecision DecideCluster(const std::string& key, const ClusterView& view,
   // A change for a cluster whose reapply is due anyway (or that never had one: no lease) is a
   // full reapply, so the consumer renews the lease in the same pass instead of a second one.
   d.full_reapply = need.kind == NeedKind::kReapply || secrets_changed ||
-                   FullReapplyDue(key, view.lease, round.now_wall, policy.reapply);
+                   FullReapplyDue(key, view.lease_renewal, round.now_wall, policy.reapply);
   d.lane = resync_work ? amqp::Lane::kResync : amqp::Lane::kChange;
   d.reason =
       round.startup ? SyncReason::kStartup : (timed_out ? SyncReason::kResend : *need.reason);
@@ -84,24 +85,22 @@ ClusterDecision DecideCluster(const std::string& key, const ClusterView& view,
 bool RequestProcessed(const OutstandingRequest& request, const ClusterView& view) {
   if (!SnapshotProcessed(request.snapshot, view.status)) return false;
   if (!request.full_reapply) return true;
-  if (!view.lease) return false;
-  auto renewed = ParseRfc3339(view.lease->renew_time);
   // renewTime has one-second precision: compare against the publish second.
-  return renewed.ok() &&
-         *renewed >= std::chrono::floor<std::chrono::seconds>(request.published_wall);
+  return view.lease_renewal &&
+         *view.lease_renewal >= std::chrono::floor<std::chrono::seconds>(request.published_wall);
 }
 
 std::optional<WallTime> NextReapply(const std::string& key, const ClusterView& view,
                                     const ReapplyPolicy& policy) {
   if (!view.cd || !view.desired.skip_reason.empty()) return std::nullopt;
-  return ReapplyDueAt(key, view.lease, policy);
+  return ReapplyDueAt(key, view.lease_renewal, policy);
 }
 
 hive::SecretVersions AssumedAppliedSecrets(const ClusterView& view) {
-  if (view.lease && view.secrets_written_at) {
-    auto renewed = ParseRfc3339(view.lease->renew_time);
-    // Written after the last full reapply (while no publisher watched): not applied yet.
-    if (renewed.ok() && *view.secrets_written_at > *renewed) return {};
+  // Written after the last full reapply (while no publisher watched): not applied yet.
+  if (view.lease_renewal && view.secrets_written_at &&
+      *view.secrets_written_at > *view.lease_renewal) {
+    return {};
   }
   return view.secrets;
 }

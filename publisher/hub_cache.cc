@@ -202,9 +202,7 @@ Status HubCache::Parse(HubKind kind, const Json& object, Objects& into) {
     case HubKind::kClusterSyncLease: {
       auto lease = hive::ClusterSyncLease::FromJson(object);
       if (!lease.ok()) return lease.status();
-      auto renewed = ParseRfc3339(lease->renew_time);
-      into.clusters[std::move(key)].lease_renewal =
-          renewed.ok() ? std::optional<WallTime>(*renewed) : std::nullopt;
+      into.clusters[std::move(key)].lease_renewal = LeaseRenewal(*lease);
       return Status::Ok();
     }
     case HubKind::kSecret: {
@@ -463,10 +461,7 @@ HubSnapshot HubCache::Snapshot(const std::vector<std::string>& cluster_keys) con
       }
     }
     cluster.status = objects.status;
-    if (objects.lease_renewal) {
-      cluster.lease = std::make_shared<const hive::ClusterSyncLease>(
-          hive::ClusterSyncLease{hive::ObjectMeta{}, FormatRfc3339Micro(*objects.lease_renewal)});
-    }
+    cluster.lease_renewal = objects.lease_renewal;
   }
   return snapshot;
 }

@@ -14,7 +14,7 @@ ClusterView HubSnapshot::View(const ClusterInputs& cluster) const {
   ClusterView view;
   view.seen = seen;
   view.status = cluster.status.get();
-  view.lease = cluster.lease.get();
+  view.lease_renewal = cluster.lease_renewal;
   if (!cluster.cd) return view;
   const hive::ClusterDeployment& cd = *cluster.cd;
   view.cd = &cd;

@@ -32,7 +32,8 @@ struct ClusterInputs {
   std::string key;                                    // "namespace/name"
   std::shared_ptr<const hive::ClusterDeployment> cd;  // null: the cluster no longer exists
   std::shared_ptr<const SyncReport> status;           // of its ClusterSync
-  std::shared_ptr<const hive::ClusterSyncLease> lease;
+  std::optional<WallTime>
+      lease_renewal;  // its ClusterSyncLease's renewTime (none: no lease, or none)
   // The SyncSets of the cluster's namespace, by name (whether they apply is View()'s business).
   std::vector<std::shared_ptr<const hive::SyncSet>> sync_sets;
   // The Secrets their secretMappings read, those that exist.
@@ -46,7 +47,7 @@ struct ClusterInputs {
 struct ClusterView {
   const hive::ClusterDeployment* cd = nullptr;  // null: the cluster no longer exists
   const SyncReport* status = nullptr;           // of its ClusterSync
-  const hive::ClusterSyncLease* lease = nullptr;
+  std::optional<WallTime> lease_renewal;        // its ClusterSyncLease's renewTime
   // The desired state; its revision covers the versions of the Secrets its sets' secretMappings
   // read, so a changed source Secret changes the revision.
   hive::DesiredState desired;

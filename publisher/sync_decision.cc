@@ -22,6 +22,11 @@ bool HasEntryOutside(const DesiredState& desired, const SyncReport& report) {
 
 }  // namespace
 
+std::optional<WallTime> LeaseRenewal(const hive::ClusterSyncLease& lease) {
+  auto renewed = ParseRfc3339(lease.renew_time);
+  return renewed.ok() ? std::optional<WallTime>(*renewed) : std::nullopt;
+}
+
 std::chrono::milliseconds ReapplyJitter(const std::string& cluster_key,
                                         const ReapplyPolicy& policy) {
   double span = policy.jitter * static_cast<double>(policy.interval.count());
@@ -32,16 +37,14 @@ std::chrono::milliseconds ReapplyJitter(const std::string& cluster_key,
 }
 
 std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key,
-                                     const hive::ClusterSyncLease* lease,
+                                     std::optional<WallTime> lease_renewal,
                                      const ReapplyPolicy& policy) {
-  if (!lease || lease->renew_time.empty()) return std::nullopt;
-  auto renewed = ParseRfc3339(lease->renew_time);
-  if (!renewed.ok()) return std::nullopt;
-  return *renewed + policy.interval + ReapplyJitter(cluster_key, policy);
+  if (!lease_renewal) return std::nullopt;
+  return *lease_renewal + policy.interval + ReapplyJitter(cluster_key, policy);
 }
 
 SyncNeed DecideSync(const DesiredState& desired, const SyncReport* status,
-                    const hive::ClusterSyncLease* lease, WallTime now,
+                    std::optional<WallTime> lease_renewal, WallTime now,
                     const ReapplyPolicy& policy) {
   if (!desired.skip_reason.empty()) return {NeedKind::kNone, std::nullopt};
   // Hive keeps a ClusterSync (and its lease) for every eligible cluster, with sets or without.
@@ -63,14 +66,14 @@ SyncNeed DecideSync(const DesiredState& desired, const SyncReport* status,
     return {NeedKind::kChange, SyncReason::kStatusOutdated};
   }
   if (failed) return {NeedKind::kFailed, SyncReason::kFailed};
-  auto due = ReapplyDueAt(desired.cluster_key, lease, policy);
+  auto due = ReapplyDueAt(desired.cluster_key, lease_renewal, policy);
   if (!due || *due <= now) return {NeedKind::kReapply, SyncReason::kReapplyDue};
   return {NeedKind::kNone, std::nullopt};
 }
 
-bool FullReapplyDue(const std::string& cluster_key, const hive::ClusterSyncLease* lease,
+bool FullReapplyDue(const std::string& cluster_key, std::optional<WallTime> lease_renewal,
                     WallTime now, const ReapplyPolicy& policy) {
-  auto due = ReapplyDueAt(cluster_key, lease, policy);
+  auto due = ReapplyDueAt(cluster_key, lease_renewal, policy);
   return !due || *due <= now;
 }
 

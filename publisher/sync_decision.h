@@ -39,20 +39,24 @@ struct ReapplyPolicy {
   double jitter = 0.1;  // fraction of the interval
 };
 
+// A ClusterSyncLease's renewTime as the decision reads it: none when absent or not a time.
+std::optional<WallTime> LeaseRenewal(const hive::ClusterSyncLease& lease);
+
 // The cluster's reapply offset in [0, jitter * interval), derived from its identity.
 std::chrono::milliseconds ReapplyJitter(const std::string& cluster_key,
                                         const ReapplyPolicy& policy);
 // When the next full reapply is due; nullopt when never applied (due now).
 std::optional<WallTime> ReapplyDueAt(const std::string& cluster_key,
-                                     const hive::ClusterSyncLease* lease,
+                                     std::optional<WallTime> lease_renewal,
                                      const ReapplyPolicy& policy);
 
 SyncNeed DecideSync(const DesiredState& desired, const SyncReport* status,
-                    const hive::ClusterSyncLease* lease, WallTime now, const ReapplyPolicy& policy);
+                    std::optional<WallTime> lease_renewal, WallTime now,
+                    const ReapplyPolicy& policy);
 
 // Whether a cluster's request must be a full reapply: its reapply is due (or it never had one: no
 // lease), so the consumer renews the lease in the same pass.
-bool FullReapplyDue(const std::string& cluster_key, const hive::ClusterSyncLease* lease,
+bool FullReapplyDue(const std::string& cluster_key, std::optional<WallTime> lease_renewal,
                     WallTime now, const ReapplyPolicy& policy);
 
 // Whether a request published for `snapshot` has been processed according to `status`: the

@@ -380,22 +380,21 @@ Reconciled Rig::Reconcile() {
       REQUIRE(parsed.ok());
       status = publisher::SyncReport::Of(*parsed);
     }
-    std::optional<syncbus::hive::ClusterSyncLease> lease;
+    std::optional<WallTime> lease_renewal;  // as the publisher's cache keeps it
     if (!lease_before.is_null()) {
       auto parsed = syncbus::hive::ClusterSyncLease::FromJson(lease_before);
       REQUIRE(parsed.ok());
-      lease = *parsed;
+      lease_renewal = publisher::LeaseRenewal(*parsed);
     }
     publisher::ReapplyPolicy policy;
     const WallTime now = RealClock().WallNow();
-    publisher::SyncNeed need = publisher::DecideSync(desired, status ? &*status : nullptr,
-                                                     lease ? &*lease : nullptr, now, policy);
+    publisher::SyncNeed need =
+        publisher::DecideSync(desired, status ? &*status : nullptr, lease_renewal, now, policy);
     // A failed set is retried by the consumer's retry of the request that failed it.
     if (need.kind != publisher::NeedKind::kNone) {
       r.sent = true;
-      r.full_reapply =
-          need.kind == publisher::NeedKind::kReapply ||
-          publisher::FullReapplyDue(desired.cluster_key, lease ? &*lease : nullptr, now, policy);
+      r.full_reapply = need.kind == publisher::NeedKind::kReapply ||
+                       publisher::FullReapplyDue(desired.cluster_key, lease_renewal, now, policy);
       SyncRequest request;
       request.cluster_namespace = ns_;
       request.cluster_name = kCdName;

@@ -25,7 +25,6 @@ struct Cluster {
   ClusterDeployment cd;
   ClusterSync status;
   SyncReport report;  // of `status`, as the hub cache keeps it (Report())
-  ClusterSyncLease lease;
   ClusterView view;
   OutstandingRequest outstanding;
   hive::SecretVersions applied;
@@ -43,8 +42,7 @@ struct Cluster {
     status.status.sync_sets = {testing::SyncStatusEntry("a", status_gen, result)};
     status.status.conditions = {ExpectedFailedCondition(status.status)};
     Report();
-    lease.renew_time = FormatRfc3339(clock.WallNow());
-    view.lease = &lease;
+    view.lease_renewal = std::chrono::floor<std::chrono::seconds>(clock.WallNow());
     view.secrets = {{"src/s", "1"}};
     applied = view.secrets;
     facts.applied_secrets = &applied;
@@ -124,7 +122,7 @@ TEST_CASE(
     "cluster decision: a change without a lease, or with its reapply due, is a full "
     "reapply") {
   Cluster c(2);
-  c.view.lease = nullptr;
+  c.view.lease_renewal.reset();
   CHECK(c.Decide().full_reapply);
   Cluster due(2);
   due.round.now_wall += 2h;
@@ -218,9 +216,9 @@ TEST_CASE(
   c.outstanding.full_reapply = true;
   c.outstanding.published_wall = c.clock.WallNow() + 2s;
   CHECK_FALSE(RequestProcessed(c.outstanding, c.view));  // the lease predates the publish
-  c.lease.renew_time = FormatRfc3339(c.clock.WallNow() + 2s);
+  c.view.lease_renewal = std::chrono::floor<std::chrono::seconds>(c.clock.WallNow() + 2s);
   CHECK(RequestProcessed(c.outstanding, c.view));
-  c.view.lease = nullptr;
+  c.view.lease_renewal.reset();
   CHECK_FALSE(RequestProcessed(c.outstanding, c.view));
 }
 
@@ -228,7 +226,7 @@ TEST_CASE("cluster decision: reapply schedule and the Secrets a new cluster is a
   Cluster c;
   auto next = NextReapply(kKey, c.view, c.policy.reapply);
   REQUIRE(next.has_value());
-  CHECK(*next == ReapplyDueAt(kKey, &c.lease, c.policy.reapply));
+  CHECK(*next == ReapplyDueAt(kKey, c.view.lease_renewal, c.policy.reapply));
   c.view.desired.skip_reason = "paused";
   CHECK_FALSE(NextReapply(kKey, c.view, c.policy.reapply).has_value());
   c.view.desired.skip_reason.clear();

@@ -31,7 +31,7 @@ Json Lease(const std::string& name) {
 std::string Held(const HubCache& cache, const std::string& name) {
   HubSnapshot snapshot = cache.Snapshot({name + "/" + name});
   const ClusterInputs& c = snapshot.clusters.at(0);
-  return std::string(c.cd ? "d" : "") + (c.status ? "s" : "") + (c.lease ? "l" : "");
+  return std::string(c.cd ? "d" : "") + (c.status ? "s" : "") + (c.lease_renewal ? "l" : "");
 }
 
 HubCache MakeCache() {
