@@ -5,6 +5,7 @@
 #include "common/amqp/reconnect.h"
 #include "common/bus/daemon.h"
 #include "common/bus/topology.h"
+#include "common/bus/trace_flusher.h"
 #include "common/kube/reflector.h"
 #include "common/log.h"
 #include "common/random.h"
@@ -167,6 +168,10 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   DeliveryOptions options = DeliveryOptionsOf(config_, reader);
   TraceRecorder trace("syncbus-consumer/" + deps_.identity, *deps_.registry);
   options.trace = &trace;
+  TraceFlusher flusher(trace,
+                       (deps_.new_trace_session ? deps_.new_trace_session : deps_.new_session)(),
+                       clock, RealRandom());
+  flusher.Start();
   std::unique_ptr<EventRecorder> events;
   if (c.events) {
     EventRecorder::Options event_options;
@@ -203,6 +208,7 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
       },
       &leases, clock, *deps_.registry);
   Consume(loop, *session, stop);
+  flusher.Stop();  // the drain's last events too
   if (previews.joinable()) previews.join();
   hub_view.Stop();
   return Status::Ok();

@@ -33,6 +33,8 @@ struct ConsumerDeps {
   // The preview loop's own session (preview_loop.h), named apart in the management UI; optional:
   // without it (or with consumer.previewWorkers 0) this consumer serves no previews.
   std::function<std::unique_ptr<amqp::Session>()> new_preview_session;
+  // The connection the trace events go out on (common/bus/trace_flusher.h). Null: new_session.
+  std::function<std::unique_ptr<amqp::Session>()> new_trace_session;
   Clock* clock = nullptr;
   std::shared_ptr<prometheus::Registry> registry;
   std::string identity;  // lease holder identity, unique per process

@@ -62,6 +62,10 @@ int ConsumerMain(int argc, char** argv, ReaderDecorator decorate_reader) {
          amqp_options.connection_name += "/preview";
          return std::make_unique<amqp::RabbitmqSession>(amqp_options);
        },
+       [amqp_options]() mutable {
+         amqp_options.connection_name += "/trace";
+         return std::make_unique<amqp::RabbitmqSession>(amqp_options);
+       },
        &RealClock(), registry, identity, [transport = hub->transport] { transport->Shutdown(); },
        std::move(decorate_reader)});
   return RunDaemon(

@@ -583,12 +583,6 @@ Status DeliveryLoop::Step(std::chrono::milliseconds timeout) {
   if (!settled.ok()) return settled;
   if (Status retried = RetryParks(); !retried.ok()) return retried;
   if (Status deferred = DeferStalledSuspects(); !deferred.ok()) return deferred;
-  if (options_.trace != nullptr && options_.trace->buffered() > 0) {
-    // Best effort: a lost connection shows up in Next() below.
-    if (auto flushed = options_.trace->Flush(session_); !flushed.ok()) {
-      log::Warn("trace events dropped", {{"error", flushed.status().message()}});
-    }
-  }
   auto next = session_.Next(timeout);
   if (!next.ok()) return next.status();
   if (next->has_value()) Dispatch(std::move(**next));

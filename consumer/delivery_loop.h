@@ -73,8 +73,8 @@ struct DeliveryOptions {
   // answer holds its sync up to the request timeout) it goes back to the shortest delay tier,
   // counts unchanged, and this consumer's other work resumes.
   std::chrono::milliseconds alone_wait{1000};
-  // Where deliveries and settlements are recorded for `syncbusctl trace`; flushed by Step().
-  // Null = no trace. Must outlive the loop.
+  // Where deliveries and settlements are recorded for `syncbusctl trace`; published by its owner
+  // (common/bus/trace_flusher.h), never by the loop. Null = no trace. Must outlive the loop.
   TraceRecorder* trace = nullptr;
   // Told of failed, parked and recovered syncs once settled (Kubernetes Events). Null = none.
   // Must outlive the loop.

@@ -301,8 +301,11 @@ struct Harness {
     return restored;
   }
   std::vector<amqp::Message> Dead() { return broker.ReadyMessages(amqp::kDeadQueue); }
-  // The trace events published so far, in order.
+  // The trace events recorded so far, in order: publishes what is buffered on a connection of its
+  // own, as the consumer's TraceFlusher does (the loop publishes none itself).
   std::vector<TraceEvent> Traced() {
+    auto flushed = trace.Flush(publisher);
+    REQUIRE_MESSAGE(flushed.ok(), flushed.status().message());
     std::vector<TraceEvent> out;
     for (const auto& m : broker.ReadyMessages(amqp::kTraceQueue)) {
       auto e = DecodeTraceEvent(m.body);
@@ -858,7 +861,10 @@ TEST_CASE("each delivery is traced when taken and when settled, with how it ende
   h.Send(Request("ok"), "ns1/ok/rev-1/1");
   h.Send(Request("bad"), "ns1/bad/rev-1/2");
   h.StepUntilIdle();
-  h.loop->Step(0ms);  // flushes what the last settlement recorded
+  h.loop->Step(0ms);
+  // The loop records; it never publishes the trace on its own connection.
+  CHECK(h.broker.ReadyMessages(amqp::kTraceQueue).empty());
+  CHECK(h.trace.buffered() == 4);
 
   std::map<std::string, std::vector<TraceEvent>> by_cluster;
   for (const auto& e : h.Traced()) by_cluster[e.cluster].push_back(e);
