@@ -796,7 +796,9 @@ def parse_args(argv):
                    help="prefetch per consumer in the scale-out runs (default 4: latency-bound)")
     p.add_argument("--scale-latency", type=latency_arg, default=(100, 400),
                    help="target latency of the scale-out runs (default 100,400)")
-    p.add_argument("--idle-seconds", type=float, default=10, help="hub idle reading, --real-apiserver (default 10)")
+    p.add_argument("--idle-seconds", type=float, default=10,
+                   help="the window at rest right after converge, --real-apiserver; it must end before the first "
+                        "reapply, one --reapply-interval after converge began (default 10)")
     p.add_argument("--edit-window", type=positive, default=20,
                    help="seconds measured from the edit, --real-apiserver (default 20)")
     p.add_argument("--reapply-interval", type=positive, default=60,

@@ -9,8 +9,12 @@ this benchmark's own reads; CPU of the hub's apiserver and etcd from /proc):
   - converge: from its start until every cluster's ClusterSync shows every set applied;
   - one edit: the SelectorSyncSet, which matches half the clusters, edited; a fixed window
     (--edit-window) from the edit;
+  - at rest: a short window (--idle-seconds) right after converge, before any reapply is due: what
+    the system asks of the hub with nothing to sync (leader renewals, watches);
   - a full reapply: both run with a reapply interval of --reapply-interval; the window after
-    converge in which every cluster is reapplied once.
+    that in which every cluster is reapplied once.
+The edit and the reapply are also given net of the rest window's rate, per verb and resource: the
+part of their cost that comes with the clusters synced, not with the time the window lasts.
 Then the two side by side, each syncbus figure beside its goal (issue: a change costs the hub one
 write per cluster; converging costs it less than Hive)."""
 
@@ -288,11 +292,6 @@ def measure(system, args, procs, broker, env, daemons, consumer_yaml):
         prepare_hive(env.hub, hive_dir())
     time.sleep(5)   # the writes settled
     out = {}
-    idle0 = env.meter.read()
-    time.sleep(args.idle_seconds)
-    idle = env.meter.delta(idle0, env.meter.read())
-    out["idle_cpu_rate"] = idle["cpu"] / idle["seconds"]
-
     a = env.meter.read()
     if system == "syncbus":
         d = daemons(procs, args.build_dir, broker, env.hub_kubeconfig,
@@ -317,9 +316,14 @@ def measure(system, args, procs, broker, env, daemons, consumer_yaml):
         out["converge"]["seconds"] = converge_seconds
         out["leases"] = lease_count(env.hub)
 
-        # A full reapply of every cluster: the window from converge to one interval (and its
-        # jitter of up to a tenth) later. Converging took less than the interval, so each cluster
-        # is reapplied once in it.
+        # At rest: nothing is due until the first cluster's reapply, one interval after its sync.
+        a = env.meter.read()
+        time.sleep(args.idle_seconds)
+        out["rest"] = env.meter.delta(a, env.meter.read())
+
+        # A full reapply of every cluster: the window from there to one interval (and its jitter
+        # of up to a tenth) later. Converging and resting took less than the interval, so each
+        # cluster is reapplied once in it.
         a = env.meter.read()
         time.sleep(args.reapply_interval * 1.1 + 5)
         alive()
@@ -348,6 +352,18 @@ def per_cluster(requests, clusters):
     return total, total / max(clusters, 1)
 
 
+def net_of_rest(window, rest):
+    """The window's requests less what the system asks at rest over as long, per verb and resource
+    (kinds left with less than half a request dropped)."""
+    scale = window["seconds"] / max(rest["seconds"], 1e-9)
+    out = {}
+    for k, v in window["requests"].items():
+        d = v - rest["requests"].get(k, 0) * scale
+        if d >= 0.5:
+            out[k] = d
+    return out
+
+
 def by_kind(requests, clusters, limit=8):
     items = sorted(((v, k) for k, v in requests.items()), reverse=True)[:limit]
     return ", ".join(f"{verb} {res} {v / max(clusters, 1):.2f}" for v, (verb, res) in items) or "none"
@@ -359,15 +375,25 @@ def report_system(report, system, r, n):
     total, per = per_cluster(c["requests"], n)
     report.add(f"{system}: converge", f"{c['seconds']:.1f} s; hub requests {int(total)} ({per:.2f} per cluster: "
                f"{by_kind(c['requests'], n)}); hub CPU {c['cpu']:.2f} s; ClusterSyncLeases {r['leases']}/{n}")
+    rest = r["rest"]
+    total, _ = per_cluster(rest["requests"], n)
+    rate = {k: v / rest["seconds"] for k, v in rest["requests"].items()}
+    report.add(f"{system}: at rest after converge ({rest['seconds']:.0f} s window)",
+               f"hub requests {total / rest['seconds']:.2f}/s ({by_kind(rate, 1)}); "
+               f"hub CPU {rest['cpu'] / rest['seconds']:.2f} s/s")
     e = r["edit"]
     total, per = per_cluster(e["requests"], edited)
+    _, net = per_cluster(net_of_rest(e, rest), edited)
     report.add(f"{system}: one edit ({edited} clusters, {e['seconds']:.0f} s window)",
                f"synced in {e['converged_in']:.1f} s; hub requests {int(total)} ({per:.2f} per cluster: "
-               f"{by_kind(e['requests'], edited)}); hub CPU {e['cpu']:.2f} s")
+               f"{by_kind(e['requests'], edited)}); net of rest {net:.2f} per cluster "
+               f"({by_kind(net_of_rest(e, rest), edited)}); hub CPU {e['cpu']:.2f} s")
     f = r["reapply"]
     total, per = per_cluster(f["requests"], n)
+    _, net = per_cluster(net_of_rest(f, rest), n)
     report.add(f"{system}: full reapply ({n} clusters, {f['seconds']:.0f} s window)",
                f"hub requests {int(total)} ({per:.2f} per cluster: {by_kind(f['requests'], n)}); "
+               f"net of rest {net:.2f} per cluster ({by_kind(net_of_rest(f, rest), n)}); "
                f"hub CPU {f['cpu']:.2f} s")
 
 
