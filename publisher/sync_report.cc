@@ -4,6 +4,14 @@
 
 namespace syncbus::publisher {
 
+FailureMessage::FailureMessage(std::string_view text)
+    : text_(text.empty() ? nullptr : std::make_unique<const std::string>(text)) {}
+
+FailureMessage& FailureMessage::operator=(const FailureMessage& other) {
+  if (this != &other) *this = FailureMessage(other);
+  return *this;
+}
+
 SyncReport SyncReport::Of(const hive::ClusterSync& cluster_sync) {
   const hive::ClusterSyncStatus& status = cluster_sync.status;
   SyncReport report;
@@ -20,7 +28,7 @@ SyncReport SyncReport::Of(const hive::ClusterSync& cluster_sync) {
       set.observed_generation = e.observed_generation;
       set.name = e.name;
       if (e.result != hive::SyncResult::kSuccess)
-        set.failure_message = e.failure_message.substr(0, kFailureMessageKept);
+        set.failure_message = std::string_view(e.failure_message).substr(0, kFailureMessageKept);
     }
   }
   return report;

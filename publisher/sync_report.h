@@ -7,13 +7,39 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/hive/desired_state.h"
 #include "common/hive/types.h"
 
 namespace syncbus::publisher {
+
+// A failing entry's message, held out of line: an entry that succeeds (nearly all of them) pays a
+// pointer for it, not a std::string. A value: copies copy the text.
+class FailureMessage {
+ public:
+  FailureMessage() = default;
+  // Implicit, as a string's are: it stands in for one.
+  // NOLINTNEXTLINE(google-explicit-constructor,hicpp-explicit-conversions)
+  FailureMessage(std::string_view text);
+  // NOLINTNEXTLINE(google-explicit-constructor,hicpp-explicit-conversions)
+  FailureMessage(const char* text) : FailureMessage(std::string_view(text)) {}
+  FailureMessage(const FailureMessage& other) : FailureMessage(other.view()) {}
+  FailureMessage& operator=(const FailureMessage& other);
+  FailureMessage(FailureMessage&&) noexcept = default;
+  FailureMessage& operator=(FailureMessage&&) noexcept = default;
+  ~FailureMessage() = default;
+
+  std::string_view view() const { return text_ ? std::string_view(*text_) : std::string_view(); }
+  bool empty() const { return !text_; }
+  friend bool operator==(const FailureMessage& a, std::string_view b) { return a.view() == b; }
+
+ private:
+  std::unique_ptr<const std::string> text_;  // null for ""
+};
 
 // One entry of status.syncSets or status.selectorSyncSets.
 struct ReportedSet {
@@ -23,7 +49,7 @@ struct ReportedSet {
   std::string name;
   // A failing entry's message, its first kFailureMessageKept bytes (a rollout's halt says it,
   // rollout_keeper.h); "" for a successful one.
-  std::string failure_message;
+  FailureMessage failure_message;
 };
 
 struct SyncReport {

@@ -48,3 +48,26 @@ TEST_CASE("sync report: the condition and firstSuccessTime as Hive derives them"
   cs.status.first_success_time = "2020-01-01T00:00:00Z";
   CHECK_FALSE(SyncReport::Of(cs).first_success_pending);
 }
+
+TEST_CASE("sync report: a failure's message is held out of line, and only when there is one") {
+  // A successful entry pays a pointer for the message it does not have.
+  CHECK(sizeof(FailureMessage) == sizeof(void*));
+  CHECK(FailureMessage().empty());
+  CHECK(FailureMessage("").empty());
+  CHECK(FailureMessage(std::string_view()).empty());
+  CHECK(FailureMessage() == "");
+
+  FailureMessage message("apply failed");
+  CHECK_FALSE(message.empty());
+  CHECK(message == "apply failed");
+  FailureMessage copy = message;  // a value: the copy has its own text
+  message = "another failure";
+  CHECK(copy == "apply failed");
+  CHECK(message.view() == "another failure");
+  copy = copy;  // NOLINT(clang-diagnostic-self-assign-overloaded): copying onto itself keeps it
+  CHECK(copy == "apply failed");
+  FailureMessage moved = std::move(copy);
+  CHECK(moved == "apply failed");
+  message = FailureMessage();
+  CHECK(message.empty());
+}
