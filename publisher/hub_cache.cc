@@ -76,9 +76,13 @@ void Trim(hive::ClusterDeployment& cd) {
     return a.first != hive::kSyncSetPauseAnnotation && a.first != hive::kReconcilePauseAnnotation &&
            a.first != hive::kRelocateAnnotation;
   });
-  std::erase_if(cd.conditions, [](const hive::Condition& c) { return c.type != "Unreachable"; });
-  for (auto& c : cd.conditions) c = {c.type, c.status, {}, {}, {}, {}};
-  cd.conditions.shrink_to_fit();
+  // New conditions, not the parsed ones emptied: an emptied string keeps its heap block.
+  std::vector<hive::Condition> kept;
+  for (auto& c : cd.conditions) {
+    if (c.type == "Unreachable")
+      kept.push_back({std::move(c.type), std::move(c.status), {}, {}, {}, {}});
+  }
+  cd.conditions = std::move(kept);
 }
 // Of a set's metadata the decision and the rollout keeper read the name, namespace, generation,
 // resourceVersion and the rollout annotations, and a gated set's uid (its Events name it).

@@ -105,4 +105,35 @@ TEST_CASE("hub cache: a cluster's objects are listed, replaced and deleted kind 
   CHECK(cache.TakeDirty(0ms) == std::vector<std::string>{"a/a", "b/b"});
 }
 
+TEST_CASE(
+    "hub cache: of a ClusterDeployment's conditions only Unreachable's type and status stay") {
+  HubCache cache = MakeCache();
+  const std::string text(200, 'x');  // past any small-string buffer
+  Json cd = Cd("a");
+  cd["status"]["conditions"] =
+      Json::array({{{"type", "ProvisionFailed"}, {"status", "False"}, {"message", text}},
+                   {{"type", "Unreachable"},
+                    {"status", "False"},
+                    {"reason", text},
+                    {"message", text},
+                    {"lastTransitionTime", text},
+                    {"lastProbeTime", text}}});
+  cache.Replace(HubKind::kClusterDeployment, {cd});
+  const auto kept = cache.Snapshot({"a/a"}).clusters.at(0).cd;
+  REQUIRE(kept != nullptr);
+  REQUIRE(kept->conditions.size() == 1);
+  const hive::Condition& unreachable = kept->conditions[0];
+  CHECK(unreachable.type == "Unreachable");
+  CHECK(unreachable.status == "False");
+  CHECK_FALSE(kept->unreachable());
+  // What was dropped is freed, not only emptied: no string keeps the text's heap block.
+  const size_t small = std::string().capacity();
+  for (const std::string* s : {&unreachable.reason, &unreachable.message,
+                               &unreachable.last_transition_time, &unreachable.last_probe_time}) {
+    CHECK(s->empty());
+    CHECK(s->capacity() == small);
+  }
+  CHECK(kept->conditions.capacity() == 1);
+}
+
 }  // namespace hub_cache_test
