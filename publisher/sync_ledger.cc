@@ -40,9 +40,9 @@ std::vector<std::string> SyncLedger::TakeDue(WallTime now, SteadyTime steady,
 }
 
 void SyncLedger::Unschedule(Records::iterator it) {
-  if (!it->second.reapply_due) return;
-  reapply_queue_.erase({*it->second.reapply_due, &it->first});
-  it->second.reapply_due.reset();
+  if (it->second.reapply_due == WallTime::min()) return;
+  reapply_queue_.erase({it->second.reapply_due, &it->first});
+  it->second.reapply_due = WallTime::min();
 }
 
 void SyncLedger::EraseIfEmpty(Records::iterator it) {
@@ -116,8 +116,10 @@ void SyncLedger::MarkProcessed(const std::string& key) {
   auto it = records_.find(key);
   if (it == records_.end() || !it->second.outstanding) return;
   ClusterRecord& record = it->second;
-  if (record.outstanding->full_reapply)
+  if (record.outstanding->full_reapply) {
     record.secrets_applied = std::move(record.outstanding->secrets);
+    record.secrets_known = true;
+  }
   EraseOutstanding(record);
 }
 
@@ -147,20 +149,23 @@ SyncLedger::Recorded SyncLedger::RecordConfirmed(const std::string& key, Confirm
 
 std::optional<SteadyTime> SyncLedger::last_published(const std::string& key) const {
   auto it = records_.find(key);
-  return it == records_.end() ? std::nullopt : it->second.last_published;
+  if (it == records_.end() || it->second.last_published == SteadyTime::min()) return std::nullopt;
+  return it->second.last_published;
 }
 
 const hive::SecretVersions* SyncLedger::applied_secrets(const std::string& key) const {
   auto it = records_.find(key);
-  return it == records_.end() || !it->second.secrets_applied ? nullptr
-                                                             : &*it->second.secrets_applied;
+  return it == records_.end() || !it->second.secrets_known ? nullptr : &it->second.secrets_applied;
 }
 
 const hive::SecretVersions& SyncLedger::AssumeAppliedSecrets(const std::string& key,
                                                              hive::SecretVersions assumed) {
-  std::optional<hive::SecretVersions>& applied = records_[key].secrets_applied;
-  if (!applied) applied = std::move(assumed);
-  return *applied;
+  ClusterRecord& record = records_[key];
+  if (!record.secrets_known) {
+    record.secrets_applied = std::move(assumed);
+    record.secrets_known = true;
+  }
+  return record.secrets_applied;
 }
 
 void SyncLedger::SetState(const std::string& key, ClusterState state) {

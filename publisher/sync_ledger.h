@@ -9,6 +9,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,7 +26,7 @@
 namespace syncbus::publisher {
 
 // A cluster's state at its last evaluation (cluster_decision.h says which).
-enum class ClusterState { kInSync, kPending, kFailing, kPaused, kSkipped };
+enum class ClusterState : uint8_t { kInSync, kPending, kFailing, kPaused, kSkipped };
 inline constexpr ClusterState kClusterStates[] = {ClusterState::kInSync, ClusterState::kPending,
                                                   ClusterState::kFailing, ClusterState::kPaused,
                                                   ClusterState::kSkipped};
@@ -113,16 +114,21 @@ class SyncLedger {
  private:
   // What the ledger keeps of a cluster: one record per cluster, erased once it holds nothing (at
   // 100,000 clusters, each map keyed by the name costs ~10 MB, so there is one).
+  // Packed (56 bytes, where optionals took 80: at 100,000 clusters, 2.4 MB): a time's absence is
+  // its min() value, which no clock reads.
   struct ClusterRecord {
     // The request outstanding, out of line: most records have none once the fleet has converged.
     std::unique_ptr<OutstandingRequest> outstanding;
-    std::optional<SteadyTime> last_published;
-    std::optional<WallTime> reapply_due;
-    // Source-Secret versions applied by the last processed full reapply.
-    std::optional<hive::SecretVersions> secrets_applied;
+    SteadyTime last_published = SteadyTime::min();  // min(): never published
+    WallTime reapply_due = WallTime::min();         // min(): not on the reapply schedule
+    // Source-Secret versions applied by the last processed full reapply, or assumed applied;
+    // meaningful once secrets_known.
+    hive::SecretVersions secrets_applied;
+    bool secrets_known = false;
     std::optional<ClusterState> state;
     bool empty() const {
-      return !outstanding && !last_published && !reapply_due && !secrets_applied && !state;
+      return !outstanding && last_published == SteadyTime::min() &&
+             reapply_due == WallTime::min() && !secrets_known && !state;
     }
   };
   using Records = std::map<std::string, ClusterRecord>;
