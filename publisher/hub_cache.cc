@@ -199,8 +199,7 @@ Status HubCache::Parse(HubKind kind, const Json& object, Objects& into) {
     case HubKind::kClusterSync: {
       auto cluster_sync = hive::ClusterSync::FromJson(object);
       if (!cluster_sync.ok()) return cluster_sync.status();
-      into.clusters[std::move(key)].status =
-          std::make_shared<const SyncReport>(SyncReport::Of(*cluster_sync));
+      into.clusters[std::move(key)].status = SyncReport::Of(*cluster_sync);
       return Status::Ok();
     }
     case HubKind::kClusterSyncLease: {
@@ -208,7 +207,7 @@ Status HubCache::Parse(HubKind kind, const Json& object, Objects& into) {
       if (!lease.ok()) return lease.status();
       auto renewed = ParseRfc3339(lease->renew_time);
       into.clusters[std::move(key)].lease_renewal =
-          renewed.ok() ? std::optional<WallTime>(*renewed) : std::nullopt;
+          renewed.ok() ? LeaseRenewal{*renewed} : LeaseRenewal{};
       return Status::Ok();
     }
     case HubKind::kSecret: {
@@ -469,7 +468,7 @@ HubSnapshot HubCache::Snapshot(const std::vector<std::string>& cluster_keys) con
     cluster.status = objects.status;
     if (objects.lease_renewal) {
       cluster.lease = std::make_shared<const hive::ClusterSyncLease>(
-          hive::ClusterSyncLease{hive::ObjectMeta{}, FormatRfc3339Micro(*objects.lease_renewal)});
+          hive::ClusterSyncLease{hive::ObjectMeta{}, FormatRfc3339Micro(objects.lease_renewal.at)});
     }
   }
   return snapshot;

@@ -88,7 +88,7 @@ TEST_CASE("hub cache: a cluster's objects are listed, replaced and deleted kind 
   cache.Replace(HubKind::kClusterSync, {Cs("b", 2)});
   CHECK(Held(cache, "a") == "dl");
   CHECK(Held(cache, "b") == "ds");
-  CHECK(cache.Snapshot({"b/b"}).clusters.at(0).status->sets.at(0).observed_generation == 2);
+  CHECK(cache.Snapshot({"b/b"}).clusters.at(0).status->sets()[0].observed_generation == 2);
   CHECK(Held(cache, "c").empty());
   cache.Upsert(HubKind::kClusterSync, Cs("a", 3));
   CHECK(Held(cache, "a") == "dsl");
@@ -134,6 +134,35 @@ TEST_CASE(
     CHECK(s->capacity() == small);
   }
   CHECK(kept->conditions.capacity() == 1);
+}
+
+TEST_CASE(
+    "hub cache: a cluster's report and renew time are held in its entry, shared by snapshots") {
+  HubCache cache = MakeCache();
+  cache.Replace(HubKind::kClusterDeployment, {Cd("a"), Cd("b")});
+  cache.Replace(HubKind::kClusterSync, {Cs("a", 4)});
+  Json bad_time = Lease("b");
+  bad_time["spec"]["renewTime"] = "yesterday";
+  cache.Replace(HubKind::kClusterSyncLease, {Lease("a"), bad_time});
+  const HubSnapshot first = cache.Snapshot({"a/a", "b/b"});
+  const HubSnapshot second = cache.Snapshot({"a/a"});
+  const ClusterInputs& a = first.clusters.at(0);
+  REQUIRE(a.status.has_value());
+  REQUIRE(second.clusters.at(0).status.has_value());
+  // Snapshots copy a pointer to the entries, never the entries.
+  CHECK(a.status->sets().data() == second.clusters.at(0).status->sets().data());
+  REQUIRE(a.lease != nullptr);
+  CHECK(a.lease->renew_time == "2026-01-01T00:00:00.000000Z");
+  // A renewTime that is no time is no renew time, as before.
+  CHECK(Held(cache, "b") == "d");
+
+  // The cache replaces the report; a snapshot taken before keeps what it saw.
+  cache.Upsert(HubKind::kClusterSync, Cs("a", 5));
+  CHECK(a.status->sets()[0].observed_generation == 4);
+  CHECK(cache.Snapshot({"a/a"}).clusters.at(0).status->sets()[0].observed_generation == 5);
+  cache.Delete(HubKind::kClusterSync, Cs("a"));
+  CHECK(Held(cache, "a") == "dl");
+  CHECK(a.status->Find(hive::SetKind::kSyncSet, "a") != nullptr);
 }
 
 }  // namespace hub_cache_test

@@ -1,5 +1,7 @@
 #include "publisher/sync_report.h"
 
+#include <optional>
+
 #include <doctest/doctest.h>
 
 #include "common/hive/status_rules.h"
@@ -19,7 +21,7 @@ TEST_CASE("sync report: the entries of both lists, a failure's message cut, the 
   cs.status.selector_sync_sets = {testing::SyncStatusEntry("a", 2)};
   cs.status.conditions = {ExpectedFailedCondition(cs.status)};
   SyncReport report = SyncReport::Of(cs);
-  REQUIRE(report.sets.size() == 3);
+  REQUIRE(report.sets().size() == 3);
   const ReportedSet* failing = report.Find(SetKind::kSyncSet, "a");
   REQUIRE(failing != nullptr);
   CHECK(failing->observed_generation == 3);
@@ -30,23 +32,23 @@ TEST_CASE("sync report: the entries of both lists, a failure's message cut, the 
   REQUIRE(selector != nullptr);
   CHECK(selector->observed_generation == 2);
   CHECK(report.Find(SetKind::kSelectorSyncSet, "b") == nullptr);
-  CHECK(report.condition_current);
-  CHECK_FALSE(report.first_success_pending);  // entries without a firstSuccessTime
+  CHECK(report.condition_current());
+  CHECK_FALSE(report.first_success_pending());  // entries without a firstSuccessTime
 }
 
 TEST_CASE("sync report: the condition and firstSuccessTime as Hive derives them") {
   ClusterSync cs;
-  CHECK_FALSE(SyncReport::Of(cs).condition_current);  // no condition
-  CHECK(SyncReport::Of(cs).first_success_pending);    // no entry: due once installed
+  CHECK_FALSE(SyncReport::Of(cs).condition_current());  // no condition
+  CHECK(SyncReport::Of(cs).first_success_pending());    // no entry: due once installed
   cs.status.sync_sets = {testing::SyncStatusEntry("a", 1)};
   cs.status.conditions = {ExpectedFailedCondition(cs.status)};
-  CHECK(SyncReport::Of(cs).condition_current);
+  CHECK(SyncReport::Of(cs).condition_current());
   cs.status.conditions[0].message = "SyncSet a is failing";
-  CHECK_FALSE(SyncReport::Of(cs).condition_current);
+  CHECK_FALSE(SyncReport::Of(cs).condition_current());
   cs.status.sync_sets[0].first_success_time = "2020-01-01T00:00:00Z";
-  CHECK(SyncReport::Of(cs).first_success_pending);
+  CHECK(SyncReport::Of(cs).first_success_pending());
   cs.status.first_success_time = "2020-01-01T00:00:00Z";
-  CHECK_FALSE(SyncReport::Of(cs).first_success_pending);
+  CHECK_FALSE(SyncReport::Of(cs).first_success_pending());
 }
 
 TEST_CASE("sync report: a failure's message is held out of line, and only when there is one") {
@@ -70,4 +72,22 @@ TEST_CASE("sync report: a failure's message is held out of line, and only when t
   CHECK(moved == "apply failed");
   message = FailureMessage();
   CHECK(message.empty());
+}
+
+TEST_CASE("sync report: copies share one block of entries, which outlives the original") {
+  ClusterSync cs;
+  cs.status.sync_sets = {testing::SyncStatusEntry("a", 3, SyncResult::kFailure),
+                         testing::SyncStatusEntry("b", 1)};
+  cs.status.sync_sets[0].failure_message = "boom";
+  std::optional<SyncReport> report = SyncReport::Of(cs);
+  const SyncReport copy = *report;
+  CHECK(copy.sets().data() == report->sets().data());
+  report.reset();
+  REQUIRE(copy.sets().size() == 2);
+  CHECK(copy.sets()[0].failure_message == "boom");
+  CHECK(copy.Find(SetKind::kSyncSet, "b")->observed_generation == 1);
+  // No entries: no block.
+  CHECK(SyncReport::Of(ClusterSync{}).sets().data() == nullptr);
+  // Three words: the block's pointer and count, and the two flags.
+  CHECK(sizeof(SyncReport) <= 3 * sizeof(void*));
 }
