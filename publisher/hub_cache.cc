@@ -207,7 +207,7 @@ Status HubCache::Parse(HubKind kind, const Json& object, Objects& into) {
       if (!lease.ok()) return lease.status();
       auto renewed = ParseRfc3339(lease->renew_time);
       into.clusters[std::move(key)].lease_renewal =
-          renewed.ok() ? LeaseRenewal{*renewed} : LeaseRenewal{};
+          renewed.ok() ? RenewTime{*renewed} : RenewTime{};
       return Status::Ok();
     }
     case HubKind::kSecret: {

@@ -50,15 +50,14 @@ struct DirtyEdits {
   std::set<std::string> single;  // made dirty by a single edit (also by a bulk one, maybe)
 };
 
-// A ClusterSyncLease's spec.renewTime in 8 bytes: WallTime::min() (no clock reads it) for none.
-struct LeaseRenewal {
-  WallTime at = WallTime::min();
-  explicit operator bool() const { return at != WallTime::min(); }
-};
-
 class HubCache {
   template <typename T>
   using Shared = std::shared_ptr<const T>;
+  // A ClusterSyncLease's spec.renewTime in 8 bytes: WallTime::min() (no clock reads it) for none.
+  struct RenewTime {
+    WallTime at = WallTime::min();
+    explicit operator bool() const { return at != WallTime::min(); }
+  };
   // One cluster's objects, by its key ("ns/name": a ClusterSync and its lease are named as their
   // cluster), kept together so that the fleet's name appears once per cluster.
   struct ClusterObjects {
@@ -67,7 +66,7 @@ class HubCache {
     // Of a ClusterSyncLease the decision reads only spec.renewTime, as a time (a lease without a
     // valid one counts as none, there as here): Snapshot() makes the lease objects of the
     // clusters it looks at.
-    LeaseRenewal lease_renewal;
+    RenewTime lease_renewal;
     bool empty() const { return !cd && !status && !lease_renewal; }
   };
   using Clusters = std::map<std::string, ClusterObjects>;
