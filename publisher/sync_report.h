@@ -72,7 +72,8 @@ class SyncReport {
   const ReportedSet* Find(hive::SetKind kind, const std::string& name) const;
 
  private:
-  std::shared_ptr<const ReportedSet[]> entries_;
+  // The first entry; the block holds them all (see Of()).
+  std::shared_ptr<const ReportedSet> entries_;
   uint32_t count_ = 0;
   bool condition_current_ = false;
   bool first_success_pending_ = false;

@@ -91,3 +91,35 @@ TEST_CASE("sync report: copies share one block of entries, which outlives the or
   // Three words: the block's pointer and count, and the two flags.
   CHECK(sizeof(SyncReport) <= 3 * sizeof(void*));
 }
+
+TEST_CASE("sync report: every number of entries is read back whole, in order") {
+  for (int count = 1; count <= 6; ++count) {
+    ClusterSync cs;
+    for (int i = 0; i < count; ++i) {
+      // Names past the small-string buffer, so that a block too small would be overwritten.
+      auto& list = i % 2 == 0 ? cs.status.sync_sets : cs.status.selector_sync_sets;
+      list.push_back(
+          testing::SyncStatusEntry("a-set-with-a-long-name-" + std::to_string(i), i,
+                                   i == 0 ? SyncResult::kFailure : SyncResult::kSuccess));
+    }
+    cs.status.sync_sets.front().failure_message = "first";
+    const std::vector<ReportedSet> expected = [&] {
+      std::vector<ReportedSet> out;
+      for (const auto& e : cs.status.sync_sets)
+        out.push_back({SetKind::kSyncSet, e.result, e.observed_generation, e.name, {}});
+      for (const auto& e : cs.status.selector_sync_sets)
+        out.push_back({SetKind::kSelectorSyncSet, e.result, e.observed_generation, e.name, {}});
+      return out;
+    }();
+    const SyncReport report = SyncReport::Of(cs);
+    CAPTURE(count);
+    REQUIRE(report.sets().size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      CHECK(report.sets()[i].kind == expected[i].kind);
+      CHECK(report.sets()[i].name == expected[i].name);
+      CHECK(report.sets()[i].observed_generation == expected[i].observed_generation);
+      CHECK(report.sets()[i].result == expected[i].result);
+    }
+    CHECK(report.sets()[0].failure_message == "first");
+  }
+}
