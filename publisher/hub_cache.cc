@@ -76,9 +76,13 @@ void Trim(hive::ClusterDeployment& cd) {
     return a.first != hive::kSyncSetPauseAnnotation && a.first != hive::kReconcilePauseAnnotation &&
            a.first != hive::kRelocateAnnotation;
   });
-  std::erase_if(cd.conditions, [](const hive::Condition& c) { return c.type != "Unreachable"; });
-  for (auto& c : cd.conditions) c = {c.type, c.status, {}, {}, {}, {}};
-  cd.conditions.shrink_to_fit();
+  // New conditions, not the parsed ones emptied: an emptied string keeps its heap block.
+  std::vector<hive::Condition> kept;
+  for (auto& c : cd.conditions) {
+    if (c.type == "Unreachable")
+      kept.push_back({std::move(c.type), std::move(c.status), {}, {}, {}, {}});
+  }
+  cd.conditions = std::move(kept);
 }
 // Of a set's metadata the decision and the rollout keeper read the name, namespace, generation,
 // resourceVersion and the rollout annotations, and a gated set's uid (its Events name it).
@@ -195,14 +199,14 @@ Status HubCache::Parse(HubKind kind, const Json& object, Objects& into) {
     case HubKind::kClusterSync: {
       auto cluster_sync = hive::ClusterSync::FromJson(object);
       if (!cluster_sync.ok()) return cluster_sync.status();
-      into.clusters[std::move(key)].status =
-          std::make_shared<const SyncReport>(SyncReport::Of(*cluster_sync));
+      into.clusters[std::move(key)].status = SyncReport::Of(*cluster_sync);
       return Status::Ok();
     }
     case HubKind::kClusterSyncLease: {
       auto lease = hive::ClusterSyncLease::FromJson(object);
       if (!lease.ok()) return lease.status();
-      into.clusters[std::move(key)].lease_renewal = LeaseRenewal(*lease);
+      const std::optional<WallTime> renewed = LeaseRenewal(*lease);
+      into.clusters[std::move(key)].lease_renewal = renewed ? RenewTime{*renewed} : RenewTime{};
       return Status::Ok();
     }
     case HubKind::kSecret: {
@@ -461,7 +465,7 @@ HubSnapshot HubCache::Snapshot(const std::vector<std::string>& cluster_keys) con
       }
     }
     cluster.status = objects.status;
-    cluster.lease_renewal = objects.lease_renewal;
+    if (objects.lease_renewal) cluster.lease_renewal = objects.lease_renewal.at;
   }
   return snapshot;
 }

@@ -53,15 +53,19 @@ struct DirtyEdits {
 class HubCache {
   template <typename T>
   using Shared = std::shared_ptr<const T>;
+  // A ClusterSyncLease's spec.renewTime in 8 bytes: WallTime::min() (no clock reads it) for none.
+  struct RenewTime {
+    WallTime at = WallTime::min();
+    explicit operator bool() const { return at != WallTime::min(); }
+  };
   // One cluster's objects, by its key ("ns/name": a ClusterSync and its lease are named as their
   // cluster), kept together so that the fleet's name appears once per cluster.
   struct ClusterObjects {
     Shared<hive::ClusterDeployment> cd;
-    Shared<SyncReport> status;  // of its ClusterSync
+    std::optional<SyncReport> status;  // of its ClusterSync: a value sharing its entries' block
     // Of a ClusterSyncLease the decision reads only spec.renewTime, as a time (a lease without a
-    // valid one counts as none, there as here: nullopt): Snapshot() makes the lease objects of
-    // the clusters it looks at.
-    std::optional<WallTime> lease_renewal;
+    // valid one counts as none, there as here).
+    RenewTime lease_renewal;
     bool empty() const { return !cd && !status && !lease_renewal; }
   };
   using Clusters = std::map<std::string, ClusterObjects>;
@@ -130,8 +134,8 @@ class HubCache {
   struct RolloutInputs {
     std::shared_ptr<const hive::SyncSet> sync_set;  // one of the two
     std::shared_ptr<const hive::SelectorSyncSet> selector_sync_set;
-    std::vector<std::pair<std::shared_ptr<const hive::ClusterDeployment>,
-                          std::shared_ptr<const SyncReport>>>
+    std::vector<
+        std::pair<std::shared_ptr<const hive::ClusterDeployment>, std::optional<SyncReport>>>
         clusters;  // left empty for a set `with_clusters` does not want
   };
   // Every gated set; the clusters only of those for which `with_clusters` says yes (the lock is

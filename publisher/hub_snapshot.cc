@@ -13,7 +13,7 @@ std::string SourceSecretKey(const hive::SecretMapping& mapping, const std::strin
 ClusterView HubSnapshot::View(const ClusterInputs& cluster) const {
   ClusterView view;
   view.seen = seen;
-  view.status = cluster.status.get();
+  view.status = cluster.status ? &*cluster.status : nullptr;
   view.lease_renewal = cluster.lease_renewal;
   if (!cluster.cd) return view;
   const hive::ClusterDeployment& cd = *cluster.cd;

@@ -31,7 +31,7 @@ using SecretMetas = std::map<std::string, SecretMeta>;  // "ns/name"
 struct ClusterInputs {
   std::string key;                                    // "namespace/name"
   std::shared_ptr<const hive::ClusterDeployment> cd;  // null: the cluster no longer exists
-  std::shared_ptr<const SyncReport> status;           // of its ClusterSync
+  std::optional<SyncReport> status;                   // of its ClusterSync
   std::optional<WallTime>
       lease_renewal;  // its ClusterSyncLease's renewTime (none: no lease, or none)
   // The SyncSets of the cluster's namespace, by name (whether they apply is View()'s business).

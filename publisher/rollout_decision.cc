@@ -143,7 +143,7 @@ WaveTally TallyWave(const RolloutSpec& spec, const RolloutState& state, int wave
     }
     ++tally.done;
     if (c.entry->result == hive::SyncResult::kFailure) {
-      tally.failing.push_back({key, c.entry->failure_message});
+      tally.failing.push_back({key, std::string(c.entry->failure_message.view())});
     }
   }
   std::sort(tally.pending.begin(), tally.pending.end());

@@ -11,7 +11,7 @@ namespace {
 // An entry of a set that neither applies nor is held back by a rollout (whose entry stays as it
 // is).
 bool HasEntryOutside(const DesiredState& desired, const SyncReport& report) {
-  for (const auto& e : report.sets) {
+  for (const auto& e : report.sets()) {
     auto named = [&](const DesiredSet& s) { return s.kind == e.kind && s.name == e.name; };
     bool found = std::any_of(desired.sets.begin(), desired.sets.end(), named) ||
                  std::any_of(desired.held.begin(), desired.held.end(), named);
@@ -62,7 +62,7 @@ SyncNeed DecideSync(const DesiredState& desired, const SyncReport* status,
   // The condition and firstSuccessTime Hive derives from the entries: a status that does not say
   // what they call for (written by another version, or before the cluster was installed) is
   // brought up to date.
-  if (!status->condition_current || (status->first_success_pending && desired.installed)) {
+  if (!status->condition_current() || (status->first_success_pending() && desired.installed)) {
     return {NeedKind::kChange, SyncReason::kStatusOutdated};
   }
   if (failed) return {NeedKind::kFailed, SyncReason::kFailed};

@@ -26,20 +26,23 @@ std::vector<std::string> SyncLedger::TakeDue(WallTime now, SteadyTime steady,
   }
   // A later publish times out later: until the earliest timeout seen at the last scan, none is
   // due, and the requests need not be looked at (a round runs as often as clusters change).
-  if (outstanding_.empty() || (timeout == scanned_timeout_ && steady < next_timeout_)) return due;
+  if (first_published_.empty() || (timeout == scanned_timeout_ && steady < next_timeout_))
+    return due;
   next_timeout_ = SteadyTime::max();
   scanned_timeout_ = timeout;
-  for (const auto& [key, o] : outstanding_) {
-    if (steady - o.published_at >= timeout) due.push_back(key);
-    next_timeout_ = std::min(next_timeout_, o.published_at + timeout);
+  for (const auto& [key, record] : records_) {
+    if (!record.outstanding) continue;
+    const SteadyTime published_at = record.outstanding->published_at;
+    if (steady - published_at >= timeout) due.push_back(key);
+    next_timeout_ = std::min(next_timeout_, published_at + timeout);
   }
   return due;
 }
 
 void SyncLedger::Unschedule(Records::iterator it) {
-  if (!it->second.reapply_due) return;
-  reapply_queue_.erase({*it->second.reapply_due, &it->first});
-  it->second.reapply_due.reset();
+  if (it->second.reapply_due == WallTime::min()) return;
+  reapply_queue_.erase({it->second.reapply_due, &it->first});
+  it->second.reapply_due = WallTime::min();
 }
 
 void SyncLedger::EraseIfEmpty(Records::iterator it) {
@@ -75,44 +78,58 @@ void SyncLedger::KeepPending(const std::string& key, PendingMarks marks) {
 }
 
 const OutstandingRequest* SyncLedger::outstanding(const std::string& key) const {
-  auto it = outstanding_.find(key);
-  return it == outstanding_.end() ? nullptr : &it->second;
+  auto it = records_.find(key);
+  return it == records_.end() ? nullptr : it->second.outstanding.get();
 }
 
 SteadyTime SyncLedger::OldestFirstPublished(SteadyTime now) const {
   return first_published_.empty() ? now : std::min(now, *first_published_.begin());
 }
 
-void SyncLedger::EraseOutstanding(std::map<std::string, OutstandingRequest>::iterator it) {
-  first_published_.erase(first_published_.find(it->second.first_published));
-  outstanding_.erase(it);
+void SyncLedger::EraseOutstanding(ClusterRecord& record) {
+  if (!record.outstanding) return;
+  first_published_.erase(first_published_.find(record.outstanding->first_published));
+  record.outstanding.reset();
 }
 
-void SyncLedger::PutOutstanding(const std::string& key, OutstandingRequest request) {
-  if (auto it = outstanding_.find(key); it != outstanding_.end()) EraseOutstanding(it);
+void SyncLedger::PutOutstanding(Records::iterator it, OutstandingRequest request) {
+  std::unique_ptr<OutstandingRequest>& outstanding = it->second.outstanding;
+  if (outstanding) first_published_.erase(first_published_.find(outstanding->first_published));
   request.snapshot.cluster_key = {};  // the ledger's key says it
   // Published now, it times out after every request TakeDue last looked at: next_timeout_ holds.
   first_published_.insert(request.first_published);
-  outstanding_.emplace(key, std::move(request));
+  if (outstanding) {
+    *outstanding = std::move(request);
+  } else {
+    outstanding = std::make_unique<OutstandingRequest>(std::move(request));
+  }
 }
 
 void SyncLedger::DropOutstanding(const std::string& key) {
-  if (auto it = outstanding_.find(key); it != outstanding_.end()) EraseOutstanding(it);
+  if (auto it = records_.find(key); it != records_.end()) {
+    EraseOutstanding(it->second);
+    EraseIfEmpty(it);
+  }
 }
 
 void SyncLedger::MarkProcessed(const std::string& key) {
-  auto it = outstanding_.find(key);
-  if (it == outstanding_.end()) return;
-  if (it->second.full_reapply) records_[key].secrets_applied = it->second.secrets;
-  EraseOutstanding(it);
+  auto it = records_.find(key);
+  if (it == records_.end() || !it->second.outstanding) return;
+  ClusterRecord& record = it->second;
+  if (record.outstanding->full_reapply) {
+    record.secrets_applied = std::move(record.outstanding->secrets);
+    record.secrets_known = true;
+  }
+  EraseOutstanding(record);
 }
 
 SyncLedger::Recorded SyncLedger::RecordConfirmed(const std::string& key, ConfirmedRequest request) {
-  records_[key].last_published = request.confirmed_at;
+  auto it = records_.try_emplace(key).first;
+  it->second.last_published = request.confirmed_at;
   if (request.overtaken) {
     // The overtaken resync still does its full reapply: the entry keeps its obligations.
     const OutstandingRequest& resync = *request.overtaken;
-    PutOutstanding(key,
+    PutOutstanding(it,
                    {std::move(request.snapshot), std::move(request.secrets), request.confirmed_at,
                     resync.full_reapply ? resync.published_wall : request.sent_wall,
                     resync.full_reapply || request.full_reapply, resync.first_published,
@@ -120,34 +137,35 @@ SyncLedger::Recorded SyncLedger::RecordConfirmed(const std::string& key, Confirm
                     /*promoted=*/true});
     return Recorded::kPromoted;
   }
-  auto previous = outstanding_.find(key);
-  const bool resend = previous != outstanding_.end();
-  const SteadyTime first_published =
-      resend ? previous->second.first_published : request.confirmed_at;
-  PutOutstanding(key,
-                 {std::move(request.snapshot), std::move(request.secrets), request.confirmed_at,
-                  request.sent_wall, request.full_reapply, first_published,
-                  /*resync_queued=*/request.lane == amqp::Lane::kResync,
-                  /*promoted=*/false});
+  const OutstandingRequest* previous = it->second.outstanding.get();
+  const bool resend = previous != nullptr;
+  const SteadyTime first_published = resend ? previous->first_published : request.confirmed_at;
+  PutOutstanding(it, {std::move(request.snapshot), std::move(request.secrets), request.confirmed_at,
+                      request.sent_wall, request.full_reapply, first_published,
+                      /*resync_queued=*/request.lane == amqp::Lane::kResync,
+                      /*promoted=*/false});
   return resend ? Recorded::kResent : Recorded::kFirst;
 }
 
 std::optional<SteadyTime> SyncLedger::last_published(const std::string& key) const {
   auto it = records_.find(key);
-  return it == records_.end() ? std::nullopt : it->second.last_published;
+  if (it == records_.end() || it->second.last_published == SteadyTime::min()) return std::nullopt;
+  return it->second.last_published;
 }
 
 const hive::SecretVersions* SyncLedger::applied_secrets(const std::string& key) const {
   auto it = records_.find(key);
-  return it == records_.end() || !it->second.secrets_applied ? nullptr
-                                                             : &*it->second.secrets_applied;
+  return it == records_.end() || !it->second.secrets_known ? nullptr : &it->second.secrets_applied;
 }
 
 const hive::SecretVersions& SyncLedger::AssumeAppliedSecrets(const std::string& key,
                                                              hive::SecretVersions assumed) {
-  std::optional<hive::SecretVersions>& applied = records_[key].secrets_applied;
-  if (!applied) applied = std::move(assumed);
-  return *applied;
+  ClusterRecord& record = records_[key];
+  if (!record.secrets_known) {
+    record.secrets_applied = std::move(assumed);
+    record.secrets_known = true;
+  }
+  return record.secrets_applied;
 }
 
 void SyncLedger::SetState(const std::string& key, ClusterState state) {
@@ -158,8 +176,8 @@ void SyncLedger::SetState(const std::string& key, ClusterState state) {
 }
 
 void SyncLedger::Forget(const std::string& key) {
-  DropOutstanding(key);
   if (auto it = records_.find(key); it != records_.end()) {
+    EraseOutstanding(it->second);
     Unschedule(it);
     if (it->second.state) --state_counts_[static_cast<size_t>(*it->second.state)];
     records_.erase(it);
@@ -167,7 +185,6 @@ void SyncLedger::Forget(const std::string& key) {
 }
 
 void SyncLedger::Clear() {
-  outstanding_.clear();
   first_published_.clear();
   next_timeout_ = SteadyTime::min();
   pending_.clear();

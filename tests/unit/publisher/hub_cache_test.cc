@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "common/bus/config.h"
+#include "common/time_format.h"
 
 using namespace syncbus;
 using namespace syncbus::publisher;
@@ -88,7 +89,7 @@ TEST_CASE("hub cache: a cluster's objects are listed, replaced and deleted kind 
   cache.Replace(HubKind::kClusterSync, {Cs("b", 2)});
   CHECK(Held(cache, "a") == "dl");
   CHECK(Held(cache, "b") == "ds");
-  CHECK(cache.Snapshot({"b/b"}).clusters.at(0).status->sets.at(0).observed_generation == 2);
+  CHECK(cache.Snapshot({"b/b"}).clusters.at(0).status->sets()[0].observed_generation == 2);
   CHECK(Held(cache, "c").empty());
   cache.Upsert(HubKind::kClusterSync, Cs("a", 3));
   CHECK(Held(cache, "a") == "dsl");
@@ -103,6 +104,66 @@ TEST_CASE("hub cache: a cluster's objects are listed, replaced and deleted kind 
   CHECK(Held(cache, "b") == "s");
   // Status and lease events mark their cluster; a relist marks the clusters that exist.
   CHECK(cache.TakeDirty(0ms) == std::vector<std::string>{"a/a", "b/b"});
+}
+
+TEST_CASE(
+    "hub cache: of a ClusterDeployment's conditions only Unreachable's type and status stay") {
+  HubCache cache = MakeCache();
+  const std::string text(200, 'x');  // past any small-string buffer
+  Json cd = Cd("a");
+  cd["status"]["conditions"] =
+      Json::array({{{"type", "ProvisionFailed"}, {"status", "False"}, {"message", text}},
+                   {{"type", "Unreachable"},
+                    {"status", "False"},
+                    {"reason", text},
+                    {"message", text},
+                    {"lastTransitionTime", text},
+                    {"lastProbeTime", text}}});
+  cache.Replace(HubKind::kClusterDeployment, {cd});
+  const auto kept = cache.Snapshot({"a/a"}).clusters.at(0).cd;
+  REQUIRE(kept != nullptr);
+  REQUIRE(kept->conditions.size() == 1);
+  const hive::Condition& unreachable = kept->conditions[0];
+  CHECK(unreachable.type == "Unreachable");
+  CHECK(unreachable.status == "False");
+  CHECK_FALSE(kept->unreachable());
+  // What was dropped is freed, not only emptied: no string keeps the text's heap block.
+  const size_t small = std::string().capacity();
+  for (const std::string* s : {&unreachable.reason, &unreachable.message,
+                               &unreachable.last_transition_time, &unreachable.last_probe_time}) {
+    CHECK(s->empty());
+    CHECK(s->capacity() == small);
+  }
+  CHECK(kept->conditions.capacity() == 1);
+}
+
+TEST_CASE(
+    "hub cache: a cluster's report and renew time are held in its entry, shared by snapshots") {
+  HubCache cache = MakeCache();
+  cache.Replace(HubKind::kClusterDeployment, {Cd("a"), Cd("b")});
+  cache.Replace(HubKind::kClusterSync, {Cs("a", 4)});
+  Json bad_time = Lease("b");
+  bad_time["spec"]["renewTime"] = "yesterday";
+  cache.Replace(HubKind::kClusterSyncLease, {Lease("a"), bad_time});
+  const HubSnapshot first = cache.Snapshot({"a/a", "b/b"});
+  const HubSnapshot second = cache.Snapshot({"a/a"});
+  const ClusterInputs& a = first.clusters.at(0);
+  REQUIRE(a.status.has_value());
+  REQUIRE(second.clusters.at(0).status.has_value());
+  // Snapshots copy a pointer to the entries, never the entries.
+  CHECK(a.status->sets().data() == second.clusters.at(0).status->sets().data());
+  REQUIRE(a.lease_renewal.has_value());
+  CHECK(FormatRfc3339Micro(*a.lease_renewal) == "2026-01-01T00:00:00.000000Z");
+  // A renewTime that is no time is no renew time, as before.
+  CHECK(Held(cache, "b") == "d");
+
+  // The cache replaces the report; a snapshot taken before keeps what it saw.
+  cache.Upsert(HubKind::kClusterSync, Cs("a", 5));
+  CHECK(a.status->sets()[0].observed_generation == 4);
+  CHECK(cache.Snapshot({"a/a"}).clusters.at(0).status->sets()[0].observed_generation == 5);
+  cache.Delete(HubKind::kClusterSync, Cs("a"));
+  CHECK(Held(cache, "a") == "dl");
+  CHECK(a.status->Find(hive::SetKind::kSyncSet, "a") != nullptr);
 }
 
 }  // namespace hub_cache_test

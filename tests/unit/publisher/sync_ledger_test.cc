@@ -199,4 +199,45 @@ TEST_CASE("ledger: clusters are counted by their state at their last evaluation"
   for (ClusterState state : kClusterStates) CHECK(ledger.state_count(state) == 0);
 }
 
+TEST_CASE("ledger: a cluster's outstanding request lives and dies with its record") {
+  FakeClock clock;
+  SyncLedger ledger;
+  const SteadyTime first = clock.Now();
+  ledger.SetState("a/a", ClusterState::kPending);
+  ledger.ScheduleReapply("a/a", clock.WallNow() + 2h);
+  ledger.RecordConfirmed("a/a", Confirmed("r1", first, clock.WallNow()));
+  clock.Advance(1min);
+  ledger.RecordConfirmed("b/b", Confirmed("r1", clock.Now(), clock.WallNow()));
+  ledger.RecordConfirmed("c/c", Confirmed("r1", clock.Now(), clock.WallNow()));
+  CHECK(ledger.outstanding_count() == 3);
+  CHECK(ledger.OldestFirstPublished(clock.Now()) == first);
+
+  // Processed: the request goes, what else the record holds stays.
+  ledger.MarkProcessed("a/a");
+  CHECK(ledger.outstanding("a/a") == nullptr);
+  CHECK(ledger.outstanding_count() == 2);
+  CHECK(ledger.OldestFirstPublished(clock.Now()) == clock.Now());
+  CHECK(ledger.last_published("a/a") == first);
+  CHECK(ledger.state_count(ClusterState::kPending) == 1);
+  ledger.MarkProcessed("a/a");  // twice: nothing more to forget
+  CHECK(ledger.outstanding_count() == 2);
+
+  // Dropped and forgotten requests leave the count and the timeouts too.
+  ledger.DropOutstanding("b/b");
+  CHECK(ledger.last_published("b/b").has_value());
+  ledger.Forget("c/c");
+  CHECK(ledger.outstanding_count() == 0);
+  clock.Advance(1h);
+  CHECK(ledger.TakeDue(clock.WallNow(), clock.Now(), 10min).empty());
+  CHECK(ledger.TakeDue(clock.WallNow() + 1h, clock.Now(), 10min) ==
+        std::vector<std::string>{"a/a"});
+
+  // A new request of a cluster with a record is counted and times out like any other.
+  ledger.RecordConfirmed("a/a", Confirmed("r2", clock.Now(), clock.WallNow()));
+  CHECK(ledger.outstanding_count() == 1);
+  CHECK(ledger.outstanding("a/a")->first_published == clock.Now());
+  clock.Advance(10min);
+  CHECK(ledger.TakeDue(clock.WallNow(), clock.Now(), 10min) == std::vector<std::string>{"a/a"});
+}
+
 }  // namespace sync_ledger_test
