@@ -24,10 +24,9 @@ namespace syncbus::publisher {
 class FailureMessage {
  public:
   FailureMessage() = default;
-  // Implicit, as a string's are: it stands in for one.
-  // NOLINTNEXTLINE(google-explicit-constructor,hicpp-explicit-conversions)
+  // NOLINTNEXTLINE(google-explicit-constructor,hicpp-explicit-conversions): stands in for a string
   FailureMessage(std::string_view text);
-  // NOLINTNEXTLINE(google-explicit-constructor,hicpp-explicit-conversions)
+  // NOLINTNEXTLINE(google-explicit-constructor,hicpp-explicit-conversions): as the one above
   FailureMessage(const char* text) : FailureMessage(std::string_view(text)) {}
   FailureMessage(const FailureMessage& other) : FailureMessage(other.view()) {}
   FailureMessage& operator=(const FailureMessage& other);
