@@ -86,23 +86,27 @@ SteadyTime SyncLedger::OldestFirstPublished(SteadyTime now) const {
   return first_published_.empty() ? now : std::min(now, *first_published_.begin());
 }
 
+void SyncLedger::UnlistFirstPublished(const OutstandingRequest& request) {
+  first_published_.erase(first_published_.find(request.first_published));
+}
+
 void SyncLedger::EraseOutstanding(ClusterRecord& record) {
   if (!record.outstanding) return;
-  first_published_.erase(first_published_.find(record.outstanding->first_published));
+  UnlistFirstPublished(*record.outstanding);
   record.outstanding.reset();
 }
 
 void SyncLedger::PutOutstanding(Records::iterator it, OutstandingRequest request) {
-  std::unique_ptr<OutstandingRequest>& outstanding = it->second.outstanding;
-  if (outstanding) first_published_.erase(first_published_.find(outstanding->first_published));
   request.snapshot.cluster_key = {};  // the ledger's key says it
   // Published now, it times out after every request TakeDue last looked at: next_timeout_ holds.
   first_published_.insert(request.first_published);
-  if (outstanding) {
-    *outstanding = std::move(request);
-  } else {
+  std::unique_ptr<OutstandingRequest>& outstanding = it->second.outstanding;
+  if (!outstanding) {
     outstanding = std::make_unique<OutstandingRequest>(std::move(request));
+    return;
   }
+  UnlistFirstPublished(*outstanding);
+  *outstanding = std::move(request);  // the record's block is reused
 }
 
 void SyncLedger::DropOutstanding(const std::string& key) {
