@@ -15,6 +15,9 @@ namespace syncbus {
 inline constexpr char kClaimHolderAnnotation[] = "syncbus.io/holder";
 inline constexpr char kClaimRenewTimeAnnotation[] = "syncbus.io/renew-time";
 inline constexpr char kClaimDurationAnnotation[] = "syncbus.io/lease-duration-seconds";
+// The liveness epoch: on a consumer's liveness Lease, the epoch it is alive in; on a sticky
+// claim, the holder's epoch when it claimed (the claim holds while the holder is alive in it).
+inline constexpr char kEpochAnnotation[] = "syncbus.io/epoch";
 
 struct ClaimRecord {
   std::string holder;      // "" when nobody holds it

@@ -1,9 +1,10 @@
 """scripts/validate-manifests: validates the Kubernetes manifests under deploy/ offline.
 
-Without paths it builds deploy/ (the base) and every overlay of tests/deploy/overlays (the base
-with each component, and an installation in another namespace) with the kustomize subset of
-syncbus_tools.kustomize, and validates each build on its own: the checks below, plus that every
-namespace reference of a build names the namespace it installs into (--namespace checks which).
+Without paths it builds deploy/ (the base), deploy/liveness (the consumers' liveness namespace)
+and every overlay of tests/deploy/overlays (the base with each component, and an installation in
+another namespace) with the kustomize subset of syncbus_tools.kustomize, and validates each build
+on its own: the checks below, plus that every namespace reference of a build names the namespace
+it installs into (--namespace checks which).
 Named paths are validated as they are (files, or directories of YAML files), unbuilt, unless
 --build is given.
 
@@ -430,11 +431,13 @@ def check_broker_disruption_budgets(documents, report):
                                           "drain could take the quorum queues' majority")
 
 
-def check_rbac(documents, report):
+def check_rbac(documents, report, outside=()):
+    """Bindings name roles of the build and ServiceAccounts of the build or of `outside` (the
+    documents of the build whose accounts it binds, for deploy/liveness: deploy/)."""
     rbac = "rbac.authorization.k8s.io"
     roles = {("ClusterRole", "", d.name) for d in documents if d.is_a(rbac, "ClusterRole")}
     roles |= {("Role", d.namespace, d.name) for d in documents if d.is_a(rbac, "Role")}
-    service_accounts = index_by(documents, "", "ServiceAccount")
+    service_accounts = index_by(list(documents) + list(outside), "", "ServiceAccount")
     for binding in documents:
         if binding.group != rbac or binding.kind not in ("RoleBinding", "ClusterRoleBinding"):
             continue
@@ -1291,7 +1294,8 @@ def main():
                                             "(default: that of its Namespace object)")
     args = parser.parse_args()
     if not args.paths or args.build:
-        targets = args.paths or [REPO / "deploy"] + sorted(p for p in OVERLAYS.iterdir() if p.is_dir())
+        targets = args.paths or [REPO / "deploy", REPO / "deploy" / "liveness"] + sorted(
+            p for p in OVERLAYS.iterdir() if p.is_dir())
         return validate_builds(args, targets)
 
     try:
@@ -1345,7 +1349,10 @@ def validate_builds(args, targets):
             failed += 1
             continue
         documents = [Document(r.path, r.index, r.obj) for r in resources]
-        check_all(args, schemas, documents, [], [], report)
+        outside = []
+        if Path(target).resolve() == (REPO / "deploy" / "liveness").resolve():
+            outside = [Document(r.path, r.index, r.obj) for r in kustomize.build(REPO / "deploy")]
+        check_all(args, schemas, documents, [], [], report, outside)
         check_namespaces(documents, report, args.namespace)
         if Path(target).resolve() == (REPO / "deploy").resolve():
             check_base_kinds(documents, report)
@@ -1362,14 +1369,14 @@ def validate_builds(args, targets):
     return 0
 
 
-def check_all(args, schemas, documents, kustomizations, dashboards, report):
+def check_all(args, schemas, documents, kustomizations, dashboards, report, outside=()):
     for doc in documents:
         check_document(doc, schemas, report)
     check_duplicates(documents, report)
     check_kustomizations(kustomizations, report)
     check_workloads(documents, report)
     check_broker_disruption_budgets(documents, report)
-    check_rbac(documents, report)
+    check_rbac(documents, report, outside)
     check_monitoring_and_scaling(documents, report)
     check_autoscaler_choice(documents, kustomizations, report)
     check_alert_rules(documents, report)

@@ -1,12 +1,13 @@
-// Least privilege on a real API server. deploy/rbac.yaml is applied unchanged to the envtest hub
-// (which enforces owner-reference permissions, as OpenShift hubs do), and the daemons act as the
-// ServiceAccounts it binds (the envtest's bearer-token users of those names and groups):
+// Least privilege on a real API server. deploy/rbac.yaml and deploy/liveness/rbac.yaml (the
+// consumers' liveness Leases) are applied unchanged to the envtest hub (which enforces
+// owner-reference permissions, as OpenShift hubs do), and the daemons act as the ServiceAccounts
+// they bind (the envtest's bearer-token users of those names and groups):
 //   - nothing is granted beyond an allowlist: a SubjectAccessReview for every resource the hub
-//     serves and every verb that writes, in a cluster's namespace, kube-system and syncbus, and
-//     for the reads of Secrets and of kube-system's Leases;
+//     serves and every verb that writes, in a cluster's namespace, kube-system, syncbus and
+//     syncbus-liveness, and for the reads of Secrets and Leases;
 //   - the same as real requests: the consumer cannot list or watch a Secret, neither daemon can
 //     touch a Lease in kube-system, the publisher cannot read a Secret by name;
-//   - every right of deploy/rbac.yaml is needed: with the right removed, the hub answers 403 to a
+//   - every right of those files is needed: with the right removed, the hub answers 403 to a
 //     request of the daemon's work — run through the daemon's own components as its identity — of
 //     that verb on that resource (any other failure proves nothing), and with all of them the work
 //     succeeds and nothing is refused;
@@ -31,6 +32,7 @@
 #include "common/yaml_json.h"
 #include "consumer/cluster_lease.h"
 #include "consumer/cluster_syncer.h"
+#include "consumer/consumer_liveness.h"
 #include "consumer/event_recorder.h"
 #include "consumer/hub_reader.h"
 #include "consumer/rest_mapper.h"
@@ -58,6 +60,7 @@ namespace {
 const kube::Resource kSubjectAccessReviews{"authorization.k8s.io", "v1", "subjectaccessreviews",
                                            "SubjectAccessReview", false};
 constexpr char kSyncbus[] = "syncbus";
+constexpr char kLiveness[] = "syncbus-liveness";  // the consumers' liveness Leases
 const Json kServiceAccountGroups = {"system:serviceaccounts", "system:serviceaccounts:syncbus",
                                     "system:authenticated"};
 
@@ -305,17 +308,23 @@ struct Hub : EnvtestClients {
   }
 };
 
+// The documents of deploy/`files`, in order.
+std::vector<Json> DeployDocuments(std::initializer_list<const char*> files) {
+  std::vector<Json> docs;
+  for (const char* file : files) {
+    Result<std::vector<Json>> more = YamlDocumentsToJson(ReadFile(SourceDir() + "/deploy/" + file));
+    REQUIRE_MESSAGE(more.ok(), file << ": " << more.status().ToString());
+    docs.insert(docs.end(), more->begin(), more->end());
+  }
+  return docs;
+}
+
 std::vector<Json> RbacDocuments() {
-  Result<std::vector<Json>> docs = YamlDocumentsToJson(ReadFile(SourceDir() + "/deploy/rbac.yaml"));
-  REQUIRE_MESSAGE(docs.ok(), docs.status().ToString());
-  return *docs;
+  return DeployDocuments({"rbac.yaml", "liveness/rbac.yaml"});
 }
 
 void ApplyRbac(Hub& hub) {
-  Result<std::vector<Json>> ns =
-      YamlDocumentsToJson(ReadFile(SourceDir() + "/deploy/namespace.yaml"));
-  REQUIRE(ns.ok());
-  hub.Apply(*ns);
+  hub.Apply(DeployDocuments({"namespace.yaml", "liveness/namespace.yaml"}));
   hub.Apply(RbacDocuments());
 }
 
@@ -510,6 +519,25 @@ Work ConsumerWork(Hub& hub, const std::string& cluster) {
                                        ? Status::Ok()
                                        : Unavailable("holder still '" + given_back.holder + "'")});
 
+  // Its liveness Lease: created at start (read first: a restart takes its own over), renewed,
+  // the others' listed and watched (its view of who is alive), deleted at exit.
+  consumer::LivenessOptions liveness_options;
+  liveness_options.identity = "rbac-proof-" + cluster;
+  liveness_options.ns = kLiveness;
+  consumer::ConsumerLiveness liveness(liveness_options, c, RealClock(), registry);
+  steps.push_back({"liveness: create the Lease", liveness.Start()});
+  steps.push_back({"liveness: renew it", liveness.Renew()});
+  steps.push_back(
+      {"liveness: list and watch the Leases",
+       ListAndWatch(c, Collection(res::kLeases, kLiveness), false, consumer::kLivenessSelector)});
+  steps.push_back({"liveness: delete it at exit", liveness.Stop()});
+  steps.push_back(
+      {"liveness: no Lease left",
+       hub.admin->Get(Object(res::kLeases, kLiveness, liveness.lease_name())).status().code() ==
+               Code::kNotFound
+           ? Status::Ok()
+           : Unavailable("the liveness Lease is still there")});
+
   // Events about it: a failure recorded twice is one Event, created, then its count patched.
   consumer::EventRecorder::Options event_options;
   event_options.max_tries = 1;
@@ -539,13 +567,13 @@ Work ConsumerWork(Hub& hub, const std::string& cluster) {
 
 struct Right {
   std::string daemon;  // publisher, consumer
-  size_t doc = 0;      // index in rbac.yaml
+  size_t doc = 0;      // index in RbacDocuments()
   size_t rule = 0;
   std::string resource, verb;
   Access access;  // a request this right allows (for waiting on the authorizer)
 
   std::string Describe() const {
-    return daemon + ": " + access.Describe() + " (rbac.yaml document " + std::to_string(doc) + ")";
+    return daemon + ": " + access.Describe() + " (RBAC document " + std::to_string(doc) + ")";
   }
 };
 
@@ -684,6 +712,9 @@ TEST_CASE(
       "consumer update hiveinternal.openshift.io/clustersyncs/finalizers *",
       "consumer create events *",
       "consumer patch events *",
+      "consumer create coordination.k8s.io/leases syncbus-liveness",
+      "consumer update coordination.k8s.io/leases syncbus-liveness",
+      "consumer delete coordination.k8s.io/leases syncbus-liveness",
       "publisher create coordination.k8s.io/leases syncbus",
       "publisher patch hive.openshift.io/syncsets *",
       "publisher patch hive.openshift.io/selectorsyncsets (cluster)",
@@ -701,7 +732,7 @@ TEST_CASE(
       for (const std::string& verb : write_verbs) {
         if (!s.verbs.count(verb)) continue;
         std::vector<std::string> namespaces =
-            s.namespaced ? std::vector<std::string>{cluster_ns, "kube-system", kSyncbus}
+            s.namespaced ? std::vector<std::string>{cluster_ns, "kube-system", kSyncbus, kLiveness}
                          : std::vector<std::string>{""};
         for (const std::string& ns : namespaces) {
           Access access{verb, s.group, s.resource, s.subresource, ns, ""};
@@ -732,7 +763,7 @@ TEST_CASE(
   for (const auto& [key, namespaces] : allowed) {
     if (key.rfind("nobody ", 0) == 0 || everyone(key)) continue;
     bool everywhere = namespaces.count(cluster_ns) && namespaces.count("kube-system") &&
-                      namespaces.count(kSyncbus);
+                      namespaces.count(kSyncbus) && namespaces.count(kLiveness);
     if (everywhere) {
       granted.insert(key + " *");
     } else {
@@ -765,6 +796,21 @@ TEST_CASE(
           hub.Allowed(daemon, {verb, "coordination.k8s.io", "leases", "", "kube-system", ""}),
           daemon << " may " << verb << " Leases in kube-system");
     }
+  }
+  // The consumer's Lease rights stay in the liveness namespace: the publisher's leader-election
+  // Lease is out of its reach; the publisher has none there.
+  for (const std::string verb : {"get", "list", "watch", "create", "update", "patch", "delete"}) {
+    CHECK(hub.Allowed("consumer", {verb, "coordination.k8s.io", "leases", "", kLiveness, ""}) ==
+          (verb != "patch"));
+    CHECK_FALSE_MESSAGE(
+        hub.Allowed(
+            "consumer",
+            {verb, "coordination.k8s.io", "leases", "", kSyncbus,
+             verb == "list" || verb == "watch" || verb == "create" ? "" : "syncbus-publisher"}),
+        "consumer may " << verb << " Leases in syncbus");
+    CHECK_FALSE_MESSAGE(
+        hub.Allowed("publisher", {verb, "coordination.k8s.io", "leases", "", kLiveness, ""}),
+        "publisher may " << verb << " Leases in " << kLiveness);
   }
   // The publisher's Lease rights stop at its own Lease.
   CHECK(hub.Allowed(

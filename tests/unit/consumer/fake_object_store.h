@@ -1,6 +1,7 @@
 // FakeObjectStore: a hand-written kube::Client keeping objects in memory by path, with
-// resourceVersion preconditions (409 on mismatch), AlreadyExists on a second create and an
-// injectable outage — enough for the per-cluster leases. Thread-safe.
+// resourceVersion preconditions (409 on mismatch), AlreadyExists on a second create, a uid per
+// create, deletes with preconditions, lists by one "key=value" label and an injectable outage —
+// enough for the per-cluster and the liveness leases. Thread-safe.
 #pragma once
 
 #include <map>
@@ -30,7 +31,9 @@ class FakeObjectStore final : public kube::Client {
     if (objects_.count(ref.Path()))
       return Status(Code::kAlreadyExists, ref.Describe() + " already exists");
     if (options.dry_run) return object;
-    return Store(ref, object);
+    Json created = object;
+    created["metadata"]["uid"] = "uid-" + std::to_string(version_ + 1);
+    return Store(ref, created);
   }
   Result<Json> Update(const kube::ObjectRef& ref, const Json& object) override {
     std::lock_guard lock(mu_);
@@ -44,8 +47,26 @@ class FakeObjectStore final : public kube::Client {
     return Store(ref, object);
   }
 
-  Result<kube::ObjectList> List(const kube::ObjectRef&, const kube::ListOptions&) override {
-    return Unsupported();
+  // The objects under the collection's path; only a "key=value" label selector.
+  Result<kube::ObjectList> List(const kube::ObjectRef& collection,
+                                const kube::ListOptions& options) override {
+    std::lock_guard lock(mu_);
+    if (!outage_.ok()) return outage_;
+    const std::string prefix = collection.Path() + "/";
+    const size_t equals = options.label_selector.find('=');
+    kube::ObjectList list;
+    list.resource_version = std::to_string(version_);
+    for (auto it = objects_.lower_bound(prefix); it != objects_.end(); ++it) {
+      if (it->first.compare(0, prefix.size(), prefix) != 0) break;
+      if (equals != std::string::npos) {
+        const Json labels = it->second["metadata"].value("labels", Json::object());
+        if (labels.value(options.label_selector.substr(0, equals), "") !=
+            options.label_selector.substr(equals + 1))
+          continue;
+      }
+      list.items.push_back(it->second);
+    }
+    return list;
   }
   Result<std::unique_ptr<kube::WatchStream>> Watch(const kube::ObjectRef&,
                                                    const kube::WatchOptions&) override {
@@ -58,8 +79,21 @@ class FakeObjectStore final : public kube::Client {
                      const kube::WriteOptions& = {}) override {
     return Unsupported();
   }
-  Status Delete(const kube::ObjectRef&, const kube::DeleteOptions&) override {
-    return Unsupported();
+  Status Delete(const kube::ObjectRef& ref, const kube::DeleteOptions& options) override {
+    std::lock_guard lock(mu_);
+    if (!outage_.ok()) return outage_;
+    auto it = objects_.find(ref.Path());
+    if (it == objects_.end()) return Status(Code::kNotFound, ref.Describe() + " not found");
+    const Json& metadata = it->second["metadata"];
+    if ((!options.precondition_uid.empty() &&
+         options.precondition_uid != metadata.value("uid", "")) ||
+        (!options.precondition_resource_version.empty() &&
+         options.precondition_resource_version != metadata.value("resourceVersion", ""))) {
+      return Status(Code::kConflict, "precondition failed");
+    }
+    objects_.erase(it);
+    ++writes_;
+    return Status::Ok();
   }
   Result<Json> GetPath(const std::string&) override { return Unsupported(); }
 
