@@ -22,6 +22,13 @@ bool LostTheRace(Code code) {
 
 Status ClusterLease::Check(const Clock& clock) const {
   if (lost_.load()) return {Code::kConflict, "the lease of " + ns_ + "/" + name_ + " was lost"};
+  if (liveness_ != nullptr) {
+    const LivenessCheck own = liveness_->Own();
+    if (own.alive && own.epoch == epoch_) return Status::Ok();
+    return {Code::kConflict, "the sticky claim on " + ns_ + "/" + name_ +
+                                 " lapsed with this consumer's liveness (epoch " +
+                                 std::to_string(epoch_) + ")"};
+  }
   if (SteadyNs(clock.Now()) >= valid_until_ns_.load()) {
     return {Code::kConflict, "the lease of " + ns_ + "/" + name_ + " was not renewed in time"};
   }
@@ -44,7 +51,9 @@ ClusterLeases::ClusterLeases(LeaseOptions options, kube::Client& hub, Clock& clo
       acquired_(events_.Add({{"event", "acquired"}})),
       lost_(events_.Add({{"event", "lost"}})),
       busy_(events_.Add({{"event", "busy"}})),
-      released_by_status_(events_.Add({{"event", "released-by-status"}})) {}
+      released_by_status_(events_.Add({{"event", "released-by-status"}})),
+      kept_(events_.Add({{"event", "kept"}})),
+      given_back_(events_.Add({{"event", "given-back"}})) {}
 
 ClusterLeases::~ClusterLeases() {
   {
@@ -57,11 +66,11 @@ ClusterLeases::~ClusterLeases() {
 
 size_t ClusterLeases::held() const {
   std::lock_guard lock(mu_);
-  return held_.size();
+  return held_.size() + sticky_held_.size();
 }
 
 Json ClusterLeases::Claimed(const Json& existing, const std::string& ns, const std::string& name,
-                            bool full_reapply, const std::string& owner_uid) const {
+                            bool full_reapply, const std::string& owner_uid, int64_t epoch) const {
   const std::string now = FormatRfc3339Micro(clock_.WallNow());
   Json lease = existing;
   if (!lease.is_object()) {
@@ -84,6 +93,13 @@ Json ClusterLeases::Claimed(const Json& existing, const std::string& ns, const s
   annotations[kClaimRenewTimeAnnotation] = now;
   annotations[kClaimDurationAnnotation] =
       std::to_string(std::max<int64_t>(1, options_.duration.count()));
+  if (epoch > 0) {
+    annotations[kClaimKindAnnotation] = kStickyClaim;
+    annotations[kEpochAnnotation] = std::to_string(epoch);
+  } else {
+    annotations.erase(kClaimKindAnnotation);
+    annotations.erase(kEpochAnnotation);
+  }
   if (full_reapply) lease["spec"]["renewTime"] = now;
   return lease;
 }
@@ -126,8 +142,11 @@ bool ClusterLeases::HolderFinished(const Json& lease, const std::string& ns,
 std::string ClusterLeases::LiveHolderElsewhere(const Json& lease, const std::string& ns,
                                                const std::string& name) const {
   const ClaimRecord claim = ClaimOf(lease);
-  if (claim.holder.empty() || claim.holder == options_.identity || HolderFinished(lease, ns, name))
-    return "";
+  if (claim.holder.empty() || claim.holder == options_.identity) return "";
+  // A sticky claim outlives its syncs' status writes: only its holder's liveness ends it.
+  if (claim.sticky && options_.liveness != nullptr)
+    return options_.liveness->Alive(claim.holder, claim.epoch) ? claim.holder : "";
+  if (HolderFinished(lease, ns, name)) return "";
   auto renewed = ParseRfc3339(claim.renew_time);
   auto duration = std::chrono::seconds(claim.duration_seconds);
   return renewed.ok() && *renewed + duration > clock_.WallNow() ? claim.holder : "";
@@ -139,30 +158,80 @@ std::string ClusterLeases::HolderElsewhere(const std::string& ns, const std::str
   return LiveHolderElsewhere(**current, ns, name);
 }
 
+std::string ClusterLeases::StickyHolderElsewhere(const std::string& ns, const std::string& name) {
+  if (options_.liveness == nullptr || mirror_ == nullptr) return "";
+  std::optional<Json> lease = mirror_->ClusterSyncLease(ns, name);
+  if (!lease || !ClaimOf(*lease).sticky) return "";
+  return LiveHolderElsewhere(*lease, ns, name);
+}
+
+Status ClusterLeases::ConfirmLapsed(const ClaimRecord& claim, const std::string& ns,
+                                    const std::string& name) {
+  Result<bool> alive = options_.liveness->AliveFresh(claim.holder, claim.epoch);
+  if (!alive.ok())
+    return alive.status().Annotate("reading the liveness of " + claim.holder + ", which holds " +
+                                   ns + "/" + name);
+  if (*alive) {
+    return Status(Code::kConflict, "cluster " + ns + "/" + name + " is held by " + claim.holder);
+  }
+  log::Info("taking over the sticky claim of a consumer that is gone",
+            {{"cluster", ns + "/" + name}, {"holder", claim.holder}, {"epoch", claim.epoch}});
+  return Status::Ok();
+}
+
+bool ClusterLeases::OverFairShare() const {
+  if (!options_.fleet_size) return false;
+  const size_t live = std::max<size_t>(1, options_.liveness->LiveCount());
+  const double share =
+      static_cast<double>(options_.fleet_size()) / static_cast<double>(live) *
+          options_.fair_share_slack +
+      1;
+  std::lock_guard lock(mu_);
+  return static_cast<double>(sticky_held_.size()) > share;
+}
+
 Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::string& ns,
                                                                 const std::string& name,
                                                                 bool full_reapply, bool from_hub,
                                                                 bool& race) {
   race = false;
   SteadyTime start = clock_.Now();
+  int64_t epoch = 0;  // sticky mode: this consumer's liveness epoch
+  if (options_.liveness != nullptr) {
+    const LivenessCheck own = options_.liveness->Own();
+    if (!own.alive) {
+      // A conflict, like a cluster held elsewhere: the request is deferred, with no attempt.
+      return Status(Code::kConflict,
+                    "this consumer's liveness Lease does not hold now: it claims no cluster");
+    }
+    epoch = own.epoch;
+  }
   auto current = ReadLease(ns, name, from_hub);
   if (!current.ok()) return current.status();
   std::string owner_uid;
   if (*current) {
-    const std::string holder = ClaimOf(**current).holder;
+    const ClaimRecord claim = ClaimOf(**current);
+    if (epoch > 0 && claim.sticky && claim.holder == options_.identity && claim.epoch == epoch &&
+        !full_reapply) {
+      return StickyLease(ns, name, std::move(**current), epoch);  // held already: no write
+    }
     if (std::string live = LiveHolderElsewhere(**current, ns, name); !live.empty()) {
       return Status(Code::kConflict, "cluster " + ns + "/" + name + " is being synced by " + live);
     }
-    if (!holder.empty() && holder != options_.identity && !HolderFinished(**current, ns, name)) {
+    if (claim.sticky && !claim.holder.empty() && claim.holder != options_.identity &&
+        options_.liveness != nullptr) {
+      SYNCBUS_RETURN_IF_ERROR(ConfirmLapsed(claim, ns, name));
+    } else if (!claim.holder.empty() && claim.holder != options_.identity &&
+               !HolderFinished(**current, ns, name)) {
       log::Info("taking over an expired cluster claim",
-                {{"cluster", ns + "/" + name}, {"holder", holder}});
+                {{"cluster", ns + "/" + name}, {"holder", claim.holder}});
     }
   } else {
     auto uid = ClusterSyncUid(ns, name);
     if (!uid.ok()) return uid.status();
     owner_uid = *uid;
   }
-  Json claimed = Claimed(*current ? **current : Json(), ns, name, full_reapply, owner_uid);
+  Json claimed = Claimed(*current ? **current : Json(), ns, name, full_reapply, owner_uid, epoch);
   Result<Json> written = *current
                              ? hub_.Update(kube::Object(res::kClusterSyncLeases, ns, name), claimed)
                              : hub_.Create(kube::Collection(res::kClusterSyncLeases, ns), claimed);
@@ -174,6 +243,7 @@ Result<std::shared_ptr<ClusterLease>> ClusterLeases::TryAcquire(const std::strin
     return written.status().Annotate("claiming the ClusterSyncLease of " + ns + "/" + name);
   }
   if (mirror_ != nullptr) mirror_->NoteWritten(HubCollection::kClusterSyncLeases, *written);
+  if (epoch > 0) return StickyLease(ns, name, std::move(*written), epoch);
   auto lease = std::make_shared<ClusterLease>(ns, name);
   lease->record_ = std::move(*written);
   lease->valid_until_ns_.store(SteadyNs(start + options_.duration - options_.safety_margin));
@@ -196,7 +266,15 @@ Result<std::shared_ptr<ClusterLease>> ClusterLeases::Acquire(const std::string& 
   }
   {
     std::lock_guard lock(mu_);
-    held_[ns + "/" + name] = *lease;
+    if ((*lease)->sticky()) {
+      if ((*lease)->epoch_ != sticky_epoch_) {  // a new epoch voided the claims of the old one
+        sticky_held_.clear();
+        sticky_epoch_ = (*lease)->epoch_;
+      }
+      sticky_held_.insert(ns + "/" + name);
+    } else {
+      held_[ns + "/" + name] = *lease;
+    }
   }
   acquired_.Increment();
   return lease;
@@ -213,6 +291,10 @@ Result<Json> ClusterLeases::WriteClaim(const ClusterLease& lease, const std::str
   Json object = lease.record_;
   Json& annotations = object["metadata"]["annotations"];
   annotations[kClaimHolderAnnotation] = holder;
+  if (holder.empty()) {  // given back: no longer bound to a liveness
+    annotations.erase(kClaimKindAnnotation);
+    annotations.erase(kEpochAnnotation);
+  }
   annotations[kClaimRenewTimeAnnotation] = FormatRfc3339Micro(clock_.WallNow());
   return hub_.Update(kube::Object(res::kClusterSyncLeases, lease.ns_, lease.name_), object);
 }
@@ -257,6 +339,10 @@ void ClusterLeases::RenewHeld() {
 
 void ClusterLeases::Release(const std::shared_ptr<ClusterLease>& lease,
                             const std::string& status_version) {
+  if (lease->sticky()) {
+    ReleaseSticky(lease);
+    return;
+  }
   {
     std::lock_guard lock(mu_);
     auto it = held_.find(lease->ns_ + "/" + lease->name_);
@@ -282,6 +368,42 @@ void ClusterLeases::Release(const std::shared_ptr<ClusterLease>& lease,
     log::Debug("cluster lease release failed", {{"cluster", lease->ns_ + "/" + lease->name_},
                                                 {"error", written.status().message()}});
   }
+}
+
+void ClusterLeases::ReleaseSticky(const std::shared_ptr<ClusterLease>& lease) {
+  const std::string key = lease->ns_ + "/" + lease->name_;
+  std::lock_guard write(lease->write_mu_);
+  if (lease->released_) return;
+  lease->released_ = true;
+  if (lease->Check(clock_).ok() && !OverFairShare()) {
+    kept_.Increment();  // the next sync of the cluster, here, writes no claim
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    sticky_held_.erase(key);
+  }
+  if (!lease->Check(clock_).ok()) return;  // lapsed: void already
+  // More than a fair share: give it back, so that the next request for it goes to whichever
+  // consumer the queue hands it to (a consumer added by a scale-out, most often).
+  auto written = WriteClaim(*lease, "");
+  if (written.ok()) {
+    given_back_.Increment();
+    if (mirror_ != nullptr) mirror_->NoteWritten(HubCollection::kClusterSyncLeases, *written);
+  } else {
+    log::Debug("giving a sticky claim back failed",
+               {{"cluster", key}, {"error", written.status().message()}});
+  }
+}
+
+std::shared_ptr<ClusterLease> ClusterLeases::StickyLease(const std::string& ns,
+                                                         const std::string& name, Json record,
+                                                         int64_t epoch) const {
+  auto lease = std::make_shared<ClusterLease>(ns, name);
+  lease->record_ = std::move(record);
+  lease->liveness_ = options_.liveness;
+  lease->epoch_ = epoch;
+  return lease;
 }
 
 void ClusterLeases::StartRenewing() {

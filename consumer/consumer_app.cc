@@ -12,6 +12,8 @@
 #include "consumer/cluster_lease.h"
 #include "consumer/cluster_preview.h"
 #include "consumer/cluster_syncer.h"
+#include "consumer/consumer_liveness.h"
+#include "consumer/consumers_liveness.h"
 #include "consumer/delivery_loop.h"
 #include "consumer/event_recorder.h"
 #include "consumer/hive_client_metrics.h"
@@ -61,6 +63,70 @@ DeliveryOptions DeliveryOptionsOf(const Config& config, HubReader& reader) {
   };
   return options;
 }
+
+// Sticky claims' liveness (consumer/liveness_view.h): this process's own liveness Lease, kept from
+// before its first claim until after its drain, and a watch-fed view of the others'. Not
+// thread-safe; the view is thread-safe.
+class PoolLiveness {
+ public:
+  PoolLiveness(const ConsumerConfig& c, const std::string& identity, kube::Client& hub,
+               Clock& clock, prometheus::Registry& registry)
+      : hub_(hub),
+        clock_(clock),
+        ns_(c.cluster_lease.liveness_namespace),
+        duration_(std::chrono::duration_cast<std::chrono::seconds>(c.cluster_lease.duration)),
+        own_({identity, ns_, duration_, c.cluster_lease.renew_interval,
+              c.cluster_lease.safety_margin},
+             hub, clock, registry),
+        // No tolerance beyond the holders' own: each stops writing safetyMargin before its
+        // Lease lapses, which bounds the clock skew, as for per-sync claims.
+        view_(own_, hub, ns_, clock, std::chrono::milliseconds(0)) {
+    kube::Reflector::Options options;
+    options.clock = &clock;
+    options.list.label_selector = kLivenessSelector;
+    reflector_ = std::make_unique<kube::Reflector>(
+        hub, kube::Collection(kube::resources::kLeases, ns_), view_, options);
+  }
+  ~PoolLiveness() { reflector_->Stop(); }
+
+  // Takes this process's liveness Lease (retried until it is taken or `stop`), sweeps the Leases
+  // of consumers long gone, starts renewing and watching. False when stopped first.
+  bool Start(const std::atomic<bool>& stop) {
+    while (!stop.load()) {
+      Status started = own_.Start();
+      if (started.ok()) break;
+      log::Warn("taking this consumer's liveness Lease failed; retrying",
+                {{"namespace", ns_}, {"error", started.message()}});
+      SleepUnlessStopped(std::chrono::seconds(2), stop);
+    }
+    if (stop.load()) return false;
+    own_.StartRenewing();
+    reflector_->Start();
+    auto swept = SweepExpiredLiveness(hub_, ns_, clock_.WallNow(), 4 * duration_);
+    if (!swept.ok()) {
+      log::Warn("sweeping the liveness Leases of gone consumers failed",
+                {{"error", swept.status().message()}});
+    }
+    return true;
+  }
+  // After the drain: its claims are free for the others at once.
+  void Stop() {
+    reflector_->Stop();
+    if (Status s = own_.Stop(); !s.ok())
+      log::Warn("deleting this consumer's liveness Lease failed; it lapses by itself",
+                {{"error", s.message()}});
+  }
+  LivenessView& view() { return view_; }
+
+ private:
+  kube::Client& hub_;
+  Clock& clock_;
+  const std::string ns_;
+  const std::chrono::seconds duration_;
+  ConsumerLiveness own_;
+  ConsumersLiveness view_;
+  std::unique_ptr<kube::Reflector> reflector_;
+};
 
 // The hub state the syncs read: from a mirror fed by one reflector per collection, or, with the
 // mirror disabled, from the hub directly. Not thread-safe; Stop() (or each reflector's
@@ -180,7 +246,16 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
                                              RealRandom(), *deps_.registry);
     options.events = events.get();
   }
-  ClusterLeases leases(LeaseOptionsOf(c, deps_.identity), *deps_.hub, clock, *deps_.registry,
+  LeaseOptions lease_options = LeaseOptionsOf(c, deps_.identity);
+  std::unique_ptr<PoolLiveness> liveness;
+  if (c.cluster_lease.sticky && hub_view.mirror() != nullptr) {
+    liveness = std::make_unique<PoolLiveness>(c, deps_.identity, *deps_.hub, clock, *deps_.registry);
+    if (!liveness->Start(stop)) return Status::Ok();
+    lease_options.liveness = &liveness->view();
+    lease_options.fleet_size = [mirror = hub_view.mirror()] { return mirror->clusters(); };
+    options.own_queue = amqp::ConsumerQueueName(deps_.identity);
+  }
+  ClusterLeases leases(std::move(lease_options), *deps_.hub, clock, *deps_.registry,
                        hub_view.mirror());
   leases.StartRenewing();
   std::thread previews;
@@ -208,6 +283,7 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
       },
       &leases, clock, *deps_.registry);
   Consume(loop, *session, stop);
+  if (liveness) liveness->Stop();
   flusher.Stop();  // the drain's last events too
   if (previews.joinable()) previews.join();
   hub_view.Stop();
@@ -248,6 +324,10 @@ void ConsumerApp::Consume(DeliveryLoop& loop, amqp::Session& session,
   amqp::Reconnector reconnector(
       session, {}, clock, RealRandom(), WaitUnlessStopped(stop, beat), [&](amqp::Session& s) {
         SYNCBUS_RETURN_IF_ERROR(amqp::DeclareTopology(s, amqp::SyncbusTopology(config_.topology)));
+        if (config_.consumer.cluster_lease.sticky) {
+          SYNCBUS_RETURN_IF_ERROR(amqp::DeclareTopology(
+              s, amqp::ConsumerTopology(deps_.identity, config_.topology)));
+        }
         return loop.Subscribe();
       });
   while (!stop.load()) {

@@ -113,9 +113,12 @@ Status DeliveryLoop::Subscribe() {
   park_hold_off_.Reset();
   channel_renewals_ = 0;
   consumer_tags_.clear();
-  for (amqp::Lane lane : {amqp::Lane::kChange, amqp::Lane::kResync}) {
-    auto tag = session_.Consume(amqp::WorkQueueName(lane), options_.prefetch);
-    if (!tag.ok()) return tag.status().Annotate("consuming " + amqp::WorkQueueName(lane));
+  std::vector<std::string> queues = {amqp::WorkQueueName(amqp::Lane::kChange),
+                                     amqp::WorkQueueName(amqp::Lane::kResync)};
+  if (!options_.own_queue.empty()) queues.push_back(options_.own_queue);
+  for (const std::string& queue : queues) {
+    auto tag = session_.Consume(queue, options_.prefetch);
+    if (!tag.ok()) return tag.status().Annotate("consuming " + queue);
     consumer_tags_.push_back(*tag);
   }
   return Status::Ok();
@@ -148,14 +151,20 @@ DeliveryLoop::Done DeliveryLoop::Run(Job job) {
     return claim ? claim->Check() : Status::Ok();
   };
   Result<SyncOutcome> outcome = sync_(job.request, fence);
-  if (!claim) return {std::move(job), std::move(outcome), false};
-  if (Status refused = claim->refused(); !refused.ok())
-    return {std::move(job), refused, refused.code() == Code::kConflict};
+  if (!claim) return {std::move(job), std::move(outcome), false, ""};
+  if (Status refused = claim->refused(); !refused.ok()) {
+    const bool busy = refused.code() == Code::kConflict;
+    // Held by another live consumer (sticky claims): its queue is where the request goes.
+    std::string holder = busy ? leases_->StickyHolderElsewhere(job.request.cluster_namespace,
+                                                               job.request.cluster_name)
+                              : "";
+    return {std::move(job), refused, busy, std::move(holder)};
+  }
   bool lost = claim->lost();
   claim->Finish(outcome.ok() ? outcome->status_version : "");
   // A failure after the claim was lost is the new owner's business: defer without an attempt.
   bool failed = !outcome.ok() || !outcome->failed_sets.empty();
-  return {std::move(job), std::move(outcome), lost && failed};
+  return {std::move(job), std::move(outcome), lost && failed, ""};
 }
 
 std::deque<DeliveryLoop::Job>& DeliveryLoop::ReadyQueueLocked(const Job& job) {
@@ -240,7 +249,7 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
   LoopFacts facts(*this);
   const Route route =
       RouteDelivery(Situation::Arrived(delivery, request),
-                    RoutePolicy{options_.retry, options_.delivery_limit}, facts, clock_.WallNow());
+                    Policy(), facts, clock_.WallNow());
   switch (route.step) {
     case Step::kRun:
     case Step::kRunAlone: {
@@ -273,6 +282,17 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
 
 std::string DeliveryLoop::LoopFacts::SettledAlready(const SyncRequest& request) {
   return loop_.options_.settled_already ? loop_.options_.settled_already(request) : "";
+}
+
+std::string DeliveryLoop::LoopFacts::StickyHolder(const SyncRequest& request) {
+  if (loop_.leases_ == nullptr) return "";
+  return loop_.leases_->StickyHolderElsewhere(request.cluster_namespace, request.cluster_name);
+}
+
+RoutePolicy DeliveryLoop::Policy() const {
+  RoutePolicy policy{options_.retry, options_.delivery_limit};
+  policy.max_hops = options_.max_hops;
+  return policy;
 }
 
 std::string DeliveryLoop::LoopFacts::HolderElsewhere(const SyncRequest& request) {
@@ -391,6 +411,13 @@ Status DeliveryLoop::Park(const amqp::Delivery& delivery, const amqp::Publicatio
                    std::move(event),
                    clock_.Now()};
   Status s = TryPark(park);
+  if (s.code() == Code::kNotFound && publication.exchange == amqp::kForwardExchange) {
+    // The holder has no queue (it is gone, or its queue expired): wait in the shortest tier,
+    // by when its claims are free or it has its queue again.
+    park.publication = Defer(delivery, options_.retry);
+    park.outcome = "busy";
+    s = TryPark(park);
+  }
   if (s.ok() || !session_.connected()) return s;
   // Refused on a live connection (a delay queue without a leader while a node is down, or
   // full): the delivery stays unacked with us, so it must not be left there — try again.
@@ -480,6 +507,7 @@ Status DeliveryLoop::Settle(Done& done) {
   const SyncRequest& r = done.job.request;
   RunEnd ran;
   ran.busy = done.busy;
+  ran.holder = done.holder;
   std::optional<SyncOutcome> outcome;
   if (!done.outcome.ok()) {
     const Status& failure = done.outcome.status();
@@ -496,7 +524,7 @@ Status DeliveryLoop::Settle(Done& done) {
   }
   LoopFacts facts(*this);
   const Route route =
-      RouteDelivery(Situation::Ran(d, ran), RoutePolicy{options_.retry, options_.delivery_limit},
+      RouteDelivery(Situation::Ran(d, ran), Policy(),
                     facts, clock_.WallNow());
   if (route.step == Step::kAckDone) return AckDone(d, r, *outcome, done.job.received);
   std::optional<SyncEvent> event;
@@ -570,7 +598,7 @@ Status DeliveryLoop::DeferStalledSuspects() {
   Status first;
   for (Job& job : stalled) {
     const Route route = RouteDelivery(Situation::AloneWaitedTooLong(job.delivery),
-                                      RoutePolicy{options_.retry, options_.delivery_limit}, facts,
+                                      Policy(), facts,
                                       clock_.WallNow());
     Status s = Forward(route, job.delivery, &job.request, job.received);
     if (!s.ok() && first.ok()) first = s;

@@ -9,7 +9,8 @@
 // connection; refusals that last are met with a new publishing channel (a stale channel,
 // channel_renewal.h), keeping the deliveries, and only if those are refused too, end Step() with an
 // error so that the caller reconnects. A cluster busy on another consumer goes to the shortest
-// delay tier without counting an attempt. Undecodable messages are parked at once. A request that
+// delay tier without counting an attempt; with sticky claims, to the own queue of the consumer
+// holding it (forwarded, at most max_hops times; to the shortest tier when that queue is gone). Undecodable messages are parked at once. A request that
 // ended unsettled before (its consumer died or lost its connection holding it) is held back in a
 // delay tier first; from its second such delivery on (RunsAlone) it then runs alone, with nothing
 // else of the live connection in flight in this process, so a request that crashes consumers takes
@@ -63,6 +64,11 @@ struct DeliveryOptions {
   // counted across deferrals and quarantines, is parked as poison (0 = the broker alone; the
   // work queues' delivery-limit policy is the broker's backstop for each copy).
   int delivery_limit = 0;
+  // Sticky claims: this consumer's own queue (topology.h, ConsumerQueueName), consumed beside
+  // the work lanes, where other consumers forward requests for the clusters it holds; "" = none.
+  std::string own_queue;
+  // A request is forwarded to the consumer holding its cluster at most this often.
+  int max_hops = 3;
   std::chrono::milliseconds confirm_timeout{30000};  // a publish to the dead-letter queue
   // A publish to a delay tier (the next attempt, a deferral, a hold-back): waited for on the
   // session's thread, so it is kept short; unconfirmed by then, it counts as refused and is tried
@@ -128,7 +134,8 @@ class DeliveryLoop {
   struct Done {
     Job job;
     Result<SyncOutcome> outcome;
-    bool busy = false;  // the cluster's lease is held elsewhere (or was lost): defer
+    bool busy = false;   // the cluster's lease is held elsewhere (or was lost): defer
+    std::string holder;  // busy: the live consumer holding it (sticky claims): forward
   };
 
   void Dispatch(amqp::Delivery delivery);
@@ -179,10 +186,13 @@ class DeliveryLoop {
     explicit LoopFacts(DeliveryLoop& loop) : loop_(loop) {}
     std::string SettledAlready(const SyncRequest& request) override;
     std::string HolderElsewhere(const SyncRequest& request) override;
+    std::string StickyHolder(const SyncRequest& request) override;
 
    private:
     DeliveryLoop& loop_;
   };
+  // The router's policy, from the options.
+  RoutePolicy Policy() const;
   // Carries out a route that publishes (a retry, a deferral, a hold-back, the dead-letter queue):
   // logs it, then Park()s its publication with its trace event (from `ran`'s sync, when it ran)
   // and `event`. An error: the connection is gone.

@@ -145,6 +145,11 @@ std::optional<Json> HubMirror::ClusterSyncLease(const std::string& ns,
   return Json::parse(text);  // its own dump: cannot fail
 }
 
+size_t HubMirror::clusters() const {
+  std::lock_guard lock(mu_);
+  return live_.cds.size();
+}
+
 std::string HubMirror::StatusVersion(const std::string& ns, const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = live_.statuses.find(ns + "/" + name);

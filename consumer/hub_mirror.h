@@ -64,6 +64,9 @@ class HubMirror {
   // instead.
   void NoteWritten(HubCollection collection, const Json& object);
 
+  // The ClusterDeployments held now: the size of the fleet.
+  size_t clusters() const;
+
   // The collection's resourceVersion ("" before its first list); objects that failed to parse.
   std::string version(HubCollection collection) const;
   uint64_t invalid_objects() const;

@@ -3,6 +3,16 @@
 #include <charconv>
 
 namespace syncbus {
+namespace {
+
+// The positive decimal `text` holds; 0 when it holds anything else.
+int64_t PositiveNumber(const std::string& text) {
+  int64_t number = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+  return error == std::errc() && end == text.data() + text.size() && number > 0 ? number : 0;
+}
+
+}  // namespace
 
 ClaimRecord ClaimOf(const Json& lease) {
   ClaimRecord claim;
@@ -16,11 +26,11 @@ ClaimRecord ClaimOf(const Json& lease) {
   };
   claim.holder = text(kClaimHolderAnnotation);
   claim.renew_time = text(kClaimRenewTimeAnnotation);
-  const std::string duration = text(kClaimDurationAnnotation);
-  int64_t seconds = 0;
-  auto [end, error] = std::from_chars(duration.data(), duration.data() + duration.size(), seconds);
-  if (error == std::errc() && end == duration.data() + duration.size() && seconds > 0)
-    claim.duration_seconds = seconds;
+  claim.duration_seconds = PositiveNumber(text(kClaimDurationAnnotation));
+  claim.epoch = PositiveNumber(text(kEpochAnnotation));
+  // A sticky claim without a valid epoch binds to no liveness: it is read as a claim that
+  // lapses after its duration.
+  claim.sticky = text(kClaimKindAnnotation) == kStickyClaim && claim.epoch > 0;
   return claim;
 }
 

@@ -1,7 +1,9 @@
 // The claim a consumer writes on a cluster's ClusterSyncLease (Hive's hiveinternal object of the
 // cluster's namespace and name) while it syncs the cluster: who holds it, when the holder last
 // wrote it (its own clock) and for how long that write holds, as annotations, so that Hive's
-// reader of the lease (spec.renewTime) is not disturbed. Consumers take and check it;
+// reader of the lease (spec.renewTime) is not disturbed. A sticky claim also names the holder's
+// liveness epoch (consumer/liveness_view.h) and holds while the holder lives in that epoch, over
+// many syncs, instead of for the duration after its write. Consumers take and check it;
 // syncbusctl and the chaos run read it. Pure.
 #pragma once
 
@@ -15,14 +17,17 @@ namespace syncbus {
 inline constexpr char kClaimHolderAnnotation[] = "syncbus.io/holder";
 inline constexpr char kClaimRenewTimeAnnotation[] = "syncbus.io/renew-time";
 inline constexpr char kClaimDurationAnnotation[] = "syncbus.io/lease-duration-seconds";
-// The liveness epoch: on a consumer's liveness Lease, the epoch it is alive in; on a sticky
-// claim, the holder's epoch when it claimed (the claim holds while the holder is alive in it).
+inline constexpr char kClaimKindAnnotation[] = "syncbus.io/claim";  // kStickyClaim, or absent
+inline constexpr char kStickyClaim[] = "sticky";
+// The liveness epoch: of a sticky claim's holder, and of a consumer's own liveness Lease.
 inline constexpr char kEpochAnnotation[] = "syncbus.io/epoch";
 
 struct ClaimRecord {
   std::string holder;      // "" when nobody holds it
   std::string renew_time;  // RFC 3339 with microseconds; "" when never written
   int64_t duration_seconds = 0;
+  bool sticky = false;
+  int64_t epoch = 0;  // a sticky claim's: the holder's liveness epoch (> 0)
 };
 
 // The claim on `lease` (a ClusterSyncLease as JSON); empty fields where it has none or they are

@@ -276,8 +276,11 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   Section ls = s.Child("clusterLease");
   auto& l = o.cluster_lease;
   SYNCBUS_RETURN_IF_ERROR(
-      ls.CheckKeys({"duration", "renewInterval", "safetyMargin", "releaseByStatus"}));
+      ls.CheckKeys({"duration", "renewInterval", "safetyMargin", "releaseByStatus", "sticky",
+                    "livenessNamespace"}));
   SYNCBUS_RETURN_IF_ERROR(ls.Bool("releaseByStatus", l.release_by_status));
+  SYNCBUS_RETURN_IF_ERROR(ls.Bool("sticky", l.sticky));
+  SYNCBUS_RETURN_IF_ERROR(ls.String("livenessNamespace", l.liveness_namespace));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("duration", l.duration));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("renewInterval", l.renew_interval));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("safetyMargin", l.safety_margin));
@@ -293,6 +296,8 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(ms.Bool("enabled", o.hub_mirror.enabled));
   SYNCBUS_RETURN_IF_ERROR(
       ms.Duration("maxWait", o.hub_mirror.max_wait, std::chrono::milliseconds(0)));
+  if (l.sticky && !o.hub_mirror.enabled)
+    return ls.Error("sticky", "sticky claims need the hub mirror (consumer.hubMirror.enabled)");
   return Status::Ok();
 }
 
@@ -347,6 +352,8 @@ Result<Config> ParseRoot(const YAML::Node& root, const std::string& source,
   SYNCBUS_RETURN_IF_ERROR(ParseConsumer(top.Child("consumer"), c.consumer));
   if (c.publisher.leader_election.ns.empty())
     c.publisher.leader_election.ns = options.own_namespace;
+  std::string& liveness = c.consumer.cluster_lease.liveness_namespace;
+  if (liveness.empty()) liveness = options.own_namespace + "-liveness";
   for (std::string& warning : c.warnings) warning = source + ": " + warning;
   return c;
 }

@@ -69,6 +69,13 @@ struct ClusterLeaseConfig {
   std::chrono::milliseconds safety_margin{5000};   // stop writing this long before it could lapse
   // The ClusterSync write gives the claim back (no lease write); needs the hub mirror.
   bool release_by_status = true;
+  // Sticky claims (consumer/cluster_lease.h): a claim holds while its holder's liveness Lease
+  // lives (renewed with renew_interval, lapsing after duration), over many syncs, and requests
+  // for a held cluster are forwarded to its holder. Needs the hub mirror.
+  bool sticky = false;
+  // Where the consumers' liveness Leases live: a namespace of their own, so that the right to
+  // write them reaches no other Lease. Parsed: the file's, else "<own namespace>-liveness".
+  std::string liveness_namespace;
 };
 
 // The consumer's watch-fed copy of the hub (consumer/hub_mirror.h, docs/architecture.md).
@@ -125,8 +132,8 @@ struct Config {
 };
 
 struct ConfigOptions {
-  // The namespace syncbus runs in: publisher.leaderElection.namespace and
-  // consumer.clusterLease.namespace when the file leaves them out or empty.
+  // The namespace syncbus runs in: publisher.leaderElection.namespace when the file leaves it
+  // out or empty, and consumer.clusterLease.livenessNamespace is "<it>-liveness" then.
   std::string own_namespace = "syncbus";
   bool strict = false;  // unknown keys are errors instead of warnings
 };

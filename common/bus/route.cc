@@ -22,6 +22,22 @@ Route Publishing(Step step, std::string outcome, std::string why, amqp::Publicat
   return r;
 }
 
+// Where a request whose cluster `holder` holds goes: to that consumer's own queue, or, once it
+// has been forwarded max_hops times, to the shortest delay tier.
+Route ToHolder(const amqp::Delivery& delivery, const std::string& holder, const RoutePolicy& policy,
+               int unsettled) {
+  if (HopsOf(delivery.message) >= policy.max_hops) {
+    return Publishing(Step::kDefer, "busy",
+                      "the cluster is held by another consumer (" + holder +
+                          "), and the request was forwarded " + std::to_string(policy.max_hops) +
+                          " times already",
+                      Defer(delivery, policy.retry), unsettled);
+  }
+  return Publishing(Step::kForward, "forwarded",
+                    "the cluster is held by another consumer (" + holder + ")",
+                    Forwarded(delivery, holder), unsettled);
+}
+
 Route Arrived(const amqp::Delivery& delivery, const Result<SyncRequest>& request,
               const RoutePolicy& policy, ClusterFacts& facts, WallTime now) {
   if (!request.ok()) {
@@ -30,7 +46,12 @@ Route Arrived(const amqp::Delivery& delivery, const Result<SyncRequest>& request
                       ParkedCopy(delivery, "undecodable", error, now), 0);
   }
   const int unsettled = UnsettledDeliveries(delivery.message);
-  if (unsettled == 0) return Route{};  // the common case: run it, asking nothing
+  if (unsettled == 0) {
+    // The common case: run it, unless another consumer holds its cluster.
+    if (std::string holder = facts.StickyHolder(*request); !holder.empty())
+      return ToHolder(delivery, holder, policy, 0);
+    return Route{};
+  }
   // It ended unsettled before: a consumer died or lost its connection holding it. Most often
   // its work has been done meanwhile (by another delivery of it, or a newer request).
   if (std::string done = facts.SettledAlready(*request); !done.empty()) {
@@ -59,6 +80,8 @@ Route Arrived(const amqp::Delivery& delivery, const Result<SyncRequest>& request
   }
   // Running alone holds up the consumer's other work: not while the cluster is leased
   // elsewhere (most often by the consumer that died holding it), when it would only be deferred.
+  if (std::string holder = facts.StickyHolder(*request); !holder.empty())
+    return ToHolder(delivery, holder, policy, unsettled);
   if (std::string holder = facts.HolderElsewhere(*request); !holder.empty()) {
     return Publishing(Step::kDefer, "busy",
                       "the cluster is busy on another consumer (" + holder + ")",
@@ -72,6 +95,7 @@ Route Arrived(const amqp::Delivery& delivery, const Result<SyncRequest>& request
 
 Route Ran(const amqp::Delivery& delivery, const RunEnd& ran, const RoutePolicy& policy,
           WallTime now) {
+  if (ran.busy && !ran.holder.empty()) return ToHolder(delivery, ran.holder, policy, 0);
   if (ran.busy) {
     return Publishing(Step::kDefer, "busy", "the cluster is busy on another consumer",
                       Defer(delivery, policy.retry), 0);
@@ -100,6 +124,7 @@ const char* StepName(Step step) {
     case Step::kDefer: return "defer";
     case Step::kHoldBack: return "hold back";
     case Step::kDeadLetter: return "dead-letter";
+    case Step::kForward: return "forward";
   }
   return "?";
 }

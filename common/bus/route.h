@@ -1,7 +1,7 @@
 // Route: where a sync request's delivery goes, decided in one place. A delivery is routed when it
-// arrives (run it, run it alone, settle it unrun, hold it back, defer it, park it), when its run
-// has ended (settle it, retry it in a delay tier, defer it, park it) and when it waited too long
-// to run alone (defer it). The consumer's DeliveryLoop asks and carries the answer out; the
+// arrives (run it, run it alone, settle it unrun, hold it back, defer it, forward it to the
+// consumer holding its cluster, park it), when its run has ended (settle it, retry it in a delay
+// tier, defer or forward it, park it) and when it waited too long to run alone (defer it). The consumer's DeliveryLoop asks and carries the answer out; the
 // publications are the retry policy's (retry_policy.h). Pure: what it knows of the cluster it
 // asks a ClusterFacts, and only where the answer matters. Thread-compatible.
 #pragma once
@@ -23,6 +23,9 @@ struct RoutePolicy {
   // topology.deliveryLimit: a request whose deliveries ended unsettled more often than this is
   // parked as poison (0: the broker's own limit alone).
   int delivery_limit = 0;
+  // A request is forwarded to the consumer holding its cluster's sticky claim at most this often
+  // (then deferred): holders that keep changing must not bounce it around for ever.
+  int max_hops = 3;
 };
 
 // What the router may ask about a request's cluster. Both answers come from the consumer's hub
@@ -35,11 +38,15 @@ class ClusterFacts {
   virtual std::string SettledAlready(const SyncRequest& request) = 0;
   // Another consumer holding the cluster's lease, live and unfinished; "" when none.
   virtual std::string HolderElsewhere(const SyncRequest& request) = 0;
+  // Another live consumer holding the cluster's sticky claim, where the request is forwarded;
+  // "" when none (or claims are not sticky). Asked for every request.
+  virtual std::string StickyHolder(const SyncRequest& request) = 0;
 };
 
 // How a run ended.
 struct RunEnd {
   bool busy = false;       // the cluster's lease is held elsewhere, or was lost meanwhile
+  std::string holder;      // busy: the live consumer holding its sticky claim ("" unknown)
   bool succeeded = false;  // applied, up to date or skipped: nothing left to retry
   std::string error;       // otherwise: what failed
   bool permanent = false;  // it needs an edit, not a quick retry
@@ -78,6 +85,7 @@ enum class Step {
   kDefer,          // publish it to the shortest tier, counting no attempt, then ack it
   kHoldBack,       // it ended unsettled before: publish it to its unsettled count's tier
   kDeadLetter,     // publish it to the dead-letter queue, then ack it
+  kForward,        // publish it to the queue of the consumer holding its cluster, then ack it
 };
 const char* StepName(Step step);
 
@@ -85,7 +93,7 @@ struct Route {
   Step step = Step::kRun;
   // syncbus_consumer_deliveries_total's outcome for every step but kRun, kRunAlone and kAckDone
   // (whose outcome is the run's): "superseded", "retried", "busy", "quarantined",
-  // "dead-lettered".
+  // "dead-lettered", "forwarded".
   std::string outcome;
   // Why, in words: the trace event's error text and the log's reason. kDeadLetter:
   // `dead_reason` is the dead-letter queue's reason ("undecodable", "delivery_limit",
@@ -93,7 +101,7 @@ struct Route {
   std::string why;
   std::string dead_reason;
   int unsettled = 0;  // its deliveries that ended unsettled before
-  // kRetry, kDefer, kHoldBack, kDeadLetter: what to publish before the ack.
+  // kRetry, kDefer, kHoldBack, kDeadLetter, kForward: what to publish before the ack.
   std::optional<amqp::Publication> publication;
   // The delay tier `publication` goes to ("" for none).
   std::string tier() const;

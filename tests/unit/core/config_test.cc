@@ -109,6 +109,8 @@ TEST_CASE("config errors name the bad key") {
       {"consumer: {clusterLease: {duration: 10s}}",
        "consumer.clusterLease.renewInterval: renewInterval + safetyMargin"},
       {"consumer: {clusterLease: {lease: 15s}}", "consumer.clusterLease.lease: unknown key"},
+      {"consumer: {clusterLease: {sticky: true}, hubMirror: {enabled: false}}",
+       "consumer.clusterLease.sticky: sticky claims need the hub mirror"},
       {"consumer: {events: maybe}", "consumer.events"},
       {"consumer: {maxConnectionsPerHost: -1}", "consumer.maxConnectionsPerHost: must be between"},
       {"consumer: {targetClients: 0}", "consumer.targetClients: must be between"},
@@ -230,4 +232,16 @@ TEST_CASE("bad amqp.addresses are errors that name the entry") {
   CHECK_FALSE(ParseConfig("amqp: {addresses: []}").ok());
   CHECK_FALSE(ParseConfig("amqp: {addresses: rabbit}").ok());
   CHECK_FALSE(ParseConfig("amqp: {addresses: [[a]]}").ok());
+}
+
+TEST_CASE("sticky claims are off by default; their liveness Leases live beside syncbus's namespace") {
+  auto defaults = ParseConfig("", "test.yaml", ConfigOptions{.own_namespace = "fleet"});
+  REQUIRE(defaults.ok());
+  CHECK_FALSE(defaults->consumer.cluster_lease.sticky);
+  CHECK(defaults->consumer.cluster_lease.liveness_namespace == "fleet-liveness");
+  auto set = ParseConfig("consumer: {clusterLease: {sticky: true, livenessNamespace: alive}}",
+                         "test.yaml", ConfigOptions{.own_namespace = "fleet"});
+  REQUIRE(set.ok());
+  CHECK(set->consumer.cluster_lease.sticky);
+  CHECK(set->consumer.cluster_lease.liveness_namespace == "alive");
 }

@@ -26,7 +26,9 @@ class TableFacts final : public ClusterFacts {
     ++asked_holder;
     return holder_;
   }
+  std::string StickyHolder(const SyncRequest&) override { return sticky; }
   int asked_settled = 0, asked_holder = 0;
+  std::string sticky;  // what StickyHolder answers
 
  private:
   std::string settled_, holder_;
@@ -373,4 +375,55 @@ TEST_CASE("route: a request that fails for good the first time waits in the slow
   CHECK(route.step == Step::kRetry);
   CHECK(route.tier() == "30s");
   CHECK(route.publication->routing_key == "resync");
+}
+
+TEST_CASE("route: a request whose cluster another consumer holds goes to that consumer's queue") {
+  FakeClock clock;
+  RoutePolicy policy{{{5s, 30s, 120s, 360s}, 4}, 5};
+  policy.max_hops = 2;
+  amqp::Delivery d;
+  d.routing_key = "resync";
+  d.message.body = EncodeSyncRequest(Request());
+  d.message.headers = Json{{kAttemptHeader, 1}, {kLaneHeader, "resync"}};
+  const Result<SyncRequest> request = DecodeSyncRequest(d.message.body);
+  TableFacts facts("", "");
+  facts.sticky = "consumer-b";
+
+  SUBCASE("fresh: forwarded, its lane, attempt and hops kept") {
+    const Route route = RouteDelivery(Situation::Arrived(d, request), policy, facts, clock.WallNow());
+    REQUIRE(route.step == Step::kForward);
+    CHECK(route.outcome == "forwarded");
+    const amqp::Publication& p = *route.publication;
+    CHECK(p.exchange == amqp::kForwardExchange);
+    CHECK(p.routing_key == "resync");
+    CHECK(p.mandatory);
+    CHECK(p.message.headers[kForwardToHeader] == "consumer-b");
+    CHECK(HopsOf(p.message) == 1);
+    CHECK(AttemptOf(p.message) == 1);
+  }
+  SUBCASE("forwarded max_hops times: deferred instead") {
+    d.message.headers[kHopsHeader] = 2;
+    const Route route = RouteDelivery(Situation::Arrived(d, request), policy, facts, clock.WallNow());
+    CHECK(route.step == Step::kDefer);
+    CHECK(route.outcome == "busy");
+  }
+  SUBCASE("back from its hold-back: forwarded with its unsettled count") {
+    d.message.headers[kUnsettledHeader] = 1;
+    d.message.headers[kDeliveryCountHeader] = 1;
+    d.message.headers[kQuarantinedHeader] = 2;
+    const Route route = RouteDelivery(Situation::Arrived(d, request), policy, facts, clock.WallNow());
+    REQUIRE(route.step == Step::kForward);
+    CHECK(UnsettledDeliveries(route.publication->message) == 2);
+  }
+  SUBCASE("a run that found the cluster held: forwarded to the holder it names") {
+    RunEnd busy;
+    busy.busy = true;
+    busy.holder = "consumer-c";
+    const Route route = RouteDelivery(Situation::Ran(d, busy), policy, facts, clock.WallNow());
+    REQUIRE(route.step == Step::kForward);
+    CHECK(route.publication->message.headers[kForwardToHeader] == "consumer-c");
+    busy.holder = "";
+    CHECK(RouteDelivery(Situation::Ran(d, busy), policy, facts, clock.WallNow()).step ==
+          Step::kDefer);
+  }
 }
