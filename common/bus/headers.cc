@@ -26,4 +26,8 @@ int QuarantinedFor(const amqp::Message& message) {
   return IntHeader(message, kQuarantinedHeader);
 }
 
+int HopsOf(const amqp::Message& message) {
+  return IntHeader(message, kHopsHeader);
+}
+
 }  // namespace syncbus

@@ -26,6 +26,10 @@ inline constexpr char kDeadAtHeader[] = "x-syncbus-dead-at";  // RFC 3339
 inline constexpr char kUnsettledHeader[] = "x-syncbus-unsettled";
 // The unsettled count a message was last held back for (quarantine).
 inline constexpr char kQuarantinedHeader[] = "x-syncbus-quarantined";
+// A request forwarded to the consumer that holds its cluster: that consumer's identity (the
+// forward exchange routes on it) and how often the request was forwarded so far.
+inline constexpr char kForwardToHeader[] = "x-syncbus-to";
+inline constexpr char kHopsHeader[] = "x-syncbus-hops";
 
 // The dead-letter index's records (syncbusctl: ctl/dead_letter_index.h).
 inline constexpr char kIndexRecordHeader[] = "x-syncbus-index";  // removed, reset, barrier
@@ -51,5 +55,7 @@ int AttemptOf(const amqp::Message& message);
 int UnsettledDeliveries(const amqp::Message& message);
 // The unsettled count the message was last held back for (0: never).
 int QuarantinedFor(const amqp::Message& message);
+// How often the message was forwarded to a cluster's holder (0: never).
+int HopsOf(const amqp::Message& message);
 
 }  // namespace syncbus

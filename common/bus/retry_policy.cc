@@ -68,7 +68,11 @@ amqp::Publication NextAttempt(const amqp::Delivery& delivery, const RetryPolicy&
   return p;
 }
 
-amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& policy) {
+namespace {
+
+// `delivery` as it travels on without an attempt counted: on its lane, its unsettled deliveries
+// carried (the broker's count starts again in the next queue), its history untouched.
+amqp::Publication CarriedOn(const amqp::Delivery& delivery) {
   amqp::Publication p;
   p.message = delivery.message;
   p.message.persistent = true;
@@ -77,6 +81,13 @@ amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& polic
   p.message.headers[kUnsettledHeader] = UnsettledDeliveries(delivery.message);
   p.message.headers.erase(kDeliveryCountHeader);
   p.routing_key = Base(delivery, "", WallTime{}).routing_key;
+  return p;
+}
+
+}  // namespace
+
+amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& policy) {
+  amqp::Publication p = CarriedOn(delivery);
   if (policy.tiers.empty()) {  // no delay queues: straight back to the work queue
     p.exchange = amqp::kWorkExchange;
     return p;
@@ -84,6 +95,15 @@ amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& polic
   p.exchange = amqp::kRetryExchange;
   p.message.headers[kRetryTierHeader] =
       amqp::TierName(*std::min_element(policy.tiers.begin(), policy.tiers.end()));
+  return p;
+}
+
+amqp::Publication Forwarded(const amqp::Delivery& delivery, const std::string& holder) {
+  amqp::Publication p = CarriedOn(delivery);
+  p.exchange = amqp::kForwardExchange;
+  p.mandatory = true;  // no queue of `holder`: returned, and Publish fails with kNotFound
+  p.message.headers[kForwardToHeader] = holder;
+  p.message.headers[kHopsHeader] = HopsOf(delivery.message) + 1;
   return p;
 }
 

@@ -34,6 +34,12 @@ amqp::Publication NextAttempt(const amqp::Delivery& delivery, const RetryPolicy&
 // deliveries travel along.
 amqp::Publication Defer(const amqp::Delivery& delivery, const RetryPolicy& policy);
 
+// Forwards a delivery to the consumer `holder` that holds its cluster: to holder's own queue
+// (amqp::ConsumerTopology) through the forward exchange, mandatory (holder has no queue: Publish
+// fails with kNotFound), on its lane, one hop more, its unsettled deliveries travelling along as
+// in Defer, so a poison request is parked at the delivery limit however often it is forwarded.
+amqp::Publication Forwarded(const amqp::Delivery& delivery, const std::string& holder);
+
 // A delivery that ended unsettled before (a consumer crashed, was killed or lost its connection
 // holding it) and has not been held back for that yet: a request that crashes consumers must not
 // run again at once, or it takes the whole pool down in a few seconds.

@@ -23,11 +23,16 @@ std::string RetryQueueName(std::chrono::seconds delay) {
   return std::string(kRetryExchange) + "." + TierName(delay);
 }
 
+std::string ConsumerQueueName(const std::string& identity) {
+  return "syncbus.consumer." + identity;
+}
+
 Topology SyncbusTopology(const TopologyOptions& options) {
   Topology t;
   t.exchanges.push_back({kWorkExchange, "direct"});
   t.exchanges.push_back({kRetryExchange, "headers"});
   t.exchanges.push_back({kDeadExchange, "fanout"});
+  t.exchanges.push_back({kForwardExchange, "headers"});
 
   for (Lane lane : {Lane::kChange, Lane::kResync}) {
     Json args = {
@@ -93,9 +98,33 @@ Topology SyncbusTopology(const TopologyOptions& options) {
                         Json{{"max-length-bytes", options.dead_index_max_bytes}}});
   t.policies.push_back({"syncbus-preview", R"(^syncbus\.preview$)", "queues", 10,
                         Json{{"delivery-limit", options.preview_delivery_limit}}});
+  // The consumers' own queues (ConsumerTopology): a request that keeps killing the consumer
+  // it was forwarded to leaves at the work queues' limit, back to its lane.
+  t.policies.push_back({"syncbus-consumer", R"(^syncbus\.consumer\.)", "queues", 10,
+                        Json{{"delivery-limit", options.delivery_limit}}});
   t.policies.push_back({"syncbus-trace", R"(^syncbus\.trace$)", "queues", 10,
                         Json{{"max-age", TierName(options.trace_max_age)},
                              {"max-length-bytes", options.trace_max_bytes}}});
+  return t;
+}
+
+Topology ConsumerTopology(const std::string& identity, const TopologyOptions& options) {
+  Topology t;
+  // At-least-once dead-lettering needs reject-publish overflow (else RabbitMQ falls back to
+  // at-most-once). No dead-letter routing key: the message's own, its lane, takes it back there.
+  Json args = {
+      {"x-queue-type", "quorum"},
+      {"x-message-ttl", static_cast<int64_t>(options.forward_ttl.count()) * 1000},
+      {"x-expires", static_cast<int64_t>(options.consumer_queue_expiry.count()) * 1000},
+      {"x-dead-letter-exchange", kWorkExchange},
+      {"x-dead-letter-strategy", "at-least-once"},
+      {"x-overflow", "reject-publish"},
+  };
+  t.queues.push_back({ConsumerQueueName(identity), true, std::move(args)});
+  // "all-with-x", as for the retry tiers: plain "all" ignores x- keys and would route every
+  // forward to every consumer.
+  t.bindings.push_back({kForwardExchange, ConsumerQueueName(identity), "",
+                        Json{{"x-match", "all-with-x"}, {kForwardToHeader, identity}}});
   return t;
 }
 

@@ -17,6 +17,11 @@
 //       dry-run requests (preview_message.h), answered to each request's reply_to queue. Not
 //       work to keep: an unanswered request expires, a poison one is dropped at its delivery
 //       limit, and nothing dead-letters into the parking lot.
+//   syncbus.forward (headers, x-syncbus-to=<identity>) --> syncbus.consumer.<identity> (quorum,
+//       message TTL, queue expiry): a request forwarded to the consumer that holds its cluster.
+//       Each consumer declares its own queue (ConsumerTopology); what it leaves there past the
+//       TTL dead-letters back to syncbus.work with its routing key (= lane), and the queue of a
+//       consumer gone for longer than the expiry is deleted (holding nothing by then).
 //
 // What never changes is a queue argument (queue type, dead-letter target and strategy, overflow,
 // a retry tier's TTL, which its name states). Limits that may change later are policies (one per
@@ -45,6 +50,7 @@ inline constexpr char kTraceExchange[] = "syncbus.trace";
 inline constexpr char kTraceQueue[] = "syncbus.trace";
 inline constexpr char kPreviewQueue[] = "syncbus.preview";
 inline constexpr char kPreviewRoutingKey[] = "preview";  // on kWorkExchange
+inline constexpr char kForwardExchange[] = "syncbus.forward";
 // The delivery limit of the queues whose messages must never be dropped for being returned (the
 // dead-letter queue: a replay or purge returns what it does not take; the retry tiers): set
 // explicitly so that RabbitMQ 4.0's default of 20 does not apply, and never reached.
@@ -71,6 +77,12 @@ struct TopologyOptions {
   // A preview request nobody took this long is dropped (its caller has given up by then).
   std::chrono::seconds preview_ttl{std::chrono::minutes(30)};
   int preview_delivery_limit = 3;  // a request that kills its consumers is dropped, not parked
+  // A request forwarded to a consumer's own queue returns to its lane when that consumer has not
+  // taken it within forward_ttl (a dead holder delays its clusters' requests by no more). The
+  // queue of a consumer unused this long is deleted; longer than forward_ttl, since a deleted
+  // queue drops what it holds.
+  std::chrono::seconds forward_ttl{10};
+  std::chrono::seconds consumer_queue_expiry{std::chrono::minutes(10)};
 };
 
 // "5s", "30s", "2m", "6m", "1h", "90s" (also the stream's x-max-age syntax).
@@ -78,6 +90,11 @@ std::string TierName(std::chrono::seconds delay);
 std::string RetryQueueName(std::chrono::seconds delay);  // "syncbus.retry.30s"
 
 Topology SyncbusTopology(const TopologyOptions& options = {});
+
+std::string ConsumerQueueName(const std::string& identity);  // "syncbus.consumer.<identity>"
+// The queue and binding that the consumer `identity` declares for itself at every connect: the
+// requests forwarded to it (kForwardToHeader = identity). Its policy is SyncbusTopology's.
+Topology ConsumerTopology(const std::string& identity, const TopologyOptions& options = {});
 
 // The topology in the format of `rabbitmqctl import_definitions` for one vhost.
 Json ToDefinitions(const Topology& topology, const std::string& vhost);

@@ -13,6 +13,12 @@ amqp::Publication Work(const std::string& lane, const std::string& body) {
   return p;
 }
 
+uint32_t ReadyMessages(amqp::Session& session, const std::string& queue) {
+  auto info = session.Inspect(queue);
+  REQUIRE_MESSAGE(info.ok(), info.status().ToString());
+  return info->messages;
+}
+
 amqp::Delivery NextOrFail(amqp::Session& session, std::chrono::milliseconds timeout) {
   auto d = session.Next(timeout);
   REQUIRE_MESSAGE(d.ok(), d.status().ToString());

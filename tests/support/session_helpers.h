@@ -15,6 +15,10 @@ inline constexpr std::chrono::milliseconds kBrokerTimeout{10000};
 // A publication to the work exchange on `lane`, with `body` as its body and message id.
 amqp::Publication Work(const std::string& lane, const std::string& body);
 
+// The messages ready in `queue` (exact, at once: a passive declare); fails the running test when
+// the broker does not answer.
+uint32_t ReadyMessages(amqp::Session& session, const std::string& queue);
+
 // The next delivery on `session`; fails the running test when none comes within `timeout`.
 amqp::Delivery NextOrFail(amqp::Session& session,
                           std::chrono::milliseconds timeout = kBrokerTimeout);

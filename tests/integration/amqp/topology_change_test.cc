@@ -20,12 +20,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using namespace syncbus::testing;
 
-uint32_t Ready(Session& session, const std::string& queue) {
-  auto info = session.Inspect(queue);
-  REQUIRE_MESSAGE(info.ok(), info.status().ToString());
-  return info->messages;
-}
-
 // The queue's settings as the broker applies them (management API; it lags by a moment).
 Json EffectivePolicy(const TestVhost& vhost, const std::string& queue) {
   auto stats = vhost.QueueStats(queue);
@@ -59,8 +53,8 @@ TEST_CASE(
   bool refused = WaitFor(
       [&] { return !session.Publish(Work("change", "over"), kBrokerTimeout).ok(); }, seconds(15));
   CHECK(refused);
-  CHECK(Ready(session, work) >= 4);
-  CHECK(Ready(session, kDeadQueue) == 1);  // the parked request stays
+  CHECK(ReadyMessages(session, work) >= 4);
+  CHECK(ReadyMessages(session, kDeadQueue) == 1);  // the parked request stays
   REQUIRE(WaitFor(
       [&] {
         return EffectivePolicy(vhost, kDeadIndexQueue).value("max-length-bytes", int64_t{0}) ==
@@ -75,8 +69,8 @@ TEST_CASE(
                   seconds(30)));
   CHECK(WaitFor([&] { return session.Publish(Work("change", "after"), kBrokerTimeout).ok(); },
                 seconds(15)));
-  CHECK(Ready(session, work) >= 5);
-  CHECK(Ready(session, kDeadQueue) == 1);
+  CHECK(ReadyMessages(session, work) >= 5);
+  CHECK(ReadyMessages(session, kDeadQueue) == 1);
 }
 
 TEST_CASE("the daemons' declaration keeps a queue an older version declared with other arguments") {
@@ -104,8 +98,8 @@ TEST_CASE("the daemons' declaration keeps a queue an older version declared with
   Status declared = DeclareTopology(session, SyncbusTopology());
   REQUIRE_MESSAGE(declared.ok(), declared.ToString());
   CHECK(session.connected());
-  CHECK(Ready(session, WorkQueueName(Lane::kChange)) == 1);
-  CHECK(Ready(session, kDeadQueue) == 1);
+  CHECK(ReadyMessages(session, WorkQueueName(Lane::kChange)) == 1);
+  CHECK(ReadyMessages(session, kDeadQueue) == 1);
   CHECK(session.Inspect(kDeadIndexQueue).ok());  // created: it did not exist before
   auto stats = vhost.QueueStats(WorkQueueName(Lane::kChange));
   REQUIRE(stats.ok());
@@ -124,7 +118,7 @@ TEST_CASE(
   retry.message.body = "waiting in 3s";
   retry.message.headers = {{kRetryTierHeader, "3s"}};
   REQUIRE(session.Publish(retry, kBrokerTimeout).ok());
-  CHECK(Ready(session, RetryQueueName(seconds(3))) == 1);
+  CHECK(ReadyMessages(session, RetryQueueName(seconds(3))) == 1);
 
   // The new configuration: 3s becomes 2s. The old tier is no longer declared but stays.
   TopologyOptions after;
@@ -136,7 +130,7 @@ TEST_CASE(
   const std::string old_tier = RetryQueueName(seconds(3));
   const std::string path =
       "/api/queues/" + ManagementApi::Escape(vhost.name()) + "/" + ManagementApi::Escape(old_tier);
-  CHECK(Ready(session, old_tier) == 1);  // left as it was, still holding its request
+  CHECK(ReadyMessages(session, old_tier) == 1);  // left as it was, still holding its request
 
   // Both come back to their lane after their delay.
   REQUIRE(session.Consume(WorkQueueName(Lane::kChange), 10).ok());
@@ -148,7 +142,7 @@ TEST_CASE(
   }
   CHECK(back == std::set<std::string>{"waiting in 3s", "waiting in 2s"});
   // Empty, and nothing publishes to it any more: delete it (quorum queues have no if-empty).
-  CHECK(Ready(session, old_tier) == 0);
+  CHECK(ReadyMessages(session, old_tier) == 0);
   auto deleted = vhost.api().Call("DELETE", path);
   REQUIRE(deleted.ok());
   CHECK(deleted->status / 100 == 2);

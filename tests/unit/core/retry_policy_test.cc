@@ -172,3 +172,48 @@ TEST_CASE(
   CHECK_FALSE(RunsAlone(1, 0));  // no limit of syncbus's
   CHECK(RunsAlone(2, 0));
 }
+
+TEST_CASE("a forward goes to the holder's queue on its lane, one hop more, its history carried") {
+  amqp::Delivery d = Fresh("resync");
+  d.message.headers[kAttemptHeader] = 2;
+  d.message.headers[kFirstFailureHeader] = "2025-12-31T00:00:00Z";
+  d.message.headers[kDeliveryCountHeader] = 2;
+  d.message.headers[kUnsettledHeader] = 1;
+  d.message.headers["x-death"] = Json::array({Json{{"reason", "expired"}}});
+  auto p = Forwarded(d, "consumer-7");
+  CHECK(p.exchange == amqp::kForwardExchange);
+  CHECK(p.mandatory);
+  CHECK(p.routing_key == "resync");
+  CHECK(p.message.persistent);
+  CHECK(p.message.headers[kForwardToHeader] == "consumer-7");
+  CHECK(HopsOf(p.message) == 1);
+  CHECK(AttemptOf(p.message) == 2);
+  CHECK(p.message.headers[kFirstFailureHeader] == "2025-12-31T00:00:00Z");
+  CHECK(p.message.headers[kClusterHeader] == "a/b");
+  CHECK(p.message.body == "{}");
+  CHECK(UnsettledDeliveries(p.message) == 3);
+  CHECK_FALSE(p.message.headers.contains(kDeliveryCountHeader));
+  CHECK_FALSE(p.message.headers.contains("x-death"));
+
+  // It came back from the holder's queue (its TTL dead-lettered it, on its routing key) and is
+  // forwarded again, to another holder: the hops and the unsettled count add up.
+  amqp::Delivery back;
+  back.routing_key = p.routing_key;
+  back.message = p.message;
+  back.message.headers[kDeliveryCountHeader] = 1;
+  auto again = Forwarded(back, "consumer-9");
+  CHECK(again.routing_key == "resync");
+  CHECK(again.message.headers[kForwardToHeader] == "consumer-9");
+  CHECK(HopsOf(again.message) == 2);
+  CHECK(UnsettledDeliveries(again.message) == 4);
+}
+
+TEST_CASE("a forward keeps the lane of a request without a lane header, back from a retry tier") {
+  // A retry tier dead-letters with the routing key the retry was published with: the lane.
+  amqp::Delivery d;
+  d.exchange = amqp::kWorkExchange;
+  d.routing_key = "resync";
+  d.message.headers = Json{{kRetryTierHeader, "5s"}};
+  CHECK(Forwarded(d, "c").routing_key == "resync");
+  CHECK(HopsOf(d.message) == 0);
+}

@@ -139,6 +139,51 @@ TEST_CASE("the preview queue drops what nobody answers and parks nothing") {
   CHECK(bound == 1);
 }
 
+TEST_CASE(
+    "a consumer's own queue returns what it does not take to its lane, and is bound to its "
+    "identity only") {
+  amqp::TopologyOptions options;
+  options.forward_ttl = 7s;
+  options.consumer_queue_expiry = 5min;
+  options.delivery_limit = 4;
+  amqp::Topology t = amqp::ConsumerTopology("consumer-1", options);
+  CHECK(amqp::ConsumerQueueName("consumer-1") == "syncbus.consumer.consumer-1");
+  REQUIRE(t.queues.size() == 1);
+  const amqp::QueueSpec& q = t.queues[0];
+  CHECK(q.name == "syncbus.consumer.consumer-1");
+  CHECK(q.durable);
+  CHECK(q.arguments["x-queue-type"] == "quorum");
+  CHECK(q.arguments["x-message-ttl"] == 7000);
+  CHECK(q.arguments["x-expires"] == 300000);
+  CHECK(q.arguments["x-dead-letter-exchange"] == amqp::kWorkExchange);
+  // Back on the message's own routing key (its lane), at least once (which needs reject-publish).
+  CHECK_FALSE(q.arguments.contains("x-dead-letter-routing-key"));
+  CHECK(q.arguments["x-dead-letter-strategy"] == "at-least-once");
+  CHECK(q.arguments["x-overflow"] == "reject-publish");
+  REQUIRE(t.bindings.size() == 1);
+  CHECK(t.bindings[0].source == amqp::kForwardExchange);
+  CHECK(t.bindings[0].destination == q.name);
+  CHECK(t.bindings[0].arguments ==
+        Json{{"x-match", "all-with-x"}, {kForwardToHeader, "consumer-1"}});
+  CHECK(t.exchanges.empty());
+  CHECK(t.policies.empty());
+
+  // The exchange and the policy are the shared topology's.
+  amqp::Topology shared = amqp::SyncbusTopology(options);
+  int forward = 0;
+  for (const auto& e : shared.exchanges)
+    forward += e.name == amqp::kForwardExchange && e.type == "headers" ? 1 : 0;
+  CHECK(forward == 1);
+  int matching = 0;
+  for (const auto& p : shared.policies)
+    matching += std::regex_search(q.name, std::regex(p.pattern)) ? 1 : 0;
+  CHECK(matching == 1);
+  const amqp::PolicySpec* policy = PolicyOf(shared, q.name);
+  REQUIRE(policy != nullptr);
+  CHECK(policy->definition["delivery-limit"] == 4);
+  CHECK(PolicyOf(shared, "syncbus.consumers") == nullptr);
+}
+
 TEST_CASE("rabbitmq/definitions.json equals the topology declared in code") {
   std::ifstream in(testing::SourceDir() + "/rabbitmq/definitions.json");
   REQUIRE(in.good());

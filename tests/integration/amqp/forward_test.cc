@@ -1,0 +1,162 @@
+// Forwarding a request to the consumer that holds its cluster, on each RabbitMQ version: the
+// forward exchange routes on x-syncbus-to only to that consumer's own queue (all-with-x), a
+// forward to a consumer without a queue comes back (mandatory), and what the holder leaves in its
+// queue returns to its lane after the TTL with syncbus's headers as they were.
+// What both versions showed: a binding with plain x-match "all" ignores the x-syncbus-to key and
+// takes every forward, also one to an identity without a queue (so all-with-x); an expired forward
+// is back in its lane ~1.0 s after a 1 s TTL, from exchange syncbus.work on its lane, with x-death
+// naming syncbus.forward and the holder's queue (4.0 adds x-last-death-*), and without the
+// queue's x-delivery-count; an expiring queue is deleted with what it holds, nothing
+// dead-lettered.
+#include <thread>
+
+#include <doctest/doctest.h>
+
+#include "common/amqp/session_impl.h"
+#include "common/bus/retry_policy.h"
+#include "common/bus/topology.h"
+#include "tests/support/session_helpers.h"
+#include "tests/support/test_broker.h"
+#include "tests/support/wait.h"
+
+namespace syncbus::amqp {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using namespace syncbus::testing;
+
+// A request as a consumer received it from `lane`, with its history.
+Delivery Received(const std::string& lane, const std::string& body) {
+  Delivery d;
+  d.exchange = kWorkExchange;
+  d.routing_key = lane;
+  d.message.body = body;
+  d.message.message_id = body;
+  d.message.headers = Json{{kClusterHeader, "ns/" + body},
+                           {kLaneHeader, lane},
+                           {kAttemptHeader, 1},
+                           {kUnsettledHeader, 1},
+                           {kDeliveryCountHeader, 1}};
+  return d;
+}
+
+TEST_CASE(
+    "a forward reaches only its holder's queue, and one to a consumer without a queue is "
+    "returned") {
+  TestVhost vhost = NewTestVhost();
+  RabbitmqSession session(vhost.Options("forward-route"));
+  REQUIRE(session.Connect().ok());
+  REQUIRE(vhost.SetUpSyncbus(session).ok());
+  for (const char* identity : {"consumer-a", "consumer-b"})
+    REQUIRE(session.Declare(ConsumerTopology(identity)).ok());
+
+  Status sent = session.Publish(Forwarded(Received("change", "c1"), "consumer-a"), kBrokerTimeout);
+  REQUIRE_MESSAGE(sent.ok(), sent.ToString());
+  CHECK(ReadyMessages(session, ConsumerQueueName("consumer-a")) == 1);
+  CHECK(ReadyMessages(session, ConsumerQueueName("consumer-b")) == 0);
+  CHECK(ReadyMessages(session, WorkQueueName(Lane::kChange)) == 0);
+
+  // No queue for that identity: basic.return, and no copy anywhere.
+  Status returned =
+      session.Publish(Forwarded(Received("change", "c2"), "consumer-gone"), kBrokerTimeout);
+  CHECK(returned.code() == Code::kNotFound);
+  CHECK(ReadyMessages(session, ConsumerQueueName("consumer-a")) == 1);
+  CHECK(ReadyMessages(session, ConsumerQueueName("consumer-b")) == 0);
+
+  Delivery got = *session.Get(ConsumerQueueName("consumer-a")).value();
+  CHECK(got.message.body == "c1");
+  CHECK(got.exchange == kForwardExchange);
+  CHECK(got.routing_key == "change");
+  CHECK(got.message.headers[kForwardToHeader] == "consumer-a");
+  CHECK(HopsOf(got.message) == 1);
+  CHECK(UnsettledDeliveries(got.message) == 2);
+  REQUIRE(session.Ack(got.delivery_tag).ok());
+}
+
+TEST_CASE("a forward left in its holder's queue returns to its lane after the TTL, headers kept") {
+  TestVhost vhost = NewTestVhost();
+  RabbitmqSession session(vhost.Options("forward-ttl"));
+  REQUIRE(session.Connect().ok());
+  TopologyOptions options;
+  options.forward_ttl = seconds(1);
+  REQUIRE(vhost.SetUpSyncbus(session, options).ok());
+  REQUIRE(session.Declare(ConsumerTopology("consumer-a", options)).ok());
+  const std::string queue = ConsumerQueueName("consumer-a");
+
+  for (Lane lane : {Lane::kChange, Lane::kResync}) {
+    const std::string name = LaneName(lane);
+    CAPTURE(name);
+    REQUIRE(
+        session.Publish(Forwarded(Received(name, "c-" + name), "consumer-a"), kBrokerTimeout).ok());
+    // The holder takes it and gives it back unsettled once (a consumer that died holding it),
+    // then never takes it again.
+    auto held = session.Get(queue);
+    REQUIRE(held.ok());
+    REQUIRE(held->has_value());
+    REQUIRE(session.Nack((*held)->delivery_tag, true).ok());
+
+    const auto sent = std::chrono::steady_clock::now();
+    std::string tag = *session.Consume(WorkQueueName(lane), 1);
+    Delivery back = NextOrFail(session, milliseconds(15000));
+    const double delay =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+    MESSAGE(name, ": back in its lane after ", delay, " s");
+    CHECK(delay <= 5.0);
+    REQUIRE(session.Cancel(tag).ok());
+    CHECK(back.message.body == "c-" + name);
+    // Dead-lettered on its own routing key, the lane.
+    CHECK(back.exchange == kWorkExchange);
+    CHECK(back.routing_key == name);
+    CHECK(back.message.headers[kForwardToHeader] == "consumer-a");
+    CHECK(HopsOf(back.message) == 1);
+    CHECK(AttemptOf(back.message) == 1);
+    CHECK(back.message.headers[kClusterHeader] == "ns/c-" + name);
+    CHECK(back.message.headers[kUnsettledHeader] == 2);
+    const Json& deaths = back.message.headers[kDeathHeader];
+    REQUIRE(deaths.is_array());
+    CHECK(deaths[0]["reason"] == "expired");
+    CHECK(deaths[0]["queue"] == queue);
+    CHECK(deaths[0]["routing-keys"] == Json::array({name}));
+    // The holder's queue's count of the unsettled delivery does not travel with the dead
+    // letter on either version: it is the consumer's to carry (Forwarded, Defer) while it holds
+    // the message. One that expires after a crash loses that one count.
+    MESSAGE(name, ": headers back in the lane: ", back.message.headers.dump());
+    CHECK_FALSE(back.message.headers.contains(kDeliveryCountHeader));
+    CHECK(UnsettledDeliveries(back.message) == 2);
+    REQUIRE(session.Ack(back.delivery_tag).ok());
+  }
+  CHECK(ReadyMessages(session, queue) == 0);
+}
+
+TEST_CASE("a holder's queue of forwards that expires drops what it still holds") {
+  TestVhost vhost = NewTestVhost();
+  RabbitmqSession session(vhost.Options("forward-expiry"));
+  REQUIRE(session.Connect().ok());
+  // Inverted on purpose (syncbus keeps the expiry far longer than the TTL): the queue expires
+  // while the message is still in it.
+  TopologyOptions options;
+  options.forward_ttl = seconds(60);
+  options.consumer_queue_expiry = seconds(2);
+  REQUIRE(vhost.SetUpSyncbus(session, options).ok());
+  REQUIRE(session.Declare(ConsumerTopology("consumer-a", options)).ok());
+  const std::string queue = ConsumerQueueName("consumer-a");
+  REQUIRE(session.Publish(Forwarded(Received("change", "c1"), "consumer-a"), kBrokerTimeout).ok());
+  CHECK(ReadyMessages(session, queue) == 1);
+
+  // Polled through the management API: a passive declare does not count as a use of the queue,
+  // but keeping it away from every AMQP touch is what a gone consumer does.
+  CHECK(WaitFor([&] { return vhost.QueueStats(queue).status().code() == Code::kNotFound; },
+                milliseconds(30000), milliseconds(250)));
+  REQUIRE(session.Consume(WorkQueueName(Lane::kChange), 1).ok());
+  auto more = session.Next(milliseconds(3000));
+  REQUIRE(more.ok());
+  CHECK_FALSE(more->has_value());  // dropped, not dead-lettered, on 3.10 and 4.0 alike
+  CHECK(ReadyMessages(session, kDeadQueue) == 0);
+  // A forward to it now is returned, as to a consumer that never had a queue.
+  CHECK(session.Publish(Forwarded(Received("change", "c2"), "consumer-a"), kBrokerTimeout).code() ==
+        Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace syncbus::amqp
