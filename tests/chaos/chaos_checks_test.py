@@ -1,20 +1,22 @@
 #!/usr/bin/env python3
-"""Tests of the chaos run's own checks (syncbus_tools.chaos_checks) and of what its faults and
-checks rest on: each must fail on the bad case it is there to catch, and pass on the good one. A
-real assert or heap corruption is not the planted poison crash; a poison parked by the broker, for
+"""Tests of the chaos run's own checks (syncbus_tools.chaos_checks) and of what its faults and checks
+rest on: each must fail on the bad case it is there to catch, and pass on the good one. A real
+assert or heap corruption is not the planted poison crash; a poison parked by the broker, for
 another reason or after the wrong count is not syncbus's quarantine path; a parked request of the
 victim cluster is not the poison's, even parked the same way; a journal without writes proves
 nothing, and a lease taken from a live holder, a write after its lease lapsed or (to a target)
 after it was given back, or by another than the holder, is a violation; so are, with sticky claims,
 a claim taken while its holder lives in its epoch, a write by its holder once that liveness lapsed
 and a claim by a consumer not alive, while a status write keeps a sticky claim and a hand-over
-after its holder's death is legal; a lease holder no consumer logged is a violation too; the clusters a consumer fault's victim held are synced again only once each has
-its status stored; a convergence check that compared fewer objects than the fleet holds proves
-nothing; a secret scan with a hole in its inputs (the trace, a queue read in part or held
-unacknowledged, a daemon not running or a metrics page not read, a missing broker log directory,
-an unreadable file) has not shown that nothing leaked; a fault kind never injected, a recovery goal
-missed, one judged on fewer undisturbed faults than asked or on none, and a consumer fault whose
-victim held no cluster fail the run; the scheduler goes on until each goal has its samples."""
+after its holder's death is legal; a lease holder no consumer logged is a violation too; the fault
+picker counts a sticky claim as held while its holder's liveness Lease lives in its epoch; the
+clusters a consumer fault's victim held are synced again only once each has its status stored; a
+convergence check that compared fewer objects than the fleet holds proves nothing; a secret scan
+with a hole in its inputs (the trace, a queue read in part or held unacknowledged, a daemon not
+running or a metrics page not read, a missing broker log directory, an unreadable file) has not
+shown that nothing leaked; a fault kind never injected, a recovery goal missed, one judged on fewer
+undisturbed faults than asked or on none, and a consumer fault whose victim held no cluster fail
+the run; the scheduler goes on until each goal has its samples."""
 
 import copy
 import datetime
@@ -26,7 +28,7 @@ import unittest
 from types import SimpleNamespace
 
 from syncbus_tools import chaos_checks as cc, chaos_rollout
-from syncbus_tools.chaos_faults import Chaos, Fault
+from syncbus_tools.chaos_faults import Chaos, Fault, held_claims
 from syncbus_tools.chaos_system import Daemon, logged_identity, now
 
 VICTIM = "cluster-0007/cluster-0007"
@@ -388,6 +390,48 @@ class JournalTest(unittest.TestCase):
             "c1: sticky claim written by x at 1000 in epoch 1, in which it is not alive",
             "c2: sticky claim written by y at 2000 in epoch 1, in which it is not alive",
             "c3: sticky claim written by z at 16500 in epoch 1, in which it is not alive"])
+
+
+class HeldClaimsTest(unittest.TestCase):
+    """What the fault picker reads from the hub: who holds which cluster's claim now."""
+
+    T = 1000.0   # now, Unix seconds
+
+    @staticmethod
+    def claim(cluster, holder, renewed, rv, **more):
+        annotations = dict({"syncbus.io/holder": holder, "syncbus.io/renew-time": rfc3339(renewed),
+                            "syncbus.io/lease-duration-seconds": "20"}, **more)
+        return {"metadata": {"namespace": cluster, "name": cluster, "resourceVersion": str(rv),
+                             "annotations": annotations}}
+
+    @staticmethod
+    def synced(cluster, rv):
+        return {"metadata": {"namespace": cluster, "name": cluster, "resourceVersion": str(rv)}}
+
+    @staticmethod
+    def liveness(who, epoch, renewed):
+        return {"metadata": {"name": f"live-{who}", "labels": {"syncbus.io/consumer-liveness": "true"},
+                             "annotations": {"syncbus.io/epoch": str(epoch)}},
+                "spec": {"holderIdentity": who, "leaseDurationSeconds": 15, "renewTime": rfc3339(renewed)}}
+
+    def test_claims_of_one_sync(self):
+        # c1 live; c2 lapsed; c3 given back by its status write (a newer ClusterSync).
+        leases = [self.claim("c1", "w", self.T - 5, 10), self.claim("c2", "w", self.T - 30, 11),
+                  self.claim("c3", "w", self.T - 5, 12)]
+        self.assertEqual(held_claims(leases, [self.synced("c1", 9), self.synced("c3", 13)], [], self.T), {"w": ["c1"]})
+
+    def test_a_sticky_claim_held_while_its_holder_lives_in_its_epoch(self):
+        # Status writes keep a sticky claim, its renew time long past: w lives in epoch 2 (c1 and
+        # c2 held, c3 was claimed in epoch 1); x's liveness expired, y's Lease is gone.
+        sticky = {"syncbus.io/claim": "sticky"}
+        leases = [self.claim("c1", "w", self.T - 300, 10, **sticky, **{"syncbus.io/epoch": "2"}),
+                  self.claim("c2", "w", self.T - 300, 11, **sticky, **{"syncbus.io/epoch": "2"}),
+                  self.claim("c3", "w", self.T - 300, 12, **sticky, **{"syncbus.io/epoch": "1"}),
+                  self.claim("c4", "x", self.T - 300, 13, **sticky, **{"syncbus.io/epoch": "1"}),
+                  self.claim("c5", "y", self.T - 300, 14, **sticky, **{"syncbus.io/epoch": "1"})]
+        syncs = [self.synced(c, 20) for c in ("c1", "c2", "c3", "c4", "c5")]
+        liveness = [self.liveness("w", 2, self.T - 5), self.liveness("x", 1, self.T - 16)]
+        self.assertEqual(held_claims(leases, syncs, liveness, self.T), {"w": ["c1", "c2"]})
 
 
 class RolloutTest(unittest.TestCase):
