@@ -15,6 +15,14 @@ namespace syncbus {
 inline constexpr char kClaimHolderAnnotation[] = "syncbus.io/holder";
 inline constexpr char kClaimRenewTimeAnnotation[] = "syncbus.io/renew-time";
 inline constexpr char kClaimDurationAnnotation[] = "syncbus.io/lease-duration-seconds";
+// A sticky claim (kClaimKindAnnotation = kStickyClaim) holds while its holder is alive in the
+// liveness epoch it was made in (kEpochAnnotation); without the kind, a claim holds for one sync.
+inline constexpr char kClaimKindAnnotation[] = "syncbus.io/claim";
+inline constexpr char kStickyClaim[] = "sticky";
+inline constexpr char kEpochAnnotation[] = "syncbus.io/epoch";
+// The label of a consumer's liveness Lease (coordination.k8s.io), "true"; the Lease carries the
+// holder's epoch in kEpochAnnotation.
+inline constexpr char kLivenessLabel[] = "syncbus.io/consumer-liveness";
 
 struct ClaimRecord {
   std::string holder;      // "" when nobody holds it
