@@ -16,6 +16,7 @@
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 
+#include "common/bus/cluster_claim.h"
 #include "common/clock.h"
 #include "common/json.h"
 #include "common/kube/client.h"
@@ -24,9 +25,6 @@
 
 namespace syncbus::consumer {
 
-// The label of every liveness Lease, and the selector that lists and watches them.
-inline constexpr char kLivenessLabel[] = "syncbus.io/consumer-liveness";
-inline constexpr char kLivenessSelector[] = "syncbus.io/consumer-liveness=true";
 
 struct LivenessOptions {
   std::string identity;  // this process: "<name>-<host>-<pid>"

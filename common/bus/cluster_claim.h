@@ -17,10 +17,15 @@ namespace syncbus {
 inline constexpr char kClaimHolderAnnotation[] = "syncbus.io/holder";
 inline constexpr char kClaimRenewTimeAnnotation[] = "syncbus.io/renew-time";
 inline constexpr char kClaimDurationAnnotation[] = "syncbus.io/lease-duration-seconds";
-inline constexpr char kClaimKindAnnotation[] = "syncbus.io/claim";  // kStickyClaim, or absent
+// A sticky claim (kClaimKindAnnotation = kStickyClaim) holds while its holder is alive in the
+// liveness epoch it was made in (kEpochAnnotation); without the kind, a claim holds for one sync.
+inline constexpr char kClaimKindAnnotation[] = "syncbus.io/claim";
 inline constexpr char kStickyClaim[] = "sticky";
-// The liveness epoch: of a sticky claim's holder, and of a consumer's own liveness Lease.
 inline constexpr char kEpochAnnotation[] = "syncbus.io/epoch";
+// The label of a consumer's liveness Lease (coordination.k8s.io), "true"; the Lease carries the
+// holder's epoch in kEpochAnnotation. kLivenessSelector lists and watches them.
+inline constexpr char kLivenessLabel[] = "syncbus.io/consumer-liveness";
+inline constexpr char kLivenessSelector[] = "syncbus.io/consumer-liveness=true";
 
 struct ClaimRecord {
   std::string holder;      // "" when nobody holds it

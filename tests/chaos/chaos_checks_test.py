@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""Tests of the chaos run's own checks (syncbus_tools.chaos_checks) and of what its faults and
-checks rest on: each must fail on the bad case it is there to catch, and pass on the good one. A
-real assert or heap corruption is not the planted poison crash; a poison parked by the broker, for
+"""Tests of the chaos run's own checks (syncbus_tools.chaos_checks) and of what its faults and checks
+rest on: each must fail on the bad case it is there to catch, and pass on the good one. A real
+assert or heap corruption is not the planted poison crash; a poison parked by the broker, for
 another reason or after the wrong count is not syncbus's quarantine path; a parked request of the
 victim cluster is not the poison's, even parked the same way; a journal without writes proves
 nothing, and a lease taken from a live holder, a write after its lease lapsed or (to a target)
-after it was given back, or by another than the holder, is a violation; a lease holder no consumer
-logged is one too; the clusters a consumer fault's victim held are synced again only once each has
-its status stored; a convergence check that compared fewer objects than the fleet holds proves
-nothing; a secret scan with a hole in its inputs (the trace, a queue read in part or held
-unacknowledged, a daemon not running or a metrics page not read, a missing broker log directory,
-an unreadable file) has not shown that nothing leaked; a fault kind never injected, a recovery goal
-missed, one judged on fewer undisturbed faults than asked or on none, and a consumer fault whose
-victim held no cluster fail the run; the scheduler goes on until each goal has its samples."""
+after it was given back, or by another than the holder, is a violation; so are, with sticky claims,
+a claim taken while its holder lives in its epoch, a write by its holder once that liveness lapsed
+and a claim by a consumer not alive, while a status write keeps a sticky claim and a hand-over
+after its holder's death is legal; a lease holder no consumer logged is a violation too; the fault
+picker counts a sticky claim as held while its holder's liveness Lease lives in its epoch; the
+clusters a consumer fault's victim held are synced again only once each has its status stored; a
+convergence check that compared fewer objects than the fleet holds proves nothing; a secret scan
+with a hole in its inputs (the trace, a queue read in part or held unacknowledged, a daemon not
+running or a metrics page not read, a missing broker log directory, an unreadable file) has not
+shown that nothing leaked; a fault kind never injected, a recovery goal missed, one judged on fewer
+undisturbed faults than asked or on none, and a consumer fault whose victim held no cluster fail
+the run; the scheduler goes on until each goal has its samples."""
 
 import copy
 import datetime
@@ -24,7 +28,7 @@ import unittest
 from types import SimpleNamespace
 
 from syncbus_tools import chaos_checks as cc, chaos_rollout
-from syncbus_tools.chaos_faults import Chaos, Fault
+from syncbus_tools.chaos_faults import Chaos, Fault, held_claims
 from syncbus_tools.chaos_system import Daemon, logged_identity, now
 
 VICTIM = "cluster-0007/cluster-0007"
@@ -150,6 +154,29 @@ class JournalTest(unittest.TestCase):
         return {"t": t, "cluster": cluster, "resource": "configmaps", "userAgent": f"syncbus-consumer/{who}",
                 "verb": "apply", "name": "cm"}
 
+    @staticmethod
+    def liveness(t, who, epoch, seconds=15, renewed=None, verb="update"):
+        """The journal line of consumer `who` writing (or deleting) its liveness Lease in `epoch`,
+        renewed at `renewed` (Unix ms; the journal time when None)."""
+        return {"t": t, "cluster": "hub", "resource": "leases", "namespace": "syncbus", "name": f"live-{who}",
+                "holder": who, "leaseDurationSeconds": seconds, "liveness": True, "epoch": epoch,
+                "renewTime": rfc3339((t if renewed is None else renewed) / 1000.0), "verb": verb,
+                "userAgent": f"syncbus-consumer/{who}"}
+
+    @classmethod
+    def sticky(cls, t, cluster, holder, epoch):
+        """A sticky claim by `holder` in its liveness `epoch` on cluster `cluster`."""
+        return dict(cls.lease(t, cluster, holder), claim="sticky", epoch=epoch)
+
+    def alive(self, who, epoch, start, end, every=5000):
+        """`who`'s liveness Lease in `epoch`, renewed every `every` ms from `start` until `end`."""
+        return [self.liveness(t, who, epoch) for t in range(start, end, every)]
+
+    def replay(self, entries, faults=()):
+        """The entries replayed in journal order (by time), the fleet the clusters they claim."""
+        clusters = sorted({e["namespace"] for e in entries if e["resource"] == "clustersyncleases"})
+        return cc.analyse_journal(self.journal(sorted(entries, key=lambda e: e["t"])), faults, clusters)
+
     def test_no_writes_proves_nothing(self):
         check = cc.analyse_journal(self.journal([]), [], ["c1", "c2"])
         self.assertFalse(check.ok)
@@ -268,12 +295,143 @@ class JournalTest(unittest.TestCase):
         leases = cc.ClusterLeaseJournal(["c1", "c2"])
         self.assertEqual(leases.apply(self.lease(1000, "c1", "w")), "")
         self.assertEqual(leases.apply(self.lease(1000, "c2", "w")), "")
-        self.assertEqual(sorted(leases.held_by("w")), ["c1", "c2"])
+        self.assertEqual(sorted(leases.held_by("w", 1050)), ["c1", "c2"])
         self.assertEqual(leases.apply(self.status(1100, "c1", "w")), "")
-        self.assertEqual(leases.held_by("w"), ["c2"])
+        self.assertEqual(leases.held_by("w", 1150), ["c2"])
         self.assertEqual(leases.apply(dict(self.lease(1200, "c2", ""), userAgent="syncbus-consumer/w")), "")
-        self.assertEqual(leases.held_by("w"), [])   # an empty holder gives it back too
+        self.assertEqual(leases.held_by("w", 1250), [])   # an empty holder gives it back too
         self.assertEqual(leases.holders, {"w"})
+        # A sticky claim is held while its holder's liveness Lease is alive in its epoch.
+        self.assertEqual(leases.apply(self.liveness(2000, "w", 1)), "")
+        self.assertEqual(leases.apply(self.sticky(2100, "c1", "w", 1)), "")
+        self.assertEqual(leases.apply(self.status(2200, "c1", "w")), "")
+        self.assertEqual(leases.held_by("w", 16999), ["c1"])
+        self.assertEqual(leases.held_by("w", 17000), [])   # renewed at 2000 for 15 s
+
+    def test_sticky_claims_survive_status_writes(self):
+        # w claims c1 and c2 sticky in epoch 1 and syncs them again and again, one status write
+        # each, with no claim write, while its liveness Lease is renewed: all its own.
+        entries = self.alive("w", 1, 1000, 60000)
+        entries += [self.sticky(1100, "c1", "w", 1), self.sticky(1200, "c2", "w", 1)]
+        for t in range(2000, 58000, 4000):
+            for c in ("c1", "c2"):
+                entries += [self.target(t, c, "w"), self.status(t + 1, c, "w")]
+        check = self.replay(entries)
+        self.assertTrue(check.ok, check.problems)
+        self.assertIn("2 hand-overs", check.detail)
+        # The victim of a fault at 30 s held both.
+        victim = Fault("consumer-kill", "consumer-1", at=30.0, identity="w")
+        self.replay(entries, [victim])
+        self.assertEqual(victim.recovery["held clusters"], 2)
+
+    def test_a_write_while_another_consumers_sticky_claim_holds(self):
+        entries = self.alive("w", 1, 1000, 30000) + self.alive("x", 1, 1000, 30000)
+        entries += [self.sticky(1100, "c1", "w", 1), self.status(1200, "c1", "w"),
+                    self.target(20000, "c1", "x"), self.status(20001, "c1", "x")]
+        check = self.replay(entries)
+        self.assertFalse(check.ok)
+        self.assertEqual(check.problems, ["c1: target apply configmaps cm by x at 20000: lease held by w",
+                                          "c1: ClusterSync update clustersyncs c1 by x at 20001: lease held by w"])
+
+    def test_a_live_sticky_claim_taken(self):
+        # w lives in epoch 1 throughout: neither a sticky claim nor one of a sync may take its
+        # claim, although the claim's own renew time is long past (a sticky claim is not renewed).
+        entries = self.alive("w", 1, 1000, 60000) + self.alive("x", 1, 1000, 60000)
+        entries += [self.sticky(1100, "c1", "w", 1), self.status(1200, "c1", "w"),
+                    self.sticky(40000, "c1", "x", 1), self.sticky(1100, "c2", "w", 1), self.status(1200, "c2", "w"),
+                    self.lease(50000, "c2", "x")]
+        check = self.replay(entries)
+        self.assertFalse(check.ok)
+        self.assertEqual(check.problems, ["c1: lease taken by x at 40000 while w held it (epoch 1, alive)",
+                                          "c2: lease taken by x at 50000 while w held it (epoch 1, alive)"])
+
+    def test_a_legal_hand_over_after_the_holders_death(self):
+        # x takes w's sticky claims once w is dead in their epoch: c1 once w's liveness expired
+        # (last renewed at 6000, 15 s), c2 once w's Lease was deleted; then y takes c1 from x,
+        # claimed in x's epoch 1, once x lives in epoch 2 only (its Lease re-created).
+        entries = self.alive("w", 1, 1000, 7000) + self.alive("x", 1, 1000, 40000) + self.alive("y", 1, 1000, 90000)
+        entries += [self.sticky(1100, "c1", "w", 1), self.sticky(1200, "c2", "w", 1),
+                    self.target(2000, "c1", "w"), self.status(2001, "c1", "w")]
+        entries += [self.sticky(21001, "c1", "x", 1), self.target(21002, "c1", "x"), self.status(21003, "c1", "x")]
+        entries[entries.index(self.liveness(6000, "w", 1))] = self.liveness(6000, "w", 1, verb="delete")
+        entries += [self.sticky(6001, "c2", "x", 1), self.target(6002, "c2", "x"), self.status(6003, "c2", "x")]
+        entries += self.alive("x", 2, 41000, 90000)
+        entries += [self.sticky(42000, "c1", "y", 1), self.target(42001, "c1", "y"), self.status(42002, "c1", "y")]
+        check = self.replay(entries)
+        self.assertTrue(check.ok, check.problems)
+        self.assertIn("5 hand-overs", check.detail)
+
+    def test_a_write_after_the_holders_liveness_lapsed(self):
+        # w's liveness, renewed at 1000 for 15 s, lapsed at 16000: its claim of epoch 1 no longer
+        # covers its writes, nor after a renewal that came too late in the same epoch, nor in a
+        # new epoch before it claims again, nor after its Lease was deleted.
+        entries = [self.liveness(1000, "w", 1), self.sticky(1100, "c1", "w", 1), self.target(15999, "c1", "w"),
+                   self.target(16000, "c1", "w"), self.liveness(17000, "w", 1), self.target(18000, "c1", "w")]
+        check = self.replay(entries)
+        self.assertFalse(check.ok)
+        lapsed = "lease its holder's liveness lapsed in epoch 1"
+        self.assertEqual(check.problems, [f"c1: target apply configmaps cm by w at 16000: {lapsed}",
+                                          f"c1: target apply configmaps cm by w at 18000: {lapsed}"])
+        moved = [self.liveness(1000, "w", 1), self.sticky(1100, "c1", "w", 1), self.liveness(5000, "w", 2),
+                 self.status(6000, "c1", "w"), self.sticky(7000, "c1", "w", 2), self.status(8000, "c1", "w")]
+        self.assertEqual(self.replay(moved).problems,
+                         [f"c1: ClusterSync update clustersyncs c1 by w at 6000: {lapsed}"])
+        deleted = [self.liveness(1000, "w", 1), self.sticky(1100, "c1", "w", 1),
+                   self.liveness(2000, "w", 1, verb="delete"), self.target(3000, "c1", "w")]
+        self.assertEqual(self.replay(deleted).problems, [f"c1: target apply configmaps cm by w at 3000: {lapsed}"])
+
+    def test_a_sticky_claim_by_a_consumer_not_alive(self):
+        # x never had a liveness Lease; y lives in epoch 2 but claims in epoch 1; z's lapsed.
+        entries = [self.sticky(1000, "c1", "x", 1), self.liveness(1000, "y", 2), self.sticky(2000, "c2", "y", 1),
+                   self.liveness(1000, "z", 1), self.sticky(16500, "c3", "z", 1)]
+        check = self.replay(entries)
+        self.assertFalse(check.ok)
+        self.assertEqual(check.problems[:3], [
+            "c1: sticky claim written by x at 1000 in epoch 1, in which it is not alive",
+            "c2: sticky claim written by y at 2000 in epoch 1, in which it is not alive",
+            "c3: sticky claim written by z at 16500 in epoch 1, in which it is not alive"])
+
+
+class HeldClaimsTest(unittest.TestCase):
+    """What the fault picker reads from the hub: who holds which cluster's claim now."""
+
+    T = 1000.0   # now, Unix seconds
+
+    @staticmethod
+    def claim(cluster, holder, renewed, rv, **more):
+        annotations = dict({"syncbus.io/holder": holder, "syncbus.io/renew-time": rfc3339(renewed),
+                            "syncbus.io/lease-duration-seconds": "20"}, **more)
+        return {"metadata": {"namespace": cluster, "name": cluster, "resourceVersion": str(rv),
+                             "annotations": annotations}}
+
+    @staticmethod
+    def synced(cluster, rv):
+        return {"metadata": {"namespace": cluster, "name": cluster, "resourceVersion": str(rv)}}
+
+    @staticmethod
+    def liveness(who, epoch, renewed):
+        return {"metadata": {"name": f"live-{who}", "labels": {"syncbus.io/consumer-liveness": "true"},
+                             "annotations": {"syncbus.io/epoch": str(epoch)}},
+                "spec": {"holderIdentity": who, "leaseDurationSeconds": 15, "renewTime": rfc3339(renewed)}}
+
+    def test_claims_of_one_sync(self):
+        # c1 live; c2 lapsed; c3 given back by its status write (a newer ClusterSync).
+        leases = [self.claim("c1", "w", self.T - 5, 10), self.claim("c2", "w", self.T - 30, 11),
+                  self.claim("c3", "w", self.T - 5, 12)]
+        self.assertEqual(held_claims(leases, [self.synced("c1", 9), self.synced("c3", 13)], [], self.T), {"w": ["c1"]})
+
+    def test_a_sticky_claim_held_while_its_holder_lives_in_its_epoch(self):
+        # Status writes keep a sticky claim, its renew time long past: w lives in epoch 2 (c1 and
+        # c2 held, c3 was claimed in epoch 1); x's liveness expired, y's Lease is gone.
+        sticky = {"syncbus.io/claim": "sticky"}
+        leases = [self.claim("c1", "w", self.T - 300, 10, **sticky, **{"syncbus.io/epoch": "2"}),
+                  self.claim("c2", "w", self.T - 300, 11, **sticky, **{"syncbus.io/epoch": "2"}),
+                  self.claim("c3", "w", self.T - 300, 12, **sticky, **{"syncbus.io/epoch": "1"}),
+                  self.claim("c4", "x", self.T - 300, 13, **sticky, **{"syncbus.io/epoch": "1"}),
+                  self.claim("c5", "y", self.T - 300, 14, **sticky, **{"syncbus.io/epoch": "1"})]
+        syncs = [self.synced(c, 20) for c in ("c1", "c2", "c3", "c4", "c5")]
+        liveness = [self.liveness("w", 2, self.T - 5), self.liveness("x", 1, self.T - 16)]
+        self.assertEqual(held_claims(leases, syncs, liveness, self.T), {"w": ["c1", "c2"]})
 
 
 class RolloutTest(unittest.TestCase):

@@ -29,43 +29,52 @@ Line Scalar(const Json& object, const char* key) {
   return Line(*it);
 }
 
-void AddLeaseFields(const Json& body, Line& line) {
+// `object[key]` when it is an object, else an empty one.
+const Json& ObjectAt(const Json& object, const char* key) {
   static const Json kNone = Json::object();
-  auto spec_it = body.find("spec");
-  const Json& spec = spec_it != body.end() && spec_it->is_object() ? *spec_it : kNone;
+  auto it = object.find(key);
+  return it != object.end() && it->is_object() ? *it : kNone;
+}
+
+// The number an annotation's text holds ("20" -> 20), or null when it has none.
+Line NumberAnnotation(const Json& annotations, const char* key) {
+  Line text = Scalar(annotations, key);
+  return text.is_string() ? Line(std::atoll(text.get<std::string>().c_str())) : Line(nullptr);
+}
+
+void AddLeaseFields(const Json& body, Line& line) {
+  const Json& spec = ObjectAt(body, "spec");
   Line holder = Scalar(spec, "holderIdentity");
   line["holder"] = holder.is_string() ? holder : Line("");
   line["leaseDurationSeconds"] = Scalar(spec, "leaseDurationSeconds");
   line["renewTime"] = Scalar(spec, "renewTime");
   line["acquireTime"] = Scalar(spec, "acquireTime");
+  const Json& meta = ObjectAt(body, "metadata");
+  if (Scalar(ObjectAt(meta, "labels"), kLivenessLabel) == "true") {
+    line["liveness"] = true;
+    line["epoch"] = NumberAnnotation(ObjectAt(meta, "annotations"), kEpochAnnotation);
+  }
 }
 
 // A consumer's claim on a ClusterSyncLease (common/bus/cluster_claim.h), in the fields a Lease's
-// line has: its holder, the claim's renew time and duration.
+// line has: its holder, the claim's renew time and duration; then its kind and epoch.
 void AddClaimFields(const Json& body, Line& line) {
-  static const Json kNone = Json::object();
-  auto meta_it = body.find("metadata");
-  const Json& meta = meta_it != body.end() && meta_it->is_object() ? *meta_it : kNone;
-  auto annotations_it = meta.find("annotations");
-  const Json& annotations =
-      annotations_it != meta.end() && annotations_it->is_object() ? *annotations_it : kNone;
+  const Json& annotations = ObjectAt(ObjectAt(body, "metadata"), "annotations");
   Line holder = Scalar(annotations, kClaimHolderAnnotation);
   line["holder"] = holder.is_string() ? holder : Line("");
-  Line duration = Scalar(annotations, kClaimDurationAnnotation);
-  line["leaseDurationSeconds"] =
-      duration.is_string() ? Line(std::atoll(duration.get<std::string>().c_str())) : Line(nullptr);
+  line["leaseDurationSeconds"] = NumberAnnotation(annotations, kClaimDurationAnnotation);
   line["renewTime"] = Scalar(annotations, kClaimRenewTimeAnnotation);
   line["acquireTime"] = nullptr;
+  Line kind = Scalar(annotations, kClaimKindAnnotation);
+  line["claim"] = kind.is_string() ? kind : Line("");
+  line["epoch"] = NumberAnnotation(annotations, kEpochAnnotation);
 }
 
 // A SyncSet's or SelectorSyncSet's rollout state (common/bus/rollout.h), as written: what a
 // rollout released when, in the order of the set's writes.
 void AddRolloutState(const Json& body, Line& line) {
-  auto meta = body.find("metadata");
-  if (meta == body.end() || !meta->is_object()) return;
-  auto annotations = meta->find("annotations");
-  if (annotations == meta->end() || !annotations->is_object()) return;
-  Line state = Scalar(*annotations, rollout::kStateAnnotation);
+  Line state =
+      Scalar(ObjectAt(ObjectAt(body, "metadata"), "annotations"), rollout::kStateAnnotation);
   if (state.is_string()) line["rolloutState"] = state;
 }
 

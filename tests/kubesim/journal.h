@@ -36,10 +36,13 @@ struct JournalEntry {
 // The entry's line, without the newline: {"t":<unix ms>,"cluster":..,"verb":..,"resource":..,
 // "subresource":..,"namespace":..,"name":..,"code":..,"userAgent":..,"resourceVersion":..,
 // "generation":<when the object has one>}, and for coordination.k8s.io Leases "holder" (""
-// when none), "leaseDurationSeconds", "renewTime" and "acquireTime" (null when unset); for
-// ClusterSyncLeases the same fields from a consumer's claim (common/bus/cluster_claim.h: its
-// holder, duration and renew time; acquireTime null); for SyncSets and SelectorSyncSets
-// "rolloutState", the syncbus.io/rollout-state annotation as written, when the set has one.
+// when none), "leaseDurationSeconds", "renewTime" and "acquireTime" (null when unset), and for a
+// consumer's liveness Lease (labelled kLivenessLabel: "true") "liveness": true and "epoch" (its
+// kEpochAnnotation, null when unset); for ClusterSyncLeases the same fields from a consumer's
+// claim (common/bus/cluster_claim.h: its holder, duration and renew time; acquireTime null), its
+// "claim" kind ("sticky", or "" for a claim of one sync) and "epoch"; for SyncSets and
+// SelectorSyncSets "rolloutState", the syncbus.io/rollout-state annotation as written, when the set
+// has one.
 std::string JournalLine(const JournalEntry& entry);
 
 class Journal {

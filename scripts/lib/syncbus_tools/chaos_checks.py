@@ -129,32 +129,59 @@ def unix_ms(rfc3339, default):
         return default
 
 
+STICKY = "sticky"   # a claim's kind (common/bus/cluster_claim.h kStickyClaim)
+
+
+class Liveness:
+    """A consumer's liveness Lease as the journal replay has it: its epoch, until when it holds
+    (renewTime + duration, Unix ms, the holder's clock) and whether that epoch is over: the Lease
+    deleted, or renewed only after it had expired (a consumer dead in an epoch stays dead in it)."""
+    __slots__ = ("epoch", "until", "over")
+
+    def __init__(self, epoch, until):
+        self.epoch, self.until, self.over = epoch, until, False
+
+    def alive(self, epoch, t_ms):
+        return epoch == self.epoch and not self.over and t_ms < self.until
+
+
 class LeaseState:
     """A cluster Lease as the journal replay has it: holder, renewTime (Unix ms, the holder's
     clock, from which the lease runs), duration, and whether the holder's status write gave it
-    back."""
-    __slots__ = ("holder", "at", "duration", "released")
+    back; for a sticky claim, the holder's liveness epoch it was made in."""
+    __slots__ = ("holder", "at", "duration", "released", "sticky", "epoch")
 
     def __init__(self):
         self.holder, self.at, self.duration, self.released = "", 0, 0, True
+        self.sticky, self.epoch = False, None
 
-    def live(self, t_ms):
-        return bool(self.holder) and not self.released and t_ms < self.at + self.duration * 1000
+    def live(self, t_ms, alive):
+        """Whether the claim holds at `t_ms`: a sticky one while `alive(holder, epoch, t_ms)`,
+        one of a sync until its renewTime + duration."""
+        if not self.holder or self.released:
+            return False
+        return alive(self.holder, self.epoch, t_ms) if self.sticky else t_ms < self.at + self.duration * 1000
 
 
 class ClusterLeaseJournal:
     """How consumers exclude each other per cluster, as the simulator's write journal shows it: the
     one place that reads that from the journal (a change of the exclusion scheme changes this
-    class, not the checks built on it). Today: a claim on each cluster's ClusterSyncLease (its
-    namespace and name; a fleet cluster's namespace is its name), which the journal shows as the
-    entry's holder, renewTime (the claim's) and leaseDurationSeconds, written by its taker; the
-    holder's ClusterSync status write gives it back, an empty holder too. A consumer makes the
-    cluster's ClusterSync (empty, its create only) before it claims: that create needs no claim.
-    Fed the journal's entries in order (`apply`)."""
+    class, not the checks built on it). A claim on each cluster's ClusterSyncLease (its namespace
+    and name; a fleet cluster's namespace is its name), which the journal shows as the entry's
+    holder, renewTime (the claim's), leaseDurationSeconds, claim kind and epoch, written by its
+    taker. A claim of one sync (no kind) holds until its renewTime + duration; the holder's
+    ClusterSync status write gives it back, an empty holder too. A sticky claim holds while its
+    holder is alive in the claim's epoch, by the holder's liveness Lease (a coordination Lease the
+    journal marks "liveness", with its holder, renewTime, duration and epoch; gone once deleted);
+    the holder's status writes keep it, a claim write (another kind, an empty holder) gives it
+    back. A consumer makes the cluster's ClusterSync (empty, its create only) before it claims:
+    that create needs no claim. Fed the journal's entries in order (`apply`)."""
 
     def __init__(self, clusters):
         self.clusters = set(clusters)
         self.leases = {}
+        self.liveness = {}     # liveness Lease name -> Liveness
+        self.lease_of = {}     # identity -> the name of its liveness Lease
         self.takeovers = 0
         self.holders = set()   # every identity that held a lease
 
@@ -171,11 +198,20 @@ class ClusterLeaseJournal:
             return None
         return entry.get("namespace") if entry.get("namespace") in self.clusters else None
 
+    def alive(self, identity, epoch, t_ms):
+        """Whether consumer `identity` is alive in `epoch` at `t_ms` by its liveness Lease."""
+        lease = self.liveness.get(self.lease_of.get(identity))
+        return lease is not None and lease.alive(epoch, t_ms)
+
     def apply(self, entry):
         """Takes one journal entry in order. Returns the violation it shows ("" if none): a lease
-        taken from another live holder; a consumer's write to a cluster (its objects on the target,
-        its ClusterSync on the hub) not under its own lease: another's, none, lapsed, or (for a
-        target write) given back by its status write."""
+        taken from another live holder; a sticky claim made by a consumer not alive in its epoch; a
+        consumer's write to a cluster (its objects on the target, its ClusterSync on the hub) not
+        under its own lease: another's, none, lapsed (for a sticky claim: its holder's liveness in
+        the claim's epoch), or (for a target write) given back by its status write."""
+        if entry.get("cluster") == "hub" and entry.get("liveness"):
+            self._liveness_write(entry)
+            return ""
         cluster = self.lease_cluster(entry)
         if cluster in self.clusters:
             return self._lease_write(cluster, entry)
@@ -191,36 +227,69 @@ class ClusterLeaseJournal:
             if entry.get("cluster") == "hub" or key not in self.clusters:
                 return ""
         s = self.leases.get(key) or LeaseState()
-        lapsed = entry["t"] > s.at + s.duration * 1000
+        if s.sticky:
+            lapsed = not self.alive(s.holder, s.epoch, entry["t"])
+        else:
+            lapsed = entry["t"] > s.at + s.duration * 1000
         why = ""
         if s.holder != who or lapsed or (target_write and s.released):
-            why = ("lapsed" if lapsed else "given back") if s.holder == who else f"held by {s.holder or 'nobody'}"
+            if s.holder != who:
+                why = f"held by {s.holder or 'nobody'}"
+            elif lapsed:
+                why = f"its holder's liveness lapsed in epoch {s.epoch}" if s.sticky else "lapsed"
+            else:
+                why = "given back"
             why = (f"{key}: {'target' if target_write else 'ClusterSync'} {entry.get('verb')} "
                    f"{entry.get('resource')} {entry.get('name')} by {who} at {entry['t']}: lease {why}")
-        if not target_write and entry.get("subresource") == "status" and s.holder == who:
+        if not target_write and entry.get("subresource") == "status" and s.holder == who and not s.sticky:
             s.released = True
         return why
+
+    def _liveness_write(self, entry):
+        name = (entry.get("namespace"), entry.get("name"))
+        lease = self.liveness.get(name)
+        if entry.get("verb") == "delete":
+            if lease is not None:
+                lease.over = True
+            return
+        holder, epoch = entry.get("holder", ""), entry.get("epoch")
+        if holder:
+            self.lease_of[holder] = name
+        until = unix_ms(entry.get("renewTime"), entry["t"]) + (entry.get("leaseDurationSeconds") or 0) * 1000
+        if lease is None or lease.epoch != epoch:
+            self.liveness[name] = Liveness(epoch, until)
+            return
+        if entry["t"] >= lease.until:
+            lease.over = True   # renewed after it had expired: others saw it dead in this epoch
+        lease.until = until
 
     def _lease_write(self, cluster, entry):
         s = self.leases.setdefault(cluster, LeaseState())
         holder = entry.get("holder", "")
+        sticky, epoch = entry.get("claim") == STICKY, entry.get("epoch")
         # The taker decided on its clock when it sent the write: the journal time (when the
         # simulator applied it) is an upper bound of that.
         violation = ""
-        if holder and holder != s.holder and s.live(entry["t"]):
-            violation = (f"{cluster}: lease taken by {holder} at {entry['t']} while {s.holder} held it "
-                         f"(renewed {s.at}, {s.duration}s)")
+        if holder and holder != s.holder and s.live(entry["t"], self.alive):
+            held = f"epoch {s.epoch}, alive" if s.sticky else f"renewed {s.at}, {s.duration}s"
+            violation = f"{cluster}: lease taken by {holder} at {entry['t']} while {s.holder} held it ({held})"
+        elif holder and sticky and not self.alive(holder, epoch, entry["t"]):
+            violation = (f"{cluster}: sticky claim written by {holder} at {entry['t']} in epoch {epoch}, "
+                         "in which it is not alive")
         if holder and holder != s.holder:
             self.takeovers += 1
         if holder:
             self.holders.add(holder)
         s.holder, s.duration, s.released = holder, entry.get("leaseDurationSeconds", 0), not holder
+        s.sticky, s.epoch = sticky, epoch
         s.at = unix_ms(entry.get("renewTime"), entry["t"])
         return violation
 
-    def held_by(self, identity):
-        """The clusters whose lease `identity` holds now (not given back; lapsed or not)."""
-        return [c for c, s in self.leases.items() if s.holder == identity and not s.released]
+    def held_by(self, identity, t_ms):
+        """The clusters whose lease `identity` holds at `t_ms` (not given back; a claim of one
+        sync lapsed or not, a sticky claim while `identity` is alive in its epoch)."""
+        return [c for c, s in self.leases.items() if s.holder == identity and not s.released
+                and (not s.sticky or self.alive(identity, s.epoch, t_ms))]
 
     @staticmethod
     def counts_as_write(entry, clusters):
@@ -260,7 +329,8 @@ def analyse_journal(path, faults, cluster_names, exclude=(), identities=None):
         t = e["t"] / 1000.0
         while pending and pending[0].at < t:
             f = pending.pop(0)
-            held = {c: None for c in leases.held_by(f.identity) if c not in exclude} if f.identity else {}
+            held = {c: None for c in leases.held_by(f.identity, f.at * 1000) if c not in exclude} \
+                if f.identity else {}
             f.recovery["held clusters"] = len(held)
             open_faults.append((f, held))
         writes += leases.counts_as_write(e, names)
@@ -273,7 +343,7 @@ def analyse_journal(path, faults, cluster_names, exclude=(), identities=None):
                 if key in held and held[key] is None:
                     held[key] = t - f.at
     for f in pending:   # after the journal's last entry
-        f.recovery["held clusters"] = len([c for c in leases.held_by(f.identity) if c not in exclude]) \
+        f.recovery["held clusters"] = len([c for c in leases.held_by(f.identity, f.at * 1000) if c not in exclude]) \
             if f.identity else 0
     for f, held in open_faults:
         if not held:

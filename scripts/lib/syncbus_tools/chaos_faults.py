@@ -11,7 +11,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from syncbus_tools.chaos_checks import STICKY
 from syncbus_tools.chaos_system import Background, note, now
+from syncbus_tools.testbed import LIVENESS_NAMESPACE
+
+# Sticky claims (common/bus/cluster_claim.h): a ClusterSyncLease's claim kind and epoch, and the
+# label of the consumers' liveness Leases.
+CLAIM_KIND, EPOCH = "syncbus.io/claim", "syncbus.io/epoch"
+LIVENESS_LABEL = "syncbus.io/consumer-liveness"
 
 WORK_QUEUES = ("syncbus.work.change", "syncbus.work.resync")
 
@@ -274,30 +281,17 @@ class Chaos:
         return None
 
     def _lease_holders(self):
-        """{consumer identity: [clusters it holds the claim of now]}, from the hub: the claims on
-        the clusters' ClusterSyncLeases (common/bus/cluster_claim.h), live, and not given back by a
-        status write since (the ClusterSync's resourceVersion is not newer)."""
+        """{consumer identity: [clusters it holds the claim of now]}, from the hub (held_claims)."""
         hub = self.s.sim.hub
         try:
             leases = hub.get("/apis/hiveinternal.openshift.io/v1alpha1/clustersyncleases")["items"]
             syncs = hub.get("/apis/hiveinternal.openshift.io/v1alpha1/clustersyncs")["items"]
+            liveness = hub.get(f"/apis/coordination.k8s.io/v1/namespaces/{LIVENESS_NAMESPACE}/leases")["items"] \
+                if any((lease["metadata"].get("annotations") or {}).get(CLAIM_KIND) == STICKY for lease in leases) \
+                else []
         except Exception:   # a hub burst: none seen this time
             return {}
-        status_rv = {c["metadata"]["namespace"]: int(c["metadata"]["resourceVersion"]) for c in syncs}
-        held = {}
-        for lease in leases:
-            meta = lease["metadata"]
-            claim = meta.get("annotations") or {}
-            holder = claim.get("syncbus.io/holder", "")
-            renewed = unix_seconds(claim.get("syncbus.io/renew-time"))
-            duration = int(claim.get("syncbus.io/lease-duration-seconds", "0") or 0)
-            if not holder or renewed + duration < now():
-                continue
-            cluster_ns = meta["namespace"]
-            if status_rv.get(cluster_ns, 0) > int(meta["resourceVersion"]):
-                continue
-            held.setdefault(holder, []).append(cluster_ns)
-        return held
+        return held_claims(leases, syncs, liveness, now())
 
     def _consumer_fault(self, kind, detail):
         """A consumer fault's victim, frozen and holding clusters (see _holding_consumer), with its
@@ -514,6 +508,39 @@ class EditStream(Background):
 
 def make_rng(seed):
     return random.Random(seed)
+
+
+def held_claims(leases, syncs, liveness, t):
+    """{consumer identity: [clusters it holds the claim of at `t`]} from the clusters'
+    ClusterSyncLeases (common/bus/cluster_claim.h), their ClusterSyncs and the consumers' liveness
+    Leases: a claim of one sync while live and not given back by a status write since (the
+    ClusterSync's resourceVersion is not newer); a sticky claim while its holder's liveness Lease
+    lives (renewTime + duration after `t`) in the claim's epoch."""
+    status_rv = {c["metadata"]["namespace"]: int(c["metadata"]["resourceVersion"]) for c in syncs}
+    alive = {}   # identity -> the epoch it lives in
+    for lease in liveness:
+        meta, spec = lease["metadata"], lease.get("spec") or {}
+        if (meta.get("labels") or {}).get(LIVENESS_LABEL) != "true" or not spec.get("holderIdentity"):
+            continue
+        if unix_seconds(spec.get("renewTime")) + int(spec.get("leaseDurationSeconds") or 0) > t:
+            alive[spec["holderIdentity"]] = (meta.get("annotations") or {}).get(EPOCH)
+    held = {}
+    for lease in leases:
+        meta = lease["metadata"]
+        claim = meta.get("annotations") or {}
+        holder = claim.get("syncbus.io/holder", "")
+        if not holder:
+            continue
+        if claim.get(CLAIM_KIND) == STICKY:
+            if holder not in alive or alive[holder] != claim.get(EPOCH):
+                continue
+        else:
+            renewed = unix_seconds(claim.get("syncbus.io/renew-time"))
+            duration = int(claim.get("syncbus.io/lease-duration-seconds", "0") or 0)
+            if renewed + duration < t or status_rv.get(meta["namespace"], 0) > int(meta["resourceVersion"]):
+                continue
+        held.setdefault(holder, []).append(meta["namespace"])
+    return held
 
 
 def unix_seconds(micro_time):

@@ -19,6 +19,14 @@ import urllib.request
 import yaml
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# Where the consumers' liveness Leases live when they run with sticky claims: syncbus's own
+# namespace, which the simulator makes (tests/kubesim/fleet.h) as a deployment has it.
+LIVENESS_NAMESPACE = "syncbus"
+
+
+def sticky_claims_yaml():
+    """consumer.clusterLease's keys (without braces) that run the consumers with sticky claims."""
+    return f"sticky: true, livenessNamespace: {LIVENESS_NAMESPACE}"
 
 
 def wait_or_kill(proc, timeout):

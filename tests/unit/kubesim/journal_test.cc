@@ -1,7 +1,8 @@
 // Tests for the write journal: the lines of creates, updates, patches, applies (status
-// subresource included) and deletes on the hub and the targets, Lease fields, one object's lines
-// in commit order under concurrent writers, what is not journaled (reads, refused and failed
-// writes), the flush endpoint, flushing on SimServer::Stop and failing writes.
+// subresource included) and deletes on the hub and the targets, Lease and claim fields (liveness
+// Leases, sticky claims), one object's lines in commit order under concurrent writers, what is
+// not journaled (reads, refused and failed writes), the flush endpoint, flushing on
+// SimServer::Stop and failing writes.
 #include "tests/kubesim/journal.h"
 
 #include <future>
@@ -226,6 +227,7 @@ TEST_CASE("Journal lines of Leases carry the holder and times, in the order of t
     CHECK(line["cluster"] == "cluster-0000");
     CHECK(line["resource"] == "leases");
     CHECK(line["leaseDurationSeconds"] == 15);
+    CHECK_FALSE(line.contains("liveness"));  // no consumer's liveness Lease
     verbs.push_back(line["verb"]);
     holders.push_back(line["holder"]);
   }
@@ -264,6 +266,54 @@ TEST_CASE("Journal lines of ClusterSyncLeases carry a consumer's claim as a Leas
   CHECK(lines[0]["holder"] == "consumer-a");
   CHECK(lines[0]["leaseDurationSeconds"] == 20);
   CHECK(lines[0]["renewTime"] == "2026-01-01T00:00:05.000000Z");  // the claim's, not Hive's
+  CHECK(lines[0]["claim"] == "");                                 // a claim of one sync
+  CHECK(lines[0]["epoch"].is_null());
+
+  Json sticky = lease;
+  sticky["metadata"]["name"] = "c2";
+  sticky["metadata"]["annotations"]["syncbus.io/claim"] = "sticky";
+  sticky["metadata"]["annotations"]["syncbus.io/epoch"] = "3";
+  REQUIRE(rig.Send("POST", path, sticky.dump()).status == 201);
+  lines = rig.Lines();
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[1]["holder"] == "consumer-a");
+  CHECK(lines[1]["claim"] == "sticky");
+  CHECK(lines[1]["epoch"] == 3);
+}
+
+TEST_CASE("Journal lines of consumers' liveness Leases carry the holder, times and epoch") {
+  Rig rig;
+  const std::string path = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+  const std::string t0 = "2026-01-01T00:00:00.000000Z";
+  const std::string t1 = "2026-01-01T00:00:30.000000Z";
+  Json lease = Lease("consumer-a", t0, t0);
+  lease["metadata"]["name"] = "consumer-a";
+  lease["metadata"]["labels"] = {{"syncbus.io/consumer-liveness", "true"}};
+  lease["metadata"]["annotations"] = {{"syncbus.io/epoch", "1"}};
+  ApiResponse created = rig.Send("POST", path, lease.dump());
+  REQUIRE(created.status == 201);
+  lease["spec"]["renewTime"] = t1;
+  lease["metadata"]["annotations"]["syncbus.io/epoch"] = "2";
+  lease["metadata"]["resourceVersion"] = Rv(Body(created));
+  REQUIRE(rig.Send("PUT", path + "/consumer-a", lease.dump()).status == 200);
+  REQUIRE(rig.Send("DELETE", path + "/consumer-a", "").status == 200);
+
+  std::vector<Json> lines = rig.Lines();
+  REQUIRE(lines.size() == 3);
+  std::vector<std::string> verbs;
+  for (const Json& line : lines) {
+    CHECK(line["cluster"] == "hub");
+    CHECK(line["liveness"] == true);
+    CHECK(line["holder"] == "consumer-a");  // a deletion's line has the last state
+    CHECK(line["leaseDurationSeconds"] == 15);
+    verbs.push_back(line["verb"]);
+  }
+  CHECK(verbs == std::vector<std::string>{"create", "update", "delete"});
+  CHECK(lines[0]["epoch"] == 1);
+  CHECK(lines[0]["renewTime"] == t0);
+  CHECK(lines[1]["epoch"] == 2);
+  CHECK(lines[1]["renewTime"] == t1);
+  CHECK(lines[2]["epoch"] == 2);
 }
 
 TEST_CASE("Journal lines of SelectorSyncSets carry the rollout state as written") {
