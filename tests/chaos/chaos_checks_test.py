@@ -10,13 +10,15 @@ a claim taken while its holder lives in its epoch, a write by its holder once th
 and a claim by a consumer not alive, while a status write keeps a sticky claim and a hand-over
 after its holder's death is legal; a lease holder no consumer logged is a violation too; the fault
 picker counts a sticky claim as held while its holder's liveness Lease lives in its epoch; the
-clusters a consumer fault's victim held are synced again only once each has its status stored; a
-convergence check that compared fewer objects than the fleet holds proves nothing; a secret scan
-with a hole in its inputs (the trace, a queue read in part or held unacknowledged, a daemon not
-running or a metrics page not read, a missing broker log directory, an unreadable file) has not
-shown that nothing leaked; a fault kind never injected, a recovery goal missed, one judged on fewer
-undisturbed faults than asked or on none, and a consumer fault whose victim held no cluster fail
-the run; the scheduler goes on until each goal has its samples."""
+clusters whose sync a consumer fault's victim had in progress (with sticky claims: written to
+after its last status write, not those it held idle) are synced again only once each has its
+status stored; a convergence check that compared fewer objects than the fleet holds proves
+nothing; a secret scan with a hole in its inputs (the trace, a queue read in part or held
+unacknowledged, a daemon not running or a metrics page not read, a missing broker log directory,
+an unreadable file) has not shown that nothing leaked; a fault kind never injected, a recovery
+goal missed, one judged on fewer undisturbed faults than asked or on none, and a consumer fault
+whose victim held no cluster fail the run (one whose victim held clusters idle, with no sync in
+progress, does not); the scheduler goes on until each goal has its samples."""
 
 import copy
 import datetime
@@ -323,6 +325,52 @@ class JournalTest(unittest.TestCase):
         victim = Fault("consumer-kill", "consumer-1", at=30.0, identity="w")
         self.replay(entries, [victim])
         self.assertEqual(victim.recovery["held clusters"], 2)
+
+    def test_clusters_synced_again_with_sticky_claims(self):
+        # w holds c1, c2 and c3 sticky, each synced by 3 s; at 9 s it writes c2's objects again (an
+        # edit): at the fault (10 s) c2's sync is in progress, c1 and c3 are held idle. w dies (its
+        # liveness, renewed at 6 s, ends at 21 s); x takes c2 and stores its status at 22 s, and c1's
+        # at 40 s on an edit; c3 gets none. The figure is timed on c2 only: 12 s.
+        entries = self.alive("w", 1, 1000, 10000) + self.alive("x", 1, 1000, 60000)
+        for i, c in enumerate(("c1", "c2", "c3")):
+            entries += [self.sticky(1100 + i, c, "w", 1), self.target(2000 + i, c, "w"), self.status(3000 + i, c, "w")]
+        entries += [self.target(9000, "c2", "w"),
+                    self.sticky(21001, "c2", "x", 1), self.target(21002, "c2", "x"), self.status(22000, "c2", "x"),
+                    self.sticky(39000, "c1", "x", 1), self.target(39001, "c1", "x"), self.status(40000, "c1", "x")]
+        victim = Fault("consumer-kill", "consumer-1", at=10.0, identity="w")
+        check = self.replay(entries, [victim])
+        self.assertTrue(check.ok, check.problems)
+        self.assertEqual(victim.recovery, {"held clusters": 3, "clusters synced again": 12.0})
+        self.assertEqual(victim.in_progress, ("c2",))
+        # c2 stuck (never synced again): never recovered, whatever happens to the idle ones.
+        stuck = Fault("consumer-kill", "consumer-1", at=10.0, identity="w")
+        self.replay([e for e in entries if e != self.status(22000, "c2", "x")], [stuck])
+        self.assertEqual(stuck.recovery, {"held clusters": 3, "clusters synced again": None})
+        # A fault at 5 s, all three held idle: nothing to time, which is no fault of the run's.
+        idle = Fault("consumer-pause", "consumer-1", at=5.0, identity="w")
+        self.replay(entries, [idle])
+        self.assertEqual((idle.recovery, idle.in_progress), ({"held clusters": 3}, ()))
+        rows, notes = cc.recovery_table([idle], 20)
+        self.assertEqual(notes, ["consumer-pause: clusters synced again: 1 of 1: " + cc.NONE_IN_PROGRESS])
+        self.assertNotIn(notes[0], cc.goals_met(rows, notes).problems)
+
+    def test_a_sticky_holders_syncs_in_progress(self):
+        # A sticky claim's holder has a cluster's sync in progress from its claim write (taken, or
+        # renewTime written for a full reapply) or its write to the cluster, until its status write.
+        leases = cc.ClusterLeaseJournal(["c1", "c2"])
+        leases.apply(self.liveness(1000, "w", 1))
+        for entry, in_progress in [(self.sticky(1100, "c1", "w", 1), ["c1"]), (self.status(1200, "c1", "w"), []),
+                                   (self.target(1300, "c1", "w"), ["c1"]), (self.status(1400, "c1", "w"), []),
+                                   (self.sticky(1500, "c1", "w", 1), ["c1"]), (self.status(1600, "c1", "w"), [])]:
+            self.assertEqual(leases.apply(entry), "")
+            self.assertEqual(leases.syncs_in_progress("w", entry["t"]), in_progress, entry)
+            self.assertEqual(leases.held_by("w", entry["t"]), ["c1"])
+        # A claim of one sync is in progress for as long as it is held, written to or not.
+        for entry in [self.lease(2000, "c2", "w"), self.target(2100, "c2", "w"), self.status(2200, "c2", "w")]:
+            leases.apply(entry)
+            held = [c for c in leases.held_by("w", entry["t"]) if c == "c2"]
+            self.assertEqual([c for c in leases.syncs_in_progress("w", entry["t"]) if c == "c2"], held)
+            self.assertEqual(held, [] if entry["resource"] == "clustersyncs" else ["c2"])
 
     def test_a_write_while_another_consumers_sticky_claim_holds(self):
         entries = self.alive("w", 1, 1000, 30000) + self.alive("x", 1, 1000, 30000)

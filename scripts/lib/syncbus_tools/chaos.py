@@ -549,9 +549,9 @@ def report(args, s, chaos, edits, rollout, checks, converge, after_faults, rows,
     print(f"rollout of {chaos_rollout.SET_NAME}: {rollout.edits} edits during the faults "
           f"({'one' if rollout.restarted else 'none'} in the middle of a rollout), {len(rollout.halts)} halts seen")
     print()
-    print("recovery, wall seconds from the fault (consumer faults: until every cluster the victim held had "
-          "its status stored again; undisturbed: no other fault that could stretch it began meanwhile or "
-          "was still going on, the goals are judged on those)")
+    print("recovery, wall seconds from the fault (consumer faults: until every cluster whose sync the victim "
+          "had in progress at the fault had its status stored again; undisturbed: no other fault that could "
+          "stretch it began meanwhile or was still going on, the goals are judged on those)")
     print(format_recovery(rows))
     victims = [f for f in chaos.faults if f.kind in ("consumer-kill", "consumer-pause")]
     if victims:
@@ -559,6 +559,10 @@ def report(args, s, chaos, edits, rollout, checks, converge, after_faults, rows,
         print(f"  consumer faults: the victims held {held} cluster leases in all, by the journal "
               f"({', '.join(str(f.recovery.get('held clusters', 0)) for f in victims)}; by the hub at the "
               f"fault: {', '.join(str(len(f.held)) for f in victims)})")
+        print("  consumer faults: syncs in progress at the fault, which \"clusters synced again\" times: "
+              f"{sum(len(f.in_progress) for f in victims)} in all "
+              f"({', '.join(str(len(f.in_progress)) for f in victims)}; with sticky claims the clusters a victim "
+              "held idle are not timed: they get no status until a request for them comes)")
     for n in notes:
         print("  " + n)
     print()

@@ -148,12 +148,13 @@ class Liveness:
 class LeaseState:
     """A cluster Lease as the journal replay has it: holder, renewTime (Unix ms, the holder's
     clock, from which the lease runs), duration, and whether the holder's status write gave it
-    back; for a sticky claim, the holder's liveness epoch it was made in."""
-    __slots__ = ("holder", "at", "duration", "released", "sticky", "epoch")
+    back; for a sticky claim, the holder's liveness epoch it was made in; whether the holder has a
+    sync of the cluster under way (it wrote to the cluster after its last status write for it)."""
+    __slots__ = ("holder", "at", "duration", "released", "sticky", "epoch", "syncing")
 
     def __init__(self):
         self.holder, self.at, self.duration, self.released = "", 0, 0, True
-        self.sticky, self.epoch = False, None
+        self.sticky, self.epoch, self.syncing = False, None, False
 
     def live(self, t_ms, alive):
         """Whether the claim holds at `t_ms`: a sticky one while `alive(holder, epoch, t_ms)`,
@@ -243,6 +244,8 @@ class ClusterLeaseJournal:
                    f"{entry.get('resource')} {entry.get('name')} by {who} at {entry['t']}: lease {why}")
         if not target_write and entry.get("subresource") == "status" and s.holder == who and not s.sticky:
             s.released = True
+        if s.holder == who:   # its status write ends its sync, any other write is one under way
+            s.syncing = target_write or entry.get("subresource") != "status"
         return why
 
     def _liveness_write(self, entry):
@@ -282,6 +285,7 @@ class ClusterLeaseJournal:
             self.holders.add(holder)
         s.holder, s.duration, s.released = holder, entry.get("leaseDurationSeconds", 0), not holder
         s.sticky, s.epoch = sticky, epoch
+        s.syncing = bool(holder)   # a claim taken, or renewed for a full reapply: a sync begins
         s.at = unix_ms(entry.get("renewTime"), entry["t"])
         return violation
 
@@ -290,6 +294,13 @@ class ClusterLeaseJournal:
         sync lapsed or not, a sticky claim while `identity` is alive in its epoch)."""
         return [c for c, s in self.leases.items() if s.holder == identity and not s.released
                 and (not s.sticky or self.alive(identity, s.epoch, t_ms))]
+
+    def syncs_in_progress(self, identity, t_ms):
+        """The clusters of `held_by(identity, t_ms)` whose sync `identity` has in progress: with
+        claims of one sync, all of them (such a claim lasts one sync); with sticky claims, those
+        it wrote to after its last status write for them (its objects on the target, a claim
+        taken or its renewTime written for a full reapply), not those it holds idle."""
+        return [c for c in self.held_by(identity, t_ms) if not self.leases[c].sticky or self.leases[c].syncing]
 
     @staticmethod
     def counts_as_write(entry, clusters):
@@ -315,41 +326,47 @@ def analyse_journal(path, faults, cluster_names, exclude=(), identities=None):
     cluster must happen under that consumer's own live lease, and no lease may be taken from a
     live holder. Every lease holder must be an identity a consumer logged (`identities`, when
     given): a holder the run cannot name would make every consumer fault look as if its victim
-    held nothing. Also fills each consumer fault's recovery: "held clusters", the clusters its
-    victim (`identity`) held at the fault, and "clusters synced again", the seconds until every
-    one of them had its status stored again (by any consumer; the victim's own write that it had
-    sent before it froze or died counts too), None if one never had."""
+    held nothing. Also fills each consumer fault's recovery: "held clusters", how many clusters its
+    victim (`identity`) held at the fault; its `in_progress`, those of them whose sync the victim
+    had in progress then (ClusterLeaseJournal.syncs_in_progress: with claims of one sync every
+    one it held, with sticky claims not those it held idle, which get no status until a request
+    for them comes); and "clusters synced again", the seconds until every one of those had its
+    status stored again (by any consumer; the victim's own write that it had sent before it froze
+    or died counts too), None if one never had."""
     names = set(cluster_names)
     leases = ClusterLeaseJournal(names)
     violations = []
     writes = 0
     pending = sorted((f for f in faults if f.kind in ("consumer-kill", "consumer-pause")), key=lambda f: f.at)
+
+    def opened(f):
+        """`f`'s victim's clusters at the fault, and {cluster in progress: None} to time."""
+        held = [c for c in leases.held_by(f.identity, f.at * 1000) if c not in exclude] if f.identity else []
+        f.recovery["held clusters"] = len(held)
+        f.in_progress = tuple(sorted(c for c in leases.syncs_in_progress(f.identity, f.at * 1000)
+                                     if c not in exclude)) if f.identity else ()
+        return f, dict.fromkeys(f.in_progress)
+
     open_faults = []   # (fault, {cluster: None}) waiting for their clusters' next status
     for e in read_journal(path):
         t = e["t"] / 1000.0
         while pending and pending[0].at < t:
-            f = pending.pop(0)
-            held = {c: None for c in leases.held_by(f.identity, f.at * 1000) if c not in exclude} \
-                if f.identity else {}
-            f.recovery["held clusters"] = len(held)
-            open_faults.append((f, held))
+            open_faults.append(opened(pending.pop(0)))
         writes += leases.counts_as_write(e, names)
         violation = leases.apply(e)
         if violation:
             violations.append(violation)
         key = leases.synced(e, names)
         if key is not None:
-            for f, held in open_faults:
-                if key in held and held[key] is None:
-                    held[key] = t - f.at
-    for f in pending:   # after the journal's last entry
-        f.recovery["held clusters"] = len([c for c in leases.held_by(f.identity, f.at * 1000) if c not in exclude]) \
-            if f.identity else 0
-    for f, held in open_faults:
-        if not held:
-            continue   # the victim held no cluster: nothing to time (recovery_table says so)
-        times = [v for v in held.values() if v is not None]
-        f.recovery["clusters synced again"] = max(times) if len(times) == len(held) else None
+            for f, timed in open_faults:
+                if key in timed and timed[key] is None:
+                    timed[key] = t - f.at
+    open_faults += [opened(f) for f in pending]   # after the journal's last entry: never synced again
+    for f, timed in open_faults:
+        if not timed:
+            continue   # no sync in progress, or nothing held: nothing to time (recovery_table says which)
+        times = [v for v in timed.values() if v is not None]
+        f.recovery["clusters synced again"] = max(times) if len(times) == len(timed) else None
     # Every cluster was synced at least once (its first status write): fewer checked writes mean
     # the journal did not hold what the run did, and nothing was proven.
     if writes < len(names):
@@ -517,9 +534,13 @@ def recovery_table(faults, lease_seconds):
         measured = [f for f in of_kind if figure in f.recovery]
         never = [f for f in measured if f.recovery[figure] is None]
         done = [f for f in measured if f.recovery[figure] is not None]
-        if len(measured) < len(of_kind):
+        idle = [f for f in of_kind if figure not in f.recovery and kind.startswith("consumer")
+                and f.recovery.get("held clusters")]
+        if idle:
+            notes.append(f"{kind}: {figure}: {len(idle)} of {len(of_kind)}: {NONE_IN_PROGRESS}")
+        if len(measured) + len(idle) < len(of_kind):
             why = HELD_NOTHING if kind.startswith("consumer") else "not measured"
-            notes.append(f"{kind}: {figure}: {len(of_kind) - len(measured)} of {len(of_kind)}: {why}")
+            notes.append(f"{kind}: {figure}: {len(of_kind) - len(measured) - len(idle)} of {len(of_kind)}: {why}")
         if never:
             notes.append(f"{kind}: {figure}: {len(never)} of {len(of_kind)} never did")
         limit = goal(lease_seconds) if goal else None
@@ -539,6 +560,9 @@ def recovery_table(faults, lease_seconds):
 # chose it among the consumers the hub showed holding one, so the run's idea of its identity is
 # wrong, and its goal would go unjudged.
 HELD_NOTHING = "the victim held no cluster"
+# One whose victim held clusters (sticky claims) but had no sync of them in progress: none to
+# time, and no fault of the run's (its clusters are synced once a request for them comes).
+NONE_IN_PROGRESS = "the victim held clusters, none of them with a sync in progress: not timed"
 
 
 # The faults that can stretch another's recovery: whatever it must wait for (the hub for leases
