@@ -21,7 +21,7 @@ LivenessOptions ViewOptionsFor(const std::string& identity) {
 }
 
 // Consumers a (this one) and b on one hub; the view of a, fed what the hub holds.
-struct Pool {
+struct LivenessPool {
   FakeClock clock;
   syncbus::testing::FakeObjectStore hub;
   prometheus::Registry registry;
@@ -29,7 +29,7 @@ struct Pool {
   ConsumerLiveness b{ViewOptionsFor("consumer-b"), hub, clock, registry};
   ConsumersLiveness view{a, hub, kViewNs, clock, 2s};
 
-  Pool() {
+  LivenessPool() {
     REQUIRE(a.Start().ok());
     REQUIRE(b.Start().ok());
     Feed();
@@ -43,7 +43,7 @@ struct Pool {
 }  // namespace
 
 TEST_CASE("the liveness view: alive in its epoch until the Lease expires, skew tolerated") {
-  Pool p;
+  LivenessPool p;
   CHECK(p.view.Own().alive);
   CHECK(p.view.Own().epoch == 1);
   CHECK(p.view.Alive("consumer-b", 1));
@@ -67,7 +67,7 @@ TEST_CASE("the liveness view: alive in its epoch until the Lease expires, skew t
 }
 
 TEST_CASE("the liveness view: a deleted Lease is not alive") {
-  Pool p;
+  LivenessPool p;
   Json lease = p.LeaseOf(p.b);
   REQUIRE(p.b.Stop().ok());
   p.view.OnDelete(lease);
@@ -76,7 +76,7 @@ TEST_CASE("the liveness view: a deleted Lease is not alive") {
 }
 
 TEST_CASE("the liveness view: AliveFresh reads the hub, not the watched copy") {
-  Pool p;
+  LivenessPool p;
   p.view.OnReplace({});
   CHECK_FALSE(p.view.Alive("consumer-b", 1));
   CHECK(p.view.LiveCount() == 1);
