@@ -134,6 +134,12 @@ Json ConsumerLiveness::LeaseFor(const Json& base, int64_t epoch) const {
   return lease;
 }
 
+bool ConsumerLiveness::LandedLate(int64_t epoch) const {
+  std::lock_guard lock(state_mu_);
+  return renewed_ && epoch == epoch_ &&
+         clock_.Now() >= renewed_at_ + options_.duration - options_.safety_margin;
+}
+
 void ConsumerLiveness::NoteWritten(Json written, int64_t epoch, SteadyTime start) {
   record_ = std::move(written);
   renewed_ok_.Increment();
@@ -201,7 +207,13 @@ Status ConsumerLiveness::Renew() {
     }
     auto written =
         hub_.Update(kube::Object(res::kLeases, options_.ns, name_), LeaseFor(record_, epoch));
-    if (written.ok()) {
+    if (written.ok() && LandedLate(epoch)) {
+      // It may have reached the hub after the Lease had expired for the others, who may have
+      // taken this consumer's claims meanwhile: the epoch ends with the fence, and the next
+      // renewal (a lapse) starts a new one.
+      record_ = std::move(*written);
+      status = Status(Code::kTimeout, "the liveness renewal came back after the fence ended");
+    } else if (written.ok()) {
       NoteWritten(std::move(*written), epoch, start);
     } else if (LeaseReplaced(written.status().code())) {
       status = Rewrite(start);

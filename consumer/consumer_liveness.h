@@ -94,6 +94,8 @@ class ConsumerLiveness {
   Status Rewrite(SteadyTime start);
   // The hub accepted `written` from a write that began at `start`. The caller holds write_mu_.
   void NoteWritten(Json written, int64_t epoch, SteadyTime start);
+  // Whether a renewal in `epoch` that has just come back did so after the fence had ended.
+  bool LandedLate(int64_t epoch) const;
   void EndFence();
   void StopRenewing();
 

@@ -529,7 +529,7 @@ Work ConsumerWork(Hub& hub, const std::string& cluster) {
   steps.push_back({"liveness: renew it", liveness.Renew()});
   steps.push_back(
       {"liveness: list and watch the Leases",
-       ListAndWatch(c, Collection(res::kLeases, kLiveness), false, consumer::kLivenessSelector)});
+       ListAndWatch(c, Collection(res::kLeases, kLiveness), false, kLivenessSelector)});
   steps.push_back({"liveness: delete it at exit", liveness.Stop()});
   steps.push_back(
       {"liveness: no Lease left",

@@ -139,6 +139,22 @@ TEST_CASE("a renewal after the fence ended moves the epoch") {
   CHECK(o.Events("epoch-moved") == 1);
 }
 
+TEST_CASE("a renewal that comes back after the fence ended ends the epoch") {
+  Own o;
+  REQUIRE(o.live.Start().ok());
+  o.clock.Advance(5s);
+  // The renewal begins while the fence holds, and the hub answers after it ended: the Lease may
+  // have been expired for the others meanwhile, and its claims taken.
+  o.hub.on_update = [&] { o.clock.Advance(6s); };
+  CHECK_FALSE(o.live.Renew().ok());
+  o.hub.on_update = nullptr;
+  CHECK_FALSE(o.live.Check().alive);
+  REQUIRE(o.live.Renew().ok());  // the next one starts a new epoch
+  CHECK(o.live.Check().alive);
+  CHECK(o.live.Check().epoch == 2);
+  CHECK(EpochAnnotationOf(o.Lease()) == "2");
+}
+
 TEST_CASE("a failed renewal keeps the epoch and the fence ends on time") {
   Own o;
   REQUIRE(o.live.Start().ok());

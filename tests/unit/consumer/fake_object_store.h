@@ -4,6 +4,7 @@
 // enough for the per-cluster and the liveness leases. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -36,6 +37,7 @@ class FakeObjectStore final : public kube::Client {
     return Store(ref, created);
   }
   Result<Json> Update(const kube::ObjectRef& ref, const Json& object) override {
+    if (on_update) on_update();  // before the lock: it may advance a clock, or read the store
     std::lock_guard lock(mu_);
     if (!outage_.ok()) return outage_;
     auto it = objects_.find(ref.Path());
@@ -96,6 +98,9 @@ class FakeObjectStore final : public kube::Client {
     return Status::Ok();
   }
   Result<Json> GetPath(const std::string&) override { return Unsupported(); }
+
+  // Runs at the start of every Update (a slow hub, as a test makes it); set before use.
+  std::function<void()> on_update;
 
   // Every call fails with `status` until SetOutage(Status::Ok()).
   void SetOutage(Status status) {
