@@ -182,10 +182,9 @@ Status ClusterLeases::ConfirmLapsed(const ClaimRecord& claim, const std::string&
 bool ClusterLeases::OverFairShare() const {
   if (!options_.fleet_size) return false;
   const size_t live = std::max<size_t>(1, options_.liveness->LiveCount());
-  const double share =
-      static_cast<double>(options_.fleet_size()) / static_cast<double>(live) *
-          options_.fair_share_slack +
-      1;
+  const double share = static_cast<double>(options_.fleet_size()) / static_cast<double>(live) *
+                           options_.fair_share_slack +
+                       1;
   std::lock_guard lock(mu_);
   return static_cast<double>(sticky_held_.size()) > share;
 }

@@ -249,7 +249,8 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
   LeaseOptions lease_options = LeaseOptionsOf(c, deps_.identity);
   std::unique_ptr<PoolLiveness> liveness;
   if (c.cluster_lease.sticky && hub_view.mirror() != nullptr) {
-    liveness = std::make_unique<PoolLiveness>(c, deps_.identity, *deps_.hub, clock, *deps_.registry);
+    liveness =
+        std::make_unique<PoolLiveness>(c, deps_.identity, *deps_.hub, clock, *deps_.registry);
     if (!liveness->Start(stop)) return Status::Ok();
     lease_options.liveness = &liveness->view();
     lease_options.fleet_size = [mirror = hub_view.mirror()] { return mirror->clusters(); };
@@ -325,8 +326,8 @@ void ConsumerApp::Consume(DeliveryLoop& loop, amqp::Session& session,
       session, {}, clock, RealRandom(), WaitUnlessStopped(stop, beat), [&](amqp::Session& s) {
         SYNCBUS_RETURN_IF_ERROR(amqp::DeclareTopology(s, amqp::SyncbusTopology(config_.topology)));
         if (config_.consumer.cluster_lease.sticky) {
-          SYNCBUS_RETURN_IF_ERROR(amqp::DeclareTopology(
-              s, amqp::ConsumerTopology(deps_.identity, config_.topology)));
+          SYNCBUS_RETURN_IF_ERROR(
+              amqp::DeclareTopology(s, amqp::ConsumerTopology(deps_.identity, config_.topology)));
         }
         return loop.Subscribe();
       });

@@ -25,7 +25,6 @@
 
 namespace syncbus::consumer {
 
-
 struct LivenessOptions {
   std::string identity;  // this process: "<name>-<host>-<pid>"
   std::string ns;        // the namespace of the liveness Leases

@@ -248,8 +248,7 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
   const Result<SyncRequest> request = DecodeSyncRequest(delivery.message.body);
   LoopFacts facts(*this);
   const Route route =
-      RouteDelivery(Situation::Arrived(delivery, request),
-                    Policy(), facts, clock_.WallNow());
+      RouteDelivery(Situation::Arrived(delivery, request), Policy(), facts, clock_.WallNow());
   switch (route.step) {
     case Step::kRun:
     case Step::kRunAlone: {
@@ -523,9 +522,7 @@ Status DeliveryLoop::Settle(Done& done) {
     ran.retry_after = outcome->retry_after;
   }
   LoopFacts facts(*this);
-  const Route route =
-      RouteDelivery(Situation::Ran(d, ran), Policy(),
-                    facts, clock_.WallNow());
+  const Route route = RouteDelivery(Situation::Ran(d, ran), Policy(), facts, clock_.WallNow());
   if (route.step == Step::kAckDone) return AckDone(d, r, *outcome, done.job.received);
   std::optional<SyncEvent> event;
   if (!done.busy) {
@@ -597,8 +594,7 @@ Status DeliveryLoop::DeferStalledSuspects() {
   LoopFacts facts(*this);
   Status first;
   for (Job& job : stalled) {
-    const Route route = RouteDelivery(Situation::AloneWaitedTooLong(job.delivery),
-                                      Policy(), facts,
+    const Route route = RouteDelivery(Situation::AloneWaitedTooLong(job.delivery), Policy(), facts,
                                       clock_.WallNow());
     Status s = Forward(route, job.delivery, &job.request, job.received);
     if (!s.ok() && first.ok()) first = s;

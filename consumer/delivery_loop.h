@@ -10,18 +10,19 @@
 // channel_renewal.h), keeping the deliveries, and only if those are refused too, end Step() with an
 // error so that the caller reconnects. A cluster busy on another consumer goes to the shortest
 // delay tier without counting an attempt; with sticky claims, to the own queue of the consumer
-// holding it (forwarded, at most max_hops times; to the shortest tier when that queue is gone). Undecodable messages are parked at once. A request that
-// ended unsettled before (its consumer died or lost its connection holding it) is held back in a
-// delay tier first; from its second such delivery on (RunsAlone) it then runs alone, with nothing
-// else of the live connection in flight in this process, so a request that crashes consumers takes
-// neither the pool nor other work down with it (RetryPolicy's Quarantine), unless its work is
-// already done (settled_already: acked as superseded, without running it); while its cluster is
-// leased elsewhere (by the consumer that died holding it), or when the work in flight does not
-// finish within alone_wait, it is deferred instead, without holding up this consumer's other work.
-// Deliveries for a cluster already in progress in this process wait for it. When the broker
-// connection is lost, the syncs of its deliveries stop at their next write and give their cluster
-// leases back at once: the broker has handed those requests to other consumers, which need the
-// clusters now. Step()/Drain() run on one thread (the session's owner); workers are internal.
+// holding it (forwarded, at most max_hops times; to the shortest tier when that queue is gone).
+// Undecodable messages are parked at once. A request that ended unsettled before (its consumer died
+// or lost its connection holding it) is held back in a delay tier first; from its second such
+// delivery on (RunsAlone) it then runs alone, with nothing else of the live connection in flight in
+// this process, so a request that crashes consumers takes neither the pool nor other work down with
+// it (RetryPolicy's Quarantine), unless its work is already done (settled_already: acked as
+// superseded, without running it); while its cluster is leased elsewhere (by the consumer that died
+// holding it), or when the work in flight does not finish within alone_wait, it is deferred
+// instead, without holding up this consumer's other work. Deliveries for a cluster already in
+// progress in this process wait for it. When the broker connection is lost, the syncs of its
+// deliveries stop at their next write and give their cluster leases back at once: the broker has
+// handed those requests to other consumers, which need the clusters now. Step()/Drain() run on one
+// thread (the session's owner); workers are internal.
 #pragma once
 
 #include <atomic>

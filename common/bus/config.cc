@@ -275,9 +275,8 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(s.StringList("takeOverManagers", o.take_over_managers));
   Section ls = s.Child("clusterLease");
   auto& l = o.cluster_lease;
-  SYNCBUS_RETURN_IF_ERROR(
-      ls.CheckKeys({"duration", "renewInterval", "safetyMargin", "releaseByStatus", "sticky",
-                    "livenessNamespace"}));
+  SYNCBUS_RETURN_IF_ERROR(ls.CheckKeys({"duration", "renewInterval", "safetyMargin",
+                                        "releaseByStatus", "sticky", "livenessNamespace"}));
   SYNCBUS_RETURN_IF_ERROR(ls.Bool("releaseByStatus", l.release_by_status));
   SYNCBUS_RETURN_IF_ERROR(ls.Bool("sticky", l.sticky));
   SYNCBUS_RETURN_IF_ERROR(ls.String("livenessNamespace", l.liveness_namespace));

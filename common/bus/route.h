@@ -1,9 +1,10 @@
 // Route: where a sync request's delivery goes, decided in one place. A delivery is routed when it
 // arrives (run it, run it alone, settle it unrun, hold it back, defer it, forward it to the
 // consumer holding its cluster, park it), when its run has ended (settle it, retry it in a delay
-// tier, defer or forward it, park it) and when it waited too long to run alone (defer it). The consumer's DeliveryLoop asks and carries the answer out; the
-// publications are the retry policy's (retry_policy.h). Pure: what it knows of the cluster it
-// asks a ClusterFacts, and only where the answer matters. Thread-compatible.
+// tier, defer or forward it, park it) and when it waited too long to run alone (defer it). The
+// consumer's DeliveryLoop asks and carries the answer out; the publications are the retry policy's
+// (retry_policy.h). Pure: what it knows of the cluster it asks a ClusterFacts, and only where the
+// answer matters. Thread-compatible.
 #pragma once
 
 #include <chrono>

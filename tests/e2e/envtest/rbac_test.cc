@@ -527,9 +527,8 @@ Work ConsumerWork(Hub& hub, const std::string& cluster) {
   consumer::ConsumerLiveness liveness(liveness_options, c, RealClock(), registry);
   steps.push_back({"liveness: create the Lease", liveness.Start()});
   steps.push_back({"liveness: renew it", liveness.Renew()});
-  steps.push_back(
-      {"liveness: list and watch the Leases",
-       ListAndWatch(c, Collection(res::kLeases, kLiveness), false, kLivenessSelector)});
+  steps.push_back({"liveness: list and watch the Leases",
+                   ListAndWatch(c, Collection(res::kLeases, kLiveness), false, kLivenessSelector)});
   steps.push_back({"liveness: delete it at exit", liveness.Stop()});
   steps.push_back(
       {"liveness: no Lease left",

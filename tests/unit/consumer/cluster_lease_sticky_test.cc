@@ -33,11 +33,13 @@ struct StickyPool {
     world.Live("consumer-a", 1);
     world.Live("consumer-b", 1);
     for (const char* name : {"c1", "c2"}) {
-      Json cs = {{"apiVersion", "hiveinternal.openshift.io/v1alpha1"},
-                 {"kind", "ClusterSync"},
-                 {"metadata", {{"namespace", "ns1"}, {"name", name}, {"uid", std::string("u-") + name}}}};
+      Json cs = {
+          {"apiVersion", "hiveinternal.openshift.io/v1alpha1"},
+          {"kind", "ClusterSync"},
+          {"metadata", {{"namespace", "ns1"}, {"name", name}, {"uid", std::string("u-") + name}}}};
       hub.Overwrite(kube::Object(res::kClusterSyncs, "ns1", name), cs);
-      mirror.handler(HubCollection::kClusterSyncs).OnUpsert(hub.Peek(kube::Object(res::kClusterSyncs, "ns1", name)));
+      mirror.handler(HubCollection::kClusterSyncs)
+          .OnUpsert(hub.Peek(kube::Object(res::kClusterSyncs, "ns1", name)));
     }
   }
   LeaseOptions Options(const std::string& identity, LivenessView& view) {

@@ -122,8 +122,9 @@ TEST_CASE("a request for a cluster another consumer holds runs there, with no cl
   p.Send(ForCluster("c1"));
   p.two.StepUntilIdle();  // consumer-2 takes the request, and the cluster's sticky claim
   REQUIRE(p.two.runs() == 1);
-  CHECK(ClaimOf(p.hub.Peek(kube::Object(kube::resources::kClusterSyncLeases, "ns1", "c1")))
-            .holder == "consumer-2");
+  CHECK(
+      ClaimOf(p.hub.Peek(kube::Object(kube::resources::kClusterSyncLeases, "ns1", "c1"))).holder ==
+      "consumer-2");
   const int writes = p.hub.writes();
 
   p.Send(ForCluster("c1"));

@@ -390,7 +390,8 @@ TEST_CASE("route: a request whose cluster another consumer holds goes to that co
   facts.sticky = "consumer-b";
 
   SUBCASE("fresh: forwarded, its lane, attempt and hops kept") {
-    const Route route = RouteDelivery(Situation::Arrived(d, request), policy, facts, clock.WallNow());
+    const Route route =
+        RouteDelivery(Situation::Arrived(d, request), policy, facts, clock.WallNow());
     REQUIRE(route.step == Step::kForward);
     CHECK(route.outcome == "forwarded");
     const amqp::Publication& p = *route.publication;
@@ -403,7 +404,8 @@ TEST_CASE("route: a request whose cluster another consumer holds goes to that co
   }
   SUBCASE("forwarded max_hops times: deferred instead") {
     d.message.headers[kHopsHeader] = 2;
-    const Route route = RouteDelivery(Situation::Arrived(d, request), policy, facts, clock.WallNow());
+    const Route route =
+        RouteDelivery(Situation::Arrived(d, request), policy, facts, clock.WallNow());
     CHECK(route.step == Step::kDefer);
     CHECK(route.outcome == "busy");
   }
@@ -411,7 +413,8 @@ TEST_CASE("route: a request whose cluster another consumer holds goes to that co
     d.message.headers[kUnsettledHeader] = 1;
     d.message.headers[kDeliveryCountHeader] = 1;
     d.message.headers[kQuarantinedHeader] = 2;
-    const Route route = RouteDelivery(Situation::Arrived(d, request), policy, facts, clock.WallNow());
+    const Route route =
+        RouteDelivery(Situation::Arrived(d, request), policy, facts, clock.WallNow());
     REQUIRE(route.step == Step::kForward);
     CHECK(UnsettledDeliveries(route.publication->message) == 2);
   }
