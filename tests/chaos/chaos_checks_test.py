@@ -11,7 +11,8 @@ and a claim by a consumer not alive, while a status write keeps a sticky claim a
 after its holder's death is legal; a lease holder no consumer logged is a violation too; the fault
 picker counts a sticky claim as held while its holder's liveness Lease lives in its epoch; the
 clusters whose sync a consumer fault's victim had in progress (with sticky claims: written to
-after its last status write, not those it held idle) are synced again only once each has its
+after its last status write, not those it held idle; given the trace, those it held that got a
+request soon after the fault, each stored after its request) are synced again only once each has its
 status stored; a convergence check that compared fewer objects than the fleet holds proves
 nothing; a secret scan with a hole in its inputs (the trace, a queue read in part or held
 unacknowledged, a daemon not running or a metrics page not read, a missing broker log directory,
@@ -174,10 +175,12 @@ class JournalTest(unittest.TestCase):
         """`who`'s liveness Lease in `epoch`, renewed every `every` ms from `start` until `end`."""
         return [self.liveness(t, who, epoch) for t in range(start, end, every)]
 
-    def replay(self, entries, faults=()):
-        """The entries replayed in journal order (by time), the fleet the clusters they claim."""
+    def replay(self, entries, faults=(), work=None):
+        """The entries replayed in journal order (by time), the fleet the clusters they claim; with
+        the trace `work` (a WorkTimes), at a lease of 10 s."""
         clusters = sorted({e["namespace"] for e in entries if e["resource"] == "clustersyncleases"})
-        return cc.analyse_journal(self.journal(sorted(entries, key=lambda e: e["t"])), faults, clusters)
+        return cc.analyse_journal(self.journal(sorted(entries, key=lambda e: e["t"])), faults, clusters,
+                                  work=work, lease_seconds=10)
 
     def test_no_writes_proves_nothing(self):
         check = cc.analyse_journal(self.journal([]), [], ["c1", "c2"])
@@ -353,6 +356,44 @@ class JournalTest(unittest.TestCase):
         rows, notes = cc.recovery_table([idle], 20)
         self.assertEqual(notes, ["consumer-pause: clusters synced again: 1 of 1: " + cc.NONE_IN_PROGRESS])
         self.assertNotIn(notes[0], cc.goals_met(rows, notes).problems)
+
+    def test_clusters_synced_again_after_a_request_with_sticky_claims(self):
+        # w holds c1..c4 sticky, all idle at the fault (10 s); its liveness ends at 21 s. With the
+        # trace the figure times the held clusters that got a request within request_window (20 s
+        # at a lease of 10 s): c1's decided at 12 s (w's own status at 10.5 s, before it, does not
+        # count) stored by x at 30 s; c2's, whose publish the trace lost, delivered at 26 s after
+        # 2 s queued, stored at 27 s. c3's requests, one before the fault and one at 35 s, past the
+        # window, and c4 without one are not timed: 20 s, from the fault.
+        self.assertEqual(cc.request_window("consumer-kill", 10), 20)
+        entries = self.alive("w", 1, 1000, 10000) + self.alive("x", 1, 1000, 60000)
+        for i, c in enumerate(("c1", "c2", "c3", "c4")):
+            entries += [self.sticky(1100 + i, c, "w", 1), self.target(2000 + i, c, "w"), self.status(3000 + i, c, "w")]
+        entries += [self.status(10500, "c1", "w"),
+                    self.sticky(21001, "c2", "x", 1), self.target(21002, "c2", "x"), self.status(27000, "c2", "x"),
+                    self.sticky(29000, "c1", "x", 1), self.target(29001, "c1", "x"), self.status(30000, "c1", "x"),
+                    self.sticky(35100, "c3", "x", 1), self.target(35101, "c3", "x"), self.status(36000, "c3", "x")]
+        events = [dict(published([t])[0], cluster=f"{c}/{c}") for c, t in (("c1", 12.01), ("c3", 9.01), ("c3", 35.01))]
+        events.append({"step": "delivered", "at": rfc3339(26.0), "queuedMs": 2000, "cluster": "c2/c2"})
+        work = cc.WorkTimes(events)
+        victim = Fault("consumer-kill", "consumer-1", at=10.0, identity="w")
+        check = self.replay(entries, [victim], work)
+        self.assertTrue(check.ok, check.problems)
+        self.assertEqual((victim.requested, victim.in_progress), (("c1", "c2"), ()))
+        self.assertEqual(victim.recovery, {"held clusters": 4, "clusters synced again": 20.0})
+        # c2 never stored after its request: never recovered.
+        stuck = Fault("consumer-kill", "consumer-1", at=10.0, identity="w")
+        self.replay([e for e in entries if e != self.status(27000, "c2", "x")], [stuck], work)
+        self.assertEqual(stuck.recovery, {"held clusters": 4, "clusters synced again": None})
+        # No request within the window: the syncs in progress (none here) as without the trace.
+        quiet = Fault("consumer-pause", "consumer-1", at=10.0, identity="w")
+        self.replay(entries, [quiet], cc.WorkTimes(events[1:3]))
+        self.assertEqual((quiet.recovery, quiet.requested), ({"held clusters": 4}, ()))
+        # Claims of one sync: the trace changes nothing.
+        per_sync = [self.lease(1000, "c1", "w", seconds=60), self.lease(21000, "c1", "x"),
+                    self.status(22000, "c1", "x")]
+        one = Fault("consumer-kill", "consumer-1", at=10.0, identity="w")
+        self.replay(per_sync, [one], work)
+        self.assertEqual((one.recovery, one.requested), ({"held clusters": 1, "clusters synced again": 12.0}, ()))
 
     def test_a_sticky_holders_syncs_in_progress(self):
         # A sticky claim's holder has a cluster's sync in progress from its claim write (taken, or

@@ -26,7 +26,8 @@ from syncbus_tools.chaos_checks import (Check, analyse_journal, check_boundary_d
                                         check_rollout_complete, check_rollout_held, cluster_credentials,
                                         every_kind_injected, explain_dead_letters, explain_exits, goals_met,
                                         judge_poison, planted_crashes, rollout_history, ScanInputs, WorkTimes,
-                                        format_recovery, measure_recovery, recovery_table, verify_fleet)
+                                        format_recovery, measure_recovery, recovery_table, request_window,
+                                        verify_fleet)
 from syncbus_tools.chaos_faults import Chaos, EditStream, make_rng
 from syncbus_tools import chaos_rollout
 from syncbus_tools.chaos_system import (Daemon, RabbitCluster, Sampler, Simulator, Supervisor, admin_yaml,
@@ -504,17 +505,18 @@ def run(args):
                                    args.clusters * ((args.syncsets + args.selector_syncsets) * args.resources
                                                     + chaos_rollout.RESOURCES)))
         checks.append(explain_dead_letters(s.parked(), s.poison_requests))
+        trace = read_trace(s)
+        work = WorkTimes(trace[1], edits.times)
         checks.append(analyse_journal(s.sim.journal, chaos.faults, s.sim.names,
                                       exclude=set() if args.no_poison else {victim},
-                                      identities={i for d in s.consumers() for i in d.identities()}))
+                                      identities={i for d in s.consumers() for i in d.identities()},
+                                      work=work, lease_seconds=args.lease))
         history = rollout_history(s.sim.journal, chaos_rollout.SET_NAME, rollout.marks, s.sim.names)
         checks.append(check_rollout_held(history, rollout.marks, s.sim.names))
         checks.append(check_boundary_during_faults(history, chaos.faults))
         checks.append(check_rollout_complete(history, final, s.sim.hub.get(rollout.path)["metadata"]["generation"],
                                              chaos.faults))
-        trace = read_trace(s)
-        measure_recovery(chaos.faults, WorkTimes(trace[1], edits.times), [d.name for d in s.consumers()],
-                         edits_stopped)
+        measure_recovery(chaos.faults, work, [d.name for d in s.consumers()], edits_stopped)
         exits = {d.name: (d.kind, [how for _, how, ours in d.exits if not ours]) for d in s.daemons()}
         planted = {} if args.no_poison else s.planted_crashes(f"{victim}/{victim}")
         checks.append(explain_exits(exits, planted))
@@ -550,8 +552,10 @@ def report(args, s, chaos, edits, rollout, checks, converge, after_faults, rows,
           f"({'one' if rollout.restarted else 'none'} in the middle of a rollout), {len(rollout.halts)} halts seen")
     print()
     print("recovery, wall seconds from the fault (consumer faults: until every cluster whose sync the victim "
-          "had in progress at the fault had its status stored again; undisturbed: no other fault that could "
-          "stretch it began meanwhile or was still going on, the goals are judged on those)")
+          "had in progress at the fault had its status stored again; with sticky claims, every cluster it held "
+          "that got a request soon after the fault had its status stored after that request; undisturbed: no "
+          "other fault that could stretch it began meanwhile or was still going on, the goals are judged on "
+          "those)")
     print(format_recovery(rows))
     victims = [f for f in chaos.faults if f.kind in ("consumer-kill", "consumer-pause")]
     if victims:
@@ -559,10 +563,13 @@ def report(args, s, chaos, edits, rollout, checks, converge, after_faults, rows,
         print(f"  consumer faults: the victims held {held} cluster leases in all, by the journal "
               f"({', '.join(str(f.recovery.get('held clusters', 0)) for f in victims)}; by the hub at the "
               f"fault: {', '.join(str(len(f.held)) for f in victims)})")
-        print("  consumer faults: syncs in progress at the fault, which \"clusters synced again\" times: "
-              f"{sum(len(f.in_progress) for f in victims)} in all "
-              f"({', '.join(str(len(f.in_progress)) for f in victims)}; with sticky claims the clusters a victim "
-              "held idle are not timed: they get no status until a request for them comes)")
+        window = request_window("consumer-kill", args.lease)
+        print("  consumer faults: \"clusters synced again\" timed on: " + "; ".join(
+            f"{f.kind} {f.target}: " + (f"{len(f.requested)} held cluster(s) with a request within {window:.0f}s"
+                                        if f.requested else f"{len(f.in_progress)} sync(s) in progress")
+            for f in victims) + " (with sticky claims the held clusters with a request within the window, "
+            "else the syncs in progress at the fault; the clusters a victim held idle get no status until a "
+            "request for them comes)")
     for n in notes:
         print("  " + n)
     print()

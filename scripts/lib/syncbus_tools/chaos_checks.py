@@ -321,7 +321,7 @@ class ClusterLeaseJournal:
         return entry.get("namespace") if entry.get("namespace") in clusters else None
 
 
-def analyse_journal(path, faults, cluster_names, exclude=(), identities=None):
+def analyse_journal(path, faults, cluster_names, exclude=(), identities=None, work=None, lease_seconds=None):
     """Replays the journal in order (ClusterLeaseJournal). Every write a consumer makes to a
     cluster must happen under that consumer's own live lease, and no lease may be taken from a
     live holder. Every lease holder must be an identity a consumer logged (`identities`, when
@@ -332,7 +332,12 @@ def analyse_journal(path, faults, cluster_names, exclude=(), identities=None):
     one it held, with sticky claims not those it held idle, which get no status until a request
     for them comes); and "clusters synced again", the seconds until every one of those had its
     status stored again (by any consumer; the victim's own write that it had sent before it froze
-    or died counts too), None if one never had."""
+    or died counts too), None if one never had. With sticky claims and the trace (`work`, a
+    WorkTimes), the figure times instead what a victim's death costs its clusters' users: its
+    `requested`, the clusters it held sticky that got a request decided within
+    request_window(kind, lease_seconds) after the fault, and the seconds until every one of them
+    had its status stored after that request (the first one in the window); with none, the syncs
+    in progress as above."""
     names = set(cluster_names)
     leases = ClusterLeaseJournal(names)
     violations = []
@@ -340,14 +345,21 @@ def analyse_journal(path, faults, cluster_names, exclude=(), identities=None):
     pending = sorted((f for f in faults if f.kind in ("consumer-kill", "consumer-pause")), key=lambda f: f.at)
 
     def opened(f):
-        """`f`'s victim's clusters at the fault, and {cluster in progress: None} to time."""
+        """`f`'s victim's clusters at the fault, and {cluster to time: [a status after this counts, seconds]}."""
         held = [c for c in leases.held_by(f.identity, f.at * 1000) if c not in exclude] if f.identity else []
         f.recovery["held clusters"] = len(held)
         f.in_progress = tuple(sorted(c for c in leases.syncs_in_progress(f.identity, f.at * 1000)
                                      if c not in exclude)) if f.identity else ()
-        return f, dict.fromkeys(f.in_progress)
+        if work is not None:
+            until = f.at + request_window(f.kind, lease_seconds)
+            asked = {c: work.requested(c, f.at, until) for c in held if leases.leases[c].sticky}
+            asked = {c: t for c, t in asked.items() if t is not None}
+            f.requested = tuple(sorted(asked))
+            if asked:
+                return f, {c: [t, None] for c, t in asked.items()}
+        return f, {c: [f.at, None] for c in f.in_progress}
 
-    open_faults = []   # (fault, {cluster: None}) waiting for their clusters' next status
+    open_faults = []   # (fault, {cluster: [after, None]}) waiting for their clusters' next status
     for e in read_journal(path):
         t = e["t"] / 1000.0
         while pending and pending[0].at < t:
@@ -359,13 +371,13 @@ def analyse_journal(path, faults, cluster_names, exclude=(), identities=None):
         key = leases.synced(e, names)
         if key is not None:
             for f, timed in open_faults:
-                if key in timed and timed[key] is None:
-                    timed[key] = t - f.at
+                if key in timed and timed[key][1] is None and t > timed[key][0]:
+                    timed[key][1] = t - f.at
     open_faults += [opened(f) for f in pending]   # after the journal's last entry: never synced again
     for f, timed in open_faults:
         if not timed:
             continue   # no sync in progress, or nothing held: nothing to time (recovery_table says which)
-        times = [v for v in timed.values() if v is not None]
+        times = [v for _, v in timed.values() if v is not None]
         f.recovery["clusters synced again"] = max(times) if len(times) == len(timed) else None
     # Every cluster was synced at least once (its first status write): fewer checked writes mean
     # the journal did not hold what the run did, and nothing was proven.
@@ -411,6 +423,7 @@ class WorkTimes:
         self.deliveries = []  # (delivered, decided)
         self.decided = {}     # lane -> when its requests were decided (published or delivered)
         self.settles = []    # (settled, delivered, actor, lane)
+        self.requests = {}   # cluster (its namespace) -> when its requests were decided, sorted
         delivered = {}       # (request, actor) -> delivered
         for e in sorted(events, key=lambda e: e.get("at", "")):
             at = unix_ms(e.get("at"), None)
@@ -421,14 +434,27 @@ class WorkTimes:
                 decided = unix_ms(e.get("decidedAt"), at)
                 self.confirms.append(((at + e.get("durationMs", 0)) / 1000.0, decided / 1000.0))
                 self.decided.setdefault(e.get("lane", ""), []).append(decided / 1000.0)
+                self._request(e, decided / 1000.0)
             elif step == "delivered":
                 delivered[(e.get("request"), actor)] = at / 1000.0
                 self.deliveries.append((at / 1000.0, (at - e.get("queuedMs", 0)) / 1000.0))
                 self.decided.setdefault(e.get("lane", ""), []).append((at - e.get("queuedMs", 0)) / 1000.0)
+                self._request(e, (at - e.get("queuedMs", 0)) / 1000.0)
             elif step == "settled" and e.get("outcome") in self.SETTLED:
                 d = delivered.pop((e.get("request"), actor), None)
                 if d is not None:
                     self.settles.append((at / 1000.0, d, actor, e.get("lane", "")))
+
+    def _request(self, e, decided):
+        bisect.insort(self.requests.setdefault(e.get("cluster", "").split("/")[0], []), decided)
+
+    def requested(self, cluster, after, until):
+        """When the first request for `cluster` (its namespace) decided in (after, until] was; None
+        if none was. A delivery shows its request's decision too (queuedMs before it: a forward
+        keeps it), so a request whose publish the trace lost counts."""
+        times = self.requests.get(cluster, [])
+        i = bisect.bisect_right(times, after)
+        return times[i] if i < len(times) and times[i] <= until else None
 
     def published(self, after, until=None):
         """When publishing was back after `after` (see the class); None if it never was. A stall
@@ -518,6 +544,16 @@ RECOVERY_ROWS = [
 ]
 
 
+def request_window(kind, lease_seconds):
+    """For how long after a consumer fault a request for a cluster its victim held sticky counts
+    for "clusters synced again": its goal less its one lease of margin. A request decided then may
+    by design wait on the victim (its liveness Lease lapsing, a forward to its queue returning
+    after the queue's TTL, a takeover) and still has that margin for its sync; one decided later
+    finds the clusters taken over, and would time the edit stream's pace, not the recovery."""
+    goal = next(g for k, figure, g, _ in RECOVERY_ROWS if k == kind and figure == "clusters synced again")
+    return goal(lease_seconds) - lease_seconds
+
+
 def recovery_table(faults, lease_seconds):
     """Rows of (fault, figure, (n, p50, max) over all faults, the same over the undisturbed ones,
     goal text, met or None) and notes on figures missing. A fault is undisturbed when no other
@@ -560,9 +596,10 @@ def recovery_table(faults, lease_seconds):
 # chose it among the consumers the hub showed holding one, so the run's idea of its identity is
 # wrong, and its goal would go unjudged.
 HELD_NOTHING = "the victim held no cluster"
-# One whose victim held clusters (sticky claims) but had no sync of them in progress: none to
-# time, and no fault of the run's (its clusters are synced once a request for them comes).
-NONE_IN_PROGRESS = "the victim held clusters, none of them with a sync in progress: not timed"
+# One whose victim held clusters (sticky claims) but had no sync of them in progress and, given the
+# trace, no request for them within request_window: none to time, and no fault of the run's (its
+# clusters are synced once a request for them comes).
+NONE_IN_PROGRESS = "the victim held clusters, none of them with a sync in progress or a request soon after: not timed"
 
 
 # The faults that can stretch another's recovery: whatever it must wait for (the hub for leases

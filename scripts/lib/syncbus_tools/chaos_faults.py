@@ -37,6 +37,7 @@ class Fault:
     identity: str = ""             # consumer-kill / consumer-pause: the victim's lease identity
     held: tuple = ()               # consumer-kill / consumer-pause: the clusters the hub showed it holding
     in_progress: tuple = ()        # consumer faults: those whose sync it had in progress, by the journal
+    requested: tuple = ()          # sticky claims: those it held that got a request soon after (chaos_checks.py)
     lanes: tuple = ()              # broker-kill: the work lanes whose queue leader was on the node
     clusters: tuple = ()           # target-burst: the clusters it struck
     ended: float = 0.0             # when the fault was undone (process back, node started, burst over)
