@@ -401,3 +401,60 @@ TEST_CASE(
   CHECK(p.Scrape(urls, "syncbus_consumer_leases_total", "event=\"lost\"") == 0);
   CHECK(p.DeadLetters().empty());
 }
+
+TEST_CASE(
+    "sticky claims: an edit reaching every cluster writes no claim where one is held, and a "
+    "stopped consumer's liveness Lease goes") {
+  Pool p(8, "",
+         ", maxAttempts: 10, shutdownGrace: 5s, clusterLease: {sticky: true, livenessNamespace: "
+         "syncbus}");
+  p.SetFaults({{"clusters", p.Targets()}, {"latency", {{"p50Ms", 20}, {"p99Ms", 80}}}});
+  p.StartPublisher();
+  p.StartConsumer("consumer-1");
+  p.StartConsumer("consumer-2");
+  REQUIRE_MESSAGE(p.WaitSynced(120s), p.Logs());
+
+  namespace res = kube::resources;
+  auto claims = [&] {
+    std::map<std::string, std::pair<ClaimRecord, std::string>> out;  // cluster -> claim, version
+    auto leases = p.hub->List(kube::Collection(res::kClusterSyncLeases), {});
+    REQUIRE_MESSAGE(leases.ok(), leases.status().ToString());
+    for (const auto& lease : leases->items)
+      out[lease["metadata"]["name"]] = {ClaimOf(lease), lease["metadata"]["resourceVersion"]};
+    return out;
+  };
+  auto liveness = [&] {
+    kube::ListOptions by_label;
+    by_label.label_selector = kLivenessSelector;
+    auto leases = p.hub->List(kube::Collection(res::kLeases, "syncbus"), by_label);
+    REQUIRE_MESSAGE(leases.ok(), leases.status().ToString());
+    return leases->items.size();
+  };
+  CHECK(liveness() == 2);
+  const auto before = claims();
+  int held = 0;
+  for (const auto& [cluster, claim] : before) held += claim.first.sticky ? 1 : 0;
+  MESSAGE(held << " of " << before.size() << " clusters held sticky after converging");
+  CHECK(held > 0);
+
+  auto set = p.hub->Get(kube::Object(res::kSelectorSyncSets, "", "fleet-sss-00"));
+  REQUIRE_MESSAGE(set.ok(), set.status().ToString());
+  Json edited = *set;
+  edited["spec"]["resources"][0]["data"]["edited"] = "yes";
+  REQUIRE(p.hub->Update(kube::Object(res::kSelectorSyncSets, "", "fleet-sss-00"), edited).ok());
+  REQUIRE_MESSAGE(p.WaitSynced(120s), p.Logs());
+  const auto after = claims();
+  for (const auto& [cluster, claim] : before) {
+    if (!claim.first.sticky) continue;
+    CAPTURE(cluster);
+    CHECK(after.at(cluster).second == claim.second);  // no claim write for a held cluster
+  }
+  std::vector<std::string> urls = {p.MetricsUrl("consumer-1"), p.MetricsUrl("consumer-2")};
+  MESSAGE("requests forwarded to their cluster's holder: "
+          << p.Scrape(urls, "syncbus_consumer_deliveries_total", "outcome=\"forwarded\""));
+
+  auto code = p.consumers.at("consumer-1").Stop(SIGTERM, 10s);
+  REQUIRE(code.has_value());
+  CHECK(*code == 0);
+  CHECK(liveness() == 1);  // deleted after the drain: its claims are free at once
+}
