@@ -161,8 +161,13 @@ std::string ClusterLeases::HolderElsewhere(const std::string& ns, const std::str
 std::string ClusterLeases::StickyHolderElsewhere(const std::string& ns, const std::string& name) {
   if (options_.liveness == nullptr || mirror_ == nullptr) return "";
   std::optional<Json> lease = mirror_->ClusterSyncLease(ns, name);
-  if (!lease || !ClaimOf(*lease).sticky) return "";
-  return LiveHolderElsewhere(*lease, ns, name);
+  if (!lease) return "";
+  const ClaimRecord claim = ClaimOf(*lease);
+  if (!claim.sticky) return "";
+  std::string holder = LiveHolderElsewhere(*lease, ns, name);
+  // A holder that stopped renewing would leave the request waiting in its queue: it waits in a
+  // delay tier instead, until the holder renews again or lapses.
+  return !holder.empty() && options_.liveness->Renewing(holder, claim.epoch) ? holder : "";
 }
 
 Status ClusterLeases::ConfirmLapsed(const ClaimRecord& claim, const std::string& ns,

@@ -140,8 +140,9 @@ class ClusterLeases {
   // The consumer holding the lease of ns/name now, live and unfinished, when that is not this one
   // (read from the mirror, or the hub without one); "" when free, ours, or unknown (read failed).
   std::string HolderElsewhere(const std::string& ns, const std::string& name);
-  // Sticky mode: the other live consumer whose sticky claim holds ns/name now, by the mirror and
-  // the watched liveness Leases (no request): where its requests are forwarded. "" otherwise.
+  // Sticky mode: the other live consumer whose sticky claim holds ns/name now and that renews its
+  // liveness, by the mirror and the watched liveness Leases (no request): where its requests are
+  // forwarded. "" otherwise.
   std::string StickyHolderElsewhere(const std::string& ns, const std::string& name);
   // Gives it back so the next delivery for the cluster runs at once anywhere: with no write when
   // the cluster's ClusterSync was stored at `status_version` after the lease's last write,

@@ -30,6 +30,14 @@ bool ConsumersLiveness::Alive(const std::string& identity, int64_t epoch) const 
   return it != leases_.end() && AliveBy(it->second, identity, epoch);
 }
 
+bool ConsumersLiveness::Renewing(const std::string& identity, int64_t epoch) const {
+  std::lock_guard lock(mu_);
+  auto it = leases_.find(LivenessLeaseName(identity));
+  return it != leases_.end() && AliveBy(it->second, identity, epoch) &&
+         clock_.WallNow() <
+             it->second.renew_time + std::chrono::milliseconds(it->second.duration) / 2;
+}
+
 Result<bool> ConsumersLiveness::AliveFresh(const std::string& identity, int64_t epoch) {
   const std::string name = LivenessLeaseName(identity);
   auto lease = hub_.Get(kube::Object(kube::resources::kLeases, ns_, name));

@@ -28,6 +28,7 @@ class ConsumersLiveness final : public LivenessView, public kube::ReflectorHandl
 
   LivenessCheck Own() const override;
   bool Alive(const std::string& identity, int64_t epoch) const override;
+  bool Renewing(const std::string& identity, int64_t epoch) const override;
   Result<bool> AliveFresh(const std::string& identity, int64_t epoch) override;
   size_t LiveCount() const override;
 

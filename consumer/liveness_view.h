@@ -27,6 +27,10 @@ class LivenessView {
   // request): false once its Lease is gone, expired (renewTime + duration, the clock skew that
   // the safety margin bounds tolerated in its favour) or in another epoch.
   virtual bool Alive(const std::string& identity, int64_t epoch) const = 0;
+  // Alive, and renewed within the first half of its duration, by the watched copy: a consumer
+  // that stopped renewing (paused, cut off, dead) is not sent requests while its claims still hold
+  // (they would wait in its queue), but not yet taken over either.
+  virtual bool Renewing(const std::string& identity, int64_t epoch) const = 0;
   // The same, read fresh from the hub (one GET): what a takeover of its claims needs. An error
   // when the hub cannot tell.
   virtual Result<bool> AliveFresh(const std::string& identity, int64_t epoch) = 0;

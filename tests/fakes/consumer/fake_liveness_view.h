@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "consumer/liveness_view.h"
@@ -19,6 +20,7 @@ class FakeLiveness {
     std::lock_guard lock(mu_);
     watched_[identity] = epoch;
     hub_[identity] = epoch;
+    stalled_.erase(identity);
   }
   // Consumer `identity` is gone.
   void Dead(const std::string& identity) {
@@ -30,6 +32,11 @@ class FakeLiveness {
   void WatchLost(const std::string& identity) {
     std::lock_guard lock(mu_);
     watched_.erase(identity);
+  }
+  // `identity` lives on, but has stopped renewing (paused, or cut off from the hub).
+  void Stalled(const std::string& identity) {
+    std::lock_guard lock(mu_);
+    stalled_.insert(identity);
   }
   // Fresh reads fail with `status` (OK: they work again).
   void FailFreshReads(Status status) {
@@ -45,6 +52,7 @@ class FakeLiveness {
   friend class FakeLivenessView;
   mutable std::mutex mu_;
   std::map<std::string, int64_t> watched_, hub_;  // identity -> epoch
+  std::set<std::string> stalled_;
   Status fresh_error_;
   int fresh_reads_ = 0;
 };
@@ -65,6 +73,11 @@ class FakeLivenessView final : public consumer::LivenessView {
     std::lock_guard lock(world_.mu_);
     auto it = world_.watched_.find(identity);
     return it != world_.watched_.end() && it->second == epoch;
+  }
+  bool Renewing(const std::string& identity, int64_t epoch) const override {
+    if (!Alive(identity, epoch)) return false;
+    std::lock_guard lock(world_.mu_);
+    return world_.stalled_.count(identity) == 0;
   }
   Result<bool> AliveFresh(const std::string& identity, int64_t epoch) override {
     std::lock_guard lock(world_.mu_);

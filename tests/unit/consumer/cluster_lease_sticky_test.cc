@@ -113,6 +113,10 @@ TEST_CASE("another consumer's sticky claim holds while its holder lives, status 
   CHECK(p.a.StickyHolderElsewhere("ns1", "c1") == "");  // its own
   CHECK(p.hub.writes() == writes);
   CHECK(p.world.fresh_reads() == 0);
+  // A holder that stopped renewing is not forwarded to, nor taken over while it lives.
+  p.world.Stalled("consumer-a");
+  CHECK(p.b.StickyHolderElsewhere("ns1", "c1") == "");
+  CHECK(p.b.Acquire("ns1", "c1").status().code() == Code::kConflict);
 }
 
 TEST_CASE("a sticky claim is taken over only when a fresh read shows its holder dead") {

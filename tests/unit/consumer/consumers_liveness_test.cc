@@ -97,3 +97,17 @@ TEST_CASE("the liveness view: AliveFresh reads the hub, not the watched copy") {
   p.hub.SetOutage({Code::kUnavailable, "hub down"});
   CHECK(p.view.AliveFresh("consumer-a", 1).status().code() == Code::kUnavailable);
 }
+
+TEST_CASE("the liveness view: a consumer renews until half its duration has passed unrenewed") {
+  LivenessPool p;
+  CHECK(p.view.Renewing("consumer-b", 1));
+  CHECK_FALSE(p.view.Renewing("consumer-b", 2));
+  p.clock.Advance(7500ms - 1ms);  // half of 15 s
+  CHECK(p.view.Renewing("consumer-b", 1));
+  p.clock.Advance(1ms);
+  CHECK_FALSE(p.view.Renewing("consumer-b", 1));
+  CHECK(p.view.Alive("consumer-b", 1));  // stalled, its claims still hold
+  REQUIRE(p.b.Renew().ok());
+  p.view.OnUpsert(p.LeaseOf(p.b));
+  CHECK(p.view.Renewing("consumer-b", 1));
+}
