@@ -19,7 +19,19 @@ int AttemptOf(const amqp::Message& message) {
 }
 
 int UnsettledDeliveries(const amqp::Message& message) {
-  return IntHeader(message, kUnsettledHeader) + IntHeader(message, kDeliveryCountHeader);
+  int returned = 0;  // from consumers' own queues, which dead-letter an unsettled return at once
+  auto deaths = message.headers.find(kDeathHeader);
+  if (deaths != message.headers.end() && deaths->is_array()) {
+    for (const Json& death : *deaths) {
+      if (!death.is_object() || death.value("reason", "") != "delivery_limit" ||
+          death.value("queue", "").rfind(kConsumerQueuePrefix, 0) != 0)
+        continue;
+      auto count = death.find("count");
+      if (count != death.end() && count->is_number_integer())
+        returned += static_cast<int>(std::clamp<int64_t>(count->get<int64_t>(), 0, 1000000));
+    }
+  }
+  return IntHeader(message, kUnsettledHeader) + IntHeader(message, kDeliveryCountHeader) + returned;
 }
 
 int QuarantinedFor(const amqp::Message& message) {

@@ -51,7 +51,12 @@ inline constexpr char kLastDeathReasonHeader[] = "x-last-death-reason";
 
 // The attempt number recorded on a message (0 for a fresh request).
 int AttemptOf(const amqp::Message& message);
-// Unsettled deliveries so far: the carried count plus the broker's count for this copy.
+// The consumers' own queues (topology.h): "syncbus.consumer.<identity>".
+inline constexpr char kConsumerQueuePrefix[] = "syncbus.consumer.";
+
+// Unsettled deliveries so far: the carried count, the broker's count for this copy, and the
+// returns from consumers' own queues in its x-death (each dead-letters an unsettled return to
+// the copy's lane at once).
 int UnsettledDeliveries(const amqp::Message& message);
 // The unsettled count the message was last held back for (0: never).
 int QuarantinedFor(const amqp::Message& message);

@@ -24,7 +24,7 @@ std::string RetryQueueName(std::chrono::seconds delay) {
 }
 
 std::string ConsumerQueueName(const std::string& identity) {
-  return "syncbus.consumer." + identity;
+  return kConsumerQueuePrefix + identity;
 }
 
 Topology SyncbusTopology(const TopologyOptions& options) {
@@ -98,10 +98,12 @@ Topology SyncbusTopology(const TopologyOptions& options) {
                         Json{{"max-length-bytes", options.dead_index_max_bytes}}});
   t.policies.push_back({"syncbus-preview", R"(^syncbus\.preview$)", "queues", 10,
                         Json{{"delivery-limit", options.preview_delivery_limit}}});
-  // The consumers' own queues (ConsumerTopology): a request that keeps killing the consumer
-  // it was forwarded to leaves at the work queues' limit, back to its lane.
-  t.policies.push_back({"syncbus-consumer", R"(^syncbus\.consumer\.)", "queues", 10,
-                        Json{{"delivery-limit", options.delivery_limit}}});
+  // The consumers' own queues (ConsumerTopology): a request that comes back unsettled (its
+  // consumer died or lost its connection holding it) goes back to its lane at once, where its
+  // x-death entry counts as an unsettled delivery (headers.h): a queue's own count would be lost
+  // when it dead-letters, and a dead consumer's queue has nobody to deliver it again anyway.
+  t.policies.push_back(
+      {"syncbus-consumer", R"(^syncbus\.consumer\.)", "queues", 10, Json{{"delivery-limit", 0}}});
   t.policies.push_back({"syncbus-trace", R"(^syncbus\.trace$)", "queues", 10,
                         Json{{"max-age", TierName(options.trace_max_age)},
                              {"max-length-bytes", options.trace_max_bytes}}});

@@ -217,3 +217,25 @@ TEST_CASE("a forward keeps the lane of a request without a lane header, back fro
   CHECK(Forwarded(d, "c").routing_key == "resync");
   CHECK(HopsOf(d.message) == 0);
 }
+
+TEST_CASE(
+    "returns from consumers' own queues in x-death count as unsettled deliveries, others not") {
+  amqp::Message m;
+  m.headers = Json{
+      {kUnsettledHeader, 1},
+      {kDeliveryCountHeader, 1},
+      {kDeathHeader,
+       Json::array(
+           {{{"reason", "delivery_limit"}, {"queue", "syncbus.consumer.consumer-a"}, {"count", 2}},
+            {{"reason", "expired"}, {"queue", "syncbus.consumer.consumer-b"}, {"count", 5}},
+            // A parked request replayed from the dead-letter queue.
+            {{"reason", "delivery_limit"}, {"queue", "syncbus.work.change"}, {"count", 1}}})}};
+  CHECK(UnsettledDeliveries(m) == 4);
+  amqp::Delivery d;
+  d.routing_key = "change";
+  d.message = m;
+  // Carried on by a deferral or a forward, which drop x-death: the count stays.
+  amqp::Publication deferred = Defer(d, RetryPolicy{{std::chrono::seconds(5)}, 4});
+  CHECK_FALSE(deferred.message.headers.contains(kDeathHeader));
+  CHECK(UnsettledDeliveries(deferred.message) == 4);
+}
