@@ -450,8 +450,8 @@ TEST_CASE(
     CHECK(after.at(cluster).second == claim.second);  // no claim write for a held cluster
   }
   std::vector<std::string> urls = {p.MetricsUrl("consumer-1"), p.MetricsUrl("consumer-2")};
-  MESSAGE("requests forwarded to their cluster's holder: "
-          << p.Scrape(urls, "syncbus_consumer_deliveries_total", "outcome=\"forwarded\""));
+  MESSAGE("requests forwarded to their cluster's holder: " << p.Scrape(
+              urls, "syncbus_consumer_deliveries_total", "outcome=\"forwarded\""));
 
   auto code = p.consumers.at("consumer-1").Stop(SIGTERM, 10s);
   REQUIRE(code.has_value());

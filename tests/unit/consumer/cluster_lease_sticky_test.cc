@@ -146,7 +146,7 @@ TEST_CASE("a sticky claim is taken over only when a fresh read shows its holder 
   CHECK(ClaimOf(p.Lease()).holder == "consumer-b");
 }
 
-TEST_CASE("a lapse of the holder's liveness voids its claims; it claims again with a write") {
+TEST_CASE("a lapse of the holder's liveness voids its claims, and it claims again with a write") {
   StickyPool p;
   auto held = p.a.Acquire("ns1", "c1");
   REQUIRE(held.ok());

@@ -234,8 +234,7 @@ TEST_CASE("bad amqp.addresses are errors that name the entry") {
   CHECK_FALSE(ParseConfig("amqp: {addresses: [[a]]}").ok());
 }
 
-TEST_CASE(
-    "sticky claims are off by default; their liveness Leases live beside syncbus's namespace") {
+TEST_CASE("sticky claims are off by default, their liveness Leases beside syncbus's namespace") {
   auto defaults = ParseConfig("", "test.yaml", ConfigOptions{.own_namespace = "fleet"});
   REQUIRE(defaults.ok());
   CHECK_FALSE(defaults->consumer.cluster_lease.sticky);
