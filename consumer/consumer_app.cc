@@ -78,9 +78,7 @@ class PoolLiveness {
         own_({identity, ns_, duration_, c.cluster_lease.renew_interval,
               c.cluster_lease.safety_margin},
              hub, clock, registry),
-        // No tolerance beyond the holders' own: each stops writing safetyMargin before its
-        // Lease lapses, which bounds the clock skew, as for per-sync claims.
-        view_(own_, hub, ns_, clock, std::chrono::milliseconds(0)) {
+        view_(own_, hub, ns_, clock) {
     kube::Reflector::Options options;
     options.clock = &clock;
     options.list.label_selector = kLivenessSelector;

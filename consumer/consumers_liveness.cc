@@ -11,31 +11,37 @@ std::string LeaseNameOf(const Json& lease) {
 }  // namespace
 
 ConsumersLiveness::ConsumersLiveness(ConsumerLiveness& own, kube::Client& hub, std::string ns,
-                                     Clock& clock, std::chrono::milliseconds skew_tolerance)
-    : own_(own), hub_(hub), ns_(std::move(ns)), clock_(clock), skew_tolerance_(skew_tolerance) {}
+                                     Clock& clock)
+    : own_(own), hub_(hub), ns_(std::move(ns)), clock_(clock) {}
 
 LivenessCheck ConsumersLiveness::Own() const {
   return own_.Check();
 }
 
 bool ConsumersLiveness::AliveBy(const LivenessRecord& record, const std::string& identity,
-                                int64_t epoch) const {
+                                int64_t epoch, WallTime now) {
   return record.valid && record.identity == identity && record.epoch == epoch &&
-         clock_.WallNow() < record.ExpiresAt(skew_tolerance_);
+         now < record.ExpiresAt(std::chrono::milliseconds(0));
+}
+
+const LivenessRecord* ConsumersLiveness::AliveRecord(const std::string& identity, int64_t epoch,
+                                                     WallTime now) const {
+  auto it = leases_.find(LivenessLeaseName(identity));
+  return it != leases_.end() && AliveBy(it->second, identity, epoch, now) ? &it->second : nullptr;
 }
 
 bool ConsumersLiveness::Alive(const std::string& identity, int64_t epoch) const {
+  const WallTime now = clock_.WallNow();
   std::lock_guard lock(mu_);
-  auto it = leases_.find(LivenessLeaseName(identity));
-  return it != leases_.end() && AliveBy(it->second, identity, epoch);
+  return AliveRecord(identity, epoch, now) != nullptr;
 }
 
 bool ConsumersLiveness::Renewing(const std::string& identity, int64_t epoch) const {
+  const WallTime now = clock_.WallNow();
   std::lock_guard lock(mu_);
-  auto it = leases_.find(LivenessLeaseName(identity));
-  return it != leases_.end() && AliveBy(it->second, identity, epoch) &&
-         clock_.WallNow() <
-             it->second.renew_time + std::chrono::milliseconds(it->second.duration) / 2;
+  const LivenessRecord* record = AliveRecord(identity, epoch, now);
+  return record != nullptr &&
+         now < record->renew_time + std::chrono::milliseconds(record->duration) / 2;
 }
 
 Result<bool> ConsumersLiveness::AliveFresh(const std::string& identity, int64_t epoch) {
@@ -45,7 +51,7 @@ Result<bool> ConsumersLiveness::AliveFresh(const std::string& identity, int64_t 
     if (lease.status().code() == Code::kNotFound) return false;
     return lease.status().Annotate("reading the liveness Lease of " + identity);
   }
-  return AliveBy(LivenessOf(*lease), identity, epoch);
+  return AliveBy(LivenessOf(*lease), identity, epoch, clock_.WallNow());
 }
 
 size_t ConsumersLiveness::LiveCount() const {
@@ -54,7 +60,8 @@ size_t ConsumersLiveness::LiveCount() const {
   std::lock_guard lock(mu_);
   size_t live = 1;  // this one
   for (const auto& [name, record] : leases_) {
-    if (name != own_name && record.valid && now < record.ExpiresAt(skew_tolerance_)) ++live;
+    if (name != own_name && record.valid && now < record.ExpiresAt(std::chrono::milliseconds(0)))
+      ++live;
   }
   return live;
 }

@@ -21,10 +21,10 @@ namespace syncbus::consumer {
 
 class ConsumersLiveness final : public LivenessView, public kube::ReflectorHandler {
  public:
-  // `own`, `hub` and `clock` must outlive this. `skew_tolerance`: how far another consumer's
-  // wall clock may be behind this one's (its Lease counts as alive that much longer).
-  ConsumersLiveness(ConsumerLiveness& own, kube::Client& hub, std::string ns, Clock& clock,
-                    std::chrono::milliseconds skew_tolerance);
+  // `own`, `hub` and `clock` must outlive this. A Lease counts as alive until renewTime +
+  // duration, with no tolerance for clock skew beyond the holders' own: each holder stops writing
+  // safetyMargin before its Lease lapses, which bounds the skew, as for per-sync claims.
+  ConsumersLiveness(ConsumerLiveness& own, kube::Client& hub, std::string ns, Clock& clock);
 
   LivenessCheck Own() const override;
   bool Alive(const std::string& identity, int64_t epoch) const override;
@@ -38,14 +38,16 @@ class ConsumersLiveness final : public LivenessView, public kube::ReflectorHandl
   void OnSynced() override {}
 
  private:
-  // `record` shows `identity` alive in `epoch` now.
-  bool AliveBy(const LivenessRecord& record, const std::string& identity, int64_t epoch) const;
+  // `record` shows `identity` alive in `epoch` at `now`.
+  static bool AliveBy(const LivenessRecord& record, const std::string& identity, int64_t epoch,
+                      WallTime now);
+  // The watched record showing `identity` alive in `epoch` at `now`, or null. Needs mu_.
+  const LivenessRecord* AliveRecord(const std::string& identity, int64_t epoch, WallTime now) const;
 
   ConsumerLiveness& own_;
   kube::Client& hub_;
   const std::string ns_;
   Clock& clock_;
-  const std::chrono::milliseconds skew_tolerance_;
   mutable std::mutex mu_;
   std::map<std::string, LivenessRecord> leases_;  // by Lease name; guarded by mu_
 };
