@@ -379,7 +379,8 @@ void ClusterLeases::ReleaseSticky(const std::shared_ptr<ClusterLease>& lease) {
   std::lock_guard write(lease->write_mu_);
   if (lease->released_) return;
   lease->released_ = true;
-  if (lease->Check(clock_).ok() && !OverFairShare()) {
+  const bool valid = lease->Check(clock_).ok();
+  if (valid && !OverFairShare()) {
     kept_.Increment();  // the next sync of the cluster, here, writes no claim
     return;
   }
@@ -387,7 +388,7 @@ void ClusterLeases::ReleaseSticky(const std::shared_ptr<ClusterLease>& lease) {
     std::lock_guard lock(mu_);
     sticky_held_.erase(key);
   }
-  if (!lease->Check(clock_).ok()) return;  // lapsed: void already
+  if (!valid) return;  // lapsed: void already
   // More than a fair share: give it back, so that the next request for it goes to whichever
   // consumer the queue hands it to (a consumer added by a scale-out, most often).
   auto written = WriteClaim(*lease, "");
