@@ -289,9 +289,7 @@ std::string DeliveryLoop::LoopFacts::StickyHolder(const SyncRequest& request) {
 }
 
 RoutePolicy DeliveryLoop::Policy() const {
-  RoutePolicy policy{options_.retry, options_.delivery_limit};
-  policy.max_hops = options_.max_hops;
-  return policy;
+  return RoutePolicy{options_.retry, options_.delivery_limit};
 }
 
 std::string DeliveryLoop::LoopFacts::HolderElsewhere(const SyncRequest& request) {

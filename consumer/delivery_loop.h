@@ -68,8 +68,6 @@ struct DeliveryOptions {
   // Sticky claims: this consumer's own queue (topology.h, ConsumerQueueName), consumed beside
   // the work lanes, where other consumers forward requests for the clusters it holds; "" = none.
   std::string own_queue;
-  // A request is forwarded to the consumer holding its cluster at most this often.
-  int max_hops = 3;
   std::chrono::milliseconds confirm_timeout{30000};  // a publish to the dead-letter queue
   // A publish to a delay tier (the next attempt, a deferral, a hold-back): waited for on the
   // session's thread, so it is kept short; unconfirmed by then, it counts as refused and is tried
