@@ -535,6 +535,48 @@ def adapter_external_metrics(documents):
     return names
 
 
+# A queue a consumer declares for itself (common/bus/topology.h, ConsumerQueueName): forwarded
+# requests wait there, so the backlog an autoscaler reads must count it.
+OWN_QUEUE_SAMPLE = "syncbus.consumer.syncbus-consumer-7d9f-x2k4p-1"
+PROMQL_QUEUE = re.compile(r'queue=~"([^"]*)"')
+
+
+def check_backlog_queues(documents, report):
+    """What an autoscaler reads as the backlog counts exactly the queues consumers take requests
+    from: the work lanes of the build's Queue objects (syncbus.work.*) and the consumers' own
+    queues, and none of the others (delay tiers, dead letters). A KEDA rabbitmq trigger's
+    queueName (useRegex: Go's unanchored match) and the queue matcher of a prometheus-adapter
+    rule (PromQL: anchored) are each tried on those names."""
+    names = {q.spec.get("name", q.name) for q in documents if q.is_a("rabbitmq.com", "Queue")}
+    names.add(OWN_QUEUE_SAMPLE)
+    wanted = {n for n in names if n.startswith(("syncbus.work.", "syncbus.consumer."))}
+    patterns = []
+    for scaler in documents:
+        for trigger in scaler.spec.get("triggers") or [] if scaler.is_a("keda.sh", "ScaledObject") else []:
+            metadata = trigger.get("metadata") or {}
+            if trigger.get("type") == "rabbitmq" and str(metadata.get("useRegex")) == "true":
+                patterns.append((scaler.where(), f"queueName {metadata.get('queueName')!r}",
+                                 lambda n, p=str(metadata.get("queueName", "")): re.search(p, n)))
+    for doc in documents:
+        if not doc.is_a("", "ConfigMap"):
+            continue
+        try:
+            config = yaml.load((doc.obj.get("data") or {}).get("config.yaml", ""), Loader=YAML_LOADER)
+        except yaml.YAMLError:
+            continue
+        for rule in (config.get("externalRules") or []) if isinstance(config, dict) else []:
+            for field in ("seriesQuery", "metricsQuery"):
+                for matcher in PROMQL_QUEUE.findall(str(rule.get(field, "")) if isinstance(rule, dict) else ""):
+                    patterns.append((doc.where(), f"{field} queue=~{matcher!r}",
+                                     lambda n, p=matcher: re.fullmatch(p, n)))
+    for where, what, match in patterns:
+        counted = {n for n in names if match(n)}
+        for name in sorted(wanted - counted):
+            report.error(where, f"{what} leaves out {name!r}, a queue consumers take requests from")
+        for name in sorted(counted - wanted):
+            report.error(where, f"{what} counts {name!r}, which no consumer takes requests from")
+
+
 def check_autoscaler_choice(documents, kustomizations, report):
     """What one kustomization builds may scale a Deployment with one autoscaler only (KEDA's
     ScaledObject creates an HPA of its own: two would fight over the replica count)."""
@@ -1379,6 +1421,7 @@ def check_all(args, schemas, documents, kustomizations, dashboards, report, outs
     check_rbac(documents, report, outside)
     check_monitoring_and_scaling(documents, report)
     check_autoscaler_choice(documents, kustomizations, report)
+    check_backlog_queues(documents, report)
     check_alert_rules(documents, report)
     check_alert_table(documents, report)
     check_dashboards(dashboards, documents, report)
