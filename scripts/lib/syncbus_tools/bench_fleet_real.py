@@ -13,6 +13,11 @@ this benchmark's own reads; CPU of the hub's apiserver and etcd from /proc):
     the system asks of the hub with nothing to sync (leader renewals, watches);
   - a full reapply: both run with a reapply interval of --reapply-interval; the window after
     that in which every cluster is reapplied once.
+After syncbus's windows, on its hub with syncbus stopped: the converge floor, the requests no
+converge can do without made by this benchmark alone on one kept-alive connection, for every
+cluster a copy of what syncbus stored (ClusterSync created and its status written,
+ClusterSyncLease created) and a GET of its kubeconfig Secret: what these cost the hub with
+nothing else running and nothing watching, beside the converge CPU goal.
 The edit and the reapply are also given net of the rest window's rate, per verb and resource: the
 part of their cost that comes with the clusters synced, not with the time the window lasts.
 Then the two side by side, each syncbus figure beside its goal (issue: a change costs the hub one
@@ -20,9 +25,12 @@ write per cluster; converging costs it less than Hive)."""
 
 import base64
 import fcntl
+import http.client
+import json
 import os
 import subprocess
 import time
+import urllib.parse
 
 from syncbus_tools import ROOT
 from syncbus_tools.testbed import (KubeClient, RunError, cpu_seconds, memory_kib, parse_metrics, read_env_file,
@@ -31,6 +39,7 @@ from syncbus_tools.testbed import (KubeClient, RunError, cpu_seconds, memory_kib
 HIVE = "/apis/hive.openshift.io/v1"
 HIVE_INTERNAL = "/apis/hiveinternal.openshift.io/v1alpha1"
 NAMESPACE = "bench-fleet"
+FLOOR_NAMESPACE = "bench-floor"   # where the converge floor's copies go
 SSS = "bench-fleet-sss"
 SELECTED = "syncbus.io/bench-sss"   # the label the SelectorSyncSet selects: half the clusters
 
@@ -212,6 +221,45 @@ class Envtest:
     def stop(self):
         subprocess.call([self.script, "stop", "--dir", self.dir], stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL)
+
+
+def converge_floor(env, n):
+    """The converge floor's window (module docstring) on `env`'s hub, syncbus stopped."""
+    hub = env.hub
+    _, syncs = hub.request("GET", f"{HIVE_INTERNAL}/namespaces/{NAMESPACE}/clustersyncs")
+    _, leases = hub.request("GET", f"{HIVE_INTERNAL}/namespaces/{NAMESPACE}/clustersyncleases")
+    leases = {lease["metadata"]["name"]: lease for lease in leases["items"]}
+    hub.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FLOOR_NAMESPACE}})
+    url = urllib.parse.urlsplit(hub.server)
+    conn = (http.client.HTTPSConnection(url.hostname, url.port, context=hub.context) if url.scheme == "https"
+            else http.client.HTTPConnection(url.hostname, url.port))
+    headers = {"Accept": "application/json", "Content-Type": "application/json"}
+    if hub.token:
+        headers["Authorization"] = "Bearer " + hub.token
+
+    def call(method, path, body=None):
+        conn.request(method, path, None if body is None else json.dumps(body), headers)
+        response = conn.getresponse()
+        text = response.read()
+        if response.status not in (200, 201):
+            raise RunError(f"converge floor: {method} {path}: HTTP {response.status} {text[:300]!r}")
+        return json.loads(text)
+
+    def copy(obj):
+        return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "spec": obj.get("spec") or {},
+                "metadata": {"name": obj["metadata"]["name"], "namespace": FLOOR_NAMESPACE}}
+
+    time.sleep(2)   # the namespace settled
+    a = env.meter.read()
+    for cs in syncs["items"][:n]:
+        name = cs["metadata"]["name"]
+        call("POST", f"{HIVE_INTERNAL}/namespaces/{FLOOR_NAMESPACE}/clustersyncleases", copy(leases[name]))
+        stored = call("POST", f"{HIVE_INTERNAL}/namespaces/{FLOOR_NAMESPACE}/clustersyncs", copy(cs))
+        stored["status"] = cs.get("status") or {}
+        call("PUT", f"{HIVE_INTERNAL}/namespaces/{FLOOR_NAMESPACE}/clustersyncs/{name}/status", stored)
+        call("GET", f"/api/v1/namespaces/{NAMESPACE}/secrets/{name}-admin-kubeconfig")
+    conn.close()
+    return env.meter.delta(a, env.meter.read())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -409,6 +457,8 @@ def run_real_apiserver(args, procs, broker, report, daemons, consumer_yaml):
         env = Envtest(procs.work, system)
         try:
             results[system] = measure(system, args, procs, broker, env, daemons, consumer_yaml)
+            if system == "syncbus":
+                results["floor"] = converge_floor(env, n)
         finally:
             env.stop()
         report_system(report, system, results[system], n)
@@ -424,6 +474,13 @@ def run_real_apiserver(args, procs, broker, report, daemons, consumer_yaml):
                f"{n}", s["leases"] == n)
     for name, (cpu, rss) in s.get("consumers", {}).items():
         report.add(f"syncbus {name}: CPU / peak RSS", f"{cpu:.1f} s / {rss:.0f} MiB")
+    f = results["floor"]
+    total, per = per_cluster(f["requests"], n)
+    beside = (f": {f['cpu'] / max(results['hive']['converge']['cpu'], 1e-9):.2f} x Hive's converge"
+              if "hive" in results else "")
+    report.add("converge floor: the requests no converge does without, alone on one connection",
+               f"hub requests {int(total)} ({per:.2f} per cluster: {by_kind(f['requests'], n)}); "
+               f"hub CPU {f['cpu']:.2f} s in {f['seconds']:.1f} s{beside}")
     if "hive" not in results:
         report.add("upstream Hive beside it", "DID NOT RUN: no upstream Hive controller manager "
                    "(../shared/hive/manager; set SYNCBUS_HIVE_DIR)")
