@@ -515,10 +515,9 @@ def check_monitoring_and_scaling(documents, report):
                                              "manifests")
 
 
-def adapter_external_metrics(documents):
-    """Names of the External metrics that the prometheus-adapter configurations carried by
-    ConfigMaps (a config.yaml with externalRules) serve."""
-    names = set()
+def adapter_rules(documents):
+    """(ConfigMap, rule) for each externalRules entry of the prometheus-adapter configurations
+    the ConfigMaps carry (a config.yaml with externalRules)."""
     for doc in documents:
         if not doc.is_a("", "ConfigMap"):
             continue
@@ -529,10 +528,13 @@ def adapter_external_metrics(documents):
         if not isinstance(config, dict):
             continue
         for rule in config.get("externalRules") or []:
-            name = (rule.get("name") or {}).get("as") if isinstance(rule, dict) else None
-            if name:
-                names.add(name)
-    return names
+            if isinstance(rule, dict):
+                yield doc, rule
+
+
+def adapter_external_metrics(documents):
+    """Names of the External metrics the prometheus-adapter configurations serve."""
+    return {name for _, rule in adapter_rules(documents) if (name := (rule.get("name") or {}).get("as"))}
 
 
 # A queue a consumer declares for itself (common/bus/topology.h, ConsumerQueueName): forwarded
@@ -557,18 +559,11 @@ def check_backlog_queues(documents, report):
             if trigger.get("type") == "rabbitmq" and str(metadata.get("useRegex")) == "true":
                 patterns.append((scaler.where(), f"queueName {metadata.get('queueName')!r}",
                                  lambda n, p=str(metadata.get("queueName", "")): re.search(p, n)))
-    for doc in documents:
-        if not doc.is_a("", "ConfigMap"):
-            continue
-        try:
-            config = yaml.load((doc.obj.get("data") or {}).get("config.yaml", ""), Loader=YAML_LOADER)
-        except yaml.YAMLError:
-            continue
-        for rule in (config.get("externalRules") or []) if isinstance(config, dict) else []:
-            for field in ("seriesQuery", "metricsQuery"):
-                for matcher in PROMQL_QUEUE.findall(str(rule.get(field, "")) if isinstance(rule, dict) else ""):
-                    patterns.append((doc.where(), f"{field} queue=~{matcher!r}",
-                                     lambda n, p=matcher: re.fullmatch(p, n)))
+    for doc, rule in adapter_rules(documents):
+        for field in ("seriesQuery", "metricsQuery"):
+            for matcher in PROMQL_QUEUE.findall(str(rule.get(field, ""))):
+                patterns.append((doc.where(), f"{field} queue=~{matcher!r}",
+                                 lambda n, p=matcher: re.fullmatch(p, n)))
     for where, what, match in patterns:
         counted = {n for n in names if match(n)}
         for name in sorted(wanted - counted):
