@@ -1,6 +1,7 @@
 #include "ctl/trace_reader.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "common/bus/topology.h"
 
@@ -25,6 +26,7 @@ Result<TraceRead> ReadTrace(amqp::Session& session, const TraceQuery& query) {
   if (!tag.ok())
     return tag.status().Annotate("reading the trace stream " + std::string(amqp::kTraceQueue));
   TraceRead out;
+  std::unordered_set<std::string> seen;  // bodies of the events kept: a recorder may publish twice
   const bool follow = static_cast<bool>(query.keep_going);
   while (!follow || query.keep_going()) {
     auto next = session.Next(query.quiet);
@@ -44,7 +46,8 @@ Result<TraceRead> ReadTrace(amqp::Session& session, const TraceQuery& query) {
     }
     if (event->at < query.since) continue;  // the offset is found with second precision
     bool past_end = !follow && query.until != WallTime{} && event->at > query.until;
-    if (TraceClusterMatches(query.cluster, event->cluster) && !past_end) {
+    if (TraceClusterMatches(query.cluster, event->cluster) && !past_end &&
+        seen.insert(d.message.body).second) {
       if (query.on_event) query.on_event(*event);
       out.events.push_back(std::move(*event));
     }

@@ -1,7 +1,8 @@
 // Reading the trace stream (syncbus.trace) behind `syncbusctl trace` and `status`: every event
 // recorded since a point in time, optionally of one cluster, read without consuming (other
 // readers and the retention policy are unaffected). Undecodable events are counted and skipped,
-// never trusted. Runs over a caller-owned Session; thread-compatible.
+// never trusted; a second copy of an event (its recorder published it again, unconfirmed) is
+// skipped. Runs over a caller-owned Session; thread-compatible.
 #pragma once
 
 #include <chrono>

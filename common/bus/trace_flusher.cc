@@ -17,6 +17,10 @@ TraceFlusher::~TraceFlusher() {
 }
 
 Result<size_t> TraceFlusher::Turn() {
+  // Heartbeats are answered only inside a call: left idle for two intervals (a quiet consumer),
+  // the connection would be closed by the broker and the next batch lost with it. A connection
+  // lost here is opened again when there is something to publish.
+  if (session_->connected()) (void)session_->Poll();
   if (recorder_.buffered() == 0) return size_t{0};
   if (!session_->connected()) {
     if (clock_.Now() < connect_after_) return size_t{0};  // the events stay buffered

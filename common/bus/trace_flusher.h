@@ -1,12 +1,13 @@
 // TraceFlusher: publishes a TraceRecorder's events from a thread and a broker connection of its
 // own (rabbitmq-c: one connection per thread), so that a daemon's own publishing never waits for
 // the trace stream's confirms. (The publisher flushed after every batch of requests: at 100,000
-// clusters, a fifth or more of the time its start-up rounds took.) Turn() is one step: connect
-// when needed, not again before a growing back-off after a failed connect, then flush what is
-// buffered (the recorder holds off after a failed flush and bounds what it buffers). Start()
-// runs a turn every `period` of real time on the flusher's thread until Stop(), which runs a
-// last one. Start() and Stop() are called by the owner; Turn() only by one thread at a time.
-// The recorder, clock and random must outlive it.
+// clusters, a fifth or more of the time its start-up rounds took.) Turn() is one step: service
+// the connection's heartbeats, connect when there are events and no connection, not again before
+// a growing back-off after a failed connect, then flush what is buffered (the recorder holds off
+// after a failed flush and bounds what it buffers). Start() runs a turn every `period` of real
+// time on the flusher's thread until Stop(), which runs a last one. Start() and Stop() are called
+// by the owner; Turn() only by one thread at a time. The recorder, clock and random must outlive
+// it.
 #pragma once
 
 #include <chrono>

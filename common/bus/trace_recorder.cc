@@ -14,8 +14,8 @@ prometheus::Family<prometheus::Counter>& EventsFamily(prometheus::Registry& regi
       .Name("syncbus_trace_events_total")
       .Help(
           "Trace events by result: published to syncbus.trace, dropped because the buffer was "
-          "full, "
-          "or dropped because the broker refused them")
+          "full, or dropped because the broker refused them (or the connection was lost) on "
+          "every try")
       .Register(registry);
 }
 
@@ -38,7 +38,7 @@ void TraceRecorder::Record(TraceEvent event) {
     buffer_.pop_front();
     dropped_full_.Increment();
   }
-  buffer_.push_back(std::move(event));
+  buffer_.push_back({std::move(event), 0});
 }
 
 size_t TraceRecorder::buffered() const {
@@ -49,34 +49,53 @@ size_t TraceRecorder::buffered() const {
 Result<size_t> TraceRecorder::Flush(amqp::Session& session, std::chrono::milliseconds timeout,
                                     size_t max_batch) {
   if (clock_.Now() < held_until_) return size_t{0};
-  std::vector<amqp::Publication> batch;
+  std::vector<Buffered> taken;
   {
     std::lock_guard lock(mu_);
     size_t n = std::min(buffer_.size(), max_batch);
-    batch.reserve(n);
+    taken.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-      batch.push_back(TraceEventPublication(buffer_.front()));
+      taken.push_back(std::move(buffer_.front()));
       buffer_.pop_front();
     }
   }
-  if (batch.empty()) return size_t{0};
+  if (taken.empty()) return size_t{0};
+  std::vector<amqp::Publication> batch;
+  batch.reserve(taken.size());
+  for (const Buffered& b : taken) batch.push_back(TraceEventPublication(b.event));
   std::vector<Status> results = session.PublishAll(batch, timeout);
   size_t ok = 0;
+  size_t dropped = 0;
   Status first;
-  for (size_t i = 0; i < batch.size(); ++i) {
+  std::vector<Buffered> again;  // refused or unconfirmed, with flushes left: kept, in order
+  for (size_t i = 0; i < taken.size(); ++i) {
     const Status s = i < results.size() ? results[i] : Unavailable("trace event not confirmed");
     if (s.ok()) {
       ++ok;
-    } else if (first.ok()) {
-      first = s;
+      continue;
+    }
+    if (first.ok()) first = s;
+    if (++taken[i].failed_flushes < kMaxFlushes) {
+      again.push_back(std::move(taken[i]));
+    } else {
+      ++dropped;
     }
   }
   published_.Increment(static_cast<double>(ok));
-  dropped_failed_.Increment(static_cast<double>(batch.size() - ok));
+  dropped_failed_.Increment(static_cast<double>(dropped));
+  if (!again.empty()) {
+    std::lock_guard lock(mu_);
+    for (auto it = again.rbegin(); it != again.rend(); ++it) buffer_.push_front(std::move(*it));
+    while (buffer_.size() > capacity_) {
+      buffer_.pop_front();
+      dropped_full_.Increment();
+    }
+  }
   if (!first.ok()) {
     const std::chrono::milliseconds hold_off = hold_off_.Next();
     held_until_ = clock_.Now() + hold_off;
-    return first.Annotate("publishing trace events (next attempt in " +
+    return first.Annotate("publishing trace events (" + std::to_string(again.size()) + " kept, " +
+                          std::to_string(dropped) + " dropped; next attempt in " +
                           std::to_string(hold_off.count() / 1000) + " s)");
   }
   hold_off_.Reset();

@@ -1,6 +1,9 @@
 // The trace stream on a real RabbitMQ 3.10: events are read from a point in time without being
 // consumed, filtered by cluster, undecodable ones skipped and counted; an empty window ends on
-// quiet; `dlq replay` records the replay; and a daemon's recorder reaches it.
+// quiet; a second copy of an event is read once; `dlq replay` records the replay; and a daemon's
+// recorder reaches it, through a flusher whose connection outlives a quiet spell.
+#include <thread>
+
 #include <doctest/doctest.h>
 #include <prometheus/registry.h>
 
@@ -9,7 +12,9 @@
 #include "common/bus/sync_message.h"
 #include "common/bus/topology.h"
 #include "common/bus/trace_event.h"
+#include "common/bus/trace_flusher.h"
 #include "common/bus/trace_recorder.h"
+#include "common/random_impl.h"
 #include "ctl/dead_letters.h"
 #include "ctl/trace_reader.h"
 #include "tests/support/test_broker.h"
@@ -58,6 +63,8 @@ TEST_CASE(
   amqp::Publication junk = pubs[1];
   junk.message.body = "{\"version\":1,\"step\":\"forged\"}";
   pubs.push_back(junk);
+  const amqp::Publication again = pubs[4];  // published twice (its confirm was lost): read once
+  pubs.push_back(again);
   for (const auto& s : b.session.PublishAll(pubs, 10s)) REQUIRE_MESSAGE(s.ok(), s.ToString());
 
   TraceQuery all;
@@ -176,4 +183,35 @@ TEST_CASE("events of one instant are ordered as a request goes: sent, delivered,
   CHECK(read->events[0].step == TraceStep::kReplayed);
   CHECK(read->events[1].step == TraceStep::kDelivered);
   CHECK(read->events[2].step == TraceStep::kSettled);
+}
+
+TEST_CASE("a quiet trace flusher keeps its connection: the next event is published on it") {
+  TraceBroker b;
+  prometheus::Registry registry;
+  TraceRecorder recorder("syncbus-consumer/c-1", registry);
+  amqp::ConnectionOptions options = b.vhost.Options("trace-flusher");
+  options.heartbeat_seconds = 1;  // the broker gives up on a silent client after about 2 s
+  auto session = std::make_unique<amqp::RabbitmqSession>(options);
+  amqp::Session& connection = *session;
+  TraceFlusher flusher(recorder, std::move(session), RealClock(), RealRandom(), 50ms);
+  const WallTime now = RealClock().WallNow();
+  recorder.Record(Event("ns1/quiet", now));
+  REQUIRE(flusher.Turn().ok());
+  REQUIRE(connection.connected());
+
+  // Four heartbeat intervals with nothing to publish, the flusher turning as in a daemon.
+  flusher.Start();
+  std::this_thread::sleep_for(4s);
+  CHECK(connection.connected());
+  recorder.Record(Event("ns1/quiet", now + 1s, TraceStep::kSettled));
+  flusher.Stop();  // its last turn publishes the event, on the same connection
+  CHECK(recorder.buffered() == 0);
+
+  TraceQuery q;
+  q.since = now - 1min;
+  q.until = now + 1min;
+  q.cluster = "ns1/quiet";
+  auto read = ReadTrace(b.session, q);
+  REQUIRE(read.ok());
+  CHECK(read->events.size() == 2);
 }

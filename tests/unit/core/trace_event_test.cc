@@ -176,19 +176,56 @@ TEST_CASE("a full recorder drops its oldest events and counts them") {
   CHECK(DecodeTraceEvent(messages[0].body)->attempt == 2);  // the newest three survive
 }
 
-TEST_CASE("a refused flush drops its batch, counts it and says why") {
+TEST_CASE("a refused event is kept for two more flushes, then dropped and counted") {
   FakeClock clock;
   amqp::FakeBroker broker(clock);
   amqp::FakeSession session(broker, "daemon");
   REQUIRE(session.Connect().ok());  // no topology: the trace exchange does not exist
   prometheus::Registry registry;
-  TraceRecorder recorder("c", registry);
+  TraceRecorder recorder("c", registry, 100, &clock);
   recorder.Record(Settled());
-  auto flushed = recorder.Flush(session, 1s);
-  REQUIRE_FALSE(flushed.ok());
-  CHECK(flushed.status().message().find("publishing trace events") != std::string::npos);
-  CHECK(recorder.buffered() == 0);
+  for (int flush = 1; flush <= TraceRecorder::kMaxFlushes; ++flush) {
+    auto flushed = recorder.Flush(session, 1s);
+    REQUIRE_FALSE(flushed.ok());
+    const bool last = flush == TraceRecorder::kMaxFlushes;
+    CHECK(flushed.status().message().find(last ? "(0 kept, 1 dropped" : "(1 kept, 0 dropped") !=
+          std::string::npos);
+    CHECK(recorder.buffered() == (last ? 0 : 1));
+    clock.Advance(TraceRecorder::kMaxHoldOff);
+  }
   CHECK(Count(registry, "dropped-failed") == 1);
+}
+
+TEST_CASE("a flush that loses its connection keeps the events for the next, in order") {
+  FakeClock clock;
+  amqp::FakeBroker broker(clock);
+  amqp::FakeSession session(broker, "daemon");
+  REQUIRE(session.Connect().ok());
+  REQUIRE(session.Declare(amqp::SyncbusTopology()).ok());
+  prometheus::Registry registry;
+  TraceRecorder recorder("c", registry, 100, &clock);
+  for (int i = 0; i < 3; ++i) {
+    TraceEvent e = Settled();
+    e.attempt = i;
+    recorder.Record(e);
+  }
+  broker.DropConnections();  // the broker closed it (a restart, missed heartbeats)
+  auto lost = recorder.Flush(session);
+  REQUIRE_FALSE(lost.ok());
+  CHECK(recorder.buffered() == 3);
+  CHECK(Count(registry, "dropped-failed") == 0);
+
+  TraceEvent later = Settled();
+  later.attempt = 3;
+  recorder.Record(later);
+  REQUIRE(session.Connect().ok());
+  clock.Advance(TraceRecorder::kFirstHoldOff);
+  auto sent = recorder.Flush(session);
+  REQUIRE_MESSAGE(sent.ok(), sent.status().ToString());
+  CHECK(*sent == 4);
+  auto messages = broker.ReadyMessages(amqp::kTraceQueue);
+  REQUIRE(messages.size() == 4);
+  for (int i = 0; i < 4; ++i) CHECK(DecodeTraceEvent(messages[i].body)->attempt == i);
 }
 
 TEST_CASE("after a failed flush the recorder holds off, longer each time, and keeps its events") {
@@ -208,12 +245,12 @@ TEST_CASE("after a failed flush the recorder holds off, longer each time, and ke
   auto held = recorder.Flush(session);  // within the hold-off: nothing is sent
   REQUIRE(held.ok());
   CHECK(*held == 0);
-  CHECK(recorder.buffered() == 1);
+  CHECK(recorder.buffered() == 2);  // the failed one is kept
   clock.Advance(5s);
   auto sent = recorder.Flush(session);
   REQUIRE(sent.ok());
-  CHECK(*sent == 1);
-  CHECK(broker.ReadyMessages(amqp::kTraceQueue).size() == 1);
+  CHECK(*sent == 2);
+  CHECK(broker.ReadyMessages(amqp::kTraceQueue).size() == 2);
 
   // A success resets the hold-off; repeated failures double it up to a minute.
   amqp::FakeSession bare(broker, "other");  // never connected: every publish fails

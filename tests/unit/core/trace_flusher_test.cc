@@ -28,7 +28,7 @@ TraceEvent FlushedEvent(int attempt) {
 struct FlusherFixture {
   FakeClock clock;
   FakeRandom random;
-  amqp::FakeBroker broker{clock};
+  amqp::FakeBroker broker{clock, {.heartbeat = 10s}};
   amqp::FakeSession daemon{broker, "syncbus-publisher/p-1"};
   prometheus::Registry registry;
   TraceRecorder recorder{"syncbus-publisher/p-1", registry, 100, &clock};
@@ -84,6 +84,37 @@ TEST_CASE("a trace flusher that cannot connect keeps the events and tries again 
   REQUIRE(sent.ok());
   CHECK(*sent == 1);
   CHECK(f.broker.ReadyMessages(amqp::kTraceQueue).size() == 1);
+}
+
+TEST_CASE(
+    "a quiet trace flusher answers heartbeats, so its next event goes out on its connection") {
+  FlusherFixture f;
+  f.recorder.Record(FlushedEvent(1));
+  REQUIRE(f.flusher->Turn().ok());
+  // A minute with nothing recorded (a consumer with no work), turning every period as its
+  // thread does: the broker would close a connection silent for two heartbeat intervals.
+  for (int i = 0; i < 240; ++i) {
+    f.clock.Advance(TraceFlusher::kPeriod);
+    REQUIRE(f.flusher->Turn().ok());
+  }
+  f.recorder.Record(FlushedEvent(2));
+  auto sent = f.flusher->Turn();
+  REQUIRE_MESSAGE(sent.ok(), sent.status().ToString());
+  CHECK(*sent == 1);
+  CHECK(f.broker.ReadyMessages(amqp::kTraceQueue).size() == 2);
+}
+
+TEST_CASE("a trace flusher whose connection the broker closed while quiet opens another") {
+  FlusherFixture f;
+  f.recorder.Record(FlushedEvent(1));
+  REQUIRE(f.flusher->Turn().ok());
+  f.broker.DropConnections();
+  REQUIRE(f.flusher->Turn().ok());  // quiet: the loss is noticed, nothing is lost
+  f.recorder.Record(FlushedEvent(2));
+  auto sent = f.flusher->Turn();
+  REQUIRE_MESSAGE(sent.ok(), sent.status().ToString());
+  CHECK(*sent == 1);
+  CHECK(f.broker.ReadyMessages(amqp::kTraceQueue).size() == 2);
 }
 
 TEST_CASE("stopping the trace flusher publishes what was recorded and closes its connection") {

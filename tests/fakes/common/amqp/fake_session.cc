@@ -125,6 +125,7 @@ struct Connection {
   size_t next_consumer = 0;  // round-robin position
   std::map<uint64_t, UnackedMessage> unacked;
   uint64_t publish_channel = 1;  // which publishing channel is open (RenewPublishChannel)
+  SteadyTime last_call{};        // Options::heartbeat
 };
 
 Status ValidateQueue(const QueueSpec& q) {
@@ -401,8 +402,15 @@ struct FakeBroker::State {
   Result<Connection*> Live(uint64_t id) {
     auto it = connections.find(id);
     if (it == connections.end()) return Unavailable("not connected to the AMQP broker");
-    if (it->second.dropped) return *it->second.dropped;
-    return &it->second;
+    Connection& c = it->second;
+    const SteadyTime now = clock.Now();
+    if (!c.dropped && options.heartbeat.count() > 0 && now - c.last_call > 2 * options.heartbeat) {
+      Disconnect(c);
+      c.dropped = Unavailable("connection closed by the broker: missed heartbeats from client");
+    }
+    if (c.dropped) return *c.dropped;
+    c.last_call = now;
+    return &c;
   }
 
   // basic.consume on connection `id`; `stream_next` set: a stream reader from that offset.
@@ -677,6 +685,7 @@ Status FakeSession::Connect() {
   }
   connection_ = broker_.next_connection++;
   broker_.connections[connection_].name = name_;
+  broker_.connections[connection_].last_call = broker_.clock.Now();
   first_tag_ = broker_.next_tag;
   return Status::Ok();
 }

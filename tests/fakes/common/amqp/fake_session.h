@@ -8,6 +8,7 @@
 // still takes them like a classic queue's.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -26,6 +27,10 @@ class FakeBroker {
     // true blocks up to `timeout` of real time for another thread (publisher and consumer
     // threads sharing one broker).
     bool wait_in_real_time = false;
+    // RabbitMQ's heartbeat timeout (0: none): a connection that makes no call for two intervals
+    // of the clock has missed its heartbeats and is closed by the broker; its next call fails,
+    // as rabbitmq-c only answers heartbeats inside a call.
+    std::chrono::milliseconds heartbeat{0};
   };
 
   explicit FakeBroker(const Clock& clock);
