@@ -139,7 +139,8 @@ const char* FleetStateName(FleetState state) {
 }
 
 FleetStatus ComputeFleetStatus(const FleetProgress& hub, const std::vector<TraceEvent>& trace,
-                               const std::vector<DeadLetter>& parked) {
+                               const std::vector<DeadLetter>& parked,
+                               std::map<std::string, uint32_t> queues) {
   std::map<std::string, std::vector<TraceEvent>> events;
   for (const auto& e : trace) events[e.cluster].push_back(e);
   auto letters = ByCluster(parked);
@@ -151,8 +152,13 @@ FleetStatus ComputeFleetStatus(const FleetProgress& hub, const std::vector<Trace
     auto dl = letters.find(h.key);
     RequestPosition pos = LocateRequest(ev == events.end() ? kNoEvents : ev->second,
                                         dl == letters.end() ? kNoLetters : dl->second);
+    if (pos.where == RequestPosition::Where::kQueued) {
+      auto depth = queues.find(pos.queue);
+      if (depth != queues.end() && depth->second == 0) pos.where = RequestPosition::Where::kUnknown;
+    }
     status.clusters.push_back(ClusterStateOf(h, pos));
   }
+  status.queues = std::move(queues);
   status.trace_events = trace.size();
   status.rollouts = hub.rollouts;
   Summarize(status);

@@ -66,9 +66,13 @@ struct FleetStatus {
 // One cluster's state from the hub's view and its newest request's position.
 ClusterStatus ClusterStateOf(const ClusterHubState& hub, const RequestPosition& position);
 
-// `trace` in time order (any clusters); `parked` as the dead-letter index lists it.
+// `trace` in time order (any clusters); `parked` as the dead-letter index lists it; `queues` the
+// ready messages per queue, read after both. A request the trace leaves queued on a queue that
+// was empty since is not there: its later events are missing (a trace is diagnostics and can
+// lose some), so the hub's view decides.
 FleetStatus ComputeFleetStatus(const FleetProgress& hub, const std::vector<TraceEvent>& trace,
-                               const std::vector<DeadLetter>& parked);
+                               const std::vector<DeadLetter>& parked,
+                               std::map<std::string, uint32_t> queues = {});
 
 // STATE CLUSTERS OLDEST SINCE DETAIL, then the rollouts (SET PHASE WAVE HELD MESSAGE, with the
 // failing clusters of a halted one), the queue depths and the trace window.

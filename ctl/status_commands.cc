@@ -186,8 +186,8 @@ int RunStatus(const StatusOptions& options) {
   // confirmed in its queue, so every copy the trace shows is counted (read first, a park between
   // the two reads showed the request parked beside an empty dead-letter queue).
   std::map<std::string, uint32_t> depths = QueueDepths(**broker, *config);
-  FleetStatus status = ComputeFleetStatus(*progress, trace->events, parked->matched);
-  status.queues = std::move(depths);
+  FleetStatus status =
+      ComputeFleetStatus(*progress, trace->events, parked->matched, std::move(depths));
   status.trace_since = now - options.since;
   (*broker)->Close();
   if (trace->undecodable > 0) {

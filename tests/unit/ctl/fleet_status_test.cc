@@ -236,6 +236,30 @@ TEST_CASE(
   CHECK_FALSE(status.ToJson(now, false).contains("clusters"));
 }
 
+TEST_CASE("a request the trace leaves queued on a queue empty since is judged by the hub") {
+  // The consumer's events for both were lost (its trace connection dropped with the batch).
+  auto hub = ComputeProgress(
+      {StatusCd("synced"), StatusCd("behind")}, {}, {StatusSss("s", 2)},
+      {StatusCs("synced", 2, "Success", "2026-01-01T01:00:00Z"), StatusCs("behind", 1, "Success")});
+  std::vector<TraceEvent> trace = {
+      Event(TraceStep::kPublished, "fleet/synced", "2026-01-01T00:59:00Z"),
+      Event(TraceStep::kPublished, "fleet/behind", "2026-01-01T00:59:00Z"),
+  };
+  auto states = [&](std::map<std::string, uint32_t> queues) {
+    std::map<std::string, std::string> out;
+    for (const auto& c : ComputeFleetStatus(hub, trace, {}, queues).clusters)
+      out[c.key] = FleetStateName(c.state) + (": " + c.detail);
+    return out;
+  };
+  auto waiting = states({{"syncbus.work.change", 3}});
+  CHECK(waiting["fleet/synced"] == "pending: queued on syncbus.work.change");
+  CHECK(waiting["fleet/behind"] == "pending: queued on syncbus.work.change");
+  auto empty = states({{"syncbus.work.change", 0}});
+  CHECK(empty["fleet/synced"] == "synced: ");
+  CHECK(empty["fleet/behind"].find("pending: behind, no request in the trace window") == 0);
+  CHECK(states({})["fleet/synced"] == "pending: queued on syncbus.work.change");  // depth unknown
+}
+
 TEST_CASE("one cluster's report lists its sets against their generations and its lease") {
   std::string skip;
   Json cs = StatusCs("a", 1, "Failure", "2026-01-01T00:10:00Z");
