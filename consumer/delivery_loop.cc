@@ -31,6 +31,7 @@ void FillSync(TraceEvent& e, const SyncOutcome& o) {
 DeliveryLoop::DeliveryLoop(DeliveryOptions options, amqp::Session& session, SyncFunction sync,
                            ClusterLeases* leases, Clock& clock, prometheus::Registry& registry)
     : options_(std::move(options)),
+      policy_{options_.retry, options_.delivery_limit},
       session_(session),
       sync_(std::move(sync)),
       leases_(leases),
@@ -248,7 +249,7 @@ void DeliveryLoop::Dispatch(amqp::Delivery delivery) {
   const Result<SyncRequest> request = DecodeSyncRequest(delivery.message.body);
   LoopFacts facts(*this);
   const Route route =
-      RouteDelivery(Situation::Arrived(delivery, request), Policy(), facts, clock_.WallNow());
+      RouteDelivery(Situation::Arrived(delivery, request), policy_, facts, clock_.WallNow());
   switch (route.step) {
     case Step::kRun:
     case Step::kRunAlone: {
@@ -286,10 +287,6 @@ std::string DeliveryLoop::LoopFacts::SettledAlready(const SyncRequest& request) 
 std::string DeliveryLoop::LoopFacts::StickyHolder(const SyncRequest& request) {
   if (loop_.leases_ == nullptr) return "";
   return loop_.leases_->StickyHolderElsewhere(request.cluster_namespace, request.cluster_name);
-}
-
-RoutePolicy DeliveryLoop::Policy() const {
-  return RoutePolicy{options_.retry, options_.delivery_limit};
 }
 
 std::string DeliveryLoop::LoopFacts::HolderElsewhere(const SyncRequest& request) {
@@ -520,7 +517,7 @@ Status DeliveryLoop::Settle(Done& done) {
     ran.retry_after = outcome->retry_after;
   }
   LoopFacts facts(*this);
-  const Route route = RouteDelivery(Situation::Ran(d, ran), Policy(), facts, clock_.WallNow());
+  const Route route = RouteDelivery(Situation::Ran(d, ran), policy_, facts, clock_.WallNow());
   if (route.step == Step::kAckDone) return AckDone(d, r, *outcome, done.job.received);
   std::optional<SyncEvent> event;
   if (!done.busy) {
@@ -592,7 +589,7 @@ Status DeliveryLoop::DeferStalledSuspects() {
   LoopFacts facts(*this);
   Status first;
   for (Job& job : stalled) {
-    const Route route = RouteDelivery(Situation::AloneWaitedTooLong(job.delivery), Policy(), facts,
+    const Route route = RouteDelivery(Situation::AloneWaitedTooLong(job.delivery), policy_, facts,
                                       clock_.WallNow());
     Status s = Forward(route, job.delivery, &job.request, job.received);
     if (!s.ok() && first.ok()) first = s;

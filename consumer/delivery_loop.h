@@ -190,8 +190,6 @@ class DeliveryLoop {
    private:
     DeliveryLoop& loop_;
   };
-  // The router's policy, from the options.
-  RoutePolicy Policy() const;
   // Carries out a route that publishes (a retry, a deferral, a hold-back, the dead-letter queue):
   // logs it, then Park()s its publication with its trace event (from `ran`'s sync, when it ran)
   // and `event`. An error: the connection is gone.
@@ -212,6 +210,7 @@ class DeliveryLoop {
              SteadyTime since, const std::function<void(TraceEvent&)>& fill);
 
   DeliveryOptions options_;
+  const RoutePolicy policy_;  // the router's, from options_
   amqp::Session& session_;
   SyncFunction sync_;
   ClusterLeases* leases_;
