@@ -48,7 +48,9 @@ struct LivenessRecord {
   std::chrono::seconds duration{0};
   bool valid = false;  // renew time, duration and epoch all present
   // When it expires for others: renew_time + duration + `skew` (in the holder's favour).
-  WallTime ExpiresAt(std::chrono::milliseconds skew) const;
+  WallTime ExpiresAt(std::chrono::milliseconds skew = std::chrono::milliseconds(0)) const;
+  // Valid and not expired at `now`.
+  bool LiveAt(WallTime now) const { return valid && now < ExpiresAt(); }
 };
 LivenessRecord LivenessOf(const Json& lease);
 

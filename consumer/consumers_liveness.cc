@@ -20,8 +20,7 @@ LivenessCheck ConsumersLiveness::Own() const {
 
 bool ConsumersLiveness::AliveBy(const LivenessRecord& record, const std::string& identity,
                                 int64_t epoch, WallTime now) {
-  return record.valid && record.identity == identity && record.epoch == epoch &&
-         now < record.ExpiresAt(std::chrono::milliseconds(0));
+  return record.identity == identity && record.epoch == epoch && record.LiveAt(now);
 }
 
 const LivenessRecord* ConsumersLiveness::AliveRecord(const std::string& identity, int64_t epoch,
@@ -60,8 +59,7 @@ size_t ConsumersLiveness::LiveCount() const {
   std::lock_guard lock(mu_);
   size_t live = 1;  // this one
   for (const auto& [name, record] : leases_) {
-    if (name != own_name && record.valid && now < record.ExpiresAt(std::chrono::milliseconds(0)))
-      ++live;
+    if (name != own_name && record.LiveAt(now)) ++live;
   }
   return live;
 }
