@@ -93,7 +93,12 @@ class PoolLiveness {
     while (!stop.load()) {
       Status started = own_.Start();
       if (started.ok()) break;
-      log::Warn("taking this consumer's liveness Lease failed; retrying",
+      // The usual cause at a first install: deploy/liveness not applied.
+      const bool no_namespace = started.code() == Code::kNotFound;
+      log::Warn(no_namespace ? "taking this consumer's liveness Lease failed, its namespace does "
+                               "not exist (apply deploy/liveness, or set "
+                               "consumer.clusterLease.sticky: false); retrying"
+                             : "taking this consumer's liveness Lease failed; retrying",
                 {{"namespace", ns_}, {"error", started.message()}});
       SleepUnlessStopped(std::chrono::seconds(2), stop);
     }

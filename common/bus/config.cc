@@ -46,6 +46,11 @@ class Section {
     return Status::Ok();
   }
 
+  bool Has(const std::string& key) const {
+    YAML::Node n = Get(key);
+    return n && !n.IsNull();
+  }
+
   Section Child(const std::string& key) const { return {Get(key), Path(key), source_, unknown_}; }
 
   Status String(const std::string& key, std::string& out) const {
@@ -278,7 +283,10 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(ls.CheckKeys({"duration", "renewInterval", "safetyMargin",
                                         "releaseByStatus", "sticky", "livenessNamespace"}));
   SYNCBUS_RETURN_IF_ERROR(ls.Bool("releaseByStatus", l.release_by_status));
-  SYNCBUS_RETURN_IF_ERROR(ls.Bool("sticky", l.sticky));
+  // Unset: sticky wherever it can be, that is with the hub mirror (checked below).
+  bool sticky = true;
+  const bool sticky_set = ls.Has("sticky");
+  SYNCBUS_RETURN_IF_ERROR(ls.Bool("sticky", sticky));
   SYNCBUS_RETURN_IF_ERROR(ls.String("livenessNamespace", l.liveness_namespace));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("duration", l.duration));
   SYNCBUS_RETURN_IF_ERROR(ls.Duration("renewInterval", l.renew_interval));
@@ -295,8 +303,9 @@ Status ParseConsumer(const Section& s, ConsumerConfig& o) {
   SYNCBUS_RETURN_IF_ERROR(ms.Bool("enabled", o.hub_mirror.enabled));
   SYNCBUS_RETURN_IF_ERROR(
       ms.Duration("maxWait", o.hub_mirror.max_wait, std::chrono::milliseconds(0)));
-  if (l.sticky && !o.hub_mirror.enabled)
+  if (sticky && sticky_set && !o.hub_mirror.enabled)
     return ls.Error("sticky", "sticky claims need the hub mirror (consumer.hubMirror.enabled)");
+  l.sticky = sticky && o.hub_mirror.enabled;
   return Status::Ok();
 }
 

@@ -71,8 +71,9 @@ struct ClusterLeaseConfig {
   bool release_by_status = true;
   // Sticky claims (consumer/cluster_lease.h): a claim holds while its holder's liveness Lease
   // lives (renewed with renew_interval, lapsing after duration), over many syncs, and requests
-  // for a held cluster are forwarded to its holder. Needs the hub mirror.
-  bool sticky = false;
+  // for a held cluster are forwarded to its holder. Needs the hub mirror: the file's setting,
+  // else on wherever the hub mirror is.
+  bool sticky = true;
   // Where the consumers' liveness Leases live: a namespace of their own, so that the right to
   // write them reaches no other Lease. Parsed: the file's, else "<own namespace>-liveness".
   std::string liveness_namespace;

@@ -196,10 +196,11 @@ Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const st
   auto start = std::chrono::steady_clock::now();
   FleetSummary summary;
   summary.clusters = spec.clusters;
-  if (spec.clusters > 0) {
-    Status made = Create(
-        hub, "/api/v1/namespaces",
-        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kSyncbusNamespace}}}});
+  for (const char* ns : {kSyncbusNamespace, kLivenessNamespace}) {
+    if (spec.clusters == 0) break;
+    Status made =
+        Create(hub, "/api/v1/namespaces",
+               {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}});
     if (!made.ok() && made.http_status() != 409) return made;  // there already: as installed
     ++summary.hub_objects;
   }

@@ -70,9 +70,12 @@ struct FleetSummary {
 // The namespace syncbus runs in on a hub where it is installed (deploy/namespace.yaml): the
 // consumers' cluster Leases and the publisher's leader Lease live there.
 inline constexpr char kSyncbusNamespace[] = "syncbus";
+// The consumers' liveness Leases' namespace on such a hub (deploy/liveness/namespace.yaml).
+inline constexpr char kLivenessNamespace[] = "syncbus-liveness";
 
-// Writes the hub side: with at least one cluster, first the namespace kSyncbusNamespace (unless
-// it exists), as an installed syncbus has it. Each admin kubeconfig points at `base_url` +
+// Writes the hub side: with at least one cluster, first the namespaces kSyncbusNamespace and
+// kLivenessNamespace (unless they exist), as an installed syncbus has them. Each admin kubeconfig
+// points at `base_url` +
 // "/clusters/<name>" (with host_per_cluster, base_url's host replaced by <name>.localhost) with
 // `auth(<name>)`.
 Result<FleetSummary> PopulateHub(ApiServer& hub, const FleetSpec& spec, const std::string& base_url,

@@ -30,7 +30,7 @@ from syncbus_tools import ROOT, bench_fleet_real, bench_preview, bench_rollout
 from syncbus_tools.chaos_system import RabbitCluster
 from syncbus_tools.testbed import (Broker, KubeClient, Processes, RunError, admin_port, cpu_seconds,
                                    make_work_dir, memory_kib, metric_sum, subtract,
-                                   scrape, sticky_claims_yaml)
+                                   scrape, claims_yaml)
 
 HIVE = "/apis/hive.openshift.io/v1"
 
@@ -423,9 +423,8 @@ def start_sim(procs, bin_dir, name, clusters, syncsets, sss, resources, latency,
 
 
 def consumer_yaml(args, prefetch=None):
-    sticky = f", clusterLease: {{{sticky_claims_yaml()}}}" if args.sticky_claims else ""
     return (f"consumer: {{prefetch: {prefetch or args.prefetch}, maxAttempts: 8, "
-            f"maxInFlight: {args.max_in_flight}{sticky}}}\n")
+            f"maxInFlight: {args.max_in_flight}, clusterLease: {{{claims_yaml(args.per_sync_claims)}}}}}\n")
 
 
 def publisher_yaml(args, extra=""):
@@ -776,9 +775,9 @@ def parse_args(argv):
                    help="RabbitMQ version of a cluster of nodes (default $SYNCBUS_RABBITMQ, else 3.10)")
     p.add_argument("--prefetch", type=positive, default=20, help="consumer.prefetch (default 20)")
     p.add_argument("--max-in-flight", type=positive, default=2000, help="consumer.maxInFlight (default 2000)")
-    p.add_argument("--sticky-claims", action="store_true",
-                   help="the consumers keep their cluster claims while they live (consumer.clusterLease.sticky, "
-                        "liveness Leases in the namespace syncbus)")
+    p.add_argument("--per-sync-claims", action="store_true",
+                   help="the consumers give each cluster claim back after its sync (consumer.clusterLease.sticky: "
+                        "false); by default they keep them while they live (liveness Leases in the namespace syncbus)")
     p.add_argument("--latency", type=latency_arg, default=(27, 230),
                    help="target latency P50,P99 in ms (default 27,230, as measured on real clusters)")
     p.add_argument("--sim-threads", type=positive, default=2, help="simulator threads (default 2)")

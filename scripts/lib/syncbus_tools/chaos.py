@@ -32,7 +32,7 @@ from syncbus_tools.chaos_faults import Chaos, EditStream, make_rng
 from syncbus_tools import chaos_rollout
 from syncbus_tools.chaos_system import (Daemon, RabbitCluster, Sampler, Simulator, Supervisor, admin_yaml,
                                         note, now, write_daemon_config)
-from syncbus_tools.testbed import RunError, sticky_claims_yaml
+from syncbus_tools.testbed import RunError, claims_yaml
 
 CRASH_ANNOTATION = "chaos.syncbus.io/crash-consumer"
 DELIVERY_LIMIT = 5   # topology.deliveryLimit: the run keeps the default
@@ -138,7 +138,7 @@ def start_system(s):
               "topology: {retryTiers: [%s]}\n"
               "consumer: {prefetch: %d, clusterLease: {duration: %ds, renewInterval: %ds, safetyMargin: %ds%s}}\n"
               % (", ".join(args.retry_tiers), args.prefetch, lease, renew, renew,
-                 ", " + sticky_claims_yaml() if args.sticky_claims else ""))
+                 ", " + claims_yaml(args.per_sync_claims)))
     crash_env = dict(os.environ, SYNCBUS_CRASH_ON_ANNOTATION=CRASH_ANNOTATION)
     daemons = []
     for kind, count, env in (("publisher", args.publishers, dict(os.environ)),
@@ -611,9 +611,9 @@ def parse_args(argv):
     p.add_argument("--edit-rate", type=float, default=2.0, help="SyncSet edits per second")
     p.add_argument("--selector-edit-every", type=float, help="seconds between SelectorSyncSet edits")
     p.add_argument("--no-poison", action="store_true", help="leave out the poison request")
-    p.add_argument("--sticky-claims", action="store_true",
-                   help="the consumers keep their cluster claims while they live (consumer.clusterLease.sticky, "
-                        "liveness Leases in the namespace syncbus)")
+    p.add_argument("--per-sync-claims", action="store_true",
+                   help="the consumers give each cluster claim back after its sync (consumer.clusterLease.sticky: "
+                        "false); by default they keep them while they live (liveness Leases in the namespace syncbus)")
     p.add_argument("--seed", type=int, default=int(time.time()))
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     p.add_argument("--work-dir", help="keep everything here")

@@ -19,14 +19,15 @@ import urllib.request
 import yaml
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-# Where the consumers' liveness Leases live when they run with sticky claims: syncbus's own
+# Where the consumers' liveness Leases live with sticky claims (the default): syncbus's own
 # namespace, which the simulator makes (tests/kubesim/fleet.h) as a deployment has it.
 LIVENESS_NAMESPACE = "syncbus"
 
 
-def sticky_claims_yaml():
-    """consumer.clusterLease's keys (without braces) that run the consumers with sticky claims."""
-    return f"sticky: true, livenessNamespace: {LIVENESS_NAMESPACE}"
+def claims_yaml(per_sync=False):
+    """consumer.clusterLease's keys (without braces) for the consumers' claims: sticky (the
+    default, liveness Leases in LIVENESS_NAMESPACE), or given back after each sync."""
+    return "sticky: false" if per_sync else f"sticky: true, livenessNamespace: {LIVENESS_NAMESPACE}"
 
 
 def wait_or_kill(proc, timeout):

@@ -76,6 +76,14 @@ struct RealPipeline : EnvtestClients {
     }
   }
 
+  // syncbus's namespaces and rights as deploy/README.md installs them: deploy/'s namespace and
+  // RBAC, and the consumers' liveness namespace and Role (deploy/liveness).
+  void ApplyInstall() {
+    for (const char* file :
+         {"namespace.yaml", "rbac.yaml", "liveness/namespace.yaml", "liveness/rbac.yaml"})
+      ApplyManifest(SourceDir() + "/deploy/" + file);
+  }
+
   void Create(kube::Client& client, const kube::Resource& resource, const Json& object) {
     CreateObject(client, resource, object);
   }
@@ -265,8 +273,7 @@ struct RealPipeline : EnvtestClients {
 
 TEST_CASE("deploy/rbac.yaml grants the daemons what they use and refuses the rest") {
   RealPipeline p;
-  p.ApplyManifest(SourceDir() + "/deploy/namespace.yaml");
-  p.ApplyManifest(SourceDir() + "/deploy/rbac.yaml");
+  p.ApplyInstall();
   std::unique_ptr<kube::ClientImpl> publisher = ClientFromKubeconfig(p.env.publisher_kubeconfig);
   std::unique_ptr<kube::ClientImpl> consumer = ClientFromKubeconfig(p.env.consumer_kubeconfig);
   std::unique_ptr<kube::ClientImpl> nobody = ClientFromKubeconfig(p.env.nobody_kubeconfig);
@@ -301,8 +308,7 @@ TEST_CASE("deploy/rbac.yaml grants the daemons what they use and refuses the res
 TEST_CASE(
     "a fleet on real API servers is synced, edits are previewed and propagate, Sync mode deletes") {
   RealPipeline p;
-  p.ApplyManifest(SourceDir() + "/deploy/namespace.yaml");
-  p.ApplyManifest(SourceDir() + "/deploy/rbac.yaml");
+  p.ApplyInstall();
   for (int i = 0; i < kClusters; ++i) p.AddCluster(i);
   p.AddSelectorSyncSet();
 
@@ -477,8 +483,7 @@ std::optional<rollout::RolloutState> RolloutStateOf(RealPipeline& p) {
 TEST_CASE(
     "on real API servers a rollout in three waves halts on wave 2, leaves wave 3 alone, resumes") {
   RealPipeline p;
-  p.ApplyManifest(SourceDir() + "/deploy/namespace.yaml");
-  p.ApplyManifest(SourceDir() + "/deploy/rbac.yaml");
+  p.ApplyInstall();
   for (int i = 0; i < kRolloutClusters; ++i) AddRolloutCluster(p, i);
   p.Create(*p.target, resources::kNamespaces,
            {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "rollout-e2e"}}}});

@@ -242,8 +242,10 @@ void HiveWorld::StopHive() {
 
 void HiveWorld::StartSyncbus(const std::string& ns, const std::string& resync) {
   if (!vhost_) vhost_ = std::make_unique<TestVhost>(NewTestVhost());
-  // The namespace syncbus runs in (deploy/namespace.yaml): the consumers' cluster Leases go there.
+  // The namespaces of an installed syncbus (deploy/namespace.yaml, deploy/liveness): its own,
+  // and the consumers' liveness Leases'.
   CreateHubNamespace("syncbus");
+  CreateHubNamespace("syncbus-liveness");
   const std::string config = dir_ + "/syncbus.yaml";
   std::ofstream(config) << vhost_->ConfigYaml(", heartbeatSeconds: 10")
                         << "hub: {kubeconfig: " << hub_kubeconfig_ << "}\n"

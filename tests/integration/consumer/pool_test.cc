@@ -1,6 +1,7 @@
 // The consumer pool as processes against the simulator and the real broker: transient target
 // faults, a cluster that never recovers (dead-lettered, then replayed with syncbusctl), a poison
-// request whose consumer is SIGKILLed every time it holds it, SIGKILL mid-apply, and SIGTERM.
+// request whose consumer is SIGKILLed every time it holds it, SIGKILL mid-apply, SIGTERM, and
+// sticky claims: kept over syncs, and a switch of the claim mode with every consumer stopped.
 #include <regex>
 #include <thread>
 
@@ -36,12 +37,19 @@ struct Pool : ProcessRig {
   std::map<std::string, ChildProcess> consumers;
   std::map<std::string, int> starts;
   std::string sim_url;
+  std::string topology;
 
   Pool(int n, const std::string& topology, const std::string& consumer)
-      : ProcessRig("syncbus-pool"), clusters(n) {
+      : ProcessRig("syncbus-pool"), clusters(n), topology(topology) {
     StartSimulator({"--clusters", std::to_string(n), "--syncsets", "2", "--selector-syncsets", "2",
                     "--resources", "3"});
     sim_url = "http://127.0.0.1:" + std::to_string(sim_port);
+    Configure(consumer);
+  }
+
+  // Writes the daemons' config with `consumer` appended to the consumer section; daemons started
+  // from then on read it.
+  void Configure(const std::string& consumer) const {
     std::string sections =
         "log: {level: info}\n"
         "admin: {listen: \"127.0.0.1:0\"}\n"
@@ -144,6 +152,34 @@ struct Pool : ProcessRig {
     }
     FAIL("no ClusterDeployment " << cluster);
     return "";
+  }
+
+  // cluster -> its ClusterSyncLease's claim and resourceVersion.
+  std::map<std::string, std::pair<ClaimRecord, std::string>> Claims() {
+    std::map<std::string, std::pair<ClaimRecord, std::string>> out;
+    auto leases = hub->List(kube::Collection(kube::resources::kClusterSyncLeases), {});
+    REQUIRE_MESSAGE(leases.ok(), leases.status().ToString());
+    for (const auto& lease : leases->items)
+      out[lease["metadata"]["name"]] = {ClaimOf(lease), lease["metadata"]["resourceVersion"]};
+    return out;
+  }
+  // The consumers' liveness Leases in the namespace syncbus.
+  size_t LivenessLeases() {
+    kube::ListOptions by_label;
+    by_label.label_selector = kLivenessSelector;
+    auto leases = hub->List(kube::Collection(kube::resources::kLeases, "syncbus"), by_label);
+    REQUIRE_MESSAGE(leases.ok(), leases.status().ToString());
+    return leases->items.size();
+  }
+  // An edit of the SelectorSyncSet every cluster gets: a value of its first object set to `value`.
+  void EditEverywhere(const std::string& value) {
+    const kube::ObjectRef ref =
+        kube::Object(kube::resources::kSelectorSyncSets, "", "fleet-sss-00");
+    auto set = hub->Get(ref);
+    REQUIRE_MESSAGE(set.ok(), set.status().ToString());
+    Json edited = *set;
+    edited["spec"]["resources"][0]["data"]["edited"] = value;
+    REQUIRE(hub->Update(ref, edited).ok());
   }
 
   std::string Logs() {
@@ -414,36 +450,16 @@ TEST_CASE(
   p.StartConsumer("consumer-2");
   REQUIRE_MESSAGE(p.WaitSynced(120s), p.Logs());
 
-  namespace res = kube::resources;
-  auto claims = [&] {
-    std::map<std::string, std::pair<ClaimRecord, std::string>> out;  // cluster -> claim, version
-    auto leases = p.hub->List(kube::Collection(res::kClusterSyncLeases), {});
-    REQUIRE_MESSAGE(leases.ok(), leases.status().ToString());
-    for (const auto& lease : leases->items)
-      out[lease["metadata"]["name"]] = {ClaimOf(lease), lease["metadata"]["resourceVersion"]};
-    return out;
-  };
-  auto liveness = [&] {
-    kube::ListOptions by_label;
-    by_label.label_selector = kLivenessSelector;
-    auto leases = p.hub->List(kube::Collection(res::kLeases, "syncbus"), by_label);
-    REQUIRE_MESSAGE(leases.ok(), leases.status().ToString());
-    return leases->items.size();
-  };
-  CHECK(liveness() == 2);
-  const auto before = claims();
+  CHECK(p.LivenessLeases() == 2);
+  const auto before = p.Claims();
   int held = 0;
   for (const auto& [cluster, claim] : before) held += claim.first.sticky ? 1 : 0;
   MESSAGE(held << " of " << before.size() << " clusters held sticky after converging");
   CHECK(held > 0);
 
-  auto set = p.hub->Get(kube::Object(res::kSelectorSyncSets, "", "fleet-sss-00"));
-  REQUIRE_MESSAGE(set.ok(), set.status().ToString());
-  Json edited = *set;
-  edited["spec"]["resources"][0]["data"]["edited"] = "yes";
-  REQUIRE(p.hub->Update(kube::Object(res::kSelectorSyncSets, "", "fleet-sss-00"), edited).ok());
+  p.EditEverywhere("yes");
   REQUIRE_MESSAGE(p.WaitSynced(120s), p.Logs());
-  const auto after = claims();
+  const auto after = p.Claims();
   for (const auto& [cluster, claim] : before) {
     if (!claim.first.sticky) continue;
     CAPTURE(cluster);
@@ -456,5 +472,56 @@ TEST_CASE(
   auto code = p.consumers.at("consumer-1").Stop(SIGTERM, 10s);
   REQUIRE(code.has_value());
   CHECK(*code == 0);
-  CHECK(liveness() == 1);  // deleted after the drain: its claims are free at once
+  CHECK(p.LivenessLeases() == 1);  // deleted after the drain: its claims are free at once
+}
+
+TEST_CASE(
+    "switching claim modes with every consumer stopped, per-sync to sticky and back: each edit "
+    "reaches every cluster, nothing parked") {
+  // The procedure of docs/operations.md, "Sticky claims": stop every consumer, change the
+  // setting, start them again. Requests wait in the queues meanwhile.
+  const std::string per_sync =
+      ", maxAttempts: 10, shutdownGrace: 5s, clusterLease: {sticky: false}";
+  const std::string sticky =
+      ", maxAttempts: 10, shutdownGrace: 5s, clusterLease: {sticky: true, livenessNamespace: "
+      "syncbus}";
+  Pool p(8, "", per_sync);
+  p.SetFaults({{"clusters", p.Targets()}, {"latency", {{"p50Ms", 20}, {"p99Ms", 80}}}});
+  p.StartPublisher();
+  auto run_pool = [&](const std::string& edit) {
+    p.StartConsumer("consumer-1");
+    p.StartConsumer("consumer-2");
+    if (!edit.empty()) p.EditEverywhere(edit);
+    REQUIRE_MESSAGE(p.WaitSynced(120s), p.Logs());
+  };
+  auto stop_pool = [&] {
+    for (auto& [name, consumer] : p.consumers) {
+      auto code = consumer.Stop(SIGTERM, 15s);
+      REQUIRE(code.has_value());
+      CHECK(*code == 0);
+    }
+  };
+  auto sticky_claims = [&] {
+    int held = 0;
+    for (const auto& [cluster, claim] : p.Claims()) held += claim.first.sticky ? 1 : 0;
+    return held;
+  };
+
+  run_pool("");
+  CHECK(sticky_claims() == 0);
+  stop_pool();
+
+  p.Configure(sticky);
+  run_pool("to-sticky");
+  CHECK(p.LivenessLeases() == 2);
+  const int held = sticky_claims();
+  MESSAGE(held << " clusters held sticky after the switch");
+  CHECK(held > 0);
+  stop_pool();
+  CHECK(p.LivenessLeases() == 0);
+
+  p.Configure(per_sync);
+  run_pool("back");
+  CHECK(sticky_claims() == 0);  // each cluster claimed and given back per sync again
+  CHECK(p.DeadLetters().empty());
 }

@@ -234,14 +234,18 @@ TEST_CASE("bad amqp.addresses are errors that name the entry") {
   CHECK_FALSE(ParseConfig("amqp: {addresses: [[a]]}").ok());
 }
 
-TEST_CASE("sticky claims are off by default, their liveness Leases beside syncbus's namespace") {
+TEST_CASE("sticky claims are on by default with the hub mirror, their Leases beside syncbus's") {
   auto defaults = ParseConfig("", "test.yaml", ConfigOptions{.own_namespace = "fleet"});
   REQUIRE(defaults.ok());
-  CHECK_FALSE(defaults->consumer.cluster_lease.sticky);
+  CHECK(defaults->consumer.cluster_lease.sticky);
   CHECK(defaults->consumer.cluster_lease.liveness_namespace == "fleet-liveness");
-  auto set = ParseConfig("consumer: {clusterLease: {sticky: true, livenessNamespace: alive}}",
+  auto set = ParseConfig("consumer: {clusterLease: {sticky: false, livenessNamespace: alive}}",
                          "test.yaml", ConfigOptions{.own_namespace = "fleet"});
   REQUIRE(set.ok());
-  CHECK(set->consumer.cluster_lease.sticky);
+  CHECK_FALSE(set->consumer.cluster_lease.sticky);
   CHECK(set->consumer.cluster_lease.liveness_namespace == "alive");
+  // Without the mirror they cannot be: off unless asked for (then an error, above).
+  auto direct = ParseConfig("consumer: {hubMirror: {enabled: false}}", "test.yaml");
+  REQUIRE(direct.ok());
+  CHECK_FALSE(direct->consumer.cluster_lease.sticky);
 }

@@ -43,9 +43,10 @@ TEST_CASE("Fleet generation writes valid hub objects and seeds the targets") {
   auto summary = sim->GenerateFleet("http://sim.test:1234");
   REQUIRE_MESSAGE(summary.ok(), summary.status().ToString());
   CHECK(summary->clusters == 3);
-  CHECK(summary->hub_objects == 1 + 3 * (3 + 2) + 2);  // syncbus's namespace first
+  CHECK(summary->hub_objects == 2 + 3 * (3 + 2) + 2);  // syncbus's namespaces first
   CHECK(summary->target_namespaces == 3 * 2);
   CHECK(sim->hub().Call("GET", "/api/v1/namespaces/syncbus").status == 200);
+  CHECK(sim->hub().Call("GET", "/api/v1/namespaces/syncbus-liveness").status == 200);
   CHECK(summary->ToString(fleet).find("3 clusters") != std::string::npos);
 
   ApiServer& hub = sim->hub();
@@ -151,7 +152,7 @@ TEST_CASE("Fleet generation of 1000 clusters with 60 SelectorSyncSets") {
   auto sim = MakeSimulation(fleet);
   auto summary = sim->GenerateFleet("http://127.0.0.1:1");
   REQUIRE(summary.ok());
-  CHECK(summary->hub_objects == 1 + 1000 * 3 + 60);
+  CHECK(summary->hub_objects == 2 + 1000 * 3 + 60);
   CHECK(sim->cluster_names().size() == 1000);
   CHECK(List(sim->hub(), "/apis/hive.openshift.io/v1/clusterdeployments")["items"].size() == 1000);
 }
