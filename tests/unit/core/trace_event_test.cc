@@ -48,6 +48,17 @@ double Count(prometheus::Registry& registry, const std::string& result) {
   return -1;
 }
 
+// A fake broker with syncbus's topology declared over `session`, the daemon's connection.
+struct DeclaredBroker {
+  FakeClock clock;
+  amqp::FakeBroker broker{clock};
+  amqp::FakeSession session{broker, "daemon"};
+  DeclaredBroker() {
+    REQUIRE(session.Connect().ok());
+    REQUIRE(session.Declare(amqp::SyncbusTopology()).ok());
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a trace event encodes and decodes losslessly, for every step") {
@@ -129,27 +140,23 @@ TEST_CASE(
 }
 
 TEST_CASE("the recorder stamps its actor, publishes on flush and counts what it publishes") {
-  FakeClock clock;
-  amqp::FakeBroker broker(clock);
-  amqp::FakeSession session(broker, "daemon");
-  REQUIRE(session.Connect().ok());
-  REQUIRE(session.Declare(amqp::SyncbusTopology()).ok());
+  DeclaredBroker b;
   prometheus::Registry registry;
   TraceRecorder recorder("consumer-7", registry);
   recorder.Record(Settled());
   recorder.Record(Settled());
   CHECK(recorder.buffered() == 2);
-  auto flushed = recorder.Flush(session, 1s);
+  auto flushed = recorder.Flush(b.session, 1s);
   REQUIRE(flushed.ok());
   CHECK(*flushed == 2);
   CHECK(recorder.buffered() == 0);
-  auto messages = broker.ReadyMessages(amqp::kTraceQueue);
+  auto messages = b.broker.ReadyMessages(amqp::kTraceQueue);
   REQUIRE(messages.size() == 2);
   auto e = DecodeTraceEvent(messages[0].body);
   REQUIRE(e.ok());
   CHECK(e->actor == "consumer-7");
   CHECK(Count(registry, "published") == 2);
-  auto empty = recorder.Flush(session, 1s);  // nothing buffered: no publish
+  auto empty = recorder.Flush(b.session, 1s);  // nothing buffered: no publish
   REQUIRE(empty.ok());
   CHECK(*empty == 0);
 }
@@ -165,13 +172,9 @@ TEST_CASE("a full recorder drops its oldest events and counts them") {
   CHECK(recorder.buffered() == 3);
   CHECK(Count(registry, "dropped-full") == 2);
 
-  FakeClock clock;
-  amqp::FakeBroker broker(clock);
-  amqp::FakeSession session(broker, "daemon");
-  REQUIRE(session.Connect().ok());
-  REQUIRE(session.Declare(amqp::SyncbusTopology()).ok());
-  REQUIRE(recorder.Flush(session, 1s).ok());
-  auto messages = broker.ReadyMessages(amqp::kTraceQueue);
+  DeclaredBroker b;
+  REQUIRE(recorder.Flush(b.session, 1s).ok());
+  auto messages = b.broker.ReadyMessages(amqp::kTraceQueue);
   REQUIRE(messages.size() == 3);
   CHECK(DecodeTraceEvent(messages[0].body)->attempt == 2);  // the newest three survive
 }
@@ -197,20 +200,16 @@ TEST_CASE("a refused event is kept for two more flushes, then dropped and counte
 }
 
 TEST_CASE("a flush that loses its connection keeps the events for the next, in order") {
-  FakeClock clock;
-  amqp::FakeBroker broker(clock);
-  amqp::FakeSession session(broker, "daemon");
-  REQUIRE(session.Connect().ok());
-  REQUIRE(session.Declare(amqp::SyncbusTopology()).ok());
+  DeclaredBroker b;
   prometheus::Registry registry;
-  TraceRecorder recorder("c", registry, 100, &clock);
+  TraceRecorder recorder("c", registry, 100, &b.clock);
   for (int i = 0; i < 3; ++i) {
     TraceEvent e = Settled();
     e.attempt = i;
     recorder.Record(e);
   }
-  broker.DropConnections();  // the broker closed it (a restart, missed heartbeats)
-  auto lost = recorder.Flush(session);
+  b.broker.DropConnections();  // the broker closed it (a restart, missed heartbeats)
+  auto lost = recorder.Flush(b.session);
   REQUIRE_FALSE(lost.ok());
   CHECK(recorder.buffered() == 3);
   CHECK(Count(registry, "dropped-failed") == 0);
@@ -218,12 +217,12 @@ TEST_CASE("a flush that loses its connection keeps the events for the next, in o
   TraceEvent later = Settled();
   later.attempt = 3;
   recorder.Record(later);
-  REQUIRE(session.Connect().ok());
-  clock.Advance(TraceRecorder::kFirstHoldOff);
-  auto sent = recorder.Flush(session);
+  REQUIRE(b.session.Connect().ok());
+  b.clock.Advance(TraceRecorder::kFirstHoldOff);
+  auto sent = recorder.Flush(b.session);
   REQUIRE_MESSAGE(sent.ok(), sent.status().ToString());
   CHECK(*sent == 4);
-  auto messages = broker.ReadyMessages(amqp::kTraceQueue);
+  auto messages = b.broker.ReadyMessages(amqp::kTraceQueue);
   REQUIRE(messages.size() == 4);
   for (int i = 0; i < 4; ++i) CHECK(DecodeTraceEvent(messages[i].body)->attempt == i);
 }
