@@ -103,6 +103,14 @@ class PoisonTest(unittest.TestCase):
         self.assertFalse(cc.judge_poison([parked("m1")], VICTIM, crashes=13, delivery_limit=5).ok)
         self.assertTrue(cc.judge_poison([parked("m1"), parked("m2")], VICTIM, 12, 5).ok)
 
+    def test_sticky_claims_count_a_return_from_a_crashed_holders_queue(self):
+        # ci18: parked after 6 unsettled deliveries, 5 of them crashes and one a forward that came
+        # back from the queue of the holder that had crashed on an earlier copy.
+        self.assertFalse(cc.judge_poison([parked("m1")], VICTIM, crashes=5, delivery_limit=5).ok)
+        self.assertTrue(cc.judge_poison([parked("m1")], VICTIM, crashes=5, delivery_limit=5, sticky=True).ok)
+        self.assertFalse(cc.judge_poison([parked("m1")], VICTIM, crashes=0, delivery_limit=5, sticky=True).ok)
+        self.assertFalse(cc.judge_poison([parked("m1", unsettled=5)], VICTIM, 5, 5, sticky=True).ok)
+
     def test_nothing_parked(self):
         self.assertFalse(cc.judge_poison([parked("m1", cluster="other/other")], VICTIM, 6, 5).ok)
 

@@ -705,11 +705,14 @@ def explain_exits(exits, planted):
                  problems)
 
 
-def judge_poison(listed, cluster, crashes, delivery_limit):
+def judge_poison(listed, cluster, crashes, delivery_limit, sticky=False):
     """The poison's parked requests (`listed`: `syncbusctl dlq list --json` of its cluster) must
     be parked by syncbus's own path (quarantine, then the delivery limit), not by the broker,
-    each after delivery_limit + 1 deliveries whose consumer died; the planted crashes must be
-    enough for one request at least and no more than every request's deliveries."""
+    each after delivery_limit + 1 deliveries that ended unsettled; the planted crashes must be
+    enough for one request at least and no more than every request's deliveries. With sticky
+    claims (`sticky`) a copy forwarded to the queue of a holder that crashed on an earlier copy
+    comes back after the queue's TTL, and that return counts as a delivery that ended unsettled
+    (docs/operations.md, "Sticky claims"): one crash at least is then all that can be required."""
     problems = []
     ours = [d for d in listed if d.get("cluster") == cluster]
     if not ours:
@@ -723,9 +726,10 @@ def judge_poison(listed, cluster, crashes, delivery_limit):
         if d.get("unsettled") != delivery_limit + 1:
             problems.append(f"{what}: parked after {d.get('unsettled')} deliveries that ended unsettled, "
                             f"not {delivery_limit + 1}")
-    if ours and not delivery_limit + 1 <= crashes <= len(ours) * (delivery_limit + 1):
+    least = 1 if sticky else delivery_limit + 1
+    if ours and not least <= crashes <= len(ours) * (delivery_limit + 1):
         problems.append(f"{crashes} planted consumer crashes for {len(ours)} parked request(s): expected "
-                        f"{delivery_limit + 1} to {len(ours) * (delivery_limit + 1)}")
+                        f"{least} to {len(ours) * (delivery_limit + 1)}")
     return Check("poison parked after the delivery limit, by syncbus", not problems,
                  f"{cluster}: {len(ours)} request(s) parked after {crashes} planted consumer crashes", problems)
 
