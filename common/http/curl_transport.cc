@@ -367,6 +367,10 @@ class CurlTransport::Loop {
   bool OnLoopThread() const { return std::this_thread::get_id() == loop_id_; }
   uint64_t NextId() { return next_id_.fetch_add(1) + 1; }
   const Options& options() const { return options_; }
+  bool stopping() const {
+    std::lock_guard lock(mu_);
+    return stopping_;
+  }
   Stats stats() const {
     return {completed_.load(), connections_.load(), in_flight_.load(), pools_open_.load()};
   }
@@ -399,7 +403,7 @@ class CurlTransport::Loop {
   std::thread thread_;
   std::thread::id loop_id_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<std::unique_ptr<Transfer>> submitted_;  // guarded by mu_
   std::vector<uint64_t> cancels_;                     // guarded by mu_
   bool stopping_ = false;                             // guarded by mu_
@@ -786,6 +790,28 @@ std::unique_ptr<StreamHandle> CurlTransport::Stream(Request request, StreamCallb
   std::shared_ptr<StreamControl> control = t->control;
   loop_->Submit(std::move(t));
   return std::make_unique<LoopStreamHandle>(loop_, id, std::move(control));
+}
+
+Status CurlTransport::Fetch(Request request, const StreamCallbacks& callbacks) {
+  if (loop_->stopping()) return Status(Code::kCancelled, "transport shut down");
+  Transfer t;
+  t.request = std::move(request);
+  t.stream = callbacks;
+  t.control = std::make_shared<StreamControl>();
+  SYNCBUS_RETURN_IF_ERROR(Configure(t, loop_->options()));
+  // Shutdown() ends a fetch in progress too: curl asks this about once a second and on progress.
+  auto abort_on_shutdown = [](void* loop, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> int {
+    return static_cast<const Loop*>(loop)->stopping() ? 1 : 0;
+  };
+  curl_xferinfo_callback progress = abort_on_shutdown;
+  curl_easy_setopt(t.easy.get(), CURLOPT_XFERINFOFUNCTION, progress);
+  curl_easy_setopt(t.easy.get(), CURLOPT_XFERINFODATA, loop_.get());
+  curl_easy_setopt(t.easy.get(), CURLOPT_NOPROGRESS, 0L);
+  CURLcode code = curl_easy_perform(t.easy.get());
+  if (code == CURLE_ABORTED_BY_CALLBACK && t.refused.ok())
+    return Status(Code::kCancelled, "transport shut down");
+  if (code != CURLE_OK) return MapCurlError(code, t);
+  return Status::Ok();
 }
 
 CurlTransport::Stats CurlTransport::stats() const {

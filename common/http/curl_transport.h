@@ -56,6 +56,9 @@ class CurlTransport final : public Transport {
   // the stream's on_done has run: no callback of that stream runs afterwards. From the loop
   // thread (inside a callback) it only requests the cancellation.
   std::unique_ptr<StreamHandle> Stream(Request request, StreamCallbacks callbacks) override;
+  // On the calling thread with a connection of its own (a one-off large read gains nothing from
+  // the pool); Shutdown() ends it with kCancelled. Errors as Send's.
+  Status Fetch(Request request, const StreamCallbacks& callbacks) override;
 
   Stats stats() const;
   // Fails every request in flight with kCancelled and every later one at once, then stops the

@@ -71,4 +71,23 @@ std::unique_ptr<StreamHandle> MeteredTransport::Stream(Request request, StreamCa
   return inner_->Stream(std::move(request), std::move(metered));
 }
 
+Status MeteredTransport::Fetch(Request request, const StreamCallbacks& callbacks) {
+  std::string method = request.method;
+  auto started = std::chrono::steady_clock::now();
+  int status = 0;
+  StreamCallbacks metered = callbacks;
+  metered.on_headers = [&](int code, const Headers& headers) {
+    status = code;
+    if (callbacks.on_headers) callbacks.on_headers(code, headers);
+  };
+  Status done = inner_->Fetch(std::move(request), metered);
+  if (!done.ok()) status = 0;
+  metrics_->Count(method, status);
+  if (status > 0) {
+    metrics_->duration.Add({{"method", method}}, kDurationBuckets)
+        .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
+  return done;
+}
+
 }  // namespace syncbus::http

@@ -25,6 +25,8 @@ class MeteredTransport final : public Transport {
 
   void Send(Request request, DoneCallback done) override;
   std::unique_ptr<StreamHandle> Stream(Request request, StreamCallbacks callbacks) override;
+  // Counted like Send, by its method and status.
+  Status Fetch(Request request, const StreamCallbacks& callbacks) override;
 
  private:
   struct Metrics;

@@ -12,4 +12,12 @@ Result<Response> Transport::Call(Request request) {
   return future.get();
 }
 
+Status Transport::Fetch(Request request, const StreamCallbacks& callbacks) {
+  Result<Response> response = Call(std::move(request));
+  if (!response.ok()) return response.status();
+  if (callbacks.on_headers) callbacks.on_headers(response->status, response->headers);
+  if (callbacks.on_data && !response->body.empty()) callbacks.on_data(response->body);
+  return Status::Ok();
+}
+
 }  // namespace syncbus::http

@@ -43,6 +43,14 @@ class Transport {
   // Sends one request whose body is consumed as it arrives (Kubernetes watches).
   virtual std::unique_ptr<StreamHandle> Stream(Request request, StreamCallbacks callbacks) = 0;
 
+  // Sends one request and hands its response to `callbacks` (on_headers, then on_data per body
+  // chunk; on_done is not used) on the calling thread as it arrives, so that a large body (a
+  // whole collection listed at once) is never held whole and a slow reader slows the sender.
+  // Returns when the response has ended: OK at a clean end, any HTTP status included. The
+  // default sends it with Send and hands the body over in one piece. Must not be called from
+  // the transport's own thread.
+  virtual Status Fetch(Request request, const StreamCallbacks& callbacks);
+
   // Blocking convenience over Send. Must not be called from the transport's own thread.
   Result<Response> Call(Request request);
 };

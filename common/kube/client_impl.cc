@@ -15,6 +15,7 @@
 
 #include "common/base64.h"
 #include "common/kube/api_error.h"
+#include "common/kube/list_splitter.h"
 
 namespace syncbus::kube {
 
@@ -242,6 +243,19 @@ class WatchStreamImpl final : public WatchStream {
   const std::chrono::steady_clock::time_point opened_;
   std::unique_ptr<http::StreamHandle> handle_;
 };
+
+}  // namespace
+
+namespace {
+
+// An item of a list of `collection` as it stands alone: reduced to its metadata when `options`
+// ask for that, otherwise with the apiVersion and kind a list's items omit.
+Json ListItem(const ObjectRef& collection, const ListOptions& options, Json item) {
+  if (options.metadata_only) return MetadataOnly(std::move(item));
+  if (!item.contains("apiVersion")) item["apiVersion"] = collection.resource.ApiVersion();
+  if (!item.contains("kind")) item["kind"] = collection.resource.kind;
+  return item;
+}
 
 }  // namespace
 
@@ -613,6 +627,7 @@ Result<Json> ClientImpl::GetPath(const std::string& path) {
 }
 
 Result<ObjectList> ClientImpl::List(const ObjectRef& collection, const ListOptions& options) {
+  if (options.resource_version == "0") return ListFromCache(collection, options);
   ObjectRef target{collection.resource, collection.ns, {}, {}};
   ObjectList list;
   std::string continue_token = options.continue_token;
@@ -638,14 +653,7 @@ Result<ObjectList> ClientImpl::List(const ObjectRef& collection, const ListOptio
     if (page->contains("items") && (*page)["items"].is_array()) {
       items.reserve((*page)["items"].size());
       for (Json& item : (*page)["items"]) {
-        if (options.metadata_only) {
-          items.push_back(MetadataOnly(std::move(item)));
-          continue;
-        }
-        // Items of a list omit apiVersion/kind; fill them so each item stands alone.
-        if (!item.contains("apiVersion")) item["apiVersion"] = collection.resource.ApiVersion();
-        if (!item.contains("kind")) item["kind"] = collection.resource.kind;
-        items.push_back(std::move(item));
+        items.push_back(ListItem(collection, options, std::move(item)));
       }
     }
     *page = Json();  // the rest of the page: its items were moved out
@@ -658,6 +666,77 @@ Result<ObjectList> ClientImpl::List(const ObjectRef& collection, const ListOptio
       ++options.progress->pages;
     }
   } while (!continue_token.empty());
+  return list;
+}
+
+Result<ObjectList> ClientImpl::ListFromCache(const ObjectRef& collection,
+                                             const ListOptions& options) {
+  if (pacer_ != nullptr) std::this_thread::sleep_for(pacer_->Reserve());
+  ObjectRef target{collection.resource, collection.ns, {}, {}};
+  Query query{{"resourceVersion", "0"}};
+  if (!options.label_selector.empty()) query.emplace_back("labelSelector", options.label_selector);
+  if (!options.field_selector.empty()) query.emplace_back("fieldSelector", options.field_selector);
+  Result<Prepared> prepared = NewRequest("GET", Url(target.Path(), query), {}, {});
+  if (!prepared.ok()) return prepared.status().Annotate("listing " + target.Describe());
+  if (options.metadata_only) SetAccept(prepared->request, kAcceptMetadataList);
+
+  ObjectList list;
+  std::vector<Json> batch;
+  const size_t batch_size = options.limit > 0 ? static_cast<size_t>(options.limit) : 500;
+  int pages = 0;
+  auto flush = [&] {  // hands `batch` over as a page
+    if (options.on_page) options.on_page(batch);
+    for (Json& item : batch) list.items.push_back(std::move(item));
+    batch.clear();
+    ++pages;
+  };
+  ListSplitter splitter(
+      [&](std::string_view text) {
+        Json item = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (item.is_discarded() || !item.is_object()) {
+          return Status(Code::kInternal, "an item of the list is not a JSON object");
+        }
+        batch.push_back(ListItem(collection, options, std::move(item)));
+        if (batch.size() >= batch_size) flush();
+        return Status::Ok();
+      },
+      [&](std::string_view text) {
+        Json metadata = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (metadata.is_object()) list.resource_version = metadata.value("resourceVersion", "");
+        return Status::Ok();
+      });
+  int http_status = 0;
+  http::Headers headers;
+  std::string error_body;
+  Status split;
+  http::Transport::StreamCallbacks callbacks;
+  callbacks.on_headers = [&](int status, const http::Headers& h) {
+    http_status = status;
+    headers = h;
+    if (status == 401 && exec_ != nullptr && prepared->credential != nullptr)
+      exec_->Rejected(prepared->credential);
+  };
+  callbacks.on_data = [&](std::string_view chunk) {
+    if (http_status != 200) {
+      error_body.append(
+          chunk.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, error_body.size())));
+    } else if (split.ok()) {
+      split = splitter.Feed(chunk);  // after an error the rest is read and dropped
+    }
+  };
+  Status fetched = transport_->Fetch(std::move(prepared->request), callbacks);
+  if (!fetched.ok()) return fetched.Annotate("listing " + target.Describe());
+  if (http_status != 200) {
+    return ApiError(http_status, error_body, headers).Annotate("listing " + target.Describe());
+  }
+  if (split.ok()) split = splitter.Finish();
+  if (!split.ok()) return split.Annotate("listing " + target.Describe());
+  if (!batch.empty() || pages == 0) flush();
+  if (options.progress != nullptr) {  // nothing to resume: the next try starts over
+    options.progress->resource_version = list.resource_version;
+    options.progress->next_continue.clear();
+    options.progress->pages += pages;
+  }
   return list;
 }
 

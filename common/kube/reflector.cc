@@ -97,6 +97,10 @@ Result<ObjectList> Reflector::ListAll() {
   ObjectList all;
   ListProgress progress;
   ListOptions list_options = options_.list;
+  if (!tried_cache_list_) {  // the first list (see the header)
+    tried_cache_list_ = true;
+    list_options.resource_version = "0";
+  }
   list_options.progress = &progress;
   list_options.on_page = [&](std::vector<Json>& items) {
     handler_.OnListPage(items);

@@ -1,8 +1,13 @@
-// Reflector: mirrors one collection into a handler with list+watch on its own thread: paged list,
+// Reflector: mirrors one collection into a handler with list+watch on its own thread: list,
 // watch from the list's resourceVersion with bookmarks, rewatch from the last seen resourceVersion
-// when a watch ends, relist and full replace on 410, exponential backoff on failures. A list page
-// that fails is asked for again from its continue token (client-go's pager resumes the same way):
-// only a failed first page or an expired token (410) starts the list over.
+// when a watch ends, relist and full replace on 410, exponential backoff on failures. The first
+// list is served by the API server's watch cache (resourceVersion "0", one response split as it
+// arrives), as client-go's informers list: it spares etcd and the server's decoding of every
+// object, and may be a moment older than the latest write, which the watch then brings. Every
+// later list (a relist after a 410, or after the first one failed) reads etcd page by page, the
+// latest state, never older than what was watched. A page that fails is asked for again from
+// its continue token (client-go's pager resumes the same way): only a failed first page or an
+// expired token (410) starts the list over.
 // Start/Stop/accessors are thread-safe; handler calls come from the reflector's thread only.
 #pragma once
 
@@ -115,6 +120,7 @@ class Reflector {
   std::string resource_version_;    // guarded by mu_
   std::thread thread_;
 
+  bool tried_cache_list_ = false;  // reflector thread only
   std::atomic<uint64_t> lists_{0};
   std::atomic<uint64_t> relists_{0};
   std::atomic<uint64_t> watch_restarts_{0};

@@ -174,6 +174,58 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "client over the simulator: a list from the watch cache is one request, handed over in "
+    "pages of `limit`") {
+  Sim sim;
+  CreateConfigMaps(sim, 25);
+  uint64_t before = sim.simulation->hub().stats().requests;
+  ListOptions options;
+  options.limit = 10;
+  options.resource_version = "0";
+  std::vector<size_t> page_sizes;
+  options.on_page = [&](std::vector<Json>& page) {
+    page_sizes.push_back(page.size());
+    for (const Json& item : page) CHECK(item["kind"] == "ConfigMap");  // complete objects
+    page.erase(page.begin() + 1, page.end());
+  };
+  ListProgress progress;
+  options.progress = &progress;
+  Result<ObjectList> list = sim.client->List(Collection(resources::kConfigMaps, "hive"), options);
+  REQUIRE(list.ok());
+  CHECK(sim.simulation->hub().stats().requests - before == 1);  // the cache ignores limit
+  CHECK(page_sizes == std::vector<size_t>{10, 10, 5});
+  CHECK(list->items.size() == 3);
+  CHECK_FALSE(list->resource_version.empty());
+  CHECK(progress.resource_version == list->resource_version);
+  CHECK(progress.next_continue.empty());  // nothing to resume
+
+  ListOptions metadata;
+  metadata.resource_version = "0";
+  metadata.metadata_only = true;
+  metadata.field_selector = "metadata.name=cm-7";
+  Result<ObjectList> one = sim.client->List(Collection(resources::kConfigMaps, "hive"), metadata);
+  REQUIRE(one.ok());
+  REQUIRE(one->items.size() == 1);
+  CHECK(one->items[0]["kind"] == "PartialObjectMetadata");
+  CHECK_FALSE(one->items[0].contains("data"));
+
+  ListOptions empty;
+  empty.resource_version = "0";
+  int pages = 0;
+  empty.on_page = [&](std::vector<Json>& page) { pages += page.empty() ? 1 : 100; };
+  Result<ObjectList> none = sim.client->List(Collection(resources::kSecrets, "hive"), empty);
+  REQUIRE(none.ok());
+  CHECK(none->items.empty());
+  CHECK(pages == 1);  // an empty list is one empty page, as a paged list's
+
+  ListOptions wrong;
+  wrong.resource_version = "0";
+  wrong.label_selector = "a in (";
+  CHECK(sim.client->List(Collection(resources::kConfigMaps, "hive"), wrong).status().code() ==
+        Code::kInvalidArgument);
+}
+
+TEST_CASE(
     "client over the simulator: watch from a list's version sees changes in order [concurrent]") {
   Sim sim;
   REQUIRE(sim.client->Create(Collection(resources::kConfigMaps, "hive"), ConfigMap("before", "0"))
@@ -566,6 +618,16 @@ TEST_CASE("client over curl and the socket simulator: CRUD, paging and conflicts
   Result<ObjectList> list = hub->List(Collection(resources::kConfigMaps, "hive"), paged);
   REQUIRE(list.ok());
   CHECK(list->items.size() == 30);
+  // From the watch cache: one response over a connection of its own, split as it streams in.
+  ListOptions cached = paged;
+  cached.resource_version = "0";
+  std::vector<size_t> page_sizes;
+  cached.on_page = [&](std::vector<Json>& page) { page_sizes.push_back(page.size()); };
+  Result<ObjectList> whole = hub->List(Collection(resources::kConfigMaps, "hive"), cached);
+  REQUIRE(whole.ok());
+  CHECK(whole->items.size() == 30);
+  CHECK(page_sizes == std::vector<size_t>{7, 7, 7, 7, 2});
+  CHECK(whole->resource_version == list->resource_version);
   Result<Json> got = hub->Get(Object(resources::kConfigMaps, "hive", "s-1"));
   REQUIRE(got.ok());
   Json changed = *got;
@@ -573,7 +635,7 @@ TEST_CASE("client over curl and the socket simulator: CRUD, paging and conflicts
   REQUIRE(hub->Update(Object(resources::kConfigMaps, "hive", "s-1"), changed).ok());
   CHECK(hub->Update(Object(resources::kConfigMaps, "hive", "s-1"), changed).status().code() ==
         Code::kConflict);
-  // Connections are reused across all of that.
+  // Connections are reused across all of that (the cache list had one of its own).
   CHECK(sim.transport->stats().connections <= 2);
 }
 

@@ -114,6 +114,13 @@ class FakeClient final : public Client {
     std::lock_guard lock(mu_);
     page_failures_.emplace(index, std::move(error));
   }
+  // The resourceVersion each List call asked for ("0": the watch cache, "": etcd).
+  std::vector<std::string> list_versions() {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> versions;
+    for (const ListOptions& o : list_options_) versions.push_back(o.resource_version);
+    return versions;
+  }
   // The continue token each List call started from ("" = the first page).
   std::vector<std::string> list_starts() {
     std::lock_guard lock(mu_);
@@ -362,6 +369,8 @@ TEST_CASE("reflector: 410 from the watch relists and replaces everything [concur
   CHECK(f.handler.Await(5) ==
         std::vector<std::string>{"replace:a", "synced", "upsert:c", "replace:b", "synced"});
   CHECK(f.client.watch_options(2).resource_version == "60");
+  // The first list from the watch cache, the relist from etcd: never older than the watch was.
+  CHECK(f.client.list_versions() == std::vector<std::string>{"0", ""});
   CHECK(reflector.relists() == 1);
   CHECK(reflector.lists() == 2);
   CHECK(reflector.watch_restarts() == 0);
@@ -444,6 +453,8 @@ TEST_CASE(
   reflector.Start();
   std::shared_ptr<FakeWatch> silent = f.client.AwaitWatch(1);
   CHECK(f.waits.Get() == std::vector<long long>{800, 1600, 3200});
+  // Only the first try asks the watch cache; after it failed, etcd is asked.
+  CHECK(f.client.list_versions() == std::vector<std::string>{"0", "", "", ""});
   silent->Push(Status(Code::kUnavailable, "watch closed"));  // no event: not healthy
   std::shared_ptr<FakeWatch> healthy = f.client.AwaitWatch(2);
   CHECK(f.waits.Get() == std::vector<long long>{800, 1600, 3200, 6400});
