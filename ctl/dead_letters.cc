@@ -68,6 +68,7 @@ Json DeadLetter::ToJson(WallTime now, bool with_message) const {
               {"parkedBy", by_broker ? "broker" : "syncbus"},
               {"attempts", attempts},
               {"unsettled", unsettled},
+              {"returnsFromConsumers", returns_from_consumers},
               {"firstFailure", first_failure},
               {"lastError", last_error},
               {"messageId", message_id}};
@@ -104,6 +105,7 @@ DeadLetter DescribeDeadLetter(const amqp::Delivery& delivery) {
   if (auto it = h.find(kUnsettledHeader); it != h.end() && it->is_number_integer()) {
     d.unsettled = static_cast<int>(it->get<int64_t>());
   }
+  d.returns_from_consumers = ReturnsFromConsumers(delivery.message);
   // Parked by the broker (the work queue's delivery limit): the newest x-death entry says so.
   auto deaths = h.find(kDeathHeader);
   if (deaths != h.end() && deaths->is_array() && !deaths->empty()) {
@@ -176,7 +178,7 @@ amqp::Publication ReplayPublication(const amqp::Delivery& delivery) {
        {kDeathHeader, kFirstDeathExchangeHeader, kFirstDeathQueueHeader, kFirstDeathReasonHeader,
         kLastDeathExchangeHeader, kLastDeathQueueHeader, kLastDeathReasonHeader,
         kFirstFailureHeader, kLastErrorHeader, kDeadReasonHeader, kDeadAtHeader, kRetryTierHeader,
-        kUnsettledHeader, kDeliveryCountHeader}) {
+        kUnsettledHeader, kReturnedHeader, kDeliveryCountHeader}) {
     h.erase(name);
   }
   h[kAttemptHeader] = 0;

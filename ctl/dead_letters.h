@@ -36,8 +36,11 @@ struct DeadLetter {
   std::string last_error;
   std::optional<WallTime> dead_at;
   std::string message_id;
-  bool by_broker = false;     // parked by the broker's own delivery limit (x-death), not by syncbus
-  int unsettled = 0;          // delivery_limit: deliveries that ended with the consumer gone
+  bool by_broker = false;  // parked by the broker's own delivery limit (x-death), not by syncbus
+  int unsettled = 0;       // delivery_limit: deliveries that ended with the consumer gone
+  // Of those, forwards the consumer they were forwarded to died holding (RabbitMQ 4.0 counts
+  // each twice in `unsettled`: docs/operations.md, "Messages in the dead-letter queue").
+  int returns_from_consumers = 0;
   bool full_reapply = false;  // the request's fullReapply
   amqp::Message message;      // the parked copy, for --json
 

@@ -12,6 +12,23 @@ int IntHeader(const amqp::Message& message, const char* name) {
   return static_cast<int>(std::clamp<int64_t>(it->get<int64_t>(), 0, 1000000));
 }
 
+// Returns from consumers' own queues in the copy's x-death: each dead-letters an unsettled
+// return to the copy's lane at once (reason delivery_limit; an expired forward was never taken).
+int ReturnsInDeaths(const amqp::Message& message) {
+  int returned = 0;
+  auto deaths = message.headers.find(kDeathHeader);
+  if (deaths == message.headers.end() || !deaths->is_array()) return 0;
+  for (const Json& death : *deaths) {
+    if (!death.is_object() || death.value("reason", "") != "delivery_limit" ||
+        death.value("queue", "").rfind(kConsumerQueuePrefix, 0) != 0)
+      continue;
+    auto count = death.find("count");
+    if (count != death.end() && count->is_number_integer())
+      returned += static_cast<int>(std::clamp<int64_t>(count->get<int64_t>(), 0, 1000000));
+  }
+  return returned;
+}
+
 }  // namespace
 
 int AttemptOf(const amqp::Message& message) {
@@ -19,19 +36,12 @@ int AttemptOf(const amqp::Message& message) {
 }
 
 int UnsettledDeliveries(const amqp::Message& message) {
-  int returned = 0;  // from consumers' own queues, which dead-letter an unsettled return at once
-  auto deaths = message.headers.find(kDeathHeader);
-  if (deaths != message.headers.end() && deaths->is_array()) {
-    for (const Json& death : *deaths) {
-      if (!death.is_object() || death.value("reason", "") != "delivery_limit" ||
-          death.value("queue", "").rfind(kConsumerQueuePrefix, 0) != 0)
-        continue;
-      auto count = death.find("count");
-      if (count != death.end() && count->is_number_integer())
-        returned += static_cast<int>(std::clamp<int64_t>(count->get<int64_t>(), 0, 1000000));
-    }
-  }
-  return IntHeader(message, kUnsettledHeader) + IntHeader(message, kDeliveryCountHeader) + returned;
+  return IntHeader(message, kUnsettledHeader) + IntHeader(message, kDeliveryCountHeader) +
+         ReturnsInDeaths(message);
+}
+
+int ReturnsFromConsumers(const amqp::Message& message) {
+  return IntHeader(message, kReturnedHeader) + ReturnsInDeaths(message);
 }
 
 int QuarantinedFor(const amqp::Message& message) {

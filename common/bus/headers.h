@@ -24,6 +24,9 @@ inline constexpr char kDeadAtHeader[] = "x-syncbus-dead-at";  // RFC 3339
 // Deliveries of earlier copies that ended unsettled (a consumer crashed, was killed or lost its
 // connection holding them), carried across deferrals so a poison message is still parked.
 inline constexpr char kUnsettledHeader[] = "x-syncbus-unsettled";
+// Of those, the carried count of forwards the consumer they were forwarded to died holding (a
+// return from its own queue, see UnsettledDeliveries), for `syncbusctl dlq list`.
+inline constexpr char kReturnedHeader[] = "x-syncbus-returned";
 // The unsettled count a message was last held back for (quarantine).
 inline constexpr char kQuarantinedHeader[] = "x-syncbus-quarantined";
 // A request forwarded to the consumer that holds its cluster: that consumer's identity (the
@@ -58,6 +61,8 @@ inline constexpr char kConsumerQueuePrefix[] = "syncbus.consumer.";
 // returns from consumers' own queues in its x-death (each dead-letters an unsettled return to
 // the copy's lane at once).
 int UnsettledDeliveries(const amqp::Message& message);
+// Of those, the returns from consumers' own queues: the carried count and those in its x-death.
+int ReturnsFromConsumers(const amqp::Message& message);
 // The unsettled count the message was last held back for (0: never).
 int QuarantinedFor(const amqp::Message& message);
 // How often the message was forwarded to a cluster's holder (0: never).

@@ -35,6 +35,7 @@ amqp::Publication Base(const amqp::Delivery& delivery, const std::string& error,
   h.erase(kDeathHeader);  // the broker's own history; ours travels in x-syncbus-* headers
   h.erase(kDeliveryCountHeader);
   h.erase(kUnsettledHeader);  // a consumer settled this copy: it is not crashing consumers
+  h.erase(kReturnedHeader);
   h.erase(kQuarantinedHeader);
   if (!h.contains(kFirstFailureHeader)) h[kFirstFailureHeader] = FormatRfc3339(now);
   h[kLastErrorHeader] = SanitizeError(error);
@@ -79,6 +80,7 @@ amqp::Publication CarriedOn(const amqp::Delivery& delivery) {
   if (!p.message.headers.is_object()) p.message.headers = Json::object();
   p.message.headers.erase(kDeathHeader);
   p.message.headers[kUnsettledHeader] = UnsettledDeliveries(delivery.message);
+  p.message.headers[kReturnedHeader] = ReturnsFromConsumers(delivery.message);
   p.message.headers.erase(kDeliveryCountHeader);
   p.routing_key = Base(delivery, "", WallTime{}).routing_key;
   return p;

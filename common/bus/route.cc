@@ -68,6 +68,7 @@ Route Arrived(const amqp::Delivery& delivery, const Result<SyncRequest>& request
                             " times without being settled (consumers crashed or were killed)";
     amqp::Publication dead = ParkedCopy(delivery, "delivery_limit", why, now);
     dead.message.headers[kUnsettledHeader] = unsettled;  // for `dlq list`
+    dead.message.headers[kReturnedHeader] = ReturnsFromConsumers(delivery.message);
     return Publishing(Step::kDeadLetter, "dead-lettered", why, std::move(dead), unsettled);
   }
   const bool alone = RunsAlone(unsettled, policy.delivery_limit);

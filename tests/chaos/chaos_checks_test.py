@@ -1,25 +1,26 @@
 #!/usr/bin/env python3
-"""Tests of the chaos run's own checks (syncbus_tools.chaos_checks) and of what its faults and checks
-rest on: each must fail on the bad case it is there to catch, and pass on the good one. A real
-assert or heap corruption is not the planted poison crash; a poison parked by the broker, for
-another reason or after the wrong count is not syncbus's quarantine path; a parked request of the
-victim cluster is not the poison's, even parked the same way; a journal without writes proves
-nothing, and a lease taken from a live holder, a write after its lease lapsed or (to a target)
-after it was given back, or by another than the holder, is a violation; so are, with sticky claims,
-a claim taken while its holder lives in its epoch, a write by its holder once that liveness lapsed
-and a claim by a consumer not alive, while a status write keeps a sticky claim and a hand-over
-after its holder's death is legal; a lease holder no consumer logged is a violation too; the fault
-picker counts a sticky claim as held while its holder's liveness Lease lives in its epoch; the
-clusters whose sync a consumer fault's victim had in progress (with sticky claims: written to
-after its last status write, not those it held idle; given the trace, those it held that got a
-request soon after the fault, each stored after its request) are synced again only once each has its
-status stored; a convergence check that compared fewer objects than the fleet holds proves
+"""Tests of the chaos run's own checks (syncbus_tools.chaos_checks) and of what its faults and
+checks rest on: each must fail on the bad case it is there to catch, and pass on the good one. A
+real assert or heap corruption is not the planted poison crash; a poison parked by the broker, for
+another reason or after the wrong count is not syncbus's quarantine path, and fewer planted crashes
+than its unsettled deliveries less its returns from consumers' queues leave some unexplained; a
+parked request of the victim cluster is not the poison's, even parked the same way; a journal
+without writes proves nothing, and a lease taken from a live holder, a write after its lease lapsed
+or (to a target) after it was given back, or by another than the holder, is a violation; so are,
+with sticky claims, a claim taken while its holder lives in its epoch, a write by its holder once
+that liveness lapsed and a claim by a consumer not alive, while a status write keeps a sticky claim
+and a hand-over after its holder's death is legal; a lease holder no consumer logged is a violation
+too; the fault picker counts a sticky claim as held while its holder's liveness Lease lives in its
+epoch; the clusters whose sync a consumer fault's victim had in progress (with sticky claims:
+written to after its last status write, not those it held idle; given the trace, those it held that
+got a request soon after the fault, each stored after its request) are synced again only once each
+has its status stored; a convergence check that compared fewer objects than the fleet holds proves
 nothing; a secret scan with a hole in its inputs (the trace, a queue read in part or held
-unacknowledged, a daemon not running or a metrics page not read, a missing broker log directory,
-an unreadable file) has not shown that nothing leaked; a fault kind never injected, a recovery
-goal missed, one judged on fewer undisturbed faults than asked or on none, and a consumer fault
-whose victim held no cluster fail the run (one whose victim held clusters idle, with no sync in
-progress, does not); the scheduler goes on until each goal has its samples."""
+unacknowledged, a daemon not running or a metrics page not read, a missing broker log directory, an
+unreadable file) has not shown that nothing leaked; a fault kind never injected, a recovery goal
+missed, one judged on fewer undisturbed faults than asked or on none, and a consumer fault whose
+victim held no cluster fail the run (one whose victim held clusters idle, with no sync in progress,
+does not); the scheduler goes on until each goal has its samples."""
 
 import copy
 import datetime
@@ -54,9 +55,9 @@ def fault(kind, at, target="", identity="", **recovery):
                            target=target)
 
 
-def parked(message_id, cluster=VICTIM, reason="delivery_limit", by="syncbus", unsettled=6):
+def parked(message_id, cluster=VICTIM, reason="delivery_limit", by="syncbus", unsettled=6, returns=0):
     return {"cluster": cluster, "messageId": message_id, "reason": reason, "parkedBy": by,
-            "unsettled": unsettled, "lastError": "crashed"}
+            "unsettled": unsettled, "returnsFromConsumers": returns, "lastError": "crashed"}
 
 
 class ExitsTest(unittest.TestCase):
@@ -100,16 +101,29 @@ class PoisonTest(unittest.TestCase):
     def test_wrong_count(self):
         self.assertFalse(cc.judge_poison([parked("m1", unsettled=3)], VICTIM, 6, 5).ok)
         self.assertFalse(cc.judge_poison([parked("m1")], VICTIM, crashes=2, delivery_limit=5).ok)
+        # No return from a consumer's queue (per-sync claims): one crash per unsettled delivery.
+        self.assertFalse(cc.judge_poison([parked("m1")], VICTIM, crashes=5, delivery_limit=5).ok)
         self.assertFalse(cc.judge_poison([parked("m1")], VICTIM, crashes=13, delivery_limit=5).ok)
         self.assertTrue(cc.judge_poison([parked("m1"), parked("m2")], VICTIM, 12, 5).ok)
 
-    def test_sticky_claims_count_a_return_from_a_crashed_holders_queue(self):
-        # ci18: parked after 6 unsettled deliveries, 5 of them crashes and one a forward that came
-        # back from the queue of the holder that had crashed on an earlier copy.
-        self.assertFalse(cc.judge_poison([parked("m1")], VICTIM, crashes=5, delivery_limit=5).ok)
-        self.assertTrue(cc.judge_poison([parked("m1")], VICTIM, crashes=5, delivery_limit=5, sticky=True).ok)
-        self.assertFalse(cc.judge_poison([parked("m1")], VICTIM, crashes=0, delivery_limit=5, sticky=True).ok)
-        self.assertFalse(cc.judge_poison([parked("m1", unsettled=5)], VICTIM, 5, 5, sticky=True).ok)
+    def test_sticky_claims_a_return_from_a_holders_queue_covers_a_delivery(self):
+        # ci18 (RabbitMQ 4.0): parked after 6 unsettled deliveries from 5 crashes, one of them the
+        # holder's on a forward, whose return the broker counted twice.
+        self.assertTrue(cc.judge_poison([parked("m1", returns=1)], VICTIM, crashes=5, delivery_limit=5).ok)
+        # On 3.10 the same return counts once: 6 crashes.
+        self.assertTrue(cc.judge_poison([parked("m1", returns=1)], VICTIM, crashes=6, delivery_limit=5).ok)
+        # Returns counted per request: 6 + 6 deliveries, one return, 11 crashes at least.
+        two = [parked("m1", returns=1), parked("m2")]
+        self.assertTrue(cc.judge_poison(two, VICTIM, crashes=11, delivery_limit=5).ok)
+
+    def test_sticky_claims_too_few_crashes_for_the_returns(self):
+        check = cc.judge_poison([parked("m1", returns=1)], VICTIM, crashes=4, delivery_limit=5)
+        self.assertFalse(check.ok)
+        self.assertIn("4 planted consumer crashes for 1 parked request(s): expected 5 to 6", check.problems)
+        self.assertFalse(cc.judge_poison([parked("m1", returns=1)], VICTIM, crashes=1, delivery_limit=5).ok)
+        two = [parked("m1", returns=1), parked("m2")]
+        self.assertFalse(cc.judge_poison(two, VICTIM, crashes=10, delivery_limit=5).ok)
+        self.assertFalse(cc.judge_poison([parked("m1", unsettled=5, returns=1)], VICTIM, 4, 5).ok)
 
     def test_nothing_parked(self):
         self.assertFalse(cc.judge_poison([parked("m1", cluster="other/other")], VICTIM, 6, 5).ok)

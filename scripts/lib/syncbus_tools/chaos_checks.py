@@ -705,18 +705,19 @@ def explain_exits(exits, planted):
                  problems)
 
 
-def judge_poison(listed, cluster, crashes, delivery_limit, sticky=False):
+def judge_poison(listed, cluster, crashes, delivery_limit):
     """The poison's parked requests (`listed`: `syncbusctl dlq list --json` of its cluster) must
     be parked by syncbus's own path (quarantine, then the delivery limit), not by the broker,
-    each after delivery_limit + 1 deliveries that ended unsettled; the planted crashes must be
-    enough for one request at least and no more than every request's deliveries. With sticky
-    claims (`sticky`) a copy forwarded to the queue of a holder that crashed on an earlier copy
-    comes back after the queue's TTL, and that return counts as a delivery that ended unsettled
-    (docs/operations.md, "Sticky claims"): one crash at least is then all that can be required."""
+    each after delivery_limit + 1 deliveries that ended unsettled, and the planted crashes must
+    account for those deliveries: at least their sum less the requests' returns from consumers'
+    queues (`returnsFromConsumers`: with sticky claims, forwards whose holder died holding them,
+    which RabbitMQ 4.0 counts twice, docs/operations.md, "Messages in the dead-letter queue"; none
+    with per-sync claims), and no more than every request's deliveries."""
     problems = []
     ours = [d for d in listed if d.get("cluster") == cluster]
     if not ours:
         problems.append(f"{cluster}: nothing parked")
+    least = returned = 0
     for d in ours:
         what = f"{cluster} request {d.get('messageId')}"
         if d.get("reason") != "delivery_limit":
@@ -726,12 +727,16 @@ def judge_poison(listed, cluster, crashes, delivery_limit, sticky=False):
         if d.get("unsettled") != delivery_limit + 1:
             problems.append(f"{what}: parked after {d.get('unsettled')} deliveries that ended unsettled, "
                             f"not {delivery_limit + 1}")
-    least = 1 if sticky else delivery_limit + 1
-    if ours and not least <= crashes <= len(ours) * (delivery_limit + 1):
+        returns = d.get("returnsFromConsumers") or 0
+        returned += returns
+        least += (d.get("unsettled") or 0) - returns
+    most = len(ours) * (delivery_limit + 1)
+    if ours and not least <= crashes <= most:
         problems.append(f"{crashes} planted consumer crashes for {len(ours)} parked request(s): expected "
-                        f"{least} to {len(ours) * (delivery_limit + 1)}")
+                        f"{least} to {most}")
     return Check("poison parked after the delivery limit, by syncbus", not problems,
-                 f"{cluster}: {len(ours)} request(s) parked after {crashes} planted consumer crashes", problems)
+                 f"{cluster}: {len(ours)} request(s) parked after {crashes} planted consumer crashes "
+                 f"and {returned} return(s) from consumers' queues", problems)
 
 
 @dataclass

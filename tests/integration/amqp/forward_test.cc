@@ -7,8 +7,10 @@
 // is back in its lane ~1.0 s after a 1 s TTL, from exchange syncbus.work on its lane, with x-death
 // naming syncbus.forward and the holder's queue (4.0 adds x-last-death-*), and without the
 // queue's x-delivery-count; one given back unsettled is back at once (delivery limit 0), its
-// x-death reason delivery_limit; an expiring queue is deleted with what it holds, nothing
-// dead-lettered.
+// x-death reason delivery_limit; one whose holder's connection ended holding it too, but 4.0
+// then delivers it in its lane as redelivered with x-delivery-count 1 (the holder's queue's
+// count), a second count of the same delivery (3.10: neither); an expiring queue is deleted
+// with what it holds, nothing dead-lettered.
 #include <thread>
 
 #include <doctest/doctest.h>
@@ -133,6 +135,44 @@ TEST_CASE(
     REQUIRE(session.Ack(back.delivery_tag).ok());
   }
   CHECK(ReadyMessages(session, queue) == 0);
+}
+
+TEST_CASE(
+    "a forward whose holder's connection ends holding it comes back once in x-death, and counted "
+    "twice on RabbitMQ 4.0") {
+  TestVhost vhost = NewTestVhost();
+  RabbitmqSession session(vhost.Options("forward-died"));
+  REQUIRE(session.Connect().ok());
+  REQUIRE(vhost.SetUpSyncbus(session).ok());
+  REQUIRE(session.Declare(ConsumerTopology("consumer-a")).ok());
+  const std::string queue = ConsumerQueueName("consumer-a");
+  Delivery fresh = Received("change", "c1");
+  fresh.message.headers = Json{{kClusterHeader, "ns/c1"}, {kLaneHeader, "change"}};
+  REQUIRE(session.Publish(Forwarded(fresh, "consumer-a"), kBrokerTimeout).ok());
+  {
+    // The holder takes it and its connection ends, as when it crashes (no nack).
+    RabbitmqSession holder(vhost.Options("forward-holder"));
+    REQUIRE(holder.Connect().ok());
+    REQUIRE(holder.Consume(queue, 10).ok());
+    (void)NextOrFail(holder);
+    holder.Close();
+  }
+  REQUIRE(session.Consume(WorkQueueName(Lane::kChange), 1).ok());
+  Delivery back = NextOrFail(session, milliseconds(15000));
+  MESSAGE("headers back in the lane: ", back.message.headers.dump());
+  const Json& deaths = back.message.headers[kDeathHeader];
+  REQUIRE(deaths.size() == 1);
+  CHECK(deaths[0]["reason"] == "delivery_limit");
+  CHECK(deaths[0]["queue"] == queue);
+  CHECK(deaths[0]["count"] == 1);
+  CHECK(ReturnsFromConsumers(back.message) == 1);
+  // RabbitMQ 4.0 delivers it, the first time in its lane, as redelivered with the holder's
+  // queue's count (3.10 and a nack above carry none): one unsettled delivery counted twice.
+  const bool four = vhost.env().version != "3.10";
+  CHECK(back.redelivered == four);
+  CHECK(back.message.headers.contains(kDeliveryCountHeader) == four);
+  CHECK(UnsettledDeliveries(back.message) == (four ? 2 : 1));
+  REQUIRE(session.Ack(back.delivery_tag).ok());
 }
 
 TEST_CASE("a holder's queue of forwards that expires drops what it still holds") {

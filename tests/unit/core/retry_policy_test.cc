@@ -219,10 +219,13 @@ TEST_CASE("a forward keeps the lane of a request without a lane header, back fro
 }
 
 TEST_CASE(
-    "returns from consumers' own queues in x-death count as unsettled deliveries, others not") {
+    "returns from consumers' own queues in x-death count as unsettled deliveries, others not, "
+    "and are carried as such") {
+  FakeClock clock;
   amqp::Message m;
   m.headers = Json{
       {kUnsettledHeader, 1},
+      {kReturnedHeader, 1},  // one of the carried deliveries was a return too
       {kDeliveryCountHeader, 1},
       {kDeathHeader,
        Json::array(
@@ -231,6 +234,7 @@ TEST_CASE(
             // A parked request replayed from the dead-letter queue.
             {{"reason", "delivery_limit"}, {"queue", "syncbus.work.change"}, {"count", 1}}})}};
   CHECK(UnsettledDeliveries(m) == 4);
+  CHECK(ReturnsFromConsumers(m) == 3);
   amqp::Delivery d;
   d.routing_key = "change";
   d.message = m;
@@ -238,4 +242,10 @@ TEST_CASE(
   amqp::Publication deferred = Defer(d, RetryPolicy{{std::chrono::seconds(5)}, 4});
   CHECK_FALSE(deferred.message.headers.contains(kDeathHeader));
   CHECK(UnsettledDeliveries(deferred.message) == 4);
+  CHECK(ReturnsFromConsumers(deferred.message) == 3);
+  CHECK(ReturnsFromConsumers(Forwarded(d, "consumer-c").message) == 3);
+  // A copy a consumer settled forgets them with the unsettled count.
+  CHECK(ReturnsFromConsumers(
+            NextAttempt(d, RetryPolicy{{std::chrono::seconds(5)}, 4}, "503", false, clock.WallNow())
+                .message) == 0);
 }

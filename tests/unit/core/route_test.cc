@@ -377,6 +377,31 @@ TEST_CASE("route: a request that fails for good the first time waits in the slow
   CHECK(route.publication->routing_key == "resync");
 }
 
+TEST_CASE("route: a poison parked by a consumer keeps its count and its returns from consumers") {
+  FakeClock clock;
+  RoutePolicy policy{{{5s, 30s}, 4}, 5};
+  amqp::Delivery d;
+  d.routing_key = "change";
+  d.message.body = EncodeSyncRequest(Request());
+  // 4 carried (1 of them a return), 1 counted by the broker, 1 return from a holder's queue.
+  d.message.headers = Json{{kLaneHeader, "change"},
+                           {kUnsettledHeader, 4},
+                           {kReturnedHeader, 1},
+                           {kDeliveryCountHeader, 1},
+                           {kDeathHeader, Json::array({{{"reason", "delivery_limit"},
+                                                        {"queue", "syncbus.consumer.consumer-a"},
+                                                        {"count", 1}}})}};
+  TableFacts facts("", "");
+  const Route route = RouteDelivery(Situation::Arrived(d, DecodeSyncRequest(d.message.body)),
+                                    policy, facts, clock.WallNow());
+  REQUIRE(route.step == Step::kDeadLetter);
+  REQUIRE(route.publication.has_value());
+  const Json& parked = route.publication->message.headers;
+  CHECK(parked[kUnsettledHeader] == 6);
+  CHECK(parked[kReturnedHeader] == 2);
+  CHECK_FALSE(parked.contains(kDeathHeader));
+}
+
 TEST_CASE("route: a request whose cluster another consumer holds goes to that consumer's queue") {
   FakeClock clock;
   RoutePolicy policy{{{5s, 30s, 120s, 360s}, 4}, 5};

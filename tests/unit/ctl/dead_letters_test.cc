@@ -130,6 +130,33 @@ TEST_CASE("a poison message parked by the broker is described from x-death") {
   CHECK(FormatRfc3339(*letter.dead_at) == "2026-01-01T00:00:00Z");
 }
 
+TEST_CASE(
+    "a poison's listing counts its returns from consumers' queues, carried or in x-death, and a "
+    "replay forgets them") {
+  amqp::Delivery d;
+  d.message = ToAmqpMessage(Request("ns1", "c9", amqp::Lane::kChange), "p", "m", WallTime{});
+  SUBCASE("parked by a consumer") {
+    d.message.headers[kDeadReasonHeader] = "delivery_limit";
+    d.message.headers[kUnsettledHeader] = 6;
+    d.message.headers[kReturnedHeader] = 1;
+    Json j = DescribeDeadLetter(d).ToJson(WallTime{});
+    CHECK(j["parkedBy"] == "syncbus");
+    CHECK(j["unsettled"] == 6);
+    CHECK(j["returnsFromConsumers"] == 1);
+    CHECK_FALSE(ReplayPublication(d).message.headers.contains(kReturnedHeader));
+  }
+  SUBCASE("parked by the broker, straight from a return") {
+    d.message.headers["x-death"] = Json::array(
+        {Json{{"reason", "delivery_limit"}, {"queue", "syncbus.work.change"}, {"count", 1}},
+         Json{{"reason", "delivery_limit"}, {"queue", "syncbus.consumer.consumer-a"}, {"count", 1}},
+         Json{{"reason", "expired"}, {"queue", "syncbus.consumer.consumer-b"}, {"count", 2}}});
+    CHECK(DescribeDeadLetter(d).ToJson(WallTime{})["returnsFromConsumers"] == 1);
+  }
+  SUBCASE("nothing returned") {
+    CHECK(DescribeDeadLetter(d).ToJson(WallTime{})["returnsFromConsumers"] == 0);
+  }
+}
+
 TEST_CASE("filters by cluster, reason and age") {
   DeadLetter d;
   d.cluster = "ns1/c1";
