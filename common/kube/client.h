@@ -30,12 +30,13 @@ struct ListOptions {
   std::string label_selector;
   std::string field_selector;
   int limit = 500;  // page size; List follows `continue` until the end
-  // "0": the whole collection as the API server's watch cache holds it, in one response (the
+  // Set: the whole collection as the API server's watch cache holds it, in one response (the
   // cache ignores `limit`; `on_page` still gets at most `limit` objects at a time, and the
-  // response is split as it arrives, never held whole): what client-go's informers list with,
-  // and much cheaper for the server than a read from etcd, at the price of being possibly a
-  // little older than the latest write. "" (the default): the latest state, read from etcd page
-  // by page.
+  // response is split as it arrives, never held whole), at the cache's version: "0" whatever
+  // it is (possibly a little older than the latest write), else no older than this version
+  // (the server waits a moment for its cache to reach it, then fails). What client-go's
+  // informers list with, and much cheaper for the server than a read from etcd. "" (the
+  // default): the latest state, read from etcd page by page.
   std::string resource_version;
   // Called with each page's objects as they arrive, in list order; what it leaves in the vector
   // is returned in ObjectList::items. A caller that converts objects into a smaller form of its

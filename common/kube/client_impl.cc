@@ -627,7 +627,7 @@ Result<Json> ClientImpl::GetPath(const std::string& path) {
 }
 
 Result<ObjectList> ClientImpl::List(const ObjectRef& collection, const ListOptions& options) {
-  if (options.resource_version == "0") return ListFromCache(collection, options);
+  if (!options.resource_version.empty()) return ListFromCache(collection, options);
   ObjectRef target{collection.resource, collection.ns, {}, {}};
   ObjectList list;
   std::string continue_token = options.continue_token;
@@ -673,7 +673,7 @@ Result<ObjectList> ClientImpl::ListFromCache(const ObjectRef& collection,
                                              const ListOptions& options) {
   if (pacer_ != nullptr) std::this_thread::sleep_for(pacer_->Reserve());
   ObjectRef target{collection.resource, collection.ns, {}, {}};
-  Query query{{"resourceVersion", "0"}};
+  Query query{{"resourceVersion", options.resource_version}};
   if (!options.label_selector.empty()) query.emplace_back("labelSelector", options.label_selector);
   if (!options.field_selector.empty()) query.emplace_back("fieldSelector", options.field_selector);
   Result<Prepared> prepared = NewRequest("GET", Url(target.Path(), query), {}, {});

@@ -136,7 +136,8 @@ class ClientImpl final : public Client {
   // Sends through the QPS limit; `done` gets the parsed body of a 2xx answer, the mapped error
   // otherwise (the error of `prepared` when it holds one).
   void CallJson(Result<Prepared> prepared, Callback<Json> done, http::SendGuard guard = nullptr);
-  // List with resource_version "0": one response, split into items as it arrives (Fetch).
+  // List with a resource_version: one response from the watch cache, split into items as it
+  // arrives (Fetch).
   Result<ObjectList> ListFromCache(const ObjectRef& collection, const ListOptions& options);
 
   const ClusterConfig config_;

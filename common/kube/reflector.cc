@@ -97,9 +97,11 @@ Result<ObjectList> Reflector::ListAll() {
   ObjectList all;
   ListProgress progress;
   ListOptions list_options = options_.list;
-  if (!tried_cache_list_) {  // the first list (see the header)
-    tried_cache_list_ = true;
-    list_options.resource_version = "0";
+  // From the watch cache (see the header), unless the last try there failed.
+  const bool from_cache = !cache_list_failed_;
+  if (from_cache) {
+    const std::string seen = resource_version();
+    list_options.resource_version = seen.empty() ? "0" : seen;
   }
   list_options.progress = &progress;
   list_options.on_page = [&](std::vector<Json>& items) {
@@ -110,10 +112,12 @@ Result<ObjectList> Reflector::ListAll() {
   while (true) {
     Result<ObjectList> rest = client_.List(collection_, list_options);
     if (rest.ok()) {
+      cache_list_failed_ = false;
       all.resource_version =
           progress.resource_version.empty() ? rest->resource_version : progress.resource_version;
       return all;
     }
+    if (from_cache) cache_list_failed_ = true;
     if (Stopping()) return rest.status();
     // The first page failed (nothing to resume) or the token expired (410): start over.
     if (progress.next_continue.empty() || rest.status().code() == Code::kGone) return rest.status();

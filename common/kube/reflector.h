@@ -1,13 +1,15 @@
 // Reflector: mirrors one collection into a handler with list+watch on its own thread: list,
 // watch from the list's resourceVersion with bookmarks, rewatch from the last seen resourceVersion
-// when a watch ends, relist and full replace on 410, exponential backoff on failures. The first
-// list is served by the API server's watch cache (resourceVersion "0", one response split as it
-// arrives), as client-go's informers list: it spares etcd and the server's decoding of every
-// object, and may be a moment older than the latest write, which the watch then brings. Every
-// later list (a relist after a 410, or after the first one failed) reads etcd page by page, the
-// latest state, never older than what was watched. A page that fails is asked for again from
-// its continue token (client-go's pager resumes the same way): only a failed first page or an
-// expired token (410) starts the list over.
+// when a watch ends, relist and full replace on 410, exponential backoff on failures. A list is
+// served by the API server's watch cache, as client-go's informers list (one response split as
+// it arrives; ListOptions::resource_version): the first at resourceVersion "0", a relist at the
+// last version seen, which the cache answers no older than that. It spares etcd and the
+// server's decoding of every object, and its version is the cache's, as the watch's events and
+// bookmarks are (a read from etcd answers at the whole server's latest version instead, which
+// a quiet collection's watch may not reach for minutes). After a list from the cache failed,
+// the next reads etcd page by page: a page that fails is asked for again from its continue
+// token (client-go's pager resumes the same way), and only a failed first page or an expired
+// token (410) starts that list over.
 // Start/Stop/accessors are thread-safe; handler calls come from the reflector's thread only.
 #pragma once
 
@@ -120,7 +122,7 @@ class Reflector {
   std::string resource_version_;    // guarded by mu_
   std::thread thread_;
 
-  bool tried_cache_list_ = false;  // reflector thread only
+  bool cache_list_failed_ = false;  // the last list, from the watch cache, failed (thread only)
   std::atomic<uint64_t> lists_{0};
   std::atomic<uint64_t> relists_{0};
   std::atomic<uint64_t> watch_restarts_{0};

@@ -24,39 +24,45 @@ def cluster_sync(i, sss_generation=None, ss_generation=1, result="Success"):
 
 
 class FakeHub:
-    """Answers the ClusterSync list with `items`; counts the benchmark's own requests."""
+    """Answers the ClusterSync list with `items`, as the hub and as its kept-alive connection
+    (asked for the watch cache's copy); counts the benchmark's own requests."""
 
     def __init__(self, items):
         self.items = items
         self.sent = {}
 
-    def request(self, method, path):
-        assert method == "GET" and path.endswith("/clustersyncs"), path
-        return 200, {"items": self.items}
+    def call(self, method, path):
+        assert method == "GET" and path.endswith("/clustersyncs?resourceVersion=0"), path
+        return {"items": self.items}
 
     def count(self, verb, resource):
         self.sent[(verb, resource)] = self.sent.get((verb, resource), 0) + 1
+
+
+def pending(items, n, sss_generation):
+    hub = FakeHub(items)
+    return bfr.pending_clusters(hub, hub, n, sss_generation)
 
 
 class PendingClusters(unittest.TestCase):
     def test_every_set_applied_at_its_generation_is_synced(self):
         items = [cluster_sync(i, 2 if bfr.selected(i) else None) for i in range(4)]
         hub = FakeHub(items)
-        self.assertEqual(bfr.pending_clusters(hub, 4, 2), 0)
+        self.assertEqual(bfr.pending_clusters(hub, hub, 4, 2), 0)
         self.assertEqual(hub.sent, {("list", "clustersyncs"): 1})
 
     def test_a_selected_cluster_at_the_old_selector_generation_is_pending(self):
         items = [cluster_sync(i, 1 if bfr.selected(i) else None) for i in range(4)]
-        self.assertEqual(bfr.pending_clusters(FakeHub(items), 4, 2), 2)
+        self.assertEqual(pending(items, 4, 2), 2)
 
     def test_a_missing_cluster_sync_a_failed_set_or_a_missing_set_is_pending(self):
         items = [cluster_sync(0, 2), cluster_sync(1, result="Failure")]
         items.append(cluster_sync(2, 2))
         items[2]["status"]["syncSets"].pop()
-        self.assertEqual(bfr.pending_clusters(FakeHub(items), 4, 2), 3)   # 1 failed, 2 short, 3 missing
+        self.assertEqual(pending(items, 4, 2), 3)   # 1 failed, 2 short, 3 missing
 
     def test_an_unselected_cluster_needs_no_selector_entry(self):
-        self.assertEqual(bfr.pending_clusters(FakeHub([cluster_sync(1)]), 2, 5), 1)   # cluster 0 missing only
+        self.assertEqual(pending([cluster_sync(1)], 2, 5), 1)   # cluster 0 missing only
 
 
 class Requests(unittest.TestCase):

@@ -364,6 +364,40 @@ TEST_CASE("a watch from resourceVersion 0 starts with the current objects as ADD
   CHECK(names == std::set<std::string>{"one", "two"});
 }
 
+TEST_CASE("a list from the watch cache (resourceVersion 0) ignores limit and comes whole") {
+  std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
+  ServerUnderTest& server = *started;
+  std::unique_ptr<kube::ClientImpl> client = server.Admin();
+  const std::string ns = server.NewNamespace("list-cache");
+  for (const char* name : {"a", "b", "c", "d", "e"}) {
+    REQUIRE(client->Create(Collection(resources::kConfigMaps, ns), ConfigMap(ns, name, {})).ok());
+  }
+  const std::string path = "/api/v1/namespaces/" + ns + "/configmaps";
+  RawResponse raw = server.Raw("GET", path + "?limit=2&resourceVersion=0");
+  REQUIRE(raw.status == 200);
+  const Json& body = raw.body;
+  CHECK(body["items"].size() == 5);
+  CHECK(body["metadata"].value("continue", "").empty());
+  CHECK_FALSE(body["metadata"].value("resourceVersion", "").empty());
+
+  // The client splits that one response into pages of `limit` as it arrives.
+  kube::ListOptions options;
+  options.limit = 2;
+  options.resource_version = "0";
+  std::vector<size_t> pages;
+  options.on_page = [&](std::vector<Json>& page) { pages.push_back(page.size()); };
+  Result<kube::ObjectList> list = client->List(Collection(resources::kConfigMaps, ns), options);
+  REQUIRE(list.ok());
+  CHECK(pages == std::vector<size_t>{2, 2, 1});
+  CHECK_FALSE(list->resource_version.empty());
+  options.metadata_only = true;
+  options.on_page = nullptr;
+  Result<kube::ObjectList> metadata = client->List(Collection(resources::kConfigMaps, ns), options);
+  REQUIRE(metadata.ok());
+  REQUIRE(metadata->items.size() == 5);
+  CHECK(metadata->items[0]["kind"] == "PartialObjectMetadata");
+}
+
 TEST_CASE("a watch with a label selector sees only matching objects [concurrent]") {
   std::unique_ptr<ServerUnderTest> started = ServerUnderTest::Start();
   ServerUnderTest& server = *started;

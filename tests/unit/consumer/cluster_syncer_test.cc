@@ -77,10 +77,17 @@ struct Rig {
       // would be counted among the requests of a sync (the Leases', which no sync waits for).
       REQUIRE(
           syncbus::testing::WaitFor([this] { return mirror.synced(); }, std::chrono::seconds(10)));
-      // Sees the fleet as generated: a publisher's view at the current version.
-      auto sets = hub->List(kube::Collection(res::kSyncSets), {});
-      REQUIRE(sets.ok());
-      seen = {sets->resource_version, sets->resource_version, sets->resource_version};
+      // Sees the fleet as generated: a publisher's view, which lists from the watch cache.
+      auto version = [&](const kube::ObjectRef& collection) {
+        kube::ListOptions cached;
+        cached.resource_version = "0";
+        auto list = hub->List(collection, cached);
+        REQUIRE(list.ok());
+        return list->resource_version;
+      };
+      seen = {version(kube::Collection(res::kClusterDeployments)),
+              version(kube::Collection(res::kSyncSets)),
+              version(kube::Collection(res::kSelectorSyncSets))};
     }
     syncer = std::make_unique<ClusterSyncer>(SyncerOptions{}, *hub, *reader, *targets, RealClock(),
                                              registry);
