@@ -44,6 +44,11 @@ namespace {
 constexpr size_t kMaxWatchLine = 64 << 20;
 constexpr size_t kMaxErrorBody = 64 << 10;
 
+// Keeps what fits of an error response's body, up to kMaxErrorBody.
+void AppendErrorBody(std::string& body, std::string_view chunk) {
+  body.append(chunk.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, body.size())));
+}
+
 std::string PercentEncode(std::string_view in) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
@@ -118,6 +123,12 @@ Result<WatchEvent> ParseWatchLine(std::string_view line) {
 // The query of a write that is (or is not) a dry run.
 Query DryRunQuery(bool dry_run) {
   return dry_run ? Query{{"dryRun", "All"}} : Query{};
+}
+
+// Adds the selectors a list filters by.
+void AddSelectors(Query& query, const ListOptions& options) {
+  if (!options.label_selector.empty()) query.emplace_back("labelSelector", options.label_selector);
+  if (!options.field_selector.empty()) query.emplace_back("fieldSelector", options.field_selector);
 }
 
 void SetAccept(http::Request& request, const char* accept) {
@@ -635,10 +646,7 @@ Result<ObjectList> ClientImpl::List(const ObjectRef& collection, const ListOptio
   do {
     Query query;
     if (options.limit > 0) query.emplace_back("limit", std::to_string(options.limit));
-    if (!options.label_selector.empty())
-      query.emplace_back("labelSelector", options.label_selector);
-    if (!options.field_selector.empty())
-      query.emplace_back("fieldSelector", options.field_selector);
+    AddSelectors(query, options);
     if (!continue_token.empty()) query.emplace_back("continue", continue_token);
     Result<Prepared> request = NewRequest("GET", Url(target.Path(), query), {}, {});
     if (request.ok() && options.metadata_only) SetAccept(request->request, kAcceptMetadataList);
@@ -674,8 +682,7 @@ Result<ObjectList> ClientImpl::ListFromCache(const ObjectRef& collection,
   if (pacer_ != nullptr) std::this_thread::sleep_for(pacer_->Reserve());
   ObjectRef target{collection.resource, collection.ns, {}, {}};
   Query query{{"resourceVersion", options.resource_version}};
-  if (!options.label_selector.empty()) query.emplace_back("labelSelector", options.label_selector);
-  if (!options.field_selector.empty()) query.emplace_back("fieldSelector", options.field_selector);
+  AddSelectors(query, options);
   Result<Prepared> prepared = NewRequest("GET", Url(target.Path(), query), {}, {});
   if (!prepared.ok()) return prepared.status().Annotate("listing " + target.Describe());
   if (options.metadata_only) SetAccept(prepared->request, kAcceptMetadataList);
@@ -718,8 +725,7 @@ Result<ObjectList> ClientImpl::ListFromCache(const ObjectRef& collection,
   };
   callbacks.on_data = [&](std::string_view chunk) {
     if (http_status != 200) {
-      error_body.append(
-          chunk.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, error_body.size())));
+      AppendErrorBody(error_body, chunk);
     } else if (split.ok()) {
       split = splitter.Feed(chunk);  // after an error the rest is read and dropped
     }
@@ -770,8 +776,7 @@ Result<std::unique_ptr<WatchStream>> ClientImpl::Watch(const ObjectRef& collecti
     std::lock_guard lock(state->mu);
     if (state->end) return;
     if (state->http_status != 200) {
-      size_t room = kMaxErrorBody - std::min(kMaxErrorBody, state->error_body.size());
-      state->error_body.append(chunk.substr(0, room));
+      AppendErrorBody(state->error_body, chunk);
       return;
     }
     std::vector<Result<WatchEvent>> decoded;
