@@ -66,6 +66,12 @@ Json FleetProgress::ToJson() const {
 
 namespace {
 
+// Objects per list page. A read of a 100,000-cluster fleet took 33 s in pages of 500 and 11 s in
+// pages of 5,000 (syncbus-kubesim, real-cluster latency): the round trips, not the objects, made
+// most of it. A page is folded into the builder as it arrives; 5,000 raised the peak RSS from
+// 149 to 210 MiB.
+constexpr int kProgressPageSize = 5000;
+
 // A rolled-out set's annotations, read once per set, and what the view reports of it.
 struct GatedSet {
   rollout::SetRollout rollout;
@@ -330,6 +336,7 @@ Result<FleetProgress> ReadProgress(kube::Client& hub, const std::string& ns) {
   auto list = [&](const kube::Resource& resource, const std::string& in_ns,
                   void (ProgressBuilder::*add)(const Json&), const char* what) -> Status {
     kube::ListOptions options;
+    options.limit = kProgressPageSize;
     options.on_page = [&](std::vector<Json>& page) {
       for (const Json& j : page) (b.*add)(j);
       page.clear();
