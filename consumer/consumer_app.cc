@@ -257,7 +257,8 @@ Status ConsumerApp::Run(const std::atomic<bool>& stop) {
     if (!liveness->Start(stop)) return Status::Ok();
     lease_options.liveness = &liveness->view();
     lease_options.fleet_size = [mirror = hub_view.mirror()] { return mirror->clusters(); };
-    options.own_queue = amqp::ConsumerQueueName(deps_.identity);
+    options.own_queues = {amqp::ConsumerQueueName(deps_.identity, amqp::Lane::kChange),
+                          amqp::ConsumerQueueName(deps_.identity, amqp::Lane::kResync)};
   }
   ClusterLeases leases(std::move(lease_options), *deps_.hub, clock, *deps_.registry,
                        hub_view.mirror());

@@ -116,7 +116,7 @@ Status DeliveryLoop::Subscribe() {
   consumer_tags_.clear();
   std::vector<std::string> queues = {amqp::WorkQueueName(amqp::Lane::kChange),
                                      amqp::WorkQueueName(amqp::Lane::kResync)};
-  if (!options_.own_queue.empty()) queues.push_back(options_.own_queue);
+  queues.insert(queues.end(), options_.own_queues.begin(), options_.own_queues.end());
   for (const std::string& queue : queues) {
     auto tag = session_.Consume(queue, options_.prefetch);
     if (!tag.ok()) return tag.status().Annotate("consuming " + queue);

@@ -65,9 +65,10 @@ struct DeliveryOptions {
   // counted across deferrals and quarantines, is parked as poison (0 = the broker alone; the
   // work queues' delivery-limit policy is the broker's backstop for each copy).
   int delivery_limit = 0;
-  // Sticky claims: this consumer's own queue (topology.h, ConsumerQueueName), consumed beside
-  // the work lanes, where other consumers forward requests for the clusters it holds; "" = none.
-  std::string own_queue;
+  // Sticky claims: this consumer's own queues (topology.h, ConsumerQueueName: one per lane),
+  // consumed beside the work lanes, where other consumers forward requests for the clusters it
+  // holds; empty = none.
+  std::vector<std::string> own_queues;
   std::chrono::milliseconds confirm_timeout{30000};  // a publish to the dead-letter queue
   // A publish to a delay tier (the next attempt, a deferral, a hold-back): waited for on the
   // session's thread, so it is kept short; unconfirmed by then, it counts as refused and is tried

@@ -30,7 +30,7 @@ inline constexpr char kReturnedHeader[] = "x-syncbus-returned";
 // The unsettled count a message was last held back for (quarantine).
 inline constexpr char kQuarantinedHeader[] = "x-syncbus-quarantined";
 // A request forwarded to the consumer that holds its cluster: that consumer's identity (the
-// forward exchange routes on it) and how often the request was forwarded so far.
+// forward exchange routes on it and on kLaneHeader) and how often the request was forwarded so far.
 inline constexpr char kForwardToHeader[] = "x-syncbus-to";
 inline constexpr char kHopsHeader[] = "x-syncbus-hops";
 
@@ -54,7 +54,7 @@ inline constexpr char kLastDeathReasonHeader[] = "x-last-death-reason";
 
 // The attempt number recorded on a message (0 for a fresh request).
 int AttemptOf(const amqp::Message& message);
-// The consumers' own queues (topology.h): "syncbus.consumer.<identity>".
+// The consumers' own queues (topology.h): "syncbus.consumer.<identity>.<lane>".
 inline constexpr char kConsumerQueuePrefix[] = "syncbus.consumer.";
 
 // Unsettled deliveries so far: the carried count, the broker's count for this copy, and the

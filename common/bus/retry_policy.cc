@@ -105,6 +105,9 @@ amqp::Publication Forwarded(const amqp::Delivery& delivery, const std::string& h
   p.exchange = amqp::kForwardExchange;
   p.mandatory = true;  // no queue of `holder`: returned, and Publish fails with kNotFound
   p.message.headers[kForwardToHeader] = holder;
+  // The forward exchange routes on the lane too (the holder's queue of that lane): spelt as the
+  // routing key that takes the request back to its lane.
+  p.message.headers[kLaneHeader] = p.routing_key;
   p.message.headers[kHopsHeader] = HopsOf(delivery.message) + 1;
   return p;
 }

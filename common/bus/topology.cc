@@ -23,8 +23,8 @@ std::string RetryQueueName(std::chrono::seconds delay) {
   return std::string(kRetryExchange) + "." + TierName(delay);
 }
 
-std::string ConsumerQueueName(const std::string& identity) {
-  return kConsumerQueuePrefix + identity;
+std::string ConsumerQueueName(const std::string& identity, Lane lane) {
+  return kConsumerQueuePrefix + identity + "." + LaneName(lane);
 }
 
 Topology SyncbusTopology(const TopologyOptions& options) {
@@ -114,19 +114,24 @@ Topology ConsumerTopology(const std::string& identity, const TopologyOptions& op
   Topology t;
   // At-least-once dead-lettering needs reject-publish overflow (else RabbitMQ falls back to
   // at-most-once). No dead-letter routing key: the message's own, its lane, takes it back there.
-  Json args = {
-      {"x-queue-type", "quorum"},
-      {"x-message-ttl", static_cast<int64_t>(options.forward_ttl.count()) * 1000},
-      {"x-expires", static_cast<int64_t>(options.consumer_queue_expiry.count()) * 1000},
-      {"x-dead-letter-exchange", kWorkExchange},
-      {"x-dead-letter-strategy", "at-least-once"},
-      {"x-overflow", "reject-publish"},
-  };
-  t.queues.push_back({ConsumerQueueName(identity), true, std::move(args)});
-  // "all-with-x", as for the retry tiers: plain "all" ignores x- keys and would route every
-  // forward to every consumer.
-  t.bindings.push_back({kForwardExchange, ConsumerQueueName(identity), "",
-                        Json{{"x-match", "all-with-x"}, {kForwardToHeader, identity}}});
+  for (Lane lane : {Lane::kChange, Lane::kResync}) {
+    Json args = {
+        {"x-queue-type", "quorum"},
+        {"x-message-ttl", static_cast<int64_t>(options.forward_ttl.count()) * 1000},
+        {"x-expires", static_cast<int64_t>(options.consumer_queue_expiry.count()) * 1000},
+        {"x-dead-letter-exchange", kWorkExchange},
+        {"x-dead-letter-strategy", "at-least-once"},
+        {"x-overflow", "reject-publish"},
+    };
+    const std::string queue = ConsumerQueueName(identity, lane);
+    t.queues.push_back({queue, true, std::move(args)});
+    // "all-with-x", as for the retry tiers: plain "all" ignores x- keys and would route every
+    // forward to every consumer.
+    t.bindings.push_back({kForwardExchange, queue, "",
+                          Json{{"x-match", "all-with-x"},
+                               {kForwardToHeader, identity},
+                               {kLaneHeader, LaneName(lane)}}});
+  }
   return t;
 }
 

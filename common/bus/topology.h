@@ -17,11 +17,13 @@
 //       dry-run requests (preview_message.h), answered to each request's reply_to queue. Not
 //       work to keep: an unanswered request expires, a poison one is dropped at its delivery
 //       limit, and nothing dead-letters into the parking lot.
-//   syncbus.forward (headers, x-syncbus-to=<identity>) --> syncbus.consumer.<identity> (quorum,
-//       message TTL, queue expiry): a request forwarded to the consumer that holds its cluster.
-//       Each consumer declares its own queue (ConsumerTopology); what it leaves there past the
-//       TTL dead-letters back to syncbus.work with its routing key (= lane), and the queue of a
-//       consumer gone for longer than the expiry is deleted (holding nothing by then).
+//   syncbus.forward (headers, x-syncbus-to=<identity>, x-syncbus-lane=<lane>)
+//       --> syncbus.consumer.<identity>.<lane> (quorum, message TTL, queue expiry): a request
+//       forwarded to the consumer that holds its cluster, one queue per lane so that a forwarded
+//       change never waits behind a full resync's forwards. Each consumer declares its own
+//       queues (ConsumerTopology); what it leaves there past the TTL dead-letters back to
+//       syncbus.work with its routing key (= lane), and the queues of a consumer gone for longer
+//       than the expiry are deleted (holding nothing by then).
 //
 // What never changes is a queue argument (queue type, dead-letter target and strategy, overflow,
 // a retry tier's TTL, which its name states). Limits that may change later are policies (one per
@@ -91,9 +93,11 @@ std::string RetryQueueName(std::chrono::seconds delay);  // "syncbus.retry.30s"
 
 Topology SyncbusTopology(const TopologyOptions& options = {});
 
-std::string ConsumerQueueName(const std::string& identity);  // "syncbus.consumer.<identity>"
-// The queue and binding that the consumer `identity` declares for itself at every connect: the
-// requests forwarded to it (kForwardToHeader = identity). Its policy is SyncbusTopology's.
+// "syncbus.consumer.<identity>.change" / ".resync".
+std::string ConsumerQueueName(const std::string& identity, Lane lane);
+// The queues and bindings that the consumer `identity` declares for itself at every connect: the
+// requests forwarded to it (kForwardToHeader = identity), one queue per lane (kLaneHeader). Their
+// policy is SyncbusTopology's.
 Topology ConsumerTopology(const std::string& identity, const TopologyOptions& options = {});
 
 // The topology in the format of `rabbitmqctl import_definitions` for one vhost.

@@ -537,9 +537,11 @@ def adapter_external_metrics(documents):
     return {name for _, rule in adapter_rules(documents) if (name := (rule.get("name") or {}).get("as"))}
 
 
-# A queue a consumer declares for itself (common/bus/topology.h, ConsumerQueueName): forwarded
-# requests wait there, so the backlog an autoscaler reads must count it.
-OWN_QUEUE_SAMPLE = "syncbus.consumer.syncbus-consumer-7d9f-x2k4p-1"
+# The queues a consumer declares for itself, one per lane (common/bus/topology.h,
+# ConsumerQueueName): forwarded requests wait there, so the backlog an autoscaler reads must count
+# them.
+OWN_QUEUE_SAMPLES = ("syncbus.consumer.syncbus-consumer-7d9f-x2k4p-1.change",
+                     "syncbus.consumer.syncbus-consumer-7d9f-x2k4p-1.resync")
 PROMQL_QUEUE = re.compile(r'queue=~"([^"]*)"')
 
 
@@ -550,7 +552,7 @@ def check_backlog_queues(documents, report):
     queueName (useRegex: Go's unanchored match) and the queue matcher of a prometheus-adapter
     rule (PromQL: anchored) are each tried on those names."""
     names = {q.spec.get("name", q.name) for q in documents if q.is_a("rabbitmq.com", "Queue")}
-    names.add(OWN_QUEUE_SAMPLE)
+    names.update(OWN_QUEUE_SAMPLES)
     wanted = {n for n in names if n.startswith(("syncbus.work.", "syncbus.consumer."))}
     patterns = []
     for scaler in documents:

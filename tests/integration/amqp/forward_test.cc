@@ -1,7 +1,9 @@
 // Forwarding a request to the consumer that holds its cluster, on each RabbitMQ version: the
-// forward exchange routes on x-syncbus-to only to that consumer's own queue (all-with-x), a
-// forward to a consumer without a queue comes back (mandatory), and what the holder leaves in its
-// queue returns to its lane after the TTL with syncbus's headers as they were.
+// forward exchange routes on x-syncbus-to and x-syncbus-lane only to that consumer's own queue of
+// the request's lane (all-with-x), so a forwarded change is delivered ahead of a backlog of
+// forwarded resyncs; a forward to a consumer without a queue comes back (mandatory), and what the
+// holder leaves in its queue returns to its lane after the TTL with syncbus's headers as they
+// were.
 // What both versions showed: a binding with plain x-match "all" ignores the x-syncbus-to key and
 // takes every forward, also one to an identity without a queue (so all-with-x); an expired forward
 // is back in its lane ~1.0 s after a 1 s TTL, from exchange syncbus.work on its lane, with x-death
@@ -44,9 +46,19 @@ Delivery Received(const std::string& lane, const std::string& body) {
   return d;
 }
 
+// How many messages each of the four own queues of consumer-a and consumer-b holds.
+std::vector<int64_t> OwnQueueDepths(Session& session) {
+  std::vector<int64_t> depths;
+  for (const char* identity : {"consumer-a", "consumer-b"}) {
+    for (Lane lane : {Lane::kChange, Lane::kResync})
+      depths.push_back(ReadyMessages(session, ConsumerQueueName(identity, lane)));
+  }
+  return depths;
+}
+
 TEST_CASE(
-    "a forward reaches only its holder's queue, and one to a consumer without a queue is "
-    "returned") {
+    "a forward reaches only its holder's queue of its lane, and one to a consumer without a queue "
+    "is returned") {
   TestVhost vhost = NewTestVhost();
   RabbitmqSession session(vhost.Options("forward-route"));
   REQUIRE(session.Connect().ok());
@@ -56,18 +68,19 @@ TEST_CASE(
 
   Status sent = session.Publish(Forwarded(Received("change", "c1"), "consumer-a"), kBrokerTimeout);
   REQUIRE_MESSAGE(sent.ok(), sent.ToString());
-  CHECK(ReadyMessages(session, ConsumerQueueName("consumer-a")) == 1);
-  CHECK(ReadyMessages(session, ConsumerQueueName("consumer-b")) == 0);
+  CHECK(OwnQueueDepths(session) == std::vector<int64_t>{1, 0, 0, 0});
   CHECK(ReadyMessages(session, WorkQueueName(Lane::kChange)) == 0);
+  sent = session.Publish(Forwarded(Received("resync", "c3"), "consumer-b"), kBrokerTimeout);
+  REQUIRE_MESSAGE(sent.ok(), sent.ToString());
+  CHECK(OwnQueueDepths(session) == std::vector<int64_t>{1, 0, 0, 1});
 
   // No queue for that identity: basic.return, and no copy anywhere.
   Status returned =
       session.Publish(Forwarded(Received("change", "c2"), "consumer-gone"), kBrokerTimeout);
   CHECK(returned.code() == Code::kNotFound);
-  CHECK(ReadyMessages(session, ConsumerQueueName("consumer-a")) == 1);
-  CHECK(ReadyMessages(session, ConsumerQueueName("consumer-b")) == 0);
+  CHECK(OwnQueueDepths(session) == std::vector<int64_t>{1, 0, 0, 1});
 
-  Delivery got = *session.Get(ConsumerQueueName("consumer-a")).value();
+  Delivery got = *session.Get(ConsumerQueueName("consumer-a", Lane::kChange)).value();
   CHECK(got.message.body == "c1");
   CHECK(got.exchange == kForwardExchange);
   CHECK(got.routing_key == "change");
@@ -75,6 +88,42 @@ TEST_CASE(
   CHECK(HopsOf(got.message) == 1);
   CHECK(UnsettledDeliveries(got.message) == 2);
   REQUIRE(session.Ack(got.delivery_tag).ok());
+}
+
+TEST_CASE(
+    "a forwarded change is delivered ahead of the holder's backlog of forwarded resyncs, both "
+    "lanes consumed with the same prefetch") {
+  TestVhost vhost = NewTestVhost();
+  RabbitmqSession session(vhost.Options("forward-lanes"));
+  REQUIRE(session.Connect().ok());
+  REQUIRE(vhost.SetUpSyncbus(session).ok());
+  REQUIRE(session.Declare(ConsumerTopology("consumer-a")).ok());
+  // A full resync forwarded 200 requests to consumer-a before an edit's change arrived.
+  constexpr int kBacklog = 200;
+  for (int i = 0; i < kBacklog; ++i) {
+    REQUIRE(session
+                .Publish(Forwarded(Received("resync", "r" + std::to_string(i)), "consumer-a"),
+                         kBrokerTimeout)
+                .ok());
+  }
+  REQUIRE(
+      session.Publish(Forwarded(Received("change", "edit"), "consumer-a"), kBrokerTimeout).ok());
+
+  // consumer-a takes its own queues as DeliveryLoop does, 20 unacked per queue.
+  RabbitmqSession holder(vhost.Options("forward-lanes-holder"));
+  REQUIRE(holder.Connect().ok());
+  constexpr uint16_t kPrefetch = 20;
+  for (Lane lane : {Lane::kChange, Lane::kResync})
+    REQUIRE(holder.Consume(ConsumerQueueName("consumer-a", lane), kPrefetch).ok());
+  int position = 0;
+  for (int i = 1; i <= kPrefetch + 1 && position == 0; ++i) {
+    Delivery d = NextOrFail(holder);
+    if (d.message.body == "edit") position = i;
+  }
+  MESSAGE("the change came as delivery ", position, " of a backlog of ", kBacklog + 1);
+  CHECK(position >= 1);  // with one queue per consumer it would be delivery 201
+  CHECK(position <= kPrefetch + 1);
+  holder.Close();
 }
 
 TEST_CASE(
@@ -87,10 +136,10 @@ TEST_CASE(
   options.forward_ttl = seconds(1);
   REQUIRE(vhost.SetUpSyncbus(session, options).ok());
   REQUIRE(session.Declare(ConsumerTopology("consumer-a", options)).ok());
-  const std::string queue = ConsumerQueueName("consumer-a");
 
   for (Lane lane : {Lane::kChange, Lane::kResync}) {
     const std::string name = LaneName(lane);
+    const std::string queue = ConsumerQueueName("consumer-a", lane);
     // change: the holder takes it and gives it back unsettled (it died holding it);
     // resync: the holder never takes it (it is gone).
     const bool returned = lane == Lane::kChange;
@@ -133,8 +182,8 @@ TEST_CASE(
     CHECK_FALSE(back.message.headers.contains(kDeliveryCountHeader));
     CHECK(UnsettledDeliveries(back.message) == (returned ? 3 : 2));
     REQUIRE(session.Ack(back.delivery_tag).ok());
+    CHECK(ReadyMessages(session, queue) == 0);
   }
-  CHECK(ReadyMessages(session, queue) == 0);
 }
 
 TEST_CASE(
@@ -145,7 +194,7 @@ TEST_CASE(
   REQUIRE(session.Connect().ok());
   REQUIRE(vhost.SetUpSyncbus(session).ok());
   REQUIRE(session.Declare(ConsumerTopology("consumer-a")).ok());
-  const std::string queue = ConsumerQueueName("consumer-a");
+  const std::string queue = ConsumerQueueName("consumer-a", Lane::kChange);
   Delivery fresh = Received("change", "c1");
   fresh.message.headers = Json{{kClusterHeader, "ns/c1"}, {kLaneHeader, "change"}};
   REQUIRE(session.Publish(Forwarded(fresh, "consumer-a"), kBrokerTimeout).ok());
@@ -186,7 +235,7 @@ TEST_CASE("a holder's queue of forwards that expires drops what it still holds")
   options.consumer_queue_expiry = seconds(2);
   REQUIRE(vhost.SetUpSyncbus(session, options).ok());
   REQUIRE(session.Declare(ConsumerTopology("consumer-a", options)).ok());
-  const std::string queue = ConsumerQueueName("consumer-a");
+  const std::string queue = ConsumerQueueName("consumer-a", Lane::kChange);
   REQUIRE(session.Publish(Forwarded(Received("change", "c1"), "consumer-a"), kBrokerTimeout).ok());
   CHECK(ReadyMessages(session, queue) == 1);
 

@@ -1,5 +1,6 @@
 // Two consumers with sticky claims over one broker and one hub: a request for a cluster that the
-// other consumer holds goes to that consumer's own queue, and runs there with no claim write.
+// other consumer holds goes to that consumer's own queue of its lane, and runs there with no claim
+// write.
 #include <doctest/doctest.h>
 
 #include "common/bus/sync_message.h"
@@ -19,13 +20,13 @@ namespace sticky_loop_test {
 
 namespace res = kube::resources;
 
-SyncRequest ForCluster(const std::string& name) {
+SyncRequest ForCluster(const std::string& name, amqp::Lane lane = amqp::Lane::kChange) {
   SyncRequest r;
   r.cluster_namespace = "ns1";
   r.cluster_name = name;
   r.revision = "rev-1";
-  r.lane = amqp::Lane::kChange;
-  r.reason = "syncset-changed";
+  r.lane = lane;
+  r.reason = lane == amqp::Lane::kChange ? "syncset-changed" : "resync";
   r.enqueued_at = "2026-01-01T00:00:00.000Z";
   return r;
 }
@@ -55,7 +56,8 @@ struct Member {
     options.prefetch = 10;
     options.workers = 2;
     options.retry = {topology.retry_tiers, 4};
-    options.own_queue = amqp::ConsumerQueueName(identity);
+    options.own_queues = {amqp::ConsumerQueueName(identity, amqp::Lane::kChange),
+                          amqp::ConsumerQueueName(identity, amqp::Lane::kResync)};
     SyncFunction sync = [this, &hub](const SyncRequest& r,
                                      const SyncFence& fence) -> Result<SyncOutcome> {
       // As the real syncer: the ClusterSync first, then the claim at the first fence call.
@@ -116,6 +118,8 @@ struct Pool {
 }  // namespace sticky_loop_test
 
 using sticky_loop_test::ForCluster;
+const std::string kTwoChange = amqp::ConsumerQueueName("consumer-2", amqp::Lane::kChange);
+const std::string kTwoResync = amqp::ConsumerQueueName("consumer-2", amqp::Lane::kResync);
 
 TEST_CASE("a request for a cluster another consumer holds runs there, with no claim write") {
   sticky_loop_test::Pool p;
@@ -130,21 +134,50 @@ TEST_CASE("a request for a cluster another consumer holds runs there, with no cl
   p.Send(ForCluster("c1"));
   p.one.StepUntilIdle();  // consumer-1 gets it: forwarded, not run
   CHECK(p.one.runs() == 0);
-  auto forwarded = p.broker.ReadyMessages(amqp::ConsumerQueueName("consumer-2"));
+  auto forwarded = p.broker.ReadyMessages(kTwoChange);
   REQUIRE(forwarded.size() == 1);
   CHECK(HopsOf(forwarded[0]) == 1);
 
   p.two.StepUntilIdle();
   CHECK(p.two.runs() == 2);
   CHECK(p.hub.writes() == writes);  // a held cluster's next sync writes no claim
-  CHECK(p.broker.ReadyMessages(amqp::ConsumerQueueName("consumer-2")).empty());
+  CHECK(p.broker.ReadyMessages(kTwoChange).empty());
+}
+
+TEST_CASE("forwards keep their lane: a change never waits behind the holder's resync forwards") {
+  sticky_loop_test::Pool p;
+  for (const char* name : {"c1", "c2", "c3"}) {
+    p.Send(ForCluster(name));
+    p.two.StepUntilIdle();  // consumer-2 holds all three
+  }
+  REQUIRE(p.two.runs() == 3);
+
+  // A full resync reaches consumer-1 first, then an edit of c3: all forwarded to consumer-2.
+  for (const char* name : {"c1", "c2", "c3"}) {
+    p.Send(ForCluster(name, amqp::Lane::kResync));
+    p.one.StepUntilIdle();
+  }
+  p.Send(ForCluster("c3"));
+  p.one.StepUntilIdle();
+  CHECK(p.one.runs() == 0);
+  auto resyncs = p.broker.ReadyMessages(kTwoResync);
+  auto changes = p.broker.ReadyMessages(kTwoChange);
+  REQUIRE(resyncs.size() == 3);
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].headers[kClusterHeader] == "ns1/c3");
+  CHECK(changes[0].headers[kLaneHeader] == "change");
+  for (const auto& m : resyncs) CHECK(m.headers[kLaneHeader] == "resync");
+
+  for (int i = 0; i < 4; ++i) p.two.StepUntilIdle();
+  CHECK(p.two.runs() == 7);
+  CHECK(p.broker.ReadyMessages(kTwoResync).empty());
 }
 
 TEST_CASE("a forward to a holder without a queue waits in the shortest tier instead") {
   sticky_loop_test::Pool p;
   p.Send(ForCluster("c1"));
   p.two.StepUntilIdle();
-  p.broker.DeleteQueue(amqp::ConsumerQueueName("consumer-2"));
+  p.broker.DeleteQueue(kTwoChange);
   p.Send(ForCluster("c1"));
   p.one.StepUntilIdle();
   CHECK(p.one.runs() == 0);

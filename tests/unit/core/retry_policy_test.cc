@@ -186,6 +186,7 @@ TEST_CASE("a forward goes to the holder's queue on its lane, one hop more, its h
   CHECK(p.routing_key == "resync");
   CHECK(p.message.persistent);
   CHECK(p.message.headers[kForwardToHeader] == "consumer-7");
+  CHECK(p.message.headers[kLaneHeader] == "resync");  // the holder's queue of that lane
   CHECK(HopsOf(p.message) == 1);
   CHECK(AttemptOf(p.message) == 2);
   CHECK(p.message.headers[kFirstFailureHeader] == "2025-12-31T00:00:00Z");
@@ -215,6 +216,8 @@ TEST_CASE("a forward keeps the lane of a request without a lane header, back fro
   d.routing_key = "resync";
   d.message.headers = Json{{kRetryTierHeader, "5s"}};
   CHECK(Forwarded(d, "c").routing_key == "resync");
+  // ... and names it for the forward exchange, which routes on it to the holder's resync queue.
+  CHECK(Forwarded(d, "c").message.headers[kLaneHeader] == "resync");
   CHECK(HopsOf(d.message) == 0);
 }
 
@@ -229,8 +232,10 @@ TEST_CASE(
       {kDeliveryCountHeader, 1},
       {kDeathHeader,
        Json::array(
-           {{{"reason", "delivery_limit"}, {"queue", "syncbus.consumer.consumer-a"}, {"count", 2}},
-            {{"reason", "expired"}, {"queue", "syncbus.consumer.consumer-b"}, {"count", 5}},
+           {{{"reason", "delivery_limit"},
+             {"queue", "syncbus.consumer.consumer-a.change"},
+             {"count", 2}},
+            {{"reason", "expired"}, {"queue", "syncbus.consumer.consumer-b.resync"}, {"count", 5}},
             // A parked request replayed from the dead-letter queue.
             {{"reason", "delivery_limit"}, {"queue", "syncbus.work.change"}, {"count", 1}}})}};
   CHECK(UnsettledDeliveries(m) == 4);

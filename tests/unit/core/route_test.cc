@@ -384,13 +384,14 @@ TEST_CASE("route: a poison parked by a consumer keeps its count and its returns 
   d.routing_key = "change";
   d.message.body = EncodeSyncRequest(Request());
   // 4 carried (1 of them a return), 1 counted by the broker, 1 return from a holder's queue.
-  d.message.headers = Json{{kLaneHeader, "change"},
-                           {kUnsettledHeader, 4},
-                           {kReturnedHeader, 1},
-                           {kDeliveryCountHeader, 1},
-                           {kDeathHeader, Json::array({{{"reason", "delivery_limit"},
-                                                        {"queue", "syncbus.consumer.consumer-a"},
-                                                        {"count", 1}}})}};
+  d.message.headers =
+      Json{{kLaneHeader, "change"},
+           {kUnsettledHeader, 4},
+           {kReturnedHeader, 1},
+           {kDeliveryCountHeader, 1},
+           {kDeathHeader, Json::array({{{"reason", "delivery_limit"},
+                                        {"queue", "syncbus.consumer.consumer-a.change"},
+                                        {"count", 1}}})}};
   TableFacts facts("", "");
   const Route route = RouteDelivery(Situation::Arrived(d, DecodeSyncRequest(d.message.body)),
                                     policy, facts, clock.WallNow());

@@ -140,48 +140,57 @@ TEST_CASE("the preview queue drops what nobody answers and parks nothing") {
 }
 
 TEST_CASE(
-    "a consumer's own queue returns what it does not take to its lane, and is bound to its "
-    "identity only") {
+    "a consumer's own queues, one per lane, return what it does not take to that lane, and are "
+    "bound to its identity and their lane only") {
   amqp::TopologyOptions options;
   options.forward_ttl = 7s;
   options.consumer_queue_expiry = 5min;
   options.delivery_limit = 4;
   amqp::Topology t = amqp::ConsumerTopology("consumer-1", options);
-  CHECK(amqp::ConsumerQueueName("consumer-1") == "syncbus.consumer.consumer-1");
-  REQUIRE(t.queues.size() == 1);
-  const amqp::QueueSpec& q = t.queues[0];
-  CHECK(q.name == "syncbus.consumer.consumer-1");
-  CHECK(q.durable);
-  CHECK(q.arguments["x-queue-type"] == "quorum");
-  CHECK(q.arguments["x-message-ttl"] == 7000);
-  CHECK(q.arguments["x-expires"] == 300000);
-  CHECK(q.arguments["x-dead-letter-exchange"] == amqp::kWorkExchange);
-  // Back on the message's own routing key (its lane), at least once (which needs reject-publish).
-  CHECK_FALSE(q.arguments.contains("x-dead-letter-routing-key"));
-  CHECK(q.arguments["x-dead-letter-strategy"] == "at-least-once");
-  CHECK(q.arguments["x-overflow"] == "reject-publish");
-  REQUIRE(t.bindings.size() == 1);
-  CHECK(t.bindings[0].source == amqp::kForwardExchange);
-  CHECK(t.bindings[0].destination == q.name);
-  CHECK(t.bindings[0].arguments ==
-        Json{{"x-match", "all-with-x"}, {kForwardToHeader, "consumer-1"}});
+  CHECK(amqp::ConsumerQueueName("consumer-1", amqp::Lane::kChange) ==
+        "syncbus.consumer.consumer-1.change");
+  CHECK(amqp::ConsumerQueueName("consumer-1", amqp::Lane::kResync) ==
+        "syncbus.consumer.consumer-1.resync");
+  REQUIRE(t.queues.size() == 2);
+  REQUIRE(t.bindings.size() == 2);
+  amqp::Topology shared = amqp::SyncbusTopology(options);
+  for (size_t i = 0; i < 2; ++i) {
+    const std::string lane = i == 0 ? "change" : "resync";
+    CAPTURE(lane);
+    const amqp::QueueSpec& q = t.queues[i];
+    CHECK(q.name == "syncbus.consumer.consumer-1." + lane);
+    CHECK(q.durable);
+    CHECK(q.arguments["x-queue-type"] == "quorum");
+    CHECK(q.arguments["x-message-ttl"] == 7000);
+    CHECK(q.arguments["x-expires"] == 300000);
+    CHECK(q.arguments["x-dead-letter-exchange"] == amqp::kWorkExchange);
+    // Back on the message's own routing key (its lane), at least once (which needs
+    // reject-publish).
+    CHECK_FALSE(q.arguments.contains("x-dead-letter-routing-key"));
+    CHECK(q.arguments["x-dead-letter-strategy"] == "at-least-once");
+    CHECK(q.arguments["x-overflow"] == "reject-publish");
+    CHECK(t.bindings[i].source == amqp::kForwardExchange);
+    CHECK(t.bindings[i].destination == q.name);
+    CHECK(t.bindings[i].arguments ==
+          Json{{"x-match", "all-with-x"}, {kForwardToHeader, "consumer-1"}, {kLaneHeader, lane}});
+    // The policy is the shared topology's, one for either lane.
+    int matching = 0;
+    for (const auto& p : shared.policies)
+      matching += std::regex_search(q.name, std::regex(p.pattern)) ? 1 : 0;
+    CHECK(matching == 1);
+    const amqp::PolicySpec* policy = PolicyOf(shared, q.name);
+    REQUIRE(policy != nullptr);
+    // Back to its lane at the first unsettled return, where x-death counts it (headers.h).
+    CHECK(policy->definition["delivery-limit"] == 0);
+  }
   CHECK(t.exchanges.empty());
   CHECK(t.policies.empty());
 
-  // The exchange and the policy are the shared topology's.
-  amqp::Topology shared = amqp::SyncbusTopology(options);
+  // The exchange is the shared topology's.
   int forward = 0;
   for (const auto& e : shared.exchanges)
     forward += e.name == amqp::kForwardExchange && e.type == "headers" ? 1 : 0;
   CHECK(forward == 1);
-  int matching = 0;
-  for (const auto& p : shared.policies)
-    matching += std::regex_search(q.name, std::regex(p.pattern)) ? 1 : 0;
-  CHECK(matching == 1);
-  const amqp::PolicySpec* policy = PolicyOf(shared, q.name);
-  REQUIRE(policy != nullptr);
-  // Back to its lane at the first unsettled return, where x-death counts it (headers.h).
-  CHECK(policy->definition["delivery-limit"] == 0);
   CHECK(PolicyOf(shared, "syncbus.consumers") == nullptr);
 }
 

@@ -148,8 +148,12 @@ TEST_CASE(
   SUBCASE("parked by the broker, straight from a return") {
     d.message.headers["x-death"] = Json::array(
         {Json{{"reason", "delivery_limit"}, {"queue", "syncbus.work.change"}, {"count", 1}},
-         Json{{"reason", "delivery_limit"}, {"queue", "syncbus.consumer.consumer-a"}, {"count", 1}},
-         Json{{"reason", "expired"}, {"queue", "syncbus.consumer.consumer-b"}, {"count", 2}}});
+         Json{{"reason", "delivery_limit"},
+              {"queue", "syncbus.consumer.consumer-a.change"},
+              {"count", 1}},
+         Json{{"reason", "expired"},
+              {"queue", "syncbus.consumer.consumer-b.resync"},
+              {"count", 2}}});
     CHECK(DescribeDeadLetter(d).ToJson(WallTime{})["returnsFromConsumers"] == 1);
   }
   SUBCASE("nothing returned") {
