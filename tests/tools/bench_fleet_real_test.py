@@ -79,5 +79,19 @@ class Requests(unittest.TestCase):
         self.assertEqual(bfr.by_kind({}, 50), "none")
 
 
+class ReapplyOverlap(unittest.TestCase):
+    def test_windows_that_close_before_the_second_reapply_are_clean(self):
+        # 1,000 clusters: syncbus converged in 18 s; 18 + 10 + 20 + 5 = 53 <= 54.
+        self.assertEqual(bfr.reapply_overlap(18.1, 10, 20, 60), "")
+
+    def test_a_long_edit_window_or_a_slow_converge_overlaps(self):
+        # The same fleet with a 60 s edit window: its second reapply round falls in the window.
+        why = bfr.reapply_overlap(18.1, 10, 60, 60)
+        self.assertIn("edit window 60 s", why)
+        self.assertIn("--reapply-interval 104 or more", why)
+        # Hive converging 1,000 clusters in 139 s, longer than the interval itself.
+        self.assertIn("--reapply-interval 194 or more", bfr.reapply_overlap(139.3, 10, 20, 60))
+
+
 if __name__ == "__main__":
     unittest.main()

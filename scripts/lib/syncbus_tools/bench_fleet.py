@@ -805,7 +805,9 @@ def parse_args(argv):
     p.add_argument("--edit-window", type=positive, default=20,
                    help="seconds measured from the edit, --real-apiserver (default 20)")
     p.add_argument("--reapply-interval", type=positive, default=60,
-                   help="full reapply interval of both systems, seconds, --real-apiserver (default 60)")
+                   help="full reapply interval of both systems, seconds, --real-apiserver (default 60); converge, "
+                        "rest and the edit window must fit in 0.9 of it less 5 s, else the report says that those "
+                        "windows hold periodic reapplies and what interval would keep them out")
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"), help="where the binaries are (default build/)")
     p.add_argument("--keep-logs", action="store_true",
                    help="keep the work directory (logs, configs) after a run that completed; kept anyway on errors")

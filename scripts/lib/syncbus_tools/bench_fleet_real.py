@@ -27,6 +27,7 @@ import base64
 import fcntl
 import http.client
 import json
+import math
 import os
 import subprocess
 import time
@@ -402,6 +403,8 @@ def measure(system, args, procs, broker, env, daemons, consumer_yaml):
         time.sleep(max(0.0, args.edit_window - edit_seconds))
         out["edit"] = env.meter.delta(a, env.meter.read())
         out["edit"]["converged_in"] = edit_seconds
+        out["overlap"] = reapply_overlap(converge_seconds, args.idle_seconds, args.edit_window,
+                                         args.reapply_interval)
         if system == "syncbus":
             out["consumers"] = {name: (cpu_seconds(d.pid(name)), memory_kib(d.pid(name))[1] / 1024)
                                 for name in d.consumers()}
@@ -436,8 +439,23 @@ def by_kind(requests, clusters, limit=8):
     return ", ".join(f"{verb} {res} {v / max(clusters, 1):.2f}" for v, (verb, res) in items) or "none"
 
 
+def reapply_overlap(converge, idle, edit_window, interval):
+    """Why a system's rest or edit window holds periodic reapplies, or "" when neither does. A
+    cluster first synced at 0 (the converge's start) is reapplied at one interval and again at two
+    at the earliest (the jitter only adds); the edit window opens after converge, rest and the
+    reapply window (1.1 intervals + 5 s), so it must close by two intervals."""
+    needed = converge + idle + edit_window + 5
+    if needed <= 0.9 * interval:
+        return ""
+    return (f"converge {converge:.0f} s + rest {idle:.0f} s + edit window {edit_window:.0f} s + 5 s is more "
+            f"than 0.9 x the reapply interval ({interval:.0f} s): its rest and edit windows include periodic "
+            f"reapplies; pass --reapply-interval {math.ceil(needed / 0.9)} or more")
+
+
 def report_system(report, system, r, n):
     edited = (n + 1) // 2
+    if r.get("overlap"):
+        report.add(f"{system}: windows overlap periodic reapplies", r["overlap"])
     c = r["converge"]
     total, per = per_cluster(c["requests"], n)
     report.add(f"{system}: converge", f"{c['seconds']:.1f} s; hub requests {int(total)} ({per:.2f} per cluster: "
