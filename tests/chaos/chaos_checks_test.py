@@ -116,6 +116,15 @@ class PoisonTest(unittest.TestCase):
         two = [parked("m1", returns=1), parked("m2")]
         self.assertTrue(cc.judge_poison(two, VICTIM, crashes=11, delivery_limit=5).ok)
 
+    def test_rabbitmq_4_a_holder_killed_by_a_fault_takes_two_deliveries(self):
+        # fresh22 (RabbitMQ 4.0): 2 requests parked after 6 + 6 unsettled deliveries from 10 planted
+        # crashes; one return, from a holder a consumer-kill fault took down, counted twice.
+        two = [parked("m1", returns=1), parked("m2")]
+        self.assertTrue(cc.judge_poison(two, VICTIM, crashes=10, delivery_limit=5, counted_per_return=2).ok)
+        # On 3.10 a return counts once: the same crashes leave a delivery unexplained.
+        self.assertFalse(cc.judge_poison(two, VICTIM, crashes=10, delivery_limit=5, counted_per_return=1).ok)
+        self.assertFalse(cc.judge_poison(two, VICTIM, crashes=9, delivery_limit=5, counted_per_return=2).ok)
+
     def test_sticky_claims_too_few_crashes_for_the_returns(self):
         check = cc.judge_poison([parked("m1", returns=1)], VICTIM, crashes=4, delivery_limit=5)
         self.assertFalse(check.ok)

@@ -257,7 +257,7 @@ def poison_episode(s, chaos, edits, victim, timeout):
     planted = sum(s.planted_crashes(key).values())
     crashes = sum(len(d.crash_times) for d in s.consumers()) - crashes_before
     note(f"poison: parked after {parked_at - started:.0f}s, {crashes} consumer crashes ({planted} planted)")
-    judged = judge_poison(listed, key, planted, DELIVERY_LIMIT)
+    judged = judge_poison(listed, key, planted, DELIVERY_LIMIT, 1 if s.rabbit.version == "3.10" else 2)
     judged.detail += f"; first parked {parked_at - started:.0f}s after the edit; `syncbusctl dlq list` shows:\n"
     rc, out, _ = s.ctl("dlq", "list", "-c", s.ctl_config, "--cluster", victim, "-q")
     judged.detail += indent(out if rc == 0 else f"(exit {rc})")

@@ -58,6 +58,7 @@ class RabbitCluster:
 
     def __init__(self, root, work, nodes, tls_dir, version):
         self.root = root
+        self.version = version
         self.dir = os.path.join(work, "rabbitmq")
         self.log = os.path.join(work, "rabbitmq-cluster.log")
         args = [os.path.join(root, "scripts", "rabbitmq-cluster"), "start", "--dir", self.dir,
