@@ -709,10 +709,12 @@ def judge_poison(listed, cluster, crashes, delivery_limit, counted_per_return=1)
     """The poison's parked requests (`listed`: `syncbusctl dlq list --json` of its cluster) must
     be parked by syncbus's own path (quarantine, then the delivery limit), not by the broker,
     each after delivery_limit + 1 deliveries that ended unsettled, and the planted crashes must
-    account for those deliveries: at least their sum less what the requests' returns from
-    consumers' queues counted (`returnsFromConsumers`: with sticky claims, forwards whose holder
-    died holding them, from a planted crash or a fault's kill; none with per-sync claims), and no
-    more than every request's deliveries. A return counts `counted_per_return` unsettled
+    account for those deliveries: no more than every request's deliveries, and at least each
+    request's own less what its returns from consumers' queues counted (`returnsFromConsumers`:
+    with sticky claims, forwards whose holder died holding them, from a planted crash or a fault's
+    kill; none with per-sync claims). Not their sum: one crash returns every delivery its process
+    held, so two copies of the poison held at once (one waiting for the other's run) take one
+    unsettled delivery each from the same crash. A return counts `counted_per_return` unsettled
     deliveries: 1 on RabbitMQ 3.10, 2 on 4.0 (docs/operations.md, "Messages in the dead-letter
     queue"), so on 4.0 a holder killed by a fault takes two deliveries that no crash accounts for."""
     problems = []
@@ -731,7 +733,7 @@ def judge_poison(listed, cluster, crashes, delivery_limit, counted_per_return=1)
                             f"not {delivery_limit + 1}")
         returns = d.get("returnsFromConsumers") or 0
         returned += returns
-        least += (d.get("unsettled") or 0) - returns * counted_per_return
+        least = max(least, (d.get("unsettled") or 0) - returns * counted_per_return)
     most = len(ours) * (delivery_limit + 1)
     if ours and not least <= crashes <= most:
         problems.append(f"{crashes} planted consumer crashes for {len(ours)} parked request(s): expected "
