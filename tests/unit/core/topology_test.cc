@@ -36,6 +36,14 @@ const amqp::PolicySpec* PolicyOf(const amqp::Topology& t, const std::string& que
   return best;
 }
 
+// How many of `t`'s policies match `queue` (syncbus means exactly one per queue).
+int MatchingPolicies(const amqp::Topology& t, const std::string& queue) {
+  int matching = 0;
+  for (const auto& p : t.policies)
+    matching += std::regex_search(queue, std::regex(p.pattern)) ? 1 : 0;
+  return matching;
+}
+
 TEST_CASE(
     "every quorum queue has an explicit delivery limit, and exactly one syncbus policy applies to "
     "each queue") {
@@ -45,10 +53,7 @@ TEST_CASE(
   amqp::Topology t = amqp::SyncbusTopology(options);
   for (const auto& q : t.queues) {
     CAPTURE(q.name);
-    int matching = 0;
-    for (const auto& p : t.policies)
-      matching += std::regex_search(q.name, std::regex(p.pattern)) ? 1 : 0;
-    CHECK(matching == 1);
+    CHECK(MatchingPolicies(t, q.name) == 1);
     const amqp::PolicySpec* p = PolicyOf(t, q.name);
     REQUIRE(p != nullptr);
     if (q.arguments["x-queue-type"] == "quorum") {
@@ -174,10 +179,7 @@ TEST_CASE(
     CHECK(t.bindings[i].arguments ==
           Json{{"x-match", "all-with-x"}, {kForwardToHeader, "consumer-1"}, {kLaneHeader, lane}});
     // The policy is the shared topology's, one for either lane.
-    int matching = 0;
-    for (const auto& p : shared.policies)
-      matching += std::regex_search(q.name, std::regex(p.pattern)) ? 1 : 0;
-    CHECK(matching == 1);
+    CHECK(MatchingPolicies(shared, q.name) == 1);
     const amqp::PolicySpec* policy = PolicyOf(shared, q.name);
     REQUIRE(policy != nullptr);
     // Back to its lane at the first unsettled return, where x-death counts it (headers.h).
