@@ -227,13 +227,14 @@ bool HubMirror::Store(Maps& maps, HubCollection c, const Json& object, bool only
     case HubCollection::kSyncSets: {
       const std::string ns = Metadata(object).value("namespace", "");
       auto& in_ns = maps.syncsets[ns];
-      bool valid = store(in_ns, Metadata(object).value("name", ""), hive::SyncSet::FromJson);
+      bool valid = store(in_ns, Metadata(object).value("name", ""),
+                         [](const Json& o) { return hive::SyncSet::FromJson(o); });
       if (in_ns.empty()) maps.syncsets.erase(ns);
       return valid;
     }
     case HubCollection::kSelectorSyncSets:
       return store(maps.selector_syncsets, Metadata(object).value("name", ""),
-                   hive::SelectorSyncSet::FromJson);
+                   [](const Json& o) { return hive::SelectorSyncSet::FromJson(o); });
     case HubCollection::kClusterSyncs:
       return store(maps.statuses, key, hive::ClusterSync::FromJson);
     case HubCollection::kClusterSyncLeases: {

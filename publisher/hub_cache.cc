@@ -17,10 +17,13 @@ std::string VersionOf(const Json& object) {
   return object.contains("metadata") ? object["metadata"].value("resourceVersion", "") : "";
 }
 
+// Reads the metadata in place: a conditional that yields a temporary copies it, managedFields
+// and all, once per object listed or watched.
 std::string KeyOf(const Json& object) {
-  const Json& m = object.contains("metadata") ? object["metadata"] : Json::object();
-  std::string ns = m.value("namespace", "");
-  std::string name = m.value("name", "");
+  auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return "";
+  std::string ns = m->value("namespace", "");
+  std::string name = m->value("name", "");
   return ns.empty() ? name : ns + "/" + name;
 }
 
@@ -67,8 +70,7 @@ void Trim(hive::ObjectMeta& meta) {
   meta.creation_timestamp = {};
 }
 void Trim(hive::SyncSetCommonSpec& spec) {
-  Free(spec.resources);
-  Free(spec.patches);
+  Free(spec.patches);  // spec.resources were never kept (hive::SetResources::kCheckOnly)
 }
 void Trim(hive::ClusterDeployment& cd) {
   Trim(cd.meta);
@@ -193,9 +195,11 @@ Status HubCache::Parse(HubKind kind, const Json& object, Objects& into) {
           std::make_shared<const hive::ClusterDeployment>(std::move(*cd));
       return Status::Ok();
     }
-    case HubKind::kSyncSet: return store(into.syncsets, hive::SyncSet::FromJson(object));
+    case HubKind::kSyncSet:
+      return store(into.syncsets, hive::SyncSet::FromJson(object, hive::SetResources::kCheckOnly));
     case HubKind::kSelectorSyncSet:
-      return store(into.selector_syncsets, hive::SelectorSyncSet::FromJson(object));
+      return store(into.selector_syncsets,
+                   hive::SelectorSyncSet::FromJson(object, hive::SetResources::kCheckOnly));
     case HubKind::kClusterSync: {
       auto cluster_sync = hive::ClusterSync::FromJson(object);
       if (!cluster_sync.ok()) return cluster_sync.status();

@@ -73,7 +73,7 @@ Json EmbeddedObject::Parse() const {
 
 namespace {
 
-Result<SyncSetCommonSpec> ParseCommonSpec(const Json& spec) {
+Result<SyncSetCommonSpec> ParseCommonSpec(const Json& spec, SetResources keep) {
   SyncSetCommonSpec out;
   auto resources = ReadArray(spec, "resources", "spec");
   SYNCBUS_RETURN_IF_ERROR(resources);
@@ -82,7 +82,7 @@ Result<SyncSetCommonSpec> ParseCommonSpec(const Json& spec) {
     if (!r.is_object()) {
       return InvalidArgument("spec.resources[" + std::to_string(i) + "]: expected an object");
     }
-    out.resources.emplace_back(r);
+    if (keep == SetResources::kKeep) out.resources.emplace_back(r);
   }
   std::string mode;
   SYNCBUS_RETURN_IF_ERROR(ReadString(spec, "resourceApplyMode", "spec", mode));
@@ -200,12 +200,12 @@ Result<ObjectMeta> ObjectMeta::FromJson(const Json& object) {
   return out;
 }
 
-Result<SyncSet> SyncSet::FromJson(const Json& object) {
+Result<SyncSet> SyncSet::FromJson(const Json& object, SetResources resources) {
   auto meta = ObjectMeta::FromJson(object);
   SYNCBUS_RETURN_IF_ERROR(meta);
   auto spec_obj = ReadObject(object, "spec", "");
   SYNCBUS_RETURN_IF_ERROR(spec_obj);
-  auto spec = ParseCommonSpec(**spec_obj);
+  auto spec = ParseCommonSpec(**spec_obj, resources);
   if (!spec.ok()) return spec.status().Annotate("SyncSet " + meta->Key());
   SyncSet out{std::move(*meta), std::move(*spec), {}};
   auto refs = ReadArray(**spec_obj, "clusterDeploymentRefs", "spec");
@@ -221,12 +221,12 @@ Result<SyncSet> SyncSet::FromJson(const Json& object) {
   return out;
 }
 
-Result<SelectorSyncSet> SelectorSyncSet::FromJson(const Json& object) {
+Result<SelectorSyncSet> SelectorSyncSet::FromJson(const Json& object, SetResources resources) {
   auto meta = ObjectMeta::FromJson(object);
   SYNCBUS_RETURN_IF_ERROR(meta);
   auto spec_obj = ReadObject(object, "spec", "");
   SYNCBUS_RETURN_IF_ERROR(spec_obj);
-  auto spec = ParseCommonSpec(**spec_obj);
+  auto spec = ParseCommonSpec(**spec_obj, resources);
   if (!spec.ok()) return spec.status().Annotate("SelectorSyncSet " + meta->Key());
   auto sel_obj = ReadObject(**spec_obj, "clusterDeploymentSelector", "spec");
   SYNCBUS_RETURN_IF_ERROR(sel_obj);

@@ -91,18 +91,24 @@ struct SyncSetCommonSpec {
   bool enable_patch_templates = false;
 };
 
+// What a set's FromJson does with spec.resources: keeps them (what a sync applies), or only
+// checks that each is an object, as a reader that never applies them does (the publisher's
+// cache), without the cost of keeping each one's text.
+enum class SetResources { kKeep, kCheckOnly };
+
 struct SyncSet {
   ObjectMeta meta;
   SyncSetCommonSpec spec;
   std::vector<std::string> cluster_deployment_refs;  // names in meta.ns
-  static Result<SyncSet> FromJson(const Json& object);
+  static Result<SyncSet> FromJson(const Json& object, SetResources resources = SetResources::kKeep);
 };
 
 struct SelectorSyncSet {
   ObjectMeta meta;
   SyncSetCommonSpec spec;
   LabelSelector selector;
-  static Result<SelectorSyncSet> FromJson(const Json& object);
+  static Result<SelectorSyncSet> FromJson(const Json& object,
+                                          SetResources resources = SetResources::kKeep);
 };
 
 struct Condition {

@@ -46,6 +46,33 @@ TEST_CASE("SyncSet modes and behaviours") {
   CHECK(wrong_type.status().message().find("spec.clusterDeploymentRefs") != std::string::npos);
 }
 
+TEST_CASE("a set's resources are kept, or only checked, as the reader asks") {
+  const Json good = Json::parse(R"({"metadata":{"name":"s","namespace":"n"},
+    "spec":{"clusterDeploymentRefs":[],"clusterDeploymentSelector":{},
+            "resources":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}},
+                         {"apiVersion":"v2","kind":"K","metadata":{"name":"b"}}]}})");
+  auto kept = SyncSet::FromJson(good);
+  REQUIRE(kept.ok());
+  REQUIRE(kept->spec.resources.size() == 2);
+  CHECK(kept->spec.resources[1].api_version() == "v2");
+  auto checked = SyncSet::FromJson(good, SetResources::kCheckOnly);
+  REQUIRE(checked.ok());
+  CHECK(checked->spec.resources.empty());
+  auto selector_checked = SelectorSyncSet::FromJson(good, SetResources::kCheckOnly);
+  REQUIRE(selector_checked.ok());
+  CHECK(selector_checked->spec.resources.empty());
+  // Checked or kept, a resource that is not an object makes the set invalid.
+  const Json bad = Json::parse(R"({"metadata":{"name":"s","namespace":"n"},
+    "spec":{"clusterDeploymentRefs":[],"clusterDeploymentSelector":{},
+            "resources":[{"kind":"ConfigMap"},"not an object"]}})");
+  for (SetResources mode : {SetResources::kKeep, SetResources::kCheckOnly}) {
+    auto ss = SyncSet::FromJson(bad, mode);
+    REQUIRE_FALSE(ss.ok());
+    CHECK(ss.status().message().find("spec.resources[1]: expected an object") != std::string::npos);
+    CHECK_FALSE(SelectorSyncSet::FromJson(bad, mode).ok());
+  }
+}
+
 TEST_CASE("ClusterDeployment skip rules") {
   auto parse = [](const char* extra_meta, const char* spec, const char* status) {
     std::string j = std::string(R"({"metadata":{"name":"c","namespace":"c")") + extra_meta +
