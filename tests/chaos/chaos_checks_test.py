@@ -1188,6 +1188,33 @@ class RecoveryTest(unittest.TestCase):
         burst.lingers = 99.0
         self.assertFalse(cc.disturbed(victim, 30.0, [victim, burst]))
 
+    def test_a_planted_crash_disturbs_a_consumer_fault_as_a_kill(self):
+        # As a run had it: consumer-1 frozen for 20 s; consumer-3 took over one of its clusters,
+        # then died on the planted poison 29.7 s after the freeze holding that cluster's request,
+        # which its next incarnation synced 52.1 s after the freeze.
+        pause = fault("consumer-pause", 100, target="consumer-1", **{"clusters synced again": 52.1})
+        rows, notes = cc.recovery_table([pause], 10)
+        self.assertFalse(cc.goals_met(rows, notes).ok)            # judged alone: missed
+        crash = SimpleNamespace(kind="consumer-kill", target="consumer-3", at=129.7, ended=129.7, lingers=0.0)
+        rows, notes = cc.recovery_table([pause], 10, [crash])
+        row = next(r for r in rows if r[0] == "consumer-pause")
+        self.assertEqual(row[2][0], 1)                             # reported
+        self.assertEqual(row[3][0], 0)                             # not judged
+        self.assertEqual(len(rows), 1)                             # and the crash is no row of its own
+        # A crash once the goal's time was up stretches nothing judged: missed.
+        late = SimpleNamespace(kind="consumer-kill", target="consumer-3", at=131.0, ended=131.0, lingers=0.0)
+        rows, notes = cc.recovery_table([pause], 10, [late])
+        self.assertFalse(cc.goals_met(rows, notes).ok)
+
+    def test_planted_crash_times_from_text_and_json_logs(self):
+        text = "\n".join([f"2026-12-01T01:02:38.953Z error consumer {cc.PLANTED_CRASH} cluster={VICTIM}",
+                          "2026-12-01T01:02:39.000Z info consumer consuming",
+                          f"2026-12-01T01:02:40.000Z error consumer {cc.PLANTED_CRASH} cluster=cluster-0008/x"])
+        self.assertEqual(cc.planted_crash_times(text, VICTIM), [cc.unix_ms("2026-12-01T01:02:38.953Z", 0) / 1000.0])
+        json_line = PLANTED[:-1] + ',"ts":"2026-12-01T01:02:38.953Z"}'
+        self.assertEqual(cc.planted_crash_times(json_line, VICTIM), [1796086958.953])
+        self.assertEqual(cc.planted_crash_times(PLANTED, VICTIM), [])   # no time: left out
+
     def test_target_burst_disturbs_a_consumer_fault_only_on_a_cluster_its_victim_held(self):
         # As a run had it: the victim's cluster-0116, taken over 8 s after the kill, synced slowly
         # under a burst on 10 clusters that included it; a burst on the others does not matter.

@@ -25,10 +25,11 @@ from syncbus_tools import ROOT, secret_scan
 from syncbus_tools.chaos_checks import (Check, analyse_journal, check_boundary_during_faults,
                                         check_rollout_complete, check_rollout_held, cluster_credentials,
                                         every_kind_injected, explain_dead_letters, explain_exits, goals_met,
-                                        judge_poison, planted_crashes, rollout_history, ScanInputs, WorkTimes,
+                                        judge_poison, planted_crash_times, planted_crashes, rollout_history,
+                                        ScanInputs, WorkTimes,
                                         format_recovery, measure_recovery, recovery_table, request_window,
                                         verify_fleet)
-from syncbus_tools.chaos_faults import Chaos, EditStream, make_rng
+from syncbus_tools.chaos_faults import Chaos, EditStream, Fault, make_rng
 from syncbus_tools import chaos_rollout
 from syncbus_tools.chaos_system import (Daemon, RabbitCluster, Sampler, Simulator, Supervisor, admin_yaml,
                                         note, now, write_daemon_config)
@@ -83,6 +84,16 @@ class System:
             with open(d.log_path, encoding="utf-8", errors="replace") as f:
                 counts[d.name] = planted_crashes(f.read(), cluster)
         return counts
+
+    def planted_crash_faults(self, cluster):
+        """The consumers' planted crashes on `cluster`, as consumer-kill faults (recovery_table):
+        a consumer that dies holding another fault's clusters stretches that fault's recovery."""
+        crashes = []
+        for d in self.consumers():
+            with open(d.log_path, encoding="utf-8", errors="replace") as f:
+                crashes += [Fault("consumer-kill", d.name, t, detail="planted poison crash", ended=t)
+                            for t in planted_crash_times(f.read(), cluster)]
+        return crashes
 
     def ctl(self, *argv, timeout=900):
         """syncbusctl with the run's config; (exit code, stdout)."""
@@ -524,7 +535,8 @@ def run(args):
         if chaos.errors:
             checks.append(Check("every fault could be injected", False, f"{len(chaos.errors)} could not",
                                 chaos.errors))
-        rows, notes = recovery_table(chaos.faults, args.lease)
+        crashes = [] if args.no_poison else s.planted_crash_faults(f"{victim}/{victim}")
+        rows, notes = recovery_table(chaos.faults, args.lease, crashes)
         checks.append(goals_met(rows, notes, args.samples))
         checks += scan_for_secrets(s, creds, trace)
         report(args, s, chaos, edits, rollout, checks, converge, after_faults, rows, notes, run_started)

@@ -554,14 +554,16 @@ def request_window(kind, lease_seconds):
     return goal(lease_seconds) - lease_seconds
 
 
-def recovery_table(faults, lease_seconds):
+def recovery_table(faults, lease_seconds, crashes=()):
     """Rows of (fault, figure, (n, p50, max) over all faults, the same over the undisturbed ones,
     goal text, met or None) and notes on figures missing. A fault is undisturbed when no other
     fault began before it had recovered, or before its goal's time was up if it took longer: the
     goals are judged on those (a recovery that another fault stretched is reported, not judged;
-    one that was past its goal when the other fault began is judged, and missed). The edit
-    stream's edits, fleet-wide ones included, are the run's load, not faults: they disturb
-    nothing."""
+    one that was past its goal when the other fault began is judged, and missed). `crashes`, the
+    planted poison's consumer crashes (as consumer-kill faults the run did not inject), disturb
+    as a consumer kill does, and are not rows of their own. The edit stream's edits, fleet-wide
+    ones included, are the run's load, not faults: they disturb nothing."""
+    disturbances = list(faults) + list(crashes)
     rows, notes = [], []
     for kind, figure, goal, goal_text in RECOVERY_ROWS:
         of_kind = [f for f in faults if f.kind == kind]
@@ -582,7 +584,7 @@ def recovery_table(faults, lease_seconds):
         limit = goal(lease_seconds) if goal else None
         clean = [f for f in done
                  if not disturbed(f, min(f.recovery[figure], limit if limit is not None else float("inf")),
-                                  faults, figure)]
+                                  disturbances, figure)]
         met = None
         if limit is not None and (clean or never):
             met = not never and max((f.recovery[figure] for f in clean), default=0) <= limit
@@ -680,9 +682,31 @@ def every_kind_injected(faults, kinds):
 PLANTED_CRASH = "crashing on purpose: the ClusterDeployment carries the crash annotation"
 
 
+def planted_crash_lines(log_text, cluster):
+    """The lines where the log says its process aborted on purpose on `cluster` ("ns/name")."""
+    return [line for line in log_text.splitlines() if PLANTED_CRASH in line and cluster in line]
+
+
 def planted_crashes(log_text, cluster):
     """How many times the log says its process aborted on purpose on `cluster` ("ns/name")."""
-    return sum(1 for line in log_text.splitlines() if PLANTED_CRASH in line and cluster in line)
+    return len(planted_crash_lines(log_text, cluster))
+
+
+def planted_crash_times(log_text, cluster):
+    """When the log says its process aborted on purpose on `cluster`, in unix seconds: the time
+    that leads a text line, or a JSON line's "ts" (a line with neither is left out)."""
+    times = []
+    for line in planted_crash_lines(log_text, cluster):
+        stamp = line.split(" ", 1)[0]
+        if line.startswith("{"):
+            try:
+                stamp = json.loads(line).get("ts")
+            except ValueError:
+                stamp = None
+        ms = unix_ms(stamp, None)
+        if ms is not None:
+            times.append(ms / 1000.0)
+    return times
 
 
 def explain_exits(exits, planted):

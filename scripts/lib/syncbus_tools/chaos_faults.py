@@ -102,9 +102,12 @@ class Chaos:
         self._thread.start()
 
     def pause(self):
-        """No new faults until resume(); returns once every fault in progress has ended."""
+        """No new faults until resume(); returns once every fault in progress has ended and the last
+        protected fault's quiet window is over: what the caller does next (the poison, whose
+        crashes are consumer deaths) must not stretch a recovery being judged."""
         self._paused.set()
         self.wait_quiet()
+        time.sleep(max(0.0, self._quiet_until - now()))
 
     def resume(self):
         self._paused.clear()
