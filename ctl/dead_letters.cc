@@ -40,7 +40,7 @@ void RecordReplay(amqp::Session& session, const DeadLetter& letter, const amqp::
   e.lane = replay.routing_key;
   e.reason = letter.reason;
   if (!DecodeTraceEvent(EncodeTraceEvent(e)).ok()) return;
-  (void)session.Publish(TraceEventPublication(e), timeout);
+  (void)session.Publish(TraceBatches({&e}).front().publication, timeout);
 }
 
 std::string DeadAge(std::optional<WallTime> dead_at, WallTime now) {

@@ -26,7 +26,7 @@ Result<TraceRead> ReadTrace(amqp::Session& session, const TraceQuery& query) {
   if (!tag.ok())
     return tag.status().Annotate("reading the trace stream " + std::string(amqp::kTraceQueue));
   TraceRead out;
-  std::unordered_set<std::string> seen;  // bodies of the events kept: a recorder may publish twice
+  std::unordered_set<std::string> seen;  // the events kept: a recorder may publish one twice
   const bool follow = static_cast<bool>(query.keep_going);
   while (!follow || query.keep_going()) {
     auto next = session.Next(query.quiet);
@@ -38,18 +38,24 @@ Result<TraceRead> ReadTrace(amqp::Session& session, const TraceQuery& query) {
     const amqp::Delivery& d = **next;
     if (Status acked = session.Ack(d.delivery_tag); !acked.ok())
       return acked.Annotate("reading the trace stream");
-    ++out.scanned;
-    auto event = DecodeTraceEvent(d.message.body);
-    if (!event.ok()) {
+    auto message = DecodeTraceMessage(d.message.body);
+    if (!message.ok()) {
+      ++out.scanned;
       ++out.undecodable;
       continue;
     }
-    if (event->at < query.since) continue;  // the offset is found with second precision
-    bool past_end = !follow && query.until != WallTime{} && event->at > query.until;
-    if (TraceClusterMatches(query.cluster, event->cluster) && !past_end &&
-        seen.insert(d.message.body).second) {
-      if (query.on_event) query.on_event(*event);
-      out.events.push_back(std::move(*event));
+    out.scanned += message->events.size() + message->invalid;
+    out.undecodable += message->invalid;
+    bool past_end = false;
+    for (TraceEvent& event : message->events) {
+      if (event.at < query.since) continue;  // the offset is found with second precision
+      past_end = !follow && query.until != WallTime{} && event.at > query.until;
+      if (past_end) break;
+      if (TraceClusterMatches(query.cluster, event.cluster) &&
+          seen.insert(EncodeTraceEvent(event)).second) {
+        if (query.on_event) query.on_event(event);
+        out.events.push_back(std::move(event));
+      }
     }
     if (past_end) break;
   }

@@ -123,25 +123,9 @@ Result<TraceSet> DecodeSet(const Json& j, size_t index) {
   return s;
 }
 
-}  // namespace
-
-const char* TraceStepName(TraceStep step) {
-  for (const auto& [s, name] : kSteps) {
-    if (s == step) return name;
-  }
-  return "unknown";
-}
-
-const char* TraceOutcomeName(TraceOutcome outcome) {
-  for (const auto& [o, name] : kOutcomes) {
-    if (o == outcome) return name;
-  }
-  return "unknown";
-}
-
-std::string EncodeTraceEvent(const TraceEvent& e) {
-  Json j = {{"version", kTraceEventVersion},
-            {"step", TraceStepName(e.step)},
+// The event's fields, without a version (a batch carries one for all its events).
+Json EventJson(const TraceEvent& e) {
+  Json j = {{"step", TraceStepName(e.step)},
             {"cluster", e.cluster},
             {"request", e.request},
             {"at", FormatRfc3339Millis(e.at)},
@@ -177,25 +161,31 @@ std::string EncodeTraceEvent(const TraceEvent& e) {
     }
     j["sets"] = std::move(sets);
   }
-  return j.dump();
+  return j;
 }
 
-Result<TraceEvent> DecodeTraceEvent(std::string_view body) {
-  if (body.size() > kMaxTraceEventBytes) {
-    return InvalidArgument("trace event: body of " + std::to_string(body.size()) +
-                           " bytes exceeds the limit of " + std::to_string(kMaxTraceEventBytes));
+}  // namespace
+
+const char* TraceStepName(TraceStep step) {
+  for (const auto& [s, name] : kSteps) {
+    if (s == step) return name;
   }
-  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgument("trace event: body is not valid JSON");
-  if (!j.is_object()) return InvalidArgument("trace event: body is not a JSON object");
+  return "unknown";
+}
+
+const char* TraceOutcomeName(TraceOutcome outcome) {
+  for (const auto& [o, name] : kOutcomes) {
+    if (o == outcome) return name;
+  }
+  return "unknown";
+}
+
+namespace {
+
+// An event's fields (its version already checked, by itself or by its batch).
+Result<TraceEvent> DecodeEventFields(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("trace event: not a JSON object");
   Fields f(j);
-  int64_t version = 0;
-  SYNCBUS_RETURN_IF_ERROR(f.Int("version", version, INT64_MIN, INT64_MAX));
-  if (!j.contains("version")) return InvalidArgument("trace event: missing field \"version\"");
-  if (version != kTraceEventVersion) {
-    return InvalidArgument("trace event: unsupported version " + std::to_string(version) +
-                           " (this build reads " + std::to_string(kTraceEventVersion) + ")");
-  }
   TraceEvent e;
   std::string step;
   SYNCBUS_RETURN_IF_ERROR(f.String("step", step, 32, true));
@@ -253,22 +243,116 @@ Result<TraceEvent> DecodeTraceEvent(std::string_view body) {
   return e;
 }
 
-amqp::Publication TraceEventPublication(const TraceEvent& event) {
-  amqp::Publication p;
-  p.exchange = amqp::kTraceExchange;
-  p.routing_key = "";
-  p.mandatory = false;
-  amqp::Message& m = p.message;
-  m.body = EncodeTraceEvent(event);
-  m.content_type = "application/json";
-  m.type = "syncbus.trace-event.v1";
-  m.message_id = event.request + "/" + TraceStepName(event.step);
-  m.app_id = event.actor;
-  m.timestamp =
-      std::chrono::duration_cast<std::chrono::seconds>(event.at.time_since_epoch()).count();
-  m.persistent = true;
-  m.headers = Json{{kClusterHeader, event.cluster}};
-  return p;
+// The message's JSON object and its version, or why it is not one.
+Result<Json> ParseMessage(std::string_view body, size_t limit, int64_t& version) {
+  if (body.size() > limit) {
+    return InvalidArgument("trace event: body of " + std::to_string(body.size()) +
+                           " bytes exceeds the limit of " + std::to_string(limit));
+  }
+  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("trace event: body is not valid JSON");
+  if (!j.is_object()) return InvalidArgument("trace event: body is not a JSON object");
+  if (!j.contains("version")) return InvalidArgument("trace event: missing field \"version\"");
+  SYNCBUS_RETURN_IF_ERROR(Fields(j).Int("version", version, INT64_MIN, INT64_MAX));
+  return j;
+}
+
+Status Unsupported(int64_t version) {
+  return InvalidArgument("trace event: unsupported version " + std::to_string(version) +
+                         " (this build reads " + std::to_string(kTraceEventVersion) + " and " +
+                         std::to_string(kTraceBatchVersion) + ")");
+}
+
+}  // namespace
+
+std::string EncodeTraceEvent(const TraceEvent& event) {
+  Json j = EventJson(event);
+  j["version"] = kTraceEventVersion;
+  return j.dump();
+}
+
+Result<TraceEvent> DecodeTraceEvent(std::string_view body) {
+  int64_t version = 0;
+  auto j = ParseMessage(body, kMaxTraceEventBytes, version);
+  if (!j.ok()) return j.status();
+  if (version != kTraceEventVersion) return Unsupported(version);
+  return DecodeEventFields(*j);
+}
+
+Result<TraceMessage> DecodeTraceMessage(std::string_view body) {
+  int64_t version = 0;
+  auto j = ParseMessage(body, kMaxTraceMessageBytes, version);
+  if (!j.ok()) return j.status();
+  TraceMessage out;
+  if (version == kTraceEventVersion) {
+    if (body.size() > kMaxTraceEventBytes) {
+      return InvalidArgument("trace event: body of " + std::to_string(body.size()) +
+                             " bytes exceeds the limit of " + std::to_string(kMaxTraceEventBytes));
+    }
+    auto e = DecodeEventFields(*j);
+    if (!e.ok()) return e.status();
+    out.events.push_back(std::move(*e));
+    return out;
+  }
+  if (version != kTraceBatchVersion) return Unsupported(version);
+  auto events = j->find("events");
+  if (events == j->end() || !events->is_array())
+    return InvalidArgument("trace event: a batch's field \"events\" must be an array");
+  if (events->size() > kMaxTraceBatchEvents) {
+    return InvalidArgument("trace event: a batch of more than " +
+                           std::to_string(kMaxTraceBatchEvents) + " events");
+  }
+  out.events.reserve(events->size());
+  for (const Json& element : *events) {
+    auto e = DecodeEventFields(element);
+    if (e.ok()) {
+      out.events.push_back(std::move(*e));
+    } else {
+      ++out.invalid;
+    }
+  }
+  return out;
+}
+
+std::vector<TraceBatch> TraceBatches(const std::vector<const TraceEvent*>& events,
+                                     size_t max_events, size_t max_bytes) {
+  static const std::string kHead =
+      R"({"version":)" + std::to_string(kTraceBatchVersion) + R"(,"events":[)";
+  std::vector<TraceBatch> out;
+  TraceBatch batch;
+  std::string body;
+  auto close = [&](size_t end) {
+    if (end == batch.first) return;
+    batch.end = end;
+    amqp::Message& m = batch.publication.message;
+    m.body = std::move(body);
+    m.body += "]}";
+    m.content_type = "application/json";
+    m.type = "syncbus.trace-events.v2";
+    m.app_id = events[batch.first]->actor;
+    m.message_id = events[batch.first]->request + "/" + TraceStepName(events[batch.first]->step) +
+                   "+" + std::to_string(end - batch.first);
+    m.timestamp =
+        std::chrono::duration_cast<std::chrono::seconds>(events[batch.first]->at.time_since_epoch())
+            .count();
+    m.persistent = true;
+    batch.publication.exchange = amqp::kTraceExchange;
+    batch.publication.routing_key = "";
+    batch.publication.mandatory = false;
+    out.push_back(std::move(batch));
+    batch = TraceBatch{};
+    batch.first = end;
+    body.clear();
+  };
+  for (size_t i = 0; i < events.size(); ++i) {
+    std::string one = EventJson(*events[i]).dump();
+    const size_t count = i - batch.first;
+    if (count > 0 && (count >= max_events || body.size() + one.size() + 3 > max_bytes)) close(i);
+    body += body.empty() ? kHead : ",";
+    body += one;
+  }
+  close(events.size());
+  return out;
 }
 
 }  // namespace syncbus

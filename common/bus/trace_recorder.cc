@@ -47,12 +47,12 @@ size_t TraceRecorder::buffered() const {
 }
 
 Result<size_t> TraceRecorder::Flush(amqp::Session& session, std::chrono::milliseconds timeout,
-                                    size_t max_batch) {
+                                    size_t max_events) {
   if (clock_.Now() < held_until_) return size_t{0};
   std::vector<Buffered> taken;
   {
     std::lock_guard lock(mu_);
-    size_t n = std::min(buffer_.size(), max_batch);
+    size_t n = std::min(buffer_.size(), max_events);
     taken.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       taken.push_back(std::move(buffer_.front()));
@@ -60,25 +60,31 @@ Result<size_t> TraceRecorder::Flush(amqp::Session& session, std::chrono::millise
     }
   }
   if (taken.empty()) return size_t{0};
-  std::vector<amqp::Publication> batch;
-  batch.reserve(taken.size());
-  for (const Buffered& b : taken) batch.push_back(TraceEventPublication(b.event));
-  std::vector<Status> results = session.PublishAll(batch, timeout);
+  std::vector<const TraceEvent*> events;
+  events.reserve(taken.size());
+  for (const Buffered& b : taken) events.push_back(&b.event);
+  std::vector<TraceBatch> batches = TraceBatches(events);
+  std::vector<amqp::Publication> publications;
+  publications.reserve(batches.size());
+  for (TraceBatch& b : batches) publications.push_back(std::move(b.publication));
+  std::vector<Status> results = session.PublishAll(publications, timeout);
   size_t ok = 0;
   size_t dropped = 0;
   Status first;
   std::vector<Buffered> again;  // refused or unconfirmed, with flushes left: kept, in order
-  for (size_t i = 0; i < taken.size(); ++i) {
-    const Status s = i < results.size() ? results[i] : Unavailable("trace event not confirmed");
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const Status s = k < results.size() ? results[k] : Unavailable("trace batch not confirmed");
     if (s.ok()) {
-      ++ok;
+      ok += batches[k].end - batches[k].first;
       continue;
     }
     if (first.ok()) first = s;
-    if (++taken[i].failed_flushes < kMaxFlushes) {
-      again.push_back(std::move(taken[i]));
-    } else {
-      ++dropped;
+    for (size_t i = batches[k].first; i < batches[k].end; ++i) {
+      if (++taken[i].failed_flushes < kMaxFlushes) {
+        again.push_back(std::move(taken[i]));
+      } else {
+        ++dropped;
+      }
     }
   }
   published_.Increment(static_cast<double>(ok));

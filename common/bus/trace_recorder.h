@@ -1,6 +1,6 @@
 // TraceRecorder: buffers trace events (trace_event.h) from any thread and publishes them to the
-// trace exchange when its owner flushes with its own Session — the daemons flush on their broker
-// thread, once per loop turn, in one pipelined batch. Tracing hardly holds up work: the buffer is
+// trace exchange when its owner flushes with its own Session (a TraceFlusher's), many events to
+// a message, the messages of a flush pipelined. Tracing hardly holds up work: the buffer is
 // bounded (the oldest events are dropped and counted), a flush waits at most kFlushTimeout for
 // its confirms, and after a failed flush the next ones are skipped for a growing hold-off: a
 // trace stream without a leader (its node died) costs a daemon one short wait per hold-off, not
@@ -38,12 +38,12 @@ class TraceRecorder {
                 Clock* clock = nullptr);
 
   void Record(TraceEvent event);
-  // Publishes everything buffered (at most `max_batch` events), waiting up to `timeout` for the
+  // Publishes everything buffered (at most `max_events` events), waiting up to `timeout` for the
   // confirms. Returns the number published; a broker failure keeps the events it failed (those
   // on their last try are dropped and counted), starts a hold-off and is returned for the caller
   // to log. During a hold-off nothing is published (0 is returned; the events stay buffered).
   Result<size_t> Flush(amqp::Session& session, std::chrono::milliseconds timeout = kFlushTimeout,
-                       size_t max_batch = 2000);
+                       size_t max_events = 2000);
 
   size_t buffered() const;
   const std::string& actor() const { return actor_; }

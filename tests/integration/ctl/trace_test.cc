@@ -1,6 +1,7 @@
 // The trace stream on a real RabbitMQ 3.10: events are read from a point in time without being
-// consumed, filtered by cluster, undecodable ones skipped and counted; an empty window ends on
-// quiet; a second copy of an event is read once; `dlq replay` records the replay; and a daemon's
+// consumed, in batches and one to a message (as syncbus wrote them before batches), filtered by
+// cluster, undecodable ones skipped and counted; an empty window ends on quiet; a second copy of
+// an event is read once, in whatever batch it came; `dlq replay` records the replay; and a daemon's
 // recorder reaches it, through a flusher whose connection outlives a quiet spell.
 #include <thread>
 
@@ -47,24 +48,44 @@ TraceEvent Event(const std::string& cluster, WallTime at, TraceStep step = Trace
   return e;
 }
 
+// Events in one message of the trace exchange, as a recorder's flush sends them.
+amqp::Publication Batch(const std::vector<TraceEvent>& events) {
+  std::vector<const TraceEvent*> pointers;
+  for (const auto& e : events) pointers.push_back(&e);
+  auto batches = TraceBatches(pointers);
+  REQUIRE(batches.size() == 1);
+  return batches[0].publication;
+}
+
+// One event alone, as syncbus wrote them before batches (version 1).
+amqp::Publication Single(const TraceEvent& event) {
+  amqp::Publication p{amqp::kTraceExchange, "", {}};
+  p.message.body = EncodeTraceEvent(event);
+  p.message.content_type = "application/json";
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE(
     "a trace read starts at a point in time, filters by cluster and leaves the stream as it was") {
   TraceBroker b;
   const WallTime now = RealClock().WallNow();
+  const TraceEvent settled = Event("ns1/a", now - 7s, TraceStep::kSettled);
   std::vector<amqp::Publication> pubs = {
-      TraceEventPublication(Event("ns1/old", now - 2h)),
-      TraceEventPublication(Event("ns1/a", now - 10s)),
-      TraceEventPublication(Event("ns2/a", now - 9s)),
-      TraceEventPublication(Event("ns1/b", now - 8s)),
-      TraceEventPublication(Event("ns1/a", now - 7s, TraceStep::kSettled)),
+      Single(Event("ns1/old", now - 2h)),
+      Single(Event("ns1/a", now - 10s)),
+      Batch({Event("ns2/a", now - 9s), Event("ns1/b", now - 8s), settled}),
   };
   amqp::Publication junk = pubs[1];
   junk.message.body = "{\"version\":1,\"step\":\"forged\"}";
   pubs.push_back(junk);
-  const amqp::Publication again = pubs[4];  // published twice (its confirm was lost): read once
-  pubs.push_back(again);
+  // A batch with a forged event in it: the others are read.
+  amqp::Publication mixed = Batch({Event("ns3/x", now - 6s)});
+  mixed.message.body.insert(mixed.message.body.size() - 2, R"(,{"step":"forged"})");
+  pubs.push_back(mixed);
+  // The settled event published again, in another batch (its confirm was lost): read once.
+  pubs.push_back(Batch({settled, Event("ns3/y", now - 5s)}));
   for (const auto& s : b.session.PublishAll(pubs, 10s)) REQUIRE_MESSAGE(s.ok(), s.ToString());
 
   TraceQuery all;
@@ -73,8 +94,10 @@ TEST_CASE(
   all.quiet = 1s;
   auto read = ReadTrace(b.session, all);
   REQUIRE_MESSAGE(read.ok(), read.status().ToString());
-  CHECK(read->events.size() == 4);  // not the one from two hours ago, not the forged one
-  CHECK(read->undecodable == 1);
+  // Not the one from two hours ago, not the forged ones, the settled one once.
+  CHECK(read->events.size() == 6);
+  CHECK(read->undecodable == 2);
+  CHECK(read->scanned == 10);
 
   TraceQuery one = all;
   one.cluster = "ns1/a";
@@ -92,7 +115,7 @@ TEST_CASE(
   // Nothing was consumed: a stream keeps what it was sent.
   read = ReadTrace(b.session, all);
   REQUIRE(read.ok());
-  CHECK(read->events.size() == 4);
+  CHECK(read->events.size() == 6);
 
   TraceQuery future = all;
   future.since = now + 30min;
@@ -108,8 +131,8 @@ TEST_CASE("a read stops at the first event recorded after its end") {
   const WallTime now = RealClock().WallNow();
   std::vector<amqp::Publication> pubs;
   for (int i = 0; i < 3; ++i)
-    pubs.push_back(TraceEventPublication(Event("ns1/a", now - 5s + std::chrono::seconds(i))));
-  pubs.push_back(TraceEventPublication(Event("ns1/a", now + 1h)));
+    pubs.push_back(Single(Event("ns1/a", now - 5s + std::chrono::seconds(i))));
+  pubs.push_back(Batch({Event("ns1/a", now + 1h), Event("ns1/a", now - 4s)}));
   for (const auto& s : b.session.PublishAll(pubs, 10s)) REQUIRE(s.ok());
   TraceQuery q;
   q.since = now - 1min;
@@ -167,9 +190,9 @@ TEST_CASE("events of one instant are ordered as a request goes: sent, delivered,
   // Appended in the order a loopback replay can produce: the consumer's delivery and settlement
   // land on the stream before syncbusctl's record of the replay, all in one millisecond.
   std::vector<amqp::Publication> pubs = {
-      TraceEventPublication(Event("ns/a", at, TraceStep::kSettled)),
-      TraceEventPublication(Event("ns/a", at, TraceStep::kDelivered)),
-      TraceEventPublication(Event("ns/a", at, TraceStep::kReplayed)),
+      Single(Event("ns/a", at, TraceStep::kSettled)),
+      Batch({Event("ns/a", at, TraceStep::kDelivered)}),
+      Single(Event("ns/a", at, TraceStep::kReplayed)),
   };
   for (const auto& s : b.session.PublishAll(pubs, 10s)) REQUIRE_MESSAGE(s.ok(), s.ToString());
   TraceQuery q;

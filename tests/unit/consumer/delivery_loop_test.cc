@@ -308,9 +308,10 @@ struct Harness {
     REQUIRE_MESSAGE(flushed.ok(), flushed.status().message());
     std::vector<TraceEvent> out;
     for (const auto& m : broker.ReadyMessages(amqp::kTraceQueue)) {
-      auto e = DecodeTraceEvent(m.body);
-      REQUIRE_MESSAGE(e.ok(), e.status().message());
-      out.push_back(*e);
+      auto decoded = DecodeTraceMessage(m.body);
+      REQUIRE_MESSAGE(decoded.ok(), decoded.status().message());
+      REQUIRE(decoded->invalid == 0);
+      for (auto& e : decoded->events) out.push_back(std::move(e));
     }
     return out;
   }

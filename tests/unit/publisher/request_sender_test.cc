@@ -86,9 +86,11 @@ TEST_CASE("request sender: a confirmed batch is on its lane, counted and traced"
   CHECK(trace.buffered() == 2);
   REQUIRE(trace.Flush(f.session).ok());
   auto traced = f.broker.ReadyMessages(amqp::kTraceQueue);
-  REQUIRE(traced.size() == 2);
-  auto e = DecodeTraceEvent(traced[1].body);
-  REQUIRE(e.ok());
+  REQUIRE(traced.size() == 1);  // one batch
+  auto batch = DecodeTraceMessage(traced[0].body);
+  REQUIRE(batch.ok());
+  REQUIRE(batch->events.size() == 2);
+  const TraceEvent* e = &batch->events[1];
   CHECK(e->step == TraceStep::kPublished);
   CHECK(e->request == "c1/c1/0123456789ab/2");
   CHECK(e->reason == "generation-changed");
