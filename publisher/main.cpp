@@ -3,7 +3,6 @@
 #include <random>
 
 #include <CLI/CLI.hpp>
-#include <malloc.h>
 #include <prometheus/registry.h>
 #include <unistd.h>
 
@@ -26,22 +25,10 @@ std::string ElectionIdentity() {
   return std::string(pod && *pod ? pod : host) + suffix;
 }
 
-// glibc gives threads arenas of their own: the publisher's watch threads parse the hub's objects,
-// and an object replaced is often freed on the decision thread (whose snapshot held it last), so
-// memory freed in one arena is not reused by another and the resident size grows with every
-// status written. With two arenas a 20,000-cluster fleet took 125 MB instead of 150 MB after its
-// converge (docs/architecture.md, "Sizing"); MALLOC_ARENA_MAX, when set, still decides. Called
-// first in main, before any thread.
-void LimitMallocArenas() {
-  if (std::getenv("MALLOC_ARENA_MAX") != nullptr) return;
-  mallopt(M_ARENA_MAX, 2);  // NOLINT(concurrency-mt-unsafe): no other thread exists yet
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace syncbus;
-  LimitMallocArenas();
   CLI::App cli{"syncbus-publisher: enqueues SyncSet work for every managed cluster"};
   std::string config_path;
   cli.add_option("-c,--config", config_path, "YAML config file (see docs/configuration.md)")
