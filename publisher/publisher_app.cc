@@ -223,6 +223,41 @@ class PublisherApp::Election {
   std::thread thread_;
 };
 
+// The rollout keeper on a thread of its own, one look every kRolloutPeriod while `active` holds
+// (leading and connected to the broker), its gauges forgotten when it stops holding. Its hub
+// writes (a set's state, an Event) wait on the hub, never on the decision loop: an edit is
+// published while the hub is slow to answer a wave's release. The destructor joins the thread
+// (set `stop` first).
+class PublisherApp::RolloutLoop {
+ public:
+  RolloutLoop(HubCache& cache, kube::Client& hub, Clock& clock, prometheus::Registry& registry,
+              const std::string& identity, const std::atomic<bool>& stop,
+              std::function<bool()> active)
+      : keeper_(cache, hub, clock, registry, identity),
+        thread_([this, &stop, active = std::move(active)] {
+          bool was_active = false;
+          while (!stop.load()) {
+            if (active()) {
+              was_active = true;
+              (void)keeper_.Tick();  // logged there; the next look tries again
+            } else if (was_active) {
+              keeper_.Reset();  // the next leader reports
+              was_active = false;
+            }
+            SleepUnlessStopped(kRolloutPeriod, stop);
+          }
+        }) {}
+  RolloutLoop(const RolloutLoop&) = delete;
+  RolloutLoop& operator=(const RolloutLoop&) = delete;
+  ~RolloutLoop() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  RolloutKeeper keeper_;
+  std::thread thread_;
+};
+
 PublisherApp::PublisherApp(Config config, PublisherDeps deps)
     : config_(std::move(config)),
       deps_(std::move(deps)),
@@ -339,8 +374,8 @@ void PublisherApp::PublishUntilStopped(const PublisherOptions& options, const El
                                 });
   Publisher publisher(options, cache_, *session, clock, *deps_.registry);
   kube::Client& quick_hub = deps_.quick_hub ? *deps_.quick_hub : *deps_.hub;
-  RolloutKeeper rollouts(cache_, quick_hub, clock, *deps_.registry, deps_.identity);
-  SteadyTime rollouts_looked_at{};
+  RolloutLoop rollouts(cache_, quick_hub, clock, *deps_.registry, deps_.identity, stop,
+                       [this, leading] { return leading() && connected_.load(); });
   bool startup = true;
   bool was_leading = false;
   bool more = false;  // the last round left work it could have done
@@ -350,7 +385,6 @@ void PublisherApp::PublishUntilStopped(const PublisherOptions& options, const El
       if (was_leading) {
         log::Warn("not the leader any more: stopped publishing");
         publisher.Reset();  // the next leader recomputes everything from its own cache
-        rollouts.Reset();
         was_leading = false;
       }
       cache_.TakeDirty(options.tick);  // stay warm; decisions wait for leadership
@@ -392,10 +426,6 @@ void PublisherApp::PublishUntilStopped(const PublisherOptions& options, const El
       continue;
     }
     startup = false;
-    if (clock.Now() - rollouts_looked_at >= kRolloutPeriod) {
-      rollouts_looked_at = clock.Now();
-      (void)rollouts.Tick();  // logged there; the next tick tries again
-    }
     // rabbitmq-c answers the broker's heartbeats only inside calls: a round that sent nothing
     // must still touch the connection, or an idle leader is dropped after two intervals.
     if (Status alive = session->Poll(); !alive.ok()) {

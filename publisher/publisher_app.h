@@ -56,6 +56,7 @@ class PublisherApp {
  private:
   class Election;
   class HiveConfigFollower;
+  class RolloutLoop;
   // Publishes while this replica leads (connecting to the broker again after every loss) until
   // `stop`, beating between rounds and while waiting. `election` null: always leads;
   // `hive_config` null: the reapply interval is the configured one.

@@ -5,8 +5,9 @@
 // decided again from the newer set. Each step is recorded as an Event on the set (a SyncSet's
 // namespace; "default" for a SelectorSyncSet) and counted; gauges show every rollout's wave and
 // halt. A released wave reaches its clusters through the cache: the set's new state makes them
-// dirty, and their desired state now holds the new generation. Not thread-safe: the decision
-// loop's thread; `cache`, `hub`, `clock` and `registry` must outlive it.
+// dirty, and their desired state now holds the new generation. Not thread-safe: one thread, the
+// publisher's rollout loop (publisher_app.cc), beside the decision loop; `cache`, `hub`, `clock`
+// and `registry` must outlive it.
 #pragma once
 
 #include <map>

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "common/bus/topology.h"
 #include "common/clock.h"
 #include "common/hive/desired_state.h"
+#include "common/http/transport.h"
 #include "common/kube/client_impl.h"
 #include "common/time_format.h"
 #include "publisher/publisher_app.h"
@@ -28,6 +30,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/files.h"
 #include "tests/support/hive_objects.h"
+#include "tests/support/rollout_objects.h"
 #include "tests/support/test_broker.h"
 #include "tests/support/wait.h"
 
@@ -77,6 +80,48 @@ class RunningPublisher {
   std::atomic<bool> stop_{false};
   Status result_;
   std::thread thread_;
+};
+
+// The in-process hub's transport with every PATCH of a SelectorSyncSet held, unanswered, until
+// Release(): a hub slow to answer the writes of a rollout's leader. Thread-safe.
+class HeldSetPatches final : public http::Transport {
+ public:
+  explicit HeldSetPatches(std::shared_ptr<http::Transport> inner) : inner_(std::move(inner)) {}
+  ~HeldSetPatches() override { Release(); }
+  void Send(http::Request request, DoneCallback done) override {
+    if (request.method == "PATCH" && request.url.find("/selectorsyncsets/") != std::string::npos) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!released_) {
+        held_.emplace_back(std::move(request), std::move(done));
+        return;
+      }
+    }
+    inner_->Send(std::move(request), std::move(done));
+  }
+  std::unique_ptr<http::StreamHandle> Stream(http::Request request,
+                                             StreamCallbacks callbacks) override {
+    return inner_->Stream(std::move(request), std::move(callbacks));
+  }
+  size_t held() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_.size();
+  }
+  // Sends what was held, and from now on every request at once.
+  void Release() {
+    std::vector<std::pair<http::Request, DoneCallback>> held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+      held.swap(held_);
+    }
+    for (auto& [request, done] : held) inner_->Send(std::move(request), std::move(done));
+  }
+
+ private:
+  std::shared_ptr<http::Transport> inner_;
+  mutable std::mutex mu_;
+  bool released_ = false;
+  std::vector<std::pair<http::Request, DoneCallback>> held_;
 };
 
 struct Rig {
@@ -609,5 +654,42 @@ TEST_CASE(
                 "published again after "
                     << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
                     << " ms");
+  CHECK(pub.Stop().ok());
+}
+
+TEST_CASE(
+    "publisher: a rollout's write the hub does not answer holds no edit back (the keeper has a "
+    "thread of its own)") {
+  Rig rig(3);
+  rig.CreateSelectorSyncSet("all", {{"syncbus.io/fleet", "sim"}});
+  // A second set rolled out in waves: the leader's first look at it writes its state (the first
+  // wave released), a PATCH the hub holds unanswered.
+  auto gated = rig.hub->Create(
+      kube::Collection(res::kSelectorSyncSets),
+      testing::RolledOutSelectorSyncSet("gated", R"({"waves": [{"clusters": 1}]})"));
+  REQUIRE_MESSAGE(gated.ok(), gated.status().ToString());
+  auto held = std::make_shared<HeldSetPatches>(rig.transport);
+  kube::ClusterConfig cc;
+  cc.server = "http://sim.invalid";
+  RunningPublisher pub(rig.config, rig.hub, std::make_shared<kube::ClientImpl>(cc, held));
+  REQUIRE(WaitFor([&] { return pub.Ready(); }, 30s));
+  auto start = rig.Collect();
+  REQUIRE(PerCluster(start).size() == 3);
+  for (const auto& r : start) rig.ReportSynced(r.cluster_name, {{"all", 1}});
+  REQUIRE(WaitFor([&] { return held->held() > 0; }, 10s));
+  (void)rig.Collect(1000ms);
+
+  // An edit while the rollout's write waits on the hub reaches every cluster.
+  rig.EditSelectorSyncSet("all", 2);
+  std::vector<SyncRequest> after;
+  WaitFor(
+      [&] {
+        for (auto& r : rig.Collect(300ms, 2s)) after.push_back(std::move(r));
+        return PerCluster(after).size() >= 3;
+      },
+      10s);
+  CHECK_MESSAGE(PerCluster(after).size() == 3, Describe(after));
+  CHECK(held->held() > 0);  // still unanswered meanwhile
+  held->Release();
   CHECK(pub.Stop().ok());
 }
