@@ -36,8 +36,16 @@ int AttemptOf(const amqp::Message& message) {
 }
 
 int UnsettledDeliveries(const amqp::Message& message) {
-  return IntHeader(message, kUnsettledHeader) + IntHeader(message, kDeliveryCountHeader) +
-         ReturnsInDeaths(message);
+  const int counted = IntHeader(message, kDeliveryCountHeader);
+  const int returned = ReturnsInDeaths(message);
+  // A broker that writes x-last-death-* (RabbitMQ 3.13 on, 4.x) keeps a message's annotations
+  // when it dead-letters it: a return from a consumer's own queue its holder died holding is in
+  // the copy's x-delivery-count as well as in its x-death entry, the same delivery. 3.10 starts
+  // the count again in each queue.
+  const bool count_travels =
+      message.headers.is_object() && message.headers.contains(kLastDeathQueueHeader);
+  return IntHeader(message, kUnsettledHeader) +
+         (count_travels ? std::max(counted, returned) : counted + returned);
 }
 
 int ReturnsFromConsumers(const amqp::Message& message) {

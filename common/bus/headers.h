@@ -59,7 +59,8 @@ inline constexpr char kConsumerQueuePrefix[] = "syncbus.consumer.";
 
 // Unsettled deliveries so far: the carried count, the broker's count for this copy, and the
 // returns from consumers' own queues in its x-death (each dead-letters an unsettled return to
-// the copy's lane at once).
+// the copy's lane at once), each delivery once where the broker's count holds those returns too
+// (RabbitMQ 4.x).
 int UnsettledDeliveries(const amqp::Message& message);
 // Of those, the returns from consumers' own queues: the carried count and those in its x-death.
 int ReturnsFromConsumers(const amqp::Message& message);

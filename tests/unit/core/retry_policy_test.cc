@@ -222,6 +222,27 @@ TEST_CASE("a forward keeps the lane of a request without a lane header, back fro
 }
 
 TEST_CASE(
+    "a return from a holder's queue counts once, also where the broker's count travels with the "
+    "dead letter (RabbitMQ 4.x)") {
+  auto returned = [](int delivery_count, bool count_travels) {
+    amqp::Message m;
+    m.headers = Json{{kDeathHeader, Json::array({{{"reason", "delivery_limit"},
+                                                  {"queue", "syncbus.consumer.consumer-a.change"},
+                                                  {"count", 1}}})}};
+    if (delivery_count > 0) m.headers[kDeliveryCountHeader] = delivery_count;
+    if (count_travels) m.headers[kLastDeathQueueHeader] = "syncbus.consumer.consumer-a.change";
+    return UnsettledDeliveries(m);
+  };
+  // 4.x: the holder died holding it (its queue's count, 1, travels with it), or it nacked it
+  // (no count).
+  CHECK(returned(1, true) == 1);
+  CHECK(returned(0, true) == 1);
+  // 3.10: no count travels; one there is the lane's own, a delivery beside the return.
+  CHECK(returned(0, false) == 1);
+  CHECK(returned(1, false) == 2);
+}
+
+TEST_CASE(
     "returns from consumers' own queues in x-death count as unsettled deliveries, others not, "
     "and are carried as such") {
   FakeClock clock;
