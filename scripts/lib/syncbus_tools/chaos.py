@@ -9,7 +9,6 @@ rollout's waves held until released and a wave boundary during faults, recovery 
 their goals, and a scan of every log, message, trace event and metric for secrets."""
 
 import argparse
-import datetime
 import json
 import os
 import secrets
@@ -26,7 +25,7 @@ from syncbus_tools.chaos_checks import (Check, analyse_journal, check_boundary_d
                                         check_rollout_complete, check_rollout_held, cluster_credentials,
                                         every_kind_injected, explain_dead_letters, explain_exits, goals_met,
                                         judge_poison, planted_crash_times, planted_crashes, rollout_history,
-                                        ScanInputs, WorkTimes,
+                                        ScanInputs, WorkTimes, on_their_way,
                                         format_recovery, measure_recovery, recovery_table, request_window,
                                         verify_fleet)
 from syncbus_tools.chaos_faults import Chaos, EditStream, Fault, make_rng
@@ -223,12 +222,25 @@ def wait_converged(s, timeout, label):
 def poison_episode(s, chaos, edits, victim, timeout):
     """A cluster whose ClusterDeployment makes every consumer that syncs it abort: its request
     must be parked after the delivery limit, the pool must come back and stay healthy, `dlq
-    list` must show it, and after the fix `dlq replay` must sync it."""
-    checks = []
+    list` must show it, and after the fix `dlq replay` must sync it. The fix is made however the
+    episode ends, so that a failed one leaves the rest of the run its fleet to converge."""
     chaos.pause()
+    cd_path = f"/apis/hive.openshift.io/v1/namespaces/{victim}/clusterdeployments/{victim}"
+    try:
+        return poison_checks(s, edits, victim, cd_path, timeout)
+    finally:
+        cd = s.sim.hub.get(cd_path)
+        if CRASH_ANNOTATION in cd["metadata"].get("annotations", {}):
+            cd["metadata"]["annotations"].pop(CRASH_ANNOTATION)
+            s.sim.hub.update(cd_path, cd)
+            note(f"poison: {victim} no longer crashes consumers")
+        chaos.resume()
+
+
+def poison_checks(s, edits, victim, cd_path, timeout):
+    checks = []
     wait_ready(s, timeout=300)
     crashes_before = sum(len(d.crash_times) for d in s.consumers())
-    cd_path = f"/apis/hive.openshift.io/v1/namespaces/{victim}/clusterdeployments/{victim}"
     cd = s.sim.hub.get(cd_path)
     cd["metadata"].setdefault("annotations", {})[CRASH_ANNOTATION] = "true"
     s.sim.hub.update(cd_path, cd)
@@ -250,25 +262,24 @@ def poison_episode(s, chaos, edits, victim, timeout):
     if parked_at is None:
         checks.append(Check("poison parked", False, f"{victim} not in the dead-letter queue after {timeout}s "
                             f"({crashes} consumer crashes)"))
-        chaos.resume()
         return checks
     # The cluster may have had more than one request on its way (a change and a new leader's
     # startup resync, say): each is a poison of its own, parked after its own delivery limit.
-    pending = unsettled_requests(s, victim, started)
+    quiet = 3 * max(tier_seconds(t) for t in s.args.retry_tiers) + 10
+    pending = unsettled_requests(s, victim, started, quiet)
     while pending and time.monotonic() < deadline:
         time.sleep(2)
-        pending = unsettled_requests(s, victim, started)
+        pending = unsettled_requests(s, victim, started, quiet)
+    listed = s.parked(victim)
+    s.poison_requests.update(d.get("messageId") for d in listed if d.get("cluster") == key)
     if pending:
         checks.append(Check("poison parked", False, f"{victim}: request(s) {', '.join(pending)} neither "
                             f"parked nor settled after {timeout}s"))
-        chaos.resume()
         return checks
-    listed = s.parked(victim)
-    s.poison_requests.update(d.get("messageId") for d in listed if d.get("cluster") == key)
     planted = sum(s.planted_crashes(key).values())
     crashes = sum(len(d.crash_times) for d in s.consumers()) - crashes_before
     note(f"poison: parked after {parked_at - started:.0f}s, {crashes} consumer crashes ({planted} planted)")
-    judged = judge_poison(listed, key, planted, DELIVERY_LIMIT, 1 if s.rabbit.version == "3.10" else 2)
+    judged = judge_poison(listed, key, planted, DELIVERY_LIMIT)
     judged.detail += f"; first parked {parked_at - started:.0f}s after the edit; `syncbusctl dlq list` shows:\n"
     rc, out, _ = s.ctl("dlq", "list", "-c", s.ctl_config, "--cluster", victim, "-q")
     judged.detail += indent(out if rc == 0 else f"(exit {rc})")
@@ -302,25 +313,22 @@ def poison_episode(s, chaos, edits, victim, timeout):
     checks.append(Check("replay after the fix syncs the cluster", synced is not None,
                         f"replay exit {rc}; {victim} in sync {synced - replayed:.1f}s later" if synced
                         else f"replay exit {rc} {err.strip()[:300]}; {victim} not in sync within 120s"))
-    chaos.resume()
     return checks
 
 
-def unsettled_requests(s, cluster, since):
-    """Requests of `cluster` seen since `since` (Unix seconds) that are still on their way: last
-    seen published, delivered (in flight, or its consumer crashed) or sent to a delay tier."""
+def tier_seconds(tier):
+    """Seconds of a delay tier as the config writes it ("10s", "2m")."""
+    return int(tier[:-1]) * {"s": 1, "m": 60, "h": 3600}[tier[-1]]
+
+
+def unsettled_requests(s, cluster, since, quiet):
+    """Requests of `cluster` seen since `since` (Unix seconds) that are still on their way
+    (chaos_checks.on_their_way)."""
     rc, out, _ = s.ctl("trace", cluster, "-c", s.ctl_config, "--json", "--since", "1h")
     if rc != 0:
         return [f"(trace unreadable: exit {rc})"]
-    since_text = datetime.datetime.fromtimestamp(since, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
-    last, recent = {}, set()
-    for e in json.loads(out).get("events", []):
-        request = e.get("request", "")
-        last[request] = e
-        if e.get("at", "") >= since_text:
-            recent.add(request)
-    return sorted(r for r in recent
-                  if not (last[r].get("step") == "settled" and last[r].get("outcome") not in ("retry", "deferred")))
+    crashes = [(d.name, t) for d in s.consumers() for t in d.crash_times]
+    return on_their_way(json.loads(out).get("events", []), since, crashes, now(), quiet)
 
 
 def in_sync(s, cluster, clustersync):

@@ -729,7 +729,35 @@ def explain_exits(exits, planted):
                  problems)
 
 
-def judge_poison(listed, cluster, crashes, delivery_limit, counted_per_return=1):
+def on_their_way(events, since, crashes, at, quiet):
+    """The requests of `events` (one cluster's `syncbusctl trace --json` events) seen since
+    `since` (Unix seconds) that are still on their way at `at`: last seen published, delivered (in
+    flight) or sent to a delay tier. One last seen delivered to a consumer that crashed after that
+    (`crashes`: (consumer name, Unix seconds)) is on its way no more once, for `quiet` seconds
+    (longer than the longest delay tier), no consumer crashed and nothing was seen of it: that
+    consumer settled it (parked it, say) and died before it flushed the trace events that said so;
+    a copy it gave back would have been delivered again by then."""
+    since_text = datetime.datetime.fromtimestamp(since, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+    last, recent = {}, set()
+    for e in events:
+        request = e.get("request", "")
+        last[request] = e
+        if e.get("at", "") >= since_text:
+            recent.add(request)
+    crash_quiet = at - max((t for _, t in crashes), default=0) >= quiet
+
+    def died_with(e):
+        seen = unix_ms(e.get("at"), None)
+        if e.get("step") != "delivered" or seen is None or not crash_quiet or at - seen / 1000 < quiet:
+            return False
+        return any(f"/{name}-" in e.get("actor", "") and t > seen / 1000 for name, t in crashes)
+
+    return sorted(r for r in recent
+                  if not (last[r].get("step") == "settled" and last[r].get("outcome") not in ("retry", "deferred"))
+                  and not died_with(last[r]))
+
+
+def judge_poison(listed, cluster, crashes, delivery_limit):
     """The poison's parked requests (`listed`: `syncbusctl dlq list --json` of its cluster) must
     be parked by syncbus's own path (quarantine, then the delivery limit), not by the broker,
     each after delivery_limit + 1 deliveries that ended unsettled, and the planted crashes must
@@ -738,9 +766,8 @@ def judge_poison(listed, cluster, crashes, delivery_limit, counted_per_return=1)
     with sticky claims, forwards whose holder died holding them, from a planted crash or a fault's
     kill; none with per-sync claims). Not their sum: one crash returns every delivery its process
     held, so two copies of the poison held at once (one waiting for the other's run) take one
-    unsettled delivery each from the same crash. A return counts `counted_per_return` unsettled
-    deliveries: 1 on RabbitMQ 3.10, 2 on 4.0 (docs/operations.md, "Messages in the dead-letter
-    queue"), so on 4.0 a holder killed by a fault takes two deliveries that no crash accounts for."""
+    unsettled delivery each from the same crash. A return counts one unsettled delivery on both
+    RabbitMQ versions (docs/operations.md, "Messages in the dead-letter queue")."""
     problems = []
     ours = [d for d in listed if d.get("cluster") == cluster]
     if not ours:
@@ -757,7 +784,7 @@ def judge_poison(listed, cluster, crashes, delivery_limit, counted_per_return=1)
                             f"not {delivery_limit + 1}")
         returns = d.get("returnsFromConsumers") or 0
         returned += returns
-        least = max(least, (d.get("unsettled") or 0) - returns * counted_per_return)
+        least = max(least, (d.get("unsettled") or 0) - returns)
     most = len(ours) * (delivery_limit + 1)
     if ours and not least <= crashes <= most:
         problems.append(f"{crashes} planted consumer crashes for {len(ours)} parked request(s): expected "
