@@ -223,26 +223,26 @@ class PublisherApp::Election {
   std::thread thread_;
 };
 
-// The rollout keeper on a thread of its own, one look every kRolloutPeriod while `active` holds
-// (leading and connected to the broker), its gauges forgotten when it stops holding. Its hub
-// writes (a set's state, an Event) wait on the hub, never on the decision loop: an edit is
-// published while the hub is slow to answer a wave's release. The destructor joins the thread
-// (set `stop` first).
+// The rollout keeper on a thread of its own, one look every kRolloutPeriod while the replica
+// leads and is connected to the broker (no wave is released while nothing can be published), its
+// gauges forgotten when it stops leading. Its hub writes (a set's state, an Event) wait on the
+// hub, never on the decision loop: an edit is published while the hub is slow to answer a wave's
+// release. The destructor joins the thread (set `stop` first).
 class PublisherApp::RolloutLoop {
  public:
   RolloutLoop(HubCache& cache, kube::Client& hub, Clock& clock, prometheus::Registry& registry,
               const std::string& identity, const std::atomic<bool>& stop,
-              std::function<bool()> active)
+              std::function<bool()> leading, const std::atomic<bool>& connected)
       : keeper_(cache, hub, clock, registry, identity),
-        thread_([this, &stop, active = std::move(active)] {
-          bool was_active = false;
+        thread_([this, &stop, leading = std::move(leading), &connected] {
+          bool was_leading = false;
           while (!stop.load()) {
-            if (active()) {
-              was_active = true;
-              (void)keeper_.Tick();  // logged there; the next look tries again
-            } else if (was_active) {
+            if (leading()) {
+              was_leading = true;
+              if (connected.load()) (void)keeper_.Tick();  // logged there; the next look retries
+            } else if (was_leading) {
               keeper_.Reset();  // the next leader reports
-              was_active = false;
+              was_leading = false;
             }
             SleepUnlessStopped(kRolloutPeriod, stop);
           }
@@ -374,8 +374,8 @@ void PublisherApp::PublishUntilStopped(const PublisherOptions& options, const El
                                 });
   Publisher publisher(options, cache_, *session, clock, *deps_.registry);
   kube::Client& quick_hub = deps_.quick_hub ? *deps_.quick_hub : *deps_.hub;
-  RolloutLoop rollouts(cache_, quick_hub, clock, *deps_.registry, deps_.identity, stop,
-                       [this, leading] { return leading() && connected_.load(); });
+  RolloutLoop rollouts(cache_, quick_hub, clock, *deps_.registry, deps_.identity, stop, leading,
+                       connected_);
   bool startup = true;
   bool was_leading = false;
   bool more = false;  // the last round left work it could have done
