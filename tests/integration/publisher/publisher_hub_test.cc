@@ -318,7 +318,7 @@ class PrivateBroker {
  public:
   PrivateBroker() : dir_(testing::MakeTempDir("syncbus-private-broker")) {}
   ~PrivateBroker() { Run("stop", "--wipe"); }
-  bool Start() { return Run("start", ""); }
+  bool Start() { return Run("start", "--start-timeout 300"); }  // a loaded CI machine
   bool Stop() { return Run("stop", ""); }
   Result<testing::BrokerEnv> Env() const {
     return testing::ParseBrokerEnv(testing::ReadFile(dir_ + "/broker.env"));
@@ -346,6 +346,22 @@ std::map<std::string, int> PerCluster(const std::vector<SyncRequest>& requests) 
   std::map<std::string, int> n;
   for (const auto& r : requests) ++n[r.cluster_name];
   return n;
+}
+
+// What the rig's lanes carry, slice by slice, until `clusters` clusters have a request or
+// `limit` has passed.
+std::vector<SyncRequest> CollectForClusters(Rig& rig, size_t clusters,
+                                            std::chrono::milliseconds limit,
+                                            std::chrono::milliseconds quiet = 300ms,
+                                            std::chrono::milliseconds slice = 2s) {
+  std::vector<SyncRequest> got;
+  WaitFor(
+      [&] {
+        for (auto& r : rig.Collect(quiet, slice)) got.push_back(std::move(r));
+        return PerCluster(got).size() >= clusters;
+      },
+      limit);
+  return got;
 }
 
 }  // namespace
@@ -559,13 +575,7 @@ TEST_CASE("publisher: broker stopped and restarted, every pending cluster still 
   std::this_thread::sleep_for(2s);  // a few failed rounds and reconnect attempts
   REQUIRE(broker.Start());
   // The publisher reconnects on its backoff (up to 30 s between attempts).
-  std::vector<SyncRequest> after;
-  WaitFor(
-      [&] {
-        for (auto& r : rig.Collect(500ms, 5s)) after.push_back(std::move(r));
-        return PerCluster(after).size() >= 20;
-      },
-      90s);
+  auto after = CollectForClusters(rig, 20, 90s, 500ms, 5s);
   for (auto& r : rig.Collect(1000ms)) after.push_back(std::move(r));
   auto per_cluster = PerCluster(after);
   CHECK(per_cluster.size() == 20);
@@ -641,13 +651,7 @@ TEST_CASE(
   rig.EditSelectorSyncSet("all", 2);
   // The read in flight gives up within renewDeadline (2 s), the next renews: publishing resumes
   // seconds later. With the hub's own client it would wait out the 30 s request timeout.
-  std::vector<SyncRequest> after;
-  WaitFor(
-      [&] {
-        for (auto& r : rig.Collect(300ms, 2s)) after.push_back(std::move(r));
-        return PerCluster(after).size() >= 3;
-      },
-      20s);
+  auto after = CollectForClusters(rig, 3, 20s);
   const auto took = std::chrono::steady_clock::now() - answered_again;
   CHECK_MESSAGE(PerCluster(after).size() == 3, Describe(after));
   CHECK_MESSAGE(took < 15s,
@@ -681,13 +685,7 @@ TEST_CASE(
 
   // An edit while the rollout's write waits on the hub reaches every cluster.
   rig.EditSelectorSyncSet("all", 2);
-  std::vector<SyncRequest> after;
-  WaitFor(
-      [&] {
-        for (auto& r : rig.Collect(300ms, 2s)) after.push_back(std::move(r));
-        return PerCluster(after).size() >= 3;
-      },
-      10s);
+  auto after = CollectForClusters(rig, 3, 10s);
   CHECK_MESSAGE(PerCluster(after).size() == 3, Describe(after));
   CHECK(held->held() > 0);  // still unanswered meanwhile
   held->Release();
