@@ -1,6 +1,7 @@
 #include "publisher/rollout_keeper.h"
 
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -53,7 +54,7 @@ RolloutKeeper::RolloutKeeper(HubCache& cache, kube::Client& hub, Clock& clock,
                  .Register(registry)) {}
 
 Status RolloutKeeper::Tick() {
-  Status first = Status::Ok();
+  Status first = RetryEvents();
   auto inputs = cache_.Rollouts([](const hive::ObjectMeta& meta) {
     return RolloutActive(GatedOf(meta, hive::SetKind::kSyncSet));
   });
@@ -110,6 +111,11 @@ void RolloutKeeper::Reset() {
     halted_.Remove(gauges.second);
   }
   gauges_.clear();
+  for (const UnrecordedEvent& e : unrecorded_) {
+    log::Warn("a rollout Event not recorded: no longer the leader",
+              {{"set", e.set}, {"reason", e.event.value("reason", "")}});
+  }
+  unrecorded_.clear();
 }
 
 Status RolloutKeeper::Write(const GatedSet& set, const std::string& resource_version,
@@ -145,14 +151,35 @@ Status RolloutKeeper::RecordEvent(const GatedSet& set, const std::string& uid,
             {"count", 1},
             {"firstTimestamp", FormatRfc3339(now)},
             {"lastTimestamp", FormatRfc3339(now)}};
-  auto created = hub_.Create(kube::Collection(res::kEvents, ns), e);
+  Status created = CreateEvent(ns, e);
   if (!created.ok()) {
-    log::Warn(
-        "the hub refused a rollout Event",
-        {{"set", SetLabel(set)}, {"reason", event.reason}, {"error", created.status().message()}});
-    return created.status();
+    log::Warn("the hub refused a rollout Event; trying again on the next looks",
+              {{"set", SetLabel(set)}, {"reason", event.reason}, {"error", created.message()}});
+    unrecorded_.push_back({SetLabel(set), ns, std::move(e)});
   }
-  return Status::Ok();
+  return created;
+}
+
+Status RolloutKeeper::CreateEvent(const std::string& ns, const Json& event) {
+  auto created = hub_.Create(kube::Collection(res::kEvents, ns), event);
+  if (created.ok() || created.status().code() == Code::kAlreadyExists) return Status::Ok();
+  return created.status();
+}
+
+Status RolloutKeeper::RetryEvents() {
+  Status first = Status::Ok();
+  std::erase_if(unrecorded_, [&](UnrecordedEvent& e) {
+    Status created = CreateEvent(e.ns, e.event);
+    if (created.ok()) return true;
+    if (first.ok()) first = created;
+    if (++e.tries < kEventTries) return false;
+    log::Warn("a rollout Event given up after every try", {{"set", e.set},
+                                                           {"reason", e.event.value("reason", "")},
+                                                           {"tries", std::to_string(e.tries)},
+                                                           {"error", created.message()}});
+    return true;
+  });
+  return first;
 }
 
 void RolloutKeeper::SetGauges(const GatedSet& set) {

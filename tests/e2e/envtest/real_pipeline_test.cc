@@ -554,14 +554,19 @@ TEST_CASE(
       CHECK(result == "Success");
     }
   }
-  Result<kube::ObjectList> events = p.hub->List(Collection(resources::kEvents, "default"), {});
-  REQUIRE(events.ok());
-  bool halt_event = false;
-  for (const Json& e : events->items) {
-    halt_event |= e["involvedObject"].value("name", "") == kRolloutSet &&
-                  e.value("reason", "") == "RolloutHalted" && e.value("type", "") == "Warning";
-  }
-  CHECK(halt_event);
+  // The Event follows the state it records (written after it, tried again if the hub did not take
+  // it): a reader that saw the state may look before it is there.
+  auto halt_event = [&] {
+    Result<kube::ObjectList> events = p.hub->List(Collection(resources::kEvents, "default"), {});
+    REQUIRE(events.ok());
+    for (const Json& e : events->items) {
+      if (e["involvedObject"].value("name", "") == kRolloutSet &&
+          e.value("reason", "") == "RolloutHalted" && e.value("type", "") == "Warning")
+        return true;
+    }
+    return false;
+  };
+  CHECK_MESSAGE(WaitFor(halt_event, 30s, 250ms), p.Logs());
 
   // The publisher killed while halted: its successor takes the lease and keeps the halt.
   REQUIRE(p.daemons[0].Stop(SIGKILL, 10s).has_value());

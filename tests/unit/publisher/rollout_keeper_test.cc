@@ -1,7 +1,7 @@
 // The rollout keeper against a simulated hub (the simulator's REST engine in process): what the
 // leader writes on a set (the state, with the set's resourceVersion as a precondition), the Events
 // it records, the gauges it keeps, and a write that crossed another (a conflict) decided again
-// from the newer set without an Event.
+// from the newer set without an Event, and an Event the hub did not take tried again.
 #include "publisher/rollout_keeper.h"
 
 #include <doctest/doctest.h>
@@ -74,7 +74,101 @@ struct KeeperHub {
   prometheus::Registry registry;
 };
 
+// The hub, but an Event's creation fails with a timeout while `refusals` lasts; with `taken`,
+// the hub has created it all the same (the answer was lost).
+class EventsTimingOutHub final : public kube::Client {
+ public:
+  EventsTimingOutHub(kube::Client& hub, int refusals, bool taken)
+      : hub_(hub), refusals_(refusals), taken_(taken) {}
+  int event_creates = 0;
+
+  Result<Json> Get(const kube::ObjectRef& o) override { return hub_.Get(o); }
+  Result<kube::ObjectList> List(const kube::ObjectRef& c, const kube::ListOptions& o) override {
+    return hub_.List(c, o);
+  }
+  Result<std::unique_ptr<kube::WatchStream>> Watch(const kube::ObjectRef& c,
+                                                   const kube::WatchOptions& o) override {
+    return hub_.Watch(c, o);
+  }
+  Result<Json> Create(const kube::ObjectRef& c, const Json& j,
+                      const kube::WriteOptions& o) override {
+    if (c.resource.resource != "events") return hub_.Create(c, j, o);
+    ++event_creates;
+    if (refusals_ == 0) return hub_.Create(c, j, o);
+    --refusals_;
+    if (taken_) REQUIRE(hub_.Create(c, j, o).ok());
+    return Status(Code::kTimeout, "the hub did not answer in time");
+  }
+  Result<Json> Update(const kube::ObjectRef& r, const Json& j) override {
+    return hub_.Update(r, j);
+  }
+  Result<Json> Apply(const kube::ObjectRef& r, const Json& j,
+                     const kube::ApplyOptions& o) override {
+    return hub_.Apply(r, j, o);
+  }
+  Result<Json> Patch(const kube::ObjectRef& r, kube::PatchType t, const std::string& body,
+                     const kube::WriteOptions& o) override {
+    return hub_.Patch(r, t, body, o);
+  }
+  Status Delete(const kube::ObjectRef& r, const kube::DeleteOptions& o) override {
+    return hub_.Delete(r, o);
+  }
+  Result<Json> GetPath(const std::string& p) override { return hub_.GetPath(p); }
+
+ private:
+  kube::Client& hub_;
+  int refusals_;
+  bool taken_;
+};
+
 }  // namespace
+
+TEST_CASE("an Event the hub did not take is tried again on the next looks, once, within bounds") {
+  KeeperHub h;
+  SUBCASE("refused twice, then recorded") {
+    EventsTimingOutHub hub(*h.hub, 2, false);
+    RolloutKeeper keeper(h.cache, hub, h.clock, h.registry, "publisher-0");
+    CHECK(keeper.Tick().code() == Code::kTimeout);  // the state written, its Event refused
+    CHECK(testing::ReadRolloutState(*h.hub, "s").wave == 1);
+    CHECK(h.Events().empty());
+    h.Refresh();
+    CHECK(keeper.Tick().code() == Code::kTimeout);
+    CHECK(h.Events().empty());
+    REQUIRE(keeper.Tick().ok());
+    CHECK(h.Events() == std::vector<std::string>{"RolloutStarted"});
+    REQUIRE(keeper.Tick().ok());
+    CHECK(hub.event_creates == 3);
+    CHECK(h.Events() == std::vector<std::string>{"RolloutStarted"});
+  }
+  SUBCASE("taken by the hub, its answer lost: not doubled") {
+    EventsTimingOutHub hub(*h.hub, 1, true);
+    RolloutKeeper keeper(h.cache, hub, h.clock, h.registry, "publisher-0");
+    CHECK(keeper.Tick().code() == Code::kTimeout);
+    h.Refresh();
+    REQUIRE(keeper.Tick().ok());  // AlreadyExists: recorded
+    REQUIRE(keeper.Tick().ok());
+    CHECK(hub.event_creates == 2);
+    CHECK(h.Events() == std::vector<std::string>{"RolloutStarted"});
+  }
+  SUBCASE("given up after every try") {
+    EventsTimingOutHub hub(*h.hub, 1000, false);
+    RolloutKeeper keeper(h.cache, hub, h.clock, h.registry, "publisher-0");
+    (void)keeper.Tick();
+    h.Refresh();
+    for (int i = 0; i < 2 * RolloutKeeper::kEventTries; ++i) (void)keeper.Tick();
+    CHECK(hub.event_creates == RolloutKeeper::kEventTries);
+    CHECK(h.Events().empty());
+  }
+  SUBCASE("forgotten by a leader that steps down") {
+    EventsTimingOutHub hub(*h.hub, 1, false);
+    RolloutKeeper keeper(h.cache, hub, h.clock, h.registry, "publisher-0");
+    (void)keeper.Tick();
+    h.Refresh();
+    keeper.Reset();
+    REQUIRE(keeper.Tick().ok());
+    CHECK(hub.event_creates == 1);
+  }
+}
 
 TEST_CASE(
     "the rollout keeper writes each step on the set with an Event, and decides a conflict again") {
