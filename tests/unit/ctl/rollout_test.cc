@@ -14,6 +14,7 @@
 #include "ctl/fleet_progress.h"
 #include "ctl/fleet_status.h"
 #include "tests/fakes/common/fake_clock.h"
+#include "tests/fakes/common/kube/forwarding_client.h"
 #include "tests/fakes/common/kube/simulated_hub.h"
 #include "tests/support/rollout_objects.h"
 
@@ -247,30 +248,11 @@ namespace {
 
 // The hub, but the publisher's leader writes the set between syncbusctl's read and its write,
 // `conflicts` times: each of those writes fails with a real 409 from the simulator.
-class RoRacingHub final : public kube::Client {
+class RoRacingHub final : public fakes::ForwardingClient {
  public:
-  RoRacingHub(kube::Client& hub, int conflicts) : hub_(hub), conflicts_(conflicts) {}
+  RoRacingHub(kube::Client& hub, int conflicts) : ForwardingClient(hub), conflicts_(conflicts) {}
   int patches = 0;
 
-  Result<Json> Get(const kube::ObjectRef& o) override { return hub_.Get(o); }
-  Result<kube::ObjectList> List(const kube::ObjectRef& c, const kube::ListOptions& o) override {
-    return hub_.List(c, o);
-  }
-  Result<std::unique_ptr<kube::WatchStream>> Watch(const kube::ObjectRef& c,
-                                                   const kube::WatchOptions& o) override {
-    return hub_.Watch(c, o);
-  }
-  Result<Json> Create(const kube::ObjectRef& c, const Json& j,
-                      const kube::WriteOptions& o) override {
-    return hub_.Create(c, j, o);
-  }
-  Result<Json> Update(const kube::ObjectRef& r, const Json& j) override {
-    return hub_.Update(r, j);
-  }
-  Result<Json> Apply(const kube::ObjectRef& r, const Json& j,
-                     const kube::ApplyOptions& o) override {
-    return hub_.Apply(r, j, o);
-  }
   Result<Json> Patch(const kube::ObjectRef& r, kube::PatchType t, const std::string& body,
                      const kube::WriteOptions& o) override {
     ++patches;
@@ -278,18 +260,13 @@ class RoRacingHub final : public kube::Client {
       --conflicts_;
       Json touch = {
           {"metadata", {{"annotations", {{"test/publisher-wrote", std::to_string(patches)}}}}}};
-      auto written = hub_.Patch(r, kube::PatchType::kMerge, touch.dump(), o);
+      auto written = to_.Patch(r, kube::PatchType::kMerge, touch.dump(), o);
       if (!written.ok()) return written.status();
     }
-    return hub_.Patch(r, t, body, o);
+    return to_.Patch(r, t, body, o);
   }
-  Status Delete(const kube::ObjectRef& r, const kube::DeleteOptions& o) override {
-    return hub_.Delete(r, o);
-  }
-  Result<Json> GetPath(const std::string& p) override { return hub_.GetPath(p); }
 
  private:
-  kube::Client& hub_;
   int conflicts_;
 };
 

@@ -8,6 +8,7 @@
 #include <prometheus/registry.h>
 
 #include "tests/fakes/common/fake_clock.h"
+#include "tests/fakes/common/kube/forwarding_client.h"
 #include "tests/fakes/common/kube/simulated_hub.h"
 #include "tests/support/rollout_objects.h"
 
@@ -76,47 +77,23 @@ struct KeeperHub {
 
 // The hub, but an Event's creation fails with a timeout while `refusals` lasts; with `taken`,
 // the hub has created it all the same (the answer was lost).
-class EventsTimingOutHub final : public kube::Client {
+class EventsTimingOutHub final : public fakes::ForwardingClient {
  public:
   EventsTimingOutHub(kube::Client& hub, int refusals, bool taken)
-      : hub_(hub), refusals_(refusals), taken_(taken) {}
+      : ForwardingClient(hub), refusals_(refusals), taken_(taken) {}
   int event_creates = 0;
 
-  Result<Json> Get(const kube::ObjectRef& o) override { return hub_.Get(o); }
-  Result<kube::ObjectList> List(const kube::ObjectRef& c, const kube::ListOptions& o) override {
-    return hub_.List(c, o);
-  }
-  Result<std::unique_ptr<kube::WatchStream>> Watch(const kube::ObjectRef& c,
-                                                   const kube::WatchOptions& o) override {
-    return hub_.Watch(c, o);
-  }
   Result<Json> Create(const kube::ObjectRef& c, const Json& j,
                       const kube::WriteOptions& o) override {
-    if (c.resource.resource != "events") return hub_.Create(c, j, o);
+    if (c.resource.resource != "events") return to_.Create(c, j, o);
     ++event_creates;
-    if (refusals_ == 0) return hub_.Create(c, j, o);
+    if (refusals_ == 0) return to_.Create(c, j, o);
     --refusals_;
-    if (taken_) REQUIRE(hub_.Create(c, j, o).ok());
+    if (taken_) REQUIRE(to_.Create(c, j, o).ok());
     return Status(Code::kTimeout, "the hub did not answer in time");
   }
-  Result<Json> Update(const kube::ObjectRef& r, const Json& j) override {
-    return hub_.Update(r, j);
-  }
-  Result<Json> Apply(const kube::ObjectRef& r, const Json& j,
-                     const kube::ApplyOptions& o) override {
-    return hub_.Apply(r, j, o);
-  }
-  Result<Json> Patch(const kube::ObjectRef& r, kube::PatchType t, const std::string& body,
-                     const kube::WriteOptions& o) override {
-    return hub_.Patch(r, t, body, o);
-  }
-  Status Delete(const kube::ObjectRef& r, const kube::DeleteOptions& o) override {
-    return hub_.Delete(r, o);
-  }
-  Result<Json> GetPath(const std::string& p) override { return hub_.GetPath(p); }
 
  private:
-  kube::Client& hub_;
   int refusals_;
   bool taken_;
 };
